@@ -1,0 +1,135 @@
+//! Shapes and abstract values (the types of jaxpr variables).
+
+use crate::dtype::DType;
+use smallvec::SmallVec;
+use std::fmt;
+
+/// The dimensions of an array. Every dimension is non-negative and the element count fits
+/// in an `i64` (the [`Shape::new`] constructor checks both).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Shape(SmallVec<[i64; 4]>);
+
+/// Why a list of dimensions is not a shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShapeError {
+    /// A dimension is negative.
+    NegativeDim {
+        /// Position of the dimension.
+        axis: usize,
+        /// Its value.
+        size: i64,
+    },
+    /// The product of the dimensions overflows `i64`.
+    Overflow,
+}
+
+impl fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShapeError::NegativeDim { axis, size } => {
+                write!(f, "dimension {axis} is negative ({size})")
+            }
+            ShapeError::Overflow => f.write_str("the element count overflows i64"),
+        }
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+impl Shape {
+    /// A shape from its dimensions, checked: no negative dimension, element count in `i64`.
+    pub fn new(dims: &[i64]) -> Result<Shape, ShapeError> {
+        let mut count: i64 = 1;
+        for (axis, &size) in dims.iter().enumerate() {
+            if size < 0 {
+                return Err(ShapeError::NegativeDim { axis, size });
+            }
+            count = count.checked_mul(size).ok_or(ShapeError::Overflow)?;
+        }
+        Ok(Shape(SmallVec::from_slice(dims)))
+    }
+
+    /// The shape of a scalar (`[]`).
+    pub fn scalar() -> Shape {
+        Shape(SmallVec::new())
+    }
+
+    /// The dimensions.
+    pub fn dims(&self) -> &[i64] {
+        &self.0
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Number of elements (the product of the dimensions; 1 for a scalar).
+    pub fn size(&self) -> i64 {
+        // Checked at construction.
+        self.0.iter().product()
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// The type of a jaxpr variable: shape, dtype and whether the value is weakly typed (came
+/// from a Python scalar, so it takes the other operand's dtype in mixed arithmetic).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AbstractValue {
+    /// The dimensions.
+    pub shape: Shape,
+    /// The element type.
+    pub dtype: DType,
+    /// Weakly typed (a Python scalar's type).
+    pub weak_type: bool,
+}
+
+impl AbstractValue {
+    /// A strongly typed abstract value.
+    pub fn new(shape: Shape, dtype: DType) -> AbstractValue {
+        AbstractValue {
+            shape,
+            dtype,
+            weak_type: false,
+        }
+    }
+
+    /// A strongly typed scalar.
+    pub fn scalar(dtype: DType) -> AbstractValue {
+        AbstractValue::new(Shape::scalar(), dtype)
+    }
+
+    /// Same shape and dtype, weak type ignored (the comparison the typechecker makes).
+    pub fn same_type(&self, other: &AbstractValue) -> bool {
+        self.dtype == other.dtype && self.shape == other.shape
+    }
+
+    /// The same value with another weak-type flag.
+    pub fn with_weak_type(mut self, weak_type: bool) -> AbstractValue {
+        self.weak_type = weak_type;
+        self
+    }
+
+    /// The short form used in jaxpr text: `f32[3,4]`.
+    pub fn str_short(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for AbstractValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.dtype, self.shape)
+    }
+}

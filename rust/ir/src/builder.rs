@@ -1,0 +1,201 @@
+//! [`JaxprBuilder`]: the only way to make a [`Jaxpr`].
+
+use crate::aval::AbstractValue;
+use crate::error::{Site, TypeError};
+use crate::jaxpr::{Atom, AvalId, Eqn, Jaxpr, LitId, Literal, VarId};
+use crate::params::Params;
+use crate::primitive::Primitive;
+use crate::typecheck::{self, Parts};
+use std::collections::HashMap;
+
+/// Builds a jaxpr: declare constvars and invars, add equations (whose output types come
+/// from the primitive's rule), then [`JaxprBuilder::build`] with the outputs, which
+/// typechecks the result.
+///
+/// Equations may also be added with declared output variables made by
+/// [`JaxprBuilder::new_var`], in any order; [`JaxprBuilder::build_toposorted`] then
+/// orders them (this is how a graph of recipes becomes a jaxpr).
+#[derive(Default)]
+pub struct JaxprBuilder {
+    avals: Vec<AbstractValue>,
+    aval_ids: HashMap<AbstractValue, AvalId>,
+    var_avals: Vec<AvalId>,
+    literals: Vec<Literal>,
+    constvars: Vec<VarId>,
+    invars: Vec<VarId>,
+    eqns: Vec<Eqn>,
+}
+
+impl JaxprBuilder {
+    /// An empty builder.
+    pub fn new() -> JaxprBuilder {
+        JaxprBuilder::default()
+    }
+
+    fn intern(&mut self, aval: AbstractValue) -> AvalId {
+        if let Some(&id) = self.aval_ids.get(&aval) {
+            return id;
+        }
+        let id = AvalId::from_index(self.avals.len());
+        self.avals.push(aval.clone());
+        self.aval_ids.insert(aval, id);
+        id
+    }
+
+    /// A fresh variable of this type, not yet bound: bind it as an equation output with
+    /// [`JaxprBuilder::add_eqn_with_outvars`].
+    pub fn new_var(&mut self, aval: AbstractValue) -> VarId {
+        let id = self.intern(aval);
+        let v = VarId::from_index(self.var_avals.len());
+        self.var_avals.push(id);
+        v
+    }
+
+    /// Declares the next constant variable.
+    pub fn add_constvar(&mut self, aval: AbstractValue) -> VarId {
+        let v = self.new_var(aval);
+        self.constvars.push(v);
+        v
+    }
+
+    /// Declares the next input variable.
+    pub fn add_invar(&mut self, aval: AbstractValue) -> VarId {
+        let v = self.new_var(aval);
+        self.invars.push(v);
+        v
+    }
+
+    /// Adds a literal and returns it as an atom.
+    pub fn literal(&mut self, lit: Literal) -> Atom {
+        let id = LitId::from_index(self.literals.len());
+        self.literals.push(lit);
+        Atom::Lit(id)
+    }
+
+    /// The type of a variable of this builder, if the id is one.
+    pub fn var_aval(&self, v: VarId) -> Option<&AbstractValue> {
+        self.var_avals
+            .get(v.index())
+            .map(|id| &self.avals[id.index()])
+    }
+
+    /// The type of an atom of this builder, if the id is one.
+    pub fn atom_aval(&self, a: Atom) -> Option<AbstractValue> {
+        match a {
+            Atom::Var(v) => self.var_aval(v).cloned(),
+            Atom::Lit(l) => self.literals.get(l.index()).map(Literal::aval),
+        }
+    }
+
+    /// Number of equations added so far.
+    pub fn num_eqns(&self) -> usize {
+        self.eqns.len()
+    }
+
+    /// Applies a primitive: checks the operands exist, runs the primitive's rule, binds
+    /// fresh output variables of the rule's types and returns them.
+    pub fn add_eqn(
+        &mut self,
+        primitive: Primitive,
+        inputs: Vec<Atom>,
+        params: Params,
+    ) -> Result<Vec<VarId>, TypeError> {
+        let mut in_avals = Vec::with_capacity(inputs.len());
+        for &a in &inputs {
+            match self.atom_aval(a) {
+                Some(av) => in_avals.push(av),
+                None => {
+                    return Err(match a {
+                        Atom::Var(v) => TypeError::VarOutOfRange {
+                            site: self.pending_site(&primitive),
+                            var: v.index() as u32,
+                            num_vars: self.var_avals.len(),
+                        },
+                        Atom::Lit(l) => TypeError::LiteralOutOfRange {
+                            site: self.pending_site(&primitive),
+                            lit: l.index() as u32,
+                        },
+                    })
+                }
+            }
+        }
+        let outs = primitive
+            .abstract_eval(&in_avals, &params)
+            .map_err(|error| TypeError::Rule {
+                site: self.pending_site(&primitive),
+                primitive: primitive.name().to_owned(),
+                error,
+            })?;
+        let outvars: Vec<VarId> = outs.into_iter().map(|av| self.new_var(av)).collect();
+        self.eqns.push(Eqn {
+            primitive,
+            inputs: inputs.into_boxed_slice(),
+            outvars: outvars.clone().into_boxed_slice(),
+            params,
+        });
+        Ok(outvars)
+    }
+
+    /// Adds an equation binding variables made by [`JaxprBuilder::new_var`]. Nothing is
+    /// checked until [`JaxprBuilder::build`], which compares the variables' types with the
+    /// rule's.
+    pub fn add_eqn_with_outvars(
+        &mut self,
+        primitive: Primitive,
+        inputs: Vec<Atom>,
+        params: Params,
+        outvars: Vec<VarId>,
+    ) {
+        self.eqns.push(Eqn {
+            primitive,
+            inputs: inputs.into_boxed_slice(),
+            outvars: outvars.into_boxed_slice(),
+            params,
+        });
+    }
+
+    fn pending_site(&self, primitive: &Primitive) -> Site {
+        Site::Eqn {
+            index: self.eqns.len(),
+            line: format!("{} ...", primitive.name()),
+        }
+    }
+
+    /// Finishes the jaxpr with these outputs and typechecks it (sub-jaxprs were checked
+    /// when they were built).
+    pub fn build(self, outvars: Vec<Atom>) -> Result<Jaxpr, TypeError> {
+        let jaxpr = Jaxpr {
+            avals: self.avals.into_boxed_slice(),
+            var_avals: self.var_avals.into_boxed_slice(),
+            literals: self.literals.into_boxed_slice(),
+            constvars: self.constvars.into_boxed_slice(),
+            invars: self.invars.into_boxed_slice(),
+            eqns: self.eqns.into_boxed_slice(),
+            outvars: outvars.into_boxed_slice(),
+        };
+        typecheck::check_parts(&Parts::of(&jaxpr))?;
+        Ok(jaxpr)
+    }
+
+    /// Orders the equations so each follows the definitions of its inputs (keeping the
+    /// given order where it already is one), then builds. A dependency cycle is an error.
+    pub fn build_toposorted(mut self, outvars: Vec<Atom>) -> Result<Jaxpr, TypeError> {
+        let order = crate::passes::toposort::insertion_order(
+            self.var_avals.len(),
+            &self.eqns,
+            |i| Site::Eqn {
+                index: i,
+                line: format!("{} ...", self.eqns[i].primitive.name()),
+            },
+        )?;
+        let mut slots: Vec<Option<Eqn>> = std::mem::take(&mut self.eqns)
+            .into_iter()
+            .map(Some)
+            .collect();
+        self.eqns = order
+            .into_iter()
+            .filter_map(|i| slots[i].take())
+            .collect();
+        self.build(outvars)
+    }
+}

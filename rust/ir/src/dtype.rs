@@ -1,0 +1,153 @@
+//! Element types of arrays.
+
+use std::fmt;
+
+/// The element type of an array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    /// Booleans (`bool`).
+    Bool,
+    /// Signed 8-bit integers (`i8`).
+    I8,
+    /// Signed 16-bit integers (`i16`).
+    I16,
+    /// Signed 32-bit integers (`i32`).
+    I32,
+    /// Signed 64-bit integers (`i64`).
+    I64,
+    /// Unsigned 8-bit integers (`u8`).
+    U8,
+    /// Unsigned 16-bit integers (`u16`).
+    U16,
+    /// Unsigned 32-bit integers (`u32`).
+    U32,
+    /// Unsigned 64-bit integers (`u64`).
+    U64,
+    /// IEEE half precision (`f16`).
+    F16,
+    /// bfloat16 (`bf16`).
+    BF16,
+    /// IEEE single precision (`f32`).
+    F32,
+    /// IEEE double precision (`f64`).
+    F64,
+}
+
+/// The broad class a dtype belongs to, as the shape rules see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DTypeKind {
+    /// `bool`.
+    Bool,
+    /// Signed integers.
+    SignedInt,
+    /// Unsigned integers.
+    UnsignedInt,
+    /// Floating point.
+    Float,
+}
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 13] = [
+        DType::Bool,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ];
+
+    /// The short name used in jaxpr type annotations (`f32`, `i32`, `bool`, ...).
+    pub fn short_name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I8 => "i8",
+            DType::I16 => "i16",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+        }
+    }
+
+    /// The NumPy name used in params (`float32`, `int32`, `bool`, `bfloat16`, ...).
+    pub fn numpy_name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+
+    /// Reads a short name (`f32`) or a NumPy name (`float32`).
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.short_name() == name || d.numpy_name() == name)
+    }
+
+    /// The class of this dtype.
+    pub fn kind(self) -> DTypeKind {
+        match self {
+            DType::Bool => DTypeKind::Bool,
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => DTypeKind::SignedInt,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => DTypeKind::UnsignedInt,
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => DTypeKind::Float,
+        }
+    }
+
+    /// True for floating-point dtypes.
+    pub fn is_float(self) -> bool {
+        self.kind() == DTypeKind::Float
+    }
+
+    /// True for signed and unsigned integers (not `bool`).
+    pub fn is_int(self) -> bool {
+        matches!(self.kind(), DTypeKind::SignedInt | DTypeKind::UnsignedInt)
+    }
+
+    /// True for signed integers and floats (the dtypes `neg` and `abs` accept).
+    pub fn is_signed(self) -> bool {
+        matches!(self.kind(), DTypeKind::SignedInt | DTypeKind::Float)
+    }
+
+    /// Size of one element in bytes (`bool` takes one byte).
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+            DType::I64 | DType::U64 | DType::F64 => 8,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.short_name())
+    }
+}

@@ -1,0 +1,449 @@
+//! The jaxpr: variables in an arena named by typed indices, equations that own their
+//! inputs, outputs and params, and closed jaxprs (a jaxpr plus its constants).
+//!
+//! Nothing here can be built directly: [`crate::builder::JaxprBuilder`] is the only way
+//! to make a [`Jaxpr`], and it typechecks what it builds.
+
+use crate::aval::AbstractValue;
+use crate::dtype::DType;
+use crate::params::{Param, Params};
+use crate::primitive::Primitive;
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+macro_rules! entity {
+    ($(#[$doc:meta])* $name:ident, $sigil:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(u32);
+
+        impl $name {
+            /// The id at position `index` of its arena.
+            pub fn from_index(index: usize) -> $name {
+                $name(u32::try_from(index).expect("arena larger than u32::MAX entries"))
+            }
+            /// Position in its arena.
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($sigil, "{}"), self.0)
+            }
+        }
+    };
+}
+
+entity!(
+    /// A variable of one jaxpr (meaningless in another).
+    VarId,
+    "v"
+);
+entity!(
+    /// A literal of one jaxpr.
+    LitId,
+    "l"
+);
+entity!(
+    /// An equation of one jaxpr, by position.
+    EqnId,
+    "e"
+);
+entity!(
+    /// An interned abstract value of one jaxpr.
+    AvalId,
+    "t"
+);
+
+/// The value of a scalar literal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LitValue {
+    /// A boolean.
+    Bool(bool),
+    /// An integer (any integer dtype).
+    Int(i64),
+    /// A float (any float dtype; f32 values are stored exactly as f64).
+    Float(f64),
+}
+
+/// A typed scalar literal such as `2.0:f32[]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Literal {
+    /// The value.
+    pub value: LitValue,
+    /// Its dtype; the value's kind agrees with it (the typechecker checks).
+    pub dtype: DType,
+    /// Weakly typed (a Python scalar).
+    pub weak_type: bool,
+}
+
+impl Literal {
+    /// The literal's abstract value (a scalar).
+    pub fn aval(&self) -> AbstractValue {
+        AbstractValue::scalar(self.dtype).with_weak_type(self.weak_type)
+    }
+
+    /// Whether the value's kind fits the dtype (and the value is in the dtype's range).
+    pub fn is_well_typed(&self) -> bool {
+        match (self.value, self.dtype) {
+            (LitValue::Bool(_), DType::Bool) => true,
+            (LitValue::Int(v), d) if d.is_int() => int_in_range(v, d),
+            (LitValue::Float(_), d) if d.is_float() => true,
+            _ => false,
+        }
+    }
+}
+
+fn int_in_range(v: i64, d: DType) -> bool {
+    match d {
+        DType::I8 => i8::try_from(v).is_ok(),
+        DType::I16 => i16::try_from(v).is_ok(),
+        DType::I32 => i32::try_from(v).is_ok(),
+        DType::I64 => true,
+        DType::U8 => u8::try_from(v).is_ok(),
+        DType::U16 => u16::try_from(v).is_ok(),
+        DType::U32 => u32::try_from(v).is_ok(),
+        // u64 values above i64::MAX are not representable as literals.
+        DType::U64 => v >= 0,
+        _ => false,
+    }
+}
+
+/// An equation input or a jaxpr output: a variable or a literal of the same jaxpr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Atom {
+    /// A variable.
+    Var(VarId),
+    /// A literal.
+    Lit(LitId),
+}
+
+/// One equation: `outvars = primitive[params] inputs`.
+#[derive(Clone, Debug)]
+pub struct Eqn {
+    pub(crate) primitive: Primitive,
+    pub(crate) inputs: Box<[Atom]>,
+    pub(crate) outvars: Box<[VarId]>,
+    pub(crate) params: Params,
+}
+
+impl Eqn {
+    /// The primitive applied.
+    pub fn primitive(&self) -> &Primitive {
+        &self.primitive
+    }
+    /// The operands.
+    pub fn inputs(&self) -> &[Atom] {
+        &self.inputs
+    }
+    /// The variables this equation binds.
+    pub fn outvars(&self) -> &[VarId] {
+        &self.outvars
+    }
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+    /// The sub-jaxprs among the params, in param order.
+    pub fn sub_jaxprs(&self) -> impl Iterator<Item = &ClosedJaxpr> {
+        self.params.iter().flat_map(|(_, p)| -> Box<dyn Iterator<Item = &ClosedJaxpr> + '_> {
+            match p {
+                Param::Jaxpr(j) => Box::new(std::iter::once(j)),
+                Param::Jaxprs(js) => Box::new(js.iter()),
+                _ => Box::new(std::iter::empty()),
+            }
+        })
+    }
+}
+
+/// A typed, immutable jaxpr. See the crate docs for the invariants every `Jaxpr` holds.
+pub struct Jaxpr {
+    pub(crate) avals: Box<[AbstractValue]>,
+    pub(crate) var_avals: Box<[AvalId]>,
+    pub(crate) literals: Box<[Literal]>,
+    pub(crate) constvars: Box<[VarId]>,
+    pub(crate) invars: Box<[VarId]>,
+    pub(crate) eqns: Box<[Eqn]>,
+    pub(crate) outvars: Box<[Atom]>,
+}
+
+impl Jaxpr {
+    /// The constant variables (bound to the constants of a [`ClosedJaxpr`]).
+    pub fn constvars(&self) -> &[VarId] {
+        &self.constvars
+    }
+    /// The input variables.
+    pub fn invars(&self) -> &[VarId] {
+        &self.invars
+    }
+    /// The equations, in an order where each follows the definitions of its inputs.
+    pub fn eqns(&self) -> &[Eqn] {
+        &self.eqns
+    }
+    /// The outputs.
+    pub fn outvars(&self) -> &[Atom] {
+        &self.outvars
+    }
+    /// Number of variables in the arena.
+    pub fn num_vars(&self) -> usize {
+        self.var_avals.len()
+    }
+    /// The type of a variable of this jaxpr.
+    ///
+    /// # Panics
+    /// If `var` is not a variable of this jaxpr (ids are only meaningful in their jaxpr).
+    pub fn var_aval(&self, var: VarId) -> &AbstractValue {
+        &self.avals[self.var_avals[var.index()].index()]
+    }
+    /// A literal of this jaxpr.
+    pub fn literal(&self, lit: LitId) -> &Literal {
+        &self.literals[lit.index()]
+    }
+    /// All literals of this jaxpr.
+    pub fn literals(&self) -> &[Literal] {
+        &self.literals
+    }
+    /// The type of an atom of this jaxpr.
+    pub fn atom_aval(&self, atom: Atom) -> AbstractValue {
+        match atom {
+            Atom::Var(v) => self.var_aval(v).clone(),
+            Atom::Lit(l) => self.literal(l).aval(),
+        }
+    }
+    /// The types of the constant variables.
+    pub fn const_avals(&self) -> Vec<AbstractValue> {
+        self.constvars.iter().map(|&v| self.var_aval(v).clone()).collect()
+    }
+    /// The types of the inputs.
+    pub fn in_avals(&self) -> Vec<AbstractValue> {
+        self.invars.iter().map(|&v| self.var_aval(v).clone()).collect()
+    }
+    /// The types of the outputs.
+    pub fn out_avals(&self) -> Vec<AbstractValue> {
+        self.outvars.iter().map(|&a| self.atom_aval(a)).collect()
+    }
+    /// Approximate heap and inline bytes this jaxpr holds (not counting shared sub-jaxprs
+    /// and constants, nor allocator overhead).
+    pub fn approx_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let mut n = size_of::<Jaxpr>();
+        n += self.avals.len() * size_of::<AbstractValue>();
+        n += self.var_avals.len() * size_of::<AvalId>();
+        n += self.literals.len() * size_of::<Literal>();
+        n += (self.constvars.len() + self.invars.len()) * size_of::<VarId>();
+        n += self.outvars.len() * size_of::<Atom>();
+        for e in self.eqns.iter() {
+            n += size_of::<Eqn>();
+            n += e.inputs.len() * size_of::<Atom>();
+            n += e.outvars.len() * size_of::<VarId>();
+            n += e.params.len() * size_of::<(crate::params::ParamName, Param)>();
+        }
+        n
+    }
+}
+
+impl fmt::Debug for Jaxpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::text::print_jaxpr(self))
+    }
+}
+
+impl fmt::Display for Jaxpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::text::print_jaxpr(self))
+    }
+}
+
+// Dropping a deeply nested jaxpr recursively would overflow the stack: take the
+// sub-jaxprs this is the last owner of and drop them from a worklist instead.
+impl Drop for Jaxpr {
+    fn drop(&mut self) {
+        let mut pending: Vec<Jaxpr> = Vec::new();
+        take_owned_subjaxprs(&mut self.eqns, &mut pending);
+        while let Some(mut j) = pending.pop() {
+            take_owned_subjaxprs(&mut j.eqns, &mut pending);
+            // `j` drops here with no sub-jaxpr it solely owns left.
+        }
+    }
+}
+
+fn take_owned_subjaxprs(eqns: &mut Box<[Eqn]>, out: &mut Vec<Jaxpr>) {
+    for eqn in eqns.iter_mut() {
+        if !eqn.params.iter().any(|(_, p)| matches!(p, Param::Jaxpr(_) | Param::Jaxprs(_))) {
+            continue;
+        }
+        let params = std::mem::take(&mut eqn.params);
+        for (_, p) in params.into_pairs() {
+            match p {
+                Param::Jaxpr(cj) => cj.release_into(out),
+                Param::Jaxprs(list) => {
+                    if let Ok(list) = Arc::try_unwrap(list) {
+                        // An `Arc<[T]>` that is uniquely owned: move the items out.
+                                                for cj in list {
+                            cj.release_into(out);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// An opaque constant of a [`ClosedJaxpr`]: a host array owned by whoever made it (the
+/// Python side holds NumPy arrays this way), with its type. A constant read from text has
+/// a type but no value.
+#[derive(Clone)]
+pub struct Const {
+    aval: AbstractValue,
+    value: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl Const {
+    /// A constant with a value.
+    pub fn new(aval: AbstractValue, value: Arc<dyn Any + Send + Sync>) -> Const {
+        Const {
+            aval,
+            value: Some(value),
+        }
+    }
+    /// A constant whose value is unknown (read from text).
+    pub fn unknown(aval: AbstractValue) -> Const {
+        Const { aval, value: None }
+    }
+    /// Its type.
+    pub fn aval(&self) -> &AbstractValue {
+        &self.aval
+    }
+    /// Its value, if known.
+    pub fn value(&self) -> Option<&Arc<dyn Any + Send + Sync>> {
+        self.value.as_ref()
+    }
+}
+
+impl fmt::Debug for Const {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Const({})", self.aval)
+    }
+}
+
+/// A jaxpr with values for its constant variables. Cheap to clone (shared).
+#[derive(Clone, Debug)]
+pub struct ClosedJaxpr {
+    jaxpr: Arc<Jaxpr>,
+    consts: Arc<[Const]>,
+}
+
+/// Why a jaxpr and constants do not make a closed jaxpr.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CloseError {
+    /// The number of constants differs from the number of constvars.
+    Count {
+        /// Constvars of the jaxpr.
+        expected: usize,
+        /// Constants given.
+        got: usize,
+    },
+    /// A constant's type differs from its constvar's.
+    Type {
+        /// Position of the constant.
+        index: usize,
+        /// The constvar's type.
+        expected: AbstractValue,
+        /// The constant's type.
+        got: AbstractValue,
+    },
+}
+
+impl fmt::Display for CloseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseError::Count { expected, got } => {
+                write!(f, "the jaxpr has {expected} constvars but {got} constants were given")
+            }
+            CloseError::Type {
+                index,
+                expected,
+                got,
+            } => write!(f, "constant {index} has type {got} but its constvar has type {expected}"),
+        }
+    }
+}
+
+impl std::error::Error for CloseError {}
+
+impl ClosedJaxpr {
+    /// Closes a jaxpr over constants, one per constvar, of the constvars' types.
+    pub fn new(jaxpr: Arc<Jaxpr>, consts: Vec<Const>) -> Result<ClosedJaxpr, CloseError> {
+        if consts.len() != jaxpr.constvars.len() {
+            return Err(CloseError::Count {
+                expected: jaxpr.constvars.len(),
+                got: consts.len(),
+            });
+        }
+        for (index, (c, &v)) in consts.iter().zip(jaxpr.constvars.iter()).enumerate() {
+            let expected = jaxpr.var_aval(v);
+            if !expected.same_type(&c.aval) {
+                return Err(CloseError::Type {
+                    index,
+                    expected: expected.clone(),
+                    got: c.aval.clone(),
+                });
+            }
+        }
+        Ok(ClosedJaxpr {
+            jaxpr,
+            consts: consts.into(),
+        })
+    }
+
+    /// Closes a jaxpr whose constant values are unknown (each constvar gets
+    /// [`Const::unknown`]); used for jaxprs read from text.
+    pub fn with_unknown_consts(jaxpr: Arc<Jaxpr>) -> ClosedJaxpr {
+        let consts: Vec<Const> = jaxpr
+            .constvars
+            .iter()
+            .map(|&v| Const::unknown(jaxpr.var_aval(v).clone()))
+            .collect();
+        ClosedJaxpr {
+            jaxpr,
+            consts: consts.into(),
+        }
+    }
+
+    /// The jaxpr.
+    pub fn jaxpr(&self) -> &Arc<Jaxpr> {
+        &self.jaxpr
+    }
+    /// The constants, one per constvar.
+    pub fn consts(&self) -> &[Const] {
+        &self.consts
+    }
+    /// Input types (constvars excluded).
+    pub fn in_avals(&self) -> Vec<AbstractValue> {
+        self.jaxpr.in_avals()
+    }
+    /// Output types.
+    pub fn out_avals(&self) -> Vec<AbstractValue> {
+        self.jaxpr.out_avals()
+    }
+    /// True when both share the same jaxpr and constants.
+    pub fn ptr_eq(&self, other: &ClosedJaxpr) -> bool {
+        Arc::ptr_eq(&self.jaxpr, &other.jaxpr) && Arc::ptr_eq(&self.consts, &other.consts)
+    }
+
+    fn release_into(self, out: &mut Vec<Jaxpr>) {
+        if let Ok(j) = Arc::try_unwrap(self.jaxpr) {
+            out.push(j);
+        }
+    }
+}
+
+impl fmt::Display for ClosedJaxpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::text::print_jaxpr(&self.jaxpr))
+    }
+}

@@ -1,0 +1,41 @@
+//! `ferrax-ir`: the typed jaxpr IR of ferrax.
+//!
+//! A [`Jaxpr`] is a typed, first-order program: constant variables, input variables, a
+//! list of equations `outs = primitive[params] inputs`, and outputs. Sub-programs of
+//! higher-order primitives (`jit`, `cond`, `while`, `scan`) are [`ClosedJaxpr`] params.
+//!
+//! # Invariants
+//! Every [`Jaxpr`] holds these; the builder checks them and every pass relies on them:
+//! 1. Every variable id and literal id in it indexes its own arenas (ids are only
+//!    meaningful in the jaxpr that made them).
+//! 2. Every variable is bound exactly once: as a constvar, an invar, or an equation
+//!    output; and it is bound before it is used (equations are in dependency order).
+//! 3. Each equation's params fit its primitive's schema, and its output types equal
+//!    what the primitive's rule gives for its operand types and params.
+//! 4. Literals are scalars whose value fits their dtype.
+//! 5. Sub-jaxprs satisfy all of this themselves; a built jaxpr is never changed (passes
+//!    build new ones), so sharing one through an `Arc` is safe.
+//!
+//! Nothing in the crate recurses over the depth of nesting or the length of a chain: a
+//! jaxpr with a million equations or a hundred thousand nested sub-jaxprs can be checked,
+//! printed, parsed, transformed and dropped without overflowing the stack.
+
+pub mod aval;
+pub mod builder;
+pub mod dtype;
+pub mod error;
+pub mod jaxpr;
+pub mod params;
+pub mod passes;
+pub mod primitive;
+pub mod text;
+pub mod typecheck;
+
+pub use aval::{AbstractValue, Shape, ShapeError};
+pub use builder::JaxprBuilder;
+pub use dtype::DType;
+pub use error::{Site, TypeError};
+pub use jaxpr::{Atom, ClosedJaxpr, Const, Eqn, EqnId, Jaxpr, LitId, LitValue, Literal, VarId};
+pub use params::{DotDimensionNumbers, Param, Params};
+pub use primitive::{Builtin, ExtensionPrimitive, ParamKind, Primitive, Registry, RuleError};
+pub use typecheck::typecheck;

@@ -1,0 +1,205 @@
+//! Equation parameters: a typed value per name, sorted by name.
+
+use crate::dtype::DType;
+use crate::jaxpr::ClosedJaxpr;
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A parameter name. Names are interned once for the life of the process, so a name is a
+/// pointer-sized copyable value; the set of distinct names is small (the catalogue's plus
+/// those of extension primitives).
+pub type ParamName = &'static str;
+
+/// Interns a parameter name.
+pub fn intern_name(name: &str) -> ParamName {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| Mutex::new(HashSet::new()));
+    let mut set = match names.lock() {
+        Ok(set) => set,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if let Some(&found) = set.get(name) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    set.insert(leaked);
+    leaked
+}
+
+/// `dot_general`'s dimension numbers: `((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct DotDimensionNumbers {
+    /// Contracting dimensions of the left operand.
+    pub lhs_contracting: Vec<i64>,
+    /// Contracting dimensions of the right operand.
+    pub rhs_contracting: Vec<i64>,
+    /// Batch dimensions of the left operand.
+    pub lhs_batch: Vec<i64>,
+    /// Batch dimensions of the right operand.
+    pub rhs_batch: Vec<i64>,
+}
+
+/// One parameter value.
+#[derive(Clone, Debug)]
+pub enum Param {
+    /// Python's `None` (an absent optional value).
+    None,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string (a name, a mode).
+    Str(Arc<str>),
+    /// A tuple of integers (axes, a shape, a permutation).
+    Ints(Arc<[i64]>),
+    /// A tuple of booleans.
+    Bools(Arc<[bool]>),
+    /// A dtype.
+    DType(DType),
+    /// `dot_general`'s dimension numbers.
+    DotDims(Arc<DotDimensionNumbers>),
+    /// A sub-jaxpr.
+    Jaxpr(ClosedJaxpr),
+    /// A tuple of sub-jaxprs (`cond`'s branches).
+    Jaxprs(Arc<Vec<ClosedJaxpr>>),
+}
+
+impl PartialEq for Param {
+    fn eq(&self, other: &Param) -> bool {
+        match (self, other) {
+            (Param::None, Param::None) => true,
+            (Param::Bool(a), Param::Bool(b)) => a == b,
+            (Param::Int(a), Param::Int(b)) => a == b,
+            (Param::Float(a), Param::Float(b)) => a.to_bits() == b.to_bits(),
+            (Param::Str(a), Param::Str(b)) => a == b,
+            (Param::Ints(a), Param::Ints(b)) => a == b,
+            (Param::Bools(a), Param::Bools(b)) => a == b,
+            (Param::DType(a), Param::DType(b)) => a == b,
+            (Param::DotDims(a), Param::DotDims(b)) => a == b,
+            (Param::Jaxpr(a), Param::Jaxpr(b)) => a.ptr_eq(b),
+            (Param::Jaxprs(a), Param::Jaxprs(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.ptr_eq(y))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Param {
+    /// A short name of the value's kind, for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Param::None => "None",
+            Param::Bool(_) => "bool",
+            Param::Int(_) => "int",
+            Param::Float(_) => "float",
+            Param::Str(_) => "str",
+            Param::Ints(_) => "tuple of ints",
+            Param::Bools(_) => "tuple of bools",
+            Param::DType(_) => "dtype",
+            Param::DotDims(_) => "dimension numbers",
+            Param::Jaxpr(_) => "jaxpr",
+            Param::Jaxprs(_) => "tuple of jaxprs",
+        }
+    }
+
+    /// Builds a tuple-of-ints parameter.
+    pub fn ints(values: &[i64]) -> Param {
+        Param::Ints(Arc::from(values))
+    }
+}
+
+/// The parameters of one equation: name-value pairs sorted by name, names unique.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Params(Box<[(ParamName, Param)]>);
+
+impl Params {
+    /// No parameters.
+    pub fn empty() -> Params {
+        Params(Box::new([]))
+    }
+
+    /// Parameters from pairs in any order. A repeated name keeps its last value.
+    pub fn new<N: AsRef<str>>(pairs: impl IntoIterator<Item = (N, Param)>) -> Params {
+        let mut items: Vec<(ParamName, Param)> = pairs
+            .into_iter()
+            .map(|(n, v)| (intern_name(n.as_ref()), v))
+            .collect();
+        // Stable sort keeps insertion order among equal names; keep the last of each.
+        items.sort_by(|a, b| a.0.cmp(b.0));
+        let mut deduped: Vec<(ParamName, Param)> = Vec::with_capacity(items.len());
+        for item in items {
+            match deduped.last_mut() {
+                Some(last) if last.0 == item.0 => *last = item,
+                _ => deduped.push(item),
+            }
+        }
+        Params(deduped.into_boxed_slice())
+    }
+
+    /// The value of a parameter.
+    pub fn get(&self, name: &str) -> Option<&Param> {
+        self.0
+            .binary_search_by(|(n, _)| (*n).cmp(name))
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    /// All pairs, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = (ParamName, &Param)> {
+        self.0.iter().map(|(n, v)| (*n, v))
+    }
+
+    /// Number of parameters.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when there are no parameters.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The same parameters with one value replaced or added.
+    pub fn with(&self, name: &str, value: Param) -> Params {
+        Params::new(
+            self.iter()
+                .map(|(n, v)| (n, v.clone()))
+                .chain(std::iter::once((intern_name(name), value))),
+        )
+    }
+}
+
+impl fmt::Display for DotDimensionNumbers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn list(f: &mut fmt::Formatter<'_>, xs: &[i64]) -> fmt::Result {
+            f.write_str("[")?;
+            for (i, x) in xs.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{x}")?;
+            }
+            f.write_str("]")
+        }
+        f.write_str("((")?;
+        list(f, &self.lhs_contracting)?;
+        f.write_str(", ")?;
+        list(f, &self.rhs_contracting)?;
+        f.write_str("), (")?;
+        list(f, &self.lhs_batch)?;
+        f.write_str(", ")?;
+        list(f, &self.rhs_batch)?;
+        f.write_str("))")
+    }
+}
+
+impl Params {
+    /// Consumes the params into their pairs.
+    pub fn into_pairs(self) -> Vec<(ParamName, Param)> {
+        self.0.into_vec()
+    }
+}

@@ -1,0 +1,81 @@
+//! Toposort: order equations so each follows the definitions of its inputs.
+
+use crate::error::{Site, TypeError};
+use crate::jaxpr::{Atom, Eqn};
+
+const NONE: u32 = u32::MAX;
+
+/// For each variable, the equation that binds it (or `NONE`).
+fn producers(num_vars: usize, eqns: &[Eqn]) -> Vec<u32> {
+    let mut prod = vec![NONE; num_vars];
+    for (i, e) in eqns.iter().enumerate() {
+        for &v in e.outvars.iter() {
+            if let Some(slot) = prod.get_mut(v.index()) {
+                *slot = i as u32;
+            }
+        }
+    }
+    prod
+}
+
+/// Depth-first post-order over the equations reachable from `roots` (equation indices,
+/// visited in the order given): each equation comes after the producers of its inputs.
+/// Iterative; a cycle is reported at an equation on it.
+pub(crate) fn dfs_order(
+    eqns: &[Eqn],
+    prod: &[u32],
+    roots: impl Iterator<Item = usize>,
+    out: &mut Vec<usize>,
+    state: &mut [u8],
+) -> Result<(), usize> {
+    // state: 0 unvisited, 1 on the stack, 2 done.
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for root in roots {
+        if state[root] != 0 {
+            continue;
+        }
+        state[root] = 1;
+        stack.push((root, 0));
+        while let Some(top) = stack.last_mut() {
+            let (e, next) = *top;
+            let inputs = &eqns[e].inputs;
+            if next < inputs.len() {
+                top.1 += 1;
+                if let Atom::Var(v) = inputs[next] {
+                    let p = prod.get(v.index()).copied().unwrap_or(NONE);
+                    if p != NONE {
+                        let p = p as usize;
+                        match state[p] {
+                            0 => {
+                                state[p] = 1;
+                                stack.push((p, 0));
+                            }
+                            1 => return Err(p),
+                            _ => {}
+                        }
+                    }
+                }
+            } else {
+                state[e] = 2;
+                out.push(e);
+                stack.pop();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An order of `eqns` in which each follows its inputs' producers, as close to the given
+/// order as possible (an order that already is one is returned unchanged).
+pub(crate) fn insertion_order(
+    num_vars: usize,
+    eqns: &[Eqn],
+    site: impl Fn(usize) -> Site,
+) -> Result<Vec<usize>, TypeError> {
+    let prod = producers(num_vars, eqns);
+    let mut out = Vec::with_capacity(eqns.len());
+    let mut state = vec![0u8; eqns.len()];
+    dfs_order(eqns, &prod, 0..eqns.len(), &mut out, &mut state)
+        .map_err(|e| TypeError::Cycle { site: site(e) })?;
+    Ok(out)
+}

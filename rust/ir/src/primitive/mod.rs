@@ -1,0 +1,445 @@
+//! The primitive catalogue: a closed enum of built-ins, each with its parameter schema and
+//! shape/dtype rule, plus a trait for extension primitives defined elsewhere (from Python).
+
+mod rules;
+
+use crate::aval::AbstractValue;
+use crate::params::Params;
+use std::fmt;
+use std::sync::Arc;
+
+pub use rules::RuleError;
+
+/// The kind of value a parameter takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// An integer.
+    Int,
+    /// A boolean.
+    Bool,
+    /// An integer or a boolean (`scan`'s `unroll`).
+    IntOrBool,
+    /// A string.
+    Str,
+    /// A string or `None` (`precision`).
+    OptStr,
+    /// A tuple of integers.
+    Ints,
+    /// A tuple of integers or `None`.
+    OptInts,
+    /// A tuple of booleans.
+    Bools,
+    /// A dtype.
+    DType,
+    /// A dtype or `None`.
+    OptDType,
+    /// `dot_general` dimension numbers.
+    DotDims,
+    /// A closed jaxpr.
+    Jaxpr,
+    /// A tuple of closed jaxprs.
+    Jaxprs,
+    /// Only `None` (JAX's sharding-style params, accepted so JAX's text reads).
+    NoneOnly,
+}
+
+impl fmt::Display for ParamKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            ParamKind::Int => "int",
+            ParamKind::Bool => "bool",
+            ParamKind::IntOrBool => "int or bool",
+            ParamKind::Str => "str",
+            ParamKind::OptStr => "str or None",
+            ParamKind::Ints => "tuple of ints",
+            ParamKind::OptInts => "tuple of ints or None",
+            ParamKind::Bools => "tuple of bools",
+            ParamKind::DType => "dtype",
+            ParamKind::OptDType => "dtype or None",
+            ParamKind::DotDims => "dimension numbers",
+            ParamKind::Jaxpr => "jaxpr",
+            ParamKind::Jaxprs => "tuple of jaxprs",
+            ParamKind::NoneOnly => "None",
+        };
+        f.write_str(s)
+    }
+}
+
+/// One entry of a primitive's parameter schema.
+#[derive(Clone, Copy, Debug)]
+pub struct ParamSpec {
+    /// The name (JAX's).
+    pub name: &'static str,
+    /// The kind of value.
+    pub kind: ParamKind,
+    /// Whether an equation must carry it.
+    pub required: bool,
+}
+
+const fn req(name: &'static str, kind: ParamKind) -> ParamSpec {
+    ParamSpec {
+        name,
+        kind,
+        required: true,
+    }
+}
+
+const fn opt(name: &'static str, kind: ParamKind) -> ParamSpec {
+    ParamSpec {
+        name,
+        kind,
+        required: false,
+    }
+}
+
+macro_rules! specs {
+    ($($spec:expr),* $(,)?) => {{
+        const SPECS: &[ParamSpec] = &[$($spec),*];
+        SPECS
+    }};
+}
+
+macro_rules! builtins {
+    ($($variant:ident => $name:literal,)*) => {
+        /// A built-in primitive.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Builtin {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $variant,
+            )*
+        }
+
+        impl Builtin {
+            /// Every built-in.
+            pub const ALL: &'static [Builtin] = &[$(Builtin::$variant,)*];
+
+            /// The name used in jaxpr text (JAX's).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Builtin::$variant => $name,)*
+                }
+            }
+
+            /// The built-in with this name.
+            pub fn from_name(name: &str) -> Option<Builtin> {
+                match name {
+                    $($name => Some(Builtin::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+builtins! {
+    Neg => "neg",
+    Abs => "abs",
+    Sign => "sign",
+    Exp => "exp",
+    Log => "log",
+    Log1p => "log1p",
+    Expm1 => "expm1",
+    Sin => "sin",
+    Cos => "cos",
+    Tan => "tan",
+    Tanh => "tanh",
+    Logistic => "logistic",
+    Sqrt => "sqrt",
+    Rsqrt => "rsqrt",
+    Square => "square",
+    Not => "not",
+    IntegerPow => "integer_pow",
+    Add => "add",
+    Sub => "sub",
+    Mul => "mul",
+    Div => "div",
+    Rem => "rem",
+    Pow => "pow",
+    Max => "max",
+    Min => "min",
+    And => "and",
+    Or => "or",
+    Eq => "eq",
+    Ne => "ne",
+    Lt => "lt",
+    Le => "le",
+    Gt => "gt",
+    Ge => "ge",
+    SelectN => "select_n",
+    Clamp => "clamp",
+    ConvertElementType => "convert_element_type",
+    ReduceSum => "reduce_sum",
+    ReduceMax => "reduce_max",
+    ReduceMin => "reduce_min",
+    ReduceProd => "reduce_prod",
+    Argmax => "argmax",
+    Argmin => "argmin",
+    BroadcastInDim => "broadcast_in_dim",
+    Reshape => "reshape",
+    Transpose => "transpose",
+    Squeeze => "squeeze",
+    ExpandDims => "expand_dims",
+    Concatenate => "concatenate",
+    Slice => "slice",
+    DynamicSlice => "dynamic_slice",
+    DynamicUpdateSlice => "dynamic_update_slice",
+    DotGeneral => "dot_general",
+    Iota => "iota",
+    Copy => "copy",
+    Jit => "jit",
+    Cond => "cond",
+    While => "while",
+    Scan => "scan",
+}
+
+/// Families of built-ins that share a rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// One operand, same type out; float operands only.
+    UnaryFloat,
+    /// One operand, same type out; signed ints and floats.
+    UnarySigned,
+    /// One operand, same type out; any numeric dtype.
+    UnaryNumeric,
+    /// One operand, same type out; bool or integer.
+    UnaryBitwise,
+    /// Two operands of one type, same type out; numeric.
+    BinaryNumeric,
+    /// Two operands of one type, same type out; float.
+    BinaryFloat,
+    /// Two operands of one type, same type out; any dtype.
+    BinaryAny,
+    /// Two operands of one type, same type out; bool or integer.
+    BinaryBitwise,
+    /// Two operands of one type, `bool` out.
+    Comparison,
+    /// Everything else: a rule of its own.
+    Special,
+}
+
+impl Builtin {
+    /// The family whose rule this built-in follows.
+    pub fn family(self) -> Family {
+        use Builtin::*;
+        match self {
+            Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
+                Family::UnaryFloat
+            }
+            Neg | Abs | Sign => Family::UnarySigned,
+            Square | Copy => Family::UnaryNumeric,
+            Not => Family::UnaryBitwise,
+            Add | Sub | Mul | Div | Rem => Family::BinaryNumeric,
+            Pow => Family::BinaryFloat,
+            Max | Min => Family::BinaryAny,
+            And | Or => Family::BinaryBitwise,
+            Eq | Ne | Lt | Le | Gt | Ge => Family::Comparison,
+            _ => Family::Special,
+        }
+    }
+
+    /// True for primitives whose params hold sub-jaxprs.
+    pub fn is_higher_order(self) -> bool {
+        matches!(self, Builtin::Jit | Builtin::Cond | Builtin::While | Builtin::Scan)
+    }
+
+    /// The parameter schema (JAX's names). Params not listed are rejected.
+    pub fn param_specs(self) -> &'static [ParamSpec] {
+        use Builtin::*;
+        use ParamKind as K;
+        match self {
+            Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
+                specs![opt("accuracy", K::NoneOnly)]
+            }
+            IntegerPow => specs![req("y", K::Int)],
+            ConvertElementType => specs![
+                req("new_dtype", K::DType),
+                opt("weak_type", K::Bool),
+                opt("sharding", K::NoneOnly),
+            ],
+            ReduceSum | ReduceMax | ReduceMin | ReduceProd => {
+                specs![req("axes", K::Ints), opt("out_sharding", K::NoneOnly)]
+            }
+            Argmax | Argmin => specs![req("axes", K::Ints), req("index_dtype", K::DType)],
+            BroadcastInDim => specs![
+                req("shape", K::Ints),
+                req("broadcast_dimensions", K::Ints),
+                opt("sharding", K::NoneOnly),
+            ],
+            Reshape => specs![
+                req("new_sizes", K::Ints),
+                opt("dimensions", K::OptInts),
+                opt("sharding", K::NoneOnly),
+            ],
+            Transpose => specs![req("permutation", K::Ints)],
+            Squeeze | ExpandDims => specs![req("dimensions", K::Ints)],
+            Concatenate => specs![req("dimension", K::Int)],
+            Slice => specs![
+                req("start_indices", K::Ints),
+                req("limit_indices", K::Ints),
+                opt("strides", K::OptInts),
+            ],
+            DynamicSlice => specs![req("slice_sizes", K::Ints)],
+            DotGeneral => specs![
+                req("dimension_numbers", K::DotDims),
+                opt("precision", K::OptStr),
+                opt("preferred_element_type", K::OptDType),
+                opt("out_sharding", K::NoneOnly),
+            ],
+            Iota => specs![
+                req("dtype", K::DType),
+                req("shape", K::Ints),
+                req("dimension", K::Int),
+                opt("sharding", K::NoneOnly),
+            ],
+            Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
+            Cond => specs![req("branches", K::Jaxprs)],
+            While => specs![
+                req("cond_jaxpr", K::Jaxpr),
+                req("body_jaxpr", K::Jaxpr),
+                req("cond_nconsts", K::Int),
+                req("body_nconsts", K::Int),
+            ],
+            Scan => specs![
+                req("jaxpr", K::Jaxpr),
+                req("length", K::Int),
+                req("reverse", K::Bool),
+                req("num_consts", K::Int),
+                req("num_carry", K::Int),
+                opt("linear", K::Bools),
+                opt("unroll", K::IntOrBool),
+                opt("_split_transpose", K::Bool),
+            ],
+            _ => specs![],
+        }
+    }
+
+    /// The kind of the named parameter, if this primitive has it.
+    pub fn param_kind(self, name: &str) -> Option<ParamKind> {
+        self.param_specs()
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.kind)
+    }
+
+    /// The shape/dtype rule: checks the params against the schema and the operand types,
+    /// and returns the output types.
+    pub fn abstract_eval(
+        self,
+        inputs: &[AbstractValue],
+        params: &Params,
+    ) -> Result<Vec<AbstractValue>, RuleError> {
+        rules::check_params(self, params)?;
+        rules::abstract_eval(self, inputs, params)
+    }
+}
+
+/// A primitive defined outside the catalogue (from Python): it supplies its own rule.
+pub trait ExtensionPrimitive: Send + Sync {
+    /// The name printed in jaxpr text.
+    fn name(&self) -> &str;
+    /// The shape/dtype rule. An `Err` is reported as a rule failure of the equation.
+    fn abstract_eval(
+        &self,
+        inputs: &[AbstractValue],
+        params: &Params,
+    ) -> Result<Vec<AbstractValue>, String>;
+}
+
+/// A primitive: a built-in or an extension.
+#[derive(Clone)]
+pub enum Primitive {
+    /// One of the catalogue.
+    Builtin(Builtin),
+    /// Defined outside the crate.
+    Extension(Arc<dyn ExtensionPrimitive>),
+}
+
+impl Primitive {
+    /// The name printed in jaxpr text.
+    pub fn name(&self) -> &str {
+        match self {
+            Primitive::Builtin(b) => b.name(),
+            Primitive::Extension(e) => e.name(),
+        }
+    }
+
+    /// The built-in, if this is one.
+    pub fn as_builtin(&self) -> Option<Builtin> {
+        match self {
+            Primitive::Builtin(b) => Some(*b),
+            Primitive::Extension(_) => None,
+        }
+    }
+
+    /// The output types for these operand types and params.
+    pub fn abstract_eval(
+        &self,
+        inputs: &[AbstractValue],
+        params: &Params,
+    ) -> Result<Vec<AbstractValue>, RuleError> {
+        match self {
+            Primitive::Builtin(b) => b.abstract_eval(inputs, params),
+            Primitive::Extension(e) => e
+                .abstract_eval(inputs, params)
+                .map_err(|message| RuleError::Extension { message }),
+        }
+    }
+}
+
+impl From<Builtin> for Primitive {
+    fn from(b: Builtin) -> Primitive {
+        Primitive::Builtin(b)
+    }
+}
+
+impl PartialEq for Primitive {
+    fn eq(&self, other: &Primitive) -> bool {
+        match (self, other) {
+            (Primitive::Builtin(a), Primitive::Builtin(b)) => a == b,
+            (Primitive::Extension(a), Primitive::Extension(b)) => {
+                std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Debug for Primitive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for Primitive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A set of extension primitives by name, so text that uses them can be read back.
+#[derive(Clone, Default)]
+pub struct Registry {
+    extensions: std::collections::HashMap<String, Arc<dyn ExtensionPrimitive>>,
+}
+
+impl Registry {
+    /// An empty registry (built-ins only).
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+    /// Adds an extension primitive; a later one with the same name replaces it.
+    pub fn register(&mut self, prim: Arc<dyn ExtensionPrimitive>) {
+        self.extensions.insert(prim.name().to_owned(), prim);
+    }
+    /// Finds a primitive by name: built-ins first, then extensions.
+    pub fn lookup(&self, name: &str) -> Option<Primitive> {
+        if let Some(b) = Builtin::from_name(name) {
+            return Some(Primitive::Builtin(b));
+        }
+        self.extensions
+            .get(name)
+            .map(|e| Primitive::Extension(Arc::clone(e)))
+    }
+}

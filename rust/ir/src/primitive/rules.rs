@@ -1,0 +1,928 @@
+//! Shape and dtype rules of the built-in primitives.
+
+use super::{Builtin, Family, ParamKind};
+use crate::aval::{AbstractValue, Shape, ShapeError};
+use crate::dtype::DType;
+use crate::jaxpr::ClosedJaxpr;
+use crate::params::{DotDimensionNumbers, Param, Params};
+use std::fmt;
+
+/// Why a primitive cannot be applied to these operands and params.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RuleError {
+    /// Wrong number of operands.
+    Arity {
+        /// What the primitive takes (`"2"`, `"at least 1"`).
+        expected: String,
+        /// What it got.
+        got: usize,
+    },
+    /// A required param is absent.
+    MissingParam {
+        /// Its name.
+        name: &'static str,
+    },
+    /// A param the primitive does not have.
+    UnknownParam {
+        /// Its name.
+        name: String,
+    },
+    /// A param of the wrong kind.
+    ParamKind {
+        /// Its name.
+        name: String,
+        /// The kind the schema wants.
+        expected: ParamKind,
+        /// The kind given.
+        got: &'static str,
+    },
+    /// A param of the right kind whose value is invalid (an axis out of range, ...).
+    BadParam {
+        /// Its name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An operand's dtype is not accepted.
+    DType {
+        /// Position of the operand.
+        operand: usize,
+        /// Its dtype.
+        got: DType,
+        /// What is accepted.
+        expected: String,
+    },
+    /// Operand types disagree with each other or with the params.
+    Operands {
+        /// What disagreed, naming both sides.
+        reason: String,
+    },
+    /// An output shape's element count overflows, or a dimension is negative.
+    Shape(ShapeError),
+    /// A sub-jaxpr's types disagree with the operands or with each other.
+    SubJaxpr {
+        /// Which param, and what disagreed.
+        reason: String,
+    },
+    /// An extension primitive's own rule failed.
+    Extension {
+        /// Its message.
+        message: String,
+    },
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuleError::Arity { expected, got } => {
+                write!(f, "takes {expected} operands but was given {got}")
+            }
+            RuleError::MissingParam { name } => write!(f, "missing param '{name}'"),
+            RuleError::UnknownParam { name } => write!(f, "unknown param '{name}'"),
+            RuleError::ParamKind {
+                name,
+                expected,
+                got,
+            } => write!(f, "param '{name}' must be a {expected}, got a {got}"),
+            RuleError::BadParam { name, reason } => write!(f, "param '{name}': {reason}"),
+            RuleError::DType {
+                operand,
+                got,
+                expected,
+            } => write!(f, "operand {operand} has dtype {got}; expected {expected}"),
+            RuleError::Operands { reason } => f.write_str(reason),
+            RuleError::Shape(e) => write!(f, "output shape: {e}"),
+            RuleError::SubJaxpr { reason } => f.write_str(reason),
+            RuleError::Extension { message } => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+impl From<ShapeError> for RuleError {
+    fn from(e: ShapeError) -> RuleError {
+        RuleError::Shape(e)
+    }
+}
+
+type Rule = Result<Vec<AbstractValue>, RuleError>;
+
+fn param_fits(kind: ParamKind, value: &Param) -> bool {
+    use ParamKind as K;
+    matches!(
+        (kind, value),
+        (K::Int, Param::Int(_))
+            | (K::Bool, Param::Bool(_))
+            | (K::IntOrBool, Param::Int(_) | Param::Bool(_))
+            | (K::Str, Param::Str(_))
+            | (K::OptStr, Param::Str(_) | Param::None)
+            | (K::Ints, Param::Ints(_))
+            | (K::OptInts, Param::Ints(_) | Param::None)
+            | (K::Bools, Param::Bools(_))
+            | (K::DType, Param::DType(_))
+            | (K::OptDType, Param::DType(_) | Param::None)
+            | (K::DotDims, Param::DotDims(_))
+            | (K::Jaxpr, Param::Jaxpr(_))
+            | (K::Jaxprs, Param::Jaxprs(_))
+            | (K::NoneOnly, Param::None)
+    ) || (kind == K::Bools && matches!(value, Param::Ints(v) if v.is_empty()))
+        || (kind == K::Ints && matches!(value, Param::Bools(v) if v.is_empty()))
+}
+
+/// Checks params against the primitive's schema: no unknown name, no missing required
+/// one, each of the right kind.
+pub(super) fn check_params(prim: Builtin, params: &Params) -> Result<(), RuleError> {
+    let specs = prim.param_specs();
+    for (name, value) in params.iter() {
+        let Some(spec) = specs.iter().find(|s| s.name == name) else {
+            return Err(RuleError::UnknownParam {
+                name: name.to_owned(),
+            });
+        };
+        if !param_fits(spec.kind, value) {
+            return Err(RuleError::ParamKind {
+                name: name.to_owned(),
+                expected: spec.kind,
+                got: value.kind_name(),
+            });
+        }
+    }
+    for spec in specs.iter().filter(|s| s.required) {
+        if params.get(spec.name).is_none() {
+            return Err(RuleError::MissingParam { name: spec.name });
+        }
+    }
+    Ok(())
+}
+
+// Accessors after `check_params`: the kind is known, so a mismatch is a bug; still return
+// an error rather than panic.
+fn ints<'a>(params: &'a Params, name: &'static str) -> Result<&'a [i64], RuleError> {
+    match params.get(name) {
+        Some(Param::Ints(v)) => Ok(v),
+        Some(Param::Bools(v)) if v.is_empty() => Ok(&[]),
+        _ => Err(RuleError::MissingParam { name }),
+    }
+}
+
+fn opt_ints<'a>(params: &'a Params, name: &'static str) -> Option<&'a [i64]> {
+    match params.get(name) {
+        Some(Param::Ints(v)) => Some(v),
+        _ => None,
+    }
+}
+
+fn int(params: &Params, name: &'static str) -> Result<i64, RuleError> {
+    match params.get(name) {
+        Some(Param::Int(v)) => Ok(*v),
+        _ => Err(RuleError::MissingParam { name }),
+    }
+}
+
+fn dtype(params: &Params, name: &'static str) -> Result<DType, RuleError> {
+    match params.get(name) {
+        Some(Param::DType(d)) => Ok(*d),
+        _ => Err(RuleError::MissingParam { name }),
+    }
+}
+
+fn jaxpr<'a>(params: &'a Params, name: &'static str) -> Result<&'a ClosedJaxpr, RuleError> {
+    match params.get(name) {
+        Some(Param::Jaxpr(j)) => Ok(j),
+        _ => Err(RuleError::MissingParam { name }),
+    }
+}
+
+fn bad(name: &str, reason: impl Into<String>) -> RuleError {
+    RuleError::BadParam {
+        name: name.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn operands(reason: impl Into<String>) -> RuleError {
+    RuleError::Operands {
+        reason: reason.into(),
+    }
+}
+
+fn arity(inputs: &[AbstractValue], n: usize) -> Result<(), RuleError> {
+    if inputs.len() == n {
+        Ok(())
+    } else {
+        Err(RuleError::Arity {
+            expected: n.to_string(),
+            got: inputs.len(),
+        })
+    }
+}
+
+fn arity_at_least(inputs: &[AbstractValue], n: usize) -> Result<(), RuleError> {
+    if inputs.len() >= n {
+        Ok(())
+    } else {
+        Err(RuleError::Arity {
+            expected: format!("at least {n}"),
+            got: inputs.len(),
+        })
+    }
+}
+
+fn check_dtype(
+    inputs: &[AbstractValue],
+    operand: usize,
+    ok: impl Fn(DType) -> bool,
+    expected: &str,
+) -> Result<(), RuleError> {
+    let got = inputs[operand].dtype;
+    if ok(got) {
+        Ok(())
+    } else {
+        Err(RuleError::DType {
+            operand,
+            got,
+            expected: expected.to_owned(),
+        })
+    }
+}
+
+fn shape(dims: &[i64]) -> Result<Shape, RuleError> {
+    Ok(Shape::new(dims)?)
+}
+
+fn types_list(avals: &[AbstractValue]) -> String {
+    let parts: Vec<String> = avals.iter().map(|a| a.to_string()).collect();
+    format!("({})", parts.join(", "))
+}
+
+fn same_types(a: &[AbstractValue], b: &[AbstractValue]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_type(y))
+}
+
+/// Checks that `axes` are distinct and in `0..rank`.
+fn check_axes(name: &str, axes: &[i64], rank: usize) -> Result<(), RuleError> {
+    let mut seen = vec![false; rank];
+    for &a in axes {
+        let Some(slot) = usize::try_from(a).ok().and_then(|i| seen.get_mut(i)) else {
+            return Err(bad(name, format!("axis {a} is out of range for rank {rank}")));
+        };
+        if *slot {
+            return Err(bad(name, format!("axis {a} appears twice")));
+        }
+        *slot = true;
+    }
+    Ok(())
+}
+
+fn is_permutation(perm: &[i64], rank: usize) -> bool {
+    perm.len() == rank && check_axes("permutation", perm, rank).is_ok()
+}
+
+pub(super) fn abstract_eval(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
+    match prim.family() {
+        Family::UnaryFloat => unary(inputs, DType::is_float, "a float dtype"),
+        Family::UnarySigned => unary(inputs, DType::is_signed, "a signed int or float dtype"),
+        Family::UnaryNumeric => unary(inputs, |d| d != DType::Bool, "a numeric dtype"),
+        Family::UnaryBitwise => unary(inputs, |d| !d.is_float(), "bool or an integer dtype"),
+        Family::BinaryNumeric => binary(inputs, |d| d != DType::Bool, "a numeric dtype", None),
+        Family::BinaryFloat => binary(inputs, DType::is_float, "a float dtype", None),
+        Family::BinaryAny => binary(inputs, |_| true, "any dtype", None),
+        Family::BinaryBitwise => binary(inputs, |d| !d.is_float(), "bool or an integer", None),
+        Family::Comparison => binary(inputs, |_| true, "any dtype", Some(DType::Bool)),
+        Family::Special => special(prim, inputs, params),
+    }
+}
+
+fn unary(inputs: &[AbstractValue], ok: impl Fn(DType) -> bool, expected: &str) -> Rule {
+    arity(inputs, 1)?;
+    check_dtype(inputs, 0, ok, expected)?;
+    Ok(vec![inputs[0].clone()])
+}
+
+/// Two operands of one dtype whose shapes are equal, or one of them a scalar.
+fn binary(
+    inputs: &[AbstractValue],
+    ok: impl Fn(DType) -> bool,
+    expected: &str,
+    out_dtype: Option<DType>,
+) -> Rule {
+    arity(inputs, 2)?;
+    let (x, y) = (&inputs[0], &inputs[1]);
+    if x.dtype != y.dtype {
+        return Err(operands(format!(
+            "operand dtypes {} and {} differ",
+            x.dtype, y.dtype
+        )));
+    }
+    check_dtype(inputs, 0, ok, expected)?;
+    let out_shape = if x.shape == y.shape || y.shape.rank() == 0 {
+        x.shape.clone()
+    } else if x.shape.rank() == 0 {
+        y.shape.clone()
+    } else {
+        return Err(operands(format!("operand types {x} and {y} differ")));
+    };
+    Ok(vec![AbstractValue {
+        shape: out_shape,
+        dtype: out_dtype.unwrap_or(x.dtype),
+        weak_type: out_dtype.is_none() && x.weak_type && y.weak_type,
+    }])
+}
+
+fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
+    use Builtin::*;
+    match prim {
+        IntegerPow => {
+            unary(inputs, |d| d != DType::Bool, "a numeric dtype")
+        }
+        SelectN => select_n(inputs),
+        Clamp => clamp(inputs),
+        ConvertElementType => {
+            arity(inputs, 1)?;
+            let weak = matches!(params.get("weak_type"), Some(Param::Bool(true)));
+            Ok(vec![AbstractValue {
+                shape: inputs[0].shape.clone(),
+                dtype: dtype(params, "new_dtype")?,
+                weak_type: weak,
+            }])
+        }
+        ReduceSum | ReduceProd => reduce(inputs, params, |d| d != DType::Bool, "a numeric dtype"),
+        ReduceMax | ReduceMin => reduce(inputs, params, |_| true, "any dtype"),
+        Argmax | Argmin => argminmax(inputs, params),
+        BroadcastInDim => broadcast_in_dim(inputs, params),
+        Reshape => reshape(inputs, params),
+        Transpose => {
+            arity(inputs, 1)?;
+            let perm = ints(params, "permutation")?;
+            let x = &inputs[0];
+            if !is_permutation(perm, x.shape.rank()) {
+                return Err(bad(
+                    "permutation",
+                    format!("{perm:?} is not a permutation of the axes of {x}"),
+                ));
+            }
+            let dims: Vec<i64> = perm.iter().map(|&p| x.shape.dims()[p as usize]).collect();
+            Ok(vec![AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type)])
+        }
+        Squeeze => {
+            arity(inputs, 1)?;
+            let dims = ints(params, "dimensions")?;
+            let x = &inputs[0];
+            check_axes("dimensions", dims, x.shape.rank())?;
+            for &d in dims {
+                if x.shape.dims()[d as usize] != 1 {
+                    return Err(bad(
+                        "dimensions",
+                        format!("cannot squeeze axis {d} of {x}: its size is not 1"),
+                    ));
+                }
+            }
+            let kept: Vec<i64> = x
+                .shape
+                .dims()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !dims.contains(&(*i as i64)))
+                .map(|(_, &s)| s)
+                .collect();
+            Ok(vec![AbstractValue::new(shape(&kept)?, x.dtype).with_weak_type(x.weak_type)])
+        }
+        ExpandDims => {
+            arity(inputs, 1)?;
+            let dims = ints(params, "dimensions")?;
+            let x = &inputs[0];
+            let out_rank = x.shape.rank() + dims.len();
+            check_axes("dimensions", dims, out_rank)?;
+            let mut src = x.shape.dims().iter();
+            let out: Vec<i64> = (0..out_rank as i64)
+                .map(|i| {
+                    if dims.contains(&i) {
+                        1
+                    } else {
+                        src.next().copied().unwrap_or(1)
+                    }
+                })
+                .collect();
+            Ok(vec![AbstractValue::new(shape(&out)?, x.dtype).with_weak_type(x.weak_type)])
+        }
+        Concatenate => concatenate(inputs, params),
+        Slice => slice(inputs, params),
+        DynamicSlice => dynamic_slice(inputs, params),
+        DynamicUpdateSlice => dynamic_update_slice(inputs),
+        DotGeneral => dot_general(inputs, params),
+        Iota => {
+            arity(inputs, 0)?;
+            let d = dtype(params, "dtype")?;
+            if d == DType::Bool {
+                return Err(bad("dtype", "iota needs a numeric dtype, got bool"));
+            }
+            let dims = ints(params, "shape")?;
+            let s = shape(dims)?;
+            let dim = int(params, "dimension")?;
+            if dim < 0 || dim as usize >= s.rank() {
+                return Err(bad(
+                    "dimension",
+                    format!("{dim} is out of range for shape {s}"),
+                ));
+            }
+            Ok(vec![AbstractValue::new(s, d)])
+        }
+        Jit => {
+            let j = jaxpr(params, "jaxpr")?;
+            let expected = j.in_avals();
+            if !same_types(inputs, &expected) {
+                return Err(RuleError::SubJaxpr {
+                    reason: format!(
+                        "operand types {} differ from the jaxpr's input types {}",
+                        types_list(inputs),
+                        types_list(&expected)
+                    ),
+                });
+            }
+            Ok(j.out_avals())
+        }
+        Cond => cond(inputs, params),
+        While => while_loop(inputs, params),
+        Scan => scan(inputs, params),
+        _ => Err(operands(format!("no rule for {}", prim.name()))),
+    }
+}
+
+fn select_n(inputs: &[AbstractValue]) -> Rule {
+    arity_at_least(inputs, 2)?;
+    let which = &inputs[0];
+    let cases = &inputs[1..];
+    check_dtype(inputs, 0, |d| d == DType::Bool || d == DType::I32, "bool or i32")?;
+    if which.dtype == DType::Bool && cases.len() > 2 {
+        return Err(operands(format!(
+            "a bool predicate selects between at most 2 cases, got {}",
+            cases.len()
+        )));
+    }
+    let first = &cases[0];
+    for (i, c) in cases.iter().enumerate().skip(1) {
+        if !c.same_type(first) {
+            return Err(operands(format!(
+                "case {i} has type {c} but case 0 has type {first}"
+            )));
+        }
+    }
+    if which.shape.rank() != 0 && which.shape != first.shape {
+        return Err(operands(format!(
+            "predicate shape {} must be scalar or the cases' shape {}",
+            which.shape, first.shape
+        )));
+    }
+    let weak = cases.iter().all(|c| c.weak_type);
+    Ok(vec![first.clone().with_weak_type(weak)])
+}
+
+fn clamp(inputs: &[AbstractValue]) -> Rule {
+    arity(inputs, 3)?;
+    let (lo, x, hi) = (&inputs[0], &inputs[1], &inputs[2]);
+    for (name, b) in [("min", lo), ("max", hi)] {
+        if b.dtype != x.dtype {
+            return Err(operands(format!(
+                "{name} has dtype {} but the operand has dtype {}",
+                b.dtype, x.dtype
+            )));
+        }
+        if b.shape.rank() != 0 && b.shape != x.shape {
+            return Err(operands(format!(
+                "{name} has shape {} which is neither scalar nor the operand's {}",
+                b.shape, x.shape
+            )));
+        }
+    }
+    check_dtype(inputs, 1, |d| d != DType::Bool, "a numeric dtype")?;
+    Ok(vec![x.clone()])
+}
+
+fn reduce(
+    inputs: &[AbstractValue],
+    params: &Params,
+    ok: impl Fn(DType) -> bool,
+    expected: &str,
+) -> Rule {
+    arity(inputs, 1)?;
+    check_dtype(inputs, 0, ok, expected)?;
+    let x = &inputs[0];
+    let axes = ints(params, "axes")?;
+    check_axes("axes", axes, x.shape.rank())?;
+    let kept: Vec<i64> = x
+        .shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !axes.contains(&(*i as i64)))
+        .map(|(_, &s)| s)
+        .collect();
+    Ok(vec![AbstractValue::new(shape(&kept)?, x.dtype).with_weak_type(x.weak_type)])
+}
+
+fn argminmax(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    check_dtype(inputs, 0, |d| d != DType::Bool, "a numeric dtype")?;
+    let x = &inputs[0];
+    let axes = ints(params, "axes")?;
+    if axes.len() != 1 {
+        return Err(bad("axes", format!("takes exactly one axis, got {axes:?}")));
+    }
+    check_axes("axes", axes, x.shape.rank())?;
+    if x.shape.dims()[axes[0] as usize] == 0 {
+        return Err(bad("axes", format!("axis {} of {x} is empty", axes[0])));
+    }
+    let index_dtype = dtype(params, "index_dtype")?;
+    if !index_dtype.is_int() {
+        return Err(bad(
+            "index_dtype",
+            format!("must be an integer dtype, got {index_dtype}"),
+        ));
+    }
+    let kept: Vec<i64> = x
+        .shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i as i64 != axes[0])
+        .map(|(_, &s)| s)
+        .collect();
+    Ok(vec![AbstractValue::new(shape(&kept)?, index_dtype)])
+}
+
+fn broadcast_in_dim(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let out = shape(ints(params, "shape")?)?;
+    let bdims = ints(params, "broadcast_dimensions")?;
+    if bdims.len() != x.shape.rank() {
+        return Err(bad(
+            "broadcast_dimensions",
+            format!(
+                "has {} entries but the operand {x} has rank {}",
+                bdims.len(),
+                x.shape.rank()
+            ),
+        ));
+    }
+    check_axes("broadcast_dimensions", bdims, out.rank())?;
+    for w in bdims.windows(2) {
+        if w[0] >= w[1] {
+            return Err(bad(
+                "broadcast_dimensions",
+                format!("{bdims:?} is not strictly increasing"),
+            ));
+        }
+    }
+    for (i, &bd) in bdims.iter().enumerate() {
+        let (src, dst) = (x.shape.dims()[i], out.dims()[bd as usize]);
+        if src != 1 && src != dst {
+            return Err(operands(format!(
+                "operand dimension {i} of {x} (size {src}) cannot broadcast to dimension {bd} of {out} (size {dst})"
+            )));
+        }
+    }
+    Ok(vec![AbstractValue::new(out, x.dtype).with_weak_type(x.weak_type)])
+}
+
+fn reshape(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let out = shape(ints(params, "new_sizes")?)?;
+    if out.size() != x.shape.size() {
+        return Err(bad(
+            "new_sizes",
+            format!(
+                "cannot reshape {x} ({} elements) to {out} ({} elements)",
+                x.shape.size(),
+                out.size()
+            ),
+        ));
+    }
+    if let Some(dims) = opt_ints(params, "dimensions") {
+        if !is_permutation(dims, x.shape.rank()) {
+            return Err(bad(
+                "dimensions",
+                format!("{dims:?} is not a permutation of the axes of {x}"),
+            ));
+        }
+    }
+    Ok(vec![AbstractValue::new(out, x.dtype).with_weak_type(x.weak_type)])
+}
+
+fn concatenate(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity_at_least(inputs, 1)?;
+    let dim = int(params, "dimension")?;
+    let first = &inputs[0];
+    let rank = first.shape.rank();
+    if dim < 0 || dim as usize >= rank {
+        return Err(bad(
+            "dimension",
+            format!("{dim} is out of range for rank {rank}"),
+        ));
+    }
+    let d = dim as usize;
+    let mut total: i64 = 0;
+    for (i, x) in inputs.iter().enumerate() {
+        if x.dtype != first.dtype || x.shape.rank() != rank {
+            return Err(operands(format!(
+                "operand {i} has type {x} but operand 0 has type {first}"
+            )));
+        }
+        for axis in 0..rank {
+            if axis != d && x.shape.dims()[axis] != first.shape.dims()[axis] {
+                return Err(operands(format!(
+                    "operand {i} ({x}) and operand 0 ({first}) differ outside dimension {d}"
+                )));
+            }
+        }
+        total = total
+            .checked_add(x.shape.dims()[d])
+            .ok_or(RuleError::Shape(ShapeError::Overflow))?;
+    }
+    let mut dims = first.shape.dims().to_vec();
+    dims[d] = total;
+    let weak = inputs.iter().all(|x| x.weak_type);
+    Ok(vec![AbstractValue::new(shape(&dims)?, first.dtype).with_weak_type(weak)])
+}
+
+fn slice(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let rank = x.shape.rank();
+    let start = ints(params, "start_indices")?;
+    let limit = ints(params, "limit_indices")?;
+    let strides = opt_ints(params, "strides");
+    for (name, v) in [("start_indices", start), ("limit_indices", limit)]
+        .into_iter()
+        .chain(strides.map(|s| ("strides", s)))
+    {
+        if v.len() != rank {
+            return Err(bad(
+                name,
+                format!("has {} entries but the operand {x} has rank {rank}", v.len()),
+            ));
+        }
+    }
+    let mut dims = Vec::with_capacity(rank);
+    for axis in 0..rank {
+        let (s, l, n) = (start[axis], limit[axis], x.shape.dims()[axis]);
+        let stride = strides.map_or(1, |st| st[axis]);
+        if s < 0 || s > l || l > n {
+            return Err(bad(
+                "start_indices",
+                format!("slice {s}:{l} of axis {axis} of {x} is out of bounds"),
+            ));
+        }
+        if stride < 1 {
+            return Err(bad("strides", format!("stride {stride} must be positive")));
+        }
+        dims.push((l - s + stride - 1) / stride);
+    }
+    Ok(vec![AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type)])
+}
+
+fn check_indices(inputs: &[AbstractValue], first: usize, rank: usize) -> Result<(), RuleError> {
+    if inputs.len() - first != rank {
+        return Err(RuleError::Arity {
+            expected: format!("{} (operands and one index per axis)", first + rank),
+            got: inputs.len(),
+        });
+    }
+    for i in first..inputs.len() {
+        let idx = &inputs[i];
+        if idx.shape.rank() != 0 || !idx.dtype.is_int() {
+            return Err(operands(format!(
+                "index operand {i} must be an integer scalar, got {idx}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn dynamic_slice(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity_at_least(inputs, 1)?;
+    let x = &inputs[0];
+    check_indices(inputs, 1, x.shape.rank())?;
+    let sizes = ints(params, "slice_sizes")?;
+    if sizes.len() != x.shape.rank() {
+        return Err(bad(
+            "slice_sizes",
+            format!("has {} entries but the operand {x} has rank {}", sizes.len(), x.shape.rank()),
+        ));
+    }
+    for (axis, (&s, &n)) in sizes.iter().zip(x.shape.dims()).enumerate() {
+        if s < 0 || s > n {
+            return Err(bad(
+                "slice_sizes",
+                format!("size {s} of axis {axis} does not fit in {x}"),
+            ));
+        }
+    }
+    Ok(vec![AbstractValue::new(shape(sizes)?, x.dtype).with_weak_type(x.weak_type)])
+}
+
+fn dynamic_update_slice(inputs: &[AbstractValue]) -> Rule {
+    arity_at_least(inputs, 2)?;
+    let (x, u) = (&inputs[0], &inputs[1]);
+    if u.dtype != x.dtype || u.shape.rank() != x.shape.rank() {
+        return Err(operands(format!(
+            "update {u} does not match operand {x} in dtype and rank"
+        )));
+    }
+    if u.shape.dims().iter().zip(x.shape.dims()).any(|(a, b)| a > b) {
+        return Err(operands(format!("update {u} is larger than operand {x}")));
+    }
+    check_indices(inputs, 2, x.shape.rank())?;
+    Ok(vec![x.clone()])
+}
+
+fn dot_general(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 2)?;
+    let (l, r) = (&inputs[0], &inputs[1]);
+    let dn: &DotDimensionNumbers = match params.get("dimension_numbers") {
+        Some(Param::DotDims(d)) => d,
+        _ => {
+            return Err(RuleError::MissingParam {
+                name: "dimension_numbers",
+            })
+        }
+    };
+    if l.dtype != r.dtype {
+        return Err(operands(format!(
+            "operand dtypes {} and {} differ",
+            l.dtype, r.dtype
+        )));
+    }
+    check_dtype(inputs, 0, |d| d != DType::Bool, "a numeric dtype")?;
+    let name = "dimension_numbers";
+    if dn.lhs_contracting.len() != dn.rhs_contracting.len()
+        || dn.lhs_batch.len() != dn.rhs_batch.len()
+    {
+        return Err(bad(
+            name,
+            format!("{dn}: lhs and rhs lists differ in length"),
+        ));
+    }
+    let lhs_axes: Vec<i64> = dn.lhs_batch.iter().chain(&dn.lhs_contracting).copied().collect();
+    let rhs_axes: Vec<i64> = dn.rhs_batch.iter().chain(&dn.rhs_contracting).copied().collect();
+    check_axes(name, &lhs_axes, l.shape.rank())?;
+    check_axes(name, &rhs_axes, r.shape.rank())?;
+    for (&a, &b) in lhs_axes.iter().zip(&rhs_axes) {
+        let (sa, sb) = (l.shape.dims()[a as usize], r.shape.dims()[b as usize]);
+        if sa != sb {
+            return Err(operands(format!(
+                "lhs axis {a} of {l} (size {sa}) and rhs axis {b} of {r} (size {sb}) differ"
+            )));
+        }
+    }
+    let mut dims: Vec<i64> = dn.lhs_batch.iter().map(|&a| l.shape.dims()[a as usize]).collect();
+    for (i, &s) in l.shape.dims().iter().enumerate() {
+        if !lhs_axes.contains(&(i as i64)) {
+            dims.push(s);
+        }
+    }
+    for (i, &s) in r.shape.dims().iter().enumerate() {
+        if !rhs_axes.contains(&(i as i64)) {
+            dims.push(s);
+        }
+    }
+    let out_dtype = match params.get("preferred_element_type") {
+        Some(Param::DType(d)) => *d,
+        _ => l.dtype,
+    };
+    Ok(vec![AbstractValue::new(shape(&dims)?, out_dtype)])
+}
+
+fn sub_types_err(param: &str, what: &str, got: &[AbstractValue], want: &[AbstractValue]) -> RuleError {
+    RuleError::SubJaxpr {
+        reason: format!(
+            "{param}: {what} {} differ from {}",
+            types_list(got),
+            types_list(want)
+        ),
+    }
+}
+
+fn cond(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity_at_least(inputs, 1)?;
+    let index = &inputs[0];
+    if index.shape.rank() != 0 || !(index.dtype == DType::I32 || index.dtype == DType::Bool) {
+        return Err(operands(format!(
+            "the branch index must be an i32 or bool scalar, got {index}"
+        )));
+    }
+    let branches = match params.get("branches") {
+        Some(Param::Jaxprs(b)) => b,
+        _ => return Err(RuleError::MissingParam { name: "branches" }),
+    };
+    if branches.is_empty() {
+        return Err(bad("branches", "needs at least one branch"));
+    }
+    let ops = &inputs[1..];
+    let out0 = branches[0].out_avals();
+    for (i, b) in branches.iter().enumerate() {
+        let ins = b.in_avals();
+        if !same_types(ops, &ins) {
+            return Err(sub_types_err(
+                "branches",
+                &format!("branch {i} takes"),
+                &ins,
+                ops,
+            ));
+        }
+        let outs = b.out_avals();
+        if !same_types(&outs, &out0) {
+            return Err(sub_types_err(
+                "branches",
+                &format!("branch {i} returns"),
+                &outs,
+                &out0,
+            ));
+        }
+    }
+    Ok(out0)
+}
+
+fn count(params: &Params, name: &'static str, limit: usize) -> Result<usize, RuleError> {
+    let n = int(params, name)?;
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= limit)
+        .ok_or_else(|| bad(name, format!("{n} is out of range (0..={limit})")))
+}
+
+fn while_loop(inputs: &[AbstractValue], params: &Params) -> Rule {
+    let cond_j = jaxpr(params, "cond_jaxpr")?;
+    let body_j = jaxpr(params, "body_jaxpr")?;
+    let cn = count(params, "cond_nconsts", inputs.len())?;
+    let bn = count(params, "body_nconsts", inputs.len() - cn)?;
+    let (cond_consts, rest) = inputs.split_at(cn);
+    let (body_consts, carry) = rest.split_at(bn);
+    let cond_in: Vec<AbstractValue> = cond_consts.iter().chain(carry).cloned().collect();
+    if !same_types(&cond_j.in_avals(), &cond_in) {
+        return Err(sub_types_err("cond_jaxpr", "inputs", &cond_j.in_avals(), &cond_in));
+    }
+    let cond_out = cond_j.out_avals();
+    if cond_out.len() != 1 || !cond_out[0].same_type(&AbstractValue::scalar(DType::Bool)) {
+        return Err(RuleError::SubJaxpr {
+            reason: format!(
+                "cond_jaxpr must return one bool[] but returns {}",
+                types_list(&cond_out)
+            ),
+        });
+    }
+    let body_in: Vec<AbstractValue> = body_consts.iter().chain(carry).cloned().collect();
+    if !same_types(&body_j.in_avals(), &body_in) {
+        return Err(sub_types_err("body_jaxpr", "inputs", &body_j.in_avals(), &body_in));
+    }
+    if !same_types(&body_j.out_avals(), carry) {
+        return Err(sub_types_err("body_jaxpr", "outputs", &body_j.out_avals(), carry));
+    }
+    Ok(carry.to_vec())
+}
+
+fn scan(inputs: &[AbstractValue], params: &Params) -> Rule {
+    let body = jaxpr(params, "jaxpr")?;
+    let length = int(params, "length")?;
+    if length < 0 {
+        return Err(bad("length", format!("{length} is negative")));
+    }
+    let nc = count(params, "num_consts", inputs.len())?;
+    let ncarry = count(params, "num_carry", inputs.len() - nc)?;
+    if let Some(Param::Bools(lin)) = params.get("linear") {
+        if lin.len() != inputs.len() {
+            return Err(bad(
+                "linear",
+                format!("has {} entries for {} operands", lin.len(), inputs.len()),
+            ));
+        }
+    }
+    let (consts, rest) = inputs.split_at(nc);
+    let (carry, xs) = rest.split_at(ncarry);
+    let mut body_in: Vec<AbstractValue> = consts.iter().chain(carry).cloned().collect();
+    for (i, x) in xs.iter().enumerate() {
+        if x.shape.rank() == 0 || x.shape.dims()[0] != length {
+            return Err(operands(format!(
+                "scanned operand {} ({x}) must have leading dimension {length}",
+                nc + ncarry + i
+            )));
+        }
+        body_in.push(AbstractValue::new(shape(&x.shape.dims()[1..])?, x.dtype));
+    }
+    if !same_types(&body.in_avals(), &body_in) {
+        return Err(sub_types_err("jaxpr", "inputs", &body.in_avals(), &body_in));
+    }
+    let outs = body.out_avals();
+    if outs.len() < ncarry || !same_types(&outs[..ncarry], carry) {
+        return Err(sub_types_err("jaxpr", "carry outputs", &outs[..ncarry.min(outs.len())], carry));
+    }
+    let mut result: Vec<AbstractValue> = carry.to_vec();
+    for y in &outs[ncarry..] {
+        let mut dims = vec![length];
+        dims.extend_from_slice(y.shape.dims());
+        result.push(AbstractValue::new(shape(&dims)?, y.dtype));
+    }
+    Ok(result)
+}

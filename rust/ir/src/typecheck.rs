@@ -1,0 +1,310 @@
+//! The typechecker. It checks in two steps per equation, as the crate docs describe:
+//! first that every id is in range and every variable bound once and before use, then that
+//! the primitive's rule accepts the operand types and params and gives the declared
+//! output types.
+
+use crate::aval::AbstractValue;
+use crate::error::{Site, TypeError};
+use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Eqn, Jaxpr, Literal, VarId};
+use crate::params::Param;
+use crate::text::{alphabetic_name, format_literal};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The pieces of a jaxpr, before or after it is built.
+pub(crate) struct Parts<'a> {
+    pub avals: &'a [AbstractValue],
+    pub var_avals: &'a [AvalId],
+    pub literals: &'a [Literal],
+    pub constvars: &'a [VarId],
+    pub invars: &'a [VarId],
+    pub eqns: &'a [Eqn],
+    pub outvars: &'a [Atom],
+}
+
+impl<'a> Parts<'a> {
+    pub fn of(j: &'a Jaxpr) -> Parts<'a> {
+        Parts {
+            avals: &j.avals,
+            var_avals: &j.var_avals,
+            literals: &j.literals,
+            constvars: &j.constvars,
+            invars: &j.invars,
+            eqns: &j.eqns,
+            outvars: &j.outvars,
+        }
+    }
+
+    fn aval(&self, v: VarId) -> &AbstractValue {
+        &self.avals[self.var_avals[v.index()].index()]
+    }
+
+    /// Printed names for the error messages: binders and equation outputs in order, as
+    /// the printer names them; anything else by its id.
+    fn names(&self) -> Vec<Option<String>> {
+        let mut names: Vec<Option<String>> = vec![None; self.var_avals.len()];
+        let mut n = 0usize;
+        let all = self
+            .constvars
+            .iter()
+            .chain(self.invars)
+            .chain(self.eqns.iter().flat_map(|e| e.outvars.iter()));
+        for &v in all {
+            if let Some(slot) = names.get_mut(v.index()) {
+                if slot.is_none() {
+                    *slot = Some(alphabetic_name(n));
+                    n += 1;
+                }
+            }
+        }
+        names
+    }
+
+    fn var_name(&self, names: &[Option<String>], v: VarId) -> String {
+        names
+            .get(v.index())
+            .and_then(|n| n.clone())
+            .unwrap_or_else(|| format!("{v}"))
+    }
+
+    /// One equation printed on a line, nested jaxprs shown as `{...}`.
+    fn eqn_line(&self, index: usize) -> String {
+        let names = self.names();
+        let e = &self.eqns[index];
+        let mut s = String::new();
+        for (i, &v) in e.outvars.iter().enumerate() {
+            if i > 0 {
+                s.push(' ');
+            }
+            s.push_str(&self.var_name(&names, v));
+            if v.index() < self.var_avals.len() {
+                s.push(':');
+                s.push_str(&self.aval(v).to_string());
+            }
+        }
+        s.push_str(" = ");
+        s.push_str(e.primitive.name());
+        if !e.params.is_empty() {
+            let ps: Vec<String> = e
+                .params
+                .iter()
+                .map(|(n, p)| format!("{n}={}", crate::text::format_param_short(p)))
+                .collect();
+            s.push('[');
+            s.push_str(&ps.join(" "));
+            s.push(']');
+        }
+        for &a in e.inputs.iter() {
+            s.push(' ');
+            match a {
+                Atom::Var(v) => s.push_str(&self.var_name(&names, v)),
+                Atom::Lit(l) => match self.literals.get(l.index()) {
+                    Some(lit) => s.push_str(&format_literal(lit)),
+                    None => s.push_str(&format!("{l}")),
+                },
+            }
+        }
+        s
+    }
+
+    fn site(&self, index: usize) -> Site {
+        Site::Eqn {
+            index,
+            line: self.eqn_line(index),
+        }
+    }
+}
+
+/// Checks one level of a jaxpr (sub-jaxprs are taken as already checked).
+pub(crate) fn check_parts(p: &Parts<'_>) -> Result<(), TypeError> {
+    let num_vars = p.var_avals.len();
+    let mut bound = vec![false; num_vars];
+    let name_of = |v: VarId| p.var_name(&p.names(), v);
+
+    for &v in p.constvars.iter().chain(p.invars) {
+        let Some(slot) = bound.get_mut(v.index()) else {
+            return Err(TypeError::VarOutOfRange {
+                site: Site::Binders,
+                var: v.index() as u32,
+                num_vars,
+            });
+        };
+        if *slot {
+            return Err(TypeError::DoubleBinding {
+                site: Site::Binders,
+                var: name_of(v),
+            });
+        }
+        *slot = true;
+    }
+
+    let mut in_avals: Vec<AbstractValue> = Vec::new();
+    for (i, e) in p.eqns.iter().enumerate() {
+        // Step 1: ids and binding.
+        in_avals.clear();
+        for &a in e.inputs.iter() {
+            match a {
+                Atom::Var(v) => match bound.get(v.index()) {
+                    None => {
+                        return Err(TypeError::VarOutOfRange {
+                            site: p.site(i),
+                            var: v.index() as u32,
+                            num_vars,
+                        })
+                    }
+                    Some(false) => {
+                        return Err(TypeError::Unbound {
+                            site: p.site(i),
+                            var: name_of(v),
+                        })
+                    }
+                    Some(true) => in_avals.push(p.aval(v).clone()),
+                },
+                Atom::Lit(l) => match p.literals.get(l.index()) {
+                    None => {
+                        return Err(TypeError::LiteralOutOfRange {
+                            site: p.site(i),
+                            lit: l.index() as u32,
+                        })
+                    }
+                    Some(lit) => {
+                        if !lit.is_well_typed() {
+                            return Err(TypeError::BadLiteral {
+                                site: p.site(i),
+                                literal: format_literal(lit),
+                            });
+                        }
+                        in_avals.push(lit.aval());
+                    }
+                },
+            }
+        }
+        for &v in e.outvars.iter() {
+            if v.index() >= num_vars {
+                return Err(TypeError::VarOutOfRange {
+                    site: p.site(i),
+                    var: v.index() as u32,
+                    num_vars,
+                });
+            }
+        }
+        // Step 2: types.
+        let inferred = e
+            .primitive
+            .abstract_eval(&in_avals, &e.params)
+            .map_err(|error| TypeError::Rule {
+                site: p.site(i),
+                primitive: e.primitive.name().to_owned(),
+                error,
+            })?;
+        let matches = inferred.len() == e.outvars.len()
+            && inferred
+                .iter()
+                .zip(e.outvars.iter())
+                .all(|(t, &v)| t.same_type(p.aval(v)));
+        if !matches {
+            return Err(TypeError::OutTypes {
+                site: p.site(i),
+                declared: e.outvars.iter().map(|&v| p.aval(v).clone()).collect(),
+                inferred,
+            });
+        }
+        for &v in e.outvars.iter() {
+            if bound[v.index()] {
+                return Err(TypeError::DoubleBinding {
+                    site: p.site(i),
+                    var: name_of(v),
+                });
+            }
+            bound[v.index()] = true;
+        }
+    }
+
+    for &a in p.outvars {
+        match a {
+            Atom::Var(v) => match bound.get(v.index()) {
+                None => {
+                    return Err(TypeError::VarOutOfRange {
+                        site: Site::Outputs,
+                        var: v.index() as u32,
+                        num_vars,
+                    })
+                }
+                Some(false) => {
+                    return Err(TypeError::Unbound {
+                        site: Site::Outputs,
+                        var: name_of(v),
+                    })
+                }
+                Some(true) => {}
+            },
+            Atom::Lit(l) => match p.literals.get(l.index()) {
+                None => {
+                    return Err(TypeError::LiteralOutOfRange {
+                        site: Site::Outputs,
+                        lit: l.index() as u32,
+                    })
+                }
+                Some(lit) if !lit.is_well_typed() => {
+                    return Err(TypeError::BadLiteral {
+                        site: Site::Outputs,
+                        literal: format_literal(lit),
+                    })
+                }
+                Some(_) => {}
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Typechecks a jaxpr and every jaxpr nested in it (each distinct one once, from a
+/// worklist, so depth costs no stack). Returns the input and output types.
+pub fn typecheck(jaxpr: &Jaxpr) -> Result<(Vec<AbstractValue>, Vec<AbstractValue>), TypeError> {
+    struct Frame<'a> {
+        parent: Option<usize>,
+        holder: &'a Jaxpr,
+        eqn: usize,
+        param: &'static str,
+    }
+    let mut frames: Vec<Frame<'_>> = Vec::new();
+    let mut seen: HashSet<*const Jaxpr> = HashSet::new();
+    let mut work: Vec<(Option<usize>, &Jaxpr)> = vec![(None, jaxpr)];
+    while let Some((frame, j)) = work.pop() {
+        if let Err(error) = check_parts(&Parts::of(j)) {
+            let mut err = error;
+            let mut at = frame;
+            while let Some(f) = at {
+                let fr = &frames[f];
+                err = TypeError::SubJaxpr {
+                    site: Parts::of(fr.holder).site(fr.eqn),
+                    param: fr.param.to_owned(),
+                    error: Box::new(err),
+                };
+                at = fr.parent;
+            }
+            return Err(err);
+        }
+        for (i, e) in j.eqns.iter().enumerate() {
+            for (name, p) in e.params.iter() {
+                let subs: &[ClosedJaxpr] = match p {
+                    Param::Jaxpr(cj) => std::slice::from_ref(cj),
+                    Param::Jaxprs(cjs) => cjs,
+                    _ => continue,
+                };
+                for sub in subs {
+                    if seen.insert(Arc::as_ptr(sub.jaxpr())) {
+                        frames.push(Frame {
+                            parent: frame,
+                            holder: j,
+                            eqn: i,
+                            param: name,
+                        });
+                        work.push((Some(frames.len() - 1), sub.jaxpr()));
+                    }
+                }
+            }
+        }
+    }
+    Ok((jaxpr.in_avals(), jaxpr.out_avals()))
+}
