@@ -24,6 +24,7 @@ pub mod aval;
 pub mod builder;
 pub mod dtype;
 pub mod error;
+pub mod eval;
 pub mod jaxpr;
 pub mod params;
 pub mod passes;

@@ -1,7 +1,9 @@
 //! Jaxpr text: the printer and the parser of JAX's current jaxpr format.
 
+mod parser;
 mod printer;
 
+pub use parser::{parse_jaxpr, parse_jaxpr_with, ParseError, ReadError};
 pub use printer::{print_closed_jaxpr, print_jaxpr};
 
 use crate::jaxpr::{LitValue, Literal};

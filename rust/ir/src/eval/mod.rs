@@ -1,0 +1,1 @@
+//! A reference evaluator over host arrays (placeholder until it lands).
