@@ -65,6 +65,16 @@ impl JaxprBuilder {
         v
     }
 
+    /// Binds an existing unbound variable as the next constvar.
+    pub(crate) fn push_constvar(&mut self, v: VarId) {
+        self.constvars.push(v);
+    }
+
+    /// Binds an existing unbound variable as the next invar.
+    pub(crate) fn push_invar(&mut self, v: VarId) {
+        self.invars.push(v);
+    }
+
     /// Adds a literal and returns it as an atom.
     pub fn literal(&mut self, lit: Literal) -> Atom {
         let id = LitId::from_index(self.literals.len());
@@ -175,6 +185,25 @@ impl JaxprBuilder {
         };
         typecheck::check_parts(&Parts::of(&jaxpr))?;
         Ok(jaxpr)
+    }
+
+    /// Finishes a jaxpr that a pass made from a well-typed one: checked in debug builds
+    /// only (passes preserve types by construction; their tests run debug builds).
+    pub(crate) fn build_trusted(self, outvars: Vec<Atom>) -> Jaxpr {
+        let jaxpr = Jaxpr {
+            avals: self.avals.into_boxed_slice(),
+            var_avals: self.var_avals.into_boxed_slice(),
+            literals: self.literals.into_boxed_slice(),
+            constvars: self.constvars.into_boxed_slice(),
+            invars: self.invars.into_boxed_slice(),
+            eqns: self.eqns.into_boxed_slice(),
+            outvars: outvars.into_boxed_slice(),
+        };
+        #[cfg(debug_assertions)]
+        if let Err(e) = typecheck::check_parts(&Parts::of(&jaxpr)) {
+            panic!("a pass produced an ill-typed jaxpr: {e}");
+        }
+        jaxpr
     }
 
     /// Orders the equations so each follows the definitions of its inputs (keeping the

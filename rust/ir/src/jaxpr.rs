@@ -414,6 +414,16 @@ impl ClosedJaxpr {
         }
     }
 
+    /// Closes a jaxpr whose constvars are known to match `consts` (passes keep
+    /// constvars as they are).
+    pub(crate) fn from_parts(jaxpr: Arc<Jaxpr>, consts: Vec<Const>) -> ClosedJaxpr {
+        debug_assert_eq!(jaxpr.constvars.len(), consts.len());
+        ClosedJaxpr {
+            jaxpr,
+            consts: consts.into(),
+        }
+    }
+
     /// The jaxpr.
     pub fn jaxpr(&self) -> &Arc<Jaxpr> {
         &self.jaxpr

@@ -1,7 +1,8 @@
 //! Toposort: order equations so each follows the definitions of its inputs.
 
 use crate::error::{Site, TypeError};
-use crate::jaxpr::{Atom, Eqn};
+use super::rebuild::Rebuilder;
+use crate::jaxpr::{Atom, Eqn, Jaxpr};
 
 const NONE: u32 = u32::MAX;
 
@@ -78,4 +79,43 @@ pub(crate) fn insertion_order(
     dfs_order(eqns, &prod, 0..eqns.len(), &mut out, &mut state)
         .map_err(|e| TypeError::Cycle { site: site(e) })?;
     Ok(out)
+}
+
+/// Reorders a jaxpr's equations by demand: depth-first from the outputs (in output
+/// order), each equation placed right after the producers of its inputs; equations no
+/// output needs keep their relative order at the end. The result is a valid ordering of
+/// the same equations (a canonical schedule, useful after rewrites).
+pub fn toposort(jaxpr: &Jaxpr) -> Jaxpr {
+    let eqns = jaxpr.eqns();
+    let prod = producers(jaxpr.num_vars(), eqns);
+    let roots = jaxpr.outvars().iter().filter_map(|a| match a {
+        Atom::Var(v) => {
+            let p = prod[v.index()];
+            (p != NONE).then_some(p as usize)
+        }
+        Atom::Lit(_) => None,
+    });
+    let mut order = Vec::with_capacity(eqns.len());
+    let mut state = vec![0u8; eqns.len()];
+    // A built jaxpr has no cycle, so this cannot fail; fall back to the given order.
+    if dfs_order(eqns, &prod, roots, &mut order, &mut state).is_err() {
+        order.clear();
+        state.iter_mut().for_each(|s| *s = 0);
+    }
+    for (i, s) in state.iter().enumerate() {
+        if *s == 0 {
+            order.push(i);
+        }
+    }
+    let mut rb = Rebuilder::new(jaxpr);
+    for &v in jaxpr.constvars() {
+        rb.constvar(v);
+    }
+    for &v in jaxpr.invars() {
+        rb.invar(v);
+    }
+    for &i in &order {
+        rb.eqn(&eqns[i]);
+    }
+    rb.finish(jaxpr.outvars().iter().copied())
 }

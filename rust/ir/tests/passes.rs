@@ -1,0 +1,325 @@
+//! DCE and toposort on built jaxprs.
+
+mod common_build;
+
+use common_build::*;
+use ferrax_ir::passes::{dce, toposort, PassError};
+use ferrax_ir::{typecheck, Atom, Builtin, JaxprBuilder, Param, Params, Primitive};
+use std::sync::Arc;
+
+fn prim_names(j: &ferrax_ir::Jaxpr) -> Vec<&str> {
+    j.eqns().iter().map(|e| e.primitive().name()).collect()
+}
+
+#[test]
+fn dce_drops_dead_equations_and_inputs() {
+    let mut b = JaxprBuilder::new();
+    let x = b.add_invar(f32s(&[3]));
+    let y = b.add_invar(f32s(&[3]));
+    let s = op(&mut b, Builtin::Sin, &[v(x)]);
+    let _dead = op(&mut b, Builtin::Cos, &[v(y)]);
+    let e = op(&mut b, Builtin::Exp, &[v(s)]);
+    let j = b.build(vec![v(e), v(y)]).unwrap();
+
+    let (d, used) = dce(&j, &[true, false]).unwrap();
+    assert_eq!(used, vec![true, false]);
+    assert_eq!(prim_names(&d), vec!["sin", "exp"]);
+    assert_eq!(d.invars().len(), 1);
+    assert_eq!(d.outvars().len(), 1);
+    typecheck(&d).unwrap();
+
+    let (d, used) = dce(&j, &[false, true]).unwrap();
+    assert_eq!(used, vec![false, true]);
+    assert!(d.eqns().is_empty());
+
+    let (d, used) = dce(&j, &[true, true]).unwrap();
+    assert_eq!(used, vec![true, true]);
+    assert_eq!(prim_names(&d), vec!["sin", "exp"]);
+}
+
+#[test]
+fn dce_rejects_wrong_flag_count() {
+    let j = chain(2, 4);
+    assert_eq!(
+        dce(&j, &[true, true]).unwrap_err(),
+        PassError::FlagCount {
+            what: "used_outputs",
+            expected: 1,
+            got: 2
+        }
+    );
+}
+
+#[test]
+fn dce_keeps_literal_outputs_and_constvars() {
+    let mut b = JaxprBuilder::new();
+    let c = b.add_constvar(f32s(&[2]));
+    let x = b.add_invar(f32s(&[2]));
+    let m = op(&mut b, Builtin::Mul, &[v(x), v(c)]);
+    let one = lit_f32(&mut b, 1.0);
+    let j = b.build(vec![one, v(m)]).unwrap();
+    let (d, used) = dce(&j, &[true, false]).unwrap();
+    assert_eq!(used, vec![false]);
+    assert_eq!(d.constvars().len(), 1);
+    assert!(d.eqns().is_empty());
+    assert!(matches!(d.outvars()[0], Atom::Lit(_)));
+}
+
+fn jit_params(j: ferrax_ir::ClosedJaxpr) -> Params {
+    Params::new([("jaxpr", Param::Jaxpr(j)), ("name", Param::Str("g".into()))])
+}
+
+#[test]
+fn dce_prunes_inside_jit() {
+    // inner(a, b) = (sin a, cos b); outer uses only the first output.
+    let mut ib = JaxprBuilder::new();
+    let a = ib.add_invar(f32s(&[3]));
+    let bb = ib.add_invar(f32s(&[3]));
+    let s = op(&mut ib, Builtin::Sin, &[v(a)]);
+    let c = op(&mut ib, Builtin::Cos, &[v(bb)]);
+    let inner = close(ib.build(vec![v(s), v(c)]).unwrap());
+
+    let mut b = JaxprBuilder::new();
+    let x = b.add_invar(f32s(&[3]));
+    let y = b.add_invar(f32s(&[3]));
+    let outs = op_p(&mut b, Builtin::Jit, &[v(x), v(y)], jit_params(inner));
+    let j = b.build(vec![v(outs[0])]).unwrap();
+
+    let (d, used) = dce(&j, &[true]).unwrap();
+    assert_eq!(used, vec![true, false]);
+    let e = &d.eqns()[0];
+    assert_eq!(e.inputs().len(), 1);
+    assert_eq!(e.outvars().len(), 1);
+    let Some(Param::Jaxpr(pruned)) = e.params().get("jaxpr") else {
+        panic!("jit lost its jaxpr")
+    };
+    assert_eq!(prim_names(pruned.jaxpr()), vec!["sin"]);
+    assert_eq!(e.params().get("name"), Some(&Param::Str("g".into())));
+    typecheck(&d).unwrap();
+}
+
+#[test]
+fn dce_prunes_cond_branches_to_the_union_of_their_inputs() {
+    // branch 0: (p, q) -> (p*2, q); branch 1: (p, q) -> (q, q); only output 0 used.
+    let mut b0 = JaxprBuilder::new();
+    let p0 = b0.add_invar(f32s(&[]));
+    let q0 = b0.add_invar(f32s(&[]));
+    let two = lit_f32(&mut b0, 2.0);
+    let m = op(&mut b0, Builtin::Mul, &[v(p0), two]);
+    let br0 = close(b0.build(vec![v(m), v(q0)]).unwrap());
+    let mut b1 = JaxprBuilder::new();
+    let _p1 = b1.add_invar(f32s(&[]));
+    let q1 = b1.add_invar(f32s(&[]));
+    let n = op(&mut b1, Builtin::Neg, &[v(q1)]);
+    let br1 = close(b1.build(vec![v(n), v(q1)]).unwrap());
+
+    let mut b = JaxprBuilder::new();
+    let i = b.add_invar(i32s(&[]));
+    let x = b.add_invar(f32s(&[]));
+    let y = b.add_invar(f32s(&[]));
+    let z = b.add_invar(f32s(&[]));
+    let outs = op_p(
+        &mut b,
+        Builtin::Cond,
+        &[v(i), v(x), v(y)],
+        Params::new([("branches", Param::Jaxprs(Arc::new(vec![br0, br1])))]),
+    );
+    let j = b.build(vec![v(outs[0]), v(z)]).unwrap();
+    let (d, used) = dce(&j, &[true, false]).unwrap();
+    assert_eq!(used, vec![true, true, true, false]);
+    let e = &d.eqns()[0];
+    assert_eq!(e.inputs().len(), 3);
+    assert_eq!(e.outvars().len(), 1);
+    let Some(Param::Jaxprs(brs)) = e.params().get("branches") else {
+        panic!()
+    };
+    for br in brs.iter() {
+        assert_eq!(br.in_avals().len(), 2);
+        assert_eq!(br.out_avals().len(), 1);
+    }
+    assert_eq!(prim_names(brs[0].jaxpr()), vec!["mul"]);
+    assert_eq!(prim_names(brs[1].jaxpr()), vec!["neg"]);
+    typecheck(&d).unwrap();
+}
+
+/// while with carry (i, a, b): cond reads i; body: (i+1, a*2, b+a). Using only `a` needs i
+/// (read by cond) and a; `b` is dead. Using `b` needs a too.
+fn while_jaxpr() -> ferrax_ir::Jaxpr {
+    let mut cb = JaxprBuilder::new();
+    let ci = cb.add_invar(i32s(&[]));
+    cb.add_invar(f32s(&[]));
+    cb.add_invar(f32s(&[]));
+    let ten = lit_i32(&mut cb, 10);
+    let lt = op(&mut cb, Builtin::Lt, &[v(ci), ten]);
+    let cond = close(cb.build(vec![v(lt)]).unwrap());
+
+    let mut bb = JaxprBuilder::new();
+    let k = bb.add_invar(f32s(&[]));
+    let i = bb.add_invar(i32s(&[]));
+    let a = bb.add_invar(f32s(&[]));
+    let bv = bb.add_invar(f32s(&[]));
+    let one = lit_i32(&mut bb, 1);
+    let i2 = op(&mut bb, Builtin::Add, &[v(i), one]);
+    let a2 = op(&mut bb, Builtin::Mul, &[v(a), v(k)]);
+    let b2 = op(&mut bb, Builtin::Add, &[v(bv), v(a)]);
+    let body = close(bb.build(vec![v(i2), v(a2), v(b2)]).unwrap());
+
+    let mut b = JaxprBuilder::new();
+    let k = b.add_invar(f32s(&[]));
+    let i0 = b.add_invar(i32s(&[]));
+    let a0 = b.add_invar(f32s(&[]));
+    let b0 = b.add_invar(f32s(&[]));
+    let outs = op_p(
+        &mut b,
+        Builtin::While,
+        &[v(k), v(i0), v(a0), v(b0)],
+        Params::new([
+            ("cond_jaxpr", Param::Jaxpr(cond)),
+            ("body_jaxpr", Param::Jaxpr(body)),
+            ("cond_nconsts", Param::Int(0)),
+            ("body_nconsts", Param::Int(1)),
+        ]),
+    );
+    b.build(outs.iter().map(|&o| v(o)).collect()).unwrap()
+}
+
+#[test]
+fn dce_prunes_while_carry_to_a_fixpoint() {
+    let j = while_jaxpr();
+    let (d, used) = dce(&j, &[false, true, false]).unwrap();
+    assert_eq!(used, vec![true, true, true, false]);
+    let e = &d.eqns()[0];
+    assert_eq!(e.outvars().len(), 2);
+    assert_eq!(e.params().get("body_nconsts"), Some(&Param::Int(1)));
+    typecheck(&d).unwrap();
+
+    let (d, used) = dce(&j, &[false, false, true]).unwrap();
+    assert_eq!(used, vec![true, true, true, true]);
+    typecheck(&d).unwrap();
+
+    // Only the counter: the body constant and a, b go.
+    let (d, used) = dce(&j, &[true, false, false]).unwrap();
+    assert_eq!(used, vec![false, true, false, false]);
+    assert_eq!(d.eqns()[0].params().get("body_nconsts"), Some(&Param::Int(0)));
+    typecheck(&d).unwrap();
+}
+
+#[test]
+fn dce_prunes_scan_carry_and_outputs() {
+    // scan body (c, x) -> (c + x, sin x, c * 2): carry c, ys (sin x, c*2).
+    let mut bb = JaxprBuilder::new();
+    let c = bb.add_invar(f32s(&[2]));
+    let x = bb.add_invar(f32s(&[2]));
+    let c2 = op(&mut bb, Builtin::Add, &[v(c), v(x)]);
+    let s = op(&mut bb, Builtin::Sin, &[v(x)]);
+    let two = lit_f32(&mut bb, 2.0);
+    let d2 = op(&mut bb, Builtin::Mul, &[v(c), two]);
+    let body = close(bb.build(vec![v(c2), v(s), v(d2)]).unwrap());
+
+    let mut b = JaxprBuilder::new();
+    let c0 = b.add_invar(f32s(&[2]));
+    let xs = b.add_invar(f32s(&[5, 2]));
+    let outs = op_p(
+        &mut b,
+        Builtin::Scan,
+        &[v(c0), v(xs)],
+        Params::new([
+            ("jaxpr", Param::Jaxpr(body)),
+            ("length", Param::Int(5)),
+            ("reverse", Param::Bool(false)),
+            ("num_consts", Param::Int(0)),
+            ("num_carry", Param::Int(1)),
+            ("linear", Param::Bools(Arc::from([false, false]))),
+        ]),
+    );
+    let j = b.build(outs.iter().map(|&o| v(o)).collect()).unwrap();
+
+    // Only sin-ys: the carry is dead, xs needed.
+    let (d, used) = dce(&j, &[false, true, false]).unwrap();
+    assert_eq!(used, vec![false, true]);
+    let e = &d.eqns()[0];
+    assert_eq!(e.params().get("num_carry"), Some(&Param::Int(0)));
+    assert_eq!(e.params().get("linear"), Some(&Param::Bools(Arc::from([false]))));
+    assert_eq!(e.outvars().len(), 1);
+    typecheck(&d).unwrap();
+
+    // c*2 ys need the carry, which needs xs.
+    let (d, used) = dce(&j, &[false, false, true]).unwrap();
+    assert_eq!(used, vec![true, true]);
+    assert_eq!(d.eqns()[0].params().get("num_carry"), Some(&Param::Int(1)));
+    typecheck(&d).unwrap();
+}
+
+#[test]
+fn dce_of_a_deep_nest_does_not_overflow_the_stack() {
+    let depth = 100_000;
+    let j = nested_jits(depth);
+    let (d, used) = dce(j.jaxpr(), &[true]).unwrap();
+    assert_eq!(used, vec![true]);
+    assert_eq!(d.eqns().len(), 2);
+    // And unused: everything goes.
+    let (d, used) = dce(j.jaxpr(), &[false]).unwrap();
+    assert_eq!(used, vec![false]);
+    assert!(d.eqns().is_empty());
+}
+
+#[test]
+fn dce_of_a_long_chain_is_linear_and_complete() {
+    let n = if cfg!(debug_assertions) { 100_000 } else { 1_000_000 };
+    let j = chain(n, 8);
+    let (d, used) = dce(&j, &[true]).unwrap();
+    assert_eq!(used, vec![true]);
+    assert_eq!(d.eqns().len(), j.eqns().len());
+    let (d, _) = dce(&j, &[false]).unwrap();
+    assert!(d.eqns().is_empty());
+}
+
+#[test]
+fn toposort_orders_by_demand_and_keeps_dead_code_last() {
+    let mut b = JaxprBuilder::new();
+    let x = b.add_invar(f32s(&[3]));
+    let dead = op(&mut b, Builtin::Cos, &[v(x)]);
+    let s = op(&mut b, Builtin::Sin, &[v(x)]);
+    let t = op(&mut b, Builtin::Tanh, &[v(dead)]);
+    let e = op(&mut b, Builtin::Exp, &[v(s)]);
+    let _ = t;
+    let j = b.build(vec![v(e)]).unwrap();
+    let sorted = toposort(&j);
+    assert_eq!(prim_names(&sorted), vec!["sin", "exp", "cos", "tanh"]);
+    typecheck(&sorted).unwrap();
+    // Idempotent.
+    assert_eq!(prim_names(&toposort(&sorted)), prim_names(&sorted));
+}
+
+#[test]
+fn builder_toposorts_a_recipe_graph() {
+    // Declare the outputs first and add the equations in reverse order.
+    let mut b = JaxprBuilder::new();
+    let x = b.add_invar(f32s(&[3]));
+    let s = b.new_var(f32s(&[3]));
+    let e = b.new_var(f32s(&[3]));
+    let t = b.new_var(f32s(&[3]));
+    let sin: Primitive = Builtin::Sin.into();
+    b.add_eqn_with_outvars(Builtin::Tanh.into(), vec![v(e)], Params::empty(), vec![t]);
+    b.add_eqn_with_outvars(Builtin::Exp.into(), vec![v(s)], Params::empty(), vec![e]);
+    b.add_eqn_with_outvars(sin, vec![v(x)], Params::empty(), vec![s]);
+    let j = b.build_toposorted(vec![v(t)]).unwrap();
+    assert_eq!(prim_names(&j), vec!["sin", "exp", "tanh"]);
+
+    // A cycle is an error naming an equation on it.
+    let mut b = JaxprBuilder::new();
+    let p = b.new_var(f32s(&[3]));
+    let q = b.new_var(f32s(&[3]));
+    b.add_eqn_with_outvars(Builtin::Sin.into(), vec![v(q)], Params::empty(), vec![p]);
+    b.add_eqn_with_outvars(Builtin::Cos.into(), vec![v(p)], Params::empty(), vec![q]);
+    let err = b.build_toposorted(vec![v(p)]).unwrap_err();
+    assert!(err.to_string().contains("cycle"), "{err}");
+}
+
+#[test]
+fn toposort_of_a_long_chain_does_not_recurse() {
+    let n = if cfg!(debug_assertions) { 100_000 } else { 1_000_000 };
+    let j = chain(n, 8);
+    let sorted = toposort(&j);
+    assert_eq!(sorted.eqns().len(), j.eqns().len());
+}
