@@ -51,6 +51,22 @@ impl JaxprBuilder {
         v
     }
 
+    /// Interns a type once and returns its id, for callers that map many variables of
+    /// few types (passes copying a jaxpr).
+    pub(crate) fn intern_aval(&mut self, aval: &AbstractValue) -> AvalId {
+        match self.aval_ids.get(aval) {
+            Some(&id) => id,
+            None => self.intern(aval.clone()),
+        }
+    }
+
+    /// A fresh unbound variable of an interned type.
+    pub(crate) fn new_var_of(&mut self, aval: AvalId) -> VarId {
+        let v = VarId::from_index(self.var_avals.len());
+        self.var_avals.push(aval);
+        v
+    }
+
     /// Declares the next constant variable.
     pub fn add_constvar(&mut self, aval: AbstractValue) -> VarId {
         let v = self.new_var(aval);

@@ -25,6 +25,7 @@ pub mod builder;
 pub mod dtype;
 pub mod error;
 pub mod eval;
+pub mod gen;
 pub mod jaxpr;
 pub mod params;
 pub mod passes;

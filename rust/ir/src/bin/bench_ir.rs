@@ -1,1 +1,115 @@
-fn main() {}
+//! Times the IR crate's operations on chain jaxprs (BENCH.md) and prints one JSON object
+//! per (operation, size) on stdout: median and spread of several runs, per equation.
+//!
+//! Usage: `ferrax-bench-ir [--sizes 1000,10000,100000,1000000] [--reps N]`.
+
+use ferrax_ir::passes::{dce, toposort};
+use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
+use ferrax_ir::{gen, typecheck, Jaxpr};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Instant;
+
+/// Counts live heap bytes, to measure the memory a built jaxpr holds.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn median_and_spread(mut xs: Vec<f64>) -> (f64, f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    (xs[xs.len() / 2], xs[0], xs[xs.len() - 1])
+}
+
+fn report(op: &str, eqns: usize, times: Vec<f64>) {
+    let (med, lo, hi) = median_and_spread(times);
+    let per = |t: f64| t * 1e9 / eqns as f64;
+    println!(
+        "{{\"op\": \"{op}\", \"eqns\": {eqns}, \"median_s\": {med:.6}, \"ns_per_eqn\": {:.1}, \"ns_per_eqn_min\": {:.1}, \"ns_per_eqn_max\": {:.1}}}",
+        per(med),
+        per(lo),
+        per(hi)
+    );
+}
+
+fn time<T>(reps: usize, mut f: impl FnMut() -> T) -> Vec<f64> {
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            let r = f();
+            let dt = t.elapsed().as_secs_f64();
+            drop(black_box(r));
+            dt
+        })
+        .collect()
+}
+
+fn main() {
+    let mut sizes: Vec<usize> = vec![1_000, 10_000, 100_000, 1_000_000];
+    let mut reps_override: Option<usize> = None;
+    let args: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--sizes" if i + 1 < args.len() => {
+                sizes = args[i + 1]
+                    .split(',')
+                    .filter_map(|s| s.trim().parse().ok())
+                    .collect();
+                i += 1;
+            }
+            "--reps" if i + 1 < args.len() => {
+                reps_override = args[i + 1].parse().ok();
+                i += 1;
+            }
+            other => {
+                eprintln!("unknown argument {other}");
+                std::process::exit(2);
+            }
+        }
+        i += 1;
+    }
+    for &target in &sizes {
+        let steps = (target.saturating_sub(1) / 3).max(1);
+        let reps = reps_override.unwrap_or(if target >= 1_000_000 { 5 } else { 11 });
+        let before = LIVE.load(Ordering::Relaxed);
+        let j: Jaxpr = gen::chain(steps, 128);
+        let bytes = LIVE.load(Ordering::Relaxed) - before;
+        let eqns = j.eqns().len();
+        println!(
+            "{{\"op\": \"memory\", \"eqns\": {eqns}, \"bytes_per_eqn\": {:.1}}}",
+            bytes as f64 / eqns as f64
+        );
+        report("build", eqns, time(reps, || gen::chain(steps, 128)));
+        report("typecheck", eqns, time(reps, || typecheck(&j).map(|_| ())));
+        report("print", eqns, time(reps, || print_jaxpr(&j)));
+        let text = print_jaxpr(&j);
+        match parse_jaxpr(&text) {
+            Ok(_) => report("parse", eqns, time(reps, || parse_jaxpr(&text))),
+            Err(e) => eprintln!("parse failed on the chain of {eqns}: {e}"),
+        }
+        report("dce", eqns, time(reps, || dce(&j, &[true])));
+        report("toposort", eqns, time(reps, || toposort(&j)));
+    }
+}

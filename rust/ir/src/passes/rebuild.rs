@@ -4,7 +4,7 @@
 
 use crate::aval::AbstractValue;
 use crate::builder::JaxprBuilder;
-use crate::jaxpr::{Atom, Eqn, Jaxpr, VarId};
+use crate::jaxpr::{Atom, AvalId, Eqn, Jaxpr, VarId};
 use crate::params::Params;
 
 const UNMAPPED: u32 = u32::MAX;
@@ -13,6 +13,7 @@ const UNMAPPED: u32 = u32::MAX;
 pub(crate) struct Rebuilder<'a> {
     src: &'a Jaxpr,
     map: Vec<u32>,
+    aval_map: Vec<u32>,
     pub(crate) out: JaxprBuilder,
 }
 
@@ -21,6 +22,7 @@ impl<'a> Rebuilder<'a> {
         Rebuilder {
             src,
             map: vec![UNMAPPED; src.num_vars()],
+            aval_map: vec![UNMAPPED; src.avals.len()],
             out: JaxprBuilder::new(),
         }
     }
@@ -30,7 +32,16 @@ impl<'a> Rebuilder<'a> {
         if slot != UNMAPPED {
             return VarId::from_index(slot as usize);
         }
-        let nv = self.out.new_var(self.src.var_aval(v).clone());
+        let a = self.src.var_avals[v.index()].index();
+        let id = match self.aval_map[a] {
+            UNMAPPED => {
+                let id = self.out.intern_aval(&self.src.avals[a]);
+                self.aval_map[a] = id.index() as u32;
+                id
+            }
+            known => AvalId::from_index(known as usize),
+        };
+        let nv = self.out.new_var_of(id);
         self.map[v.index()] = nv.index() as u32;
         nv
     }
