@@ -62,3 +62,357 @@ pub fn nested_jits(depth: usize) -> ClosedJaxpr {
     }
     inner.unwrap_or_else(|| unreachable!("depth.max(1) >= 1"))
 }
+
+/// A small deterministic random number generator (xorshift64*), so generated programs
+/// are reproducible from a seed without dependencies.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed (any value; 0 is remapped).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+/// Options of [`random_jaxpr`].
+#[derive(Clone, Copy, Debug)]
+pub struct RandomOptions {
+    /// Equations per jaxpr level (about).
+    pub eqns: usize,
+    /// How deep `jit`/`cond`/`while`/`scan` may nest.
+    pub max_depth: usize,
+    /// Number of inputs.
+    pub inputs: usize,
+}
+
+impl Default for RandomOptions {
+    fn default() -> RandomOptions {
+        RandomOptions {
+            eqns: 12,
+            max_depth: 2,
+            inputs: 3,
+        }
+    }
+}
+
+const SHAPES: [&[i64]; 3] = [&[], &[3], &[2, 3]];
+
+fn f32_of(dims: &[i64]) -> AbstractValue {
+    AbstractValue::new(Shape::new(dims).unwrap_or_default(), DType::F32)
+}
+
+/// A random well-typed f32 jaxpr: elementwise math, literals, comparisons with
+/// `select_n`, reductions, broadcasts, and nested `jit`, `cond`, `while` and `scan`
+/// equations; some equations are dead. The same seed gives the same jaxpr. Values stay
+/// bounded (sin, tanh, logistic, ...), so evaluating it gives finite numbers.
+pub fn random_jaxpr(seed: u64, opts: RandomOptions) -> Jaxpr {
+    let mut rng = Rng::new(seed);
+    let in_avals: Vec<AbstractValue> = (0..opts.inputs.max(1))
+        .map(|_| f32_of(SHAPES[rng.below(SHAPES.len())]))
+        .collect();
+    let nouts = 1 + rng.below(3);
+    random_level(&mut rng, &in_avals, None, nouts, opts, 0)
+}
+
+/// One level: inputs of the given types; if `out_avals` is given, the outputs have those
+/// types, otherwise `nouts` outputs of any type.
+fn random_level(
+    rng: &mut Rng,
+    in_avals: &[AbstractValue],
+    out_avals: Option<&[AbstractValue]>,
+    nouts: usize,
+    opts: RandomOptions,
+    depth: usize,
+) -> Jaxpr {
+    let mut b = JaxprBuilder::new();
+    let mut pool: Vec<(Atom, AbstractValue)> = in_avals
+        .iter()
+        .map(|a| (Atom::Var(b.add_invar(a.clone())), a.clone()))
+        .collect();
+    let neqns = 1 + rng.below(opts.eqns.max(1) * 2);
+    for _ in 0..neqns {
+        if let Some(new) = random_eqn(rng, &mut b, &pool, opts, depth) {
+            pool.extend(new);
+        }
+    }
+    let outs: Vec<Atom> = match out_avals {
+        Some(want) => want
+            .iter()
+            .map(|t| {
+                let candidates: Vec<Atom> = pool
+                    .iter()
+                    .filter(|(_, a)| a.same_type(t))
+                    .map(|(x, _)| *x)
+                    .collect();
+                if candidates.is_empty() {
+                    // Make one: broadcast a scalar literal.
+                    let lit = b.literal(Literal {
+                        value: LitValue::Float(0.5),
+                        dtype: DType::F32,
+                        weak_type: false,
+                    });
+                    broadcast_to(&mut b, lit, t)
+                } else {
+                    candidates[rng.below(candidates.len())]
+                }
+            })
+            .collect(),
+        None => (0..nouts)
+            .map(|_| pool[pool.len() - 1 - rng.below(pool.len().min(4))].0)
+            .collect(),
+    };
+    b.build(outs).expect("generated jaxprs are well typed")
+}
+
+/// Broadcasts a scalar `x` (or a trailing-aligned lower-rank one) to type `t`.
+fn broadcast_to(b: &mut JaxprBuilder, x: Atom, t: &AbstractValue) -> Atom {
+    let rank = b.atom_aval(x).map_or(0, |a| a.shape.rank());
+    if rank == t.shape.rank() {
+        return x;
+    }
+    let dims: Vec<i64> = (t.shape.rank() - rank..t.shape.rank()).map(|d| d as i64).collect();
+    let params = Params::new([
+        ("shape", Param::ints(t.shape.dims())),
+        ("broadcast_dimensions", Param::ints(&dims)),
+    ]);
+    Atom::Var(b.add_eqn(Builtin::BroadcastInDim.into(), vec![x], params).expect("broadcast")[0])
+}
+
+fn pick(rng: &mut Rng, pool: &[(Atom, AbstractValue)]) -> (Atom, AbstractValue) {
+    // Prefer recent values so chains form, but reach back sometimes.
+    let i = if rng.chance(0.6) {
+        pool.len() - 1 - rng.below(pool.len().min(3))
+    } else {
+        rng.below(pool.len())
+    };
+    pool[i].clone()
+}
+
+fn closed(j: Jaxpr) -> ClosedJaxpr {
+    ClosedJaxpr::with_unknown_consts(Arc::new(j))
+}
+
+fn random_eqn(
+    rng: &mut Rng,
+    b: &mut JaxprBuilder,
+    pool: &[(Atom, AbstractValue)],
+    opts: RandomOptions,
+    depth: usize,
+) -> Option<Vec<(Atom, AbstractValue)>> {
+    let (x, xt) = pick(rng, pool);
+    let apply = |b: &mut JaxprBuilder, p: Builtin, ins: Vec<Atom>, params: Params| {
+        b.add_eqn(p.into(), ins, params)
+            .ok()
+            .map(|outs| outs.into_iter().map(|v| (Atom::Var(v), b.var_aval(v).cloned().unwrap_or_else(|| f32_of(&[])))).collect::<Vec<_>>())
+    };
+    let nested = depth < opts.max_depth;
+    match rng.below(if nested { 12 } else { 8 }) {
+        0 | 1 => {
+            const UNARY: [Builtin; 7] = [
+                Builtin::Sin,
+                Builtin::Cos,
+                Builtin::Tanh,
+                Builtin::Neg,
+                Builtin::Abs,
+                Builtin::Logistic,
+                Builtin::Square,
+            ];
+            apply(b, UNARY[rng.below(UNARY.len())], vec![x], Params::empty())
+        }
+        2 | 3 => {
+            const BINARY: [Builtin; 5] =
+                [Builtin::Add, Builtin::Sub, Builtin::Mul, Builtin::Max, Builtin::Min];
+            let partners: Vec<Atom> = pool
+                .iter()
+                .filter(|(_, t)| t.same_type(&xt) || t.shape.rank() == 0)
+                .map(|(a, _)| *a)
+                .collect();
+            let y = if rng.chance(0.3) || partners.is_empty() {
+                b.literal(Literal {
+                    value: LitValue::Float((rng.below(7) as f64 - 3.0) * 0.5),
+                    dtype: DType::F32,
+                    weak_type: false,
+                })
+            } else {
+                partners[rng.below(partners.len())]
+            };
+            let (l, r) = if rng.chance(0.5) { (x, y) } else { (y, x) };
+            apply(b, BINARY[rng.below(BINARY.len())], vec![l, r], Params::empty())
+        }
+        4 => {
+            if xt.shape.rank() == 0 {
+                return None;
+            }
+            let axes = Params::new([("axes", Param::ints(&[rng.below(xt.shape.rank()) as i64]))]);
+            let op = if rng.chance(0.5) { Builtin::ReduceSum } else { Builtin::ReduceMax };
+            apply(b, op, vec![x], axes)
+        }
+        5 => {
+            // Broadcast to a larger shape.
+            let (shape, dims): (&[i64], &[i64]) = match xt.shape.dims() {
+                [] => (&[3], &[]),
+                [3] => (&[2, 3], &[1]),
+                _ => return None,
+            };
+            let params = Params::new([
+                ("shape", Param::ints(shape)),
+                ("broadcast_dimensions", Param::ints(dims)),
+            ]);
+            apply(b, Builtin::BroadcastInDim, vec![x], params)
+        }
+        6 | 7 => {
+            // select_n(x > y, x, y) for y of x's type.
+            let same: Vec<Atom> = pool
+                .iter()
+                .filter(|(_, t)| t.same_type(&xt))
+                .map(|(a, _)| *a)
+                .collect();
+            let y = same[rng.below(same.len())];
+            let p = apply(b, Builtin::Gt, vec![x, y], Params::empty())?;
+            apply(b, Builtin::SelectN, vec![p[0].0, x, y], Params::empty())
+        }
+        8 => {
+            let args: Vec<(Atom, AbstractValue)> = (0..1 + rng.below(2)).map(|_| pick(rng, pool)).collect();
+            let avals: Vec<AbstractValue> = args.iter().map(|(_, t)| t.clone()).collect();
+            let nouts = 1 + rng.below(2);
+            let inner = random_level(rng, &avals, None, nouts, opts, depth + 1);
+            let params = Params::new([
+                ("jaxpr", Param::Jaxpr(closed(inner))),
+                ("name", Param::Str("inner".into())),
+            ]);
+            apply(b, Builtin::Jit, args.into_iter().map(|(a, _)| a).collect(), params)
+        }
+        9 => {
+            // cond on a comparison of two scalars (or a reduced value).
+            let scalars: Vec<Atom> = pool
+                .iter()
+                .filter(|(_, t)| t.shape.rank() == 0)
+                .map(|(a, _)| *a)
+                .collect();
+            if scalars.is_empty() {
+                return None;
+            }
+            let s = scalars[rng.below(scalars.len())];
+            let zero = b.literal(Literal {
+                value: LitValue::Float(0.0),
+                dtype: DType::F32,
+                weak_type: false,
+            });
+            let pred = apply(b, Builtin::Gt, vec![s, zero], Params::empty())?;
+            let idx = apply(
+                b,
+                Builtin::ConvertElementType,
+                vec![pred[0].0],
+                Params::new([("new_dtype", Param::DType(DType::I32)), ("weak_type", Param::Bool(false))]),
+            )?;
+            let args: Vec<(Atom, AbstractValue)> = (0..1 + rng.below(2)).map(|_| pick(rng, pool)).collect();
+            let avals: Vec<AbstractValue> = args.iter().map(|(_, t)| t.clone()).collect();
+            let out_t: Vec<AbstractValue> = vec![avals[rng.below(avals.len())].clone()];
+            let branches: Vec<ClosedJaxpr> = (0..2)
+                .map(|_| closed(random_level(rng, &avals, Some(&out_t), 1, opts, depth + 1)))
+                .collect();
+            let mut ins = vec![idx[0].0];
+            ins.extend(args.into_iter().map(|(a, _)| a));
+            apply(b, Builtin::Cond, ins, Params::new([("branches", Param::Jaxprs(Arc::new(branches)))]))
+        }
+        10 => {
+            // while: carry (counter: i32, x); runs 3 times.
+            let mut cb = JaxprBuilder::new();
+            let ci = cb.add_invar(AbstractValue::scalar(DType::I32));
+            cb.add_invar(xt.clone());
+            let three = cb.literal(Literal {
+                value: LitValue::Int(3),
+                dtype: DType::I32,
+                weak_type: false,
+            });
+            let lt = cb.add_eqn(Builtin::Lt.into(), vec![Atom::Var(ci), three], Params::empty()).ok()?[0];
+            let cond = closed(cb.build(vec![Atom::Var(lt)]).ok()?);
+            let body_inner = random_level(rng, std::slice::from_ref(&xt), Some(std::slice::from_ref(&xt)), 1, opts, depth + 1);
+            let mut bb = JaxprBuilder::new();
+            let bi = bb.add_invar(AbstractValue::scalar(DType::I32));
+            let bx = bb.add_invar(xt.clone());
+            let one = bb.literal(Literal {
+                value: LitValue::Int(1),
+                dtype: DType::I32,
+                weak_type: false,
+            });
+            let i2 = bb.add_eqn(Builtin::Add.into(), vec![Atom::Var(bi), one], Params::empty()).ok()?[0];
+            let y = bb
+                .add_eqn(
+                    Builtin::Jit.into(),
+                    vec![Atom::Var(bx)],
+                    Params::new([("jaxpr", Param::Jaxpr(closed(body_inner))), ("name", Param::Str("body".into()))]),
+                )
+                .ok()?[0];
+            let body = closed(bb.build(vec![Atom::Var(i2), Atom::Var(y)]).ok()?);
+            let zero = b.literal(Literal {
+                value: LitValue::Int(0),
+                dtype: DType::I32,
+                weak_type: false,
+            });
+            let outs = apply(
+                b,
+                Builtin::While,
+                vec![zero, x],
+                Params::new([
+                    ("cond_jaxpr", Param::Jaxpr(cond)),
+                    ("body_jaxpr", Param::Jaxpr(body)),
+                    ("cond_nconsts", Param::Int(0)),
+                    ("body_nconsts", Param::Int(0)),
+                ]),
+            )?;
+            Some(outs[1..].to_vec())
+        }
+        _ => {
+            // scan over the leading axis of a rank-2 value, carrying a rank-1 one.
+            let xs: Vec<Atom> = pool
+                .iter()
+                .filter(|(_, t)| t.shape.dims() == [2, 3])
+                .map(|(a, _)| *a)
+                .collect();
+            if xs.is_empty() {
+                return None;
+            }
+            let xs = xs[rng.below(xs.len())];
+            let row = f32_of(&[3]);
+            let carry0 = if xt.shape.dims() == [2, 3] {
+                // Reduce first to get a row.
+                apply(b, Builtin::ReduceSum, vec![x], Params::new([("axes", Param::ints(&[0]))]))?[0].0
+            } else {
+                broadcast_to(b, x, &row)
+            };
+            let body = random_level(rng, &[row.clone(), row.clone()], Some(&[row.clone(), row.clone()]), 2, opts, depth + 1);
+            apply(
+                b,
+                Builtin::Scan,
+                vec![carry0, xs],
+                Params::new([
+                    ("jaxpr", Param::Jaxpr(closed(body))),
+                    ("length", Param::Int(2)),
+                    ("reverse", Param::Bool(rng.chance(0.5))),
+                    ("num_consts", Param::Int(0)),
+                    ("num_carry", Param::Int(1)),
+                    ("linear", Param::Bools(Arc::from([false, false]))),
+                ]),
+            )
+        }
+    }
+}
