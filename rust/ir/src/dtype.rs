@@ -130,7 +130,7 @@ impl DType {
         matches!(self.kind(), DTypeKind::SignedInt | DTypeKind::UnsignedInt)
     }
 
-    /// True for signed integers and floats (the dtypes `neg` and `abs` accept).
+    /// True for signed integers and floats (the dtypes `abs` accepts).
     pub fn is_signed(self) -> bool {
         matches!(self.kind(), DTypeKind::SignedInt | DTypeKind::Float)
     }

@@ -203,11 +203,14 @@ pub enum Family {
     UnarySigned,
     /// One operand, same type out; any numeric dtype.
     UnaryNumeric,
+    /// One operand, same type out; any dtype.
+    UnaryAny,
     /// One operand, same type out; bool or integer.
     UnaryBitwise,
     /// Two operands of one type, same type out; numeric.
     BinaryNumeric,
-    /// Two operands of one type, same type out; float.
+    /// Two operands, the first's type out: a float base and an exponent of the same
+    /// float dtype or of any integer dtype (`pow`, as JAX has it).
     BinaryFloat,
     /// Two operands of one type, same type out; any dtype.
     BinaryAny,
@@ -227,8 +230,11 @@ impl Builtin {
             Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
                 Family::UnaryFloat
             }
-            Neg | Abs | Sign => Family::UnarySigned,
-            Square | Copy => Family::UnaryNumeric,
+            // JAX: `abs` takes signed ints and floats; `neg` and `sign` take any number
+            // (unsigned ones wrap); `copy` takes anything, `bool` included.
+            Abs => Family::UnarySigned,
+            Neg | Sign | Square => Family::UnaryNumeric,
+            Copy => Family::UnaryAny,
             Not => Family::UnaryBitwise,
             Add | Sub | Mul | Div | Rem => Family::BinaryNumeric,
             Pow => Family::BinaryFloat,

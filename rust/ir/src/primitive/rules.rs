@@ -265,7 +265,10 @@ fn check_axes(name: &str, axes: &[i64], rank: usize) -> Result<(), RuleError> {
     let mut seen = vec![false; rank];
     for &a in axes {
         let Some(slot) = usize::try_from(a).ok().and_then(|i| seen.get_mut(i)) else {
-            return Err(bad(name, format!("axis {a} is out of range for rank {rank}")));
+            return Err(bad(
+                name,
+                format!("axis {a} is out of range for rank {rank}"),
+            ));
         };
         if *slot {
             return Err(bad(name, format!("axis {a} appears twice")));
@@ -284,11 +287,13 @@ pub(super) fn abstract_eval(prim: Builtin, inputs: &[AbstractValue], params: &Pa
         Family::UnaryFloat => unary(inputs, DType::is_float, "a float dtype"),
         Family::UnarySigned => unary(inputs, DType::is_signed, "a signed int or float dtype"),
         Family::UnaryNumeric => unary(inputs, |d| d != DType::Bool, "a numeric dtype"),
+        Family::UnaryAny => unary(inputs, |_| true, "any dtype"),
         Family::UnaryBitwise => unary(inputs, |d| !d.is_float(), "bool or an integer dtype"),
         Family::BinaryNumeric => binary(inputs, |d| d != DType::Bool, "a numeric dtype", None),
-        Family::BinaryFloat => binary(inputs, DType::is_float, "a float dtype", None),
+        Family::BinaryFloat => pow(inputs),
         Family::BinaryAny => binary(inputs, |_| true, "any dtype", None),
         Family::BinaryBitwise => binary(inputs, |d| !d.is_float(), "bool or an integer", None),
+        // JAX: a comparison of two weakly typed operands is a weakly typed bool.
         Family::Comparison => binary(inputs, |_| true, "any dtype", Some(DType::Bool)),
         Family::Special => special(prim, inputs, params),
     }
@@ -316,17 +321,50 @@ fn binary(
         )));
     }
     check_dtype(inputs, 0, ok, expected)?;
-    let out_shape = if x.shape == y.shape || y.shape.rank() == 0 {
-        x.shape.clone()
-    } else if x.shape.rank() == 0 {
-        y.shape.clone()
-    } else {
-        return Err(operands(format!("operand types {x} and {y} differ")));
-    };
     Ok(vec![AbstractValue {
-        shape: out_shape,
+        shape: binary_shape(x, y)?,
         dtype: out_dtype.unwrap_or(x.dtype),
-        weak_type: out_dtype.is_none() && x.weak_type && y.weak_type,
+        weak_type: x.weak_type && y.weak_type,
+    }])
+}
+
+/// The shape of an elementwise binary op: the operands' shape if equal, else the
+/// non-scalar one's when the other is a scalar.
+fn binary_shape(x: &AbstractValue, y: &AbstractValue) -> Result<Shape, RuleError> {
+    if x.shape == y.shape || y.shape.rank() == 0 {
+        Ok(x.shape.clone())
+    } else if x.shape.rank() == 0 {
+        Ok(y.shape.clone())
+    } else {
+        Err(operands(format!(
+            "operand shapes {} and {} differ",
+            x.shape, y.shape
+        )))
+    }
+}
+
+/// `pow`, as JAX types it: a float base, and an exponent of the base's dtype or of any
+/// integer dtype; the base's dtype out.
+fn pow(inputs: &[AbstractValue]) -> Rule {
+    arity(inputs, 2)?;
+    let (x, y) = (&inputs[0], &inputs[1]);
+    check_dtype(inputs, 0, DType::is_float, "a float dtype")?;
+    check_dtype(
+        inputs,
+        1,
+        |d| d.is_float() || d.is_int(),
+        "a float or integer dtype",
+    )?;
+    if y.dtype.is_float() && y.dtype != x.dtype {
+        return Err(operands(format!(
+            "a float exponent must have the base's dtype: operand dtypes {} and {} differ",
+            x.dtype, y.dtype
+        )));
+    }
+    Ok(vec![AbstractValue {
+        shape: binary_shape(x, y)?,
+        dtype: x.dtype,
+        weak_type: x.weak_type && y.weak_type,
     }])
 }
 
@@ -334,7 +372,15 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
     use Builtin::*;
     match prim {
         IntegerPow => {
-            unary(inputs, |d| d != DType::Bool, "a numeric dtype")
+            let out = unary(inputs, |d| d != DType::Bool, "a numeric dtype")?;
+            let y = int(params, "y")?;
+            if y < 0 && inputs[0].dtype.is_int() {
+                return Err(bad(
+                    "y",
+                    format!("{} cannot be raised to the negative power {y}", inputs[0]),
+                ));
+            }
+            Ok(out)
         }
         SelectN => select_n(inputs),
         Clamp => clamp(inputs),
@@ -363,7 +409,9 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
                 ));
             }
             let dims: Vec<i64> = perm.iter().map(|&p| x.shape.dims()[p as usize]).collect();
-            Ok(vec![AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type)])
+            Ok(vec![
+                AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type)
+            ])
         }
         Squeeze => {
             arity(inputs, 1)?;
@@ -386,7 +434,9 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
                 .filter(|(i, _)| !dims.contains(&(*i as i64)))
                 .map(|(_, &s)| s)
                 .collect();
-            Ok(vec![AbstractValue::new(shape(&kept)?, x.dtype).with_weak_type(x.weak_type)])
+            Ok(vec![
+                AbstractValue::new(shape(&kept)?, x.dtype).with_weak_type(x.weak_type)
+            ])
         }
         ExpandDims => {
             arity(inputs, 1)?;
@@ -404,7 +454,9 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
                     }
                 })
                 .collect();
-            Ok(vec![AbstractValue::new(shape(&out)?, x.dtype).with_weak_type(x.weak_type)])
+            Ok(vec![
+                AbstractValue::new(shape(&out)?, x.dtype).with_weak_type(x.weak_type)
+            ])
         }
         Concatenate => concatenate(inputs, params),
         Slice => slice(inputs, params),
@@ -453,7 +505,12 @@ fn select_n(inputs: &[AbstractValue]) -> Rule {
     arity_at_least(inputs, 2)?;
     let which = &inputs[0];
     let cases = &inputs[1..];
-    check_dtype(inputs, 0, |d| d == DType::Bool || d == DType::I32, "bool or i32")?;
+    check_dtype(
+        inputs,
+        0,
+        |d| d == DType::Bool || d.is_int(),
+        "bool or an integer dtype",
+    )?;
     if which.dtype == DType::Bool && cases.len() > 2 {
         return Err(operands(format!(
             "a bool predicate selects between at most 2 cases, got {}",
@@ -495,8 +552,9 @@ fn clamp(inputs: &[AbstractValue]) -> Rule {
             )));
         }
     }
-    check_dtype(inputs, 1, |d| d != DType::Bool, "a numeric dtype")?;
-    Ok(vec![x.clone()])
+    // JAX's clamp takes any dtype (`bool` included); weakly typed if all three are.
+    let weak = inputs.iter().all(|a| a.weak_type);
+    Ok(vec![x.clone().with_weak_type(weak)])
 }
 
 fn reduce(
@@ -518,12 +576,14 @@ fn reduce(
         .filter(|(i, _)| !axes.contains(&(*i as i64)))
         .map(|(_, &s)| s)
         .collect();
-    Ok(vec![AbstractValue::new(shape(&kept)?, x.dtype).with_weak_type(x.weak_type)])
+    Ok(vec![
+        AbstractValue::new(shape(&kept)?, x.dtype).with_weak_type(x.weak_type)
+    ])
 }
 
 fn argminmax(inputs: &[AbstractValue], params: &Params) -> Rule {
+    // JAX's argmax/argmin take any operand dtype, `bool` included.
     arity(inputs, 1)?;
-    check_dtype(inputs, 0, |d| d != DType::Bool, "a numeric dtype")?;
     let x = &inputs[0];
     let axes = ints(params, "axes")?;
     if axes.len() != 1 {
@@ -583,7 +643,9 @@ fn broadcast_in_dim(inputs: &[AbstractValue], params: &Params) -> Rule {
             )));
         }
     }
-    Ok(vec![AbstractValue::new(out, x.dtype).with_weak_type(x.weak_type)])
+    Ok(vec![
+        AbstractValue::new(out, x.dtype).with_weak_type(x.weak_type)
+    ])
 }
 
 fn reshape(inputs: &[AbstractValue], params: &Params) -> Rule {
@@ -608,7 +670,9 @@ fn reshape(inputs: &[AbstractValue], params: &Params) -> Rule {
             ));
         }
     }
-    Ok(vec![AbstractValue::new(out, x.dtype).with_weak_type(x.weak_type)])
+    Ok(vec![
+        AbstractValue::new(out, x.dtype).with_weak_type(x.weak_type)
+    ])
 }
 
 fn concatenate(inputs: &[AbstractValue], params: &Params) -> Rule {
@@ -644,7 +708,9 @@ fn concatenate(inputs: &[AbstractValue], params: &Params) -> Rule {
     let mut dims = first.shape.dims().to_vec();
     dims[d] = total;
     let weak = inputs.iter().all(|x| x.weak_type);
-    Ok(vec![AbstractValue::new(shape(&dims)?, first.dtype).with_weak_type(weak)])
+    Ok(vec![
+        AbstractValue::new(shape(&dims)?, first.dtype).with_weak_type(weak)
+    ])
 }
 
 fn slice(inputs: &[AbstractValue], params: &Params) -> Rule {
@@ -661,7 +727,10 @@ fn slice(inputs: &[AbstractValue], params: &Params) -> Rule {
         if v.len() != rank {
             return Err(bad(
                 name,
-                format!("has {} entries but the operand {x} has rank {rank}", v.len()),
+                format!(
+                    "has {} entries but the operand {x} has rank {rank}",
+                    v.len()
+                ),
             ));
         }
     }
@@ -669,7 +738,13 @@ fn slice(inputs: &[AbstractValue], params: &Params) -> Rule {
     for axis in 0..rank {
         let (s, l, n) = (start[axis], limit[axis], x.shape.dims()[axis]);
         let stride = strides.map_or(1, |st| st[axis]);
-        if s < 0 || s > l || l > n {
+        if l > n {
+            return Err(bad(
+                "limit_indices",
+                format!("limit {l} of axis {axis} is beyond its size in {x}"),
+            ));
+        }
+        if s < 0 || s > l {
             return Err(bad(
                 "start_indices",
                 format!("slice {s}:{l} of axis {axis} of {x} is out of bounds"),
@@ -680,7 +755,9 @@ fn slice(inputs: &[AbstractValue], params: &Params) -> Rule {
         }
         dims.push((l - s + stride - 1) / stride);
     }
-    Ok(vec![AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type)])
+    Ok(vec![
+        AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type)
+    ])
 }
 
 fn check_indices(inputs: &[AbstractValue], first: usize, rank: usize) -> Result<(), RuleError> {
@@ -697,6 +774,13 @@ fn check_indices(inputs: &[AbstractValue], first: usize, rank: usize) -> Result<
                 "index operand {i} must be an integer scalar, got {idx}"
             )));
         }
+        // JAX: the indices are integers of one dtype.
+        let idx0 = &inputs[first];
+        if idx.dtype != idx0.dtype {
+            return Err(operands(format!(
+                "index operands must share one dtype: operand {first} is {idx0} but operand {i} is {idx}"
+            )));
+        }
     }
     Ok(())
 }
@@ -709,7 +793,11 @@ fn dynamic_slice(inputs: &[AbstractValue], params: &Params) -> Rule {
     if sizes.len() != x.shape.rank() {
         return Err(bad(
             "slice_sizes",
-            format!("has {} entries but the operand {x} has rank {}", sizes.len(), x.shape.rank()),
+            format!(
+                "has {} entries but the operand {x} has rank {}",
+                sizes.len(),
+                x.shape.rank()
+            ),
         ));
     }
     for (axis, (&s, &n)) in sizes.iter().zip(x.shape.dims()).enumerate() {
@@ -720,7 +808,9 @@ fn dynamic_slice(inputs: &[AbstractValue], params: &Params) -> Rule {
             ));
         }
     }
-    Ok(vec![AbstractValue::new(shape(sizes)?, x.dtype).with_weak_type(x.weak_type)])
+    Ok(vec![
+        AbstractValue::new(shape(sizes)?, x.dtype).with_weak_type(x.weak_type)
+    ])
 }
 
 fn dynamic_update_slice(inputs: &[AbstractValue]) -> Rule {
@@ -731,11 +821,18 @@ fn dynamic_update_slice(inputs: &[AbstractValue]) -> Rule {
             "update {u} does not match operand {x} in dtype and rank"
         )));
     }
-    if u.shape.dims().iter().zip(x.shape.dims()).any(|(a, b)| a > b) {
+    if u.shape
+        .dims()
+        .iter()
+        .zip(x.shape.dims())
+        .any(|(a, b)| a > b)
+    {
         return Err(operands(format!("update {u} is larger than operand {x}")));
     }
     check_indices(inputs, 2, x.shape.rank())?;
-    Ok(vec![x.clone()])
+    // JAX: weakly typed only if every operand (indices included) is.
+    let weak = inputs.iter().all(|a| a.weak_type);
+    Ok(vec![x.clone().with_weak_type(weak)])
 }
 
 fn dot_general(inputs: &[AbstractValue], params: &Params) -> Rule {
@@ -749,13 +846,6 @@ fn dot_general(inputs: &[AbstractValue], params: &Params) -> Rule {
             })
         }
     };
-    if l.dtype != r.dtype {
-        return Err(operands(format!(
-            "operand dtypes {} and {} differ",
-            l.dtype, r.dtype
-        )));
-    }
-    check_dtype(inputs, 0, |d| d != DType::Bool, "a numeric dtype")?;
     let name = "dimension_numbers";
     if dn.lhs_contracting.len() != dn.rhs_contracting.len()
         || dn.lhs_batch.len() != dn.rhs_batch.len()
@@ -765,8 +855,18 @@ fn dot_general(inputs: &[AbstractValue], params: &Params) -> Rule {
             format!("{dn}: lhs and rhs lists differ in length"),
         ));
     }
-    let lhs_axes: Vec<i64> = dn.lhs_batch.iter().chain(&dn.lhs_contracting).copied().collect();
-    let rhs_axes: Vec<i64> = dn.rhs_batch.iter().chain(&dn.rhs_contracting).copied().collect();
+    let lhs_axes: Vec<i64> = dn
+        .lhs_batch
+        .iter()
+        .chain(&dn.lhs_contracting)
+        .copied()
+        .collect();
+    let rhs_axes: Vec<i64> = dn
+        .rhs_batch
+        .iter()
+        .chain(&dn.rhs_contracting)
+        .copied()
+        .collect();
     check_axes(name, &lhs_axes, l.shape.rank())?;
     check_axes(name, &rhs_axes, r.shape.rank())?;
     for (&a, &b) in lhs_axes.iter().zip(&rhs_axes) {
@@ -777,7 +877,11 @@ fn dot_general(inputs: &[AbstractValue], params: &Params) -> Rule {
             )));
         }
     }
-    let mut dims: Vec<i64> = dn.lhs_batch.iter().map(|&a| l.shape.dims()[a as usize]).collect();
+    let mut dims: Vec<i64> = dn
+        .lhs_batch
+        .iter()
+        .map(|&a| l.shape.dims()[a as usize])
+        .collect();
     for (i, &s) in l.shape.dims().iter().enumerate() {
         if !lhs_axes.contains(&(i as i64)) {
             dims.push(s);
@@ -788,14 +892,59 @@ fn dot_general(inputs: &[AbstractValue], params: &Params) -> Rule {
             dims.push(s);
         }
     }
-    let out_dtype = match params.get("preferred_element_type") {
-        Some(Param::DType(d)) => *d,
-        _ => l.dtype,
+    // JAX (following XLA): operands of different dtypes give the more precise one; a
+    // preferred element type may not be narrower than a non-float result.
+    let result = if precision_key(l.dtype) >= precision_key(r.dtype) {
+        l.dtype
+    } else {
+        r.dtype
     };
-    Ok(vec![AbstractValue::new(shape(&dims)?, out_dtype)])
+    let out_dtype = match params.get("preferred_element_type") {
+        Some(Param::DType(p)) if *p != result => {
+            if !result.is_float() && bit_width(*p) < bit_width(result) {
+                return Err(bad(
+                    "preferred_element_type",
+                    format!("{p} is narrower than the result dtype {result}"),
+                ));
+            }
+            *p
+        }
+        _ => result,
+    };
+    let weak = l.weak_type && r.weak_type;
+    Ok(vec![
+        AbstractValue::new(shape(&dims)?, out_dtype).with_weak_type(weak)
+    ])
 }
 
-fn sub_types_err(param: &str, what: &str, got: &[AbstractValue], want: &[AbstractValue]) -> RuleError {
+fn bit_width(d: DType) -> usize {
+    if d == DType::Bool {
+        1
+    } else {
+        8 * d.size_bytes()
+    }
+}
+
+/// XLA's `HigherPrecisionType` order, as JAX's `dot_general` uses it: floats by exponent
+/// range then mantissa, then everything by bit width, signed above unsigned.
+fn precision_key(d: DType) -> (i32, i32, usize, bool) {
+    let (maxexp, nmant) = match d {
+        DType::F16 => (16, 10),
+        DType::BF16 => (128, 7),
+        DType::F32 => (128, 23),
+        DType::F64 => (1024, 52),
+        _ => (-1, -1),
+    };
+    let signed = !matches!(d.kind(), crate::dtype::DTypeKind::UnsignedInt);
+    (maxexp, nmant, bit_width(d), signed)
+}
+
+fn sub_types_err(
+    param: &str,
+    what: &str,
+    got: &[AbstractValue],
+    want: &[AbstractValue],
+) -> RuleError {
     RuleError::SubJaxpr {
         reason: format!(
             "{param}: {what} {} differ from {}",
@@ -808,9 +957,10 @@ fn sub_types_err(param: &str, what: &str, got: &[AbstractValue], want: &[Abstrac
 fn cond(inputs: &[AbstractValue], params: &Params) -> Rule {
     arity_at_least(inputs, 1)?;
     let index = &inputs[0];
-    if index.shape.rank() != 0 || !(index.dtype == DType::I32 || index.dtype == DType::Bool) {
+    // JAX's cond typecheck wants an i32 scalar (`lax.cond` converts a bool predicate).
+    if index.shape.rank() != 0 || index.dtype != DType::I32 {
         return Err(operands(format!(
-            "the branch index must be an i32 or bool scalar, got {index}"
+            "the branch index must be an i32 scalar, got {index}"
         )));
     }
     let branches = match params.get("branches") {
@@ -862,7 +1012,12 @@ fn while_loop(inputs: &[AbstractValue], params: &Params) -> Rule {
     let (body_consts, carry) = rest.split_at(bn);
     let cond_in: Vec<AbstractValue> = cond_consts.iter().chain(carry).cloned().collect();
     if !same_types(&cond_j.in_avals(), &cond_in) {
-        return Err(sub_types_err("cond_jaxpr", "inputs", &cond_j.in_avals(), &cond_in));
+        return Err(sub_types_err(
+            "cond_jaxpr",
+            "inputs",
+            &cond_j.in_avals(),
+            &cond_in,
+        ));
     }
     let cond_out = cond_j.out_avals();
     if cond_out.len() != 1 || !cond_out[0].same_type(&AbstractValue::scalar(DType::Bool)) {
@@ -875,12 +1030,19 @@ fn while_loop(inputs: &[AbstractValue], params: &Params) -> Rule {
     }
     let body_in: Vec<AbstractValue> = body_consts.iter().chain(carry).cloned().collect();
     if !same_types(&body_j.in_avals(), &body_in) {
-        return Err(sub_types_err("body_jaxpr", "inputs", &body_j.in_avals(), &body_in));
+        return Err(sub_types_err(
+            "body_jaxpr",
+            "inputs",
+            &body_j.in_avals(),
+            &body_in,
+        ));
     }
-    if !same_types(&body_j.out_avals(), carry) {
-        return Err(sub_types_err("body_jaxpr", "outputs", &body_j.out_avals(), carry));
+    let body_out = body_j.out_avals();
+    if !same_types(&body_out, carry) {
+        return Err(sub_types_err("body_jaxpr", "outputs", &body_out, carry));
     }
-    Ok(carry.to_vec())
+    // JAX gives the body's output types (their weak types included).
+    Ok(body_out)
 }
 
 fn scan(inputs: &[AbstractValue], params: &Params) -> Rule {
@@ -891,11 +1053,17 @@ fn scan(inputs: &[AbstractValue], params: &Params) -> Rule {
     }
     let nc = count(params, "num_consts", inputs.len())?;
     let ncarry = count(params, "num_carry", inputs.len() - nc)?;
-    if let Some(Param::Bools(lin)) = params.get("linear") {
-        if lin.len() != inputs.len() {
+    // An empty `linear` may be stored as either kind of empty tuple.
+    let linear_len = match params.get("linear") {
+        Some(Param::Bools(lin)) => Some(lin.len()),
+        Some(Param::Ints(lin)) => Some(lin.len()),
+        _ => None,
+    };
+    if let Some(n) = linear_len {
+        if n != inputs.len() {
             return Err(bad(
                 "linear",
-                format!("has {} entries for {} operands", lin.len(), inputs.len()),
+                format!("has {n} entries for {} operands", inputs.len()),
             ));
         }
     }
@@ -916,13 +1084,20 @@ fn scan(inputs: &[AbstractValue], params: &Params) -> Rule {
     }
     let outs = body.out_avals();
     if outs.len() < ncarry || !same_types(&outs[..ncarry], carry) {
-        return Err(sub_types_err("jaxpr", "carry outputs", &outs[..ncarry.min(outs.len())], carry));
+        return Err(sub_types_err(
+            "jaxpr",
+            "carry outputs",
+            &outs[..ncarry.min(outs.len())],
+            carry,
+        ));
     }
-    let mut result: Vec<AbstractValue> = carry.to_vec();
+    // JAX: the body's carry output types, then each `y` stacked `length` times (weak
+    // types kept).
+    let mut result: Vec<AbstractValue> = outs[..ncarry].to_vec();
     for y in &outs[ncarry..] {
         let mut dims = vec![length];
         dims.extend_from_slice(y.shape.dims());
-        result.push(AbstractValue::new(shape(&dims)?, y.dtype));
+        result.push(AbstractValue::new(shape(&dims)?, y.dtype).with_weak_type(y.weak_type));
     }
     Ok(result)
 }

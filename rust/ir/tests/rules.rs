@@ -1,0 +1,3439 @@
+//! The shape/dtype rules of every built-in primitive, case by case.
+//!
+//! Each case calls `Builtin::abstract_eval` and either expects output types (weak types
+//! included, as JAX 0.10.2 gives them; the cases were checked with `jax.make_jaxpr` and
+//! `Primitive.bind`) or a `RuleError` of a given variant whose message names what
+//! mismatched. `every_builtin_has_accepting_and_rejecting_cases` keeps the tables covering
+//! the whole catalogue.
+
+use ferrax_ir::DType::{BF16, F16, F32, F64, I16, I32, I64, I8, U16, U32, U64, U8};
+use ferrax_ir::{
+    AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, JaxprBuilder, LitValue,
+    Literal, Param, ParamKind, Params, RuleError, Shape, ShapeError,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+const BOOL: DType = DType::Bool;
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+
+/// A strongly typed abstract value.
+fn a(dtype: DType, dims: &[i64]) -> AbstractValue {
+    AbstractValue::new(Shape::new(dims).unwrap(), dtype)
+}
+
+/// The same value, weakly typed.
+fn w(x: AbstractValue) -> AbstractValue {
+    x.with_weak_type(true)
+}
+
+fn ps<const N: usize>(pairs: [(&str, Param); N]) -> Params {
+    Params::new(pairs)
+}
+
+fn no_params() -> Params {
+    Params::empty()
+}
+
+fn ints(v: &[i64]) -> Param {
+    Param::ints(v)
+}
+
+fn dn(lc: &[i64], rc: &[i64], lb: &[i64], rb: &[i64]) -> Param {
+    Param::DotDims(Arc::new(DotDimensionNumbers {
+        lhs_contracting: lc.to_vec(),
+        rhs_contracting: rc.to_vec(),
+        lhs_batch: lb.to_vec(),
+        rhs_batch: rb.to_vec(),
+    }))
+}
+
+/// A closed jaxpr with these input types whose body `f` builds from the input atoms.
+fn closed(
+    ins: &[AbstractValue],
+    f: impl FnOnce(&mut JaxprBuilder, &[Atom]) -> Vec<Atom>,
+) -> ClosedJaxpr {
+    let mut b = JaxprBuilder::new();
+    let vars: Vec<Atom> = ins
+        .iter()
+        .map(|x| Atom::Var(b.add_invar(x.clone())))
+        .collect();
+    let outs = f(&mut b, &vars);
+    ClosedJaxpr::new(Arc::new(b.build(outs).unwrap()), vec![]).unwrap()
+}
+
+/// Applies a primitive inside a builder; returns its outputs as atoms.
+fn app(b: &mut JaxprBuilder, prim: Builtin, ins: &[Atom], params: Params) -> Vec<Atom> {
+    b.add_eqn(prim.into(), ins.to_vec(), params)
+        .unwrap()
+        .into_iter()
+        .map(Atom::Var)
+        .collect()
+}
+
+fn app1(b: &mut JaxprBuilder, prim: Builtin, ins: &[Atom]) -> Atom {
+    app(b, prim, ins, no_params())[0]
+}
+
+fn lit(b: &mut JaxprBuilder, value: LitValue, dtype: DType) -> Atom {
+    b.literal(Literal {
+        value,
+        dtype,
+        weak_type: false,
+    })
+}
+
+/// The variant of a rule error, for matching in tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    Arity,
+    MissingParam,
+    UnknownParam,
+    ParamKind,
+    BadParam,
+    DType,
+    Operands,
+    Shape,
+    SubJaxpr,
+}
+
+fn kind_of(e: &RuleError) -> Variant {
+    match e {
+        RuleError::Arity { .. } => Variant::Arity,
+        RuleError::MissingParam { .. } => Variant::MissingParam,
+        RuleError::UnknownParam { .. } => Variant::UnknownParam,
+        RuleError::ParamKind { .. } => Variant::ParamKind,
+        RuleError::BadParam { .. } => Variant::BadParam,
+        RuleError::DType { .. } => Variant::DType,
+        RuleError::Operands { .. } => Variant::Operands,
+        RuleError::Shape(_) => Variant::Shape,
+        RuleError::SubJaxpr { .. } => Variant::SubJaxpr,
+        RuleError::Extension { .. } => panic!("a built-in gave an extension error: {e}"),
+    }
+}
+
+enum Expect {
+    Accept(Vec<AbstractValue>),
+    Reject(Variant, Vec<&'static str>),
+}
+
+struct Case {
+    label: String,
+    prim: Builtin,
+    inputs: Vec<AbstractValue>,
+    params: Params,
+    expect: Expect,
+}
+
+#[derive(Default)]
+struct Table(Vec<Case>);
+
+impl Table {
+    /// The rule accepts and gives exactly `outs` (weak types included).
+    fn ok(
+        &mut self,
+        label: &str,
+        prim: Builtin,
+        inputs: Vec<AbstractValue>,
+        params: Params,
+        outs: Vec<AbstractValue>,
+    ) {
+        self.0.push(Case {
+            label: label.to_owned(),
+            prim,
+            inputs,
+            params,
+            expect: Expect::Accept(outs),
+        });
+    }
+
+    /// The rule rejects with an error of `kind` whose message contains every needle.
+    fn err(
+        &mut self,
+        label: &str,
+        prim: Builtin,
+        inputs: Vec<AbstractValue>,
+        params: Params,
+        kind: Variant,
+        needles: &[&'static str],
+    ) {
+        self.0.push(Case {
+            label: label.to_owned(),
+            prim,
+            inputs,
+            params,
+            expect: Expect::Reject(kind, needles.to_vec()),
+        });
+    }
+}
+
+fn types(avals: &[AbstractValue]) -> String {
+    let v: Vec<String> = avals
+        .iter()
+        .map(|x| format!("{}{x}", if x.weak_type { "~" } else { "" }))
+        .collect();
+    format!("({})", v.join(", "))
+}
+
+/// Runs the cases and reports every failure at once.
+fn run(cases: &[Case]) {
+    let mut failures = Vec::new();
+    for c in cases {
+        let got = c.prim.abstract_eval(&c.inputs, &c.params);
+        let site = format!("[{}] {} {}", c.prim.name(), c.label, types(&c.inputs));
+        match (&c.expect, got) {
+            (Expect::Accept(want), Ok(outs)) => {
+                if &outs != want {
+                    failures.push(format!(
+                        "{site}: gave {} but expected {}",
+                        types(&outs),
+                        types(want)
+                    ));
+                }
+            }
+            (Expect::Accept(want), Err(e)) => failures.push(format!(
+                "{site}: rejected ({e}) but expected {}",
+                types(want)
+            )),
+            (Expect::Reject(kind, _), Ok(outs)) => failures.push(format!(
+                "{site}: accepted, giving {}, but expected a {kind:?} error",
+                types(&outs)
+            )),
+            (Expect::Reject(kind, needles), Err(e)) => {
+                if kind_of(&e) != *kind {
+                    failures.push(format!("{site}: {e:?} is not a {kind:?} error"));
+                }
+                let msg = e.to_string();
+                for n in needles {
+                    if !msg.contains(n) {
+                        failures.push(format!("{site}: message '{msg}' lacks '{n}'"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+fn table(fill: fn(&mut Table)) -> Vec<Case> {
+    let mut t = Table::default();
+    fill(&mut t);
+    t.0
+}
+
+// ---------------------------------------------------------------------------------------
+// Unary elementwise.
+
+const UNARY_FLOAT: [Builtin; 11] = [
+    Builtin::Exp,
+    Builtin::Log,
+    Builtin::Log1p,
+    Builtin::Expm1,
+    Builtin::Sin,
+    Builtin::Cos,
+    Builtin::Tan,
+    Builtin::Tanh,
+    Builtin::Logistic,
+    Builtin::Sqrt,
+    Builtin::Rsqrt,
+];
+
+fn unary_cases(t: &mut Table) {
+    for p in UNARY_FLOAT {
+        t.ok(
+            "f32",
+            p,
+            vec![a(F32, &[2, 3])],
+            no_params(),
+            vec![a(F32, &[2, 3])],
+        );
+        t.ok(
+            "f16",
+            p,
+            vec![a(F16, &[4])],
+            no_params(),
+            vec![a(F16, &[4])],
+        );
+        t.ok(
+            "bf16",
+            p,
+            vec![a(BF16, &[])],
+            no_params(),
+            vec![a(BF16, &[])],
+        );
+        t.ok(
+            "f64",
+            p,
+            vec![a(F64, &[0])],
+            no_params(),
+            vec![a(F64, &[0])],
+        );
+        t.ok(
+            "weak kept",
+            p,
+            vec![w(a(F32, &[]))],
+            no_params(),
+            vec![w(a(F32, &[]))],
+        );
+        t.ok(
+            "accuracy=None",
+            p,
+            vec![a(F32, &[3])],
+            ps([("accuracy", Param::None)]),
+            vec![a(F32, &[3])],
+        );
+        // JAX: "sin does not accept dtype int32".
+        t.err(
+            "i32",
+            p,
+            vec![a(I32, &[3])],
+            no_params(),
+            Variant::DType,
+            &["operand 0 has dtype i32", "float"],
+        );
+        t.err(
+            "u8",
+            p,
+            vec![a(U8, &[3])],
+            no_params(),
+            Variant::DType,
+            &["u8"],
+        );
+        t.err(
+            "bool",
+            p,
+            vec![a(BOOL, &[3])],
+            no_params(),
+            Variant::DType,
+            &["bool"],
+        );
+        t.err(
+            "two operands",
+            p,
+            vec![a(F32, &[3]), a(F32, &[3])],
+            no_params(),
+            Variant::Arity,
+            &["takes 1 operands but was given 2"],
+        );
+        t.err(
+            "no operand",
+            p,
+            vec![],
+            no_params(),
+            Variant::Arity,
+            &["given 0"],
+        );
+        t.err(
+            "accuracy as int",
+            p,
+            vec![a(F32, &[3])],
+            ps([("accuracy", Param::Int(1))]),
+            Variant::ParamKind,
+            &["accuracy", "None"],
+        );
+    }
+
+    // abs: signed ints and floats (JAX: "abs does not accept dtype uint8").
+    for d in [I8, I16, I32, I64, F16, BF16, F32, F64] {
+        t.ok(
+            "signed",
+            Builtin::Abs,
+            vec![a(d, &[2])],
+            no_params(),
+            vec![a(d, &[2])],
+        );
+    }
+    t.ok(
+        "weak",
+        Builtin::Abs,
+        vec![w(a(I32, &[]))],
+        no_params(),
+        vec![w(a(I32, &[]))],
+    );
+    for d in [U8, U16, U32, U64, BOOL] {
+        t.err(
+            "unsigned or bool",
+            Builtin::Abs,
+            vec![a(d, &[2])],
+            no_params(),
+            Variant::DType,
+            &["operand 0 has dtype", "signed int or float"],
+        );
+    }
+
+    // neg, sign, square: any number, unsigned included (JAX: `a:u8[3] = neg b`), not bool.
+    for p in [Builtin::Neg, Builtin::Sign, Builtin::Square] {
+        for d in [I8, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64] {
+            t.ok(
+                "numeric",
+                p,
+                vec![a(d, &[3])],
+                no_params(),
+                vec![a(d, &[3])],
+            );
+        }
+        t.ok(
+            "weak",
+            p,
+            vec![w(a(F32, &[3]))],
+            no_params(),
+            vec![w(a(F32, &[3]))],
+        );
+        t.err(
+            "bool",
+            p,
+            vec![a(BOOL, &[3])],
+            no_params(),
+            Variant::DType,
+            &["operand 0 has dtype bool", "numeric"],
+        );
+        t.err(
+            "arity",
+            p,
+            vec![],
+            no_params(),
+            Variant::Arity,
+            &["takes 1"],
+        );
+    }
+
+    // copy: anything, bool included (JAX: `a:bool[3] = copy b`).
+    for d in DType::ALL {
+        t.ok(
+            "any",
+            Builtin::Copy,
+            vec![a(d, &[3])],
+            no_params(),
+            vec![a(d, &[3])],
+        );
+    }
+    t.ok(
+        "weak",
+        Builtin::Copy,
+        vec![w(a(F32, &[]))],
+        no_params(),
+        vec![w(a(F32, &[]))],
+    );
+    t.err(
+        "arity",
+        Builtin::Copy,
+        vec![a(F32, &[]), a(F32, &[])],
+        no_params(),
+        Variant::Arity,
+        &["takes 1", "given 2"],
+    );
+    t.err(
+        "params",
+        Builtin::Copy,
+        vec![a(F32, &[])],
+        ps([("y", Param::Int(2))]),
+        Variant::UnknownParam,
+        &["unknown param 'y'"],
+    );
+
+    // not: bool or integers.
+    for d in [BOOL, I8, U32, I64] {
+        t.ok(
+            "bitwise",
+            Builtin::Not,
+            vec![a(d, &[2])],
+            no_params(),
+            vec![a(d, &[2])],
+        );
+    }
+    t.err(
+        "f32",
+        Builtin::Not,
+        vec![a(F32, &[2])],
+        no_params(),
+        Variant::DType,
+        &["operand 0 has dtype f32", "bool or an integer"],
+    );
+
+    // integer_pow: numbers; integers only to non-negative powers.
+    let y = |n| ps([("y", Param::Int(n))]);
+    t.ok(
+        "i32 ^ 2",
+        Builtin::IntegerPow,
+        vec![a(I32, &[3])],
+        y(2),
+        vec![a(I32, &[3])],
+    );
+    t.ok(
+        "u8 ^ 0",
+        Builtin::IntegerPow,
+        vec![a(U8, &[])],
+        y(0),
+        vec![a(U8, &[])],
+    );
+    t.ok(
+        "f32 ^ -2",
+        Builtin::IntegerPow,
+        vec![a(F32, &[3])],
+        y(-2),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "weak",
+        Builtin::IntegerPow,
+        vec![w(a(F32, &[3]))],
+        y(3),
+        vec![w(a(F32, &[3]))],
+    );
+    // JAX: "Integers cannot be raised to negative powers".
+    t.err(
+        "i32 ^ -2",
+        Builtin::IntegerPow,
+        vec![a(I32, &[3])],
+        y(-2),
+        Variant::BadParam,
+        &["param 'y'", "i32[3]", "negative power -2"],
+    );
+    t.err(
+        "bool",
+        Builtin::IntegerPow,
+        vec![a(BOOL, &[3])],
+        y(2),
+        Variant::DType,
+        &["dtype bool"],
+    );
+    t.err(
+        "no y",
+        Builtin::IntegerPow,
+        vec![a(F32, &[3])],
+        no_params(),
+        Variant::MissingParam,
+        &["missing param 'y'"],
+    );
+    t.err(
+        "y as float",
+        Builtin::IntegerPow,
+        vec![a(F32, &[3])],
+        ps([("y", Param::Float(2.0))]),
+        Variant::ParamKind,
+        &["param 'y' must be a int, got a float"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Binary elementwise.
+
+const COMPARISONS: [Builtin; 6] = [
+    Builtin::Eq,
+    Builtin::Ne,
+    Builtin::Lt,
+    Builtin::Le,
+    Builtin::Gt,
+    Builtin::Ge,
+];
+
+/// Shape and weak-type cases every binary primitive shares; `d` is a dtype it accepts and
+/// `out` its output dtype.
+fn binary_common(t: &mut Table, p: Builtin, d: DType, out: DType) {
+    t.ok(
+        "same shape",
+        p,
+        vec![a(d, &[2, 3]), a(d, &[2, 3])],
+        no_params(),
+        vec![a(out, &[2, 3])],
+    );
+    // JAX 0.10 prints `b:f32[5] = mul a 3.0:f32[]`: a rank-0 operand broadcasts.
+    t.ok(
+        "rank-0 rhs",
+        p,
+        vec![a(d, &[5]), a(d, &[])],
+        no_params(),
+        vec![a(out, &[5])],
+    );
+    t.ok(
+        "rank-0 lhs",
+        p,
+        vec![a(d, &[]), a(d, &[2, 3])],
+        no_params(),
+        vec![a(out, &[2, 3])],
+    );
+    t.ok(
+        "scalars",
+        p,
+        vec![a(d, &[]), a(d, &[])],
+        no_params(),
+        vec![a(out, &[])],
+    );
+    t.ok(
+        "empty",
+        p,
+        vec![a(d, &[0, 3]), a(d, &[0, 3])],
+        no_params(),
+        vec![a(out, &[0, 3])],
+    );
+    // Weakly typed only when both operands are (JAX: `~bool[3]` for `lt` of two weak
+    // operands too).
+    t.ok(
+        "both weak",
+        p,
+        vec![w(a(d, &[3])), w(a(d, &[]))],
+        no_params(),
+        vec![w(a(out, &[3]))],
+    );
+    t.ok(
+        "one weak",
+        p,
+        vec![w(a(d, &[3])), a(d, &[])],
+        no_params(),
+        vec![a(out, &[3])],
+    );
+    t.ok(
+        "other weak",
+        p,
+        vec![a(d, &[3]), w(a(d, &[3]))],
+        no_params(),
+        vec![a(out, &[3])],
+    );
+    t.err(
+        "shapes [3] and [4]",
+        p,
+        vec![a(d, &[3]), a(d, &[4])],
+        no_params(),
+        Variant::Operands,
+        &["[3] and [4]"],
+    );
+    t.err(
+        "ranks differ",
+        p,
+        vec![a(d, &[3]), a(d, &[1, 3])],
+        no_params(),
+        Variant::Operands,
+        &["[3] and [1,3]"],
+    );
+    t.err(
+        "one operand",
+        p,
+        vec![a(d, &[3])],
+        no_params(),
+        Variant::Arity,
+        &["takes 2 operands but was given 1"],
+    );
+    t.err(
+        "three operands",
+        p,
+        vec![a(d, &[]), a(d, &[]), a(d, &[])],
+        no_params(),
+        Variant::Arity,
+        &["given 3"],
+    );
+}
+
+fn binary_cases(t: &mut Table) {
+    for p in [
+        Builtin::Add,
+        Builtin::Sub,
+        Builtin::Mul,
+        Builtin::Div,
+        Builtin::Rem,
+    ] {
+        binary_common(t, p, F32, F32);
+        for d in [I8, I32, I64, U8, U32, U64, F16, BF16, F64] {
+            t.ok(
+                "numeric",
+                p,
+                vec![a(d, &[2]), a(d, &[2])],
+                no_params(),
+                vec![a(d, &[2])],
+            );
+        }
+        // JAX: "add does not accept dtype bool at position 0".
+        t.err(
+            "bool",
+            p,
+            vec![a(BOOL, &[2]), a(BOOL, &[2])],
+            no_params(),
+            Variant::DType,
+            &["operand 0 has dtype bool", "numeric"],
+        );
+        // JAX: "lax.add requires arguments to have the same dtypes, got float32, int32".
+        t.err(
+            "f32 and i32",
+            p,
+            vec![a(F32, &[3]), a(I32, &[3])],
+            no_params(),
+            Variant::Operands,
+            &["dtypes f32 and i32 differ"],
+        );
+        t.err(
+            "f32 and f64 scalars",
+            p,
+            vec![a(F32, &[]), a(F64, &[])],
+            no_params(),
+            Variant::Operands,
+            &["f32 and f64"],
+        );
+    }
+
+    // pow: a float base; the exponent of the base's dtype or any integer dtype.
+    binary_common(t, Builtin::Pow, F32, F32);
+    t.ok(
+        "f32 ^ i32",
+        Builtin::Pow,
+        vec![a(F32, &[3]), a(I32, &[3])],
+        no_params(),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "f64 ^ u8 scalar",
+        Builtin::Pow,
+        vec![a(F64, &[3]), a(U8, &[])],
+        no_params(),
+        vec![a(F64, &[3])],
+    );
+    t.ok(
+        "weak f32 ^ weak i32",
+        Builtin::Pow,
+        vec![w(a(F32, &[3])), w(a(I32, &[3]))],
+        no_params(),
+        vec![w(a(F32, &[3]))],
+    );
+    t.err(
+        "i32 ^ i32",
+        Builtin::Pow,
+        vec![a(I32, &[3]), a(I32, &[3])],
+        no_params(),
+        Variant::DType,
+        &["operand 0 has dtype i32", "float"],
+    );
+    t.err(
+        "f32 ^ bool",
+        Builtin::Pow,
+        vec![a(F32, &[3]), a(BOOL, &[3])],
+        no_params(),
+        Variant::DType,
+        &["operand 1 has dtype bool"],
+    );
+    t.err(
+        "f32 ^ f64",
+        Builtin::Pow,
+        vec![a(F32, &[3]), a(F64, &[3])],
+        no_params(),
+        Variant::Operands,
+        &["f32 and f64 differ"],
+    );
+    t.err(
+        "f32 ^ i32 shapes",
+        Builtin::Pow,
+        vec![a(F32, &[3]), a(I32, &[2])],
+        no_params(),
+        Variant::Operands,
+        &["[3] and [2]"],
+    );
+
+    // max, min: any dtype, bool included.
+    for p in [Builtin::Max, Builtin::Min] {
+        binary_common(t, p, F32, F32);
+        for d in DType::ALL {
+            t.ok(
+                "any",
+                p,
+                vec![a(d, &[2]), a(d, &[])],
+                no_params(),
+                vec![a(d, &[2])],
+            );
+        }
+        t.err(
+            "bool and i8",
+            p,
+            vec![a(BOOL, &[2]), a(I8, &[2])],
+            no_params(),
+            Variant::Operands,
+            &["bool and i8"],
+        );
+    }
+
+    // and, or: bool or integers.
+    for p in [Builtin::And, Builtin::Or] {
+        binary_common(t, p, BOOL, BOOL);
+        binary_common(t, p, U32, U32);
+        t.err(
+            "f32",
+            p,
+            vec![a(F32, &[2]), a(F32, &[2])],
+            no_params(),
+            Variant::DType,
+            &["operand 0 has dtype f32", "bool or an integer"],
+        );
+        t.err(
+            "bool and i32",
+            p,
+            vec![a(BOOL, &[2]), a(I32, &[2])],
+            no_params(),
+            Variant::Operands,
+            &["bool and i32"],
+        );
+    }
+
+    // Comparisons: any dtype of one kind in, bool out.
+    for p in COMPARISONS {
+        binary_common(t, p, F32, BOOL);
+        binary_common(t, p, BOOL, BOOL);
+        for d in DType::ALL {
+            t.ok(
+                "bool out",
+                p,
+                vec![a(d, &[4]), a(d, &[4])],
+                no_params(),
+                vec![a(BOOL, &[4])],
+            );
+        }
+        t.err(
+            "f32 and f16",
+            p,
+            vec![a(F32, &[4]), a(F16, &[4])],
+            no_params(),
+            Variant::Operands,
+            &["f32 and f16"],
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// select_n, clamp, convert_element_type.
+
+fn select_clamp_convert_cases(t: &mut Table) {
+    let s = Builtin::SelectN;
+    t.ok(
+        "bool scalar predicate",
+        s,
+        vec![a(BOOL, &[]), a(F32, &[3]), a(F32, &[3])],
+        no_params(),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "bool array predicate",
+        s,
+        vec![a(BOOL, &[3]), a(F32, &[3]), a(F32, &[3])],
+        no_params(),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "i32 predicate, 3 cases",
+        s,
+        vec![a(I32, &[3]), a(I8, &[3]), a(I8, &[3]), a(I8, &[3])],
+        no_params(),
+        vec![a(I8, &[3])],
+    );
+    // JAX: "select `which` must be boolean or integer type" — any integer.
+    t.ok(
+        "u8 predicate",
+        s,
+        vec![a(U8, &[]), a(F32, &[3]), a(F32, &[3])],
+        no_params(),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "i64 predicate",
+        s,
+        vec![a(I64, &[2]), a(BOOL, &[2]), a(BOOL, &[2])],
+        no_params(),
+        vec![a(BOOL, &[2])],
+    );
+    t.ok(
+        "one case",
+        s,
+        vec![a(I32, &[3]), a(F32, &[3])],
+        no_params(),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "weak cases",
+        s,
+        vec![a(BOOL, &[]), w(a(F32, &[3])), w(a(F32, &[3]))],
+        no_params(),
+        vec![w(a(F32, &[3]))],
+    );
+    t.ok(
+        "one weak case",
+        s,
+        vec![w(a(BOOL, &[])), w(a(F32, &[3])), a(F32, &[3])],
+        no_params(),
+        vec![a(F32, &[3])],
+    );
+    // JAX: "select with boolean `which` cannot have > 2 cases."
+    t.err(
+        "bool predicate, 3 cases",
+        s,
+        vec![a(BOOL, &[]), a(F32, &[3]), a(F32, &[3]), a(F32, &[3])],
+        no_params(),
+        Variant::Operands,
+        &["bool predicate", "at most 2 cases, got 3"],
+    );
+    t.err(
+        "f32 predicate",
+        s,
+        vec![a(F32, &[]), a(F32, &[3]), a(F32, &[3])],
+        no_params(),
+        Variant::DType,
+        &["operand 0 has dtype f32", "bool or an integer"],
+    );
+    t.err(
+        "predicate shape",
+        s,
+        vec![a(BOOL, &[2]), a(F32, &[3]), a(F32, &[3])],
+        no_params(),
+        Variant::Operands,
+        &["predicate shape [2]", "[3]"],
+    );
+    t.err(
+        "case dtypes",
+        s,
+        vec![a(BOOL, &[]), a(F32, &[3]), a(I32, &[3])],
+        no_params(),
+        Variant::Operands,
+        &["case 1 has type i32[3]", "case 0 has type f32[3]"],
+    );
+    t.err(
+        "case shapes",
+        s,
+        vec![a(I32, &[]), a(F32, &[3]), a(F32, &[3]), a(F32, &[2])],
+        no_params(),
+        Variant::Operands,
+        &["case 2 has type f32[2]"],
+    );
+    t.err(
+        "no case",
+        s,
+        vec![a(BOOL, &[])],
+        no_params(),
+        Variant::Arity,
+        &["at least 2", "given 1"],
+    );
+
+    let c = Builtin::Clamp;
+    t.ok(
+        "scalar bounds",
+        c,
+        vec![a(F32, &[]), a(F32, &[3]), a(F32, &[])],
+        no_params(),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "array bounds",
+        c,
+        vec![a(I32, &[2, 3]), a(I32, &[2, 3]), a(I32, &[])],
+        no_params(),
+        vec![a(I32, &[2, 3])],
+    );
+    // JAX's clamp takes any dtype: `a:bool[3] = clamp b c d`.
+    t.ok(
+        "bool",
+        c,
+        vec![a(BOOL, &[]), a(BOOL, &[3]), a(BOOL, &[])],
+        no_params(),
+        vec![a(BOOL, &[3])],
+    );
+    t.ok(
+        "all weak",
+        c,
+        vec![w(a(F32, &[])), w(a(F32, &[3])), w(a(F32, &[]))],
+        no_params(),
+        vec![w(a(F32, &[3]))],
+    );
+    // JAX: `float32[3]`, not weak, when only the operand is weak.
+    t.ok(
+        "operand weak only",
+        c,
+        vec![a(F32, &[]), w(a(F32, &[3])), a(F32, &[])],
+        no_params(),
+        vec![a(F32, &[3])],
+    );
+    t.err(
+        "min shape",
+        c,
+        vec![a(F32, &[2]), a(F32, &[3]), a(F32, &[])],
+        no_params(),
+        Variant::Operands,
+        &["min has shape [2]", "[3]"],
+    );
+    t.err(
+        "max shape",
+        c,
+        vec![a(F32, &[]), a(F32, &[3]), a(F32, &[3, 1])],
+        no_params(),
+        Variant::Operands,
+        &["max has shape [3,1]"],
+    );
+    t.err(
+        "max dtype",
+        c,
+        vec![a(F32, &[]), a(F32, &[3]), a(F64, &[])],
+        no_params(),
+        Variant::Operands,
+        &["max has dtype f64", "operand has dtype f32"],
+    );
+    t.err(
+        "min dtype",
+        c,
+        vec![a(I32, &[]), a(F32, &[3]), a(F32, &[])],
+        no_params(),
+        Variant::Operands,
+        &["min has dtype i32"],
+    );
+    t.err(
+        "two operands",
+        c,
+        vec![a(F32, &[]), a(F32, &[3])],
+        no_params(),
+        Variant::Arity,
+        &["takes 3"],
+    );
+
+    let cv = Builtin::ConvertElementType;
+    let to = |d, weak| {
+        ps([
+            ("new_dtype", Param::DType(d)),
+            ("weak_type", Param::Bool(weak)),
+            ("sharding", Param::None),
+        ])
+    };
+    t.ok(
+        "f32 -> i32",
+        cv,
+        vec![a(F32, &[3])],
+        to(I32, false),
+        vec![a(I32, &[3])],
+    );
+    t.ok(
+        "weak_type=True",
+        cv,
+        vec![a(F32, &[3])],
+        to(I32, true),
+        vec![w(a(I32, &[3]))],
+    );
+    // The output's weak type is the param's, not the operand's.
+    t.ok(
+        "weak -> bool strong",
+        cv,
+        vec![w(a(F32, &[3]))],
+        to(BOOL, false),
+        vec![a(BOOL, &[3])],
+    );
+    t.ok(
+        "no weak_type param",
+        cv,
+        vec![w(a(U8, &[]))],
+        ps([("new_dtype", Param::DType(F16))]),
+        vec![a(F16, &[])],
+    );
+    t.err(
+        "no new_dtype",
+        cv,
+        vec![a(F32, &[3])],
+        ps([("weak_type", Param::Bool(false))]),
+        Variant::MissingParam,
+        &["missing param 'new_dtype'"],
+    );
+    t.err(
+        "new_dtype as str",
+        cv,
+        vec![a(F32, &[3])],
+        ps([("new_dtype", Param::Str("int32".into()))]),
+        Variant::ParamKind,
+        &["param 'new_dtype' must be a dtype, got a str"],
+    );
+    t.err(
+        "sharding given",
+        cv,
+        vec![a(F32, &[3])],
+        ps([
+            ("new_dtype", Param::DType(I32)),
+            ("sharding", Param::Int(0)),
+        ]),
+        Variant::ParamKind,
+        &["param 'sharding' must be a None"],
+    );
+    t.err(
+        "two operands",
+        cv,
+        vec![a(F32, &[3]), a(F32, &[3])],
+        to(I32, false),
+        Variant::Arity,
+        &["takes 1"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Reductions and argmax/argmin.
+
+fn reduction_cases(t: &mut Table) {
+    let axes = |v: &[i64]| ps([("axes", ints(v))]);
+    for p in [
+        Builtin::ReduceSum,
+        Builtin::ReduceMax,
+        Builtin::ReduceMin,
+        Builtin::ReduceProd,
+    ] {
+        t.ok(
+            "axis 0",
+            p,
+            vec![a(F32, &[3, 2])],
+            axes(&[0]),
+            vec![a(F32, &[2])],
+        );
+        t.ok(
+            "axis 1",
+            p,
+            vec![a(I32, &[3, 2])],
+            axes(&[1]),
+            vec![a(I32, &[3])],
+        );
+        t.ok(
+            "all axes",
+            p,
+            vec![a(F32, &[3, 2])],
+            axes(&[1, 0]),
+            vec![a(F32, &[])],
+        );
+        t.ok(
+            "no axes",
+            p,
+            vec![a(F32, &[3, 2])],
+            axes(&[]),
+            vec![a(F32, &[3, 2])],
+        );
+        t.ok("scalar", p, vec![a(F64, &[])], axes(&[]), vec![a(F64, &[])]);
+        t.ok(
+            "middle axis",
+            p,
+            vec![a(U8, &[2, 0, 4])],
+            axes(&[1]),
+            vec![a(U8, &[2, 4])],
+        );
+        t.ok(
+            "weak kept",
+            p,
+            vec![w(a(F32, &[3]))],
+            axes(&[0]),
+            vec![w(a(F32, &[]))],
+        );
+        t.ok(
+            "out_sharding=None",
+            p,
+            vec![a(F32, &[3])],
+            ps([("axes", ints(&[0])), ("out_sharding", Param::None)]),
+            vec![a(F32, &[])],
+        );
+        // JAX: "duplicate value in 'axes' of reduction: (0, 0)".
+        t.err(
+            "duplicate axis",
+            p,
+            vec![a(F32, &[3, 2])],
+            axes(&[0, 0]),
+            Variant::BadParam,
+            &["param 'axes'", "axis 0 appears twice"],
+        );
+        // JAX: "reduction axes (2,) contains out-of-bounds indices for float32[3,2]".
+        t.err(
+            "axis 2 of rank 2",
+            p,
+            vec![a(F32, &[3, 2])],
+            axes(&[2]),
+            Variant::BadParam,
+            &["param 'axes'", "axis 2 is out of range for rank 2"],
+        );
+        t.err(
+            "negative axis",
+            p,
+            vec![a(F32, &[3, 2])],
+            axes(&[-1]),
+            Variant::BadParam,
+            &["axis -1 is out of range"],
+        );
+        t.err(
+            "no axes",
+            p,
+            vec![a(F32, &[3])],
+            no_params(),
+            Variant::MissingParam,
+            &["missing param 'axes'"],
+        );
+        t.err(
+            "axes as int",
+            p,
+            vec![a(F32, &[3])],
+            ps([("axes", Param::Int(0))]),
+            Variant::ParamKind,
+            &["param 'axes' must be a tuple of ints, got a int"],
+        );
+        t.err(
+            "axis instead of axes",
+            p,
+            vec![a(F32, &[3])],
+            ps([("axes", ints(&[0])), ("axis", ints(&[0]))]),
+            Variant::UnknownParam,
+            &["unknown param 'axis'"],
+        );
+        t.err(
+            "two operands",
+            p,
+            vec![a(F32, &[3]), a(F32, &[3])],
+            axes(&[0]),
+            Variant::Arity,
+            &["takes 1"],
+        );
+    }
+    // reduce_sum and reduce_prod take numbers (JAX: "reduce_sum does not accept dtype
+    // bool"); reduce_max and reduce_min take anything.
+    for p in [Builtin::ReduceSum, Builtin::ReduceProd] {
+        t.err(
+            "bool",
+            p,
+            vec![a(BOOL, &[3])],
+            axes(&[0]),
+            Variant::DType,
+            &["operand 0 has dtype bool", "numeric"],
+        );
+    }
+    for p in [Builtin::ReduceMax, Builtin::ReduceMin] {
+        t.ok(
+            "bool",
+            p,
+            vec![a(BOOL, &[3, 2])],
+            axes(&[0]),
+            vec![a(BOOL, &[2])],
+        );
+    }
+
+    let am = |axes: &[i64], d: DType| ps([("axes", ints(axes)), ("index_dtype", Param::DType(d))]);
+    for p in [Builtin::Argmax, Builtin::Argmin] {
+        t.ok(
+            "axis 1",
+            p,
+            vec![a(F32, &[3, 4])],
+            am(&[1], I32),
+            vec![a(I32, &[3])],
+        );
+        t.ok(
+            "axis 0",
+            p,
+            vec![a(F32, &[3, 4])],
+            am(&[0], I64),
+            vec![a(I64, &[4])],
+        );
+        t.ok(
+            "u8 index",
+            p,
+            vec![a(F32, &[3, 4])],
+            am(&[1], U8),
+            vec![a(U8, &[3])],
+        );
+        // JAX accepts any operand dtype: `a:i32[] = argmax[...] b` with b:bool[3].
+        t.ok(
+            "bool operand",
+            p,
+            vec![a(BOOL, &[3])],
+            am(&[0], I32),
+            vec![a(I32, &[])],
+        );
+        // JAX strips the weak type.
+        t.ok(
+            "weak operand",
+            p,
+            vec![w(a(F32, &[3]))],
+            am(&[0], I32),
+            vec![a(I32, &[])],
+        );
+        t.err(
+            "two axes",
+            p,
+            vec![a(F32, &[3, 4])],
+            am(&[0, 1], I32),
+            Variant::BadParam,
+            &["param 'axes'", "exactly one axis", "[0, 1]"],
+        );
+        t.err(
+            "no axis",
+            p,
+            vec![a(F32, &[3, 4])],
+            am(&[], I32),
+            Variant::BadParam,
+            &["exactly one axis"],
+        );
+        t.err(
+            "axis out of range",
+            p,
+            vec![a(F32, &[3, 4])],
+            am(&[2], I32),
+            Variant::BadParam,
+            &["axis 2 is out of range for rank 2"],
+        );
+        t.err(
+            "scalar operand",
+            p,
+            vec![a(F32, &[])],
+            am(&[0], I32),
+            Variant::BadParam,
+            &["axis 0 is out of range for rank 0"],
+        );
+        // JAX: "argmin and argmax require non-empty reduced dimension".
+        t.err(
+            "empty axis",
+            p,
+            vec![a(F32, &[0, 4])],
+            am(&[0], I32),
+            Variant::BadParam,
+            &["axis 0 of f32[0,4] is empty"],
+        );
+        // JAX: "index_dtype must be an integer type, but got float32".
+        t.err(
+            "f32 index_dtype",
+            p,
+            vec![a(F32, &[3])],
+            am(&[0], F32),
+            Variant::BadParam,
+            &["param 'index_dtype'", "integer dtype, got f32"],
+        );
+        t.err(
+            "bool index_dtype",
+            p,
+            vec![a(F32, &[3])],
+            am(&[0], BOOL),
+            Variant::BadParam,
+            &["index_dtype", "got bool"],
+        );
+        t.err(
+            "no index_dtype",
+            p,
+            vec![a(F32, &[3])],
+            ps([("axes", ints(&[0]))]),
+            Variant::MissingParam,
+            &["missing param 'index_dtype'"],
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Shape manipulation.
+
+fn shape_cases(t: &mut Table) {
+    let bid = |shape: &[i64], dims: &[i64]| {
+        ps([
+            ("shape", ints(shape)),
+            ("broadcast_dimensions", ints(dims)),
+            ("sharding", Param::None),
+        ])
+    };
+    let b = Builtin::BroadcastInDim;
+    t.ok(
+        "row",
+        b,
+        vec![w(a(F32, &[3]))],
+        bid(&[2, 3], &[1]),
+        vec![w(a(F32, &[2, 3]))],
+    );
+    t.ok(
+        "column",
+        b,
+        vec![a(F32, &[2])],
+        bid(&[2, 3], &[0]),
+        vec![a(F32, &[2, 3])],
+    );
+    t.ok(
+        "size 1",
+        b,
+        vec![a(I8, &[1, 3])],
+        bid(&[2, 3], &[0, 1]),
+        vec![a(I8, &[2, 3])],
+    );
+    t.ok(
+        "scalar",
+        b,
+        vec![a(BOOL, &[])],
+        bid(&[2, 0, 4], &[]),
+        vec![a(BOOL, &[2, 0, 4])],
+    );
+    t.ok(
+        "identity",
+        b,
+        vec![a(F32, &[2, 3])],
+        bid(&[2, 3], &[0, 1]),
+        vec![a(F32, &[2, 3])],
+    );
+    t.ok(
+        "expand_dims style",
+        b,
+        vec![a(F32, &[3, 4])],
+        bid(&[1, 3, 1, 4], &[1, 3]),
+        vec![a(F32, &[1, 3, 1, 4])],
+    );
+    t.err(
+        "dims count",
+        b,
+        vec![a(F32, &[3])],
+        bid(&[2, 3], &[0, 1]),
+        Variant::BadParam,
+        &[
+            "param 'broadcast_dimensions'",
+            "has 2 entries",
+            "f32[3] has rank 1",
+        ],
+    );
+    t.err(
+        "dim out of range",
+        b,
+        vec![a(F32, &[3])],
+        bid(&[2, 3], &[2]),
+        Variant::BadParam,
+        &["broadcast_dimensions", "axis 2 is out of range for rank 2"],
+    );
+    t.err(
+        "duplicate dims",
+        b,
+        vec![a(F32, &[1, 1])],
+        bid(&[2, 3], &[1, 1]),
+        Variant::BadParam,
+        &["axis 1 appears twice"],
+    );
+    // A crate restriction (JAX's rule would accept a transposing broadcast).
+    t.err(
+        "non-increasing",
+        b,
+        vec![a(F32, &[3, 2])],
+        bid(&[2, 3], &[1, 0]),
+        Variant::BadParam,
+        &["broadcast_dimensions", "[1, 0] is not strictly increasing"],
+    );
+    // JAX: "broadcast_in_dim operand dimension sizes must either be 1, or be equal to
+    // their corresponding dimensions in the target broadcast shape".
+    t.err(
+        "size mismatch",
+        b,
+        vec![a(F32, &[3])],
+        bid(&[2, 3], &[0]),
+        Variant::Operands,
+        &[
+            "operand dimension 0 of f32[3] (size 3)",
+            "dimension 0 of [2,3] (size 2)",
+        ],
+    );
+    t.err(
+        "overflowing shape",
+        b,
+        vec![a(F32, &[])],
+        bid(&[1 << 40, 1 << 40], &[]),
+        Variant::Shape,
+        &["output shape: the element count overflows i64"],
+    );
+    t.err(
+        "negative shape",
+        b,
+        vec![a(F32, &[])],
+        bid(&[2, -3], &[]),
+        Variant::Shape,
+        &["dimension 1 is negative (-3)"],
+    );
+    t.err(
+        "no broadcast_dimensions",
+        b,
+        vec![a(F32, &[])],
+        ps([("shape", ints(&[2]))]),
+        Variant::MissingParam,
+        &["missing param 'broadcast_dimensions'"],
+    );
+
+    let r = Builtin::Reshape;
+    let rs = |sizes: &[i64]| ps([("new_sizes", ints(sizes)), ("dimensions", Param::None)]);
+    t.ok(
+        "flatten",
+        r,
+        vec![w(a(F32, &[2, 3]))],
+        rs(&[6]),
+        vec![w(a(F32, &[6]))],
+    );
+    t.ok(
+        "split",
+        r,
+        vec![a(I32, &[6])],
+        rs(&[3, 1, 2]),
+        vec![a(I32, &[3, 1, 2])],
+    );
+    t.ok(
+        "to scalar",
+        r,
+        vec![a(I32, &[1, 1])],
+        rs(&[]),
+        vec![a(I32, &[])],
+    );
+    t.ok(
+        "empty",
+        r,
+        vec![a(F32, &[0, 3])],
+        rs(&[3, 0, 5]),
+        vec![a(F32, &[3, 0, 5])],
+    );
+    t.ok(
+        "no dimensions param",
+        r,
+        vec![a(F32, &[2, 3])],
+        ps([("new_sizes", ints(&[3, 2]))]),
+        vec![a(F32, &[3, 2])],
+    );
+    t.ok(
+        "dimensions=(1, 0)",
+        r,
+        vec![a(F32, &[2, 3])],
+        ps([("new_sizes", ints(&[6])), ("dimensions", ints(&[1, 0]))]),
+        vec![a(F32, &[6])],
+    );
+    t.err(
+        "size mismatch",
+        r,
+        vec![a(F32, &[2, 3])],
+        rs(&[7]),
+        Variant::BadParam,
+        &[
+            "param 'new_sizes'",
+            "f32[2,3] (6 elements) to [7] (7 elements)",
+        ],
+    );
+    // JAX: "reshape dimensions must be a permutation of operand dimensions".
+    t.err(
+        "dimensions not a permutation",
+        r,
+        vec![a(F32, &[2, 3])],
+        ps([("new_sizes", ints(&[6])), ("dimensions", ints(&[0, 0]))]),
+        Variant::BadParam,
+        &["param 'dimensions'", "[0, 0] is not a permutation"],
+    );
+    t.err(
+        "dimensions too short",
+        r,
+        vec![a(F32, &[2, 3])],
+        ps([("new_sizes", ints(&[6])), ("dimensions", ints(&[0]))]),
+        Variant::BadParam,
+        &[
+            "dimensions",
+            "[0] is not a permutation of the axes of f32[2,3]",
+        ],
+    );
+    t.err(
+        "negative size",
+        r,
+        vec![a(F32, &[6])],
+        rs(&[-2, -3]),
+        Variant::Shape,
+        &["dimension 0 is negative (-2)"],
+    );
+    t.err(
+        "dimensions as bools",
+        r,
+        vec![a(F32, &[6])],
+        ps([
+            ("new_sizes", ints(&[6])),
+            ("dimensions", Param::Bools(Arc::from(vec![true]))),
+        ]),
+        Variant::ParamKind,
+        &["param 'dimensions' must be a tuple of ints or None, got a tuple of bools"],
+    );
+
+    let tr = Builtin::Transpose;
+    let perm = |p: &[i64]| ps([("permutation", ints(p))]);
+    t.ok(
+        "2d",
+        tr,
+        vec![w(a(F32, &[2, 3]))],
+        perm(&[1, 0]),
+        vec![w(a(F32, &[3, 2]))],
+    );
+    t.ok(
+        "3d",
+        tr,
+        vec![a(I32, &[2, 3, 4])],
+        perm(&[2, 0, 1]),
+        vec![a(I32, &[4, 2, 3])],
+    );
+    t.ok(
+        "scalar",
+        tr,
+        vec![a(I32, &[])],
+        perm(&[]),
+        vec![a(I32, &[])],
+    );
+    for bad in [
+        &[0, 0][..],
+        &[0][..],
+        &[0, 2][..],
+        &[1, 0, 2][..],
+        &[-1, 0][..],
+    ] {
+        t.err(
+            "not a permutation",
+            tr,
+            vec![a(F32, &[2, 3])],
+            perm(bad),
+            Variant::BadParam,
+            &[
+                "param 'permutation'",
+                "is not a permutation of the axes of f32[2,3]",
+            ],
+        );
+    }
+
+    let sq = Builtin::Squeeze;
+    let dims = |d: &[i64]| ps([("dimensions", ints(d))]);
+    t.ok(
+        "last",
+        sq,
+        vec![w(a(F32, &[3, 1]))],
+        dims(&[1]),
+        vec![w(a(F32, &[3]))],
+    );
+    t.ok(
+        "two",
+        sq,
+        vec![a(F32, &[1, 3, 1])],
+        dims(&[0, 2]),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "none",
+        sq,
+        vec![a(F32, &[1, 3])],
+        dims(&[]),
+        vec![a(F32, &[1, 3])],
+    );
+    // JAX: "cannot select an axis to squeeze out which has size not equal to one".
+    t.err(
+        "size 3",
+        sq,
+        vec![a(F32, &[3, 1])],
+        dims(&[0]),
+        Variant::BadParam,
+        &[
+            "param 'dimensions'",
+            "cannot squeeze axis 0 of f32[3,1]",
+            "not 1",
+        ],
+    );
+    t.err(
+        "out of range",
+        sq,
+        vec![a(F32, &[3, 1])],
+        dims(&[2]),
+        Variant::BadParam,
+        &["axis 2 is out of range for rank 2"],
+    );
+    t.err(
+        "negative",
+        sq,
+        vec![a(F32, &[3, 1])],
+        dims(&[-1]),
+        Variant::BadParam,
+        &["axis -1 is out of range"],
+    );
+    t.err(
+        "twice",
+        sq,
+        vec![a(F32, &[1, 3])],
+        dims(&[0, 0]),
+        Variant::BadParam,
+        &["axis 0 appears twice"],
+    );
+
+    let ed = Builtin::ExpandDims;
+    // JAX: lax.expand_dims(f32[3,4], (0, 2)) is f32[1,3,1,4].
+    t.ok(
+        "0 and 2",
+        ed,
+        vec![a(F32, &[3, 4])],
+        dims(&[0, 2]),
+        vec![a(F32, &[1, 3, 1, 4])],
+    );
+    t.ok(
+        "last",
+        ed,
+        vec![w(a(F32, &[3]))],
+        dims(&[1]),
+        vec![w(a(F32, &[3, 1]))],
+    );
+    t.ok(
+        "unsorted",
+        ed,
+        vec![a(F32, &[3])],
+        dims(&[2, 0]),
+        vec![a(F32, &[1, 3, 1])],
+    );
+    t.ok(
+        "scalar",
+        ed,
+        vec![a(U8, &[])],
+        dims(&[0, 1]),
+        vec![a(U8, &[1, 1])],
+    );
+    t.ok(
+        "none",
+        ed,
+        vec![a(F32, &[3])],
+        dims(&[]),
+        vec![a(F32, &[3])],
+    );
+    t.err(
+        "out of range",
+        ed,
+        vec![a(F32, &[3, 4])],
+        dims(&[3]),
+        Variant::BadParam,
+        &["param 'dimensions'", "axis 3 is out of range for rank 3"],
+    );
+    // JAX: "repeated axis in lax.expand_dims".
+    t.err(
+        "twice",
+        ed,
+        vec![a(F32, &[3])],
+        dims(&[0, 0]),
+        Variant::BadParam,
+        &["axis 0 appears twice"],
+    );
+
+    let cc = Builtin::Concatenate;
+    let dim = |d: i64| ps([("dimension", Param::Int(d))]);
+    t.ok(
+        "axis 0",
+        cc,
+        vec![a(F32, &[2, 3]), a(F32, &[1, 3])],
+        dim(0),
+        vec![a(F32, &[3, 3])],
+    );
+    t.ok(
+        "axis 1, three",
+        cc,
+        vec![a(I32, &[2, 1]), a(I32, &[2, 0]), a(I32, &[2, 4])],
+        dim(1),
+        vec![a(I32, &[2, 5])],
+    );
+    t.ok(
+        "one operand",
+        cc,
+        vec![a(F32, &[2])],
+        dim(0),
+        vec![a(F32, &[2])],
+    );
+    t.ok(
+        "all weak",
+        cc,
+        vec![w(a(F32, &[2])), w(a(F32, &[1]))],
+        dim(0),
+        vec![w(a(F32, &[3]))],
+    );
+    t.ok(
+        "one weak",
+        cc,
+        vec![w(a(F32, &[2])), a(F32, &[1])],
+        dim(0),
+        vec![a(F32, &[3])],
+    );
+    // JAX: "lax.concatenate requires arguments to have the same dtypes".
+    t.err(
+        "dtypes",
+        cc,
+        vec![a(F32, &[2, 3]), a(I32, &[1, 3])],
+        dim(0),
+        Variant::Operands,
+        &["operand 1 has type i32[1,3] but operand 0 has type f32[2,3]"],
+    );
+    t.err(
+        "ranks",
+        cc,
+        vec![a(F32, &[2, 3]), a(F32, &[3])],
+        dim(0),
+        Variant::Operands,
+        &["operand 1 has type f32[3]"],
+    );
+    t.err(
+        "other axis differs",
+        cc,
+        vec![a(F32, &[2, 3]), a(F32, &[1, 4])],
+        dim(0),
+        Variant::Operands,
+        &["operand 1 (f32[1,4]) and operand 0 (f32[2,3]) differ outside dimension 0"],
+    );
+    t.err(
+        "dimension out of range",
+        cc,
+        vec![a(F32, &[2]), a(F32, &[2])],
+        dim(1),
+        Variant::BadParam,
+        &["param 'dimension'", "1 is out of range for rank 1"],
+    );
+    t.err(
+        "negative dimension",
+        cc,
+        vec![a(F32, &[2])],
+        dim(-1),
+        Variant::BadParam,
+        &["-1 is out of range"],
+    );
+    t.err(
+        "scalars",
+        cc,
+        vec![a(F32, &[]), a(F32, &[])],
+        dim(0),
+        Variant::BadParam,
+        &["0 is out of range for rank 0"],
+    );
+    t.err(
+        "no operand",
+        cc,
+        vec![],
+        dim(0),
+        Variant::Arity,
+        &["at least 1", "given 0"],
+    );
+    t.err(
+        "overflowing length",
+        cc,
+        vec![a(U8, &[i64::MAX]), a(U8, &[1])],
+        dim(0),
+        Variant::Shape,
+        &["overflows i64"],
+    );
+
+    let sl = Builtin::Slice;
+    let slice = |s: &[i64], l: &[i64], st: Option<&[i64]>| {
+        ps([
+            ("start_indices", ints(s)),
+            ("limit_indices", ints(l)),
+            ("strides", st.map_or(Param::None, ints)),
+        ])
+    };
+    // JAX: slice[start=(1,) limit=(7,) strides=(2,)] of ~f32[8] is ~f32[3].
+    t.ok(
+        "strided",
+        sl,
+        vec![w(a(F32, &[8]))],
+        slice(&[1], &[7], Some(&[2])),
+        vec![w(a(F32, &[3]))],
+    );
+    t.ok(
+        "stride 3, uneven",
+        sl,
+        vec![a(F32, &[10])],
+        slice(&[0], &[10], Some(&[3])),
+        vec![a(F32, &[4])],
+    );
+    t.ok(
+        "no strides",
+        sl,
+        vec![a(I32, &[4, 5])],
+        slice(&[1, 0], &[3, 5], None),
+        vec![a(I32, &[2, 5])],
+    );
+    t.ok(
+        "strides absent",
+        sl,
+        vec![a(I32, &[4])],
+        ps([("start_indices", ints(&[1])), ("limit_indices", ints(&[4]))]),
+        vec![a(I32, &[3])],
+    );
+    t.ok(
+        "empty",
+        sl,
+        vec![a(F32, &[8])],
+        slice(&[3], &[3], Some(&[2])),
+        vec![a(F32, &[0])],
+    );
+    t.ok(
+        "scalar",
+        sl,
+        vec![a(F32, &[])],
+        slice(&[], &[], None),
+        vec![a(F32, &[])],
+    );
+    // JAX: "slice limit_indices must be less than or equal to operand shape".
+    t.err(
+        "limit beyond size",
+        sl,
+        vec![a(F32, &[8])],
+        slice(&[1], &[9], None),
+        Variant::BadParam,
+        &["param 'limit_indices'", "limit 9 of axis 0", "f32[8]"],
+    );
+    // JAX: "slice limit_indices must be greater than or equal to start_indices".
+    t.err(
+        "start after limit",
+        sl,
+        vec![a(F32, &[8])],
+        slice(&[5], &[3], None),
+        Variant::BadParam,
+        &[
+            "param 'start_indices'",
+            "slice 5:3 of axis 0 of f32[8] is out of bounds",
+        ],
+    );
+    t.err(
+        "negative start",
+        sl,
+        vec![a(F32, &[4, 8])],
+        slice(&[0, -1], &[4, 3], None),
+        Variant::BadParam,
+        &["start_indices", "slice -1:3 of axis 1"],
+    );
+    t.err(
+        "stride 0",
+        sl,
+        vec![a(F32, &[8])],
+        slice(&[1], &[3], Some(&[0])),
+        Variant::BadParam,
+        &["param 'strides'", "stride 0 must be positive"],
+    );
+    t.err(
+        "negative stride",
+        sl,
+        vec![a(F32, &[8])],
+        slice(&[1], &[3], Some(&[-1])),
+        Variant::BadParam,
+        &["stride -1"],
+    );
+    t.err(
+        "start count",
+        sl,
+        vec![a(F32, &[8])],
+        slice(&[1, 1], &[3], None),
+        Variant::BadParam,
+        &[
+            "param 'start_indices'",
+            "has 2 entries but the operand f32[8] has rank 1",
+        ],
+    );
+    t.err(
+        "limit count",
+        sl,
+        vec![a(F32, &[8])],
+        slice(&[1], &[], None),
+        Variant::BadParam,
+        &["param 'limit_indices'", "has 0 entries"],
+    );
+    t.err(
+        "strides count",
+        sl,
+        vec![a(F32, &[8])],
+        slice(&[1], &[3], Some(&[1, 1])),
+        Variant::BadParam,
+        &["param 'strides'", "has 2 entries"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// dynamic_slice, dynamic_update_slice.
+
+fn dynamic_cases(t: &mut Table) {
+    let ds = Builtin::DynamicSlice;
+    let sizes = |s: &[i64]| ps([("slice_sizes", ints(s))]);
+    t.ok(
+        "2d",
+        ds,
+        vec![a(F32, &[4, 4]), a(I32, &[]), a(I32, &[])],
+        sizes(&[2, 2]),
+        vec![a(F32, &[2, 2])],
+    );
+    // JAX: u8 indices are fine; the operand's weak type is kept.
+    t.ok(
+        "u8 indices, weak operand",
+        ds,
+        vec![w(a(F32, &[4, 4])), a(U8, &[]), a(U8, &[])],
+        sizes(&[4, 0]),
+        vec![w(a(F32, &[4, 0]))],
+    );
+    t.ok(
+        "weak indices only",
+        ds,
+        vec![a(F32, &[4]), w(a(I32, &[]))],
+        sizes(&[1]),
+        vec![a(F32, &[1])],
+    );
+    t.ok(
+        "scalar",
+        ds,
+        vec![a(F32, &[])],
+        sizes(&[]),
+        vec![a(F32, &[])],
+    );
+    t.err(
+        "one index for rank 2",
+        ds,
+        vec![a(F32, &[4, 4]), a(I32, &[])],
+        sizes(&[2, 2]),
+        Variant::Arity,
+        &["takes 3 (operands and one index per axis)", "given 2"],
+    );
+    t.err(
+        "three indices for rank 2",
+        ds,
+        vec![a(F32, &[4, 4]), a(I32, &[]), a(I32, &[]), a(I32, &[])],
+        sizes(&[2, 2]),
+        Variant::Arity,
+        &["given 4"],
+    );
+    t.err(
+        "no operand",
+        ds,
+        vec![],
+        sizes(&[]),
+        Variant::Arity,
+        &["at least 1"],
+    );
+    t.err(
+        "float index",
+        ds,
+        vec![a(F32, &[4]), a(F32, &[])],
+        sizes(&[2]),
+        Variant::Operands,
+        &["index operand 1 must be an integer scalar, got f32[]"],
+    );
+    // JAX: "start_indices arguments to dynamic_slice must be scalars".
+    t.err(
+        "vector index",
+        ds,
+        vec![a(F32, &[4]), a(I32, &[1])],
+        sizes(&[2]),
+        Variant::Operands,
+        &["index operand 1 must be an integer scalar, got i32[1]"],
+    );
+    // JAX: "index arguments to dynamic_slice must be integers of the same type, got:
+    // int32, int64".
+    t.err(
+        "i32 and i64 indices",
+        ds,
+        vec![a(F32, &[4, 4]), a(I32, &[]), a(I64, &[])],
+        sizes(&[2, 2]),
+        Variant::Operands,
+        &["one dtype", "operand 1 is i32[]", "operand 2 is i64[]"],
+    );
+    // JAX: "slice slice_sizes must be less than or equal to operand shape".
+    t.err(
+        "size too big",
+        ds,
+        vec![a(F32, &[4, 4]), a(I32, &[]), a(I32, &[])],
+        sizes(&[5, 2]),
+        Variant::BadParam,
+        &[
+            "param 'slice_sizes'",
+            "size 5 of axis 0 does not fit in f32[4,4]",
+        ],
+    );
+    t.err(
+        "negative size",
+        ds,
+        vec![a(F32, &[4]), a(I32, &[])],
+        sizes(&[-1]),
+        Variant::BadParam,
+        &["size -1 of axis 0"],
+    );
+    t.err(
+        "sizes count",
+        ds,
+        vec![a(F32, &[4]), a(I32, &[])],
+        sizes(&[1, 1]),
+        Variant::BadParam,
+        &[
+            "param 'slice_sizes'",
+            "has 2 entries but the operand f32[4] has rank 1",
+        ],
+    );
+
+    let dus = Builtin::DynamicUpdateSlice;
+    t.ok(
+        "2d",
+        dus,
+        vec![a(F32, &[4, 4]), a(F32, &[2, 2]), a(I32, &[]), a(I32, &[])],
+        no_params(),
+        vec![a(F32, &[4, 4])],
+    );
+    t.ok(
+        "full update",
+        dus,
+        vec![a(I8, &[3]), a(I8, &[3]), a(U16, &[])],
+        no_params(),
+        vec![a(I8, &[3])],
+    );
+    t.ok(
+        "scalar",
+        dus,
+        vec![a(F32, &[]), a(F32, &[])],
+        no_params(),
+        vec![a(F32, &[])],
+    );
+    // JAX: weakly typed only when every operand is (here the indices are not).
+    t.ok(
+        "weak operand only",
+        dus,
+        vec![w(a(F32, &[4])), w(a(F32, &[2])), a(I32, &[])],
+        no_params(),
+        vec![a(F32, &[4])],
+    );
+    t.ok(
+        "all weak",
+        dus,
+        vec![w(a(F32, &[4])), w(a(F32, &[2])), w(a(I32, &[]))],
+        no_params(),
+        vec![w(a(F32, &[4]))],
+    );
+    // JAX: "lax.dynamic_update_slice requires arguments to have the same dtypes".
+    t.err(
+        "update dtype",
+        dus,
+        vec![a(F32, &[4]), a(F64, &[2]), a(I32, &[])],
+        no_params(),
+        Variant::Operands,
+        &["update f64[2] does not match operand f32[4]"],
+    );
+    t.err(
+        "update rank",
+        dus,
+        vec![a(F32, &[4, 4]), a(F32, &[2]), a(I32, &[]), a(I32, &[])],
+        no_params(),
+        Variant::Operands,
+        &["update f32[2] does not match operand f32[4,4]", "rank"],
+    );
+    // JAX: "dynamic_update_slice update shape must be smaller than operand shape".
+    t.err(
+        "update too big",
+        dus,
+        vec![a(F32, &[4, 4]), a(F32, &[5, 2]), a(I32, &[]), a(I32, &[])],
+        no_params(),
+        Variant::Operands,
+        &["update f32[5,2] is larger than operand f32[4,4]"],
+    );
+    t.err(
+        "index count",
+        dus,
+        vec![a(F32, &[4, 4]), a(F32, &[2, 2]), a(I32, &[])],
+        no_params(),
+        Variant::Arity,
+        &["takes 4 (operands and one index per axis)", "given 3"],
+    );
+    t.err(
+        "mixed index dtypes",
+        dus,
+        vec![a(F32, &[4, 4]), a(F32, &[2, 2]), a(I32, &[]), a(I64, &[])],
+        no_params(),
+        Variant::Operands,
+        &["one dtype", "operand 3 is i64[]"],
+    );
+    t.err(
+        "bool index",
+        dus,
+        vec![a(F32, &[4]), a(F32, &[2]), a(BOOL, &[])],
+        no_params(),
+        Variant::Operands,
+        &["index operand 2 must be an integer scalar, got bool[]"],
+    );
+    t.err(
+        "one operand",
+        dus,
+        vec![a(F32, &[4])],
+        no_params(),
+        Variant::Arity,
+        &["at least 2"],
+    );
+    t.err(
+        "params",
+        dus,
+        vec![a(F32, &[]), a(F32, &[])],
+        sizes(&[]),
+        Variant::UnknownParam,
+        &["unknown param 'slice_sizes'"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// dot_general.
+
+fn dot_cases(t: &mut Table) {
+    let d = Builtin::DotGeneral;
+    let mm = || ps([("dimension_numbers", dn(&[1], &[0], &[], &[]))]);
+    let with_pref = |p: DType| {
+        ps([
+            ("dimension_numbers", dn(&[1], &[0], &[], &[])),
+            ("preferred_element_type", Param::DType(p)),
+        ])
+    };
+    t.ok(
+        "matmul",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        mm(),
+        vec![a(F32, &[2, 4])],
+    );
+    t.ok(
+        "all params",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        ps([
+            ("dimension_numbers", dn(&[1], &[0], &[], &[])),
+            ("precision", Param::None),
+            ("preferred_element_type", Param::None),
+            ("out_sharding", Param::None),
+        ]),
+        vec![a(F32, &[2, 4])],
+    );
+    t.ok(
+        "precision str",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        ps([
+            ("dimension_numbers", dn(&[1], &[0], &[], &[])),
+            ("precision", Param::Str("HIGHEST".into())),
+        ]),
+        vec![a(F32, &[2, 4])],
+    );
+    t.ok(
+        "vector dot",
+        d,
+        vec![a(I32, &[5]), a(I32, &[5])],
+        ps([("dimension_numbers", dn(&[0], &[0], &[], &[]))]),
+        vec![a(I32, &[])],
+    );
+    t.ok(
+        "outer product",
+        d,
+        vec![a(F32, &[2]), a(F32, &[3])],
+        ps([("dimension_numbers", dn(&[], &[], &[], &[]))]),
+        vec![a(F32, &[2, 3])],
+    );
+    t.ok(
+        "batched",
+        d,
+        vec![a(F32, &[5, 2, 3]), a(F32, &[5, 3, 4])],
+        ps([("dimension_numbers", dn(&[2], &[1], &[0], &[0]))]),
+        vec![a(F32, &[5, 2, 4])],
+    );
+    // JAX: dimension_numbers=(([0], [1]), ([2], [0])) on f32[3,2,5] and f32[5,3,4] gives
+    // f32[5,2,4] (batch dims first, then the free ones in order).
+    t.ok(
+        "batch not leading",
+        d,
+        vec![a(F32, &[3, 2, 5]), a(F32, &[5, 3, 4])],
+        ps([("dimension_numbers", dn(&[0], &[1], &[2], &[0]))]),
+        vec![a(F32, &[5, 2, 4])],
+    );
+    t.ok(
+        "two contracting",
+        d,
+        vec![a(F32, &[2, 3, 4]), a(F32, &[4, 3])],
+        ps([("dimension_numbers", dn(&[1, 2], &[1, 0], &[], &[]))]),
+        vec![a(F32, &[2])],
+    );
+    // JAX (XLA's HigherPrecisionType): mixed operands give the more precise dtype.
+    t.ok(
+        "f32 . i32",
+        d,
+        vec![a(F32, &[2, 3]), a(I32, &[3, 4])],
+        mm(),
+        vec![a(F32, &[2, 4])],
+    );
+    t.ok(
+        "i8 . u8",
+        d,
+        vec![a(I8, &[2, 3]), a(U8, &[3, 4])],
+        mm(),
+        vec![a(I8, &[2, 4])],
+    );
+    t.ok(
+        "f16 . bf16",
+        d,
+        vec![a(F16, &[2, 3]), a(BF16, &[3, 4])],
+        mm(),
+        vec![a(BF16, &[2, 4])],
+    );
+    t.ok(
+        "u8 . i16",
+        d,
+        vec![a(U8, &[2, 3]), a(I16, &[3, 4])],
+        mm(),
+        vec![a(I16, &[2, 4])],
+    );
+    t.ok(
+        "bool",
+        d,
+        vec![a(BOOL, &[2, 3]), a(BOOL, &[3, 4])],
+        mm(),
+        vec![a(BOOL, &[2, 4])],
+    );
+    t.ok(
+        "i8 preferring f32",
+        d,
+        vec![a(I8, &[2, 3]), a(I8, &[3, 4])],
+        with_pref(F32),
+        vec![a(F32, &[2, 4])],
+    );
+    t.ok(
+        "i8 preferring i32",
+        d,
+        vec![a(I8, &[2, 3]), a(I8, &[3, 4])],
+        with_pref(I32),
+        vec![a(I32, &[2, 4])],
+    );
+    // JAX's rule lets a float result be narrowed (`f16[2,4]`).
+    t.ok(
+        "f32 preferring f16",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        with_pref(F16),
+        vec![a(F16, &[2, 4])],
+    );
+    t.ok(
+        "f32 preferring f32",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        with_pref(F32),
+        vec![a(F32, &[2, 4])],
+    );
+    t.ok(
+        "weak",
+        d,
+        vec![w(a(F32, &[])), w(a(F32, &[]))],
+        ps([("dimension_numbers", dn(&[], &[], &[], &[]))]),
+        vec![w(a(F32, &[]))],
+    );
+    t.ok(
+        "one weak",
+        d,
+        vec![w(a(F32, &[2, 3])), a(F32, &[3, 4])],
+        mm(),
+        vec![a(F32, &[2, 4])],
+    );
+    // JAX: "`preferred_element_type` must not be narrower than the original type".
+    t.err(
+        "i32 preferring i8",
+        d,
+        vec![a(I32, &[2, 3]), a(I32, &[3, 4])],
+        with_pref(I8),
+        Variant::BadParam,
+        &[
+            "param 'preferred_element_type'",
+            "i8 is narrower than the result dtype i32",
+        ],
+    );
+    t.err(
+        "contracting sizes",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[4, 5])],
+        mm(),
+        Variant::Operands,
+        &[
+            "lhs axis 1 of f32[2,3] (size 3)",
+            "rhs axis 0 of f32[4,5] (size 4)",
+        ],
+    );
+    t.err(
+        "batch sizes",
+        d,
+        vec![a(F32, &[5, 2, 3]), a(F32, &[6, 3, 4])],
+        ps([("dimension_numbers", dn(&[2], &[1], &[0], &[0]))]),
+        Variant::Operands,
+        &["lhs axis 0 of f32[5,2,3] (size 5)", "(size 6) differ"],
+    );
+    // JAX: "dot_general requires lhs batch dimensions to be disjoint from contracting
+    // dimensions".
+    t.err(
+        "batch is contracting",
+        d,
+        vec![a(F32, &[3, 3]), a(F32, &[3, 3])],
+        ps([("dimension_numbers", dn(&[0], &[0], &[0], &[1]))]),
+        Variant::BadParam,
+        &["param 'dimension_numbers'", "axis 0 appears twice"],
+    );
+    t.err(
+        "contracting twice",
+        d,
+        vec![a(F32, &[3, 3]), a(F32, &[3, 3])],
+        ps([("dimension_numbers", dn(&[0, 0], &[0, 1], &[], &[]))]),
+        Variant::BadParam,
+        &["axis 0 appears twice"],
+    );
+    t.err(
+        "lhs axis out of range",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        ps([("dimension_numbers", dn(&[2], &[0], &[], &[]))]),
+        Variant::BadParam,
+        &["dimension_numbers", "axis 2 is out of range for rank 2"],
+    );
+    t.err(
+        "rhs axis out of range",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3])],
+        ps([("dimension_numbers", dn(&[1], &[1], &[], &[]))]),
+        Variant::BadParam,
+        &["axis 1 is out of range for rank 1"],
+    );
+    t.err(
+        "contracting counts",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        ps([("dimension_numbers", dn(&[1], &[], &[], &[]))]),
+        Variant::BadParam,
+        &[
+            "dimension_numbers",
+            "(([1], []), ([], []))",
+            "differ in length",
+        ],
+    );
+    t.err(
+        "batch counts",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[2, 3])],
+        ps([("dimension_numbers", dn(&[], &[], &[0], &[]))]),
+        Variant::BadParam,
+        &["differ in length"],
+    );
+    t.err(
+        "no dimension_numbers",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        no_params(),
+        Variant::MissingParam,
+        &["missing param 'dimension_numbers'"],
+    );
+    t.err(
+        "dimension_numbers as ints",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        ps([("dimension_numbers", ints(&[1, 0]))]),
+        Variant::ParamKind,
+        &["param 'dimension_numbers' must be a dimension numbers, got a tuple of ints"],
+    );
+    t.err(
+        "preferred as str",
+        d,
+        vec![a(F32, &[2, 3]), a(F32, &[3, 4])],
+        ps([
+            ("dimension_numbers", dn(&[1], &[0], &[], &[])),
+            ("preferred_element_type", Param::Str("float32".into())),
+        ]),
+        Variant::ParamKind,
+        &["preferred_element_type", "dtype or None"],
+    );
+    t.err(
+        "one operand",
+        d,
+        vec![a(F32, &[2])],
+        mm(),
+        Variant::Arity,
+        &["takes 2"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// iota.
+
+fn iota_cases(t: &mut Table) {
+    let io = |d: DType, shape: &[i64], dim: i64| {
+        ps([
+            ("dtype", Param::DType(d)),
+            ("shape", ints(shape)),
+            ("dimension", Param::Int(dim)),
+            ("sharding", Param::None),
+        ])
+    };
+    let i = Builtin::Iota;
+    t.ok(
+        "i32 [3,4] dim 1",
+        i,
+        vec![],
+        io(I32, &[3, 4], 1),
+        vec![a(I32, &[3, 4])],
+    );
+    t.ok("f32 [5]", i, vec![], io(F32, &[5], 0), vec![a(F32, &[5])]);
+    t.ok(
+        "u8 empty",
+        i,
+        vec![],
+        io(U8, &[0, 2], 0),
+        vec![a(U8, &[0, 2])],
+    );
+    // JAX: "iota does not accept dtype bool".
+    t.err(
+        "bool",
+        i,
+        vec![],
+        io(BOOL, &[3], 0),
+        Variant::BadParam,
+        &["param 'dtype'", "numeric dtype, got bool"],
+    );
+    // JAX: "iota dimension must be between 0 and len(shape)".
+    t.err(
+        "dimension 2 of rank 2",
+        i,
+        vec![],
+        io(I32, &[3, 4], 2),
+        Variant::BadParam,
+        &["param 'dimension'", "2 is out of range for shape [3,4]"],
+    );
+    t.err(
+        "negative dimension",
+        i,
+        vec![],
+        io(I32, &[3], -1),
+        Variant::BadParam,
+        &["-1 is out of range"],
+    );
+    t.err(
+        "rank 0",
+        i,
+        vec![],
+        io(I32, &[], 0),
+        Variant::BadParam,
+        &["0 is out of range for shape []"],
+    );
+    t.err(
+        "overflowing shape",
+        i,
+        vec![],
+        io(I32, &[1 << 40, 1 << 40], 0),
+        Variant::Shape,
+        &["output shape: the element count overflows i64"],
+    );
+    t.err(
+        "negative shape",
+        i,
+        vec![],
+        io(I32, &[-4], 0),
+        Variant::Shape,
+        &["dimension 0 is negative (-4)"],
+    );
+    t.err(
+        "an operand",
+        i,
+        vec![a(I32, &[])],
+        io(I32, &[3], 0),
+        Variant::Arity,
+        &["takes 0 operands but was given 1"],
+    );
+    t.err(
+        "no shape",
+        i,
+        vec![],
+        ps([("dtype", Param::DType(I32)), ("dimension", Param::Int(0))]),
+        Variant::MissingParam,
+        &["missing param 'shape'"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Higher-order primitives.
+
+fn f32_lit(b: &mut JaxprBuilder, x: f64) -> Atom {
+    lit(b, LitValue::Float(x), F32)
+}
+
+fn jit_cases(t: &mut Table) {
+    let j = Builtin::Jit;
+    let sin3 = closed(&[a(F32, &[3])], |b, x| vec![app1(b, Builtin::Sin, &[x[0]])]);
+    let jp = |cj: &ClosedJaxpr| ps([("jaxpr", Param::Jaxpr(cj.clone()))]);
+    t.ok("sin", j, vec![a(F32, &[3])], jp(&sin3), vec![a(F32, &[3])]);
+    t.ok(
+        "named",
+        j,
+        vec![a(F32, &[3])],
+        ps([
+            ("jaxpr", Param::Jaxpr(sin3.clone())),
+            ("name", Param::Str("f".into())),
+        ]),
+        vec![a(F32, &[3])],
+    );
+    // The outputs are the jaxpr's, weak types included (JAX: `~float64[]` out of a
+    // `jit` of `y + 1`).
+    let ident_weak = closed(&[w(a(F32, &[]))], |_, x| vec![x[0], x[0]]);
+    t.ok(
+        "weak outputs",
+        j,
+        vec![a(F32, &[])],
+        jp(&ident_weak),
+        vec![w(a(F32, &[])), w(a(F32, &[]))],
+    );
+    let konst = closed(&[], |b, _| vec![f32_lit(b, 1.0)]);
+    t.ok("no operands", j, vec![], jp(&konst), vec![a(F32, &[])]);
+    let nothing = closed(&[a(I32, &[2])], |_, _| vec![]);
+    t.ok("no outputs", j, vec![a(I32, &[2])], jp(&nothing), vec![]);
+    t.err(
+        "operand type",
+        j,
+        vec![a(I32, &[3])],
+        jp(&sin3),
+        Variant::SubJaxpr,
+        &["operand types (i32[3]) differ from the jaxpr's input types (f32[3])"],
+    );
+    t.err(
+        "operand count",
+        j,
+        vec![a(F32, &[3]), a(F32, &[3])],
+        jp(&sin3),
+        Variant::SubJaxpr,
+        &["(f32[3], f32[3])", "(f32[3])"],
+    );
+    t.err(
+        "operand shape",
+        j,
+        vec![a(F32, &[4])],
+        jp(&sin3),
+        Variant::SubJaxpr,
+        &["(f32[4])"],
+    );
+    t.err(
+        "no jaxpr",
+        j,
+        vec![a(F32, &[3])],
+        ps([("name", Param::Str("f".into()))]),
+        Variant::MissingParam,
+        &["missing param 'jaxpr'"],
+    );
+    t.err(
+        "jaxpr as a tuple",
+        j,
+        vec![a(F32, &[3])],
+        ps([("jaxpr", Param::Jaxprs(Arc::new(vec![sin3.clone()])))]),
+        Variant::ParamKind,
+        &["param 'jaxpr' must be a jaxpr, got a tuple of jaxprs"],
+    );
+    t.err(
+        "name as int",
+        j,
+        vec![a(F32, &[3])],
+        ps([("jaxpr", Param::Jaxpr(sin3)), ("name", Param::Int(1))]),
+        Variant::ParamKind,
+        &["param 'name' must be a str"],
+    );
+}
+
+fn cond_cases(t: &mut Table) {
+    let c = Builtin::Cond;
+    let add1 = closed(&[a(F32, &[3])], |b, x| {
+        let one = f32_lit(b, 1.0);
+        vec![app1(b, Builtin::Add, &[x[0], one])]
+    });
+    let mul2 = closed(&[a(F32, &[3])], |b, x| {
+        let two = f32_lit(b, 2.0);
+        vec![app1(b, Builtin::Mul, &[x[0], two])]
+    });
+    let summed = closed(&[a(F32, &[3])], |b, x| {
+        app(b, Builtin::ReduceSum, &[x[0]], ps([("axes", ints(&[0]))]))
+    });
+    let two_ins = closed(&[a(F32, &[3]), a(F32, &[3])], |_, x| vec![x[0]]);
+    let brs = |bs: &[&ClosedJaxpr]| {
+        ps([(
+            "branches",
+            Param::Jaxprs(Arc::new(bs.iter().map(|b| (*b).clone()).collect())),
+        )])
+    };
+    t.ok(
+        "two branches",
+        c,
+        vec![a(I32, &[]), a(F32, &[3])],
+        brs(&[&add1, &mul2]),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "one branch",
+        c,
+        vec![a(I32, &[]), a(F32, &[3])],
+        brs(&[&mul2]),
+        vec![a(F32, &[3])],
+    );
+    let k1 = closed(&[], |b, _| vec![f32_lit(b, 1.0)]);
+    let k2 = closed(&[], |b, _| vec![f32_lit(b, 2.0)]);
+    t.ok(
+        "no operands",
+        c,
+        vec![a(I32, &[])],
+        brs(&[&k1, &k2, &k1]),
+        vec![a(F32, &[])],
+    );
+    // JAX's cond typecheck: "cond called with index of type bool instead of int32"
+    // (`lax.cond` converts a bool predicate to i32 first).
+    t.err(
+        "bool index",
+        c,
+        vec![a(BOOL, &[]), a(F32, &[3])],
+        brs(&[&add1, &mul2]),
+        Variant::Operands,
+        &["branch index must be an i32 scalar, got bool[]"],
+    );
+    t.err(
+        "i64 index",
+        c,
+        vec![a(I64, &[]), a(F32, &[3])],
+        brs(&[&add1, &mul2]),
+        Variant::Operands,
+        &["got i64[]"],
+    );
+    t.err(
+        "index array",
+        c,
+        vec![a(I32, &[2]), a(F32, &[3])],
+        brs(&[&add1, &mul2]),
+        Variant::Operands,
+        &["got i32[2]"],
+    );
+    // JAX: "cond requires at least one branch function".
+    t.err(
+        "no branches",
+        c,
+        vec![a(I32, &[]), a(F32, &[3])],
+        brs(&[]),
+        Variant::BadParam,
+        &["param 'branches'", "at least one branch"],
+    );
+    t.err(
+        "operand type",
+        c,
+        vec![a(I32, &[]), a(F32, &[4])],
+        brs(&[&add1, &mul2]),
+        Variant::SubJaxpr,
+        &["branches: branch 0 takes (f32[3]) differ from (f32[4])"],
+    );
+    t.err(
+        "branch input counts",
+        c,
+        vec![a(I32, &[]), a(F32, &[3])],
+        brs(&[&add1, &two_ins]),
+        Variant::SubJaxpr,
+        &["branch 1 takes (f32[3], f32[3])"],
+    );
+    t.err(
+        "branch outputs",
+        c,
+        vec![a(I32, &[]), a(F32, &[3])],
+        brs(&[&add1, &summed]),
+        Variant::SubJaxpr,
+        &["branch 1 returns (f32[]) differ from (f32[3])"],
+    );
+    t.err(
+        "no index",
+        c,
+        vec![],
+        brs(&[&k1]),
+        Variant::Arity,
+        &["at least 1", "given 0"],
+    );
+    t.err(
+        "branches as one jaxpr",
+        c,
+        vec![a(I32, &[])],
+        ps([("branches", Param::Jaxpr(k1))]),
+        Variant::ParamKind,
+        &["param 'branches' must be a tuple of jaxprs, got a jaxpr"],
+    );
+}
+
+fn while_params(cond: &ClosedJaxpr, body: &ClosedJaxpr, cn: i64, bn: i64) -> Params {
+    ps([
+        ("cond_jaxpr", Param::Jaxpr(cond.clone())),
+        ("body_jaxpr", Param::Jaxpr(body.clone())),
+        ("cond_nconsts", Param::Int(cn)),
+        ("body_nconsts", Param::Int(bn)),
+    ])
+}
+
+fn while_cases(t: &mut Table) {
+    let wl = Builtin::While;
+    let carry = || vec![a(I32, &[]), a(F32, &[3])];
+    let cond = closed(&carry(), |b, x| {
+        let ten = lit(b, LitValue::Int(10), I32);
+        vec![app1(b, Builtin::Lt, &[x[0], ten])]
+    });
+    let body = closed(&carry(), |b, x| {
+        let one = lit(b, LitValue::Int(1), I32);
+        vec![
+            app1(b, Builtin::Add, &[x[0], one]),
+            app1(b, Builtin::Sin, &[x[1]]),
+        ]
+    });
+    t.ok(
+        "counter",
+        wl,
+        carry(),
+        while_params(&cond, &body, 0, 0),
+        carry(),
+    );
+
+    // With constants: cond takes (n, i, x), body takes (k, i, x).
+    let cond_c = closed(&[a(I32, &[]), a(I32, &[]), a(F32, &[3])], |b, x| {
+        vec![app1(b, Builtin::Lt, &[x[1], x[0]])]
+    });
+    let body_c = closed(&[a(F32, &[3]), a(I32, &[]), a(F32, &[3])], |b, x| {
+        let one = lit(b, LitValue::Int(1), I32);
+        vec![
+            app1(b, Builtin::Add, &[x[1], one]),
+            app1(b, Builtin::Mul, &[x[2], x[0]]),
+        ]
+    });
+    t.ok(
+        "with consts",
+        wl,
+        vec![a(I32, &[]), a(F32, &[3]), a(I32, &[]), a(F32, &[3])],
+        while_params(&cond_c, &body_c, 1, 1),
+        carry(),
+    );
+    // JAX returns the body's output types: a weakly typed body output gives a weakly
+    // typed result (JAX: `[True]` for `while_loop(c < 10.0, c + 1.0, 1.0)`).
+    let cond_s = closed(&[a(F32, &[])], |b, x| {
+        let one = f32_lit(b, 1.0);
+        vec![app1(b, Builtin::Lt, &[x[0], one])]
+    });
+    let body_w = closed(&[w(a(F32, &[]))], |_, x| vec![x[0]]);
+    t.ok(
+        "weak body output",
+        wl,
+        vec![a(F32, &[])],
+        while_params(&cond_s, &body_w, 0, 0),
+        vec![w(a(F32, &[]))],
+    );
+
+    let cond_i32 = closed(&carry(), |_, x| vec![x[0]]);
+    t.err(
+        "cond returns i32",
+        wl,
+        carry(),
+        while_params(&cond_i32, &body, 0, 0),
+        Variant::SubJaxpr,
+        &["cond_jaxpr must return one bool[] but returns (i32[])"],
+    );
+    let cond_vec = closed(&carry(), |b, x| vec![app1(b, Builtin::Gt, &[x[1], x[1]])]);
+    t.err(
+        "cond returns bool[3]",
+        wl,
+        carry(),
+        while_params(&cond_vec, &body, 0, 0),
+        Variant::SubJaxpr,
+        &["returns (bool[3])"],
+    );
+    let cond_two = closed(&carry(), |b, x| {
+        let ten = lit(b, LitValue::Int(10), I32);
+        let l = app1(b, Builtin::Lt, &[x[0], ten]);
+        vec![l, l]
+    });
+    t.err(
+        "cond returns two",
+        wl,
+        carry(),
+        while_params(&cond_two, &body, 0, 0),
+        Variant::SubJaxpr,
+        &["returns (bool[], bool[])"],
+    );
+    let body_bad = closed(&carry(), |b, x| {
+        vec![
+            x[0],
+            app(b, Builtin::ReduceSum, &[x[1]], ps([("axes", ints(&[0]))]))[0],
+        ]
+    });
+    t.err(
+        "body output differs from carry",
+        wl,
+        carry(),
+        while_params(&cond, &body_bad, 0, 0),
+        Variant::SubJaxpr,
+        &["body_jaxpr: outputs (i32[], f32[]) differ from (i32[], f32[3])"],
+    );
+    t.err(
+        "operands differ from cond inputs",
+        wl,
+        vec![a(I32, &[]), a(F32, &[4])],
+        while_params(&cond, &body, 0, 0),
+        Variant::SubJaxpr,
+        &["cond_jaxpr: inputs (i32[], f32[3]) differ from (i32[], f32[4])"],
+    );
+    t.err(
+        "body consts differ",
+        wl,
+        vec![a(I32, &[]), a(I32, &[]), a(I32, &[]), a(F32, &[3])],
+        while_params(&cond_c, &body_c, 1, 1),
+        Variant::SubJaxpr,
+        &["body_jaxpr: inputs (f32[3], i32[], f32[3]) differ from (i32[], i32[], f32[3])"],
+    );
+    t.err(
+        "cond_nconsts too big",
+        wl,
+        carry(),
+        while_params(&cond, &body, 3, 0),
+        Variant::BadParam,
+        &["param 'cond_nconsts'", "3 is out of range (0..=2)"],
+    );
+    t.err(
+        "body_nconsts too big",
+        wl,
+        carry(),
+        while_params(&cond, &body, 1, 2),
+        Variant::BadParam,
+        &["param 'body_nconsts'", "2 is out of range (0..=1)"],
+    );
+    t.err(
+        "negative body_nconsts",
+        wl,
+        carry(),
+        while_params(&cond, &body, 0, -1),
+        Variant::BadParam,
+        &["param 'body_nconsts'", "-1 is out of range"],
+    );
+    t.err(
+        "no cond_nconsts",
+        wl,
+        carry(),
+        ps([
+            ("cond_jaxpr", Param::Jaxpr(cond.clone())),
+            ("body_jaxpr", Param::Jaxpr(body.clone())),
+            ("body_nconsts", Param::Int(0)),
+        ]),
+        Variant::MissingParam,
+        &["missing param 'cond_nconsts'"],
+    );
+    t.err(
+        "cond_jaxpr as bool",
+        wl,
+        carry(),
+        ps([
+            ("cond_jaxpr", Param::Bool(true)),
+            ("body_jaxpr", Param::Jaxpr(body)),
+            ("cond_nconsts", Param::Int(0)),
+            ("body_nconsts", Param::Int(0)),
+        ]),
+        Variant::ParamKind,
+        &["param 'cond_jaxpr' must be a jaxpr, got a bool"],
+    );
+}
+
+fn scan_params(body: &ClosedJaxpr, length: i64, consts: i64, carry: i64) -> Params {
+    ps([
+        ("jaxpr", Param::Jaxpr(body.clone())),
+        ("length", Param::Int(length)),
+        ("reverse", Param::Bool(false)),
+        ("num_consts", Param::Int(consts)),
+        ("num_carry", Param::Int(carry)),
+    ])
+}
+
+fn scan_cases(t: &mut Table) {
+    let sc = Builtin::Scan;
+    // (c, x) -> (c + x, c * x)
+    let body = closed(&[a(F32, &[]), a(F32, &[])], |b, x| {
+        vec![
+            app1(b, Builtin::Add, &[x[0], x[1]]),
+            app1(b, Builtin::Mul, &[x[0], x[1]]),
+        ]
+    });
+    // JAX: `d:f32[] e:f32[4] = scan[... length=4 num_carry=1 num_consts=0 ...] c b`.
+    t.ok(
+        "cumulative",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body, 4, 0, 1),
+        vec![a(F32, &[]), a(F32, &[4])],
+    );
+    t.ok(
+        "optional params",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body, 4, 0, 1)
+            .with("linear", Param::Bools(Arc::from(vec![false, false])))
+            .with("unroll", Param::Int(1))
+            .with("_split_transpose", Param::Bool(false)),
+        vec![a(F32, &[]), a(F32, &[4])],
+    );
+    t.ok(
+        "unroll as bool",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body, 4, 0, 1).with("unroll", Param::Bool(true)),
+        vec![a(F32, &[]), a(F32, &[4])],
+    );
+    t.ok(
+        "length 0",
+        sc,
+        vec![a(F32, &[]), a(F32, &[0])],
+        scan_params(&body, 0, 0, 1),
+        vec![a(F32, &[]), a(F32, &[0])],
+    );
+    // (k, c, x: f32[2]) -> (c + sum(x * k), x * k)
+    let body_k = closed(&[a(F32, &[]), a(F32, &[]), a(F32, &[2])], |b, x| {
+        let xk = app1(b, Builtin::Mul, &[x[2], x[0]]);
+        let s = app(b, Builtin::ReduceSum, &[xk], ps([("axes", ints(&[0]))]))[0];
+        vec![app1(b, Builtin::Add, &[x[1], s]), xk]
+    });
+    t.ok(
+        "consts and 2d xs",
+        sc,
+        vec![a(F32, &[]), a(F32, &[]), a(F32, &[5, 2])],
+        scan_params(&body_k, 5, 1, 1),
+        vec![a(F32, &[]), a(F32, &[5, 2])],
+    );
+    let only_carry = closed(&[a(F32, &[3])], |b, x| vec![app1(b, Builtin::Sin, &[x[0]])]);
+    t.ok(
+        "carry only",
+        sc,
+        vec![a(F32, &[3])],
+        scan_params(&only_carry, 7, 0, 1),
+        vec![a(F32, &[3])],
+    );
+    let only_xs = closed(&[a(I32, &[])], |_, x| vec![x[0]]);
+    t.ok(
+        "xs only",
+        sc,
+        vec![a(I32, &[6])],
+        scan_params(&only_xs, 6, 0, 0),
+        vec![a(I32, &[6])],
+    );
+    // JAX: the body's carry output types and stacked ys keep their weak types
+    // (`~float32[]`, `~float32[4]`).
+    let body_w = closed(&[w(a(F32, &[])), w(a(F32, &[]))], |_, x| vec![x[0], x[1]]);
+    t.ok(
+        "weak",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body_w, 4, 0, 1),
+        vec![w(a(F32, &[])), w(a(F32, &[4]))],
+    );
+    t.err(
+        "xs length",
+        sc,
+        vec![a(F32, &[]), a(F32, &[3])],
+        scan_params(&body, 4, 0, 1),
+        Variant::Operands,
+        &["scanned operand 1 (f32[3]) must have leading dimension 4"],
+    );
+    t.err(
+        "scalar xs",
+        sc,
+        vec![a(F32, &[]), a(F32, &[])],
+        scan_params(&body, 4, 0, 1),
+        Variant::Operands,
+        &["scanned operand 1 (f32[])"],
+    );
+    t.err(
+        "carry type",
+        sc,
+        vec![a(I32, &[]), a(F32, &[4])],
+        scan_params(&body, 4, 0, 1),
+        Variant::SubJaxpr,
+        &["jaxpr: inputs (f32[], f32[]) differ from (i32[], f32[])"],
+    );
+    t.err(
+        "xs element type",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4, 2])],
+        scan_params(&body, 4, 0, 1),
+        Variant::SubJaxpr,
+        &["differ from (f32[], f32[2])"],
+    );
+    let body_bad_carry = closed(&[a(F32, &[]), a(F32, &[])], |b, x| {
+        let c = app(
+            b,
+            Builtin::ConvertElementType,
+            &[x[0]],
+            ps([("new_dtype", Param::DType(I32))]),
+        )[0];
+        vec![c, x[1]]
+    });
+    t.err(
+        "carry output type",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body_bad_carry, 4, 0, 1),
+        Variant::SubJaxpr,
+        &["jaxpr: carry outputs (i32[]) differ from (f32[])"],
+    );
+    t.err(
+        "too few outputs",
+        sc,
+        vec![a(F32, &[]), a(I32, &[]), a(F32, &[4])],
+        scan_params(&only_xs, 4, 0, 2),
+        Variant::SubJaxpr,
+        &["jaxpr: inputs (i32[]) differ from (f32[], i32[], f32[])"],
+    );
+    t.err(
+        "linear length",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body, 4, 0, 1).with("linear", Param::Bools(Arc::from(vec![false]))),
+        Variant::BadParam,
+        &["param 'linear'", "has 1 entries for 2 operands"],
+    );
+    t.err(
+        "linear empty",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body, 4, 0, 1).with("linear", Param::ints(&[])),
+        Variant::BadParam,
+        &["param 'linear'", "has 0 entries for 2 operands"],
+    );
+    t.err(
+        "negative length",
+        sc,
+        vec![a(F32, &[])],
+        scan_params(&only_carry, -1, 0, 1),
+        Variant::BadParam,
+        &["param 'length'", "-1 is negative"],
+    );
+    t.err(
+        "num_carry too big",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body, 4, 0, 3),
+        Variant::BadParam,
+        &["param 'num_carry'", "3 is out of range (0..=2)"],
+    );
+    t.err(
+        "num_consts too big",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body, 4, 5, 0),
+        Variant::BadParam,
+        &["param 'num_consts'", "5 is out of range"],
+    );
+    t.err(
+        "no reverse",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        ps([
+            ("jaxpr", Param::Jaxpr(body.clone())),
+            ("length", Param::Int(4)),
+            ("num_consts", Param::Int(0)),
+            ("num_carry", Param::Int(1)),
+        ]),
+        Variant::MissingParam,
+        &["missing param 'reverse'"],
+    );
+    t.err(
+        "unroll as str",
+        sc,
+        vec![a(F32, &[]), a(F32, &[4])],
+        scan_params(&body, 4, 0, 1).with("unroll", Param::Str("1".into())),
+        Variant::ParamKind,
+        &["param 'unroll' must be a int or bool, got a str"],
+    );
+    // ys stacked `length` times can overflow: a body returning a const of 2^40 elements.
+    let big = closed(&[a(U8, &[1 << 40]), a(F32, &[])], |_, x| vec![x[1], x[0]]);
+    t.err(
+        "overflowing ys",
+        sc,
+        vec![a(U8, &[1 << 40]), a(F32, &[])],
+        scan_params(&big, 1 << 40, 1, 1),
+        Variant::Shape,
+        &["overflows i64"],
+    );
+}
+
+fn higher_order_cases(t: &mut Table) {
+    jit_cases(t);
+    cond_cases(t);
+    while_cases(t);
+    scan_cases(t);
+}
+
+// ---------------------------------------------------------------------------------------
+// The tests.
+
+const FAMILIES: [fn(&mut Table); 9] = [
+    unary_cases,
+    binary_cases,
+    select_clamp_convert_cases,
+    reduction_cases,
+    shape_cases,
+    dynamic_cases,
+    dot_cases,
+    iota_cases,
+    higher_order_cases,
+];
+
+#[test]
+fn every_builtin_has_accepting_and_rejecting_cases() {
+    let mut counts: HashMap<Builtin, (usize, usize)> = HashMap::new();
+    for fill in FAMILIES {
+        for c in table(fill) {
+            let e = counts.entry(c.prim).or_default();
+            match c.expect {
+                Expect::Accept(_) => e.0 += 1,
+                Expect::Reject(..) => e.1 += 1,
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for &p in Builtin::ALL {
+        let (ok, err) = counts.get(&p).copied().unwrap_or_default();
+        if ok == 0 || err == 0 {
+            missing.push(format!("{} ({ok} accepting, {err} rejecting)", p.name()));
+        }
+    }
+    assert!(missing.is_empty(), "uncovered: {}", missing.join(", "));
+    assert_eq!(counts.len(), Builtin::ALL.len());
+}
+
+#[test]
+fn unary_rules() {
+    run(&table(unary_cases));
+}
+
+#[test]
+fn binary_rules() {
+    run(&table(binary_cases));
+}
+
+#[test]
+fn select_clamp_convert_rules() {
+    run(&table(select_clamp_convert_cases));
+}
+
+#[test]
+fn reduction_rules() {
+    run(&table(reduction_cases));
+}
+
+#[test]
+fn shape_rules() {
+    run(&table(shape_cases));
+}
+
+#[test]
+fn dynamic_slice_rules() {
+    run(&table(dynamic_cases));
+}
+
+#[test]
+fn dot_general_rules() {
+    run(&table(dot_cases));
+}
+
+#[test]
+fn iota_rules() {
+    run(&table(iota_cases));
+}
+
+#[test]
+fn higher_order_rules() {
+    run(&table(higher_order_cases));
+}
+
+// ---------------------------------------------------------------------------------------
+// Error fields, matched directly.
+
+#[test]
+fn dtype_errors_name_the_operand_and_its_dtype() {
+    let e = Builtin::Sin
+        .abstract_eval(&[a(I32, &[3])], &no_params())
+        .unwrap_err();
+    match &e {
+        RuleError::DType {
+            operand,
+            got,
+            expected,
+        } => {
+            assert_eq!((*operand, *got), (0, I32));
+            assert_eq!(expected, "a float dtype");
+        }
+        other => panic!("not a dtype error: {other:?}"),
+    }
+    assert_eq!(
+        e.to_string(),
+        "operand 0 has dtype i32; expected a float dtype"
+    );
+
+    let e = Builtin::Pow
+        .abstract_eval(&[a(F32, &[]), a(BOOL, &[])], &no_params())
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RuleError::DType {
+                operand: 1,
+                got: DType::Bool,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn arity_errors_say_what_the_primitive_takes() {
+    let e = Builtin::Add
+        .abstract_eval(&[a(F32, &[])], &no_params())
+        .unwrap_err();
+    assert_eq!(
+        e,
+        RuleError::Arity {
+            expected: "2".into(),
+            got: 1
+        }
+    );
+    assert_eq!(e.to_string(), "takes 2 operands but was given 1");
+    let e = Builtin::SelectN
+        .abstract_eval(&[], &no_params())
+        .unwrap_err();
+    assert_eq!(
+        e,
+        RuleError::Arity {
+            expected: "at least 2".into(),
+            got: 0
+        }
+    );
+}
+
+#[test]
+fn shape_overflow_is_a_shape_error() {
+    let e = Builtin::BroadcastInDim
+        .abstract_eval(
+            &[a(F32, &[])],
+            &ps([
+                ("shape", ints(&[1 << 40, 1 << 40])),
+                ("broadcast_dimensions", ints(&[])),
+            ]),
+        )
+        .unwrap_err();
+    assert_eq!(e, RuleError::Shape(ShapeError::Overflow));
+    assert_eq!(
+        e.to_string(),
+        "output shape: the element count overflows i64"
+    );
+
+    let e = Builtin::Iota
+        .abstract_eval(
+            &[],
+            &ps([
+                ("dtype", Param::DType(I32)),
+                ("shape", ints(&[1 << 32, 1 << 32])),
+                ("dimension", Param::Int(0)),
+            ]),
+        )
+        .unwrap_err();
+    assert_eq!(e, RuleError::Shape(ShapeError::Overflow));
+
+    let e = Builtin::Reshape
+        .abstract_eval(&[a(F32, &[6])], &ps([("new_sizes", ints(&[3, -2]))]))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        RuleError::Shape(ShapeError::NegativeDim { axis: 1, size: -2 })
+    );
+
+    // A zero dimension keeps the element count at 0 whatever the others are.
+    let outs = Builtin::BroadcastInDim
+        .abstract_eval(
+            &[a(F32, &[])],
+            &ps([
+                ("shape", ints(&[0, 1 << 40, 1 << 40])),
+                ("broadcast_dimensions", ints(&[])),
+            ]),
+        )
+        .unwrap();
+    assert_eq!(outs, vec![a(F32, &[0, 1 << 40, 1 << 40])]);
+}
+
+// ---------------------------------------------------------------------------------------
+// The params schema, over the whole catalogue.
+
+/// A value of a kind other than `kind`.
+fn wrong_value(kind: ParamKind) -> Param {
+    match kind {
+        ParamKind::Int | ParamKind::IntOrBool => Param::Str("x".into()),
+        _ => Param::Int(7),
+    }
+}
+
+#[test]
+fn missing_required_params_are_reported_by_name() {
+    for &p in Builtin::ALL {
+        let Some(first) = p.param_specs().iter().find(|s| s.required) else {
+            continue;
+        };
+        let e = p.abstract_eval(&[], &no_params()).unwrap_err();
+        match &e {
+            RuleError::MissingParam { name } => assert_eq!(*name, first.name, "{}", p.name()),
+            other => panic!("{}: {other:?} is not MissingParam", p.name()),
+        }
+        assert_eq!(e.to_string(), format!("missing param '{}'", first.name));
+    }
+}
+
+#[test]
+fn unknown_params_are_rejected_everywhere() {
+    for &p in Builtin::ALL {
+        let e = p
+            .abstract_eval(&[], &ps([("bogus_param", Param::None)]))
+            .unwrap_err();
+        match &e {
+            RuleError::UnknownParam { name } => assert_eq!(name, "bogus_param"),
+            other => panic!("{}: {other:?} is not UnknownParam", p.name()),
+        }
+        assert_eq!(e.to_string(), "unknown param 'bogus_param'");
+    }
+}
+
+#[test]
+fn params_of_the_wrong_kind_are_rejected_everywhere() {
+    let mut checked = 0;
+    for &p in Builtin::ALL {
+        for spec in p.param_specs() {
+            let value = wrong_value(spec.kind);
+            let got = value.kind_name();
+            let e = p.abstract_eval(&[], &ps([(spec.name, value)])).unwrap_err();
+            match &e {
+                RuleError::ParamKind {
+                    name,
+                    expected,
+                    got: g,
+                } => {
+                    assert_eq!(name, spec.name);
+                    assert_eq!(*expected, spec.kind);
+                    assert_eq!(*g, got);
+                }
+                other => panic!("{} {}: {other:?} is not ParamKind", p.name(), spec.name),
+            }
+            assert_eq!(
+                e.to_string(),
+                format!("param '{}' must be a {}, got a {got}", spec.name, spec.kind)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "only {checked} params in the catalogue?");
+}
+
+#[test]
+fn axes_given_as_an_int_is_a_param_kind_error() {
+    let e = Builtin::ReduceSum
+        .abstract_eval(&[a(F32, &[3])], &ps([("axes", Param::Int(0))]))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        RuleError::ParamKind {
+            name: "axes".into(),
+            expected: ParamKind::Ints,
+            got: "int"
+        }
+    );
+}
+
+#[test]
+fn empty_tuples_fit_either_tuple_kind() {
+    // `()` reads the same whether the schema wants ints or bools.
+    let outs = Builtin::ReduceSum
+        .abstract_eval(
+            &[a(F32, &[3])],
+            &ps([("axes", Param::Bools(Arc::from(vec![])))]),
+        )
+        .unwrap();
+    assert_eq!(outs, vec![a(F32, &[3])]);
+    let body = closed(&[a(F32, &[])], |_, x| vec![x[0]]);
+    let outs = Builtin::Scan
+        .abstract_eval(
+            &[],
+            &scan_params(&body, 3, 0, 0).with("linear", Param::ints(&[])),
+        )
+        .unwrap_err();
+    // No operands but a body taking one: the schema accepted `linear=()`.
+    assert!(matches!(outs, RuleError::SubJaxpr { .. }), "{outs:?}");
+}
