@@ -1,0 +1,2787 @@
+//! Tests of the reference evaluator (`ferrax_ir::eval`).
+//!
+//! Expected values are derived in the tests themselves, with plain Rust arithmetic or
+//! known identities; one table (float conversions) was generated once with JAX, and the
+//! script is in a comment next to it. `every_builtin_has_a_case` fails if a primitive of
+//! `Builtin::ALL` has no entry in `CASES`.
+
+use ferrax_ir::eval::{
+    allclose, check_close, eval_closed_jaxpr, eval_jaxpr, eval_jaxpr_with, ArrayError, EvalError,
+    EvalOptions, HostArray, HostData,
+};
+use ferrax_ir::{
+    AbstractValue, Atom, Builtin, ClosedJaxpr, Const, DType, DotDimensionNumbers,
+    ExtensionPrimitive, Jaxpr, JaxprBuilder, LitValue, Literal, Param, Params, Primitive, Shape,
+};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use DType::{Bool, BF16, F16, F32, F64, I16, I32, I64, I8, U32, U64, U8};
+
+// ----- Helpers -----
+
+fn sh(dims: &[i64]) -> Shape {
+    Shape::new(dims).unwrap()
+}
+
+fn av(dtype: DType, dims: &[i64]) -> AbstractValue {
+    AbstractValue::new(sh(dims), dtype)
+}
+
+fn fa(dtype: DType, dims: &[i64], data: &[f64]) -> HostArray {
+    HostArray::from_f64(sh(dims), dtype, data.to_vec()).unwrap()
+}
+
+fn ia(dtype: DType, dims: &[i64], data: &[i64]) -> HostArray {
+    HostArray::from_i64(sh(dims), dtype, data.to_vec()).unwrap()
+}
+
+fn ba(dims: &[i64], data: &[bool]) -> HostArray {
+    HostArray::from_bool(sh(dims), data.to_vec()).unwrap()
+}
+
+fn params(pairs: Vec<(&str, Param)>) -> Params {
+    Params::new(pairs)
+}
+
+fn none() -> Params {
+    Params::empty()
+}
+
+fn ints(v: &[i64]) -> Param {
+    Param::ints(v)
+}
+
+fn closed(j: Jaxpr) -> ClosedJaxpr {
+    ClosedJaxpr::new(Arc::new(j), vec![]).unwrap()
+}
+
+fn lit(b: &mut JaxprBuilder, value: LitValue, dtype: DType) -> Atom {
+    b.literal(Literal {
+        value,
+        dtype,
+        weak_type: false,
+    })
+}
+
+fn invar(b: &mut JaxprBuilder, aval: AbstractValue) -> Atom {
+    Atom::Var(b.add_invar(aval))
+}
+
+/// Adds an equation and returns its outputs as atoms.
+fn eqn(b: &mut JaxprBuilder, prim: Builtin, ins: Vec<Atom>, p: Params) -> Vec<Atom> {
+    b.add_eqn(prim.into(), ins, p)
+        .unwrap_or_else(|e| panic!("{}: {e}", prim.name()))
+        .into_iter()
+        .map(Atom::Var)
+        .collect()
+}
+
+fn eqn1(b: &mut JaxprBuilder, prim: Builtin, ins: Vec<Atom>, p: Params) -> Atom {
+    eqn(b, prim, ins, p)[0]
+}
+
+/// The one-equation jaxpr `outs = prim[params] args`, built with the builder (so the
+/// shape rule runs), then evaluated.
+fn run(prim: Builtin, p: Params, args: &[HostArray]) -> Vec<HostArray> {
+    let mut b = JaxprBuilder::new();
+    let ins: Vec<Atom> = args.iter().map(|a| invar(&mut b, a.aval())).collect();
+    let outs = eqn(&mut b, prim, ins, p);
+    let j = b.build(outs).unwrap();
+    eval_jaxpr(&j, &[], args).unwrap_or_else(|e| panic!("{}: {e}", prim.name()))
+}
+
+fn run1(prim: Builtin, p: Params, args: &[HostArray]) -> HostArray {
+    let mut outs = run(prim, p, args);
+    assert_eq!(outs.len(), 1);
+    outs.remove(0)
+}
+
+#[track_caller]
+fn assert_close(actual: &HostArray, expected: &HostArray, rtol: f64, atol: f64) {
+    if let Err(e) = check_close(actual, expected, rtol, atol) {
+        panic!("{e}\n  actual:   {actual:?}\n  expected: {expected:?}");
+    }
+}
+
+#[track_caller]
+fn assert_same(actual: &HostArray, expected: &HostArray) {
+    assert_close(actual, expected, 0.0, 0.0);
+}
+
+fn floats(a: &HostArray) -> Vec<f64> {
+    a.as_f64().expect("a float array").to_vec()
+}
+
+// ----- The case table -----
+
+/// One test per built-in, keyed by the primitive. Each function is also a `#[test]`.
+const CASES: &[(Builtin, fn())] = &[
+    (Builtin::Neg, case_neg),
+    (Builtin::Abs, case_abs),
+    (Builtin::Sign, case_sign),
+    (Builtin::Exp, case_exp),
+    (Builtin::Log, case_log),
+    (Builtin::Log1p, case_log1p),
+    (Builtin::Expm1, case_expm1),
+    (Builtin::Sin, case_sin),
+    (Builtin::Cos, case_cos),
+    (Builtin::Tan, case_tan),
+    (Builtin::Tanh, case_tanh),
+    (Builtin::Logistic, case_logistic),
+    (Builtin::Sqrt, case_sqrt),
+    (Builtin::Rsqrt, case_rsqrt),
+    (Builtin::Square, case_square),
+    (Builtin::Not, case_not),
+    (Builtin::IntegerPow, case_integer_pow),
+    (Builtin::Add, case_add),
+    (Builtin::Sub, case_sub),
+    (Builtin::Mul, case_mul),
+    (Builtin::Div, case_div),
+    (Builtin::Rem, case_rem),
+    (Builtin::Pow, case_pow),
+    (Builtin::Max, case_max),
+    (Builtin::Min, case_min),
+    (Builtin::And, case_and),
+    (Builtin::Or, case_or),
+    (Builtin::Eq, case_comparisons),
+    (Builtin::Ne, case_comparisons),
+    (Builtin::Lt, case_comparisons),
+    (Builtin::Le, case_comparisons),
+    (Builtin::Gt, case_comparisons),
+    (Builtin::Ge, case_comparisons),
+    (Builtin::SelectN, case_select_n),
+    (Builtin::Clamp, case_clamp),
+    (Builtin::ConvertElementType, case_convert_element_type),
+    (Builtin::ReduceSum, case_reduce_sum),
+    (Builtin::ReduceMax, case_reduce_max),
+    (Builtin::ReduceMin, case_reduce_min),
+    (Builtin::ReduceProd, case_reduce_prod),
+    (Builtin::Argmax, case_argmax),
+    (Builtin::Argmin, case_argmin),
+    (Builtin::BroadcastInDim, case_broadcast_in_dim),
+    (Builtin::Reshape, case_reshape),
+    (Builtin::Transpose, case_transpose),
+    (Builtin::Squeeze, case_squeeze),
+    (Builtin::ExpandDims, case_expand_dims),
+    (Builtin::Concatenate, case_concatenate),
+    (Builtin::Slice, case_slice),
+    (Builtin::DynamicSlice, case_dynamic_slice),
+    (Builtin::DynamicUpdateSlice, case_dynamic_update_slice),
+    (Builtin::DotGeneral, case_dot_general),
+    (Builtin::Iota, case_iota),
+    (Builtin::Copy, case_copy),
+    (Builtin::Jit, case_jit),
+    (Builtin::Cond, case_cond),
+    (Builtin::While, case_while),
+    (Builtin::Scan, case_scan),
+];
+
+#[test]
+fn every_builtin_has_a_case() {
+    let covered: HashSet<Builtin> = CASES.iter().map(|&(b, _)| b).collect();
+    let missing: Vec<&str> = Builtin::ALL
+        .iter()
+        .filter(|b| !covered.contains(b))
+        .map(|b| b.name())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "built-ins without an eval case: {missing:?}"
+    );
+}
+
+// ----- Unary -----
+
+/// Checks a float unary primitive on f64 (against the f64 reference, exactly up to
+/// rounding noise), on f32 (against the f32 reference, within a few ulps, and the result
+/// holding only f32 values), and on bf16 (within bf16 precision).
+fn check_unary_float(prim: Builtin, xs: &[f64], r64: fn(f64) -> f64, r32: fn(f32) -> f32) {
+    let n = xs.len() as i64;
+    let got = run1(prim, none(), &[fa(F64, &[n], xs)]);
+    let want: Vec<f64> = xs.iter().map(|&x| r64(x)).collect();
+    assert_close(&got, &fa(F64, &[n], &want), 1e-15, 0.0);
+
+    let x32: Vec<f64> = xs.iter().map(|&x| x as f32 as f64).collect();
+    let got = run1(prim, none(), &[fa(F32, &[n], &x32)]);
+    for &g in &floats(&got) {
+        assert!(g.is_nan() || g == (g as f32) as f64, "{g} is not an f32");
+    }
+    let want: Vec<f64> = x32.iter().map(|&x| r32(x as f32) as f64).collect();
+    assert_close(&got, &fa(F32, &[n], &want), 4e-7, 1e-37);
+
+    let xb: Vec<f64> = xs
+        .iter()
+        .map(|&x| ferrax_ir::eval::round_to_bf16(x))
+        .collect();
+    let got = run1(prim, none(), &[fa(BF16, &[n], &xb)]);
+    let want: Vec<f64> = xb.iter().map(|&x| r64(x)).collect();
+    assert_close(
+        &got,
+        &HostArray {
+            shape: sh(&[n]),
+            dtype: BF16,
+            data: HostData::Float(want),
+        },
+        4e-3,
+        1e-30,
+    );
+}
+
+#[test]
+fn case_neg() {
+    assert_same(
+        &run1(
+            Builtin::Neg,
+            none(),
+            &[fa(F32, &[3], &[1.5, -0.0, f64::INFINITY])],
+        ),
+        &fa(F32, &[3], &[-1.5, 0.0, f64::NEG_INFINITY]),
+    );
+    // i8: -(-128) wraps to -128.
+    assert_same(
+        &run1(Builtin::Neg, none(), &[ia(I8, &[3], &[-128, 5, 0])]),
+        &ia(I8, &[3], &[-128, -5, 0]),
+    );
+}
+
+#[test]
+fn case_abs() {
+    assert_same(
+        &run1(Builtin::Abs, none(), &[fa(F64, &[3], &[-2.5, 3.0, -0.0])]),
+        &fa(F64, &[3], &[2.5, 3.0, 0.0]),
+    );
+    assert_same(
+        &run1(Builtin::Abs, none(), &[ia(I8, &[3], &[-128, -7, 7])]),
+        &ia(I8, &[3], &[-128, 7, 7]),
+    );
+}
+
+#[test]
+fn case_sign() {
+    let got = run1(
+        Builtin::Sign,
+        none(),
+        &[fa(F64, &[5], &[-3.0, -0.0, 0.0, 2.0, f64::NAN])],
+    );
+    assert_same(&got, &fa(F64, &[5], &[-1.0, -0.0, 0.0, 1.0, f64::NAN]));
+    assert!(floats(&got)[1].is_sign_negative(), "sign(-0.0) is -0.0");
+    assert_same(
+        &run1(Builtin::Sign, none(), &[ia(I32, &[3], &[-5, 0, 7])]),
+        &ia(I32, &[3], &[-1, 0, 1]),
+    );
+}
+
+const XS: &[f64] = &[-2.5, -1.0, -0.25, 0.0, 0.3, 1.0, 2.0, 7.5];
+const POS: &[f64] = &[1e-3, 0.25, 1.0, 2.0, 10.0, 1e10];
+
+#[test]
+fn case_exp() {
+    check_unary_float(Builtin::Exp, XS, f64::exp, f32::exp);
+    let got = run1(
+        Builtin::Exp,
+        none(),
+        &[fa(F32, &[3], &[0.0, 100.0, -1000.0])],
+    );
+    assert_same(&got, &fa(F32, &[3], &[1.0, f64::INFINITY, 0.0]));
+}
+
+#[test]
+fn case_log() {
+    check_unary_float(Builtin::Log, POS, f64::ln, f32::ln);
+    let got = run1(Builtin::Log, none(), &[fa(F64, &[3], &[1.0, 0.0, -1.0])]);
+    assert_same(&got, &fa(F64, &[3], &[0.0, f64::NEG_INFINITY, f64::NAN]));
+}
+
+#[test]
+fn case_log1p() {
+    check_unary_float(Builtin::Log1p, POS, f64::ln_1p, f32::ln_1p);
+    // Accurate near 0, where log(1 + x) would give 0.
+    let got = run1(Builtin::Log1p, none(), &[fa(F64, &[2], &[1e-20, -1.0])]);
+    assert_same(&got, &fa(F64, &[2], &[1e-20, f64::NEG_INFINITY]));
+}
+
+#[test]
+fn case_expm1() {
+    check_unary_float(Builtin::Expm1, XS, f64::exp_m1, f32::exp_m1);
+    let got = run1(Builtin::Expm1, none(), &[fa(F64, &[1], &[1e-20])]);
+    assert_same(&got, &fa(F64, &[1], &[1e-20]));
+}
+
+#[test]
+fn case_sin() {
+    check_unary_float(Builtin::Sin, XS, f64::sin, f32::sin);
+    let got = run1(
+        Builtin::Sin,
+        none(),
+        &[fa(F64, &[2], &[std::f64::consts::FRAC_PI_2, 0.0])],
+    );
+    assert_same(&got, &fa(F64, &[2], &[1.0, 0.0]));
+}
+
+#[test]
+fn case_cos() {
+    check_unary_float(Builtin::Cos, XS, f64::cos, f32::cos);
+    let got = run1(
+        Builtin::Cos,
+        none(),
+        &[fa(F64, &[2], &[std::f64::consts::PI, 0.0])],
+    );
+    assert_same(&got, &fa(F64, &[2], &[-1.0, 1.0]));
+}
+
+#[test]
+fn case_tan() {
+    check_unary_float(Builtin::Tan, XS, f64::tan, f32::tan);
+    let got = run1(
+        Builtin::Tan,
+        none(),
+        &[fa(F64, &[1], &[std::f64::consts::FRAC_PI_4])],
+    );
+    assert_close(&got, &fa(F64, &[1], &[1.0]), 1e-15, 0.0);
+}
+
+#[test]
+fn case_tanh() {
+    check_unary_float(Builtin::Tanh, XS, f64::tanh, f32::tanh);
+    let got = run1(Builtin::Tanh, none(), &[fa(F32, &[3], &[0.0, 50.0, -50.0])]);
+    assert_same(&got, &fa(F32, &[3], &[0.0, 1.0, -1.0]));
+}
+
+#[test]
+fn case_logistic() {
+    check_unary_float(
+        Builtin::Logistic,
+        XS,
+        |x| 1.0 / (1.0 + (-x).exp()),
+        |x| 1.0 / (1.0 + (-x).exp()),
+    );
+    let got = run1(
+        Builtin::Logistic,
+        none(),
+        &[fa(F32, &[3], &[0.0, -1000.0, 1000.0])],
+    );
+    assert_same(&got, &fa(F32, &[3], &[0.5, 0.0, 1.0]));
+}
+
+#[test]
+fn case_sqrt() {
+    check_unary_float(Builtin::Sqrt, POS, f64::sqrt, f32::sqrt);
+    let got = run1(Builtin::Sqrt, none(), &[fa(F32, &[3], &[4.0, -1.0, 2.0])]);
+    assert_same(&got, &fa(F32, &[3], &[2.0, f64::NAN, 2f32.sqrt() as f64]));
+}
+
+#[test]
+fn case_rsqrt() {
+    check_unary_float(Builtin::Rsqrt, POS, |x| 1.0 / x.sqrt(), |x| 1.0 / x.sqrt());
+    let got = run1(Builtin::Rsqrt, none(), &[fa(F64, &[2], &[4.0, 0.0])]);
+    assert_same(&got, &fa(F64, &[2], &[0.5, f64::INFINITY]));
+}
+
+#[test]
+fn case_square() {
+    assert_same(
+        &run1(Builtin::Square, none(), &[fa(F32, &[2], &[3.0, -1.5])]),
+        &fa(F32, &[2], &[9.0, 2.25]),
+    );
+    // 12^2 = 144 wraps to -112 in i8; 16^2 = 256 wraps to 0 in u8.
+    assert_same(
+        &run1(Builtin::Square, none(), &[ia(I8, &[1], &[12])]),
+        &ia(I8, &[1], &[-112]),
+    );
+    assert_same(
+        &run1(Builtin::Square, none(), &[ia(U8, &[2], &[16, 15])]),
+        &ia(U8, &[2], &[0, 225]),
+    );
+}
+
+#[test]
+fn case_not() {
+    assert_same(
+        &run1(Builtin::Not, none(), &[ba(&[2], &[true, false])]),
+        &ba(&[2], &[false, true]),
+    );
+    assert_same(
+        &run1(Builtin::Not, none(), &[ia(I8, &[3], &[0, -1, 5])]),
+        &ia(I8, &[3], &[-1, 0, -6]),
+    );
+    assert_same(
+        &run1(Builtin::Not, none(), &[ia(U8, &[3], &[0, 255, 5])]),
+        &ia(U8, &[3], &[255, 0, 250]),
+    );
+}
+
+#[test]
+fn case_integer_pow() {
+    let y = |v: i64| params(vec![("y", Param::Int(v))]);
+    assert_same(
+        &run1(
+            Builtin::IntegerPow,
+            y(3),
+            &[fa(F64, &[3], &[2.0, -1.5, 0.0])],
+        ),
+        &fa(F64, &[3], &[8.0, -3.375, 0.0]),
+    );
+    // Negative powers of floats are 1 / x^|y|.
+    assert_same(
+        &run1(
+            Builtin::IntegerPow,
+            y(-2),
+            &[fa(F64, &[3], &[2.0, 0.0, -4.0])],
+        ),
+        &fa(F64, &[3], &[0.25, f64::INFINITY, 0.0625]),
+    );
+    // x^0 is 1, NaN and 0 included.
+    assert_same(
+        &run1(
+            Builtin::IntegerPow,
+            y(0),
+            &[fa(F32, &[2], &[f64::NAN, 0.0])],
+        ),
+        &fa(F32, &[2], &[1.0, 1.0]),
+    );
+    assert_same(
+        &run1(Builtin::IntegerPow, y(5), &[ia(I32, &[2], &[3, -2])]),
+        &ia(I32, &[2], &[243, -32]),
+    );
+    // 3^5 = 243 wraps to -13 in i8.
+    assert_same(
+        &run1(Builtin::IntegerPow, y(5), &[ia(I8, &[1], &[3])]),
+        &ia(I8, &[1], &[-13]),
+    );
+    // f32: each product rounds to f32. 1.1f32^2 is rounded before squaring again.
+    let x = 1.1f32;
+    let x2 = x * x;
+    let got = run1(Builtin::IntegerPow, y(4), &[fa(F32, &[1], &[x as f64])]);
+    assert_same(&got, &fa(F32, &[1], &[(x2 * x2) as f64]));
+}
+
+// ----- Binary -----
+
+fn bin(prim: Builtin, x: HostArray, y: HostArray) -> HostArray {
+    run1(prim, none(), &[x, y])
+}
+
+#[test]
+fn case_add() {
+    // f32 rounding: 1 + 1e-8 is 1 in f32.
+    assert_same(
+        &bin(
+            Builtin::Add,
+            fa(F32, &[2], &[1.0, 0.5]),
+            fa(F32, &[2], &[1e-8, 0.25]),
+        ),
+        &fa(F32, &[2], &[1.0, 0.75]),
+    );
+    // In f64 it is not.
+    assert_same(
+        &bin(Builtin::Add, fa(F64, &[1], &[1.0]), fa(F64, &[1], &[1e-8])),
+        &fa(F64, &[1], &[1.0 + 1e-8]),
+    );
+    // i8 overflow wraps; u8 wraps modulo 256.
+    assert_same(
+        &bin(
+            Builtin::Add,
+            ia(I8, &[2], &[100, -100]),
+            ia(I8, &[2], &[100, -100]),
+        ),
+        &ia(I8, &[2], &[-56, 56]),
+    );
+    assert_same(
+        &bin(Builtin::Add, ia(U8, &[1], &[200]), ia(U8, &[1], &[100])),
+        &ia(U8, &[1], &[44]),
+    );
+}
+
+#[test]
+fn case_sub() {
+    assert_same(
+        &bin(Builtin::Sub, ia(U8, &[2], &[0, 10]), ia(U8, &[2], &[1, 3])),
+        &ia(U8, &[2], &[255, 7]),
+    );
+    assert_same(
+        &bin(
+            Builtin::Sub,
+            fa(F64, &[2], &[0.5, 1.0]),
+            fa(F64, &[2], &[0.25, f64::INFINITY]),
+        ),
+        &fa(F64, &[2], &[0.25, f64::NEG_INFINITY]),
+    );
+    assert_same(
+        &bin(
+            Builtin::Sub,
+            ia(I32, &[1], &[i32::MIN as i64]),
+            ia(I32, &[1], &[1]),
+        ),
+        &ia(I32, &[1], &[i32::MAX as i64]),
+    );
+}
+
+#[test]
+fn case_mul() {
+    // 300 * 300 = 90000 wraps to 90000 - 65536 in i16.
+    assert_same(
+        &bin(Builtin::Mul, ia(I16, &[1], &[300]), ia(I16, &[1], &[300])),
+        &ia(I16, &[1], &[90000 - 65536]),
+    );
+    // (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 is a tie in f32, rounding to the even 1 + 2^-11.
+    let a = 1.0 + 2f64.powi(-12);
+    assert_same(
+        &bin(Builtin::Mul, fa(F32, &[1], &[a]), fa(F32, &[1], &[a])),
+        &fa(F32, &[1], &[1.0 + 2f64.powi(-11)]),
+    );
+    assert_same(
+        &bin(Builtin::Mul, fa(F64, &[1], &[a]), fa(F64, &[1], &[a])),
+        &fa(F64, &[1], &[1.0 + 2f64.powi(-11) + 2f64.powi(-24)]),
+    );
+}
+
+#[test]
+fn case_div() {
+    let min = i32::MIN as i64;
+    // Truncation toward zero; x / 0 = -1; MIN / -1 = MIN (XLA).
+    assert_same(
+        &bin(
+            Builtin::Div,
+            ia(I32, &[6], &[7, -7, 7, -7, 5, min]),
+            ia(I32, &[6], &[2, 2, -2, -2, 0, -1]),
+        ),
+        &ia(I32, &[6], &[3, -3, -3, 3, -1, min]),
+    );
+    // Unsigned: x / 0 is the maximum.
+    assert_same(
+        &bin(
+            Builtin::Div,
+            ia(U8, &[2], &[200, 200]),
+            ia(U8, &[2], &[0, 7]),
+        ),
+        &ia(U8, &[2], &[255, 28]),
+    );
+    // u64 divides as unsigned.
+    let got = bin(
+        Builtin::Div,
+        HostArray::from_u64(sh(&[1]), U64, vec![u64::MAX]).unwrap(),
+        HostArray::from_u64(sh(&[1]), U64, vec![2]).unwrap(),
+    );
+    assert_same(
+        &got,
+        &HostArray::from_u64(sh(&[1]), U64, vec![u64::MAX / 2]).unwrap(),
+    );
+    assert_same(
+        &bin(
+            Builtin::Div,
+            fa(F64, &[3], &[1.0, -1.0, 0.0]),
+            fa(F64, &[3], &[0.0, 0.0, 0.0]),
+        ),
+        &fa(F64, &[3], &[f64::INFINITY, f64::NEG_INFINITY, f64::NAN]),
+    );
+    // f32: 1/3 rounds to f32.
+    assert_same(
+        &bin(Builtin::Div, fa(F32, &[1], &[1.0]), fa(F32, &[1], &[3.0])),
+        &fa(F32, &[1], &[(1.0f32 / 3.0) as f64]),
+    );
+}
+
+#[test]
+fn case_rem() {
+    let min = i32::MIN as i64;
+    // The dividend's sign; x % 0 = x; MIN % -1 = 0.
+    assert_same(
+        &bin(
+            Builtin::Rem,
+            ia(I32, &[6], &[7, -7, 7, -7, 5, min]),
+            ia(I32, &[6], &[2, 2, -2, -2, 0, -1]),
+        ),
+        &ia(I32, &[6], &[1, -1, 1, -1, 5, 0]),
+    );
+    assert_same(
+        &bin(
+            Builtin::Rem,
+            fa(F64, &[2], &[-5.5, 5.5]),
+            fa(F64, &[2], &[2.0, -2.0]),
+        ),
+        &fa(F64, &[2], &[-1.5, 1.5]),
+    );
+    assert_same(
+        &bin(Builtin::Rem, ia(U8, &[2], &[200, 9]), ia(U8, &[2], &[7, 0])),
+        &ia(U8, &[2], &[4, 9]),
+    );
+}
+
+#[test]
+fn case_pow() {
+    assert_same(
+        &bin(
+            Builtin::Pow,
+            fa(F64, &[4], &[2.0, 0.0, 4.0, -8.0]),
+            fa(F64, &[4], &[10.0, 0.0, 0.5, 1.0 / 3.0]),
+        ),
+        &fa(F64, &[4], &[1024.0, 1.0, 2.0, f64::NAN]),
+    );
+    assert_close(
+        &bin(Builtin::Pow, fa(F32, &[1], &[3.0]), fa(F32, &[1], &[0.5])),
+        &fa(F32, &[1], &[3f32.sqrt() as f64]),
+        1.2e-7,
+        0.0,
+    );
+}
+
+#[test]
+fn case_max() {
+    let nan = f64::NAN;
+    assert_same(
+        &bin(
+            Builtin::Max,
+            fa(F64, &[4], &[nan, 1.0, 2.0, -1.0]),
+            fa(F64, &[4], &[1.0, nan, 3.0, -2.0]),
+        ),
+        &fa(F64, &[4], &[nan, nan, 3.0, -1.0]),
+    );
+    assert_same(
+        &bin(Builtin::Max, ia(I8, &[2], &[-5, 3]), ia(I8, &[2], &[2, -7])),
+        &ia(I8, &[2], &[2, 3]),
+    );
+    // u64 compares as unsigned: u64::MAX is stored as -1 but is the largest.
+    let big = HostArray::from_u64(sh(&[2]), U64, vec![u64::MAX, 1]).unwrap();
+    let small = HostArray::from_u64(sh(&[2]), U64, vec![1, 2]).unwrap();
+    assert_same(
+        &bin(Builtin::Max, big, small),
+        &HostArray::from_u64(sh(&[2]), U64, vec![u64::MAX, 2]).unwrap(),
+    );
+    assert_same(
+        &bin(
+            Builtin::Max,
+            ba(&[2], &[true, false]),
+            ba(&[2], &[false, false]),
+        ),
+        &ba(&[2], &[true, false]),
+    );
+}
+
+#[test]
+fn case_min() {
+    let nan = f64::NAN;
+    assert_same(
+        &bin(
+            Builtin::Min,
+            fa(F32, &[3], &[nan, 1.0, 2.0]),
+            fa(F32, &[3], &[1.0, nan, 3.0]),
+        ),
+        &fa(F32, &[3], &[nan, nan, 2.0]),
+    );
+    let big = HostArray::from_u64(sh(&[1]), U64, vec![1 << 63]).unwrap();
+    let small = HostArray::from_u64(sh(&[1]), U64, vec![5]).unwrap();
+    assert_same(&bin(Builtin::Min, big, small.clone()), &small);
+    assert_same(
+        &bin(
+            Builtin::Min,
+            ba(&[2], &[true, false]),
+            ba(&[2], &[true, true]),
+        ),
+        &ba(&[2], &[true, false]),
+    );
+}
+
+#[test]
+fn case_and() {
+    assert_same(
+        &bin(
+            Builtin::And,
+            ba(&[4], &[true, true, false, false]),
+            ba(&[4], &[true, false, true, false]),
+        ),
+        &ba(&[4], &[true, false, false, false]),
+    );
+    assert_same(
+        &bin(
+            Builtin::And,
+            ia(U8, &[1], &[0b1100]),
+            ia(U8, &[1], &[0b1010]),
+        ),
+        &ia(U8, &[1], &[0b1000]),
+    );
+    assert_same(
+        &bin(Builtin::And, ia(I8, &[1], &[-1]), ia(I8, &[1], &[0x35])),
+        &ia(I8, &[1], &[0x35]),
+    );
+}
+
+#[test]
+fn case_or() {
+    assert_same(
+        &bin(
+            Builtin::Or,
+            ba(&[4], &[true, true, false, false]),
+            ba(&[4], &[true, false, true, false]),
+        ),
+        &ba(&[4], &[true, true, true, false]),
+    );
+    assert_same(
+        &bin(
+            Builtin::Or,
+            ia(U8, &[1], &[0b1100]),
+            ia(U8, &[1], &[0b1010]),
+        ),
+        &ia(U8, &[1], &[0b1110]),
+    );
+}
+
+/// A reference comparison.
+type Cmp = fn(&f64, &f64) -> bool;
+
+#[test]
+fn case_comparisons() {
+    let nan = f64::NAN;
+    let x = [1.0, 2.0, 3.0, nan, 0.0];
+    let y = [2.0, 2.0, 1.0, nan, -0.0];
+    let cmp: [(Builtin, Cmp); 6] = [
+        (Builtin::Eq, |a, b| a == b),
+        (Builtin::Ne, |a, b| a != b),
+        (Builtin::Lt, |a, b| a < b),
+        (Builtin::Le, |a, b| a <= b),
+        (Builtin::Gt, |a, b| a > b),
+        (Builtin::Ge, |a, b| a >= b),
+    ];
+    for (prim, f) in cmp {
+        let want: Vec<bool> = x.iter().zip(&y).map(|(a, b)| f(a, b)).collect();
+        assert_same(
+            &bin(prim, fa(F32, &[5], &x), fa(F32, &[5], &y)),
+            &ba(&[5], &want),
+        );
+        // Integers, signed and unsigned (u64 values at or above 2^63 compare as large).
+        let xi = [-3i64, 5, 7];
+        let yi = [2i64, 5, -1];
+        let want: Vec<bool> = xi
+            .iter()
+            .zip(&yi)
+            .map(|(a, b)| f(&(*a as f64), &(*b as f64)))
+            .collect();
+        assert_same(
+            &bin(prim, ia(I8, &[3], &xi), ia(I8, &[3], &yi)),
+            &ba(&[3], &want),
+        );
+        let xu = [1u64 << 63, 5, 1];
+        let yu = [1u64, 5, u64::MAX];
+        let want: Vec<bool> = xu
+            .iter()
+            .zip(&yu)
+            .map(|(a, b)| f(&(*a as f64), &(*b as f64)))
+            .collect();
+        let u = |v: &[u64]| HostArray::from_u64(sh(&[3]), U64, v.to_vec()).unwrap();
+        assert_same(&bin(prim, u(&xu), u(&yu)), &ba(&[3], &want));
+        // Booleans: false < true.
+        let xb = [false, true, true];
+        let yb = [true, true, false];
+        let want: Vec<bool> = xb
+            .iter()
+            .zip(&yb)
+            .map(|(a, b)| f(&f64::from(u8::from(*a)), &f64::from(u8::from(*b))))
+            .collect();
+        assert_same(&bin(prim, ba(&[3], &xb), ba(&[3], &yb)), &ba(&[3], &want));
+    }
+}
+
+// ----- Selection, conversion -----
+
+#[test]
+fn case_select_n() {
+    let a = fa(F32, &[3], &[1.0, 2.0, 3.0]);
+    let b = fa(F32, &[3], &[10.0, 20.0, 30.0]);
+    let c = fa(F32, &[3], &[100.0, 200.0, 300.0]);
+    // bool predicate: false picks case 0, true case 1.
+    assert_same(
+        &run1(
+            Builtin::SelectN,
+            none(),
+            &[ba(&[3], &[true, false, true]), a.clone(), b.clone()],
+        ),
+        &fa(F32, &[3], &[10.0, 2.0, 30.0]),
+    );
+    // Scalar predicate.
+    assert_same(
+        &run1(
+            Builtin::SelectN,
+            none(),
+            &[HostArray::scalar_bool(true), a.clone(), b.clone()],
+        ),
+        &b,
+    );
+    // i32 predicate with 3 cases; out of range clamps (JAX's lowering).
+    let which = ia(I32, &[3], &[2, 0, 1]);
+    assert_same(
+        &run1(
+            Builtin::SelectN,
+            none(),
+            &[which, a.clone(), b.clone(), c.clone()],
+        ),
+        &fa(F32, &[3], &[100.0, 2.0, 30.0]),
+    );
+    let which = ia(I32, &[3], &[-1, 5, 1]);
+    assert_same(
+        &run1(Builtin::SelectN, none(), &[which, a, b, c]),
+        &fa(F32, &[3], &[1.0, 200.0, 30.0]),
+    );
+    // One case.
+    assert_same(
+        &run1(
+            Builtin::SelectN,
+            none(),
+            &[ia(I32, &[], &[3]), ia(I8, &[1], &[4])],
+        ),
+        &ia(I8, &[1], &[4]),
+    );
+}
+
+#[test]
+fn case_clamp() {
+    let nan = f64::NAN;
+    let s = |x: f64| HostArray::scalar_f64(F32, x).unwrap();
+    assert_same(
+        &run1(
+            Builtin::Clamp,
+            none(),
+            &[s(0.0), fa(F32, &[4], &[-1.0, 0.5, 2.0, nan]), s(1.0)],
+        ),
+        &fa(F32, &[4], &[0.0, 0.5, 1.0, nan]),
+    );
+    // lo > hi: min(max(x, lo), hi) is hi.
+    assert_same(
+        &run1(
+            Builtin::Clamp,
+            none(),
+            &[s(5.0), fa(F32, &[2], &[1.0, 7.0]), s(3.0)],
+        ),
+        &fa(F32, &[2], &[3.0, 3.0]),
+    );
+    // Array bounds, integers.
+    assert_same(
+        &run1(
+            Builtin::Clamp,
+            none(),
+            &[
+                ia(I32, &[3], &[0, 0, -5]),
+                ia(I32, &[3], &[-1, 3, 9]),
+                ia(I32, &[3], &[2, 2, 2]),
+            ],
+        ),
+        &ia(I32, &[3], &[0, 2, 2]),
+    );
+}
+
+/// Expected values generated once with JAX 0.10.2 (x64 enabled) by this script:
+/// ```python
+/// import jax, numpy as np
+/// jax.config.update("jax_enable_x64", True)
+/// from jax import lax
+/// xs = np.array([1 + 2**-8, 1 + 3 * 2**-8, 65519.0, 65520.0, 2**-25, 3 * 2**-25, 1e-8,
+///                -1.0000001, 1.2345678, 1e39, -2**-134, 1.5 * 2**-134, 0.1], np.float64)
+/// for dt in (jax.numpy.bfloat16, np.float16):
+///     print([float(v) for v in np.asarray(lax.convert_element_type(xs, dt)).astype(np.float64)])
+/// ```
+/// One entry is replaced: XLA:CPU flushes the bf16 subnormal `1.5 * 2^-134` to 0 (it
+/// converts through f32 with flush-to-zero on); IEEE round-to-nearest-even with gradual
+/// underflow (what the evaluator and `ml_dtypes` do) gives `2^-133`.
+const CONVERT_XS: [f64; 13] = [
+    1.0 + 1.0 / 256.0,
+    1.0 + 3.0 / 256.0,
+    65519.0,
+    65520.0,
+    2.9802322387695312e-08,
+    8.940696716308594e-08,
+    1e-8,
+    -1.0000001,
+    1.2345678,
+    1e39,
+    -4.591774807899561e-41, // -2^-134
+    6.887662211849341e-41,  // 1.5 * 2^-134
+    0.1,
+];
+const CONVERT_BF16: [f64; 13] = [
+    1.0,
+    1.015625,
+    65536.0,
+    65536.0,
+    2.9802322387695312e-08,
+    8.940696716308594e-08,
+    1.0011717677116394e-08,
+    -1.0,
+    1.234375,
+    f64::INFINITY,
+    -0.0,
+    9.183549615799121e-41, // 2^-133; JAX on CPU: 0.0 (flush to zero), see above.
+    0.10009765625,
+];
+const CONVERT_F16: [f64; 13] = [
+    1.00390625,
+    1.01171875,
+    65504.0,
+    f64::INFINITY,
+    0.0,
+    1.1920928955078125e-07,
+    0.0,
+    -1.0,
+    1.234375,
+    f64::INFINITY,
+    -0.0,
+    0.0,
+    0.0999755859375,
+];
+
+#[test]
+fn case_convert_element_type() {
+    let to = |d: DType| {
+        params(vec![
+            ("new_dtype", Param::DType(d)),
+            ("weak_type", Param::Bool(false)),
+        ])
+    };
+    let nan = f64::NAN;
+    // Float to int: truncation toward zero, saturation, NaN to 0.
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(I32),
+            &[fa(F64, &[6], &[nan, 1e10, -1e10, -0.7, 2.9, -2.9])],
+        ),
+        &ia(I32, &[6], &[0, i32::MAX as i64, i32::MIN as i64, 0, 2, -2]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(U8),
+            &[fa(F32, &[4], &[300.0, -5.0, 255.9, 1.5])],
+        ),
+        &ia(U8, &[4], &[255, 0, 255, 1]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(U64),
+            &[fa(F64, &[3], &[nan, 1e30, -1e30])],
+        ),
+        &HostArray::from_u64(sh(&[3]), U64, vec![0, u64::MAX, 0]).unwrap(),
+    );
+    // Int to int wraps.
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(I8),
+            &[ia(I32, &[3], &[200, -129, 5])],
+        ),
+        &ia(I8, &[3], &[-56, 127, 5]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(U64),
+            &[ia(I64, &[1], &[-1])],
+        ),
+        &HostArray::from_u64(sh(&[1]), U64, vec![u64::MAX]).unwrap(),
+    );
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(I32),
+            &[ia(U32, &[1], &[u32::MAX as i64])],
+        ),
+        &ia(I32, &[1], &[-1]),
+    );
+    // u64 to float is unsigned.
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(F64),
+            &[HostArray::from_u64(sh(&[1]), U64, vec![u64::MAX]).unwrap()],
+        ),
+        &fa(F64, &[1], &[u64::MAX as f64]),
+    );
+    // Int to bf16 rounds once: 2^60 + 2^52 + 1 is above the tie 2^60 + 2^52 (through an
+    // f64 it would land on the tie and round down).
+    let v = (1i64 << 60) + (1i64 << 52) + 1;
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(BF16),
+            &[ia(I64, &[1], &[v])],
+        ),
+        &fa(BF16, &[1], &[2f64.powi(60) + 2f64.powi(53)]),
+    );
+    // Bool to numbers and numbers to bool (NaN is true).
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(F32),
+            &[ba(&[2], &[true, false])],
+        ),
+        &fa(F32, &[2], &[1.0, 0.0]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(Bool),
+            &[fa(F32, &[4], &[nan, 0.0, -0.0, 2.0])],
+        ),
+        &ba(&[4], &[true, false, false, true]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(Bool),
+            &[ia(I8, &[2], &[0, -3])],
+        ),
+        &ba(&[2], &[false, true]),
+    );
+    // f64 to f32 rounds.
+    assert_same(
+        &run1(
+            Builtin::ConvertElementType,
+            to(F32),
+            &[fa(F64, &[2], &[0.1, 1e300])],
+        ),
+        &fa(F32, &[2], &[0.1f32 as f64, f64::INFINITY]),
+    );
+    // f64 to bf16 and f16 (the JAX table).
+    for (dt, want) in [(BF16, CONVERT_BF16), (F16, CONVERT_F16)] {
+        let got = run1(
+            Builtin::ConvertElementType,
+            to(dt),
+            &[fa(F64, &[13], &CONVERT_XS)],
+        );
+        let want = HostArray {
+            shape: sh(&[13]),
+            dtype: dt,
+            data: HostData::Float(want.to_vec()),
+        };
+        assert_same(&got, &want);
+        // Signs of zeros too.
+        for (g, w) in floats(&got).iter().zip(floats(&want)) {
+            assert_eq!(g.is_sign_negative(), w.is_sign_negative(), "{g} vs {w}");
+        }
+    }
+}
+
+// ----- Reductions -----
+
+fn axes(a: &[i64]) -> Params {
+    params(vec![("axes", ints(a))])
+}
+
+#[test]
+fn case_reduce_sum() {
+    let x = ia(I32, &[2, 3], &[1, 2, 3, 4, 5, 6]);
+    assert_same(
+        &run1(Builtin::ReduceSum, axes(&[1]), std::slice::from_ref(&x)),
+        &ia(I32, &[2], &[6, 15]),
+    );
+    assert_same(
+        &run1(Builtin::ReduceSum, axes(&[0]), std::slice::from_ref(&x)),
+        &ia(I32, &[3], &[5, 7, 9]),
+    );
+    assert_same(
+        &run1(Builtin::ReduceSum, axes(&[0, 1]), std::slice::from_ref(&x)),
+        &ia(I32, &[], &[21]),
+    );
+    assert_same(
+        &run1(Builtin::ReduceSum, axes(&[]), std::slice::from_ref(&x)),
+        &x,
+    );
+    // Empty axis: the identity.
+    assert_same(
+        &run1(
+            Builtin::ReduceSum,
+            axes(&[0]),
+            &[HostArray::zeros(sh(&[0, 3]), F32)],
+        ),
+        &fa(F32, &[3], &[0.0, 0.0, 0.0]),
+    );
+    // i8 wraps.
+    assert_same(
+        &run1(
+            Builtin::ReduceSum,
+            axes(&[0]),
+            &[ia(I8, &[3], &[100, 100, 1])],
+        ),
+        &ia(I8, &[], &[-55]),
+    );
+    // Floats round to f32.
+    let got = run1(
+        Builtin::ReduceSum,
+        axes(&[0]),
+        &[fa(F32, &[3], &[0.1, 0.2, 0.3])],
+    );
+    let want = (0.1f32 as f64 + 0.2f32 as f64 + 0.3f32 as f64) as f32 as f64;
+    assert_same(&got, &fa(F32, &[], &[want]));
+}
+
+#[test]
+fn case_reduce_max() {
+    let nan = f64::NAN;
+    assert_same(
+        &run1(
+            Builtin::ReduceMax,
+            axes(&[1]),
+            &[fa(F32, &[2, 3], &[1.0, 5.0, 2.0, 3.0, nan, 4.0])],
+        ),
+        &fa(F32, &[2], &[5.0, nan]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ReduceMax,
+            axes(&[0]),
+            &[HostArray::zeros(sh(&[0]), F64)],
+        ),
+        &fa(F64, &[], &[f64::NEG_INFINITY]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ReduceMax,
+            axes(&[0]),
+            &[HostArray::zeros(sh(&[0]), I8)],
+        ),
+        &ia(I8, &[], &[-128]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ReduceMax,
+            axes(&[0]),
+            &[HostArray::from_u64(sh(&[3]), U64, vec![3, 1 << 63, 7]).unwrap()],
+        ),
+        &HostArray::from_u64(sh(&[]), U64, vec![1 << 63]).unwrap(),
+    );
+    assert_same(
+        &run1(
+            Builtin::ReduceMax,
+            axes(&[1]),
+            &[ba(&[2, 2], &[false, true, false, false])],
+        ),
+        &ba(&[2], &[true, false]),
+    );
+}
+
+#[test]
+fn case_reduce_min() {
+    assert_same(
+        &run1(
+            Builtin::ReduceMin,
+            axes(&[0]),
+            &[ia(I32, &[2, 2], &[4, -1, 2, 3])],
+        ),
+        &ia(I32, &[2], &[2, -1]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ReduceMin,
+            axes(&[0]),
+            &[HostArray::zeros(sh(&[0, 2]), U32)],
+        ),
+        &ia(U32, &[2], &[u32::MAX as i64, u32::MAX as i64]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ReduceMin,
+            axes(&[0]),
+            &[HostArray::zeros(sh(&[0]), F32)],
+        ),
+        &fa(F32, &[], &[f64::INFINITY]),
+    );
+    assert_same(
+        &run1(Builtin::ReduceMin, axes(&[0]), &[ba(&[0], &[])]),
+        &ba(&[], &[true]),
+    );
+}
+
+#[test]
+fn case_reduce_prod() {
+    assert_same(
+        &run1(
+            Builtin::ReduceProd,
+            axes(&[1]),
+            &[fa(F64, &[2, 2], &[2.0, 3.0, -1.0, 0.5])],
+        ),
+        &fa(F64, &[2], &[6.0, -0.5]),
+    );
+    assert_same(
+        &run1(
+            Builtin::ReduceProd,
+            axes(&[0]),
+            &[HostArray::zeros(sh(&[0]), I32)],
+        ),
+        &ia(I32, &[], &[1]),
+    );
+    // 16 * 16 wraps to 0 in u8.
+    assert_same(
+        &run1(Builtin::ReduceProd, axes(&[0]), &[ia(U8, &[2], &[16, 16])]),
+        &ia(U8, &[], &[0]),
+    );
+}
+
+fn argp(axis: i64, index_dtype: DType) -> Params {
+    params(vec![
+        ("axes", ints(&[axis])),
+        ("index_dtype", Param::DType(index_dtype)),
+    ])
+}
+
+#[test]
+fn case_argmax() {
+    let x = fa(F32, &[2, 3], &[1.0, 5.0, 5.0, 7.0, 2.0, 7.0]);
+    // The first index of the maximum.
+    assert_same(
+        &run1(Builtin::Argmax, argp(1, I32), std::slice::from_ref(&x)),
+        &ia(I32, &[2], &[1, 0]),
+    );
+    assert_same(
+        &run1(Builtin::Argmax, argp(0, I8), &[x]),
+        &ia(I8, &[3], &[1, 0, 1]),
+    );
+    // NaN counts as the maximum; the first NaN wins.
+    let nan = f64::NAN;
+    assert_same(
+        &run1(
+            Builtin::Argmax,
+            argp(0, I32),
+            &[fa(F64, &[4], &[1.0, nan, 5.0, nan])],
+        ),
+        &ia(I32, &[], &[1]),
+    );
+    assert_same(
+        &run1(
+            Builtin::Argmax,
+            argp(0, I32),
+            &[HostArray::from_u64(sh(&[3]), U64, vec![5, u64::MAX, 7]).unwrap()],
+        ),
+        &ia(I32, &[], &[1]),
+    );
+}
+
+#[test]
+fn case_argmin() {
+    assert_same(
+        &run1(Builtin::Argmin, argp(0, I32), &[ia(I32, &[3], &[3, 1, 1])]),
+        &ia(I32, &[], &[1]),
+    );
+    let nan = f64::NAN;
+    assert_same(
+        &run1(
+            Builtin::Argmin,
+            argp(0, I64),
+            &[fa(F32, &[4], &[1.0, nan, 0.0, nan])],
+        ),
+        &ia(I64, &[], &[1]),
+    );
+    assert_same(
+        &run1(
+            Builtin::Argmin,
+            argp(1, U8),
+            &[ia(I8, &[2, 2], &[4, -3, -8, 0])],
+        ),
+        &ia(U8, &[2], &[1, 0]),
+    );
+}
+
+// ----- Shapes -----
+
+/// Row-major position of a multi-index.
+fn pos(dims: &[i64], idx: &[i64]) -> usize {
+    let mut p = 0i64;
+    for (d, i) in dims.iter().zip(idx) {
+        p = p * d + i;
+    }
+    p as usize
+}
+
+#[test]
+fn case_broadcast_in_dim() {
+    let bp = |shape: &[i64], bd: &[i64]| {
+        params(vec![
+            ("shape", ints(shape)),
+            ("broadcast_dimensions", ints(bd)),
+            ("sharding", Param::None),
+        ])
+    };
+    assert_same(
+        &run1(
+            Builtin::BroadcastInDim,
+            bp(&[2, 3], &[1]),
+            &[ia(I32, &[3], &[1, 2, 3])],
+        ),
+        &ia(I32, &[2, 3], &[1, 2, 3, 1, 2, 3]),
+    );
+    assert_same(
+        &run1(
+            Builtin::BroadcastInDim,
+            bp(&[2, 3], &[0]),
+            &[ia(I32, &[2], &[1, 2])],
+        ),
+        &ia(I32, &[2, 3], &[1, 1, 1, 2, 2, 2]),
+    );
+    // A size-1 dimension broadcasts.
+    assert_same(
+        &run1(
+            Builtin::BroadcastInDim,
+            bp(&[3, 2], &[0, 1]),
+            &[fa(F32, &[3, 1], &[1.0, 2.0, 3.0])],
+        ),
+        &fa(F32, &[3, 2], &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0]),
+    );
+    assert_same(
+        &run1(
+            Builtin::BroadcastInDim,
+            bp(&[2, 2], &[]),
+            &[ba(&[], &[true])],
+        ),
+        &ba(&[2, 2], &[true; 4]),
+    );
+}
+
+#[test]
+fn case_reshape() {
+    let x = ia(I32, &[2, 3], &[0, 1, 2, 3, 4, 5]);
+    let rp = |sizes: &[i64], dims: Param| {
+        params(vec![
+            ("new_sizes", ints(sizes)),
+            ("dimensions", dims),
+            ("sharding", Param::None),
+        ])
+    };
+    assert_same(
+        &run1(
+            Builtin::Reshape,
+            rp(&[3, 2], Param::None),
+            std::slice::from_ref(&x),
+        ),
+        &ia(I32, &[3, 2], &[0, 1, 2, 3, 4, 5]),
+    );
+    assert_same(
+        &run1(
+            Builtin::Reshape,
+            rp(&[6], Param::None),
+            std::slice::from_ref(&x),
+        ),
+        &ia(I32, &[6], &[0, 1, 2, 3, 4, 5]),
+    );
+    // With `dimensions`, the operand is transposed first (checked against JAX:
+    // lax.reshape(arange(6).reshape(2, 3), (3, 2), dimensions=(1, 0)) = [[0,3],[1,4],[2,5]]).
+    assert_same(
+        &run1(Builtin::Reshape, rp(&[3, 2], ints(&[1, 0])), &[x]),
+        &ia(I32, &[3, 2], &[0, 3, 1, 4, 2, 5]),
+    );
+}
+
+#[test]
+fn case_transpose() {
+    let dims = [2i64, 3, 4];
+    let data: Vec<i64> = (0..24).collect();
+    let x = ia(I32, &dims, &data);
+    let perm = [2i64, 0, 1];
+    let out_dims = [4i64, 2, 3];
+    let mut want = vec![0i64; 24];
+    for a in 0..4 {
+        for b in 0..2 {
+            for c in 0..3 {
+                // out[a, b, c] = x[b, c, a]
+                want[pos(&out_dims, &[a, b, c])] = data[pos(&dims, &[b, c, a])];
+            }
+        }
+    }
+    assert_same(
+        &run1(
+            Builtin::Transpose,
+            params(vec![("permutation", ints(&perm))]),
+            &[x],
+        ),
+        &ia(I32, &out_dims, &want),
+    );
+}
+
+#[test]
+fn case_squeeze() {
+    assert_same(
+        &run1(
+            Builtin::Squeeze,
+            params(vec![("dimensions", ints(&[0, 2]))]),
+            &[fa(F32, &[1, 3, 1], &[1.0, 2.0, 3.0])],
+        ),
+        &fa(F32, &[3], &[1.0, 2.0, 3.0]),
+    );
+}
+
+#[test]
+fn case_expand_dims() {
+    assert_same(
+        &run1(
+            Builtin::ExpandDims,
+            params(vec![("dimensions", ints(&[0, 2]))]),
+            &[ia(I8, &[3], &[1, 2, 3])],
+        ),
+        &ia(I8, &[1, 3, 1], &[1, 2, 3]),
+    );
+}
+
+#[test]
+fn case_concatenate() {
+    let a = ia(I32, &[2, 1], &[1, 2]);
+    let b = ia(I32, &[2, 2], &[3, 4, 5, 6]);
+    assert_same(
+        &run1(
+            Builtin::Concatenate,
+            params(vec![("dimension", Param::Int(1))]),
+            &[a.clone(), b],
+        ),
+        &ia(I32, &[2, 3], &[1, 3, 4, 2, 5, 6]),
+    );
+    assert_same(
+        &run1(
+            Builtin::Concatenate,
+            params(vec![("dimension", Param::Int(0))]),
+            &[a.clone(), a],
+        ),
+        &ia(I32, &[4, 1], &[1, 2, 1, 2]),
+    );
+}
+
+#[test]
+fn case_slice() {
+    let data: Vec<i64> = (0..20).collect();
+    let x = ia(I32, &[4, 5], &data);
+    let p = params(vec![
+        ("start_indices", ints(&[1, 0])),
+        ("limit_indices", ints(&[4, 5])),
+        ("strides", ints(&[2, 2])),
+    ]);
+    // Rows 1, 3; columns 0, 2, 4.
+    assert_same(
+        &run1(Builtin::Slice, p, std::slice::from_ref(&x)),
+        &ia(I32, &[2, 3], &[5, 7, 9, 15, 17, 19]),
+    );
+    let p = params(vec![
+        ("start_indices", ints(&[2, 1])),
+        ("limit_indices", ints(&[3, 3])),
+        ("strides", Param::None),
+    ]);
+    assert_same(&run1(Builtin::Slice, p, &[x]), &ia(I32, &[1, 2], &[11, 12]));
+}
+
+#[test]
+fn case_dynamic_slice() {
+    let data: Vec<i64> = (0..10).collect();
+    let x = ia(I64, &[10], &data);
+    let p = || params(vec![("slice_sizes", ints(&[4]))]);
+    let at = |i: i64| ia(I32, &[], &[i]);
+    assert_same(
+        &run1(Builtin::DynamicSlice, p(), &[x.clone(), at(3)]),
+        &ia(I64, &[4], &[3, 4, 5, 6]),
+    );
+    // Start indices clamp to [0, dim - size] (XLA), no wrapping of negative indices.
+    assert_same(
+        &run1(Builtin::DynamicSlice, p(), &[x.clone(), at(-3)]),
+        &ia(I64, &[4], &[0, 1, 2, 3]),
+    );
+    assert_same(
+        &run1(Builtin::DynamicSlice, p(), &[x, at(9)]),
+        &ia(I64, &[4], &[6, 7, 8, 9]),
+    );
+    // 2-D, with u64 indices, one of them huge (clamped to the end).
+    let x = ia(I32, &[3, 3], &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    let p = params(vec![("slice_sizes", ints(&[2, 2]))]);
+    let big = HostArray::from_u64(sh(&[]), U64, vec![u64::MAX]).unwrap();
+    assert_same(
+        &run1(
+            Builtin::DynamicSlice,
+            p,
+            &[x, HostArray::from_u64(sh(&[]), U64, vec![0]).unwrap(), big],
+        ),
+        &ia(I32, &[2, 2], &[1, 2, 4, 5]),
+    );
+}
+
+#[test]
+fn case_dynamic_update_slice() {
+    let x = ia(I64, &[6], &[0, 1, 2, 3, 4, 5]);
+    let u = ia(I64, &[2], &[-1, -2]);
+    let at = |i: i64| ia(I32, &[], &[i]);
+    assert_same(
+        &run1(
+            Builtin::DynamicUpdateSlice,
+            none(),
+            &[x.clone(), u.clone(), at(1)],
+        ),
+        &ia(I64, &[6], &[0, -1, -2, 3, 4, 5]),
+    );
+    assert_same(
+        &run1(
+            Builtin::DynamicUpdateSlice,
+            none(),
+            &[x.clone(), u.clone(), at(100)],
+        ),
+        &ia(I64, &[6], &[0, 1, 2, 3, -1, -2]),
+    );
+    assert_same(
+        &run1(Builtin::DynamicUpdateSlice, none(), &[x, u, at(-7)]),
+        &ia(I64, &[6], &[-1, -2, 2, 3, 4, 5]),
+    );
+    let x = fa(F32, &[2, 3], &[0.0; 6]);
+    let u = fa(F32, &[1, 2], &[1.0, 2.0]);
+    assert_same(
+        &run1(Builtin::DynamicUpdateSlice, none(), &[x, u, at(1), at(1)]),
+        &fa(F32, &[2, 3], &[0.0, 0.0, 0.0, 0.0, 1.0, 2.0]),
+    );
+}
+
+fn dot_params(lc: &[i64], rc: &[i64], lb: &[i64], rb: &[i64], pref: Param) -> Params {
+    params(vec![
+        (
+            "dimension_numbers",
+            Param::DotDims(Arc::new(DotDimensionNumbers {
+                lhs_contracting: lc.to_vec(),
+                rhs_contracting: rc.to_vec(),
+                lhs_batch: lb.to_vec(),
+                rhs_batch: rb.to_vec(),
+            })),
+        ),
+        ("precision", Param::None),
+        ("preferred_element_type", pref),
+    ])
+}
+
+#[test]
+fn case_dot_general() {
+    // Matrix product [2,3] x [3,2], computed naively.
+    let a: Vec<f64> = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let b: Vec<f64> = vec![0.5, -1.0, 2.0, 0.0, -3.0, 1.5];
+    let mut want = vec![0.0; 4];
+    for i in 0..2 {
+        for j in 0..2 {
+            for k in 0..3 {
+                want[i * 2 + j] += a[i * 3 + k] * b[k * 2 + j];
+            }
+        }
+    }
+    let got = run1(
+        Builtin::DotGeneral,
+        dot_params(&[1], &[0], &[], &[], Param::None),
+        &[fa(F64, &[2, 3], &a), fa(F64, &[3, 2], &b)],
+    );
+    assert_same(&got, &fa(F64, &[2, 2], &want));
+
+    // Batched, contracting the lhs's axis 2 with the rhs's axis 1: [2,2,3] x [2,3,1].
+    let l: Vec<f64> = (0..12).map(|v| v as f64).collect();
+    let r: Vec<f64> = (0..6).map(|v| (v as f64) - 2.0).collect();
+    let mut want = vec![0.0; 4];
+    for bt in 0..2 {
+        for i in 0..2 {
+            for k in 0..3 {
+                want[bt * 2 + i] += l[pos(&[2, 2, 3], &[bt as i64, i as i64, k])]
+                    * r[pos(&[2, 3, 1], &[bt as i64, k, 0])];
+            }
+        }
+    }
+    let got = run1(
+        Builtin::DotGeneral,
+        dot_params(&[2], &[1], &[0], &[0], Param::None),
+        &[fa(F32, &[2, 2, 3], &l), fa(F32, &[2, 3, 1], &r)],
+    );
+    assert_same(&got, &fa(F32, &[2, 2, 1], &want));
+
+    // Outer product (no contraction).
+    let got = run1(
+        Builtin::DotGeneral,
+        dot_params(&[], &[], &[], &[], Param::None),
+        &[ia(I32, &[2], &[2, 3]), ia(I32, &[3], &[1, 10, 100])],
+    );
+    assert_same(&got, &ia(I32, &[2, 3], &[2, 20, 200, 3, 30, 300]));
+
+    // i8 inputs: without preferred_element_type the sum wraps in i8; with i32 it does not.
+    let x = ia(I8, &[2], &[100, 100]);
+    let got = run1(
+        Builtin::DotGeneral,
+        dot_params(&[0], &[0], &[], &[], Param::None),
+        &[x.clone(), x.clone()],
+    );
+    assert_same(&got, &ia(I8, &[], &[20000i64 as i8 as i64]));
+    let got = run1(
+        Builtin::DotGeneral,
+        dot_params(&[0], &[0], &[], &[], Param::DType(I32)),
+        &[x.clone(), x],
+    );
+    assert_same(&got, &ia(I32, &[], &[20000]));
+}
+
+#[test]
+fn case_iota() {
+    let p = |dt: DType, shape: &[i64], dim: i64| {
+        params(vec![
+            ("dtype", Param::DType(dt)),
+            ("shape", ints(shape)),
+            ("dimension", Param::Int(dim)),
+            ("sharding", Param::None),
+        ])
+    };
+    assert_same(
+        &run1(Builtin::Iota, p(I32, &[2, 3], 1), &[]),
+        &ia(I32, &[2, 3], &[0, 1, 2, 0, 1, 2]),
+    );
+    assert_same(
+        &run1(Builtin::Iota, p(F32, &[2, 3], 0), &[]),
+        &fa(F32, &[2, 3], &[0.0, 0.0, 0.0, 1.0, 1.0, 1.0]),
+    );
+    // Values beyond the dtype wrap (u8) or round (bf16: 257 is not a bf16).
+    let got = run1(Builtin::Iota, p(U8, &[258], 0), &[]);
+    assert_eq!(&got.as_i64().unwrap()[255..], &[255, 0, 1]);
+    let got = run1(Builtin::Iota, p(BF16, &[258], 0), &[]);
+    assert_eq!(&floats(&got)[256..], &[256.0, 256.0]);
+}
+
+#[test]
+fn case_copy() {
+    let x = fa(BF16, &[2], &[1.5, -2.0]);
+    assert_same(&run1(Builtin::Copy, none(), std::slice::from_ref(&x)), &x);
+    let x = ia(U8, &[1], &[255]);
+    assert_same(&run1(Builtin::Copy, none(), std::slice::from_ref(&x)), &x);
+}
+
+// ----- Dtype combinations beyond one dtype per primitive -----
+
+#[test]
+fn pow_with_integer_exponent() {
+    // The exponent is converted to the base's dtype (JAX's lowering); checked against JAX:
+    // lax.pow(f32[2, 2, 0, -2], i32[3, -1, -1, 3]) = [8, 0.5, inf, -8].
+    assert_same(
+        &bin(
+            Builtin::Pow,
+            fa(F32, &[4], &[2.0, 2.0, 0.0, -2.0]),
+            ia(I32, &[4], &[3, -1, -1, 3]),
+        ),
+        &fa(F32, &[4], &[8.0, 0.5, f64::INFINITY, -8.0]),
+    );
+    // 70000 is inf in f16, so 2^70000 is inf; a u8 exponent; a scalar exponent.
+    assert_same(
+        &bin(Builtin::Pow, fa(F16, &[1], &[2.0]), ia(I32, &[1], &[70000])),
+        &fa(F16, &[1], &[f64::INFINITY]),
+    );
+    assert_same(
+        &bin(Builtin::Pow, fa(F64, &[2], &[3.0, 0.5]), ia(U8, &[], &[2])),
+        &fa(F64, &[2], &[9.0, 0.25]),
+    );
+}
+
+#[test]
+fn unsigned_neg_and_sign() {
+    // JAX: neg wraps, sign is 0 or 1.
+    assert_same(
+        &run1(Builtin::Neg, none(), &[ia(U8, &[3], &[0, 1, 255])]),
+        &ia(U8, &[3], &[0, 255, 1]),
+    );
+    assert_same(
+        &run1(Builtin::Sign, none(), &[ia(U8, &[3], &[0, 5, 255])]),
+        &ia(U8, &[3], &[0, 1, 1]),
+    );
+    let u = |v: Vec<u64>| HostArray::from_u64(sh(&[2]), U64, v).unwrap();
+    assert_same(
+        &run1(Builtin::Sign, none(), &[u(vec![u64::MAX, 0])]),
+        &u(vec![1, 0]),
+    );
+    assert_same(
+        &run1(Builtin::Neg, none(), &[u(vec![1, 0])]),
+        &u(vec![u64::MAX, 0]),
+    );
+}
+
+#[test]
+fn bool_copy_clamp_argmax() {
+    let x = ba(&[3], &[true, false, true]);
+    assert_same(&run1(Builtin::Copy, none(), std::slice::from_ref(&x)), &x);
+    let f = HostArray::scalar_bool(false);
+    let t = HostArray::scalar_bool(true);
+    assert_same(
+        &run1(Builtin::Clamp, none(), &[f.clone(), x.clone(), t.clone()]),
+        &x,
+    );
+    assert_same(
+        &run1(Builtin::Clamp, none(), &[t, x.clone(), f]),
+        &ba(&[3], &[false; 3]),
+    );
+    assert_same(
+        &run1(
+            Builtin::Argmax,
+            argp(0, I32),
+            &[ba(&[3], &[false, true, true])],
+        ),
+        &ia(I32, &[], &[1]),
+    );
+    assert_same(
+        &run1(Builtin::Argmin, argp(0, I32), std::slice::from_ref(&x)),
+        &ia(I32, &[], &[1]),
+    );
+}
+
+#[test]
+fn dot_general_mixed_dtypes() {
+    let dn = || dot_params(&[0], &[0], &[], &[], Param::None);
+    // i8 . f32 -> f32 (checked against JAX: 1 * 1.5 + 2 * 2.5 = 6.5).
+    assert_same(
+        &run1(
+            Builtin::DotGeneral,
+            dn(),
+            &[ia(I8, &[2], &[1, 2]), fa(F32, &[2], &[1.5, 2.5])],
+        ),
+        &fa(F32, &[], &[6.5]),
+    );
+    // i8 . i32 -> i32: the i8 operand is widened, nothing wraps.
+    assert_same(
+        &run1(
+            Builtin::DotGeneral,
+            dn(),
+            &[ia(I8, &[2], &[100, 100]), ia(I32, &[2], &[100, 100])],
+        ),
+        &ia(I32, &[], &[20000]),
+    );
+    // bool . bool -> bool: any(l & r).
+    assert_same(
+        &run1(
+            Builtin::DotGeneral,
+            dn(),
+            &[ba(&[2], &[true, false]), ba(&[2], &[false, true])],
+        ),
+        &ba(&[], &[false]),
+    );
+    assert_same(
+        &run1(
+            Builtin::DotGeneral,
+            dn(),
+            &[ba(&[2], &[true, false]), ba(&[2], &[true, true])],
+        ),
+        &ba(&[], &[true]),
+    );
+    // bf16 . bf16 with f32 accumulation: products are exact in f32.
+    let a = 1.0 + 1.0 / 128.0;
+    assert_same(
+        &run1(
+            Builtin::DotGeneral,
+            dot_params(&[0], &[0], &[], &[], Param::DType(F32)),
+            &[fa(BF16, &[1], &[a]), fa(BF16, &[1], &[a])],
+        ),
+        &fa(F32, &[], &[a * a]),
+    );
+}
+
+#[test]
+fn empty_dot_general_with_a_huge_contraction() {
+    // [0, 2^40] . [2^40, 0]: an empty result, computed without touching 2^40 offsets.
+    let big = 1i64 << 40;
+    let got = run1(
+        Builtin::DotGeneral,
+        dot_params(&[1], &[0], &[], &[], Param::None),
+        &[
+            HostArray::zeros(sh(&[0, big]), F32),
+            HostArray::zeros(sh(&[big, 0]), F32),
+        ],
+    );
+    assert_same(&got, &HostArray::zeros(sh(&[0, 0]), F32));
+    // [2, 0] . [0, 3]: an empty contraction sums to zero.
+    let got = run1(
+        Builtin::DotGeneral,
+        dot_params(&[1], &[0], &[], &[], Param::None),
+        &[
+            HostArray::zeros(sh(&[2, 0]), I32),
+            HostArray::zeros(sh(&[0, 3]), I32),
+        ],
+    );
+    assert_same(&got, &ia(I32, &[2, 3], &[0; 6]));
+}
+
+#[test]
+fn select_n_unsigned_predicate() {
+    let cases = [ia(I8, &[3], &[1, 2, 3]), ia(I8, &[3], &[10, 20, 30])];
+    let which = ia(U32, &[3], &[0, u32::MAX as i64, 1]);
+    assert_same(
+        &run1(
+            Builtin::SelectN,
+            none(),
+            &[which, cases[0].clone(), cases[1].clone()],
+        ),
+        &ia(I8, &[3], &[1, 20, 30]),
+    );
+    let which = HostArray::from_u64(sh(&[3]), U64, vec![u64::MAX, 0, 1]).unwrap();
+    assert_same(
+        &run1(
+            Builtin::SelectN,
+            none(),
+            &[which, cases[0].clone(), cases[1].clone()],
+        ),
+        &ia(I8, &[3], &[10, 2, 30]),
+    );
+}
+
+// ----- Higher-order -----
+
+fn host_const(a: HostArray) -> Const {
+    Const::new(a.aval(), Arc::new(a))
+}
+
+#[test]
+fn case_jit() {
+    // inner(x) = x * c + 1 with a constant c closed over.
+    let mut b = JaxprBuilder::new();
+    let c = Atom::Var(b.add_constvar(av(F32, &[2])));
+    let x = invar(&mut b, av(F32, &[2]));
+    let m = eqn1(&mut b, Builtin::Mul, vec![x, c], none());
+    let one = lit(&mut b, LitValue::Float(1.0), F32);
+    let y = eqn1(&mut b, Builtin::Add, vec![m, one], none());
+    let inner = ClosedJaxpr::new(
+        Arc::new(b.build(vec![y, x]).unwrap()),
+        vec![host_const(fa(F32, &[2], &[2.0, -3.0]))],
+    )
+    .unwrap();
+
+    let mut b = JaxprBuilder::new();
+    let x = invar(&mut b, av(F32, &[2]));
+    let outs = eqn(
+        &mut b,
+        Builtin::Jit,
+        vec![x],
+        params(vec![
+            ("jaxpr", Param::Jaxpr(inner)),
+            ("name", Param::Str("inner".into())),
+        ]),
+    );
+    let j = b.build(outs).unwrap();
+    let got = eval_jaxpr(&j, &[], &[fa(F32, &[2], &[0.5, 1.0])]).unwrap();
+    assert_same(&got[0], &fa(F32, &[2], &[2.0, -2.0]));
+    assert_same(&got[1], &fa(F32, &[2], &[0.5, 1.0]));
+}
+
+/// A branch `x -> x * k`.
+fn times(k: f64) -> ClosedJaxpr {
+    let mut b = JaxprBuilder::new();
+    let x = invar(&mut b, av(F32, &[]));
+    let kk = lit(&mut b, LitValue::Float(k), F32);
+    let y = eqn1(&mut b, Builtin::Mul, vec![x, kk], none());
+    closed(b.build(vec![y]).unwrap())
+}
+
+#[test]
+fn case_cond() {
+    let branches = || Param::Jaxprs(Arc::new(vec![times(1.0), times(10.0), times(100.0)]));
+    let build = |index_dtype: DType| {
+        let mut b = JaxprBuilder::new();
+        let i = invar(&mut b, av(index_dtype, &[]));
+        let x = invar(&mut b, av(F32, &[]));
+        let outs = eqn(
+            &mut b,
+            Builtin::Cond,
+            vec![i, x],
+            params(vec![("branches", branches())]),
+        );
+        b.build(outs).unwrap()
+    };
+    let j = build(I32);
+    let x = fa(F32, &[], &[2.0]);
+    // Out-of-range indices clamp (XLA's case).
+    for (i, want) in [(-5, 2.0), (0, 2.0), (1, 20.0), (2, 200.0), (7, 200.0)] {
+        let got = eval_jaxpr(&j, &[], &[ia(I32, &[], &[i]), x.clone()]).unwrap();
+        assert_same(&got[0], &fa(F32, &[], &[want]));
+    }
+}
+
+/// `while i < n: i += step; acc *= 2` with `n` the cond's const and `step` the body's.
+#[test]
+fn case_while() {
+    let cond = {
+        let mut b = JaxprBuilder::new();
+        let n = invar(&mut b, av(I32, &[]));
+        let i = invar(&mut b, av(I32, &[]));
+        let _acc = invar(&mut b, av(F64, &[]));
+        let lt = eqn1(&mut b, Builtin::Lt, vec![i, n], none());
+        closed(b.build(vec![lt]).unwrap())
+    };
+    let body = {
+        let mut b = JaxprBuilder::new();
+        let step = invar(&mut b, av(I32, &[]));
+        let i = invar(&mut b, av(I32, &[]));
+        let acc = invar(&mut b, av(F64, &[]));
+        let i2 = eqn1(&mut b, Builtin::Add, vec![i, step], none());
+        let two = lit(&mut b, LitValue::Float(2.0), F64);
+        let acc2 = eqn1(&mut b, Builtin::Mul, vec![acc, two], none());
+        closed(b.build(vec![i2, acc2]).unwrap())
+    };
+    let mut b = JaxprBuilder::new();
+    let n = invar(&mut b, av(I32, &[]));
+    let step = invar(&mut b, av(I32, &[]));
+    let i = invar(&mut b, av(I32, &[]));
+    let acc = invar(&mut b, av(F64, &[]));
+    let outs = eqn(
+        &mut b,
+        Builtin::While,
+        vec![n, step, i, acc],
+        params(vec![
+            ("cond_jaxpr", Param::Jaxpr(cond)),
+            ("body_jaxpr", Param::Jaxpr(body)),
+            ("cond_nconsts", Param::Int(1)),
+            ("body_nconsts", Param::Int(1)),
+        ]),
+    );
+    let j = b.build(outs).unwrap();
+    for (n, step, i0) in [(10, 3, 0), (0, 1, 0), (5, 1, 7), (7, 2, -3)] {
+        // The reference loop.
+        let (mut i, mut acc) = (i0, 1.0f64);
+        while i < n {
+            i += step;
+            acc *= 2.0;
+        }
+        let got = eval_jaxpr(
+            &j,
+            &[],
+            &[
+                ia(I32, &[], &[n]),
+                ia(I32, &[], &[step]),
+                ia(I32, &[], &[i0]),
+                fa(F64, &[], &[1.0]),
+            ],
+        )
+        .unwrap();
+        assert_same(&got[0], &ia(I32, &[], &[i]));
+        assert_same(&got[1], &fa(F64, &[], &[acc]));
+    }
+}
+
+fn scan_params(
+    body: ClosedJaxpr,
+    length: i64,
+    reverse: bool,
+    num_consts: i64,
+    num_carry: i64,
+) -> Params {
+    params(vec![
+        ("jaxpr", Param::Jaxpr(body)),
+        ("length", Param::Int(length)),
+        ("reverse", Param::Bool(reverse)),
+        ("num_consts", Param::Int(num_consts)),
+        ("num_carry", Param::Int(num_carry)),
+        ("unroll", Param::Int(1)),
+        ("_split_transpose", Param::Bool(false)),
+    ])
+}
+
+/// Scan body: consts (scale), carry (acc, count), x (f32[2]) and w (i32) ->
+/// carry (acc + scale * sum(x), count + w), ys (acc', x * scale).
+fn scan_body() -> ClosedJaxpr {
+    let mut b = JaxprBuilder::new();
+    let scale = invar(&mut b, av(F32, &[]));
+    let acc = invar(&mut b, av(F32, &[]));
+    let count = invar(&mut b, av(I32, &[]));
+    let x = invar(&mut b, av(F32, &[2]));
+    let w = invar(&mut b, av(I32, &[]));
+    let s = eqn1(&mut b, Builtin::ReduceSum, vec![x], axes(&[0]));
+    let ss = eqn1(&mut b, Builtin::Mul, vec![s, scale], none());
+    let acc2 = eqn1(&mut b, Builtin::Add, vec![acc, ss], none());
+    let count2 = eqn1(&mut b, Builtin::Add, vec![count, w], none());
+    let xs = eqn1(&mut b, Builtin::Mul, vec![x, scale], none());
+    closed(b.build(vec![acc2, count2, acc2, xs]).unwrap())
+}
+
+fn scan_jaxpr(length: i64, reverse: bool) -> Jaxpr {
+    let mut b = JaxprBuilder::new();
+    let scale = invar(&mut b, av(F32, &[]));
+    let acc = invar(&mut b, av(F32, &[]));
+    let count = invar(&mut b, av(I32, &[]));
+    let xs = invar(&mut b, av(F32, &[length, 2]));
+    let ws = invar(&mut b, av(I32, &[length]));
+    let outs = eqn(
+        &mut b,
+        Builtin::Scan,
+        vec![scale, acc, count, xs, ws],
+        scan_params(scan_body(), length, reverse, 1, 2),
+    );
+    b.build(outs).unwrap()
+}
+
+#[test]
+fn case_scan() {
+    let xs: Vec<f64> = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+    let ws: Vec<i64> = vec![1, 10, 100, 1000];
+    for reverse in [false, true] {
+        let j = scan_jaxpr(4, reverse);
+        let got = eval_jaxpr(
+            &j,
+            &[],
+            &[
+                fa(F32, &[], &[0.5]),
+                fa(F32, &[], &[100.0]),
+                ia(I32, &[], &[0]),
+                fa(F32, &[4, 2], &xs),
+                ia(I32, &[4], &ws),
+            ],
+        )
+        .unwrap();
+        // The reference loop; a reverse scan visits 3, 2, 1, 0 and stores ys at the
+        // same indices.
+        let order: Vec<usize> = if reverse {
+            vec![3, 2, 1, 0]
+        } else {
+            vec![0, 1, 2, 3]
+        };
+        let (mut acc, mut count) = (100.0f64, 0i64);
+        let mut ys_acc = vec![0.0; 4];
+        let mut ys_x = vec![0.0; 8];
+        for &i in &order {
+            acc += 0.5 * (xs[2 * i] + xs[2 * i + 1]);
+            count += ws[i];
+            ys_acc[i] = acc;
+            ys_x[2 * i] = xs[2 * i] * 0.5;
+            ys_x[2 * i + 1] = xs[2 * i + 1] * 0.5;
+        }
+        assert_eq!(got.len(), 4);
+        assert_same(&got[0], &fa(F32, &[], &[acc]));
+        assert_same(&got[1], &ia(I32, &[], &[count]));
+        assert_same(&got[2], &fa(F32, &[4], &ys_acc));
+        assert_same(&got[3], &fa(F32, &[4, 2], &ys_x));
+    }
+    // Length 0: the carry passes through and the ys are empty.
+    let j = scan_jaxpr(0, false);
+    let got = eval_jaxpr(
+        &j,
+        &[],
+        &[
+            fa(F32, &[], &[0.5]),
+            fa(F32, &[], &[3.0]),
+            ia(I32, &[], &[4]),
+            HostArray::zeros(sh(&[0, 2]), F32),
+            HostArray::zeros(sh(&[0]), I32),
+        ],
+    )
+    .unwrap();
+    assert_same(&got[0], &fa(F32, &[], &[3.0]));
+    assert_same(&got[1], &ia(I32, &[], &[4]));
+    assert_same(&got[2], &HostArray::zeros(sh(&[0]), F32));
+    assert_same(&got[3], &HostArray::zeros(sh(&[0, 2]), F32));
+
+    // No xs at all: a counter carried `length` times.
+    let body = {
+        let mut b = JaxprBuilder::new();
+        let c = invar(&mut b, av(I8, &[]));
+        let one = lit(&mut b, LitValue::Int(1), I8);
+        let c2 = eqn1(&mut b, Builtin::Add, vec![c, one], none());
+        closed(b.build(vec![c2]).unwrap())
+    };
+    let mut b = JaxprBuilder::new();
+    let c = invar(&mut b, av(I8, &[]));
+    let outs = eqn(
+        &mut b,
+        Builtin::Scan,
+        vec![c],
+        scan_params(body, 300, false, 0, 1),
+    );
+    let j = b.build(outs).unwrap();
+    let got = eval_jaxpr(&j, &[], &[ia(I8, &[], &[0])]).unwrap();
+    assert_same(&got[0], &ia(I8, &[], &[300i64 as i8 as i64]));
+}
+
+/// A scan inside a while inside a cond:
+/// ```text
+/// f(idx, n, xs: f32[4]) = cond(idx,
+///     branch 0: (sum(xs), xs),
+///     branch 1: while i < n: (acc, ys) = scan(acc, xs, carry acc -> acc + x, ys acc');
+///               returns (acc, ys))
+/// ```
+#[test]
+fn nested_scan_in_while_in_cond() {
+    // scan body: carry acc, x -> (acc + x, acc + x)
+    let scan_body = {
+        let mut b = JaxprBuilder::new();
+        let acc = invar(&mut b, av(F32, &[]));
+        let x = invar(&mut b, av(F32, &[]));
+        let s = eqn1(&mut b, Builtin::Add, vec![acc, x], none());
+        closed(b.build(vec![s, s]).unwrap())
+    };
+    // while cond: consts n; carry (i, acc, ys)
+    let cond = {
+        let mut b = JaxprBuilder::new();
+        let n = invar(&mut b, av(I32, &[]));
+        let i = invar(&mut b, av(I32, &[]));
+        let _acc = invar(&mut b, av(F32, &[]));
+        let _ys = invar(&mut b, av(F32, &[4]));
+        let lt = eqn1(&mut b, Builtin::Lt, vec![i, n], none());
+        closed(b.build(vec![lt]).unwrap())
+    };
+    // while body: consts xs; carry (i, acc, ys)
+    let body = {
+        let mut b = JaxprBuilder::new();
+        let xs = invar(&mut b, av(F32, &[4]));
+        let i = invar(&mut b, av(I32, &[]));
+        let acc = invar(&mut b, av(F32, &[]));
+        let _ys = invar(&mut b, av(F32, &[4]));
+        let one = lit(&mut b, LitValue::Int(1), I32);
+        let i2 = eqn1(&mut b, Builtin::Add, vec![i, one], none());
+        let outs = eqn(
+            &mut b,
+            Builtin::Scan,
+            vec![acc, xs],
+            scan_params(scan_body, 4, false, 0, 1),
+        );
+        closed(b.build(vec![i2, outs[0], outs[1]]).unwrap())
+    };
+    let branch0 = {
+        let mut b = JaxprBuilder::new();
+        let _n = invar(&mut b, av(I32, &[]));
+        let xs = invar(&mut b, av(F32, &[4]));
+        let s = eqn1(&mut b, Builtin::ReduceSum, vec![xs], axes(&[0]));
+        closed(b.build(vec![s, xs]).unwrap())
+    };
+    let branch1 = {
+        let mut b = JaxprBuilder::new();
+        let n = invar(&mut b, av(I32, &[]));
+        let xs = invar(&mut b, av(F32, &[4]));
+        let zero_i = lit(&mut b, LitValue::Int(0), I32);
+        let zero_f = lit(&mut b, LitValue::Float(0.0), F32);
+        let ys0 = eqn1(
+            &mut b,
+            Builtin::BroadcastInDim,
+            vec![zero_f],
+            params(vec![
+                ("shape", ints(&[4])),
+                ("broadcast_dimensions", ints(&[])),
+            ]),
+        );
+        let outs = eqn(
+            &mut b,
+            Builtin::While,
+            vec![n, xs, zero_i, zero_f, ys0],
+            params(vec![
+                ("cond_jaxpr", Param::Jaxpr(cond)),
+                ("body_jaxpr", Param::Jaxpr(body)),
+                ("cond_nconsts", Param::Int(1)),
+                ("body_nconsts", Param::Int(1)),
+            ]),
+        );
+        closed(b.build(vec![outs[1], outs[2]]).unwrap())
+    };
+    let mut b = JaxprBuilder::new();
+    let idx = invar(&mut b, av(I32, &[]));
+    let n = invar(&mut b, av(I32, &[]));
+    let xs = invar(&mut b, av(F32, &[4]));
+    let outs = eqn(
+        &mut b,
+        Builtin::Cond,
+        vec![idx, n, xs],
+        params(vec![(
+            "branches",
+            Param::Jaxprs(Arc::new(vec![branch0, branch1])),
+        )]),
+    );
+    let j = b.build(outs).unwrap();
+
+    let xs: Vec<f64> = vec![1.0, 2.0, 3.0, 4.0];
+    for (idx, n) in [(0i64, 3i64), (1, 0), (1, 1), (1, 3)] {
+        let (acc, ys) = if idx == 0 {
+            (xs.iter().sum::<f64>(), xs.clone())
+        } else {
+            let (mut acc, mut ys) = (0.0, vec![0.0; 4]);
+            for _ in 0..n {
+                for (k, x) in xs.iter().enumerate() {
+                    acc += x;
+                    ys[k] = acc;
+                }
+            }
+            (acc, ys)
+        };
+        let got = eval_jaxpr(
+            &j,
+            &[],
+            &[ia(I32, &[], &[idx]), ia(I32, &[], &[n]), fa(F32, &[4], &xs)],
+        )
+        .unwrap();
+        assert_same(&got[0], &fa(F32, &[], &[acc]));
+        assert_same(&got[1], &fa(F32, &[4], &ys));
+    }
+}
+
+/// 30,000 nested `jit`s on a 2 MiB test thread: the explicit frame stack does not overflow
+/// (an evaluator recursing per level would).
+#[test]
+fn deep_nesting_does_not_overflow() {
+    let depth = 30_000;
+    let mut inner = {
+        let mut b = JaxprBuilder::new();
+        let x = invar(&mut b, av(I32, &[]));
+        let one = lit(&mut b, LitValue::Int(1), I32);
+        let y = eqn1(&mut b, Builtin::Add, vec![x, one], none());
+        closed(b.build(vec![y]).unwrap())
+    };
+    for _ in 1..depth {
+        let mut b = JaxprBuilder::new();
+        let x = invar(&mut b, av(I32, &[]));
+        let one = lit(&mut b, LitValue::Int(1), I32);
+        let y = eqn1(
+            &mut b,
+            Builtin::Jit,
+            vec![x],
+            params(vec![("jaxpr", Param::Jaxpr(inner))]),
+        );
+        let z = eqn1(&mut b, Builtin::Add, vec![y, one], none());
+        inner = closed(b.build(vec![z]).unwrap());
+    }
+    let got = eval_closed_jaxpr(&inner, &[ia(I32, &[], &[0])]).unwrap();
+    assert_same(&got[0], &ia(I32, &[], &[depth as i64]));
+}
+
+// ----- Dtype wrapping, rounding and broadcasting -----
+
+#[test]
+fn dtype_wrapping_and_rounding() {
+    // i8 overflow wraps.
+    assert_same(
+        &bin(
+            Builtin::Mul,
+            ia(I8, &[2], &[64, -128]),
+            ia(I8, &[2], &[2, -1]),
+        ),
+        &ia(I8, &[2], &[-128, -128]),
+    );
+    // u8 and u16 wrap modulo 2^n, u32 too.
+    assert_same(
+        &bin(Builtin::Sub, ia(U8, &[1], &[3]), ia(U8, &[1], &[5])),
+        &ia(U8, &[1], &[254]),
+    );
+    assert_same(
+        &bin(
+            Builtin::Add,
+            ia(U32, &[1], &[u32::MAX as i64]),
+            ia(U32, &[1], &[2]),
+        ),
+        &ia(U32, &[1], &[1]),
+    );
+    // u64 wraps modulo 2^64 (bit patterns).
+    assert_same(
+        &bin(
+            Builtin::Add,
+            HostArray::from_u64(sh(&[1]), U64, vec![u64::MAX]).unwrap(),
+            HostArray::from_u64(sh(&[1]), U64, vec![3]).unwrap(),
+        ),
+        &HostArray::from_u64(sh(&[1]), U64, vec![2]).unwrap(),
+    );
+    // f32 rounding: 16777216 + 1 = 16777216 in f32.
+    assert_same(
+        &bin(
+            Builtin::Add,
+            fa(F32, &[1], &[16777216.0]),
+            fa(F32, &[1], &[1.0]),
+        ),
+        &fa(F32, &[1], &[16777216.0]),
+    );
+    // bf16: 1 + 2^-8 is a tie, rounding to the even 1; 1 + 3 * 2^-8 rounds up to 1 + 2^-6.
+    assert_same(
+        &bin(
+            Builtin::Add,
+            fa(BF16, &[2], &[1.0, 1.0]),
+            fa(BF16, &[2], &[1.0 / 256.0, 3.0 / 256.0]),
+        ),
+        &fa(BF16, &[2], &[1.0, 1.015625]),
+    );
+    // f16: 60000 + 10000 overflows to inf; 2048 + 1 = 2048.
+    assert_same(
+        &bin(
+            Builtin::Add,
+            fa(F16, &[2], &[60000.0, 2048.0]),
+            fa(F16, &[2], &[10000.0, 1.0]),
+        ),
+        &fa(F16, &[2], &[f64::INFINITY, 2048.0]),
+    );
+    // Constructors round and wrap.
+    assert_eq!(fa(F32, &[1], &[0.1]).as_f64().unwrap(), &[0.1f32 as f64]);
+    assert_eq!(ia(I8, &[1], &[200]).as_i64().unwrap(), &[-56]);
+    assert_eq!(ia(U16, &[1], &[-1]).as_i64().unwrap(), &[65535]);
+    assert_eq!(
+        fa(BF16, &[1], &[1.0 + 1.0 / 256.0]).as_f64().unwrap(),
+        &[1.0]
+    );
+}
+
+use DType::U16;
+
+#[test]
+fn scalar_operands_broadcast() {
+    let x = fa(F32, &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let s = HostArray::scalar_f64(F32, 10.0).unwrap();
+    assert_same(
+        &bin(Builtin::Add, x.clone(), s.clone()),
+        &fa(F32, &[2, 2], &[11.0, 12.0, 13.0, 14.0]),
+    );
+    assert_same(
+        &bin(Builtin::Sub, s.clone(), x.clone()),
+        &fa(F32, &[2, 2], &[9.0, 8.0, 7.0, 6.0]),
+    );
+    assert_same(
+        &bin(
+            Builtin::Lt,
+            x.clone(),
+            HostArray::scalar_f64(F32, 2.5).unwrap(),
+        ),
+        &ba(&[2, 2], &[true, true, false, false]),
+    );
+    assert_same(&bin(Builtin::Mul, s.clone(), s), &fa(F32, &[], &[100.0]));
+    // A literal operand.
+    let mut b = JaxprBuilder::new();
+    let v = invar(&mut b, av(I32, &[3]));
+    let k = lit(&mut b, LitValue::Int(7), I32);
+    let y = eqn1(&mut b, Builtin::Rem, vec![k, v], none());
+    let j = b.build(vec![y]).unwrap();
+    let got = eval_jaxpr(&j, &[], &[ia(I32, &[3], &[2, 3, -4])]).unwrap();
+    assert_same(&got[0], &ia(I32, &[3], &[1, 1, 3]));
+    // A scalar against an empty array.
+    assert_same(
+        &bin(
+            Builtin::Add,
+            HostArray::zeros(sh(&[0]), F32),
+            HostArray::scalar_f64(F32, 1.0).unwrap(),
+        ),
+        &HostArray::zeros(sh(&[0]), F32),
+    );
+}
+
+#[test]
+fn literal_outputs_and_passthrough() {
+    let mut b = JaxprBuilder::new();
+    let x = invar(&mut b, av(U8, &[2]));
+    let k = lit(&mut b, LitValue::Float(0.1), F32);
+    let j = b.build(vec![x, k, x]).unwrap();
+    let got = eval_jaxpr(&j, &[], &[ia(U8, &[2], &[1, 2])]).unwrap();
+    assert_same(&got[0], &ia(U8, &[2], &[1, 2]));
+    assert_same(&got[1], &fa(F32, &[], &[0.1f32 as f64]));
+    assert_same(&got[2], &ia(U8, &[2], &[1, 2]));
+}
+
+// ----- Errors -----
+
+fn add_jaxpr() -> Jaxpr {
+    let mut b = JaxprBuilder::new();
+    let x = invar(&mut b, av(F32, &[2]));
+    let y = invar(&mut b, av(F32, &[2]));
+    let z = eqn1(&mut b, Builtin::Add, vec![x, y], none());
+    b.build(vec![z]).unwrap()
+}
+
+#[test]
+fn error_arg_count() {
+    let j = add_jaxpr();
+    let e = eval_jaxpr(&j, &[], &[fa(F32, &[2], &[1.0, 2.0])]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::ArgCount {
+            expected: 2,
+            got: 1
+        }
+    );
+}
+
+#[test]
+fn error_arg_type() {
+    let j = add_jaxpr();
+    let e = eval_jaxpr(
+        &j,
+        &[],
+        &[fa(F32, &[2], &[1.0, 2.0]), fa(F64, &[2], &[1.0, 2.0])],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::ArgType {
+            index: 1,
+            expected: av(F32, &[2]),
+            got: av(F64, &[2])
+        }
+    );
+    let e = eval_jaxpr(
+        &j,
+        &[],
+        &[fa(F32, &[3], &[1.0, 2.0, 3.0]), fa(F32, &[2], &[1.0, 2.0])],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::ArgType {
+            index: 0,
+            expected: av(F32, &[2]),
+            got: av(F32, &[3])
+        }
+    );
+    assert!(e.to_string().contains("argument 0"), "{e}");
+}
+
+#[test]
+fn error_invalid_arg() {
+    let j = add_jaxpr();
+    let ok = fa(F32, &[2], &[1.0, 2.0]);
+    // Wrong length.
+    let short = HostArray {
+        shape: sh(&[2]),
+        dtype: F32,
+        data: HostData::Float(vec![1.0]),
+    };
+    let e = eval_jaxpr(&j, &[], &[ok.clone(), short]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::InvalidArg {
+            index: 1,
+            error: ArrayError::Length {
+                shape: sh(&[2]),
+                got: 1
+            }
+        }
+    );
+    // Wrong kind.
+    let ints = HostArray {
+        shape: sh(&[2]),
+        dtype: F32,
+        data: HostData::Int(vec![1, 2]),
+    };
+    let e = eval_jaxpr(&j, &[], &[ints, ok.clone()]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::InvalidArg {
+            index: 0,
+            error: ArrayError::Kind {
+                dtype: F32,
+                got: "int"
+            }
+        }
+    );
+    // A value not in the dtype (0.1 is not an f32).
+    let off = HostArray {
+        shape: sh(&[2]),
+        dtype: F32,
+        data: HostData::Float(vec![1.0, 0.1]),
+    };
+    let e = eval_jaxpr(&j, &[], &[ok, off]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::InvalidArg {
+            index: 1,
+            error: ArrayError::NotInDType {
+                dtype: F32,
+                position: 1
+            }
+        }
+    );
+}
+
+fn const_jaxpr() -> Jaxpr {
+    let mut b = JaxprBuilder::new();
+    let c = Atom::Var(b.add_constvar(av(I8, &[2])));
+    let x = invar(&mut b, av(I8, &[2]));
+    let z = eqn1(&mut b, Builtin::Add, vec![c, x], none());
+    b.build(vec![z]).unwrap()
+}
+
+#[test]
+fn error_const_count_and_type() {
+    let j = const_jaxpr();
+    let x = ia(I8, &[2], &[1, 2]);
+    let e = eval_jaxpr(&j, &[], std::slice::from_ref(&x)).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::ConstCount {
+            expected: 1,
+            got: 0
+        }
+    );
+    let e = eval_jaxpr(&j, &[ia(I16, &[2], &[1, 2])], std::slice::from_ref(&x)).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::ConstType {
+            index: 0,
+            expected: av(I8, &[2]),
+            got: av(I16, &[2])
+        }
+    );
+    // Through a closed jaxpr: the Const's declared type fits but its value does not.
+    let bad = Const::new(av(I8, &[2]), Arc::new(ia(I8, &[3], &[1, 2, 3])));
+    let cj = ClosedJaxpr::new(Arc::new(const_jaxpr()), vec![bad]).unwrap();
+    let e = eval_closed_jaxpr(&cj, std::slice::from_ref(&x)).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::ConstType {
+            index: 0,
+            expected: av(I8, &[2]),
+            got: av(I8, &[3])
+        }
+    );
+    // And it works with the right constants.
+    let got = eval_jaxpr(&j, &[ia(I8, &[2], &[127, 0])], &[x]).unwrap();
+    assert_same(&got[0], &ia(I8, &[2], &[-128, 2]));
+}
+
+#[test]
+fn error_invalid_const() {
+    let j = const_jaxpr();
+    let bad = HostArray {
+        shape: sh(&[2]),
+        dtype: I8,
+        data: HostData::Int(vec![1, 300]),
+    };
+    let e = eval_jaxpr(&j, &[bad], &[ia(I8, &[2], &[1, 2])]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::InvalidConst {
+            index: 0,
+            error: ArrayError::NotInDType {
+                dtype: I8,
+                position: 1
+            }
+        }
+    );
+}
+
+#[test]
+fn error_missing_const_value() {
+    let cj = ClosedJaxpr::with_unknown_consts(Arc::new(const_jaxpr()));
+    let e = eval_closed_jaxpr(&cj, &[ia(I8, &[2], &[1, 2])]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::MissingConstValue {
+            index: 0,
+            aval: av(I8, &[2])
+        }
+    );
+    // Also when the constant belongs to a sub-jaxpr.
+    let mut b = JaxprBuilder::new();
+    let x = invar(&mut b, av(I8, &[2]));
+    let y = eqn1(
+        &mut b,
+        Builtin::Jit,
+        vec![x],
+        params(vec![("jaxpr", Param::Jaxpr(cj))]),
+    );
+    let j = b.build(vec![y]).unwrap();
+    let e = eval_jaxpr(&j, &[], &[ia(I8, &[2], &[1, 2])]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::MissingConstValue {
+            index: 0,
+            aval: av(I8, &[2])
+        }
+    );
+}
+
+#[test]
+fn error_const_not_host_array() {
+    let c = Const::new(av(I8, &[2]), Arc::new(vec![1i8, 2]));
+    let cj = ClosedJaxpr::new(Arc::new(const_jaxpr()), vec![c]).unwrap();
+    let e = eval_closed_jaxpr(&cj, &[ia(I8, &[2], &[1, 2])]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::ConstNotHostArray {
+            index: 0,
+            aval: av(I8, &[2])
+        }
+    );
+}
+
+struct Twice;
+
+impl ExtensionPrimitive for Twice {
+    fn name(&self) -> &str {
+        "twice"
+    }
+    fn abstract_eval(
+        &self,
+        inputs: &[AbstractValue],
+        _: &Params,
+    ) -> Result<Vec<AbstractValue>, String> {
+        Ok(inputs.to_vec())
+    }
+}
+
+#[test]
+fn error_unsupported_primitive() {
+    let mut b = JaxprBuilder::new();
+    let x = invar(&mut b, av(F32, &[]));
+    let outs = b
+        .add_eqn(Primitive::Extension(Arc::new(Twice)), vec![x], none())
+        .unwrap();
+    let j = b.build(vec![Atom::Var(outs[0])]).unwrap();
+    let e = eval_jaxpr(&j, &[], &[fa(F32, &[], &[1.0])]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::UnsupportedPrimitive {
+            name: "twice".into()
+        }
+    );
+}
+
+#[test]
+fn error_iteration_limit() {
+    // while True: i += 1 (i wraps around forever).
+    let cond = {
+        let mut b = JaxprBuilder::new();
+        let _i = invar(&mut b, av(I32, &[]));
+        let t = lit(&mut b, LitValue::Bool(true), Bool);
+        closed(b.build(vec![t]).unwrap())
+    };
+    let body = {
+        let mut b = JaxprBuilder::new();
+        let i = invar(&mut b, av(I32, &[]));
+        let one = lit(&mut b, LitValue::Int(1), I32);
+        let y = eqn1(&mut b, Builtin::Add, vec![i, one], none());
+        closed(b.build(vec![y]).unwrap())
+    };
+    let mut b = JaxprBuilder::new();
+    let i = invar(&mut b, av(I32, &[]));
+    let outs = eqn(
+        &mut b,
+        Builtin::While,
+        vec![i],
+        params(vec![
+            ("cond_jaxpr", Param::Jaxpr(cond)),
+            ("body_jaxpr", Param::Jaxpr(body)),
+            ("cond_nconsts", Param::Int(0)),
+            ("body_nconsts", Param::Int(0)),
+        ]),
+    );
+    let j = b.build(outs).unwrap();
+    let opts = EvalOptions {
+        max_loop_iterations: Some(100),
+        ..EvalOptions::default()
+    };
+    let e = eval_jaxpr_with(&j, &[], &[ia(I32, &[], &[0])], &opts).unwrap_err();
+    assert_eq!(e, EvalError::IterationLimit { limit: 100 });
+    // Scan steps count too.
+    let j = scan_jaxpr(4, false);
+    let args = [
+        fa(F32, &[], &[0.5]),
+        fa(F32, &[], &[0.0]),
+        ia(I32, &[], &[0]),
+        HostArray::zeros(sh(&[4, 2]), F32),
+        HostArray::zeros(sh(&[4]), I32),
+    ];
+    let opts = EvalOptions {
+        max_loop_iterations: Some(3),
+        ..EvalOptions::default()
+    };
+    assert_eq!(
+        eval_jaxpr_with(&j, &[], &args, &opts).unwrap_err(),
+        EvalError::IterationLimit { limit: 3 }
+    );
+    let opts = EvalOptions {
+        max_loop_iterations: Some(4),
+        ..EvalOptions::default()
+    };
+    assert!(eval_jaxpr_with(&j, &[], &args, &opts).is_ok());
+}
+
+#[test]
+fn error_array_too_large() {
+    let mut b = JaxprBuilder::new();
+    let y = eqn1(
+        &mut b,
+        Builtin::Iota,
+        vec![],
+        params(vec![
+            ("dtype", Param::DType(F32)),
+            ("shape", ints(&[1 << 20, 1 << 20])),
+            ("dimension", Param::Int(0)),
+        ]),
+    );
+    let j = b.build(vec![y]).unwrap();
+    let e = eval_jaxpr(&j, &[], &[]).unwrap_err();
+    assert_eq!(
+        e,
+        EvalError::ArrayTooLarge {
+            aval: av(F32, &[1 << 20, 1 << 20]),
+            limit: EvalOptions::DEFAULT_MAX_ARRAY_ELEMENTS
+        }
+    );
+    let opts = EvalOptions {
+        max_array_elements: Some(5),
+        ..EvalOptions::default()
+    };
+    let e = eval_jaxpr_with(
+        &add_jaxpr(),
+        &[],
+        &[fa(F32, &[2], &[1.0, 2.0]), fa(F32, &[2], &[1.0, 2.0])],
+        &opts,
+    );
+    assert!(e.is_ok());
+    let j = {
+        let mut b = JaxprBuilder::new();
+        let y = eqn1(
+            &mut b,
+            Builtin::Iota,
+            vec![],
+            params(vec![
+                ("dtype", Param::DType(I32)),
+                ("shape", ints(&[6])),
+                ("dimension", Param::Int(0)),
+            ]),
+        );
+        b.build(vec![y]).unwrap()
+    };
+    assert!(matches!(
+        eval_jaxpr_with(&j, &[], &[], &opts),
+        Err(EvalError::ArrayTooLarge { limit: 5, .. })
+    ));
+}
+
+// `EvalError::Internal` reports a broken jaxpr invariant or an evaluator bug; no
+// typechecked jaxpr with valid inputs can produce it, so no test triggers it.
+
+// ----- HostArray -----
+
+#[test]
+fn host_array_constructors_and_comparison() {
+    assert_eq!(
+        HostArray::from_f64(sh(&[3]), F32, vec![1.0]).unwrap_err(),
+        ArrayError::Length {
+            shape: sh(&[3]),
+            got: 1
+        }
+    );
+    assert_eq!(
+        HostArray::from_f64(sh(&[1]), I32, vec![1.0]).unwrap_err(),
+        ArrayError::Kind {
+            dtype: I32,
+            got: "float"
+        }
+    );
+    assert_eq!(
+        HostArray::from_i64(sh(&[1]), Bool, vec![1]).unwrap_err(),
+        ArrayError::Kind {
+            dtype: Bool,
+            got: "int"
+        }
+    );
+    assert!(HostArray::scalar(F64, LitValue::Bool(true)).is_err());
+    assert_eq!(HostArray::zeros(sh(&[2, 0]), F32).len(), 0);
+    assert_eq!(
+        HostArray::zeros(sh(&[2]), Bool).as_bool().unwrap(),
+        &[false, false]
+    );
+    let u = HostArray::from_u64(sh(&[1]), U64, vec![u64::MAX]).unwrap();
+    assert_eq!(u.as_i64().unwrap(), &[-1]);
+    assert_eq!(u.to_f64_vec(), vec![u64::MAX as f64]);
+    assert_eq!(u.aval(), av(U64, &[1]));
+
+    let a = fa(F64, &[3], &[1.0, f64::NAN, f64::INFINITY]);
+    let b = fa(F64, &[3], &[1.0 + 1e-9, f64::NAN, f64::INFINITY]);
+    assert!(allclose(&a, &b, 1e-6, 0.0));
+    assert!(!allclose(&a, &b, 1e-12, 0.0));
+    assert!(!allclose(
+        &a,
+        &fa(F64, &[3], &[1.0, 0.0, f64::INFINITY]),
+        1.0,
+        1.0
+    ));
+    assert!(!allclose(
+        &a,
+        &fa(F32, &[3], &[1.0, f64::NAN, f64::INFINITY]),
+        1.0,
+        1.0
+    ));
+    assert!(!allclose(
+        &ia(I32, &[1], &[1]),
+        &ia(I32, &[1], &[2]),
+        1.0,
+        1.0
+    ));
+    assert!(check_close(&a, &fa(F64, &[2], &[1.0, 2.0]), 0.0, 0.0).is_err());
+}
