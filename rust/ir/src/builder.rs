@@ -225,22 +225,18 @@ impl JaxprBuilder {
     /// Orders the equations so each follows the definitions of its inputs (keeping the
     /// given order where it already is one), then builds. A dependency cycle is an error.
     pub fn build_toposorted(mut self, outvars: Vec<Atom>) -> Result<Jaxpr, TypeError> {
-        let order = crate::passes::toposort::insertion_order(
-            self.var_avals.len(),
-            &self.eqns,
-            |i| Site::Eqn {
-                index: i,
-                line: format!("{} ...", self.eqns[i].primitive.name()),
-            },
-        )?;
+        let order =
+            crate::passes::toposort::insertion_order(self.var_avals.len(), &self.eqns, |i| {
+                Site::Eqn {
+                    index: i,
+                    line: format!("{} ...", self.eqns[i].primitive.name()),
+                }
+            })?;
         let mut slots: Vec<Option<Eqn>> = std::mem::take(&mut self.eqns)
             .into_iter()
             .map(Some)
             .collect();
-        self.eqns = order
-            .into_iter()
-            .filter_map(|i| slots[i].take())
-            .collect();
+        self.eqns = order.into_iter().filter_map(|i| slots[i].take()).collect();
         self.build(outvars)
     }
 }

@@ -30,7 +30,12 @@ pub fn chain(steps: usize, size: i64) -> Jaxpr {
             weak_type: false,
         });
         let m = apply(&mut b, Builtin::Mul, vec![Atom::Var(s), c], Params::empty());
-        x = apply(&mut b, Builtin::Add, vec![Atom::Var(m), Atom::Var(x)], Params::empty());
+        x = apply(
+            &mut b,
+            Builtin::Add,
+            vec![Atom::Var(m), Atom::Var(x)],
+            Params::empty(),
+        );
     }
     let axes = Params::new([("axes", Param::ints(&[0]))]);
     let out = apply(&mut b, Builtin::ReduceSum, vec![Atom::Var(x)], axes);
@@ -49,10 +54,8 @@ pub fn nested_jits(depth: usize) -> ClosedJaxpr {
             .add_eqn(Builtin::Sin.into(), vec![Atom::Var(x)], Params::empty())
             .expect("sin of f32[3]")[0];
         if let Some(j) = inner.take() {
-            let params = Params::new([
-                ("jaxpr", Param::Jaxpr(j)),
-                ("name", Param::Str("f".into())),
-            ]);
+            let params =
+                Params::new([("jaxpr", Param::Jaxpr(j)), ("name", Param::Str("f".into()))]);
             y = b
                 .add_eqn(Builtin::Jit.into(), vec![Atom::Var(y)], params)
                 .expect("the nested jaxpr takes f32[3]")[0];
@@ -188,12 +191,17 @@ fn broadcast_to(b: &mut JaxprBuilder, x: Atom, t: &AbstractValue) -> Atom {
     if rank == t.shape.rank() {
         return x;
     }
-    let dims: Vec<i64> = (t.shape.rank() - rank..t.shape.rank()).map(|d| d as i64).collect();
+    let dims: Vec<i64> = (t.shape.rank() - rank..t.shape.rank())
+        .map(|d| d as i64)
+        .collect();
     let params = Params::new([
         ("shape", Param::ints(t.shape.dims())),
         ("broadcast_dimensions", Param::ints(&dims)),
     ]);
-    Atom::Var(b.add_eqn(Builtin::BroadcastInDim.into(), vec![x], params).expect("broadcast")[0])
+    Atom::Var(
+        b.add_eqn(Builtin::BroadcastInDim.into(), vec![x], params)
+            .expect("broadcast")[0],
+    )
 }
 
 fn pick(rng: &mut Rng, pool: &[(Atom, AbstractValue)]) -> (Atom, AbstractValue) {
@@ -219,9 +227,16 @@ fn random_eqn(
 ) -> Option<Vec<(Atom, AbstractValue)>> {
     let (x, xt) = pick(rng, pool);
     let apply = |b: &mut JaxprBuilder, p: Builtin, ins: Vec<Atom>, params: Params| {
-        b.add_eqn(p.into(), ins, params)
-            .ok()
-            .map(|outs| outs.into_iter().map(|v| (Atom::Var(v), b.var_aval(v).cloned().unwrap_or_else(|| f32_of(&[])))).collect::<Vec<_>>())
+        b.add_eqn(p.into(), ins, params).ok().map(|outs| {
+            outs.into_iter()
+                .map(|v| {
+                    (
+                        Atom::Var(v),
+                        b.var_aval(v).cloned().unwrap_or_else(|| f32_of(&[])),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
     };
     let nested = depth < opts.max_depth;
     match rng.below(if nested { 12 } else { 8 }) {
@@ -238,8 +253,13 @@ fn random_eqn(
             apply(b, UNARY[rng.below(UNARY.len())], vec![x], Params::empty())
         }
         2 | 3 => {
-            const BINARY: [Builtin; 5] =
-                [Builtin::Add, Builtin::Sub, Builtin::Mul, Builtin::Max, Builtin::Min];
+            const BINARY: [Builtin; 5] = [
+                Builtin::Add,
+                Builtin::Sub,
+                Builtin::Mul,
+                Builtin::Max,
+                Builtin::Min,
+            ];
             let partners: Vec<Atom> = pool
                 .iter()
                 .filter(|(_, t)| t.same_type(&xt) || t.shape.rank() == 0)
@@ -255,14 +275,23 @@ fn random_eqn(
                 partners[rng.below(partners.len())]
             };
             let (l, r) = if rng.chance(0.5) { (x, y) } else { (y, x) };
-            apply(b, BINARY[rng.below(BINARY.len())], vec![l, r], Params::empty())
+            apply(
+                b,
+                BINARY[rng.below(BINARY.len())],
+                vec![l, r],
+                Params::empty(),
+            )
         }
         4 => {
             if xt.shape.rank() == 0 {
                 return None;
             }
             let axes = Params::new([("axes", Param::ints(&[rng.below(xt.shape.rank()) as i64]))]);
-            let op = if rng.chance(0.5) { Builtin::ReduceSum } else { Builtin::ReduceMax };
+            let op = if rng.chance(0.5) {
+                Builtin::ReduceSum
+            } else {
+                Builtin::ReduceMax
+            };
             apply(b, op, vec![x], axes)
         }
         5 => {
@@ -290,7 +319,8 @@ fn random_eqn(
             apply(b, Builtin::SelectN, vec![p[0].0, x, y], Params::empty())
         }
         8 => {
-            let args: Vec<(Atom, AbstractValue)> = (0..1 + rng.below(2)).map(|_| pick(rng, pool)).collect();
+            let args: Vec<(Atom, AbstractValue)> =
+                (0..1 + rng.below(2)).map(|_| pick(rng, pool)).collect();
             let avals: Vec<AbstractValue> = args.iter().map(|(_, t)| t.clone()).collect();
             let nouts = 1 + rng.below(2);
             let inner = random_level(rng, &avals, None, nouts, opts, depth + 1);
@@ -298,7 +328,12 @@ fn random_eqn(
                 ("jaxpr", Param::Jaxpr(closed(inner))),
                 ("name", Param::Str("inner".into())),
             ]);
-            apply(b, Builtin::Jit, args.into_iter().map(|(a, _)| a).collect(), params)
+            apply(
+                b,
+                Builtin::Jit,
+                args.into_iter().map(|(a, _)| a).collect(),
+                params,
+            )
         }
         9 => {
             // cond on a comparison of two scalars (or a reduced value).
@@ -321,9 +356,13 @@ fn random_eqn(
                 b,
                 Builtin::ConvertElementType,
                 vec![pred[0].0],
-                Params::new([("new_dtype", Param::DType(DType::I32)), ("weak_type", Param::Bool(false))]),
+                Params::new([
+                    ("new_dtype", Param::DType(DType::I32)),
+                    ("weak_type", Param::Bool(false)),
+                ]),
             )?;
-            let args: Vec<(Atom, AbstractValue)> = (0..1 + rng.below(2)).map(|_| pick(rng, pool)).collect();
+            let args: Vec<(Atom, AbstractValue)> =
+                (0..1 + rng.below(2)).map(|_| pick(rng, pool)).collect();
             let avals: Vec<AbstractValue> = args.iter().map(|(_, t)| t.clone()).collect();
             let out_t: Vec<AbstractValue> = vec![avals[rng.below(avals.len())].clone()];
             let branches: Vec<ClosedJaxpr> = (0..2)
@@ -331,7 +370,12 @@ fn random_eqn(
                 .collect();
             let mut ins = vec![idx[0].0];
             ins.extend(args.into_iter().map(|(a, _)| a));
-            apply(b, Builtin::Cond, ins, Params::new([("branches", Param::Jaxprs(Arc::new(branches)))]))
+            apply(
+                b,
+                Builtin::Cond,
+                ins,
+                Params::new([("branches", Param::Jaxprs(Arc::new(branches)))]),
+            )
         }
         10 => {
             // while: carry (counter: i32, x); runs 3 times.
@@ -343,9 +387,22 @@ fn random_eqn(
                 dtype: DType::I32,
                 weak_type: false,
             });
-            let lt = cb.add_eqn(Builtin::Lt.into(), vec![Atom::Var(ci), three], Params::empty()).ok()?[0];
+            let lt = cb
+                .add_eqn(
+                    Builtin::Lt.into(),
+                    vec![Atom::Var(ci), three],
+                    Params::empty(),
+                )
+                .ok()?[0];
             let cond = closed(cb.build(vec![Atom::Var(lt)]).ok()?);
-            let body_inner = random_level(rng, std::slice::from_ref(&xt), Some(std::slice::from_ref(&xt)), 1, opts, depth + 1);
+            let body_inner = random_level(
+                rng,
+                std::slice::from_ref(&xt),
+                Some(std::slice::from_ref(&xt)),
+                1,
+                opts,
+                depth + 1,
+            );
             let mut bb = JaxprBuilder::new();
             let bi = bb.add_invar(AbstractValue::scalar(DType::I32));
             let bx = bb.add_invar(xt.clone());
@@ -354,12 +411,21 @@ fn random_eqn(
                 dtype: DType::I32,
                 weak_type: false,
             });
-            let i2 = bb.add_eqn(Builtin::Add.into(), vec![Atom::Var(bi), one], Params::empty()).ok()?[0];
+            let i2 = bb
+                .add_eqn(
+                    Builtin::Add.into(),
+                    vec![Atom::Var(bi), one],
+                    Params::empty(),
+                )
+                .ok()?[0];
             let y = bb
                 .add_eqn(
                     Builtin::Jit.into(),
                     vec![Atom::Var(bx)],
-                    Params::new([("jaxpr", Param::Jaxpr(closed(body_inner))), ("name", Param::Str("body".into()))]),
+                    Params::new([
+                        ("jaxpr", Param::Jaxpr(closed(body_inner))),
+                        ("name", Param::Str("body".into())),
+                    ]),
                 )
                 .ok()?[0];
             let body = closed(bb.build(vec![Atom::Var(i2), Atom::Var(y)]).ok()?);
@@ -395,11 +461,24 @@ fn random_eqn(
             let row = f32_of(&[3]);
             let carry0 = if xt.shape.dims() == [2, 3] {
                 // Reduce first to get a row.
-                apply(b, Builtin::ReduceSum, vec![x], Params::new([("axes", Param::ints(&[0]))]))?[0].0
+                apply(
+                    b,
+                    Builtin::ReduceSum,
+                    vec![x],
+                    Params::new([("axes", Param::ints(&[0]))]),
+                )?[0]
+                    .0
             } else {
                 broadcast_to(b, x, &row)
             };
-            let body = random_level(rng, &[row.clone(), row.clone()], Some(&[row.clone(), row.clone()]), 2, opts, depth + 1);
+            let body = random_level(
+                rng,
+                &[row.clone(), row.clone()],
+                Some(&[row.clone(), row.clone()]),
+                2,
+                opts,
+                depth + 1,
+            );
             apply(
                 b,
                 Builtin::Scan,

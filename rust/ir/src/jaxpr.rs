@@ -149,13 +149,15 @@ impl Eqn {
     }
     /// The sub-jaxprs among the params, in param order.
     pub fn sub_jaxprs(&self) -> impl Iterator<Item = &ClosedJaxpr> {
-        self.params.iter().flat_map(|(_, p)| -> Box<dyn Iterator<Item = &ClosedJaxpr> + '_> {
-            match p {
-                Param::Jaxpr(j) => Box::new(std::iter::once(j)),
-                Param::Jaxprs(js) => Box::new(js.iter()),
-                _ => Box::new(std::iter::empty()),
-            }
-        })
+        self.params
+            .iter()
+            .flat_map(|(_, p)| -> Box<dyn Iterator<Item = &ClosedJaxpr> + '_> {
+                match p {
+                    Param::Jaxpr(j) => Box::new(std::iter::once(j)),
+                    Param::Jaxprs(js) => Box::new(js.iter()),
+                    _ => Box::new(std::iter::empty()),
+                }
+            })
     }
 }
 
@@ -215,11 +217,17 @@ impl Jaxpr {
     }
     /// The types of the constant variables.
     pub fn const_avals(&self) -> Vec<AbstractValue> {
-        self.constvars.iter().map(|&v| self.var_aval(v).clone()).collect()
+        self.constvars
+            .iter()
+            .map(|&v| self.var_aval(v).clone())
+            .collect()
     }
     /// The types of the inputs.
     pub fn in_avals(&self) -> Vec<AbstractValue> {
-        self.invars.iter().map(|&v| self.var_aval(v).clone()).collect()
+        self.invars
+            .iter()
+            .map(|&v| self.var_aval(v).clone())
+            .collect()
     }
     /// The types of the outputs.
     pub fn out_avals(&self) -> Vec<AbstractValue> {
@@ -272,7 +280,11 @@ impl Drop for Jaxpr {
 
 fn take_owned_subjaxprs(eqns: &mut Box<[Eqn]>, out: &mut Vec<Jaxpr>) {
     for eqn in eqns.iter_mut() {
-        if !eqn.params.iter().any(|(_, p)| matches!(p, Param::Jaxpr(_) | Param::Jaxprs(_))) {
+        if !eqn
+            .params
+            .iter()
+            .any(|(_, p)| matches!(p, Param::Jaxpr(_) | Param::Jaxprs(_)))
+        {
             continue;
         }
         let params = std::mem::take(&mut eqn.params);
@@ -282,7 +294,7 @@ fn take_owned_subjaxprs(eqns: &mut Box<[Eqn]>, out: &mut Vec<Jaxpr>) {
                 Param::Jaxprs(list) => {
                     if let Ok(list) = Arc::try_unwrap(list) {
                         // An `Arc<[T]>` that is uniquely owned: move the items out.
-                                                for cj in list {
+                        for cj in list {
                             cj.release_into(out);
                         }
                     }
@@ -362,13 +374,19 @@ impl fmt::Display for CloseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CloseError::Count { expected, got } => {
-                write!(f, "the jaxpr has {expected} constvars but {got} constants were given")
+                write!(
+                    f,
+                    "the jaxpr has {expected} constvars but {got} constants were given"
+                )
             }
             CloseError::Type {
                 index,
                 expected,
                 got,
-            } => write!(f, "constant {index} has type {got} but its constvar has type {expected}"),
+            } => write!(
+                f,
+                "constant {index} has type {got} but its constvar has type {expected}"
+            ),
         }
     }
 }

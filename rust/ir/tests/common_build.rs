@@ -32,7 +32,8 @@ pub fn lit_i32(b: &mut JaxprBuilder, x: i64) -> Atom {
 }
 
 pub fn op(b: &mut JaxprBuilder, prim: Builtin, inputs: &[Atom]) -> VarId {
-    b.add_eqn(prim.into(), inputs.to_vec(), Params::empty()).unwrap()[0]
+    b.add_eqn(prim.into(), inputs.to_vec(), Params::empty())
+        .unwrap()[0]
 }
 
 pub fn op_p(b: &mut JaxprBuilder, prim: Builtin, inputs: &[Atom], params: Params) -> Vec<VarId> {

@@ -30,7 +30,10 @@ fn generation_is_deterministic() {
     let b = random_jaxpr(7, RandomOptions::default());
     assert_eq!(a.eqns().len(), b.eqns().len());
     let names = |j: &ferrax_ir::Jaxpr| -> Vec<String> {
-        j.eqns().iter().map(|e| e.primitive().name().to_owned()).collect()
+        j.eqns()
+            .iter()
+            .map(|e| e.primitive().name().to_owned())
+            .collect()
     };
     assert_eq!(names(&a), names(&b));
 }

@@ -200,7 +200,10 @@ fn dce_prunes_while_carry_to_a_fixpoint() {
     // Only the counter: the body constant and a, b go.
     let (d, used) = dce(&j, &[true, false, false]).unwrap();
     assert_eq!(used, vec![false, true, false, false]);
-    assert_eq!(d.eqns()[0].params().get("body_nconsts"), Some(&Param::Int(0)));
+    assert_eq!(
+        d.eqns()[0].params().get("body_nconsts"),
+        Some(&Param::Int(0))
+    );
     typecheck(&d).unwrap();
 }
 
@@ -239,7 +242,10 @@ fn dce_prunes_scan_carry_and_outputs() {
     assert_eq!(used, vec![false, true]);
     let e = &d.eqns()[0];
     assert_eq!(e.params().get("num_carry"), Some(&Param::Int(0)));
-    assert_eq!(e.params().get("linear"), Some(&Param::Bools(Arc::from([false]))));
+    assert_eq!(
+        e.params().get("linear"),
+        Some(&Param::Bools(Arc::from([false])))
+    );
     assert_eq!(e.outvars().len(), 1);
     typecheck(&d).unwrap();
 
@@ -265,7 +271,11 @@ fn dce_of_a_deep_nest_does_not_overflow_the_stack() {
 
 #[test]
 fn dce_of_a_long_chain_is_linear_and_complete() {
-    let n = if cfg!(debug_assertions) { 100_000 } else { 1_000_000 };
+    let n = if cfg!(debug_assertions) {
+        100_000
+    } else {
+        1_000_000
+    };
     let j = chain(n, 8);
     let (d, used) = dce(&j, &[true]).unwrap();
     assert_eq!(used, vec![true]);
@@ -318,7 +328,11 @@ fn builder_toposorts_a_recipe_graph() {
 
 #[test]
 fn toposort_of_a_long_chain_does_not_recurse() {
-    let n = if cfg!(debug_assertions) { 100_000 } else { 1_000_000 };
+    let n = if cfg!(debug_assertions) {
+        100_000
+    } else {
+        1_000_000
+    };
     let j = chain(n, 8);
     let sorted = toposort(&j);
     assert_eq!(sorted.eqns().len(), j.eqns().len());

@@ -276,9 +276,7 @@ impl<'a> Frame<'a> {
                         eqn,
                         inputs: filter(&e.inputs, &used_in),
                         outvars: filter(&e.outvars, &used_outs),
-                        params: e
-                            .params
-                            .with("jaxpr", Param::Jaxpr(reclose(pruned, inner))),
+                        params: e.params.with("jaxpr", Param::Jaxpr(reclose(pruned, inner))),
                     }),
                 }
             }
@@ -447,9 +445,8 @@ impl<'a> Frame<'a> {
         };
         let nc = int_param(e, "num_consts");
         let ncarry = used_carry.len();
-        let outs_wanted = |carry: &[bool]| -> Vec<bool> {
-            carry.iter().chain(&used_ys).copied().collect()
-        };
+        let outs_wanted =
+            |carry: &[bool]| -> Vec<bool> { carry.iter().chain(&used_ys).copied().collect() };
         let Some((body, body_used)) = child else {
             let used = outs_wanted(&used_carry);
             return Progress::Need(

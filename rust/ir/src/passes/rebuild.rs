@@ -73,7 +73,12 @@ impl<'a> Rebuilder<'a> {
 
     /// Copies an equation of the source as it is.
     pub(crate) fn eqn(&mut self, e: &Eqn) {
-        self.eqn_with(e, e.inputs.iter().copied(), e.outvars.iter().copied(), e.params.clone());
+        self.eqn_with(
+            e,
+            e.inputs.iter().copied(),
+            e.outvars.iter().copied(),
+            e.params.clone(),
+        );
     }
 
     /// Copies an equation with other inputs, outputs and params (all from the source).

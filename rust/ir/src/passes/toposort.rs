@@ -1,7 +1,7 @@
 //! Toposort: order equations so each follows the definitions of its inputs.
 
-use crate::error::{Site, TypeError};
 use super::rebuild::Rebuilder;
+use crate::error::{Site, TypeError};
 use crate::jaxpr::{Atom, Eqn, Jaxpr};
 
 const NONE: u32 = u32::MAX;

@@ -1,10 +1,13 @@
 //! Jaxpr text: the printer and the parser of JAX's current jaxpr format.
 
+mod lexer;
 mod parser;
 mod printer;
 
-pub use parser::{parse_jaxpr, parse_jaxpr_with, ParseError, ReadError};
-pub use printer::{print_closed_jaxpr, print_jaxpr};
+pub use parser::{
+    parse_jaxpr, parse_jaxpr_with, ParseError, ReadError, MAX_ERROR_NESTING, MAX_VALUE_DEPTH,
+};
+pub use printer::{format_param_flat, print_closed_jaxpr, print_jaxpr, MAX_INDENT_DEPTH};
 
 use crate::jaxpr::{LitValue, Literal};
 use crate::params::Param;

@@ -1,9 +1,62 @@
-//! The jaxpr parser (placeholder until the full parser lands).
+//! The jaxpr parser: reads what [`crate::text::print_jaxpr`] writes and what JAX prints.
+//!
+//! # Grammar
+//! ```text
+//! text    := ('let' WORD '=' jaxpr 'in')* jaxpr        -- JAX's shared jaxprs
+//! jaxpr   := '{' 'lambda' binder* [';' binder*] '.' 'let' eqn* 'in' '(' atoms ')' '}'
+//! binder  := NAME ':' type                 type := DTYPE '[' [INT (',' INT)*] ']'
+//! eqn     := [binder+ '='] | '=' ) PRIM ['[' (NAME '=' value)* ']'] atom*   [';']
+//! atom    := NAME | VALUE ':' type         -- a variable use or a scalar literal
+//! value   := WORD | STRING | jaxpr | '(' values ')' | '[' values ']'
+//! ```
+//! Whitespace (newlines included) separates tokens and is otherwise insignificant, except
+//! in two cases where JAX's text is ambiguous and line starts decide: an input list ends
+//! at a word followed by `:` (the next equation's binders), unless the word is a literal
+//! value (`1.0:f32[]`); the words `inf` and `nan` are both, and are read as a binder when
+//! they start a line, as a literal otherwise. An equation with no outputs is written
+//! `= prim ...` by the printer; JAX writes just `prim ...`, which is recognised when the
+//! word starts a line, names a primitive and is not a variable of the scope (or is
+//! followed by `[`).
+//!
+//! Names are any identifiers `[A-Za-z_][A-Za-z0-9_]*`; `_` (JAX's dropped output) may be
+//! bound any number of times, and a use of `_` means its latest binding. Each jaxpr is a
+//! scope of its own: names may repeat across jaxprs and a nested jaxpr does not see the
+//! variables of the jaxpr around it.
+//!
+//! Params are read as generic values, then converted by the primitive's schema
+//! ([`Builtin::param_kind`]); a value that does not fit its kind, or a param the
+//! primitive does not have, is converted by its syntax alone and left for the
+//! typechecker (run by [`JaxprBuilder::build`]) to reject, so there is one place that
+//! judges. Extension primitives' params are converted by syntax: `None`, `True`/`False`,
+//! integers, floats (`inf`, `nan`), dtype names (`float32`), other words and quoted
+//! strings (as strings), jaxprs, and tuples of ints, bools or jaxprs; a tuple of plain
+//! words reads as the string of its text (`precision=(Precision.HIGHEST, Precision.HIGHEST)`).
+//! JAX hides `broadcast_in_dim`'s `shape` (the output type has it) and empty
+//! `broadcast_dimensions`; they are filled in.
+//!
+//! Float literals are rounded to their dtype (`1e-05:f32[]` reads as the f32 nearest to
+//! 1e-05 and prints back as `9.999999747378752e-06:f32[]`, as JAX prints it); an integer
+//! literal of a float dtype reads as that float.
+//!
+//! # Depth and cost
+//! Nested jaxprs are parsed with an explicit stack of partially built scopes, never by
+//! recursion, so any depth parses in constant stack. Param values nest tuples at most
+//! [`MAX_VALUE_DEPTH`] deep. The lexer is streaming (two tokens of lookahead), and names
+//! are resolved through one hash map per scope.
 
-use crate::error::TypeError;
-use crate::jaxpr::Jaxpr;
-use crate::primitive::Registry;
+use super::lexer::{unquote, Kind, Lexer, Tok};
+use crate::aval::{AbstractValue, Shape};
+use crate::builder::JaxprBuilder;
+use crate::dtype::DType;
+use crate::error::{Site, TypeError};
+use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
+use crate::params::{DotDimensionNumbers, Param, Params};
+use crate::primitive::{Builtin, ParamKind, Primitive, Registry};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// A syntax error in jaxpr text, at a 1-based line and column.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +99,12 @@ impl fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
+impl From<ParseError> for ReadError {
+    fn from(e: ParseError) -> ReadError {
+        ReadError::Parse(e)
+    }
+}
+
 /// Reads a jaxpr printed by [`crate::text::print_jaxpr`] or by JAX, using built-in
 /// primitives only.
 pub fn parse_jaxpr(text: &str) -> Result<Jaxpr, ReadError> {
@@ -53,10 +112,1068 @@ pub fn parse_jaxpr(text: &str) -> Result<Jaxpr, ReadError> {
 }
 
 /// Reads a jaxpr whose equations may use the extension primitives of `registry`.
-pub fn parse_jaxpr_with(_text: &str, _registry: &Registry) -> Result<Jaxpr, ReadError> {
-    Err(ReadError::Parse(ParseError {
-        line: 1,
-        column: 1,
-        message: "the parser is not written yet".to_owned(),
+pub fn parse_jaxpr_with(text: &str, registry: &Registry) -> Result<Jaxpr, ReadError> {
+    Parser::new(text, registry).run()
+}
+
+/// Tuples in a param value nest at most this deep.
+pub const MAX_VALUE_DEPTH: usize = 16;
+
+/// A type error inside nested jaxprs is wrapped in [`TypeError::SubJaxpr`] for at most
+/// this many enclosing jaxprs (the outermost ones).
+pub const MAX_ERROR_NESTING: usize = 32;
+
+/// Longest source line quoted in an equation's [`Site`].
+const MAX_SITE_CHARS: usize = 200;
+
+// ---------------------------------------------------------------------------------------
+// Word classification, shared with the printer.
+
+fn is_int_word(s: &str) -> bool {
+    let d = s.strip_prefix('-').unwrap_or(s);
+    !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn is_float_word(s: &str) -> bool {
+    let d = s.strip_prefix('-').unwrap_or(s);
+    if d == "inf" || d == "nan" {
+        return true;
+    }
+    let b = d.as_bytes();
+    let mut i = 0;
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i - start
+    };
+    if digits(&mut i) == 0 {
+        return false;
+    }
+    let mut floaty = false;
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        floaty = true;
+        digits(&mut i);
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        floaty = true;
+        if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    floaty && i == b.len()
+}
+
+/// True for words that read as numbers: `1`, `-3`, `2.0`, `1e-05`, `inf`, `-inf`, `nan`.
+pub(crate) fn is_number_word(s: &str) -> bool {
+    is_int_word(s) || is_float_word(s)
+}
+
+fn is_literal_word(s: &str) -> bool {
+    s == "True" || s == "False" || is_number_word(s)
+}
+
+fn is_ident(s: &str) -> bool {
+    let b = s.as_bytes();
+    match b.first() {
+        Some(c) if c.is_ascii_alphabetic() || *c == b'_' => {}
+        _ => return false,
+    }
+    b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+}
+
+fn parse_float_word(s: &str) -> f64 {
+    let (neg, d) = match s.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, s),
+    };
+    let v = match d {
+        "inf" => f64::INFINITY,
+        "nan" => f64::NAN,
+        _ => d.parse::<f64>().unwrap_or(f64::NAN),
+    };
+    if neg {
+        -v
+    } else {
+        v
+    }
+}
+
+/// Rounds `x` to the nearest value of a binary float format with `p` significand bits
+/// and normal exponents `emin..=emax` (ties to even, overflow to infinity).
+fn round_to_format(x: f64, p: i32, emin: i32, emax: i32) -> f64 {
+    if !x.is_finite() || x == 0.0 {
+        return x;
+    }
+    let a = x.abs();
+    let biased = ((a.to_bits() >> 52) & 0x7ff) as i32;
+    let e = (biased - 1023).max(emin);
+    let quantum = 2f64.powi(e - (p - 1));
+    let r = (a / quantum).round_ties_even() * quantum;
+    let r = if r >= 2f64.powi(emax + 1) {
+        f64::INFINITY
+    } else {
+        r
+    };
+    r.copysign(x)
+}
+
+/// The value nearest `x` that `dtype` can hold (floats are stored as exact f64 values).
+fn round_to_dtype(x: f64, dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => x as f32 as f64,
+        DType::F16 => round_to_format(x, 11, -14, 15),
+        DType::BF16 => round_to_format(x, 8, -126, 127),
+        _ => x,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A small fast hasher for the name tables (keys are short identifiers).
+
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, b: u8) {
+        self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type NameMap<'a> = HashMap<&'a str, VarId, BuildHasherDefault<FxHasher>>;
+
+// ---------------------------------------------------------------------------------------
+// Parser state.
+
+/// A param value as written, before conversion.
+enum Val<'a> {
+    Word(Tok<'a>),
+    Str(String),
+    Jaxpr(ClosedJaxpr),
+    Seq {
+        items: Vec<Val<'a>>,
+        bracket: bool,
+        open: Tok<'a>,
+    },
+}
+
+/// An open `(` or `[` in a param value.
+struct Container<'a> {
+    open: Tok<'a>,
+    items: Vec<Val<'a>>,
+    bracket: bool,
+    after_comma: bool,
+}
+
+/// The equation being read.
+struct PendingEqn<'a> {
+    prim: Primitive,
+    builtin: Option<Builtin>,
+    outvars: Vec<(VarId, Tok<'a>)>,
+    params: Vec<(&'a str, Param)>,
+    /// Reading params (between `[` and `]`).
+    in_params: bool,
+    /// The param whose value is being read.
+    current: Option<Tok<'a>>,
+    containers: Vec<Container<'a>>,
+}
+
+/// A jaxpr being read.
+#[derive(Default)]
+struct Scope<'a> {
+    b: JaxprBuilder,
+    names: NameMap<'a>,
+    underscore: Option<VarId>,
+    header_done: bool,
+    eqn: Option<Box<PendingEqn<'a>>>,
+    eqn_index: usize,
+    eqn_start: usize,
+}
+
+enum Step {
+    /// A `{` was read in a param value: start a nested jaxpr.
+    Open,
+    /// The jaxpr of the top scope is complete.
+    Close(Jaxpr),
+}
+
+struct Parser<'a, 'r> {
+    lx: Lexer<'a>,
+    cur: Tok<'a>,
+    nxt: Tok<'a>,
+    registry: &'r Registry,
+    scopes: Vec<Scope<'a>>,
+    shared: HashMap<&'a str, ClosedJaxpr>,
+}
+
+fn perr(t: &Tok<'_>, message: String) -> ReadError {
+    ReadError::Parse(ParseError {
+        line: t.line,
+        column: t.col,
+        message,
+    })
+}
+
+fn expected(t: &Tok<'_>, what: &str) -> ReadError {
+    perr(t, format!("expected {what}, found {}", t.describe()))
+}
+
+impl<'a, 'r> Parser<'a, 'r> {
+    fn new(text: &'a str, registry: &'r Registry) -> Parser<'a, 'r> {
+        let mut lx = Lexer::new(text);
+        let cur = lx.next_token();
+        let nxt = lx.next_token();
+        Parser {
+            lx,
+            cur,
+            nxt,
+            registry,
+            scopes: Vec::new(),
+            shared: HashMap::new(),
+        }
+    }
+
+    #[inline]
+    fn bump(&mut self) {
+        self.cur = self.nxt;
+        self.nxt = self.lx.next_token();
+    }
+
+    fn expect(&mut self, kind: Kind, what: &str) -> Result<Tok<'a>, ReadError> {
+        if self.cur.kind == kind {
+            let t = self.cur;
+            self.bump();
+            Ok(t)
+        } else {
+            Err(expected(&self.cur, what))
+        }
+    }
+
+    fn expect_word(&mut self, word: &str, what: &str) -> Result<(), ReadError> {
+        if self.cur.is_word(word) {
+            self.bump();
+            Ok(())
+        } else {
+            Err(expected(&self.cur, what))
+        }
+    }
+
+    fn run(mut self) -> Result<Jaxpr, ReadError> {
+        // JAX prints jaxprs used more than once first: `let name = { ... } in`.
+        while self.cur.is_word("let") && self.nxt.kind == Kind::Word {
+            self.bump();
+            let name = self.cur;
+            self.bump();
+            self.expect(Kind::Eq, "'=' after the name of a shared jaxpr")?;
+            self.expect(Kind::LBrace, "'{' (a jaxpr)")?;
+            let j = self.parse_nested_root()?;
+            self.expect_word("in", "'in' after a shared jaxpr")?;
+            let cj = ClosedJaxpr::with_unknown_consts(Arc::new(j));
+            self.shared.insert(name.text, cj);
+        }
+        self.expect(Kind::LBrace, "'{' (the start of a jaxpr)")?;
+        let j = self.parse_nested_root()?;
+        if self.cur.kind != Kind::Eof {
+            return Err(expected(&self.cur, "the end of the input after the jaxpr"));
+        }
+        Ok(j)
+    }
+
+    /// Reads one jaxpr whose `{` was consumed, with everything nested in it.
+    fn parse_nested_root(&mut self) -> Result<Jaxpr, ReadError> {
+        self.scopes.clear();
+        self.scopes.push(Scope::default());
+        loop {
+            let step = match self.step() {
+                Ok(s) => s,
+                Err(e) => return Err(self.fail(e)),
+            };
+            match step {
+                Step::Open => self.scopes.push(Scope::default()),
+                Step::Close(j) => {
+                    self.scopes.pop();
+                    if self.scopes.is_empty() {
+                        return Ok(j);
+                    }
+                    let cj = ClosedJaxpr::with_unknown_consts(Arc::new(j));
+                    if let Err(e) = self.deliver(Val::Jaxpr(cj)) {
+                        return Err(self.fail(e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Wraps a type error of the top scope in the sites of the scopes around it, then
+    /// drops the scopes.
+    fn fail(&mut self, e: ReadError) -> ReadError {
+        let ReadError::Type(mut te) = e else {
+            self.scopes.clear();
+            return e;
+        };
+        let enclosing = self.scopes.len().saturating_sub(1);
+        for i in (0..enclosing.min(MAX_ERROR_NESTING)).rev() {
+            let s = &self.scopes[i];
+            let param = s
+                .eqn
+                .as_ref()
+                .and_then(|p| p.current.map(|t| t.text.to_owned()))
+                .unwrap_or_default();
+            te = TypeError::SubJaxpr {
+                site: Site::Eqn {
+                    index: s.eqn_index,
+                    line: self.source_line(s.eqn_start),
+                },
+                param,
+                error: Box::new(te),
+            };
+        }
+        self.scopes.clear();
+        ReadError::Type(te)
+    }
+
+    /// The source line holding byte `offset`, trimmed (and shortened when very long).
+    fn source_line(&self, offset: usize) -> String {
+        let src = self.lx.source();
+        let bytes = src.as_bytes();
+        let offset = offset.min(bytes.len());
+        let start = bytes[..offset]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let end = bytes[offset..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |i| offset + i);
+        let line = src.get(start..end).unwrap_or("").trim();
+        if line.chars().count() > MAX_SITE_CHARS {
+            let mut s: String = line.chars().take(MAX_SITE_CHARS).collect();
+            s.push_str(" ...");
+            s
+        } else {
+            line.to_owned()
+        }
+    }
+
+    fn eqn_site(&self, si: usize) -> Site {
+        let s = &self.scopes[si];
+        Site::Eqn {
+            index: s.eqn_index,
+            line: self.source_line(s.eqn_start),
+        }
+    }
+
+    /// Runs the top scope until it needs a nested scope or is complete.
+    fn step(&mut self) -> Result<Step, ReadError> {
+        let si = self.scopes.len() - 1;
+        if !self.scopes[si].header_done {
+            self.header(si)?;
+        }
+        loop {
+            if let Some(pe) = &self.scopes[si].eqn {
+                if pe.in_params && self.params(si)? {
+                    return Ok(Step::Open);
+                }
+                self.finish_eqn(si)?;
+                continue;
+            }
+            while self.cur.kind == Kind::Semi {
+                self.bump();
+            }
+            if self.cur.is_word("in") && self.nxt.kind == Kind::LParen {
+                return self.close(si).map(Step::Close);
+            }
+            self.start_eqn(si)?;
+        }
+    }
+
+    /// `lambda consts ; invars . let`
+    fn header(&mut self, si: usize) -> Result<(), ReadError> {
+        self.expect_word("lambda", "'lambda'")?;
+        let first = self.binders()?;
+        let (consts, invars) = if self.cur.kind == Kind::Semi {
+            self.bump();
+            (first, self.binders()?)
+        } else {
+            (Vec::new(), first)
+        };
+        self.expect(Kind::Dot, "'.' after the input variables")?;
+        self.expect_word("let", "'let'")?;
+        for (t, aval) in consts {
+            let v = self.scopes[si].b.add_constvar(aval);
+            self.bind(si, t, v, || Site::Binders)?;
+        }
+        for (t, aval) in invars {
+            let v = self.scopes[si].b.add_invar(aval);
+            self.bind(si, t, v, || Site::Binders)?;
+        }
+        self.scopes[si].header_done = true;
+        Ok(())
+    }
+
+    /// `name:type` while the next tokens look like one.
+    fn binders(&mut self) -> Result<Vec<(Tok<'a>, AbstractValue)>, ReadError> {
+        let mut v = Vec::new();
+        while self.cur.kind == Kind::Word && self.nxt.kind == Kind::Colon {
+            v.push(self.binder()?);
+        }
+        if self.cur.kind == Kind::Word && !matches!(self.cur.text, "let" | "in") {
+            return Err(expected(
+                &self.cur,
+                &format!("':' and a type after variable {}", self.cur.describe()),
+            ));
+        }
+        Ok(v)
+    }
+
+    fn binder(&mut self) -> Result<(Tok<'a>, AbstractValue), ReadError> {
+        let t = self.cur;
+        if !is_ident(t.text) {
+            return Err(expected(&t, "a variable name"));
+        }
+        self.bump();
+        self.expect(Kind::Colon, "':' after a variable name")?;
+        let aval = self.parse_type()?;
+        Ok((t, aval))
+    }
+
+    /// `f32[3,4]`
+    fn parse_type(&mut self) -> Result<AbstractValue, ReadError> {
+        let t = self.cur;
+        if t.kind != Kind::Word {
+            return Err(expected(&t, "a type like f32[3]"));
+        }
+        let Some(dtype) = DType::from_name(t.text) else {
+            return Err(perr(&t, format!("unknown dtype {}", t.describe())));
+        };
+        self.bump();
+        self.expect(Kind::LBracket, "'[' after the dtype")?;
+        let mut dims: Vec<i64> = Vec::new();
+        if self.cur.kind != Kind::RBracket {
+            loop {
+                let d = self.cur;
+                if d.kind != Kind::Word || !is_int_word(d.text) {
+                    return Err(expected(&d, "a dimension size"));
+                }
+                let Ok(n) = d.text.parse::<i64>() else {
+                    return Err(perr(&d, format!("dimension {} overflows i64", d.describe())));
+                };
+                dims.push(n);
+                self.bump();
+                if self.cur.kind == Kind::Comma {
+                    self.bump();
+                } else {
+                    break;
+                }
+            }
+        }
+        self.expect(Kind::RBracket, "',' or ']' in a shape")?;
+        match Shape::new(&dims) {
+            Ok(shape) => Ok(AbstractValue::new(shape, dtype)),
+            Err(e) => Err(perr(&t, format!("bad shape {dims:?}: {e}"))),
+        }
+    }
+
+    fn bind(
+        &mut self,
+        si: usize,
+        t: Tok<'a>,
+        v: VarId,
+        site: impl FnOnce() -> Site,
+    ) -> Result<(), ReadError> {
+        let scope = &mut self.scopes[si];
+        if t.text == "_" {
+            scope.underscore = Some(v);
+            return Ok(());
+        }
+        match scope.names.entry(t.text) {
+            Entry::Vacant(e) => {
+                e.insert(v);
+                Ok(())
+            }
+            Entry::Occupied(_) => Err(ReadError::Type(TypeError::DoubleBinding {
+                site: site(),
+                var: t.text.to_owned(),
+            })),
+        }
+    }
+
+    fn use_var(&self, si: usize, t: &Tok<'a>, in_eqn: bool) -> Result<VarId, ReadError> {
+        if !is_ident(t.text) {
+            return Err(expected(t, "a variable name or a literal like 1.0:f32[]"));
+        }
+        let scope = &self.scopes[si];
+        let found = if t.text == "_" {
+            scope.underscore
+        } else {
+            scope.names.get(t.text).copied()
+        };
+        found.ok_or_else(|| {
+            ReadError::Type(TypeError::Unbound {
+                site: if in_eqn {
+                    self.eqn_site(si)
+                } else {
+                    Site::Outputs
+                },
+                var: t.text.to_owned(),
+            })
+        })
+    }
+
+    /// A literal `value:dtype[]` at the current token.
+    fn literal(&mut self) -> Result<Literal, ReadError> {
+        let vt = self.cur;
+        self.bump();
+        self.expect(Kind::Colon, "':' after a literal value")?;
+        let tt = self.cur;
+        let aval = self.parse_type()?;
+        if aval.shape.rank() != 0 {
+            return Err(perr(
+                &tt,
+                format!("expected a scalar type for a literal, found {aval}"),
+            ));
+        }
+        let dtype = aval.dtype;
+        let s = vt.text;
+        let value = if s == "True" || s == "False" {
+            LitValue::Bool(s == "True")
+        } else if is_int_word(s) {
+            let Ok(i) = s.parse::<i64>() else {
+                return Err(perr(&vt, format!("integer literal {} overflows i64", vt.describe())));
+            };
+            if dtype.is_float() {
+                LitValue::Float(round_to_dtype(i as f64, dtype))
+            } else {
+                LitValue::Int(i)
+            }
+        } else if is_float_word(s) {
+            LitValue::Float(round_to_dtype(parse_float_word(s), dtype))
+        } else {
+            return Err(expected(&vt, "a literal value (a number, True or False)"));
+        };
+        Ok(Literal {
+            value,
+            dtype,
+            weak_type: false,
+        })
+    }
+
+    /// Binders, `=` and the primitive; then either `[` (params follow) or the inputs.
+    fn start_eqn(&mut self, si: usize) -> Result<(), ReadError> {
+        let first = self.cur;
+        self.scopes[si].eqn_start = first.start;
+        let mut outvars: Vec<(VarId, Tok<'a>)> = Vec::new();
+        if first.kind == Kind::Eq {
+            self.bump();
+        } else if first.kind == Kind::Word && self.nxt.kind == Kind::Colon {
+            while self.cur.kind == Kind::Word && self.nxt.kind == Kind::Colon {
+                let (t, aval) = self.binder()?;
+                let v = self.scopes[si].b.new_var(aval);
+                outvars.push((v, t));
+            }
+            self.expect(Kind::Eq, "'=' or another output variable")?;
+        } else if first.kind != Kind::Word {
+            return Err(expected(&first, "an equation or 'in'"));
+        }
+        let pt = self.cur;
+        if pt.kind != Kind::Word {
+            return Err(expected(&pt, "a primitive name"));
+        }
+        let Some(prim) = self.registry.lookup(pt.text) else {
+            return Err(perr(&pt, format!("unknown primitive '{}'", pt.text)));
+        };
+        self.bump();
+        let in_params = self.cur.kind == Kind::LBracket;
+        if in_params {
+            self.bump();
+        }
+        self.scopes[si].eqn = Some(Box::new(PendingEqn {
+            builtin: prim.as_builtin(),
+            prim,
+            outvars,
+            params: Vec::new(),
+            in_params,
+            current: None,
+            containers: Vec::new(),
+        }));
+        Ok(())
+    }
+
+    /// Reads params until `]` (returns false) or until a nested jaxpr opens (true).
+    fn params(&mut self, si: usize) -> Result<bool, ReadError> {
+        loop {
+            let Some(pe) = self.scopes[si].eqn.as_mut() else {
+                return Ok(false);
+            };
+            let t = self.cur;
+            if pe.current.is_none() {
+                match t.kind {
+                    Kind::RBracket => {
+                        pe.in_params = false;
+                        self.bump();
+                        return Ok(false);
+                    }
+                    Kind::Word => {
+                        pe.current = Some(t);
+                        self.bump();
+                        self.expect(Kind::Eq, "'=' after a param name")?;
+                        continue;
+                    }
+                    _ => return Err(expected(&t, "a param name or ']'")),
+                }
+            }
+            match t.kind {
+                Kind::LBrace => {
+                    self.bump();
+                    return Ok(true);
+                }
+                Kind::LParen | Kind::LBracket => {
+                    if pe.containers.len() >= MAX_VALUE_DEPTH {
+                        return Err(perr(&t, "param value nested too deeply".to_owned()));
+                    }
+                    pe.containers.push(Container {
+                        open: t,
+                        items: Vec::new(),
+                        bracket: t.kind == Kind::LBracket,
+                        after_comma: false,
+                    });
+                    self.bump();
+                }
+                Kind::RParen | Kind::RBracket => {
+                    let closes_bracket = t.kind == Kind::RBracket;
+                    match pe.containers.pop() {
+                        Some(c) if c.bracket == closes_bracket => {
+                            self.bump();
+                            self.deliver(Val::Seq {
+                                items: c.items,
+                                bracket: c.bracket,
+                                open: c.open,
+                            })?;
+                        }
+                        Some(c) => {
+                            let want = if c.bracket { "']'" } else { "')'" };
+                            return Err(expected(&t, &format!("a value, ',' or {want}")));
+                        }
+                        None => return Err(expected(&t, "a param value")),
+                    }
+                }
+                Kind::Comma => match pe.containers.last_mut() {
+                    Some(c) if !c.items.is_empty() && !c.after_comma => {
+                        c.after_comma = true;
+                        self.bump();
+                    }
+                    _ => return Err(expected(&t, "a param value")),
+                },
+                Kind::Word => {
+                    self.bump();
+                    self.deliver(Val::Word(t))?;
+                }
+                Kind::Str => {
+                    let Some(s) = unquote(t.text) else {
+                        return Err(perr(&t, format!("bad escape in string {}", t.describe())));
+                    };
+                    self.bump();
+                    self.deliver(Val::Str(s))?;
+                }
+                _ => return Err(expected(&t, "a param value")),
+            }
+        }
+    }
+
+    /// Hands a complete value to the top scope's pending param.
+    fn deliver(&mut self, val: Val<'a>) -> Result<(), ReadError> {
+        let shared = &self.shared;
+        let Some(pe) = self.scopes.last_mut().and_then(|s| s.eqn.as_mut()) else {
+            return Err(expected(&self.cur, "a jaxpr in a param (internal parser state)"));
+        };
+        if let Some(c) = pe.containers.last_mut() {
+            c.items.push(val);
+            c.after_comma = false;
+            return Ok(());
+        }
+        let Some(name) = pe.current.take() else {
+            return Err(expected(&self.cur, "a param name"));
+        };
+        if pe.params.iter().any(|(n, _)| *n == name.text) {
+            return Err(perr(&name, format!("param '{}' is given twice", name.text)));
+        }
+        let kind = pe.builtin.and_then(|b| b.param_kind(name.text));
+        let p = convert(kind, val, shared)?;
+        pe.params.push((name.text, p));
+        Ok(())
+    }
+
+    /// Reads the inputs of the pending equation and adds it to the scope.
+    fn finish_eqn(&mut self, si: usize) -> Result<(), ReadError> {
+        let mut inputs: Vec<Atom> = Vec::new();
+        loop {
+            let t = self.cur;
+            if t.kind != Kind::Word {
+                break;
+            }
+            if self.nxt.kind == Kind::Colon {
+                if is_literal_word(t.text) && !(is_ident(t.text) && t.line_start) {
+                    let lit = self.literal()?;
+                    inputs.push(self.scopes[si].b.literal(lit));
+                    continue;
+                }
+                break; // The next equation's binders.
+            }
+            if t.text == "in" && self.nxt.kind == Kind::LParen {
+                break;
+            }
+            if t.line_start
+                && (self.nxt.kind == Kind::LBracket || !self.scopes[si].names.contains_key(t.text))
+                && self.registry.lookup(t.text).is_some()
+            {
+                break; // JAX's form of an equation with no outputs.
+            }
+            let v = self.use_var(si, &t, true)?;
+            inputs.push(Atom::Var(v));
+            self.bump();
+        }
+        let Some(pe) = self.scopes[si].eqn.take() else {
+            return Ok(());
+        };
+        let PendingEqn {
+            prim,
+            builtin,
+            outvars,
+            mut params,
+            ..
+        } = *pe;
+        let scope = &mut self.scopes[si];
+        if builtin == Some(Builtin::BroadcastInDim) && outvars.len() == 1 {
+            // JAX hides these: the shape is the output's, and empty dimensions are omitted.
+            if !params.iter().any(|(n, _)| *n == "shape") {
+                if let Some(aval) = scope.b.var_aval(outvars[0].0) {
+                    params.push(("shape", Param::ints(aval.shape.dims())));
+                }
+            }
+            if !params.iter().any(|(n, _)| *n == "broadcast_dimensions") {
+                params.push(("broadcast_dimensions", Param::ints(&[])));
+            }
+        }
+        let ids: Vec<VarId> = outvars.iter().map(|(v, _)| *v).collect();
+        scope
+            .b
+            .add_eqn_with_outvars(prim, inputs, Params::new(params), ids);
+        for (v, t) in outvars {
+            if t.text != "_" && self.scopes[si].names.contains_key(t.text) {
+                return Err(ReadError::Type(TypeError::DoubleBinding {
+                    site: self.eqn_site(si),
+                    var: t.text.to_owned(),
+                }));
+            }
+            self.bind(si, t, v, || Site::Binders)?;
+        }
+        self.scopes[si].eqn_index += 1;
+        Ok(())
+    }
+
+    /// `in ( atoms ) }` and the build of the scope's jaxpr.
+    fn close(&mut self, si: usize) -> Result<Jaxpr, ReadError> {
+        self.bump(); // in
+        self.expect(Kind::LParen, "'(' after 'in'")?;
+        let mut outs: Vec<Atom> = Vec::new();
+        loop {
+            let t = self.cur;
+            match t.kind {
+                Kind::RParen => {
+                    self.bump();
+                    break;
+                }
+                Kind::Word if self.nxt.kind == Kind::Colon => {
+                    if !is_literal_word(t.text) {
+                        return Err(expected(&t, "an output variable or a literal value"));
+                    }
+                    let lit = self.literal()?;
+                    outs.push(self.scopes[si].b.literal(lit));
+                }
+                Kind::Word => {
+                    let v = self.use_var(si, &t, false)?;
+                    outs.push(Atom::Var(v));
+                    self.bump();
+                }
+                _ => return Err(expected(&t, "an output variable, a literal or ')'")),
+            }
+            match self.cur.kind {
+                Kind::Comma => self.bump(),
+                Kind::RParen => {}
+                _ => return Err(expected(&self.cur, "',' or ')' in the outputs")),
+            }
+        }
+        self.expect(Kind::RBrace, "'}' at the end of the jaxpr")?;
+        let b = std::mem::take(&mut self.scopes[si].b);
+        b.build(outs).map_err(ReadError::Type)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Param values.
+
+type Shared<'a> = HashMap<&'a str, ClosedJaxpr>;
+
+fn word<'v>(v: &'v Val<'_>) -> Option<&'v str> {
+    match v {
+        Val::Word(t) => Some(t.text),
+        _ => None,
+    }
+}
+
+fn as_int(v: &Val<'_>) -> Result<Option<i64>, ReadError> {
+    match v {
+        Val::Word(t) if is_int_word(t.text) => match t.text.parse::<i64>() {
+            Ok(i) => Ok(Some(i)),
+            Err(_) => Err(perr(t, format!("integer {} overflows i64", t.describe()))),
+        },
+        _ => Ok(None),
+    }
+}
+
+fn as_bool(v: &Val<'_>) -> Option<bool> {
+    match word(v) {
+        Some("True") => Some(true),
+        Some("False") => Some(false),
+        _ => None,
+    }
+}
+
+fn is_none(v: &Val<'_>) -> bool {
+    word(v) == Some("None")
+}
+
+fn seq<'v, 'a>(v: &'v Val<'a>) -> Option<&'v [Val<'a>]> {
+    match v {
+        Val::Seq { items, .. } => Some(items),
+        _ => None,
+    }
+}
+
+fn as_ints(v: &Val<'_>) -> Result<Option<Vec<i64>>, ReadError> {
+    let Some(items) = seq(v) else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        match as_int(it)? {
+            Some(i) => out.push(i),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(out))
+}
+
+fn as_bools(v: &Val<'_>) -> Option<Vec<bool>> {
+    seq(v)?.iter().map(as_bool).collect()
+}
+
+fn as_dtype(v: &Val<'_>) -> Option<DType> {
+    word(v).and_then(DType::from_name)
+}
+
+fn as_jaxpr(v: &Val<'_>, shared: &Shared<'_>) -> Option<ClosedJaxpr> {
+    match v {
+        Val::Jaxpr(cj) => Some(cj.clone()),
+        Val::Word(t) => shared.get(t.text).cloned(),
+        _ => None,
+    }
+}
+
+fn as_jaxprs(v: &Val<'_>, shared: &Shared<'_>) -> Option<Vec<ClosedJaxpr>> {
+    seq(v)?.iter().map(|x| as_jaxpr(x, shared)).collect()
+}
+
+fn as_dotdims(v: &Val<'_>) -> Result<Option<DotDimensionNumbers>, ReadError> {
+    let pair = |v: &Val<'_>| -> Result<Option<(Vec<i64>, Vec<i64>)>, ReadError> {
+        match seq(v) {
+            Some([a, b]) => Ok(as_ints(a)?.zip(as_ints(b)?)),
+            _ => Ok(None),
+        }
+    };
+    let Some([c, b]) = seq(v) else {
+        return Ok(None);
+    };
+    let (Some((lc, rc)), Some((lb, rb))) = (pair(c)?, pair(b)?) else {
+        return Ok(None);
+    };
+    Ok(Some(DotDimensionNumbers {
+        lhs_contracting: lc,
+        rhs_contracting: rc,
+        lhs_batch: lb,
+        rhs_batch: rb,
     }))
+}
+
+/// A word read as a string: anything but `None`, `True`, `False` and numbers.
+fn is_string_word(s: &str) -> bool {
+    !matches!(s, "None" | "True" | "False") && !is_number_word(s)
+}
+
+/// A string value: a string word, a quoted string, or a tuple/list of plain words (read
+/// as its canonical text).
+fn as_str(v: &Val<'_>) -> Option<Arc<str>> {
+    match v {
+        Val::Word(t) if is_string_word(t.text) => Some(Arc::from(t.text)),
+        Val::Str(s) => Some(Arc::from(s.as_str())),
+        Val::Seq { items, bracket, .. } => word_seq_text(items, *bracket).map(Arc::from),
+        _ => None,
+    }
+}
+
+/// `(A, B)`, `(A,)`, `[A, B]` for a non-empty sequence of plain words.
+fn word_seq_text(items: &[Val<'_>], bracket: bool) -> Option<String> {
+    if items.is_empty() {
+        return None;
+    }
+    let mut s = String::from(if bracket { "[" } else { "(" });
+    for (i, it) in items.iter().enumerate() {
+        let w = word(it)?;
+        if !crate::text::printer::is_plain_word(w) {
+            return None;
+        }
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(w);
+    }
+    if !bracket && items.len() == 1 {
+        s.push(',');
+    }
+    s.push(if bracket { ']' } else { ')' });
+    Some(s)
+}
+
+/// Converts a value by the schema's kind; `None` when it does not fit.
+fn by_kind(kind: ParamKind, v: &Val<'_>, shared: &Shared<'_>) -> Result<Option<Param>, ReadError> {
+    use ParamKind as K;
+    Ok(match kind {
+        K::Int => as_int(v)?.map(Param::Int),
+        K::Bool => as_bool(v).map(Param::Bool),
+        K::IntOrBool => match as_int(v)? {
+            Some(i) => Some(Param::Int(i)),
+            None => as_bool(v).map(Param::Bool),
+        },
+        K::Str => as_str(v).map(Param::Str),
+        K::OptStr if is_none(v) => Some(Param::None),
+        K::OptStr => as_str(v).map(Param::Str),
+        K::Ints => as_ints(v)?.map(|x| Param::Ints(x.into())),
+        K::OptInts if is_none(v) => Some(Param::None),
+        K::OptInts => as_ints(v)?.map(|x| Param::Ints(x.into())),
+        K::Bools => as_bools(v).map(|x| Param::Bools(x.into())),
+        K::DType => as_dtype(v).map(Param::DType),
+        K::OptDType if is_none(v) => Some(Param::None),
+        K::OptDType => as_dtype(v).map(Param::DType),
+        K::DotDims => as_dotdims(v)?.map(|d| Param::DotDims(Arc::new(d))),
+        K::Jaxpr => as_jaxpr(v, shared).map(Param::Jaxpr),
+        K::Jaxprs => as_jaxprs(v, shared).map(|x| Param::Jaxprs(Arc::new(x))),
+        K::NoneOnly => is_none(v).then_some(Param::None),
+    })
+}
+
+/// Converts a value by its syntax alone.
+fn by_syntax(v: Val<'_>, shared: &Shared<'_>) -> Result<Param, ReadError> {
+    match v {
+        Val::Word(t) => Ok(match t.text {
+            "None" => Param::None,
+            "True" => Param::Bool(true),
+            "False" => Param::Bool(false),
+            s if is_int_word(s) => Param::Int(as_int(&Val::Word(t))?.unwrap_or(0)),
+            s if is_float_word(s) => Param::Float(parse_float_word(s)),
+            s => match (DType::from_name(s), shared.get(s)) {
+                (Some(d), _) => Param::DType(d),
+                (None, Some(cj)) => Param::Jaxpr(cj.clone()),
+                (None, None) => Param::Str(Arc::from(s)),
+            },
+        }),
+        Val::Str(s) => Ok(Param::Str(Arc::from(s.as_str()))),
+        Val::Jaxpr(cj) => Ok(Param::Jaxpr(cj)),
+        Val::Seq {
+            ref items,
+            bracket,
+            open,
+        } => {
+            if let Some(x) = as_ints(&v)? {
+                return Ok(Param::Ints(x.into()));
+            }
+            if let Some(x) = as_bools(&v) {
+                return Ok(Param::Bools(x.into()));
+            }
+            if let Some(x) = as_jaxprs(&v, shared) {
+                return Ok(Param::Jaxprs(Arc::new(x)));
+            }
+            if let Some(d) = as_dotdims(&v)? {
+                return Ok(Param::DotDims(Arc::new(d)));
+            }
+            if let Some(s) = word_seq_text(items, bracket) {
+                return Ok(Param::Str(Arc::from(s)));
+            }
+            Err(perr(
+                &open,
+                "unsupported param value: expected a tuple of ints, of bools, of jaxprs or of \
+                 words, or dimension numbers"
+                    .to_owned(),
+            ))
+        }
+    }
+}
+
+fn convert(kind: Option<ParamKind>, v: Val<'_>, shared: &Shared<'_>) -> Result<Param, ReadError> {
+    if let Some(k) = kind {
+        if let Some(p) = by_kind(k, &v, shared)? {
+            return Ok(p);
+        }
+    }
+    by_syntax(v, shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_words() {
+        for s in ["1", "-3", "0", "2.0", "1e-05", "9.999999747378752e-06", "1e+20", "inf", "-inf", "nan", "1.", "-0.0"] {
+            assert!(is_number_word(s), "{s}");
+        }
+        for s in ["", "-", "a", "1e", "1.0.0", "e5", ".5", "1x", "infinity", "--1", "True"] {
+            assert!(!is_number_word(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn rounding() {
+        assert_eq!(round_to_dtype(1e-5, DType::F32), 1e-5f32 as f64);
+        assert_eq!(round_to_dtype(1.0 / 3.0, DType::BF16), 0.333984375);
+        assert_eq!(round_to_dtype(65504.0, DType::F16), 65504.0);
+        assert_eq!(round_to_dtype(65520.0, DType::F16), f64::INFINITY);
+        assert_eq!(round_to_dtype(1e-8, DType::F16), 0.0);
+        assert_eq!(round_to_dtype(6e-8, DType::F16), 2f64.powi(-24));
+        assert_eq!(round_to_dtype(-1.0009765625, DType::F16), -1.0009765625);
+        assert_eq!(round_to_dtype(1.00048828125, DType::F16), 1.0);
+    }
 }

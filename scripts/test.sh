@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every test: installs the project with its test dependencies (building the Rust
+# extension), then the Rust tests, clippy, rustfmt, pytest (stubtest included) and
+# mypy --strict.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== install"
+python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+python -m pip install -q --disable-pip-version-check --no-build-isolation -e .
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -q -- -D warnings
+echo "== cargo test (ferrax-ir)"
+cargo test -p ferrax-ir -q
+echo "== cargo doc (ferrax-ir)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p ferrax-ir --no-deps -q
+echo "== mypy --strict"
+python -m mypy
+echo "== pytest"
+python -m pytest -q
