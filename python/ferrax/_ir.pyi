@@ -1,0 +1,310 @@
+"""The compiled core of ferrax (Rust, via PyO3): the jaxpr IR.
+
+Use it through :mod:`ferrax.core` and :mod:`ferrax.errors`. This stub is checked against
+the module by ``python -m mypy.stubtest ferrax._ir``.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Self, SupportsIndex, TypeAlias, final
+
+import numpy as np
+
+__all__ = [
+    "BuilderError",
+    "ClosedJaxpr",
+    "ExtensionPrimitive",
+    "FerraxError",
+    "Jaxpr",
+    "JaxprBuilder",
+    "JaxprEqn",
+    "Literal",
+    "LoweringError",
+    "ParseError",
+    "PassError",
+    "ShapedArray",
+    "TypeCheckError",
+    "Var",
+    "dce",
+    "parse_jaxpr",
+    "toposort",
+    "typecheck",
+]
+
+# What names a dtype: "float32", "f32", "bfloat16", a numpy.dtype, numpy.float32, float, ...
+_DTypeLike: TypeAlias = str | np.dtype[Any] | type[Any]
+# A Python or NumPy scalar.
+_Scalar: TypeAlias = bool | int | float | np.bool_ | np.integer[Any] | np.floating[Any]
+
+# ---------------------------------------------------------------------------- errors
+
+class FerraxError(Exception):
+    """Base class of every error ferrax raises."""
+
+class TypeCheckError(FerraxError):
+    """A jaxpr, equation, type or value is not well formed or not well typed.
+
+    Raised by the typechecker, by a shape rule refusing an equation (the message names
+    the equation), for a variable of another jaxpr, an unknown primitive or dtype, a
+    literal out of its dtype's range, and an invalid shape.
+    """
+
+    eqn_index: int | None
+    """Index of the (top-level) equation at fault, or None."""
+
+class ParseError(FerraxError):
+    """Jaxpr text is not syntactically valid."""
+
+    line: int
+    """1-based line of the error."""
+    column: int
+    """1-based column (in characters) of the error."""
+
+class LoweringError(FerraxError):
+    """A jaxpr cannot be lowered to StableHLO."""
+
+class PassError(FerraxError):
+    """A pass was given arguments that do not fit its jaxpr (e.g. a wrong flag count)."""
+
+class BuilderError(FerraxError):
+    """A JaxprBuilder was used after it built its jaxpr, or re-entered while in use."""
+
+# ---------------------------------------------------------------------- abstract values
+
+@final
+class ShapedArray:
+    """The abstract value of an array: shape, dtype and weak type.
+
+    ``dtype`` is a NumPy dtype, a NumPy scalar type or a name (``"float32"``, ``"f32"``,
+    ``"bfloat16"``). A negative dimension, an element count past int64 or a dtype the IR
+    lacks is a :class:`TypeCheckError`. Equal when shape, dtype and weak type are.
+    """
+
+    def __new__(
+        cls, shape: Sequence[SupportsIndex], dtype: _DTypeLike, weak_type: bool = False
+    ) -> Self: ...
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The dimensions."""
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The element type (bfloat16 is ``ml_dtypes.bfloat16``'s dtype)."""
+    @property
+    def weak_type(self) -> bool:
+        """Whether the value is weakly typed (came from a Python scalar)."""
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+    def update(
+        self,
+        *,
+        shape: Sequence[SupportsIndex] | None = None,
+        dtype: _DTypeLike | None = None,
+        weak_type: bool | None = None,
+    ) -> ShapedArray:
+        """The same abstract value with the given fields replaced."""
+    def str_short(self) -> str:
+        """The short form used in jaxpr text, e.g. ``f32[3,4]``."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+# ------------------------------------------------------------------------------ jaxprs
+
+@final
+class Var:
+    """A variable of one jaxpr (or builder); meaningless in another.
+
+    Equal to the same variable of the same jaxpr only.
+    """
+
+    @property
+    def aval(self) -> ShapedArray:
+        """The variable's type."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Literal:
+    """A scalar constant written inline in a jaxpr (``2.0:f32[]``).
+
+    A value: equal to literals of the same value, dtype and weak type.
+    """
+
+    @property
+    def val(self) -> bool | int | float:
+        """The value."""
+    @property
+    def aval(self) -> ShapedArray:
+        """The literal's type (a scalar)."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class JaxprEqn:
+    """One equation of a jaxpr: ``outvars = primitive[params] inputs``."""
+
+    @property
+    def primitive(self) -> str:
+        """The primitive's name."""
+    @property
+    def inputs(self) -> list[Var | Literal]:
+        """The operands."""
+    @property
+    def outvars(self) -> list[Var]:
+        """The variables the equation binds."""
+    @property
+    def params(self) -> dict[str, Any]:
+        """The parameters as Python values.
+
+        ``None``, ``bool``, ``int``, ``float``, ``str``, tuples of ints or bools,
+        ``numpy.dtype``, ``ClosedJaxpr``, tuples of ``ClosedJaxpr``, and ``dot_general``'s
+        dimension numbers as ``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``.
+        """
+
+@final
+class Jaxpr:
+    """A typed, immutable jaxpr; ``str()`` prints it in JAX's text format.
+
+    Made by :class:`JaxprBuilder`, :func:`parse_jaxpr` or a pass. Equal only to itself.
+    """
+
+    @property
+    def constvars(self) -> list[Var]:
+        """The constant variables."""
+    @property
+    def invars(self) -> list[Var]:
+        """The input variables."""
+    @property
+    def outvars(self) -> list[Var | Literal]:
+        """The outputs."""
+    @property
+    def eqns(self) -> list[JaxprEqn]:
+        """The equations, each after the definitions of its inputs."""
+    @property
+    def in_avals(self) -> list[ShapedArray]:
+        """The input types."""
+    @property
+    def out_avals(self) -> list[ShapedArray]:
+        """The output types."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class ClosedJaxpr:
+    """A jaxpr with one constant per constvar.
+
+    The constants are arbitrary objects (NumPy arrays), held by reference and returned as
+    given; each takes its constvar's type. A wrong count is a :class:`TypeCheckError`.
+    """
+
+    def __new__(cls, jaxpr: Jaxpr, consts: Sequence[object]) -> Self: ...
+    @property
+    def jaxpr(self) -> Jaxpr:
+        """The jaxpr."""
+    @property
+    def consts(self) -> list[Any]:
+        """The constants (None where unknown, as in a jaxpr read from text)."""
+    @property
+    def in_avals(self) -> list[ShapedArray]:
+        """The input types (constvars excluded)."""
+    @property
+    def out_avals(self) -> list[ShapedArray]:
+        """The output types."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+# ------------------------------------------------------------------ building jaxprs
+
+@final
+class ExtensionPrimitive:
+    """A primitive defined from Python, with its shape rule as a callable.
+
+    ``abstract_eval(avals, params)`` returns the outputs' types; an exception it raises
+    becomes a :class:`TypeCheckError` of the equation carrying the exception's type name
+    and message. ``name`` must be an identifier and not a built-in's name (else
+    ``ValueError``).
+    """
+
+    def __new__(
+        cls,
+        name: str,
+        abstract_eval: Callable[[list[ShapedArray], dict[str, Any]], Sequence[ShapedArray]],
+    ) -> Self: ...
+    @property
+    def name(self) -> str:
+        """The name printed in jaxpr text."""
+    @property
+    def abstract_eval(
+        self,
+    ) -> Callable[[list[ShapedArray], dict[str, Any]], Sequence[ShapedArray]]:
+        """The shape rule."""
+
+@final
+class JaxprBuilder:
+    """Builds one jaxpr, equation by equation.
+
+    Variables it makes belong to it: passing one of another builder or of a built jaxpr is
+    a :class:`TypeCheckError`. After :meth:`build` (successful or not) any further call
+    raises :class:`BuilderError`.
+    """
+
+    def __new__(cls) -> Self: ...
+    def add_constvar(self, aval: ShapedArray) -> Var:
+        """Declares the next constant variable."""
+    def add_invar(self, aval: ShapedArray) -> Var:
+        """Declares the next input variable."""
+    def new_var(self, aval: ShapedArray) -> Var:
+        """A fresh, unbound variable, for :meth:`add_eqn_with_outvars`."""
+    def literal(
+        self, value: _Scalar, dtype: _DTypeLike, weak_type: bool = False
+    ) -> Literal:
+        """A scalar literal; the value must fit the dtype (else :class:`TypeCheckError`)."""
+    def add_eqn(
+        self,
+        primitive: str | ExtensionPrimitive,
+        inputs: Sequence[Var | Literal],
+        params: Mapping[str, object],
+    ) -> list[Var]:
+        """Applies a primitive; returns its fresh output variables, typed by its rule.
+
+        Params of built-ins are read by their schema kind (``axes=[0]`` is a tuple of
+        ints, ``new_dtype=np.float32`` a dtype). A rule failure, an unknown primitive or
+        param, or a param of the wrong kind is a :class:`TypeCheckError`.
+        """
+    def add_eqn_with_outvars(
+        self,
+        primitive: str | ExtensionPrimitive,
+        inputs: Sequence[Var | Literal],
+        params: Mapping[str, object],
+        outvars: Sequence[Var],
+    ) -> None:
+        """Adds an equation binding variables made by :meth:`new_var`; checked at build."""
+    def build(self, outvars: Sequence[Var | Literal]) -> Jaxpr:
+        """Finishes and typechecks the jaxpr."""
+    def build_toposorted(self, outvars: Sequence[Var | Literal]) -> Jaxpr:
+        """Orders the equations by dependency, then builds (a cycle is a TypeCheckError)."""
+
+# ---------------------------------------------------------------------------- functions
+
+def parse_jaxpr(
+    text: str, *, extensions: Sequence[ExtensionPrimitive] | None = None
+) -> Jaxpr:
+    """Reads a jaxpr from text, the inverse of ``str()``.
+
+    Bad syntax is a :class:`ParseError` (with ``line`` and ``column``); a text that parses
+    but is ill formed or ill typed is a :class:`TypeCheckError`.
+    """
+
+def typecheck(jaxpr: Jaxpr) -> tuple[list[ShapedArray], list[ShapedArray]]:
+    """Typechecks a jaxpr (and its sub-jaxprs); returns its input and output types."""
+
+def dce(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
+    """Dead-code elimination; returns the new jaxpr and which inputs it kept.
+
+    A flag count different from the number of outputs is a :class:`PassError`.
+    """
+
+def toposort(jaxpr: Jaxpr) -> Jaxpr:
+    """Reorders the equations by demand from the outputs."""

@@ -1,0 +1,368 @@
+//! `JaxprBuilder`: builds a jaxpr equation by equation (what tracing does).
+//!
+//! Every variable a builder makes carries the builder's unique id, so a variable of
+//! another builder or of a built jaxpr is caught before it reaches the IR. The IR builder
+//! sits in a mutex; calls take it with `try_lock`, so a re-entrant call (from an extension
+//! primitive's `abstract_eval`) or a call from another thread while one is running raises
+//! `BuilderError` instead of deadlocking.
+
+use crate::avals::{describe, dtype_from_py, ShapedArray};
+use crate::errors::{self, Error, Result};
+use crate::jaxpr::{Jaxpr, Literal, Origin, Var};
+use crate::params::params_from_py;
+use crate::primitives::ExtensionPrimitive;
+use ferrax_ir::jaxpr::{Atom, VarId};
+use ferrax_ir::params::Params;
+use ferrax_ir::primitive::{Builtin, Primitive};
+use ferrax_ir::{AbstractValue, DType, JaxprBuilder as IrBuilder, LitValue, Literal as IrLiteral};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+
+static NEXT_BUILDER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An equation input read from Python, before its literal is added to the builder.
+enum Input {
+    Var(VarId),
+    Lit(IrLiteral),
+}
+
+/// Builds a jaxpr: declare constvars and invars, add equations (their output types come
+/// from the primitive's shape rule), then `build(outvars)`, which typechecks the jaxpr.
+/// A builder builds once.
+#[pyclass(frozen, module = "ferrax._ir", name = "JaxprBuilder")]
+pub struct JaxprBuilder {
+    id: u64,
+    inner: Mutex<Option<IrBuilder>>,
+}
+
+impl JaxprBuilder {
+    fn lock(&self) -> Result<MutexGuard<'_, Option<IrBuilder>>> {
+        match self.inner.try_lock() {
+            Ok(guard) => Ok(guard),
+            // A panic cannot happen while the builder is locked; if one did, the builder's
+            // state is still consistent (each call changes it last).
+            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(errors::builder(
+                "the JaxprBuilder is in use (a re-entrant call from an abstract_eval rule, \
+                 or a call from another thread)",
+            )),
+        }
+    }
+
+    /// Runs `f` on the IR builder, if it has not built yet.
+    fn with<T>(&self, f: impl FnOnce(&mut IrBuilder) -> Result<T>) -> Result<T> {
+        let mut guard = self.lock()?;
+        match guard.as_mut() {
+            Some(b) => f(b),
+            None => Err(already_built()),
+        }
+    }
+
+    fn var(&self, id: VarId, aval: AbstractValue) -> Var {
+        Var {
+            origin: Origin::Builder(self.id),
+            id,
+            aval,
+        }
+    }
+
+    /// Reads an equation input or output: a `Var` of this builder or a `Literal`.
+    fn input(&self, obj: &Bound<'_, PyAny>) -> Result<Input> {
+        if let Ok(v) = obj.cast::<Var>() {
+            return Ok(Input::Var(self.own_var(v.get())?));
+        }
+        if let Ok(l) = obj.cast::<Literal>() {
+            return Ok(Input::Lit(l.get().lit));
+        }
+        Err(Error::Py(PyTypeError::new_err(format!(
+            "expected a Var or a Literal, got {}",
+            describe(obj)
+        ))))
+    }
+
+    fn own_var(&self, v: &Var) -> Result<VarId> {
+        match v.origin {
+            Origin::Builder(id) if id == self.id => Ok(v.id),
+            Origin::Builder(_) => Err(errors::type_check(format!(
+                "variable from another jaxpr: {}:{} was made by another JaxprBuilder",
+                v.id, v.aval
+            ))),
+            Origin::Jaxpr(_) => Err(errors::type_check(format!(
+                "variable from another jaxpr: {}:{} belongs to a built Jaxpr, not to this \
+                 JaxprBuilder",
+                v.id, v.aval
+            ))),
+        }
+    }
+
+    fn inputs(&self, seq: &Bound<'_, PyAny>) -> Result<Vec<Input>> {
+        if let Ok(list) = seq.cast::<PyList>() {
+            return list.iter().map(|x| self.input(&x)).collect();
+        }
+        if let Ok(tuple) = seq.cast::<PyTuple>() {
+            return tuple.iter().map(|x| self.input(&x)).collect();
+        }
+        if seq.is_instance_of::<PyString>() {
+            return Err(Error::Py(PyTypeError::new_err(
+                "expected a sequence of Var or Literal, got a str",
+            )));
+        }
+        let mut out = Vec::new();
+        for x in seq.try_iter()? {
+            out.push(self.input(&x?)?);
+        }
+        Ok(out)
+    }
+
+    fn outvars(&self, seq: &Bound<'_, PyAny>) -> Result<Vec<VarId>> {
+        let mut out = Vec::new();
+        for x in seq.try_iter()? {
+            let x = x?;
+            match x.cast::<Var>() {
+                Ok(v) => out.push(self.own_var(v.get())?),
+                Err(_) => {
+                    return Err(Error::Py(PyTypeError::new_err(format!(
+                        "equation outputs must be Vars, got {}",
+                        describe(&x)
+                    ))))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn new_vars(&self, py: Python<'_>, made: Vec<(VarId, AbstractValue)>) -> PyResult<Py<PyList>> {
+        let vars = made
+            .into_iter()
+            .map(|(id, aval)| Py::new(py, self.var(id, aval)))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyList::new(py, vars)?.unbind())
+    }
+
+    /// Declares a variable with `declare` and returns it as a `Var`.
+    fn declare(
+        &self,
+        aval: &ShapedArray,
+        declare: impl FnOnce(&mut IrBuilder, AbstractValue) -> VarId,
+    ) -> Result<Var> {
+        let aval = aval.aval.clone();
+        let id = self.with(|b| Ok(declare(b, aval.clone())))?;
+        Ok(self.var(id, aval))
+    }
+
+    fn finish(
+        &self,
+        outvars: &Bound<'_, PyAny>,
+        build: impl FnOnce(
+            IrBuilder,
+            Vec<Atom>,
+        ) -> std::result::Result<ferrax_ir::Jaxpr, ferrax_ir::TypeError>,
+    ) -> Result<Jaxpr> {
+        let outs = self.inputs(outvars)?;
+        let (builder, atoms) = {
+            let mut guard = self.lock()?;
+            let Some(mut builder) = guard.take() else {
+                return Err(already_built());
+            };
+            let atoms = to_atoms(&mut builder, outs);
+            (builder, atoms)
+        };
+        // Built outside the lock: the typechecker may call extension rules, which may
+        // call back into Python.
+        let jaxpr = build(builder, atoms)?;
+        Ok(Jaxpr::new(Arc::new(jaxpr)))
+    }
+}
+
+fn already_built() -> Error {
+    errors::builder("this JaxprBuilder has already built its jaxpr; use a new builder")
+}
+
+fn to_atoms(b: &mut IrBuilder, inputs: Vec<Input>) -> Vec<Atom> {
+    inputs
+        .into_iter()
+        .map(|i| match i {
+            Input::Var(v) => Atom::Var(v),
+            Input::Lit(l) => b.literal(l),
+        })
+        .collect()
+}
+
+/// Reads the primitive argument: a built-in's name or an `ExtensionPrimitive`.
+fn primitive_from_py(obj: &Bound<'_, PyAny>) -> Result<Primitive> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        let name = s.to_str()?;
+        return Builtin::from_name(name)
+            .map(Primitive::Builtin)
+            .ok_or_else(|| errors::type_check(format!("unknown primitive '{name}'")));
+    }
+    if let Ok(e) = obj.cast::<ExtensionPrimitive>() {
+        return Ok(e.get().primitive());
+    }
+    Err(Error::Py(PyTypeError::new_err(format!(
+        "a primitive is a built-in's name or an ExtensionPrimitive, got {}",
+        describe(obj)
+    ))))
+}
+
+/// Reads a literal's value for `dtype`: bools for `bool`; ints (and bools, as 0/1) for
+/// integer dtypes, in range; bools, ints and floats for float dtypes.
+fn literal_value(value: &Bound<'_, PyAny>, dtype: DType) -> Result<LitValue> {
+    let bad = || {
+        errors::type_check(format!(
+            "literal {} does not fit dtype {}",
+            describe(value),
+            dtype.numpy_name()
+        ))
+    };
+    let is_bool = value.is_instance_of::<PyBool>()
+        || matches!(crate::avals::type_name(value).as_str(), "bool" | "bool_");
+    let v = if dtype == DType::Bool {
+        if !is_bool {
+            return Err(bad());
+        }
+        LitValue::Bool(value.extract::<bool>().map_err(|_| bad())?)
+    } else if dtype.is_float() {
+        LitValue::Float(value.extract::<f64>().map_err(|_| bad())?)
+    } else if is_bool {
+        LitValue::Int(i64::from(value.extract::<bool>().map_err(|_| bad())?))
+    } else if value.is_instance_of::<PyFloat>() {
+        return Err(bad());
+    } else {
+        match value.extract::<i64>() {
+            Ok(i) => LitValue::Int(i),
+            Err(_) if value.is_instance_of::<PyInt>() => return Err(bad()),
+            Err(e) => return Err(Error::Py(e)),
+        }
+    };
+    Ok(v)
+}
+
+#[pymethods]
+impl JaxprBuilder {
+    #[new]
+    fn py_new() -> JaxprBuilder {
+        JaxprBuilder {
+            id: NEXT_BUILDER_ID.fetch_add(1, Ordering::Relaxed),
+            inner: Mutex::new(Some(IrBuilder::new())),
+        }
+    }
+
+    /// Declares the next constant variable.
+    #[pyo3(signature = (aval))]
+    fn add_constvar(&self, aval: PyRef<'_, ShapedArray>) -> Result<Var> {
+        self.declare(&aval, IrBuilder::add_constvar)
+    }
+
+    /// Declares the next input variable.
+    #[pyo3(signature = (aval))]
+    fn add_invar(&self, aval: PyRef<'_, ShapedArray>) -> Result<Var> {
+        self.declare(&aval, IrBuilder::add_invar)
+    }
+
+    /// A fresh variable, not yet bound: bind it with `add_eqn_with_outvars`.
+    #[pyo3(signature = (aval))]
+    fn new_var(&self, aval: PyRef<'_, ShapedArray>) -> Result<Var> {
+        self.declare(&aval, IrBuilder::new_var)
+    }
+
+    /// A scalar literal of this dtype (not tied to a builder: any builder accepts it).
+    #[pyo3(signature = (value, dtype, weak_type = false))]
+    fn literal(
+        &self,
+        value: &Bound<'_, PyAny>,
+        dtype: &Bound<'_, PyAny>,
+        weak_type: bool,
+    ) -> Result<Literal> {
+        let dtype = dtype_from_py(dtype)?;
+        let lit = IrLiteral {
+            value: literal_value(value, dtype)?,
+            dtype,
+            weak_type,
+        };
+        if !lit.is_well_typed() {
+            return Err(errors::type_check(format!(
+                "literal {} does not fit dtype {}",
+                describe(value),
+                dtype.numpy_name()
+            )));
+        }
+        Ok(Literal { lit })
+    }
+
+    /// Applies a primitive (a built-in's name or an `ExtensionPrimitive`) to inputs: runs
+    /// its shape rule and returns the fresh output variables. A rule failure is a
+    /// `TypeCheckError` naming the equation.
+    #[pyo3(signature = (primitive, inputs, params))]
+    fn add_eqn(
+        &self,
+        py: Python<'_>,
+        primitive: &Bound<'_, PyAny>,
+        inputs: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+    ) -> Result<Py<PyList>> {
+        let primitive = primitive_from_py(primitive)?;
+        let inputs = self.inputs(inputs)?;
+        let params: Params = params_from_py(&primitive, params)?;
+        let made = self.with(|b| {
+            let atoms = to_atoms(b, inputs);
+            let outs = b.add_eqn(primitive, atoms, params)?;
+            // Each output is a variable the builder just made, so it has a type.
+            Ok(outs
+                .into_iter()
+                .filter_map(|v| b.var_aval(v).map(|aval| (v, aval.clone())))
+                .collect::<Vec<_>>())
+        })?;
+        Ok(self.new_vars(py, made)?)
+    }
+
+    /// Adds an equation binding variables made by `new_var`, in any order of dependency.
+    /// Nothing is checked until `build` / `build_toposorted`.
+    #[pyo3(signature = (primitive, inputs, params, outvars))]
+    fn add_eqn_with_outvars(
+        &self,
+        primitive: &Bound<'_, PyAny>,
+        inputs: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        outvars: &Bound<'_, PyAny>,
+    ) -> Result<()> {
+        let primitive = primitive_from_py(primitive)?;
+        let inputs = self.inputs(inputs)?;
+        let params: Params = params_from_py(&primitive, params)?;
+        let outvars = self.outvars(outvars)?;
+        self.with(|b| {
+            let atoms = to_atoms(b, inputs);
+            b.add_eqn_with_outvars(primitive, atoms, params, outvars);
+            Ok(())
+        })
+    }
+
+    /// Finishes the jaxpr with these outputs and typechecks it. The builder is spent
+    /// afterwards, whether or not the jaxpr is well typed.
+    #[pyo3(signature = (outvars))]
+    fn build(&self, outvars: &Bound<'_, PyAny>) -> Result<Jaxpr> {
+        self.finish(outvars, IrBuilder::build)
+    }
+
+    /// Orders the equations so each follows the definitions of its inputs (keeping the
+    /// order where it already is one), then builds. A dependency cycle is a
+    /// `TypeCheckError`.
+    #[pyo3(signature = (outvars))]
+    fn build_toposorted(&self, outvars: &Bound<'_, PyAny>) -> Result<Jaxpr> {
+        self.finish(outvars, IrBuilder::build_toposorted)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match self.inner.try_lock() {
+            Ok(guard) => match guard.as_ref() {
+                Some(b) => format!("{} eqns", b.num_eqns()),
+                None => "built".to_owned(),
+            },
+            Err(_) => "in use".to_owned(),
+        };
+        format!("JaxprBuilder(id={}, {state})", self.id)
+    }
+}

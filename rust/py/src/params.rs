@@ -1,0 +1,304 @@
+//! Equation parameters between Python and the IR.
+//!
+//! To Python: `None`, `bool`, `int`, `float`, `str`, tuples of ints or bools, `numpy.dtype`,
+//! `ClosedJaxpr`, a tuple of `ClosedJaxpr`, and dot dimension numbers as
+//! `((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))`.
+//!
+//! From Python: a built-in primitive's params are read by the kind its schema gives the
+//! name (so `new_dtype=numpy.float32` becomes a dtype and `axes=[0]` a tuple of ints);
+//! other params (extension primitives', unknown names) by the value's Python type. A value
+//! that does not fit its schema kind is still read by its type, so that the primitive's rule
+//! reports the mismatch naming the equation.
+
+use crate::avals::{describe, dtype_from_py, dtype_to_py, is_numpy_dtype, type_name};
+use crate::errors::{self, Result};
+use crate::jaxpr::ClosedJaxpr;
+use ferrax_ir::params::{DotDimensionNumbers, Param, Params};
+use ferrax_ir::primitive::{ParamKind, Primitive};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
+use std::sync::Arc;
+
+/// A tuple of ints.
+fn ints_to_py<'py>(py: Python<'py>, xs: &[i64]) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, xs)
+}
+
+/// One param value as a Python object.
+pub fn param_to_py<'py>(py: Python<'py>, p: &Param) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match p {
+        Param::None => py.None().into_bound(py),
+        Param::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Param::Int(i) => i.into_pyobject(py)?.into_any(),
+        Param::Float(f) => PyFloat::new(py, *f).into_any(),
+        Param::Str(s) => PyString::new(py, s).into_any(),
+        Param::Ints(xs) => ints_to_py(py, xs)?.into_any(),
+        Param::Bools(bs) => PyTuple::new(py, bs.iter().copied())?.into_any(),
+        Param::DType(d) => dtype_to_py(py, *d)?,
+        Param::DotDims(dn) => {
+            let contracting = PyTuple::new(
+                py,
+                [
+                    ints_to_py(py, &dn.lhs_contracting)?,
+                    ints_to_py(py, &dn.rhs_contracting)?,
+                ],
+            )?;
+            let batch = PyTuple::new(
+                py,
+                [
+                    ints_to_py(py, &dn.lhs_batch)?,
+                    ints_to_py(py, &dn.rhs_batch)?,
+                ],
+            )?;
+            PyTuple::new(py, [contracting, batch])?.into_any()
+        }
+        Param::Jaxpr(cj) => Bound::new(py, ClosedJaxpr::new(cj.clone()))?.into_any(),
+        Param::Jaxprs(cjs) => {
+            let items = cjs
+                .iter()
+                .map(|cj| Bound::new(py, ClosedJaxpr::new(cj.clone())))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, items)?.into_any()
+        }
+    })
+}
+
+/// An equation's params as a `dict`.
+pub fn params_to_py<'py>(py: Python<'py>, params: &Params) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (name, value) in params.iter() {
+        dict.set_item(name, param_to_py(py, value)?)?;
+    }
+    Ok(dict)
+}
+
+/// Reads the params of an equation of `primitive` from a mapping of names to values.
+pub fn params_from_py(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Result<Params> {
+    let builtin = primitive.as_builtin();
+    let mut pairs: Vec<(String, Param)> = Vec::new();
+    let mut add = |name: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>| -> Result<()> {
+        let name = name.cast::<PyString>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "param names must be str, got {}",
+                describe(name)
+            ))
+        })?;
+        let name = name.to_str()?;
+        let kind = builtin.and_then(|b| b.param_kind(name));
+        let param = match kind {
+            Some(kind) => match param_of_kind(kind, value)? {
+                Some(p) => p,
+                None => param_by_type(value)?.ok_or_else(|| {
+                    errors::type_check(format!(
+                        "{}: param '{name}' must be a {kind}, got {}",
+                        primitive.name(),
+                        describe(value)
+                    ))
+                })?,
+            },
+            None => param_by_type(value)?.ok_or_else(|| {
+                errors::type_check(format!(
+                    "{}: param '{name}' has a value of unsupported type {}: {}",
+                    primitive.name(),
+                    type_name(value),
+                    describe(value)
+                ))
+            })?,
+        };
+        pairs.push((name.to_owned(), param));
+        Ok(())
+    };
+    if let Ok(dict) = params.cast::<PyDict>() {
+        for (name, value) in dict.iter() {
+            add(&name, &value)?;
+        }
+    } else {
+        for item in params.call_method0("items")?.try_iter()? {
+            let (name, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+            add(&name, &value)?;
+        }
+    }
+    Ok(Params::new(pairs))
+}
+
+/// Reads a value as a param of `kind`; `None` if it is not one.
+fn param_of_kind(kind: ParamKind, v: &Bound<'_, PyAny>) -> Result<Option<Param>> {
+    use ParamKind as K;
+    Ok(match kind {
+        K::Int => int_of(v).map(Param::Int),
+        K::Bool => bool_of(v).map(Param::Bool),
+        K::IntOrBool => bool_of(v)
+            .map(Param::Bool)
+            .or_else(|| int_of(v).map(Param::Int)),
+        K::Str => str_of(v)?.map(Param::Str),
+        K::OptStr if v.is_none() => Some(Param::None),
+        K::OptStr => str_of(v)?.map(Param::Str),
+        K::Ints => ints_of(v)?.map(Param::Ints),
+        K::OptInts if v.is_none() => Some(Param::None),
+        K::OptInts => ints_of(v)?.map(Param::Ints),
+        K::Bools => bools_of(v)?.map(Param::Bools),
+        K::DType => dtype_of(v),
+        K::OptDType if v.is_none() => Some(Param::None),
+        K::OptDType => dtype_of(v),
+        K::DotDims => dot_dims_of(v)?.map(|d| Param::DotDims(Arc::new(d))),
+        K::Jaxpr => jaxpr_of(v).map(Param::Jaxpr),
+        K::Jaxprs => jaxprs_of(v)?.map(|js| Param::Jaxprs(Arc::new(js))),
+        K::NoneOnly => v.is_none().then_some(Param::None),
+        #[allow(unreachable_patterns)] // Kinds the crate may add later.
+        _ => None,
+    })
+}
+
+/// Reads a value by its Python type; `None` if no param kind holds it.
+fn param_by_type(v: &Bound<'_, PyAny>) -> Result<Option<Param>> {
+    if v.is_none() {
+        return Ok(Some(Param::None));
+    }
+    if let Some(b) = bool_of(v) {
+        return Ok(Some(Param::Bool(b)));
+    }
+    if v.is_instance_of::<PyFloat>() {
+        return Ok(Some(Param::Float(v.extract()?)));
+    }
+    if let Some(i) = int_of(v) {
+        return Ok(Some(Param::Int(i)));
+    }
+    if let Some(s) = str_of(v)? {
+        return Ok(Some(Param::Str(s)));
+    }
+    if let Some(j) = jaxpr_of(v) {
+        return Ok(Some(Param::Jaxpr(j)));
+    }
+    if let Some(items) = sequence_items(v)? {
+        if items.is_empty() {
+            return Ok(Some(Param::Ints(Arc::from(Vec::new()))));
+        }
+        if let Some(bs) = items.iter().map(bool_of).collect::<Option<Vec<bool>>>() {
+            return Ok(Some(Param::Bools(bs.into())));
+        }
+        if let Some(is) = items.iter().map(int_of).collect::<Option<Vec<i64>>>() {
+            return Ok(Some(Param::Ints(is.into())));
+        }
+        if let Some(js) = items.iter().map(jaxpr_of).collect::<Option<Vec<_>>>() {
+            return Ok(Some(Param::Jaxprs(Arc::new(js))));
+        }
+        if let Some(d) = dot_dims_of(v)? {
+            return Ok(Some(Param::DotDims(Arc::new(d))));
+        }
+        return Ok(None);
+    }
+    // A dtype, or a type such as numpy.float32.
+    if is_numpy_dtype(v)? || v.is_instance_of::<PyType>() {
+        return Ok(dtype_of(v));
+    }
+    Ok(None)
+}
+
+fn bool_of(v: &Bound<'_, PyAny>) -> Option<bool> {
+    // Python bools, and NumPy's (which are not `bool` subclasses).
+    if let Ok(b) = v.cast::<PyBool>() {
+        return Some(b.is_true());
+    }
+    if matches!(type_name(v).as_str(), "bool" | "bool_") {
+        return v.extract::<bool>().ok();
+    }
+    None
+}
+
+fn int_of(v: &Bound<'_, PyAny>) -> Option<i64> {
+    // `bool` is an `int` subclass, but a bool is not an integer param.
+    if v.is_instance_of::<PyBool>() || v.is_instance_of::<PyFloat>() {
+        return None;
+    }
+    // Python ints and anything with `__index__` (NumPy integers).
+    v.extract::<i64>().ok()
+}
+
+fn str_of(v: &Bound<'_, PyAny>) -> Result<Option<Arc<str>>> {
+    match v.cast::<PyString>() {
+        Ok(s) => Ok(Some(Arc::from(s.to_str()?))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The items of a tuple or list; `None` for anything else.
+fn sequence_items<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Vec<Bound<'py, PyAny>>>> {
+    if let Ok(t) = v.cast::<PyTuple>() {
+        return Ok(Some(t.iter().collect()));
+    }
+    if let Ok(l) = v.cast::<PyList>() {
+        return Ok(Some(l.iter().collect()));
+    }
+    Ok(None)
+}
+
+fn ints_of(v: &Bound<'_, PyAny>) -> Result<Option<Arc<[i64]>>> {
+    Ok(sequence_items(v)?.and_then(|items| {
+        items
+            .iter()
+            .map(int_of)
+            .collect::<Option<Vec<i64>>>()
+            .map(Arc::from)
+    }))
+}
+
+fn bools_of(v: &Bound<'_, PyAny>) -> Result<Option<Arc<[bool]>>> {
+    Ok(sequence_items(v)?.and_then(|items| {
+        items
+            .iter()
+            .map(bool_of)
+            .collect::<Option<Vec<bool>>>()
+            .map(Arc::from)
+    }))
+}
+
+fn dtype_of(v: &Bound<'_, PyAny>) -> Option<Param> {
+    if v.is_none() {
+        // `numpy.dtype(None)` is float64; a missing dtype is not a dtype.
+        return None;
+    }
+    dtype_from_py(v).ok().map(Param::DType)
+}
+
+fn jaxpr_of(v: &Bound<'_, PyAny>) -> Option<ferrax_ir::ClosedJaxpr> {
+    v.cast::<ClosedJaxpr>()
+        .ok()
+        .map(|cj| cj.get().inner.clone())
+}
+
+fn jaxprs_of(v: &Bound<'_, PyAny>) -> Result<Option<Vec<ferrax_ir::ClosedJaxpr>>> {
+    Ok(sequence_items(v)?.and_then(|items| items.iter().map(jaxpr_of).collect()))
+}
+
+/// `((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))`, as tuples or lists.
+fn dot_dims_of(v: &Bound<'_, PyAny>) -> Result<Option<DotDimensionNumbers>> {
+    let pair = |v: &Bound<'_, PyAny>| -> Result<Option<(Vec<i64>, Vec<i64>)>> {
+        let Some(items) = sequence_items(v)? else {
+            return Ok(None);
+        };
+        let [a, b] = items.as_slice() else {
+            return Ok(None);
+        };
+        Ok(match (ints_of(a)?, ints_of(b)?) {
+            (Some(a), Some(b)) => Some((a.to_vec(), b.to_vec())),
+            _ => None,
+        })
+    };
+    let Some(items) = sequence_items(v)? else {
+        return Ok(None);
+    };
+    let [contracting, batch] = items.as_slice() else {
+        return Ok(None);
+    };
+    Ok(match (pair(contracting)?, pair(batch)?) {
+        (Some((lhs_contracting, rhs_contracting)), Some((lhs_batch, rhs_batch))) => {
+            Some(DotDimensionNumbers {
+                lhs_contracting,
+                rhs_contracting,
+                lhs_batch,
+                rhs_batch,
+            })
+        }
+        _ => None,
+    })
+}

@@ -1,0 +1,58 @@
+//! Whole-jaxpr operations: parsing, typechecking and the passes.
+
+use crate::errors::Result;
+use crate::jaxpr::{avals_to_py, Jaxpr};
+use crate::primitives::ExtensionPrimitive;
+use ferrax_ir::primitive::Registry;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use std::sync::Arc;
+
+/// Reads a jaxpr from its text (as `str()` prints it, or as JAX prints it). Equations may
+/// use the given extension primitives, found by name. Bad syntax is a `ParseError` (with
+/// `.line` and `.column`); a text that parses but is ill formed or ill typed is a
+/// `TypeCheckError`.
+#[pyfunction]
+#[pyo3(signature = (text, *, extensions = None))]
+pub fn parse_jaxpr(
+    text: &str,
+    extensions: Option<Vec<PyRef<'_, ExtensionPrimitive>>>,
+) -> Result<Jaxpr> {
+    let mut registry = Registry::new();
+    for e in extensions.iter().flatten() {
+        registry.register(e.rule.clone());
+    }
+    let jaxpr = ferrax_ir::text::parse_jaxpr_with(text, &registry)?;
+    Ok(Jaxpr::new(Arc::new(jaxpr)))
+}
+
+/// Typechecks a jaxpr and every jaxpr nested in it; returns the input and output types.
+/// An error is a `TypeCheckError` naming the equation.
+#[pyfunction]
+#[pyo3(signature = (jaxpr))]
+pub fn typecheck<'py>(
+    py: Python<'py>,
+    jaxpr: PyRef<'py, Jaxpr>,
+) -> Result<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    let (ins, outs) = ferrax_ir::typecheck(&jaxpr.inner)?;
+    Ok((avals_to_py(py, ins)?, avals_to_py(py, outs)?))
+}
+
+/// Dead-code elimination: drops the outputs not flagged in `used_outputs`, the equations
+/// no used output depends on, and the inputs nothing uses. Returns the new jaxpr and one
+/// flag per original input saying whether it is kept. A wrong number of flags is a
+/// `PassError`.
+#[pyfunction]
+#[pyo3(signature = (jaxpr, used_outputs))]
+pub fn dce(jaxpr: PyRef<'_, Jaxpr>, used_outputs: Vec<bool>) -> Result<(Jaxpr, Vec<bool>)> {
+    let (out, used_inputs) = ferrax_ir::passes::dce(&jaxpr.inner, &used_outputs)?;
+    Ok((Jaxpr::new(Arc::new(out)), used_inputs))
+}
+
+/// Reorders the equations by demand: depth-first from the outputs, each equation right
+/// after what it needs; equations no output needs keep their order at the end.
+#[pyfunction]
+#[pyo3(signature = (jaxpr))]
+pub fn toposort(jaxpr: PyRef<'_, Jaxpr>) -> Jaxpr {
+    Jaxpr::new(Arc::new(ferrax_ir::passes::toposort(&jaxpr.inner)))
+}

@@ -1,0 +1,204 @@
+//! `ExtensionPrimitive`: a primitive defined from Python, whose shape rule is a Python
+//! callable the IR calls back (with the interpreter attached).
+
+use crate::avals::{describe, ShapedArray};
+use crate::errors::Result;
+use crate::params::params_to_py;
+use ferrax_ir::params::Params;
+use ferrax_ir::primitive::{Builtin, Primitive};
+use ferrax_ir::AbstractValue;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+thread_local! {
+    /// The last exception an extension rule raised on this thread, with the message it
+    /// became. The `TypeCheckError` that reports the message takes it as its `__cause__`
+    /// (so the rule's traceback is kept); the next rule call clears it.
+    static RULE_EXCEPTION: RefCell<Option<(String, PyErr)>> = const { RefCell::new(None) };
+}
+
+/// The exception behind an extension rule's error message, if it is the last one raised.
+pub fn take_rule_exception(message: &str) -> Option<PyErr> {
+    RULE_EXCEPTION
+        .try_with(|slot| match slot.try_borrow_mut() {
+            Ok(mut slot) => match slot.take() {
+                Some((m, err)) if m == message => Some(err),
+                _ => None,
+            },
+            Err(_) => None,
+        })
+        .ok()
+        .flatten()
+}
+
+fn set_rule_exception(value: Option<(String, PyErr)>) {
+    // Dropping a previous exception here may run Python code (a finalizer), which may
+    // call a rule again: replace the value first, drop it after the borrow ends.
+    let previous = RULE_EXCEPTION
+        .try_with(|slot| match slot.try_borrow_mut() {
+            Ok(mut slot) => std::mem::replace(&mut *slot, value),
+            Err(_) => None,
+        })
+        .ok()
+        .flatten();
+    drop(previous);
+}
+
+/// The IR's view of an extension primitive: its name and the Python rule.
+pub struct PyRule {
+    name: String,
+    rule: Py<PyAny>,
+}
+
+impl PyRule {
+    fn call(
+        &self,
+        py: Python<'_>,
+        inputs: &[AbstractValue],
+        params: &Params,
+    ) -> PyResult<std::result::Result<Vec<AbstractValue>, String>> {
+        let avals = PyList::new(py, inputs.iter().cloned().map(ShapedArray::from_aval))?;
+        let params = params_to_py(py, params)?;
+        let result = self.rule.bind(py).call1((avals, params))?;
+        if result.is_instance_of::<ShapedArray>() || result.is_instance_of::<PyString>() {
+            return Ok(Err(not_a_sequence(&result)));
+        }
+        let Ok(items) = result.try_iter() else {
+            return Ok(Err(not_a_sequence(&result)));
+        };
+        let mut outs = Vec::new();
+        for item in items {
+            let item = item?;
+            match item.cast::<ShapedArray>() {
+                Ok(a) => outs.push(a.get().aval.clone()),
+                Err(_) => return Ok(Err(not_a_sequence(&result))),
+            }
+        }
+        Ok(Ok(outs))
+    }
+}
+
+fn not_a_sequence(result: &Bound<'_, PyAny>) -> String {
+    format!(
+        "abstract_eval must return a sequence of ShapedArray, got {}",
+        describe(result)
+    )
+}
+
+/// `TypeName: message` of a Python exception.
+fn exception_text(py: Python<'_>, err: &PyErr) -> String {
+    let type_name = err
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".to_owned());
+    let message = err
+        .value(py)
+        .str()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    if message.is_empty() {
+        type_name
+    } else {
+        format!("{type_name}: {message}")
+    }
+}
+
+impl ferrax_ir::ExtensionPrimitive for PyRule {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn abstract_eval(
+        &self,
+        inputs: &[AbstractValue],
+        params: &Params,
+    ) -> std::result::Result<Vec<AbstractValue>, String> {
+        Python::try_attach(|py| {
+            set_rule_exception(None);
+            match self.call(py, inputs, params) {
+                Ok(result) => result,
+                Err(err) => {
+                    let text = exception_text(py, &err);
+                    set_rule_exception(Some((text.clone(), err)));
+                    Err(text)
+                }
+            }
+        })
+        .unwrap_or_else(|| Err("the Python interpreter is not available".to_owned()))
+    }
+}
+
+/// A primitive defined from Python. `abstract_eval(avals, params)` is its shape rule: it
+/// gets the operands' `ShapedArray`s and the params as a dict, and returns the outputs'
+/// `ShapedArray`s; an exception it raises becomes a `TypeCheckError` of the equation,
+/// carrying the exception's type name and message.
+#[pyclass(frozen, module = "ferrax._ir", name = "ExtensionPrimitive")]
+pub struct ExtensionPrimitive {
+    pub(crate) rule: Arc<PyRule>,
+}
+
+impl ExtensionPrimitive {
+    /// The IR primitive.
+    pub fn primitive(&self) -> Primitive {
+        Primitive::Extension(self.rule.clone())
+    }
+}
+
+fn is_valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[pymethods]
+impl ExtensionPrimitive {
+    #[new]
+    #[pyo3(signature = (name, abstract_eval))]
+    fn py_new(name: &str, abstract_eval: &Bound<'_, PyAny>) -> Result<ExtensionPrimitive> {
+        if !is_valid_name(name) {
+            return Err(PyValueError::new_err(format!(
+                "a primitive's name must be an identifier (letters, digits, '_'), got {name:?}"
+            ))
+            .into());
+        }
+        if Builtin::from_name(name).is_some() {
+            return Err(PyValueError::new_err(format!(
+                "'{name}' is the name of a built-in primitive"
+            ))
+            .into());
+        }
+        if !abstract_eval.is_callable() {
+            return Err(PyTypeError::new_err(format!(
+                "abstract_eval must be callable, got {}",
+                describe(abstract_eval)
+            ))
+            .into());
+        }
+        Ok(ExtensionPrimitive {
+            rule: Arc::new(PyRule {
+                name: name.to_owned(),
+                rule: abstract_eval.clone().unbind(),
+            }),
+        })
+    }
+
+    /// The name printed in jaxpr text.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.rule.name
+    }
+
+    /// The shape rule.
+    #[getter]
+    fn abstract_eval(&self, py: Python<'_>) -> Py<PyAny> {
+        self.rule.rule.clone_ref(py)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ExtensionPrimitive('{}')", self.rule.name)
+    }
+}
