@@ -1,4 +1,10 @@
 //! Jaxpr text: the printer and the parser of JAX's current jaxpr format.
+//!
+//! [`print_jaxpr`] writes the format (always one equation per line; see the printer's
+//! docs for the exact layout, naming and indentation rules) and [`parse_jaxpr`] /
+//! [`parse_jaxpr_with`] read it back, along with what JAX 0.10 prints (one-line nested
+//! jaxprs, `;`-separated equations, wrapped lines, hidden `broadcast_in_dim` params,
+//! `let name = { ... } in` shared jaxprs). Neither recurses over nesting depth.
 
 mod lexer;
 mod parser;

@@ -5,7 +5,7 @@
 //! text    := ('let' WORD '=' jaxpr 'in')* jaxpr        -- JAX's shared jaxprs
 //! jaxpr   := '{' 'lambda' binder* [';' binder*] '.' 'let' eqn* 'in' '(' atoms ')' '}'
 //! binder  := NAME ':' type                 type := DTYPE '[' [INT (',' INT)*] ']'
-//! eqn     := [binder+ '='] | '=' ) PRIM ['[' (NAME '=' value)* ']'] atom*   [';']
+//! eqn     := (binder+ '=' | '=' | ) PRIM ['[' (NAME '=' value)* ']'] atom* [';']
 //! atom    := NAME | VALUE ':' type         -- a variable use or a scalar literal
 //! value   := WORD | STRING | jaxpr | '(' values ')' | '[' values ']'
 //! ```
@@ -71,7 +71,11 @@ pub struct ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}, column {}: {}", self.line, self.column, self.message)
+        write!(
+            f,
+            "line {}, column {}: {}",
+            self.line, self.column, self.message
+        )
     }
 }
 
@@ -234,6 +238,19 @@ fn round_to_dtype(x: f64, dtype: DType) -> f64 {
     }
 }
 
+/// A dtype from its short name (fast path) or any name [`DType::from_name`] reads.
+#[inline]
+fn dtype_of(s: &str) -> Option<DType> {
+    match s {
+        "f32" => Some(DType::F32),
+        "i32" => Some(DType::I32),
+        "bool" => Some(DType::Bool),
+        "f64" => Some(DType::F64),
+        "i64" => Some(DType::I64),
+        _ => DType::from_name(s),
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // A small fast hasher for the name tables (keys are short identifiers).
 
@@ -264,7 +281,82 @@ impl Hasher for FxHasher {
     }
 }
 
-type NameMap<'a> = HashMap<&'a str, VarId, BuildHasherDefault<FxHasher>>;
+/// A hasher for keys that are already well-distributed `u64`s (packed names).
+#[derive(Default)]
+struct U64Hasher(u64);
+
+impl Hasher for U64Hasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+/// The variables of one scope by name. Names of up to 8 bytes (all of the printer's in
+/// practice) are packed into a `u64` key: identifiers have no NUL byte, so packing is
+/// one-to-one. Longer names go by string.
+#[derive(Default)]
+struct Names<'a> {
+    short: HashMap<u64, VarId, BuildHasherDefault<U64Hasher>>,
+    long: HashMap<&'a str, VarId, BuildHasherDefault<FxHasher>>,
+}
+
+#[inline]
+fn pack(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() > 8 {
+        return None;
+    }
+    let mut w = [0u8; 8];
+    w[..b.len()].copy_from_slice(b);
+    Some(u64::from_le_bytes(w))
+}
+
+impl<'a> Names<'a> {
+    #[inline]
+    fn get(&self, name: &str) -> Option<VarId> {
+        match pack(name) {
+            Some(k) => self.short.get(&k).copied(),
+            None => self.long.get(name).copied(),
+        }
+    }
+
+    #[inline]
+    fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Binds `name`; false (changing nothing) when it is already bound.
+    #[inline]
+    fn insert_new(&mut self, name: &'a str, v: VarId) -> bool {
+        match pack(name) {
+            Some(k) => match self.short.entry(k) {
+                Entry::Vacant(e) => {
+                    e.insert(v);
+                    true
+                }
+                Entry::Occupied(_) => false,
+            },
+            None => match self.long.entry(name) {
+                Entry::Vacant(e) => {
+                    e.insert(v);
+                    true
+                }
+                Entry::Occupied(_) => false,
+            },
+        }
+    }
+}
 
 // ---------------------------------------------------------------------------------------
 // Parser state.
@@ -289,11 +381,14 @@ struct Container<'a> {
     after_comma: bool,
 }
 
+/// An equation's output variables (most have one).
+type OutVars<'a> = smallvec::SmallVec<[(VarId, Tok<'a>); 1]>;
+
 /// The equation being read.
 struct PendingEqn<'a> {
     prim: Primitive,
     builtin: Option<Builtin>,
-    outvars: Vec<(VarId, Tok<'a>)>,
+    outvars: OutVars<'a>,
     params: Vec<(&'a str, Param)>,
     /// Reading params (between `[` and `]`).
     in_params: bool,
@@ -306,10 +401,10 @@ struct PendingEqn<'a> {
 #[derive(Default)]
 struct Scope<'a> {
     b: JaxprBuilder,
-    names: NameMap<'a>,
+    names: Names<'a>,
     underscore: Option<VarId>,
     header_done: bool,
-    eqn: Option<Box<PendingEqn<'a>>>,
+    eqn: Option<PendingEqn<'a>>,
     eqn_index: usize,
     eqn_start: usize,
 }
@@ -328,6 +423,8 @@ struct Parser<'a, 'r> {
     registry: &'r Registry,
     scopes: Vec<Scope<'a>>,
     shared: HashMap<&'a str, ClosedJaxpr>,
+    /// Reused for the inputs of each equation.
+    inputs: Vec<Atom>,
 }
 
 fn perr(t: &Tok<'_>, message: String) -> ReadError {
@@ -354,6 +451,7 @@ impl<'a, 'r> Parser<'a, 'r> {
             registry,
             scopes: Vec::new(),
             shared: HashMap::new(),
+            inputs: Vec::new(),
         }
     }
 
@@ -504,8 +602,12 @@ impl<'a, 'r> Parser<'a, 'r> {
             while self.cur.kind == Kind::Semi {
                 self.bump();
             }
-            if self.cur.is_word("in") && self.nxt.kind == Kind::LParen {
-                return self.close(si).map(Step::Close);
+            if self.cur.is_word("in") {
+                match self.nxt.kind {
+                    Kind::LParen => return self.close(si).map(Step::Close),
+                    Kind::Colon => {} // A variable named `in`.
+                    _ => return Err(expected(&self.nxt, "'(' after 'in'")),
+                }
             }
             self.start_eqn(si)?;
         }
@@ -543,7 +645,7 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
         if self.cur.kind == Kind::Word && !matches!(self.cur.text, "let" | "in") {
             return Err(expected(
-                &self.cur,
+                &self.nxt,
                 &format!("':' and a type after variable {}", self.cur.describe()),
             ));
         }
@@ -567,12 +669,12 @@ impl<'a, 'r> Parser<'a, 'r> {
         if t.kind != Kind::Word {
             return Err(expected(&t, "a type like f32[3]"));
         }
-        let Some(dtype) = DType::from_name(t.text) else {
+        let Some(dtype) = dtype_of(t.text) else {
             return Err(perr(&t, format!("unknown dtype {}", t.describe())));
         };
         self.bump();
         self.expect(Kind::LBracket, "'[' after the dtype")?;
-        let mut dims: Vec<i64> = Vec::new();
+        let mut dims: smallvec::SmallVec<[i64; 4]> = smallvec::SmallVec::new();
         if self.cur.kind != Kind::RBracket {
             loop {
                 let d = self.cur;
@@ -580,7 +682,10 @@ impl<'a, 'r> Parser<'a, 'r> {
                     return Err(expected(&d, "a dimension size"));
                 }
                 let Ok(n) = d.text.parse::<i64>() else {
-                    return Err(perr(&d, format!("dimension {} overflows i64", d.describe())));
+                    return Err(perr(
+                        &d,
+                        format!("dimension {} overflows i64", d.describe()),
+                    ));
                 };
                 dims.push(n);
                 self.bump();
@@ -594,7 +699,7 @@ impl<'a, 'r> Parser<'a, 'r> {
         self.expect(Kind::RBracket, "',' or ']' in a shape")?;
         match Shape::new(&dims) {
             Ok(shape) => Ok(AbstractValue::new(shape, dtype)),
-            Err(e) => Err(perr(&t, format!("bad shape {dims:?}: {e}"))),
+            Err(e) => Err(perr(&t, format!("bad shape {:?}: {e}", dims.as_slice()))),
         }
     }
 
@@ -610,15 +715,13 @@ impl<'a, 'r> Parser<'a, 'r> {
             scope.underscore = Some(v);
             return Ok(());
         }
-        match scope.names.entry(t.text) {
-            Entry::Vacant(e) => {
-                e.insert(v);
-                Ok(())
-            }
-            Entry::Occupied(_) => Err(ReadError::Type(TypeError::DoubleBinding {
+        if scope.names.insert_new(t.text, v) {
+            Ok(())
+        } else {
+            Err(ReadError::Type(TypeError::DoubleBinding {
                 site: site(),
                 var: t.text.to_owned(),
-            })),
+            }))
         }
     }
 
@@ -630,7 +733,7 @@ impl<'a, 'r> Parser<'a, 'r> {
         let found = if t.text == "_" {
             scope.underscore
         } else {
-            scope.names.get(t.text).copied()
+            scope.names.get(t.text)
         };
         found.ok_or_else(|| {
             ReadError::Type(TypeError::Unbound {
@@ -663,7 +766,10 @@ impl<'a, 'r> Parser<'a, 'r> {
             LitValue::Bool(s == "True")
         } else if is_int_word(s) {
             let Ok(i) = s.parse::<i64>() else {
-                return Err(perr(&vt, format!("integer literal {} overflows i64", vt.describe())));
+                return Err(perr(
+                    &vt,
+                    format!("integer literal {} overflows i64", vt.describe()),
+                ));
             };
             if dtype.is_float() {
                 LitValue::Float(round_to_dtype(i as f64, dtype))
@@ -686,7 +792,7 @@ impl<'a, 'r> Parser<'a, 'r> {
     fn start_eqn(&mut self, si: usize) -> Result<(), ReadError> {
         let first = self.cur;
         self.scopes[si].eqn_start = first.start;
-        let mut outvars: Vec<(VarId, Tok<'a>)> = Vec::new();
+        let mut outvars: OutVars<'a> = OutVars::new();
         if first.kind == Kind::Eq {
             self.bump();
         } else if first.kind == Kind::Word && self.nxt.kind == Kind::Colon {
@@ -711,7 +817,7 @@ impl<'a, 'r> Parser<'a, 'r> {
         if in_params {
             self.bump();
         }
-        self.scopes[si].eqn = Some(Box::new(PendingEqn {
+        self.scopes[si].eqn = Some(PendingEqn {
             builtin: prim.as_builtin(),
             prim,
             outvars,
@@ -719,7 +825,7 @@ impl<'a, 'r> Parser<'a, 'r> {
             in_params,
             current: None,
             containers: Vec::new(),
-        }));
+        });
         Ok(())
     }
 
@@ -808,7 +914,10 @@ impl<'a, 'r> Parser<'a, 'r> {
     fn deliver(&mut self, val: Val<'a>) -> Result<(), ReadError> {
         let shared = &self.shared;
         let Some(pe) = self.scopes.last_mut().and_then(|s| s.eqn.as_mut()) else {
-            return Err(expected(&self.cur, "a jaxpr in a param (internal parser state)"));
+            return Err(expected(
+                &self.cur,
+                "a jaxpr in a param (internal parser state)",
+            ));
         };
         if let Some(c) = pe.containers.last_mut() {
             c.items.push(val);
@@ -829,7 +938,16 @@ impl<'a, 'r> Parser<'a, 'r> {
 
     /// Reads the inputs of the pending equation and adds it to the scope.
     fn finish_eqn(&mut self, si: usize) -> Result<(), ReadError> {
-        let mut inputs: Vec<Atom> = Vec::new();
+        let mut inputs = std::mem::take(&mut self.inputs);
+        inputs.clear();
+        let r = self.read_inputs(si, &mut inputs);
+        let exact = inputs.to_vec();
+        self.inputs = inputs;
+        r?;
+        self.add_pending(si, exact)
+    }
+
+    fn read_inputs(&mut self, si: usize, inputs: &mut Vec<Atom>) -> Result<(), ReadError> {
         loop {
             let t = self.cur;
             if t.kind != Kind::Word {
@@ -847,7 +965,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                 break;
             }
             if t.line_start
-                && (self.nxt.kind == Kind::LBracket || !self.scopes[si].names.contains_key(t.text))
+                && (self.nxt.kind == Kind::LBracket || !self.scopes[si].names.contains(t.text))
                 && self.registry.lookup(t.text).is_some()
             {
                 break; // JAX's form of an equation with no outputs.
@@ -856,6 +974,11 @@ impl<'a, 'r> Parser<'a, 'r> {
             inputs.push(Atom::Var(v));
             self.bump();
         }
+        Ok(())
+    }
+
+    /// Adds the pending equation with these inputs and binds its outputs.
+    fn add_pending(&mut self, si: usize, inputs: Vec<Atom>) -> Result<(), ReadError> {
         let Some(pe) = self.scopes[si].eqn.take() else {
             return Ok(());
         };
@@ -865,7 +988,7 @@ impl<'a, 'r> Parser<'a, 'r> {
             outvars,
             mut params,
             ..
-        } = *pe;
+        } = pe;
         let scope = &mut self.scopes[si];
         if builtin == Some(Builtin::BroadcastInDim) && outvars.len() == 1 {
             // JAX hides these: the shape is the output's, and empty dimensions are omitted.
@@ -883,13 +1006,14 @@ impl<'a, 'r> Parser<'a, 'r> {
             .b
             .add_eqn_with_outvars(prim, inputs, Params::new(params), ids);
         for (v, t) in outvars {
-            if t.text != "_" && self.scopes[si].names.contains_key(t.text) {
+            if t.text == "_" {
+                self.scopes[si].underscore = Some(v);
+            } else if !self.scopes[si].names.insert_new(t.text, v) {
                 return Err(ReadError::Type(TypeError::DoubleBinding {
                     site: self.eqn_site(si),
                     var: t.text.to_owned(),
                 }));
             }
-            self.bind(si, t, v, || Site::Binders)?;
         }
         self.scopes[si].eqn_index += 1;
         Ok(())
@@ -1009,7 +1133,8 @@ fn as_jaxprs(v: &Val<'_>, shared: &Shared<'_>) -> Option<Vec<ClosedJaxpr>> {
 }
 
 fn as_dotdims(v: &Val<'_>) -> Result<Option<DotDimensionNumbers>, ReadError> {
-    let pair = |v: &Val<'_>| -> Result<Option<(Vec<i64>, Vec<i64>)>, ReadError> {
+    type Pair = Option<(Vec<i64>, Vec<i64>)>;
+    let pair = |v: &Val<'_>| -> Result<Pair, ReadError> {
         match seq(v) {
             Some([a, b]) => Ok(as_ints(a)?.zip(as_ints(b)?)),
             _ => Ok(None),
@@ -1157,10 +1282,25 @@ mod tests {
 
     #[test]
     fn number_words() {
-        for s in ["1", "-3", "0", "2.0", "1e-05", "9.999999747378752e-06", "1e+20", "inf", "-inf", "nan", "1.", "-0.0"] {
+        for s in [
+            "1",
+            "-3",
+            "0",
+            "2.0",
+            "1e-05",
+            "9.999999747378752e-06",
+            "1e+20",
+            "inf",
+            "-inf",
+            "nan",
+            "1.",
+            "-0.0",
+        ] {
             assert!(is_number_word(s), "{s}");
         }
-        for s in ["", "-", "a", "1e", "1.0.0", "e5", ".5", "1x", "infinity", "--1", "True"] {
+        for s in [
+            "", "-", "a", "1e", "1.0.0", "e5", ".5", "1x", "infinity", "--1", "True",
+        ] {
             assert!(!is_number_word(s), "{s}");
         }
     }

@@ -22,7 +22,8 @@
 //!   equation, then `]` and the inputs at the equation's indent. A jaxpr param's value
 //!   starts on its param line (`body_jaxpr={ lambda ...`) and its base is that line's
 //!   indent; a tuple of jaxprs prints `name=(`, each jaxpr on its own line 2 further in
-//!   (that is its base), then `)`.
+//!   (that is its base), then `)`. (An empty tuple of jaxprs is printed `()` like any
+//!   empty tuple and does not by itself put the params on separate lines.)
 //! - Past [`MAX_INDENT_DEPTH`] levels of nesting, nested jaxprs are not indented further,
 //!   so the output stays linear in the size of the jaxpr however deep it nests.
 //!
@@ -225,7 +226,12 @@ impl Printer {
                     f.param += 1;
                     let restore = (e.primitive().as_builtin() == Some(Builtin::Jit))
                         .then(|| std::mem::replace(&mut self.counter, 0));
-                    return Some(Frame::new(cj.jaxpr(), child_base(p_indent), child_depth, restore));
+                    return Some(Frame::new(
+                        cj.jaxpr(),
+                        child_base(p_indent),
+                        child_depth,
+                        restore,
+                    ));
                 }
                 Param::Jaxprs(list) => {
                     if f.sub == 0 {
@@ -307,7 +313,7 @@ impl Printer {
             }
             Atom::Lit(l) => match f.jaxpr.literals().get(l.index()) {
                 Some(lit) => push_literal(out, lit),
-                None => out.push_str("?"),
+                None => out.push('?'),
             },
         }
     }
@@ -514,19 +520,54 @@ mod tests {
     }
 
     #[test]
+    fn fast_writers_match_display() {
+        use crate::dtype::DType;
+        use crate::jaxpr::{LitValue, Literal};
+        let lits = [
+            (LitValue::Bool(true), DType::Bool),
+            (LitValue::Int(-3), DType::I32),
+            (LitValue::Int(i64::MIN), DType::I64),
+            (LitValue::Float(2.0), DType::F32),
+            (LitValue::Float(1e-5), DType::F64),
+            (LitValue::Float(f64::NAN), DType::F16),
+        ];
+        for (value, dtype) in lits {
+            let lit = Literal {
+                value,
+                dtype,
+                weak_type: false,
+            };
+            let mut s = String::new();
+            push_literal(&mut s, &lit);
+            assert_eq!(s, crate::text::format_literal(&lit));
+        }
+        for dims in [&[][..], &[3], &[0, 4, 9223372036854775807]] {
+            let a = AbstractValue::new(crate::aval::Shape::new(dims).unwrap(), DType::BF16);
+            let mut s = String::new();
+            push_aval(&mut s, &a);
+            assert_eq!(s, a.to_string());
+        }
+    }
+
+    #[test]
     fn flat_params() {
         let f = |p: Param| format_param_flat(&p).unwrap();
         assert_eq!(f(Param::ints(&[0])), "(0,)");
         assert_eq!(f(Param::ints(&[1, 2])), "(1, 2)");
         assert_eq!(f(Param::ints(&[])), "()");
-        assert_eq!(f(Param::Bools(Arc::from(vec![false, true]))), "(False, True)");
+        assert_eq!(
+            f(Param::Bools(Arc::from(vec![false, true]))),
+            "(False, True)"
+        );
         assert_eq!(f(Param::Str(Arc::from("sin"))), "sin");
         assert_eq!(f(Param::Str(Arc::from("<lambda>"))), "<lambda>");
         assert_eq!(f(Param::Str(Arc::from("1"))), "'1'");
         assert_eq!(f(Param::Str(Arc::from("float32"))), "'float32'");
         assert_eq!(f(Param::Str(Arc::from(""))), "''");
         assert_eq!(
-            f(Param::Str(Arc::from("(Precision.HIGHEST, Precision.HIGHEST)"))),
+            f(Param::Str(Arc::from(
+                "(Precision.HIGHEST, Precision.HIGHEST)"
+            ))),
             "(Precision.HIGHEST, Precision.HIGHEST)"
         );
         assert_eq!(f(Param::DType(crate::DType::F32)), "float32");

@@ -1,0 +1,1057 @@
+//! Programmatic tests of the printer and the parser: every primitive built with
+//! `JaxprBuilder` round-trips through text; long chains and deep nests print and parse
+//! without recursion; arbitrary prefixes and mutations of valid texts never panic.
+
+use ferrax_ir::text::{
+    format_param_flat, parse_jaxpr, parse_jaxpr_with, print_closed_jaxpr, print_jaxpr, ReadError,
+};
+use ferrax_ir::{
+    typecheck, AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers,
+    ExtensionPrimitive, Jaxpr, JaxprBuilder, LitValue, Literal, Param, Params, Primitive, Registry,
+    Shape, TypeError,
+};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn av(dtype: DType, dims: &[i64]) -> AbstractValue {
+    AbstractValue::new(Shape::new(dims).expect("valid shape"), dtype)
+}
+
+fn f32s(dims: &[i64]) -> AbstractValue {
+    av(DType::F32, dims)
+}
+
+fn lit(value: LitValue, dtype: DType) -> Literal {
+    Literal {
+        value,
+        dtype,
+        weak_type: false,
+    }
+}
+
+fn params(pairs: Vec<(&str, Param)>) -> Params {
+    Params::new(pairs)
+}
+
+/// A closed jaxpr with these inputs whose body `f` builds.
+fn sub(
+    ins: &[AbstractValue],
+    f: impl FnOnce(&mut JaxprBuilder, &[Atom]) -> Vec<Atom>,
+) -> ClosedJaxpr {
+    let mut b = JaxprBuilder::new();
+    let xs: Vec<Atom> = ins
+        .iter()
+        .map(|a| Atom::Var(b.add_invar(a.clone())))
+        .collect();
+    let outs = f(&mut b, &xs);
+    ClosedJaxpr::with_unknown_consts(Arc::new(b.build(outs).expect("sub-jaxpr builds")))
+}
+
+fn eqn1(b: &mut JaxprBuilder, prim: Builtin, ins: Vec<Atom>, ps: Params) -> Atom {
+    Atom::Var(b.add_eqn(prim.into(), ins, ps).expect("eqn typechecks")[0])
+}
+
+/// Operand types and params for one equation of each built-in.
+fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
+    use Builtin::*;
+    let none = Params::empty;
+    match prim {
+        Exp | Log | Log1p | Expm1 | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
+            (vec![f32s(&[2, 3])], none())
+        }
+        Sin => (vec![f32s(&[2])], params(vec![("accuracy", Param::None)])),
+        Neg | Abs | Sign => (vec![av(DType::I32, &[4])], none()),
+        Square | Copy => (vec![f32s(&[3])], none()),
+        Not => (vec![av(DType::Bool, &[3])], none()),
+        IntegerPow => (vec![f32s(&[3])], params(vec![("y", Param::Int(-3))])),
+        Add | Sub | Mul | Div | Rem | Pow => (vec![f32s(&[3]), f32s(&[3])], none()),
+        Max | Min => (vec![av(DType::I32, &[2]), av(DType::I32, &[2])], none()),
+        And | Or => (vec![av(DType::U8, &[2]), av(DType::U8, &[])], none()),
+        Eq | Ne | Lt | Le | Gt | Ge => (vec![f32s(&[3]), f32s(&[])], none()),
+        SelectN => (vec![av(DType::Bool, &[3]), f32s(&[3]), f32s(&[3])], none()),
+        Clamp => (vec![f32s(&[]), f32s(&[3]), f32s(&[])], none()),
+        ConvertElementType => (
+            vec![f32s(&[3])],
+            params(vec![
+                ("new_dtype", Param::DType(DType::BF16)),
+                ("weak_type", Param::Bool(false)),
+                ("sharding", Param::None),
+            ]),
+        ),
+        ReduceSum | ReduceMax | ReduceMin | ReduceProd => (
+            vec![f32s(&[3, 4])],
+            params(vec![
+                ("axes", Param::ints(&[1])),
+                ("out_sharding", Param::None),
+            ]),
+        ),
+        Argmax | Argmin => (
+            vec![f32s(&[3, 4])],
+            params(vec![
+                ("axes", Param::ints(&[0])),
+                ("index_dtype", Param::DType(DType::I32)),
+            ]),
+        ),
+        BroadcastInDim => (
+            vec![f32s(&[3])],
+            params(vec![
+                ("shape", Param::ints(&[2, 3])),
+                ("broadcast_dimensions", Param::ints(&[1])),
+                ("sharding", Param::None),
+            ]),
+        ),
+        Reshape => (
+            vec![f32s(&[3, 4])],
+            params(vec![
+                ("new_sizes", Param::ints(&[12])),
+                ("dimensions", Param::None),
+            ]),
+        ),
+        Transpose => (
+            vec![f32s(&[3, 4, 5])],
+            params(vec![("permutation", Param::ints(&[2, 0, 1]))]),
+        ),
+        Squeeze => (
+            vec![f32s(&[1, 3])],
+            params(vec![("dimensions", Param::ints(&[0]))]),
+        ),
+        ExpandDims => (
+            vec![f32s(&[3])],
+            params(vec![("dimensions", Param::ints(&[0, 2]))]),
+        ),
+        Concatenate => (
+            vec![f32s(&[3, 2]), f32s(&[1, 2])],
+            params(vec![("dimension", Param::Int(0))]),
+        ),
+        Slice => (
+            vec![f32s(&[5])],
+            params(vec![
+                ("start_indices", Param::ints(&[1])),
+                ("limit_indices", Param::ints(&[4])),
+                ("strides", Param::ints(&[2])),
+            ]),
+        ),
+        DynamicSlice => (
+            vec![f32s(&[5, 2]), av(DType::I32, &[]), av(DType::I32, &[])],
+            params(vec![("slice_sizes", Param::ints(&[2, 2]))]),
+        ),
+        DynamicUpdateSlice => (
+            vec![f32s(&[5]), f32s(&[2]), av(DType::I32, &[])],
+            Params::empty(),
+        ),
+        DotGeneral => (
+            vec![f32s(&[2, 3, 4]), f32s(&[2, 4, 5])],
+            params(vec![
+                (
+                    "dimension_numbers",
+                    Param::DotDims(Arc::new(DotDimensionNumbers {
+                        lhs_contracting: vec![2],
+                        rhs_contracting: vec![1],
+                        lhs_batch: vec![0],
+                        rhs_batch: vec![0],
+                    })),
+                ),
+                ("precision", Param::None),
+                ("preferred_element_type", Param::DType(DType::F32)),
+            ]),
+        ),
+        Iota => (
+            vec![],
+            params(vec![
+                ("dtype", Param::DType(DType::I32)),
+                ("shape", Param::ints(&[4, 2])),
+                ("dimension", Param::Int(1)),
+            ]),
+        ),
+        Jit => {
+            let j = sub(&[f32s(&[3])], |b, xs| {
+                vec![eqn1(b, Sin, vec![xs[0]], Params::empty())]
+            });
+            (
+                vec![f32s(&[3])],
+                params(vec![
+                    ("jaxpr", Param::Jaxpr(j)),
+                    ("name", Param::Str(Arc::from("f"))),
+                ]),
+            )
+        }
+        Cond => {
+            let branch = |p: Builtin| {
+                sub(&[f32s(&[3])], |b, xs| {
+                    vec![eqn1(b, p, vec![xs[0]], Params::empty())]
+                })
+            };
+            (
+                vec![av(DType::I32, &[]), f32s(&[3])],
+                params(vec![(
+                    "branches",
+                    Param::Jaxprs(Arc::new(vec![branch(Sin), branch(Cos), branch(Neg)])),
+                )]),
+            )
+        }
+        While => {
+            let i32s = av(DType::I32, &[]);
+            let cond_j = sub(std::slice::from_ref(&i32s), |b, xs| {
+                let five = b.literal(lit(LitValue::Int(5), DType::I32));
+                vec![eqn1(b, Lt, vec![xs[0], five], Params::empty())]
+            });
+            let body_j = sub(std::slice::from_ref(&i32s), |b, xs| {
+                let one = b.literal(lit(LitValue::Int(1), DType::I32));
+                vec![eqn1(b, Add, vec![xs[0], one], Params::empty())]
+            });
+            (
+                vec![i32s],
+                params(vec![
+                    ("cond_jaxpr", Param::Jaxpr(cond_j)),
+                    ("body_jaxpr", Param::Jaxpr(body_j)),
+                    ("cond_nconsts", Param::Int(0)),
+                    ("body_nconsts", Param::Int(0)),
+                ]),
+            )
+        }
+        Scan => {
+            let body = sub(&[f32s(&[]), f32s(&[])], |b, xs| {
+                let s = eqn1(b, Add, vec![xs[0], xs[1]], Params::empty());
+                let p = eqn1(b, Mul, vec![xs[0], xs[1]], Params::empty());
+                vec![s, p]
+            });
+            (
+                vec![f32s(&[]), f32s(&[4])],
+                params(vec![
+                    ("jaxpr", Param::Jaxpr(body)),
+                    ("length", Param::Int(4)),
+                    ("reverse", Param::Bool(true)),
+                    ("num_consts", Param::Int(0)),
+                    ("num_carry", Param::Int(1)),
+                    ("linear", Param::Bools(Arc::from(vec![false, false]))),
+                    ("unroll", Param::Bool(false)),
+                    ("_split_transpose", Param::Bool(false)),
+                ]),
+            )
+        }
+        #[allow(unreachable_patterns)]
+        other => panic!("add a test case for the new built-in {other:?}"),
+    }
+}
+
+/// Checks `print(parse(print(j))) == print(j)`, that the parsed jaxpr typechecks, and
+/// that its non-jaxpr params equal the original's. Returns the text.
+fn roundtrip(j: &Jaxpr, registry: &Registry) -> String {
+    let text = print_jaxpr(j);
+    let back = parse_jaxpr_with(&text, registry)
+        .unwrap_or_else(|e| panic!("printed text does not parse: {e}\n{text}"));
+    typecheck(&back).expect("parsed jaxpr typechecks");
+    assert_eq!(print_jaxpr(&back), text, "print(parse(text)) != text");
+    assert_eq!(back.eqns().len(), j.eqns().len());
+    for (e1, e2) in j.eqns().iter().zip(back.eqns()) {
+        assert_eq!(e1.primitive().name(), e2.primitive().name());
+        assert_eq!(e1.params().len(), e2.params().len(), "{text}");
+        for ((n1, p1), (n2, p2)) in e1.params().iter().zip(e2.params().iter()) {
+            assert_eq!(n1, n2);
+            match (p1, p2) {
+                (Param::Jaxpr(_), Param::Jaxpr(_)) | (Param::Jaxprs(_), Param::Jaxprs(_)) => {}
+                _ => assert_eq!(p1, p2, "param {n1} of {}", e1.primitive().name()),
+            }
+        }
+    }
+    text
+}
+
+#[test]
+fn every_builtin_roundtrips() {
+    let reg = Registry::new();
+    for &prim in Builtin::ALL {
+        let (ins, ps) = case(prim);
+        let mut b = JaxprBuilder::new();
+        let xs: Vec<Atom> = ins
+            .iter()
+            .map(|a| Atom::Var(b.add_invar(a.clone())))
+            .collect();
+        let outs = b
+            .add_eqn(prim.into(), xs, ps)
+            .unwrap_or_else(|e| panic!("{}: {e}", prim.name()));
+        let j = b
+            .build(outs.into_iter().map(Atom::Var).collect())
+            .expect("builds");
+        let text = roundtrip(&j, &reg);
+        assert!(text.contains(prim.name()), "{text}");
+    }
+}
+
+#[test]
+fn all_builtins_in_one_jaxpr() {
+    // Every case as an equation of one jaxpr with constvars and literal outputs.
+    let mut b = JaxprBuilder::new();
+    let c = b.add_constvar(f32s(&[3]));
+    let mut outs = vec![Atom::Var(c)];
+    for &prim in Builtin::ALL {
+        let (ins, ps) = case(prim);
+        let xs: Vec<Atom> = ins
+            .iter()
+            .map(|a| Atom::Var(b.add_invar(a.clone())))
+            .collect();
+        let o = b.add_eqn(prim.into(), xs, ps).expect("typechecks");
+        outs.extend(o.into_iter().map(Atom::Var));
+    }
+    outs.push(b.literal(lit(LitValue::Float(2.5), DType::F32)));
+    let j = b.build(outs).expect("builds");
+    let text = roundtrip(&j, &Registry::new());
+    assert!(text.starts_with("{ lambda a:f32[3]; b:"), "{text}");
+    assert!(text.ends_with(" 2.5:f32[]) }"), "{text}");
+    let cj = ClosedJaxpr::with_unknown_consts(Arc::new(j));
+    assert_eq!(print_closed_jaxpr(&cj), text);
+    assert_eq!(cj.to_string(), text);
+}
+
+#[test]
+fn exact_layout() {
+    // The layout of the format's example, built programmatically.
+    let mut b = JaxprBuilder::new();
+    let a = b.add_constvar(f32s(&[8]));
+    let x = b.add_invar(f32s(&[8]));
+    b.add_invar(f32s(&[]));
+    let d = eqn1(
+        &mut b,
+        Builtin::Mul,
+        vec![Atom::Var(x), Atom::Var(a)],
+        Params::empty(),
+    );
+    let two = b.literal(lit(LitValue::Float(2.0), DType::F32));
+    let e = eqn1(&mut b, Builtin::Add, vec![d, two], Params::empty());
+    let f = eqn1(
+        &mut b,
+        Builtin::ReduceSum,
+        vec![e],
+        params(vec![
+            ("axes", Param::ints(&[0])),
+            ("out_sharding", Param::None),
+        ]),
+    );
+    let j = b.build(vec![f]).expect("builds");
+    assert_eq!(
+        print_jaxpr(&j),
+        "{ lambda a:f32[8]; b:f32[8] c:f32[]. let
+    d:f32[8] = mul b a
+    e:f32[8] = add d 2.0:f32[]
+    f:f32[] = reduce_sum[axes=(0,) out_sharding=None] e
+  in (f,) }"
+    );
+    // No inputs, no outputs.
+    let j = JaxprBuilder::new().build(vec![]).expect("builds");
+    assert_eq!(print_jaxpr(&j), "{ lambda ; . let\n  in () }");
+    assert_eq!(
+        print_jaxpr(&parse_jaxpr("{ lambda ; . let  in () }").expect("parses")),
+        print_jaxpr(&j)
+    );
+}
+
+#[test]
+fn nested_names_and_layout() {
+    // cond inside jit inside while's body: names continue into nested jaxprs, except a
+    // jit's, which restarts at `a`; the counter resumes after the jit.
+    let text = "{ lambda ; a:i32[] b:f32[3]. let
+    c:i32[] d:f32[3] = while[
+      body_jaxpr={ lambda ; e:i32[] f:f32[3]. let
+          g:i32[] = add e 1:i32[]
+          h:f32[3] = jit[
+            jaxpr={ lambda ; a:f32[3]. let
+                b:f32[3] = cond[
+                  branches=(
+                    { lambda ; c:f32[3]. let
+                        d:f32[3] = sin c
+                      in (d,) }
+                    { lambda ; e:f32[3]. let
+                        f:f32[3] = cos e
+                      in (f,) }
+                  )
+                ] 0:i32[] a
+              in (b,) }
+            name=inner
+          ] f
+          i:f32[3] = mul h 2.0:f32[]
+        in (g, i) }
+      body_nconsts=0
+      cond_jaxpr={ lambda ; j:i32[] k:f32[3]. let
+          l:bool[] = lt j 10:i32[]
+        in (l,) }
+      cond_nconsts=0
+    ] a b
+  in (c, d) }";
+    let j = parse_jaxpr(text).expect("parses");
+    assert_eq!(print_jaxpr(&j), text);
+}
+
+#[test]
+fn literals_of_every_dtype() {
+    let values: Vec<(LitValue, DType)> = vec![
+        (LitValue::Bool(true), DType::Bool),
+        (LitValue::Bool(false), DType::Bool),
+        (LitValue::Int(i8::MIN as i64), DType::I8),
+        (LitValue::Int(i16::MAX as i64), DType::I16),
+        (LitValue::Int(i32::MIN as i64), DType::I32),
+        (LitValue::Int(i64::MIN), DType::I64),
+        (LitValue::Int(i64::MAX), DType::I64),
+        (LitValue::Int(255), DType::U8),
+        (LitValue::Int(65535), DType::U16),
+        (LitValue::Int(u32::MAX as i64), DType::U32),
+        (LitValue::Int(i64::MAX), DType::U64),
+        (LitValue::Float(0.5), DType::F16),
+        (LitValue::Float(65504.0), DType::F16),
+        (LitValue::Float(0.10009765625), DType::BF16),
+        (LitValue::Float(0.1f32 as f64), DType::F32),
+        (LitValue::Float(f32::MIN_POSITIVE as f64), DType::F32),
+        (LitValue::Float(0.1), DType::F64),
+        (LitValue::Float(5e-324), DType::F64),
+        (LitValue::Float(1e300), DType::F64),
+        (LitValue::Float(-0.0), DType::F32),
+        (LitValue::Float(f64::INFINITY), DType::F32),
+        (LitValue::Float(f64::NEG_INFINITY), DType::F64),
+        (LitValue::Float(f64::NAN), DType::F64),
+        (LitValue::Float(123456789.0), DType::F64),
+        (LitValue::Float(1e16), DType::F64),
+    ];
+    let mut b = JaxprBuilder::new();
+    let outs: Vec<Atom> = values.iter().map(|&(v, d)| b.literal(lit(v, d))).collect();
+    let j = b.build(outs).expect("builds");
+    roundtrip(&j, &Registry::new());
+    let back = parse_jaxpr(&print_jaxpr(&j)).expect("parses");
+    for (i, &(v, d)) in values.iter().enumerate() {
+        let Atom::Lit(l) = back.outvars()[i] else {
+            panic!("output {i} is not a literal")
+        };
+        let got = back.literal(l);
+        assert_eq!(got.dtype, d);
+        match (got.value, v) {
+            (LitValue::Float(x), LitValue::Float(y)) => {
+                assert!(
+                    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                    "{x} vs {y}"
+                )
+            }
+            (x, y) => assert_eq!(x, y),
+        }
+    }
+}
+
+/// An extension primitive returning its operands' types, with any params.
+struct PassThrough;
+
+impl ExtensionPrimitive for PassThrough {
+    fn name(&self) -> &str {
+        "pass_through"
+    }
+    fn abstract_eval(
+        &self,
+        inputs: &[AbstractValue],
+        _: &Params,
+    ) -> Result<Vec<AbstractValue>, String> {
+        Ok(inputs.to_vec())
+    }
+}
+
+/// An extension primitive with no outputs.
+struct Effect;
+
+impl ExtensionPrimitive for Effect {
+    fn name(&self) -> &str {
+        "effect"
+    }
+    fn abstract_eval(&self, _: &[AbstractValue], _: &Params) -> Result<Vec<AbstractValue>, String> {
+        Ok(vec![])
+    }
+}
+
+fn ext_registry() -> (Registry, Primitive, Primitive) {
+    let pt: Arc<dyn ExtensionPrimitive> = Arc::new(PassThrough);
+    let ef: Arc<dyn ExtensionPrimitive> = Arc::new(Effect);
+    let mut r = Registry::new();
+    r.register(pt.clone());
+    r.register(ef.clone());
+    (r, Primitive::Extension(pt), Primitive::Extension(ef))
+}
+
+#[test]
+fn extension_params_keep_their_kind() {
+    let (reg, pt, ef) = ext_registry();
+    let s = |x: &str| Param::Str(Arc::from(x));
+    let inner = sub(&[f32s(&[])], |b, xs| {
+        vec![eqn1(b, Builtin::Exp, vec![xs[0]], Params::empty())]
+    });
+    let ps = params(vec![
+        ("none", Param::None),
+        ("t", Param::Bool(true)),
+        ("i", Param::Int(i64::MIN)),
+        ("f1", Param::Float(0.1)),
+        ("f2", Param::Float(-0.0)),
+        ("f3", Param::Float(1e300)),
+        ("f4", Param::Float(f64::NEG_INFINITY)),
+        ("f5", Param::Float(5e-324)),
+        ("f6", Param::Float(3.0)),
+        ("s1", s("sin")),
+        ("s2", s("<lambda>")),
+        ("s3", s("two words")),
+        ("s4", s("12")),
+        ("s5", s("float32")),
+        ("s6", s("")),
+        ("s7", s("it's \"quoted\"\n\t\\ λ")),
+        ("s8", s("(A, B)")),
+        ("s9", s("(A,)")),
+        ("s10", s("[x]")),
+        ("s11", s("True")),
+        ("s12", s("None")),
+        ("s13", s("1e5")),
+        ("s14", s("a=b")),
+        ("s15", s("{")),
+        ("s16", s(".x")),
+        ("s17", s("\u{7f}\u{1}")),
+        ("s18", s("(1, 2)")),
+        ("s19", s("inf")),
+        ("ints", Param::ints(&[1, -2, i64::MAX])),
+        ("one", Param::ints(&[7])),
+        ("bools", Param::Bools(Arc::from(vec![true]))),
+        ("dt", Param::DType(DType::BF16)),
+        (
+            "dims",
+            Param::DotDims(Arc::new(DotDimensionNumbers {
+                lhs_contracting: vec![1, 2],
+                rhs_contracting: vec![0, 1],
+                lhs_batch: vec![],
+                rhs_batch: vec![],
+            })),
+        ),
+        ("j", Param::Jaxpr(inner.clone())),
+        ("js", Param::Jaxprs(Arc::new(vec![inner.clone(), inner]))),
+    ]);
+    let mut b = JaxprBuilder::new();
+    let x = b.add_invar(f32s(&[2]));
+    let outs = b
+        .add_eqn(pt.clone(), vec![Atom::Var(x)], ps)
+        .expect("typechecks");
+    b.add_eqn(
+        ef.clone(),
+        vec![Atom::Var(outs[0]), Atom::Var(x)],
+        Params::empty(),
+    )
+    .expect("typechecks");
+    b.add_eqn(ef, vec![], params(vec![("k", Param::Int(1))]))
+        .expect("typechecks");
+    let j = b.build(vec![Atom::Var(outs[0])]).expect("builds");
+    let text = roundtrip(&j, &reg);
+    assert!(text.contains("\n    = effect b a\n"), "{text}");
+    assert!(text.contains("\n    = effect[k=1]\n"), "{text}");
+    assert!(text.contains("s4='12'"), "{text}");
+    assert!(text.contains("s8=(A, B)"), "{text}");
+
+    // Empty tuples print `()` whatever their kind, and read back as empty int tuples.
+    let mut b = JaxprBuilder::new();
+    let x = b.add_invar(f32s(&[2]));
+    let ps = params(vec![
+        ("e1", Param::Bools(Arc::from(vec![]))),
+        ("e2", Param::Jaxprs(Arc::new(vec![]))),
+        ("e3", Param::ints(&[])),
+    ]);
+    let outs = b.add_eqn(pt, vec![Atom::Var(x)], ps).expect("typechecks");
+    let j = b.build(vec![Atom::Var(outs[0])]).expect("builds");
+    let text = print_jaxpr(&j);
+    assert!(text.contains("pass_through[e1=() e2=() e3=()] a"), "{text}");
+    let back = parse_jaxpr_with(&text, &reg).expect("parses");
+    assert_eq!(print_jaxpr(&back), text);
+    assert_eq!(
+        format_param_flat(&Param::Jaxprs(Arc::new(vec![]))).as_deref(),
+        Some("()")
+    );
+}
+
+/// A chain `sin`, `mul`, `add` of about `n` equations.
+fn chain(n: usize) -> Jaxpr {
+    let mut b = JaxprBuilder::new();
+    let a = Atom::Var(b.add_invar(f32s(&[8])));
+    let mut x = a;
+    for i in 0..n {
+        x = match i % 3 {
+            0 => eqn1(&mut b, Builtin::Sin, vec![x], Params::empty()),
+            1 => eqn1(&mut b, Builtin::Mul, vec![x, a], Params::empty()),
+            _ => {
+                let two = b.literal(lit(LitValue::Float(2.0), DType::F32));
+                eqn1(&mut b, Builtin::Add, vec![x, two], Params::empty())
+            }
+        };
+    }
+    b.build(vec![x]).expect("builds")
+}
+
+#[test]
+fn long_chain() {
+    let n = if cfg!(debug_assertions) {
+        200_000
+    } else {
+        1_000_000
+    };
+    let j = chain(n);
+    let t = Instant::now();
+    let text = print_jaxpr(&j);
+    let print_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let back = parse_jaxpr(&text).expect("the chain parses");
+    let parse_s = t.elapsed().as_secs_f64();
+    eprintln!(
+        "chain of {n}: print {:.0} ns/eqn, parse {:.0} ns/eqn ({} bytes)",
+        print_s * 1e9 / n as f64,
+        parse_s * 1e9 / n as f64,
+        text.len()
+    );
+    assert_eq!(back.eqns().len(), n);
+    assert_eq!(print_jaxpr(&back), text);
+    // Names past a few letters, including ones that look like keywords (`in`, `inf`).
+    assert!(text.contains("\n    in:f32[8] = "));
+    assert!(text.contains("\n    inf:f32[8] = "));
+    assert!(text.contains("\n    nan:f32[8] = "));
+    if !cfg!(debug_assertions) {
+        // Targets are 1 us (print) and 2 us (parse) per equation on an idle machine; the
+        // bounds here are loose so that only a gross (e.g. quadratic) regression fails
+        // while other tests run in parallel.
+        assert!(
+            print_s * 1e9 / (n as f64) < 10_000.0,
+            "printing is too slow"
+        );
+        assert!(parse_s * 1e9 / (n as f64) < 20_000.0, "parsing is too slow");
+    }
+}
+
+const DEPTH: usize = 100_000;
+
+/// `DEPTH` nested `jit`s around `sin`.
+fn jit_nest(depth: usize) -> Jaxpr {
+    let mut inner = {
+        let mut b = JaxprBuilder::new();
+        let x = Atom::Var(b.add_invar(f32s(&[])));
+        let y = eqn1(&mut b, Builtin::Sin, vec![x], Params::empty());
+        b.build(vec![y]).expect("builds")
+    };
+    for _ in 0..depth {
+        let mut b = JaxprBuilder::new();
+        let x = Atom::Var(b.add_invar(f32s(&[])));
+        let cj = ClosedJaxpr::with_unknown_consts(Arc::new(inner));
+        let y = eqn1(
+            &mut b,
+            Builtin::Jit,
+            vec![x],
+            params(vec![
+                ("jaxpr", Param::Jaxpr(cj)),
+                ("name", Param::Str(Arc::from("f"))),
+            ]),
+        );
+        inner = b.build(vec![y]).expect("builds");
+    }
+    inner
+}
+
+#[test]
+fn deep_jit_nest() {
+    // Runs on the default 2 MiB test thread: nothing may recurse over the depth.
+    let j = jit_nest(DEPTH);
+    let text = print_jaxpr(&j);
+    // Indentation is capped, so the text is linear in the depth.
+    assert!(text.len() < DEPTH * 1_200, "text is {} bytes", text.len());
+    let max_indent = text
+        .lines()
+        .map(|l| l.len() - l.trim_start().len())
+        .max()
+        .unwrap_or(0);
+    assert!(max_indent <= 6 * 34 + 4, "indent {max_indent}");
+    let back = parse_jaxpr(&text).expect("the nest parses");
+    typecheck(&back).expect("typechecks");
+    assert_eq!(print_jaxpr(&back), text);
+}
+
+/// A nest cycling through `jit`, `cond`, `while` and `scan`, `depth` levels deep.
+fn mixed_nest(depth: usize) -> Jaxpr {
+    let s = f32s(&[]);
+    let mut inner = sub(std::slice::from_ref(&s), |b, xs| {
+        vec![eqn1(b, Builtin::Sin, vec![xs[0]], Params::empty())]
+    });
+    for level in 0..depth {
+        let body = inner.clone();
+        inner = sub(std::slice::from_ref(&s), |b, xs| {
+            let x = xs[0];
+            let y = match level % 4 {
+                0 => eqn1(
+                    b,
+                    Builtin::Jit,
+                    vec![x],
+                    params(vec![("jaxpr", Param::Jaxpr(body))]),
+                ),
+                1 => {
+                    let zero = b.literal(lit(LitValue::Int(0), DType::I32));
+                    let other = sub(&[f32s(&[])], |b, ys| {
+                        vec![eqn1(b, Builtin::Neg, vec![ys[0]], Params::empty())]
+                    });
+                    eqn1(
+                        b,
+                        Builtin::Cond,
+                        vec![zero, x],
+                        params(vec![(
+                            "branches",
+                            Param::Jaxprs(Arc::new(vec![body, other])),
+                        )]),
+                    )
+                }
+                2 => {
+                    let cond_j = sub(&[f32s(&[])], |b, ys| {
+                        let one = b.literal(lit(LitValue::Float(1.0), DType::F32));
+                        vec![eqn1(b, Builtin::Lt, vec![ys[0], one], Params::empty())]
+                    });
+                    eqn1(
+                        b,
+                        Builtin::While,
+                        vec![x],
+                        params(vec![
+                            ("cond_jaxpr", Param::Jaxpr(cond_j)),
+                            ("body_jaxpr", Param::Jaxpr(body)),
+                            ("cond_nconsts", Param::Int(0)),
+                            ("body_nconsts", Param::Int(0)),
+                        ]),
+                    )
+                }
+                _ => eqn1(
+                    b,
+                    Builtin::Scan,
+                    vec![x],
+                    params(vec![
+                        ("jaxpr", Param::Jaxpr(body)),
+                        ("length", Param::Int(2)),
+                        ("reverse", Param::Bool(false)),
+                        ("num_consts", Param::Int(0)),
+                        ("num_carry", Param::Int(1)),
+                    ]),
+                ),
+            };
+            vec![y]
+        });
+    }
+    let mut b = JaxprBuilder::new();
+    let x = Atom::Var(b.add_invar(s));
+    let y = eqn1(
+        &mut b,
+        Builtin::Jit,
+        vec![x],
+        params(vec![("jaxpr", Param::Jaxpr(inner))]),
+    );
+    b.build(vec![y]).expect("builds")
+}
+
+#[test]
+fn deep_mixed_nest() {
+    let depth = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        DEPTH
+    };
+    let j = mixed_nest(depth);
+    let text = print_jaxpr(&j);
+    let back = parse_jaxpr(&text).expect("the nest parses");
+    assert_eq!(print_jaxpr(&back), text);
+}
+
+#[test]
+fn deep_errors_do_not_overflow() {
+    // An unbound variable at the bottom of a deep nest: the error names the outermost
+    // enclosing equations only, and can be displayed and dropped.
+    let j = jit_nest(DEPTH);
+    let text = print_jaxpr(&j);
+    let bad = text.replacen("= sin a", "= sin zz", 1);
+    assert_ne!(bad, text);
+    let err = parse_jaxpr(&bad).expect_err("unbound variable");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("variable 'zz' is used before it is bound"),
+        "{}",
+        &msg[..200.min(msg.len())]
+    );
+    assert_eq!(
+        msg.matches("in param 'jaxpr'").count(),
+        ferrax_ir::text::MAX_ERROR_NESTING
+    );
+    match &err {
+        ReadError::Type(TypeError::SubJaxpr { .. }) => {}
+        other => panic!("unexpected error {other:?}"),
+    }
+    drop(err);
+
+    // A deep nest cut short.
+    let cut = &text[..text.len() / 2];
+    let err = parse_jaxpr(cut).expect_err("truncated");
+    assert!(err.to_string().contains("end of input") || matches!(err, ReadError::Parse(_)));
+
+    // Unclosed `{` and `(` in params, very deep.
+    let opens = "{ lambda ; a:f32[]. let b:f32[] = jit[jaxpr=".repeat(DEPTH);
+    assert!(parse_jaxpr(&opens).is_err());
+    let tuple = format!(
+        "{{ lambda ; a:f32[]. let b:f32[] = pass_through[x={}1{}] a in (b,) }}",
+        "(".repeat(DEPTH),
+        ")".repeat(DEPTH)
+    );
+    let (reg, _, _) = ext_registry();
+    let err = parse_jaxpr_with(&tuple, &reg).expect_err("too deep");
+    assert!(err.to_string().contains("nested too deeply"), "{err}");
+}
+
+/// Parses `text`; if it is accepted, it must typecheck and print stably.
+fn check_accepted(text: &str, reg: &Registry) {
+    if let Ok(j) = parse_jaxpr_with(text, reg) {
+        typecheck(&j).expect("accepted text typechecks");
+        let printed = print_jaxpr(&j);
+        let again = parse_jaxpr_with(&printed, reg).unwrap_or_else(|e| {
+            panic!("printed form does not parse: {e}\n{printed}\nfrom\n{text}")
+        });
+        assert_eq!(print_jaxpr(&again), printed, "unstable print of\n{text}");
+    }
+}
+
+fn seeds() -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jaxprs");
+    let mut v: Vec<String> = [
+        "nested_all",
+        "extension_params",
+        "keyword_names",
+        "whitespace",
+        "jax_shared",
+        "jax_jit_dropvar",
+        "literals",
+    ]
+    .iter()
+    .filter_map(|n| std::fs::read_to_string(dir.join(format!("{n}.jaxpr"))).ok())
+    .map(|t| {
+        t.lines()
+            .filter(|l| !l.starts_with(";;"))
+            .take_while(|l| !l.starts_with("; "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+    .collect();
+    let mut b = JaxprBuilder::new();
+    for &prim in Builtin::ALL {
+        let (ins, ps) = case(prim);
+        let xs: Vec<Atom> = ins
+            .iter()
+            .map(|a| Atom::Var(b.add_invar(a.clone())))
+            .collect();
+        b.add_eqn(prim.into(), xs, ps).expect("typechecks");
+    }
+    v.push(print_jaxpr(&b.build(vec![]).expect("builds")));
+    v
+}
+
+fn fuzz_registry() -> Registry {
+    let (mut reg, _, _) = ext_registry();
+    // The corpus's extension primitives.
+    struct Named(&'static str, bool);
+    impl ExtensionPrimitive for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn abstract_eval(
+            &self,
+            i: &[AbstractValue],
+            _: &Params,
+        ) -> Result<Vec<AbstractValue>, String> {
+            Ok(if self.1 { i.to_vec() } else { vec![] })
+        }
+    }
+    reg.register(Arc::new(Named("test_ext", true)));
+    reg.register(Arc::new(Named("test_effect", false)));
+    reg
+}
+
+#[test]
+fn every_prefix_is_handled() {
+    let reg = fuzz_registry();
+    for seed in seeds() {
+        assert!(
+            parse_jaxpr_with(&seed, &reg).is_ok(),
+            "seed does not parse:\n{seed}"
+        );
+        for (i, _) in seed.char_indices() {
+            check_accepted(&seed[..i], &reg);
+        }
+    }
+}
+
+/// A small linear congruential generator (no dependencies).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+}
+
+const PIECES: &[&str] = &[
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    ";",
+    "=",
+    ":",
+    ".",
+    " ",
+    "\n",
+    "'",
+    "\"",
+    "\\",
+    "_",
+    "a",
+    "b",
+    "in",
+    "let",
+    "lambda",
+    "inf",
+    "nan",
+    "True",
+    "None",
+    "-",
+    "0",
+    "1",
+    "9",
+    "1e5",
+    "2.0",
+    "f32",
+    "i32",
+    "bool",
+    "u8",
+    "[]",
+    ":f32[]",
+    "sin",
+    "add",
+    "jit",
+    "cond",
+    "jaxpr=",
+    "é",
+    "λ",
+    "\u{0}",
+    "\u{7f}",
+    "9223372036854775808",
+    "{ lambda ; . let in () }",
+];
+
+fn mutate(rng: &mut Lcg, text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out: Vec<char> = chars.clone();
+    for _ in 0..1 + rng.below(3) {
+        let n = out.len();
+        let at = rng.below(n + 1);
+        match rng.below(5) {
+            0 => {
+                let len = rng.below(8).min(n - at.min(n));
+                out.drain(at..at + len);
+            }
+            1 | 2 => {
+                let piece = PIECES[rng.below(PIECES.len())];
+                out.splice(at..at, piece.chars());
+            }
+            3 => {
+                // Duplicate a slice.
+                let len = rng.below(40).min(n - at.min(n));
+                let copy: Vec<char> = out[at..at + len].to_vec();
+                let to = rng.below(out.len() + 1);
+                out.splice(to..to, copy);
+            }
+            _ => {
+                if at < n {
+                    out[at] = char::from_u32(rng.below(0x250) as u32).unwrap_or('?');
+                }
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+#[test]
+fn random_mutations_never_panic() {
+    let reg = fuzz_registry();
+    let seeds = seeds();
+    let mut rng = Lcg(0x5eed_1234_abcd_ef01);
+    let rounds = if cfg!(debug_assertions) {
+        4_000
+    } else {
+        40_000
+    };
+    let mut accepted = 0;
+    for i in 0..rounds {
+        let seed = &seeds[i % seeds.len()];
+        let text = mutate(&mut rng, seed);
+        if parse_jaxpr_with(&text, &reg).is_ok() {
+            accepted += 1;
+        }
+        check_accepted(&text, &reg);
+    }
+    // Some mutations (whitespace, names) keep the text valid.
+    assert!(accepted > 0);
+}
+
+#[test]
+fn errors_point_at_the_token() {
+    let cases: &[(&str, usize, usize, &str)] = &[
+        (
+            "{ lambda ; a:f32[3]. let\n    b:f32[3] = frob a\n  in (b,) }",
+            2,
+            16,
+            "unknown primitive 'frob'",
+        ),
+        (
+            "{ lambda ; a:f33[3]. let\n  in (a,) }",
+            1,
+            14,
+            "unknown dtype 'f33'",
+        ),
+        (
+            "{ lambda ; a:f32[9223372036854775807,2]. let in (a,) }",
+            1,
+            14,
+            "overflows i64",
+        ),
+        (
+            "{ lambda ; a:f32[3]. let\n  in (a,)",
+            2,
+            10,
+            "found end of input",
+        ),
+        (
+            "{ lambda ; a:f32[3]. let\n  b:f32[3] = sin a\n    in (b, }",
+            3,
+            12,
+            "expected an output variable",
+        ),
+        (
+            "{ lambda ; a:i64[]. let in (99999999999999999999:i64[],) }",
+            1,
+            29,
+            "overflows i64",
+        ),
+        ("  \n\n   é", 3, 4, "expected '{'"),
+    ];
+    for &(text, line, column, msg) in cases {
+        match parse_jaxpr(text) {
+            Err(ReadError::Parse(e)) => {
+                assert_eq!((e.line, e.column), (line, column), "{e}");
+                assert!(e.message.contains(msg), "{e}");
+            }
+            other => panic!("{text}: expected a parse error, got {other:?}"),
+        }
+    }
+}
