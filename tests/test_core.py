@@ -919,3 +919,21 @@ def test_pass_toposort() -> None:
     sorted_j = toposort(j)
     assert [e.primitive for e in sorted_j.eqns] == ["cos", "mul", "sin", "exp"]
     assert typecheck(sorted_j) == typecheck(j)
+
+
+def test_abstract_eval_runs_the_rust_rule() -> None:
+    from ferrax._ir import abstract_eval
+
+    f32_3 = ShapedArray((3,), np.float32)
+    (out,) = abstract_eval("add", [f32_3, ShapedArray((), np.float32)], {})
+    assert out == f32_3
+    (out,) = abstract_eval("reduce_sum", [ShapedArray((2, 3), np.float32)], {"axes": (1,)})
+    assert out == ShapedArray((2,), np.float32)
+    (out,) = abstract_eval("lt", [f32_3, f32_3], {})
+    assert out.dtype == np.bool_
+    with pytest.raises(TypeCheckError, match=r"add operand shapes \[3\] and \[4\] differ"):
+        abstract_eval("add", [f32_3, ShapedArray((4,), np.float32)], {})
+    with pytest.raises(TypeCheckError, match="unknown primitive"):
+        abstract_eval("no_such_primitive", [f32_3], {})
+    with pytest.raises(TypeCheckError, match="missing param 'axes'"):
+        abstract_eval("reduce_sum", [f32_3], {})

@@ -24,6 +24,7 @@ __all__ = [
     "ShapedArray",
     "TypeCheckError",
     "Var",
+    "abstract_eval",
     "dce",
     "parse_jaxpr",
     "toposort",
@@ -308,3 +309,14 @@ def dce(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
 
 def toposort(jaxpr: Jaxpr) -> Jaxpr:
     """Reorders the equations by demand from the outputs."""
+
+def abstract_eval(
+    primitive: str | ExtensionPrimitive,
+    avals: Sequence[ShapedArray],
+    params: Mapping[str, object],
+) -> list[ShapedArray]:
+    """The output types of a primitive applied to operands of these types.
+
+    The same rule the builder runs; a failure is a :class:`TypeCheckError` naming the
+    primitive and what mismatched.
+    """

@@ -192,7 +192,7 @@ fn to_atoms(b: &mut IrBuilder, inputs: Vec<Input>) -> Vec<Atom> {
 }
 
 /// Reads the primitive argument: a built-in's name or an `ExtensionPrimitive`.
-fn primitive_from_py(obj: &Bound<'_, PyAny>) -> Result<Primitive> {
+pub(crate) fn primitive_from_py(obj: &Bound<'_, PyAny>) -> Result<Primitive> {
     if let Ok(s) = obj.cast::<PyString>() {
         let name = s.to_str()?;
         return Builtin::from_name(name)

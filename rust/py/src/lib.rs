@@ -31,5 +31,6 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(passes::typecheck, m)?)?;
     m.add_function(wrap_pyfunction!(passes::dce, m)?)?;
     m.add_function(wrap_pyfunction!(passes::toposort, m)?)?;
+    m.add_function(wrap_pyfunction!(passes::abstract_eval, m)?)?;
     Ok(())
 }

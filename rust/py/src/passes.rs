@@ -1,9 +1,11 @@
 //! Whole-jaxpr operations: parsing, typechecking and the passes.
 
+use crate::avals::ShapedArray;
 use crate::errors::Result;
 use crate::jaxpr::{avals_to_py, Jaxpr};
 use crate::primitives::ExtensionPrimitive;
 use ferrax_ir::primitive::Registry;
+use ferrax_ir::AbstractValue;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use std::sync::Arc;
@@ -55,4 +57,25 @@ pub fn dce(jaxpr: PyRef<'_, Jaxpr>, used_outputs: Vec<bool>) -> Result<(Jaxpr, V
 #[pyo3(signature = (jaxpr))]
 pub fn toposort(jaxpr: PyRef<'_, Jaxpr>) -> Jaxpr {
     Jaxpr::new(Arc::new(ferrax_ir::passes::toposort(&jaxpr.inner)))
+}
+
+/// The output types of applying a primitive (a built-in's name or an
+/// `ExtensionPrimitive`) to operands of these types with these params: the same rule
+/// the builder runs, without building anything. A rule failure is a `TypeCheckError`
+/// whose message names the primitive and what mismatched.
+#[pyfunction]
+#[pyo3(signature = (primitive, avals, params))]
+pub fn abstract_eval<'py>(
+    py: Python<'py>,
+    primitive: &Bound<'py, PyAny>,
+    avals: Vec<PyRef<'py, ShapedArray>>,
+    params: &Bound<'py, PyAny>,
+) -> Result<Bound<'py, PyList>> {
+    let prim = crate::builder::primitive_from_py(primitive)?;
+    let params = crate::params::params_from_py(&prim, params)?;
+    let ins: Vec<AbstractValue> = avals.iter().map(|a| a.aval.clone()).collect();
+    let outs = prim
+        .abstract_eval(&ins, &params)
+        .map_err(|e| crate::errors::type_check(format!("{} {e}", prim.name())))?;
+    Ok(avals_to_py(py, outs)?)
 }
