@@ -247,7 +247,10 @@ impl Builtin {
 
     /// True for primitives whose params hold sub-jaxprs.
     pub fn is_higher_order(self) -> bool {
-        matches!(self, Builtin::Jit | Builtin::Cond | Builtin::While | Builtin::Scan)
+        matches!(
+            self,
+            Builtin::Jit | Builtin::Cond | Builtin::While | Builtin::Scan
+        )
     }
 
     /// The parameter schema (JAX's names). Params not listed are rejected.
