@@ -3,6 +3,9 @@
 The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 """
 
+from ferrax import lax, numpy, tree_util
+from ferrax._array import Array
+from ferrax._staging import make_jaxpr
 from ferrax.errors import (
     BuilderError,
     ConcretizationError,
@@ -15,6 +18,7 @@ from ferrax.errors import (
 )
 
 __all__ = [
+    "Array",
     "BuilderError",
     "ConcretizationError",
     "FerraxError",
@@ -23,4 +27,8 @@ __all__ = [
     "PassError",
     "TracerBoolConversionError",
     "TypeCheckError",
+    "lax",
+    "make_jaxpr",
+    "numpy",
+    "tree_util",
 ]

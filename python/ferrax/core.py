@@ -4,6 +4,7 @@ Everything here is implemented in Rust (the ``ferrax-ir`` crate) and exposed thr
 compiled module ``ferrax._ir``; this module is its public face.
 """
 
+from ferrax._core import Primitive
 from ferrax._ir import (
     ClosedJaxpr,
     ExtensionPrimitive,
@@ -26,6 +27,7 @@ __all__ = [
     "JaxprBuilder",
     "JaxprEqn",
     "Literal",
+    "Primitive",
     "ShapedArray",
     "Var",
     "dce",

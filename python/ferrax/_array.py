@@ -1,0 +1,251 @@
+"""``ferrax.Array``: the type of every array value ferrax gives back.
+
+Eager results, traced values (tracers) and, later, device arrays are all ``Array``s.
+Every operator is declared here, once, and implemented by :mod:`ferrax.numpy`, so
+``x + 1`` means ``ferrax.numpy.add(x, 1)`` whichever kind of array ``x`` is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ferrax import numpy as _fnp
+else:
+    # ferrax.numpy implements the operators; it binds itself here when imported (it
+    # imports this module, so this one cannot import it).
+    _fnp = None
+
+__all__ = ["Array"]
+
+
+class Array:
+    """An n-dimensional array: eager, traced or on a device."""
+
+    __slots__ = ()
+    __array_priority__: ClassVar[int] = 100
+    # Comparisons return arrays, so arrays are not hashable (as in NumPy and JAX).
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The dimensions."""
+        raise NotImplementedError
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The element type."""
+        raise NotImplementedError
+
+    @property
+    def weak_type(self) -> bool:
+        """Whether the dtype is weak (came from a Python scalar)."""
+        raise NotImplementedError
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    # Arithmetic.
+    def __add__(self, other: Any) -> Array:
+        return _fnp.add(self, other)
+
+    def __radd__(self, other: Any) -> Array:
+        return _fnp.add(other, self)
+
+    def __sub__(self, other: Any) -> Array:
+        return _fnp.subtract(self, other)
+
+    def __rsub__(self, other: Any) -> Array:
+        return _fnp.subtract(other, self)
+
+    def __mul__(self, other: Any) -> Array:
+        return _fnp.multiply(self, other)
+
+    def __rmul__(self, other: Any) -> Array:
+        return _fnp.multiply(other, self)
+
+    def __truediv__(self, other: Any) -> Array:
+        return _fnp.true_divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Array:
+        return _fnp.true_divide(other, self)
+
+    def __floordiv__(self, other: Any) -> Array:
+        return _fnp.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Array:
+        return _fnp.floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> Array:
+        return _fnp.remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Array:
+        return _fnp.remainder(other, self)
+
+    def __pow__(self, other: Any) -> Array:
+        return _fnp.power(self, other)
+
+    def __rpow__(self, other: Any) -> Array:
+        return _fnp.power(other, self)
+
+    def __matmul__(self, other: Any) -> Array:
+        return _fnp.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Array:
+        return _fnp.matmul(other, self)
+
+    def __neg__(self) -> Array:
+        return _fnp.negative(self)
+
+    def __pos__(self) -> Array:
+        return self
+
+    def __abs__(self) -> Array:
+        return _fnp.abs(self)
+
+    # Logic.
+    def __and__(self, other: Any) -> Array:
+        return _fnp.logical_and(self, other)
+
+    def __rand__(self, other: Any) -> Array:
+        return _fnp.logical_and(other, self)
+
+    def __or__(self, other: Any) -> Array:
+        return _fnp.logical_or(self, other)
+
+    def __ror__(self, other: Any) -> Array:
+        return _fnp.logical_or(other, self)
+
+    def __invert__(self) -> Array:
+        return _fnp.logical_not(self)
+
+    # Comparisons.
+    def __lt__(self, other: Any) -> Array:
+        return _fnp.less(self, other)
+
+    def __le__(self, other: Any) -> Array:
+        return _fnp.less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Array:
+        return _fnp.greater(self, other)
+
+    def __ge__(self, other: Any) -> Array:
+        return _fnp.greater_equal(self, other)
+
+    def __eq__(self, other: Any) -> Array:  # type: ignore[override]
+        return _fnp.equal(self, other)
+
+    def __ne__(self, other: Any) -> Array:  # type: ignore[override]
+        return _fnp.not_equal(self, other)
+
+    # Indexing.
+    def __getitem__(self, index: Any) -> Array:
+        return _fnp.getitem(self, index)
+
+    @property
+    def at(self) -> _IndexUpdateHelper:
+        """Functional updates: ``x.at[i].set(v)``, ``x.at[i].add(v)``."""
+        return _IndexUpdateHelper(self)
+
+    # Methods.
+    @property
+    def T(self) -> Array:
+        """The transpose (axes reversed)."""
+        return _fnp.transpose(self)
+
+    def astype(self, dtype: Any) -> Array:
+        """The array converted to ``dtype``."""
+        return _fnp.astype(self, dtype)
+
+    def reshape(self, *shape: Any) -> Array:
+        """The array with a new shape (one -1 is inferred)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            return _fnp.reshape(self, tuple(shape[0]))
+        return _fnp.reshape(self, shape)
+
+    def transpose(self, *axes: int) -> Array:
+        """The array with permuted axes (reversed if none are given)."""
+        return _fnp.transpose(self, axes or None)
+
+    def squeeze(self, axis: int | tuple[int, ...] | None = None) -> Array:
+        """The array without (the given) size-1 axes."""
+        return _fnp.squeeze(self, axis)
+
+    def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
+        """Sum over ``axis`` (all axes by default)."""
+        return _fnp.sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
+        """Mean over ``axis`` (all axes by default)."""
+        return _fnp.mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
+        """Maximum over ``axis`` (all axes by default)."""
+        return _fnp.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
+        """Minimum over ``axis`` (all axes by default)."""
+        return _fnp.min(self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
+        """Product over ``axis`` (all axes by default)."""
+        return _fnp.prod(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis: int | None = None) -> Array:
+        """Index of the maximum (over the flattened array by default)."""
+        return _fnp.argmax(self, axis=axis)
+
+    def dot(self, other: Any) -> Array:
+        """``ferrax.numpy.dot(self, other)``."""
+        return _fnp.dot(self, other)
+
+
+class _IndexUpdateHelper:
+    """``x.at``: indexing it gives an :class:`_IndexUpdateRef`."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: Array) -> None:
+        self._array = array
+
+    def __getitem__(self, index: Any) -> _IndexUpdateRef:
+        return _IndexUpdateRef(self._array, index)
+
+
+class _IndexUpdateRef:
+    """``x.at[index]``: ``.set(v)``, ``.add(v)`` and ``.get()`` return new arrays."""
+
+    __slots__ = ("_array", "_index")
+
+    def __init__(self, array: Array, index: Any) -> None:
+        self._array = array
+        self._index = index
+
+    def get(self) -> Array:
+        """``x[index]``."""
+        return _fnp.getitem(self._array, self._index)
+
+    def set(self, value: Any) -> Array:
+        """A copy of the array with ``value`` at ``index``."""
+        return _fnp.index_update(self._array, self._index, value, "set")
+
+    def add(self, value: Any) -> Array:
+        """A copy of the array with ``value`` added at ``index``."""
+        return _fnp.index_update(self._array, self._index, value, "add")

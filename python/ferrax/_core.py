@@ -1,0 +1,418 @@
+"""The interpreter core: primitives, traces and tracers, ``bind``.
+
+As in JAX's core: every operation on arrays is a primitive applied with
+:func:`bind`; ``bind`` finds the innermost active transformation among the arguments
+(the trace with the highest level, or the dynamic trace a ``make_jaxpr`` installed),
+raises the arguments into it and lets it process the primitive. The bottom of the stack
+evaluates eagerly with NumPy.
+
+Shape and dtype rules of built-in primitives live once, in Rust: eager evaluation asks
+Rust for the result types, and staging gets them from the jaxpr builder.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from ferrax import _ir, dtypes
+from ferrax._array import Array
+from ferrax.errors import ConcretizationError, TracerBoolConversionError, TypeCheckError
+
+__all__ = [
+    "ConcreteArray",
+    "EvalTrace",
+    "MainTrace",
+    "Primitive",
+    "Trace",
+    "Tracer",
+    "bind",
+    "new_main",
+    "user_location",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_location() -> str:
+    """``file:line`` and the source line of the innermost frame outside ferrax."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+            import linecache
+
+            line = linecache.getline(filename, frame.f_lineno).strip()
+            return f"{filename}:{frame.f_lineno}" + (f": {line}" if line else "")
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<unknown>"
+
+
+# ---------------------------------------------------------------------------- primitives
+
+
+class Primitive:
+    """A primitive operation: a name plus rules, one per transformation.
+
+    Built-in primitives (those of the Rust catalogue) take their shape rule from Rust;
+    an extension primitive defined here supplies it with :meth:`def_abstract_eval`,
+    and Rust calls back into it when typechecking.
+    """
+
+    multiple_results: bool
+
+    def __init__(self, name: str, *, multiple_results: bool = False) -> None:
+        self.name = name
+        self.multiple_results = multiple_results
+        self._builtin = False
+        self.impl_rule: Callable[..., Any] | None = None
+        self.abstract_eval_rule: Callable[..., Any] | None = None
+        self.jvp_rule: Callable[..., Any] | None = None
+        self.batch_rule: Callable[..., Any] | None = None
+        self.transpose_rule: Callable[..., Any] | None = None
+        self.lowering_rule: Callable[..., Any] | None = None
+        self._extension: _ir.ExtensionPrimitive | None = None
+
+    @classmethod
+    def builtin(cls, name: str, *, multiple_results: bool = False) -> Primitive:
+        """A primitive of the Rust catalogue (its shape rule is Rust's)."""
+        p = cls(name, multiple_results=multiple_results)
+        p._builtin = True
+        return p
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        """Applies the primitive under the innermost active transformation."""
+        return bind(self, args, params)
+
+    def def_impl(self, rule: F) -> F:
+        """Eager evaluation: ``rule(*numpy_values, **params)`` returns NumPy values."""
+        self.impl_rule = rule
+        return rule
+
+    def def_abstract_eval(self, rule: F) -> F:
+        """Shape rule of an extension primitive: ``rule(*avals, **params)`` returns a
+        :class:`~ferrax.core.ShapedArray` (or a sequence, with ``multiple_results``)."""
+        if self._builtin:
+            raise TypeError(f"{self.name} is built in: its shape rule is Rust's")
+        self.abstract_eval_rule = rule
+        self._extension = None
+        return rule
+
+    def def_jvp(self, rule: F) -> F:
+        """Forward-mode rule: ``rule(primals, tangents, **params)``."""
+        self.jvp_rule = rule
+        return rule
+
+    def def_batch(self, rule: F) -> F:
+        """Batching rule: ``rule(batched_args, batch_dims, **params)``."""
+        self.batch_rule = rule
+        return rule
+
+    def def_transpose(self, rule: F) -> F:
+        """Transposition rule for primitives linear in some operands."""
+        self.transpose_rule = rule
+        return rule
+
+    def def_lowering(self, rule: F) -> F:
+        """Lowering by decomposition: ``rule(*args, **params)`` written with other primitives."""
+        self.lowering_rule = rule
+        return rule
+
+    def ir_primitive(self) -> str | _ir.ExtensionPrimitive:
+        """What the Rust builder takes: a built-in's name or an extension object."""
+        if self._builtin:
+            return self.name
+        if self._extension is None:
+            rule = self.abstract_eval_rule
+            if rule is None:
+                raise TypeCheckError(
+                    f"primitive {self.name} has no abstract evaluation rule "
+                    "(define one with def_abstract_eval to trace it)"
+                )
+            multiple = self.multiple_results
+
+            def ir_rule(avals: list[_ir.ShapedArray], params: dict[str, Any]) -> Sequence[_ir.ShapedArray]:
+                out = rule(*avals, **params)
+                return list(out) if multiple else [out]
+
+            self._extension = _ir.ExtensionPrimitive(self.name, ir_rule)
+        return self._extension
+
+    def abstract_eval(self, avals: Sequence[_ir.ShapedArray], params: dict[str, Any]) -> list[_ir.ShapedArray]:
+        """The output types for these operand types (Rust's rule, or the extension's)."""
+        return _ir.abstract_eval(self.ir_primitive(), avals, params)
+
+
+# ------------------------------------------------------------------------ trace machinery
+
+
+class MainTrace:
+    """One active transformation: its level in the stack, its kind and its state."""
+
+    __slots__ = ("level", "trace_type", "global_data", "trace")
+
+    def __init__(self, level: int, trace_type: type[Trace], global_data: Any) -> None:
+        self.level = level
+        self.trace_type = trace_type
+        self.global_data = global_data
+        self.trace: Trace = trace_type(self)
+
+
+class Trace:
+    """How one transformation handles values and primitives."""
+
+    def __init__(self, main: MainTrace) -> None:
+        self.main = main
+
+    def pure(self, value: Any) -> Tracer:
+        """A value from outside any trace (a constant), as a tracer of this trace."""
+        raise NotImplementedError
+
+    def lift(self, tracer: Tracer) -> Tracer:
+        """A tracer of a lower trace, as a tracer of this one."""
+        return self.pure(tracer)
+
+    def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
+        """Applies a primitive to tracers of this trace."""
+        raise NotImplementedError
+
+    def full_raise(self, value: Any) -> Any:
+        """Brings an argument into this trace."""
+        if isinstance(value, Tracer):
+            level = value._trace.main.level
+            if value._trace.main is self.main:
+                return value
+            if level < self.main.level:
+                return self.lift(value)
+            raise ConcretizationError(
+                f"a value of an inner transformation escaped into an outer one "
+                f"(level {level} > {self.main.level}); at {user_location()}"
+            )
+        return self.pure(value)
+
+
+_stack: list[MainTrace] = []
+_dynamic: list[MainTrace] = []
+
+
+@contextmanager
+def new_main(trace_type: type[Trace], global_data: Any = None, *, dynamic: bool = False) -> Iterator[MainTrace]:
+    """Pushes a new transformation on the stack for the duration of the block.
+
+    A *dynamic* main (``make_jaxpr``'s staging) also receives primitives applied to plain
+    constants, so closed-over values are captured instead of computed.
+    """
+    main = MainTrace(len(_stack), trace_type, global_data)
+    _stack.append(main)
+    if dynamic:
+        _dynamic.append(main)
+    try:
+        yield main
+    finally:
+        if dynamic:
+            _dynamic.pop()
+        _stack.pop()
+
+
+class EvalTrace(Trace):
+    """The bottom of the stack: evaluates eagerly with NumPy."""
+
+    def pure(self, value: Any) -> Any:
+        return value
+
+    def full_raise(self, value: Any) -> Any:
+        return value
+
+    def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
+        rule = primitive.impl_rule
+        if rule is None:
+            raise NotImplementedError(f"primitive {primitive.name} has no eager implementation")
+        avals = [aval_of(x) for x in tracers]
+        out_avals = primitive.abstract_eval(avals, params)
+        values = [to_numpy(x) for x in tracers]
+        out = rule(*values, **params)
+        outs = list(out) if primitive.multiple_results else [out]
+        return [
+            ConcreteArray(np.asarray(o, dtype=a.dtype).reshape(a.shape), a.weak_type)
+            for o, a in zip(outs, out_avals, strict=True)
+        ]
+
+
+_eval_main = MainTrace(0, EvalTrace, None)
+_stack.append(_eval_main)
+
+
+def find_top_trace(args: Sequence[Any]) -> Trace:
+    """The trace of the innermost transformation among the arguments (or the dynamic one)."""
+    top = _dynamic[-1] if _dynamic else _eval_main
+    for x in args:
+        if isinstance(x, Tracer):
+            main = x._trace.main
+            if main.level > top.level:
+                top = main
+    return top.trace
+
+
+def bind(primitive: Primitive, args: Sequence[Any], params: dict[str, Any]) -> Any:
+    """Applies ``primitive`` to ``args`` under the innermost active transformation."""
+    trace = find_top_trace(args)
+    tracers = [trace.full_raise(a) for a in args]
+    outs = trace.process_primitive(primitive, tracers, params)
+    return outs if primitive.multiple_results else outs[0]
+
+
+# ------------------------------------------------------------------------------- values
+
+
+class Tracer(Array):
+    """A value being traced by some transformation; stands for an array in user code."""
+
+    __slots__ = ("_trace",)
+    _trace: Trace
+
+    @property
+    def aval(self) -> _ir.ShapedArray:
+        """The abstract value (shape, dtype, weak type)."""
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.aval.dtype
+
+    @property
+    def weak_type(self) -> bool:
+        return self.aval.weak_type
+
+    def __bool__(self) -> bool:
+        raise TracerBoolConversionError(
+            f"the truth value of a traced array ({self.aval.str_short()}) is not known while "
+            f"tracing, at {user_location()}. Python `if`/`while`/`and`/`or` on traced values "
+            "cannot be staged: use ferrax.lax.cond, ferrax.lax.while_loop or ferrax.numpy.where, "
+            "or mark the argument static (static_argnums)."
+        )
+
+    def _concrete_error(self, what: str) -> ConcretizationError:
+        return ConcretizationError(
+            f"{what} needs a concrete value, but this array ({self.aval.str_short()}) is traced, "
+            f"at {user_location()}. Use ferrax.lax.cond/while_loop for value-dependent control "
+            "flow, or mark the argument static (static_argnums)."
+        )
+
+    def __int__(self) -> int:
+        raise self._concrete_error("int()")
+
+    def __float__(self) -> float:
+        raise self._concrete_error("float()")
+
+    def __index__(self) -> int:
+        raise self._concrete_error("using an array as an index (__index__)")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        raise self._concrete_error("converting to a NumPy array")
+
+    def __repr__(self) -> str:
+        return f"Traced<{self.aval.str_short()}>"
+
+
+class ConcreteArray(Array):
+    """An array with a known value on the host (eager results), with its weak type."""
+
+    __slots__ = ("_value", "_weak")
+    __array_priority__: ClassVar[int] = 100
+
+    def __init__(self, value: np.ndarray[Any, Any], weak_type: bool = False) -> None:
+        self._value = value
+        self._weak = weak_type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._value.shape)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._value.dtype
+
+    @property
+    def weak_type(self) -> bool:
+        return self._weak
+
+    @property
+    def aval(self) -> _ir.ShapedArray:
+        """The abstract value (shape, dtype, weak type)."""
+        return _ir.ShapedArray(self._value.shape, self._value.dtype, self._weak)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        if dtype is not None:
+            return self._value.astype(dtype)
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __int__(self) -> int:
+        return int(self._value)
+
+    def __float__(self) -> float:
+        return float(self._value)
+
+    def __index__(self) -> int:
+        if not dtypes.is_int(self._value.dtype) or self._value.ndim != 0:
+            raise TypeError("only integer scalar arrays can be used as an index")
+        return int(self._value)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._value, separator=", ")
+        weak = ", weak_type=True" if self._weak else ""
+        return f"Array({body}, dtype={self._value.dtype}{weak})"
+
+    def tolist(self) -> Any:
+        """The value as nested Python lists."""
+        return self._value.tolist()
+
+    def item(self) -> Any:
+        """The value of a one-element array as a Python scalar."""
+        return self._value.item()
+
+
+def aval_of(x: Any) -> _ir.ShapedArray:
+    """The abstract value of any array-like: tracers, eager arrays, NumPy, Python scalars."""
+    if isinstance(x, (Tracer, ConcreteArray)):
+        return x.aval
+    if isinstance(x, np.ndarray):
+        return _ir.ShapedArray(x.shape, x.dtype, False)
+    if isinstance(x, (bool, np.bool_)):
+        return _ir.ShapedArray((), np.bool_, False)
+    if isinstance(x, int):
+        return _ir.ShapedArray((), dtypes.default_int, True)
+    if isinstance(x, float):
+        return _ir.ShapedArray((), dtypes.default_float, True)
+    if isinstance(x, np.generic):
+        return _ir.ShapedArray((), x.dtype, False)
+    raise TypeError(f"{type(x).__name__} is not an array type ferrax understands: {x!r}")
+
+
+def to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    """A concrete value as a NumPy array of its ferrax dtype (Python scalars typed as
+    JAX types them)."""
+    if isinstance(x, ConcreteArray):
+        return x._value
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, Tracer):
+        raise x._concrete_error("evaluating eagerly")
+    aval = aval_of(x)
+    return np.asarray(x, dtype=aval.dtype)
