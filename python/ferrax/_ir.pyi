@@ -26,6 +26,7 @@ __all__ = [
     "Var",
     "abstract_eval",
     "dce",
+    "lower_to_stablehlo",
     "parse_jaxpr",
     "toposort",
     "typecheck",
@@ -319,4 +320,10 @@ def abstract_eval(
 
     The same rule the builder runs; a failure is a :class:`TypeCheckError` naming the
     primitive and what mismatched.
+    """
+
+def lower_to_stablehlo(jaxpr: Jaxpr, module_name: str = "ferrax") -> str:
+    """The jaxpr as a StableHLO text module; ``@main`` takes the constvars, then the invars.
+
+    An extension primitive or a nested jaxpr with constants is a :class:`LoweringError`.
     """

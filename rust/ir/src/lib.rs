@@ -27,6 +27,7 @@ pub mod error;
 pub mod eval;
 pub mod gen;
 pub mod jaxpr;
+pub mod lower;
 pub mod params;
 pub mod passes;
 pub mod primitive;

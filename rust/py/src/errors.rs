@@ -127,6 +127,12 @@ impl From<CloseError> for Error {
     }
 }
 
+impl From<ferrax_ir::lower::stablehlo::LowerError> for Error {
+    fn from(e: ferrax_ir::lower::stablehlo::LowerError) -> Error {
+        Error::Py(LoweringError::new_err(e.to_string()))
+    }
+}
+
 impl From<PyErr> for Error {
     fn from(e: PyErr) -> Error {
         Error::Py(e)

@@ -79,3 +79,15 @@ pub fn abstract_eval<'py>(
         .map_err(|e| crate::errors::type_check(format!("{} {e}", prim.name())))?;
     Ok(avals_to_py(py, outs)?)
 }
+
+/// Lowers a jaxpr to a StableHLO text module named `module_name`, whose `@main` takes the
+/// constvars then the invars. A jaxpr that cannot be lowered (an extension primitive,
+/// constants in a nested jaxpr) is a `LoweringError`.
+#[pyfunction]
+#[pyo3(signature = (jaxpr, module_name = "ferrax"))]
+pub fn lower_to_stablehlo(jaxpr: PyRef<'_, Jaxpr>, module_name: &str) -> Result<String> {
+    Ok(ferrax_ir::lower::stablehlo::lower_jaxpr(
+        &jaxpr.inner,
+        module_name,
+    )?)
+}

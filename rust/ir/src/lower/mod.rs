@@ -1,0 +1,3 @@
+//! Lowerings of jaxprs to other IRs.
+
+pub mod stablehlo;

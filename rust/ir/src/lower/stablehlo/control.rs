@@ -1,0 +1,411 @@
+//! Lowering of the higher-order built-ins: each sub-jaxpr is a private function; regions
+//! of `case` and `while` call them.
+
+use super::text::{tensor_of, tensor_type, write_names, write_result_types, Ssa};
+use super::{FuncState, LowerError, Module};
+use crate::aval::AbstractValue;
+use crate::dtype::DType;
+use crate::jaxpr::{ClosedJaxpr, Eqn};
+use crate::params::Param;
+use crate::primitive::Builtin;
+use std::fmt::Write as _;
+
+/// Writes the ops of a `while` region from its block arguments; returns what it yields.
+type RegionWriter<'c, T> = dyn FnMut(&mut Module, &mut FuncState<'_>, &[Ssa]) -> T + 'c;
+
+fn sub<'a>(e: &'a Eqn, b: Builtin, name: &'static str) -> Result<&'a ClosedJaxpr, LowerError> {
+    let cj = match e.params().get(name) {
+        Some(Param::Jaxpr(cj)) => cj,
+        _ => {
+            return Err(LowerError::BadParam {
+                primitive: b.name().to_owned(),
+                param: name,
+            })
+        }
+    };
+    if !cj.consts().is_empty() {
+        return Err(LowerError::NestedConstants {
+            primitive: b.name().to_owned(),
+            count: cj.consts().len(),
+        });
+    }
+    Ok(cj)
+}
+
+fn int(e: &Eqn, b: Builtin, name: &'static str) -> Result<usize, LowerError> {
+    match e.params().get(name) {
+        Some(Param::Int(n)) if *n >= 0 => Ok(*n as usize),
+        _ => Err(LowerError::BadParam {
+            primitive: b.name().to_owned(),
+            param: name,
+        }),
+    }
+}
+
+impl Module {
+    /// Writes a `func.call` of `callee` (indented by `indent`) and returns its results.
+    fn call(
+        &mut self,
+        f: &mut FuncState<'_>,
+        indent: &str,
+        callee: &str,
+        args: &[&Ssa],
+        result_types: &[String],
+    ) -> Vec<Ssa> {
+        self.out.push_str(indent);
+        let results: Vec<Ssa> = match result_types.len() {
+            0 => Vec::new(),
+            1 => {
+                let n = f.fresh();
+                let _ = write!(self.out, "{n} = ");
+                vec![Ssa::new(n, result_types[0].clone())]
+            }
+            k => {
+                let n = f.fresh();
+                let _ = write!(self.out, "{n}:{k} = ");
+                result_types
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| Ssa::new(format!("{n}#{i}"), t.clone()))
+                    .collect()
+            }
+        };
+        self.out.push_str("\"func.call\"(");
+        write_names(&mut self.out, args.iter().map(|s| s.name.as_str()));
+        let _ = write!(self.out, ") {{callee = @{callee}}} : (");
+        write_names(&mut self.out, args.iter().map(|s| s.ty.as_str()));
+        self.out.push_str(") -> ");
+        write_result_types(&mut self.out, result_types);
+        self.out.push('\n');
+        results
+    }
+
+    /// `"stablehlo.return"(values)` inside a region.
+    fn region_return(&mut self, indent: &str, values: &[&Ssa]) {
+        self.out.push_str(indent);
+        self.out.push_str("\"stablehlo.return\"(");
+        write_names(&mut self.out, values.iter().map(|s| s.name.as_str()));
+        self.out.push_str(") : (");
+        write_names(&mut self.out, values.iter().map(|s| s.ty.as_str()));
+        self.out.push_str(") -> ()\n");
+    }
+
+    pub(crate) fn lower_jit(
+        &mut self,
+        f: &mut FuncState<'_>,
+        e: &Eqn,
+        inputs: &[Ssa],
+        out_avals: &[AbstractValue],
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let cj = sub(e, Builtin::Jit, "jaxpr")?;
+        let hint = match e.params().get("name") {
+            Some(Param::Str(s)) => s.to_string(),
+            _ => "jit".to_owned(),
+        };
+        let callee = self.function_for(cj.jaxpr(), &hint);
+        let args: Vec<&Ssa> = inputs.iter().collect();
+        let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
+        Ok(self.call(f, "    ", &callee, &args, &types))
+    }
+
+    pub(crate) fn lower_cond(
+        &mut self,
+        f: &mut FuncState<'_>,
+        e: &Eqn,
+        inputs: &[Ssa],
+        in_avals: &[AbstractValue],
+        out_avals: &[AbstractValue],
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let branches: &[ClosedJaxpr] = match e.params().get("branches") {
+            Some(Param::Jaxprs(b)) => b,
+            _ => {
+                return Err(LowerError::BadParam {
+                    primitive: "cond".to_owned(),
+                    param: "branches",
+                })
+            }
+        };
+        let mut callees = Vec::with_capacity(branches.len());
+        for br in branches {
+            if !br.consts().is_empty() {
+                return Err(LowerError::NestedConstants {
+                    primitive: "cond".to_owned(),
+                    count: br.consts().len(),
+                });
+            }
+            callees.push(self.function_for(br.jaxpr(), "branch"));
+        }
+        // The index, as i32 clamped into range (XLA's case runs the last branch for any
+        // out-of-range index; the evaluator clamps both ways).
+        let i32_ty = tensor_of(&[], DType::I32);
+        let mut index = inputs[0].clone();
+        if in_avals[0].dtype != DType::I32 {
+            index = self.op1(f, "stablehlo.convert", &[&index], "", i32_ty.clone());
+        }
+        let lo = self.scalar_constant(f, "0", DType::I32);
+        let hi = self.scalar_constant(
+            f,
+            &(branches.len().saturating_sub(1)).to_string(),
+            DType::I32,
+        );
+        let index = self.op1(
+            f,
+            "stablehlo.clamp",
+            &[&lo, &index, &hi],
+            "",
+            i32_ty.clone(),
+        );
+        let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
+        let r = f.fresh();
+        self.out.push_str("    ");
+        let results: Vec<Ssa> = match types.len() {
+            0 => Vec::new(),
+            1 => {
+                let _ = write!(self.out, "{r} = ");
+                vec![Ssa::new(r.clone(), types[0].clone())]
+            }
+            k => {
+                let _ = write!(self.out, "{r}:{k} = ");
+                types
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| Ssa::new(format!("{r}#{i}"), t.clone()))
+                    .collect()
+            }
+        };
+        let _ = writeln!(self.out, "\"stablehlo.case\"({}) (", index.name);
+        let ops: Vec<&Ssa> = inputs[1..].iter().collect();
+        for (k, callee) in callees.iter().enumerate() {
+            self.out
+                .push_str(if k == 0 { "    {\n" } else { "    }, {\n" });
+            let outs = self.call(f, "      ", callee, &ops, &types);
+            let refs: Vec<&Ssa> = outs.iter().collect();
+            self.region_return("      ", &refs);
+        }
+        self.out.push_str("    }) : (");
+        self.out.push_str(&i32_ty);
+        self.out.push_str(") -> ");
+        write_result_types(&mut self.out, &types);
+        self.out.push('\n');
+        Ok(results)
+    }
+
+    /// Writes `"stablehlo.while"(init) ({cond region}, {body region})`, where the regions
+    /// are written by the two closures given the block arguments.
+    fn while_op(
+        &mut self,
+        f: &mut FuncState<'_>,
+        init: &[Ssa],
+        cond: &mut RegionWriter<'_, Ssa>,
+        body: &mut RegionWriter<'_, Vec<Ssa>>,
+    ) -> Vec<Ssa> {
+        let types: Vec<String> = init.iter().map(|s| s.ty.clone()).collect();
+        let r = f.fresh();
+        self.out.push_str("    ");
+        let results: Vec<Ssa> = match types.len() {
+            1 => {
+                let _ = write!(self.out, "{r} = ");
+                vec![Ssa::new(r.clone(), types[0].clone())]
+            }
+            k => {
+                let _ = write!(self.out, "{r}:{k} = ");
+                types
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| Ssa::new(format!("{r}#{i}"), t.clone()))
+                    .collect()
+            }
+        };
+        self.out.push_str("\"stablehlo.while\"(");
+        write_names(&mut self.out, init.iter().map(|s| s.name.as_str()));
+        self.out.push_str(") ({\n");
+        for region in 0..2 {
+            if region == 1 {
+                self.out.push_str("    }, {\n");
+            }
+            let args: Vec<Ssa> = types
+                .iter()
+                .map(|t| Ssa::new(f.fresh(), t.clone()))
+                .collect();
+            self.out.push_str("    ^bb0(");
+            let decls: Vec<String> = args
+                .iter()
+                .map(|a| format!("{}: {}", a.name, a.ty))
+                .collect();
+            self.out.push_str(&decls.join(", "));
+            self.out.push_str("):\n");
+            if region == 0 {
+                let p = cond(self, f, &args);
+                self.region_return("      ", &[&p]);
+            } else {
+                let outs = body(self, f, &args);
+                let refs: Vec<&Ssa> = outs.iter().collect();
+                self.region_return("      ", &refs);
+            }
+        }
+        self.out.push_str("    }) : (");
+        write_names(&mut self.out, types.iter().map(|s| s.as_str()));
+        self.out.push_str(") -> ");
+        write_result_types(&mut self.out, &types);
+        self.out.push('\n');
+        results
+    }
+
+    pub(crate) fn lower_while(
+        &mut self,
+        f: &mut FuncState<'_>,
+        e: &Eqn,
+        inputs: &[Ssa],
+        _in_avals: &[AbstractValue],
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let b = Builtin::While;
+        let cond_j = sub(e, b, "cond_jaxpr")?;
+        let body_j = sub(e, b, "body_jaxpr")?;
+        let cn = int(e, b, "cond_nconsts")?;
+        let bn = int(e, b, "body_nconsts")?;
+        let cond_fn = self.function_for(cond_j.jaxpr(), "while_cond");
+        let body_fn = self.function_for(body_j.jaxpr(), "while_body");
+        let cond_consts: Vec<Ssa> = inputs[..cn].to_vec();
+        let body_consts: Vec<Ssa> = inputs[cn..cn + bn].to_vec();
+        let init: Vec<Ssa> = inputs[cn + bn..].to_vec();
+        let pred_ty = tensor_of(&[], DType::Bool);
+        let carry_types: Vec<String> = init.iter().map(|s| s.ty.clone()).collect();
+        let mut cond = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Ssa {
+            let all: Vec<&Ssa> = cond_consts.iter().chain(args).collect();
+            let mut r = m.call(f, "      ", &cond_fn, &all, std::slice::from_ref(&pred_ty));
+            r.pop()
+                .unwrap_or_else(|| Ssa::new(String::new(), String::new()))
+        };
+        let mut body = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Vec<Ssa> {
+            let all: Vec<&Ssa> = body_consts.iter().chain(args).collect();
+            m.call(f, "      ", &body_fn, &all, &carry_types)
+        };
+        if init.is_empty() {
+            // A loop with no carry computes nothing observable.
+            return Ok(Vec::new());
+        }
+        Ok(self.while_op(f, &init, &mut cond, &mut body))
+    }
+
+    pub(crate) fn lower_scan(
+        &mut self,
+        f: &mut FuncState<'_>,
+        e: &Eqn,
+        inputs: &[Ssa],
+        in_avals: &[AbstractValue],
+        out_avals: &[AbstractValue],
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let b = Builtin::Scan;
+        let body_j = sub(e, b, "jaxpr")?;
+        let length = int(e, b, "length")? as i64;
+        let nc = int(e, b, "num_consts")?;
+        let ncarry = int(e, b, "num_carry")?;
+        let reverse = matches!(e.params().get("reverse"), Some(Param::Bool(true)));
+        let body_fn = self.function_for(body_j.jaxpr(), "scan_body");
+        let consts: Vec<Ssa> = inputs[..nc].to_vec();
+        let xs: Vec<Ssa> = inputs[nc + ncarry..].to_vec();
+        let xs_avals: Vec<AbstractValue> = in_avals[nc + ncarry..].to_vec();
+        let ys_avals: Vec<AbstractValue> = out_avals[ncarry..].to_vec();
+        let body_out_types: Vec<String> = body_j.out_avals().iter().map(tensor_type).collect();
+
+        // Loop state: (i, carry..., ys buffers...).
+        let i32_ty = tensor_of(&[], DType::I32);
+        let mut init: Vec<Ssa> = vec![self.scalar_constant(f, "0", DType::I32)];
+        init.extend_from_slice(&inputs[nc..nc + ncarry]);
+        for y in &ys_avals {
+            let zero_text = super::ops::scalar_text(
+                if y.dtype.is_float() {
+                    crate::jaxpr::LitValue::Float(0.0)
+                } else if y.dtype == DType::Bool {
+                    crate::jaxpr::LitValue::Bool(false)
+                } else {
+                    crate::jaxpr::LitValue::Int(0)
+                },
+                y.dtype,
+            );
+            let z = self.scalar_constant(f, &zero_text, y.dtype);
+            init.push(self.broadcast_to(f, z, &AbstractValue::scalar(y.dtype), y.shape.dims()));
+        }
+        let len_text = length.to_string();
+        let mut cond = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Ssa {
+            let n = m.scalar_constant(f, &len_text, DType::I32);
+            let attrs = "comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type SIGNED>";
+            m.op1(
+                f,
+                "stablehlo.compare",
+                &[&args[0], &n],
+                attrs,
+                tensor_of(&[], DType::Bool),
+            )
+        };
+        let mut body = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Vec<Ssa> {
+            let i = &args[0];
+            let one = m.scalar_constant(f, "1", DType::I32);
+            let t = if reverse {
+                let last = m.scalar_constant(f, &(length - 1).to_string(), DType::I32);
+                m.op1(f, "stablehlo.subtract", &[&last, i], "", i32_ty.clone())
+            } else {
+                i.clone()
+            };
+            let zero = m.scalar_constant(f, "0", DType::I32);
+            let mut call_args: Vec<Ssa> = consts.clone();
+            call_args.extend_from_slice(&args[1..1 + ncarry]);
+            for (x, xa) in xs.iter().zip(&xs_avals) {
+                let mut sizes = xa.shape.dims().to_vec();
+                sizes[0] = 1;
+                let mut idx: Vec<&Ssa> = vec![x, &t];
+                for _ in 1..sizes.len() {
+                    idx.push(&zero);
+                }
+                let attrs = format!("slice_sizes = {}", super::text::i64_array(&sizes));
+                let sl = m.op1(
+                    f,
+                    "stablehlo.dynamic_slice",
+                    &idx,
+                    &attrs,
+                    tensor_of(&sizes, xa.dtype),
+                );
+                let row = m.op1(
+                    f,
+                    "stablehlo.reshape",
+                    &[&sl],
+                    "",
+                    tensor_of(&xa.shape.dims()[1..], xa.dtype),
+                );
+                call_args.push(row);
+            }
+            let refs: Vec<&Ssa> = call_args.iter().collect();
+            let outs = m.call(f, "      ", &body_fn, &refs, &body_out_types);
+            let next_i = m.op1(f, "stablehlo.add", &[i, &one], "", i32_ty.clone());
+            let mut state = vec![next_i];
+            state.extend_from_slice(&outs[..ncarry]);
+            for (k, ya) in ys_avals.iter().enumerate() {
+                let y = &outs[ncarry + k];
+                let mut one_row = ya.shape.dims().to_vec();
+                one_row[0] = 1;
+                let y1 = m.op1(
+                    f,
+                    "stablehlo.reshape",
+                    &[y],
+                    "",
+                    tensor_of(&one_row, ya.dtype),
+                );
+                let buf = &args[1 + ncarry + k];
+                let mut idx: Vec<&Ssa> = vec![buf, &y1, &t];
+                for _ in 1..one_row.len() {
+                    idx.push(&zero);
+                }
+                state.push(m.op1(
+                    f,
+                    "stablehlo.dynamic_update_slice",
+                    &idx,
+                    "",
+                    tensor_type(ya),
+                ));
+            }
+            state
+        };
+        let results = self.while_op(f, &init, &mut cond, &mut body);
+        Ok(results[1..].to_vec())
+    }
+}

@@ -1,0 +1,567 @@
+//! Lowering of the first-order built-ins.
+
+use super::text::{bracket_list, float_literal, i64_array, tensor_of, tensor_type, Ssa};
+use super::{FuncState, LowerError, Module};
+use crate::aval::AbstractValue;
+use crate::dtype::{DType, DTypeKind};
+use crate::jaxpr::{Eqn, LitValue, Literal};
+use crate::params::{DotDimensionNumbers, Param};
+use crate::primitive::{Builtin, Family};
+
+/// A literal as a `stablehlo.constant`.
+pub(crate) fn literal_constant(m: &mut Module, f: &mut FuncState<'_>, lit: &Literal) -> Ssa {
+    let text = scalar_text(lit.value, lit.dtype);
+    m.scalar_constant(f, &text, lit.dtype)
+}
+
+/// A scalar value's text inside `dense<...>`.
+pub(crate) fn scalar_text(v: LitValue, d: DType) -> String {
+    match v {
+        LitValue::Bool(b) => b.to_string(),
+        LitValue::Int(i) if d == DType::U64 => (i as u64).to_string(),
+        LitValue::Int(i) if d.is_float() => float_literal(i as f64, d),
+        LitValue::Int(i) if d == DType::Bool => (i != 0).to_string(),
+        LitValue::Int(i) => i.to_string(),
+        LitValue::Float(x) if d.is_float() => float_literal(x, d),
+        LitValue::Float(x) if d == DType::Bool => (x != 0.0).to_string(),
+        LitValue::Float(x) => (x as i64).to_string(),
+    }
+}
+
+/// The identity of a reduction, as constant text for dtype `d`.
+fn reduction_init(b: Builtin, d: DType) -> String {
+    let (int_min, int_max): (i128, i128) = match d {
+        DType::I8 => (i8::MIN as i128, i8::MAX as i128),
+        DType::I16 => (i16::MIN as i128, i16::MAX as i128),
+        DType::I32 => (i32::MIN as i128, i32::MAX as i128),
+        DType::I64 => (i64::MIN as i128, i64::MAX as i128),
+        DType::U8 => (0, u8::MAX as i128),
+        DType::U16 => (0, u16::MAX as i128),
+        DType::U32 => (0, u32::MAX as i128),
+        DType::U64 => (0, u64::MAX as i128),
+        _ => (0, 1),
+    };
+    match (b, d.kind()) {
+        (Builtin::ReduceSum, DTypeKind::Bool) => "false".into(),
+        (Builtin::ReduceProd, DTypeKind::Bool) => "true".into(),
+        (Builtin::ReduceSum, DTypeKind::Float) => float_literal(0.0, d),
+        (Builtin::ReduceProd, DTypeKind::Float) => float_literal(1.0, d),
+        (Builtin::ReduceSum, _) => "0".into(),
+        (Builtin::ReduceProd, _) => "1".into(),
+        (Builtin::ReduceMax | Builtin::Argmax, DTypeKind::Float) => {
+            float_literal(f64::NEG_INFINITY, d)
+        }
+        (Builtin::ReduceMin | Builtin::Argmin, DTypeKind::Float) => float_literal(f64::INFINITY, d),
+        (Builtin::ReduceMax | Builtin::Argmax, DTypeKind::Bool) => "false".into(),
+        (Builtin::ReduceMin | Builtin::Argmin, DTypeKind::Bool) => "true".into(),
+        (Builtin::ReduceMax | Builtin::Argmax, _) => int_min.to_string(),
+        (_, _) => int_max.to_string(),
+    }
+}
+
+fn compare_type(d: DType) -> &'static str {
+    match d.kind() {
+        DTypeKind::Float => "FLOAT",
+        DTypeKind::SignedInt => "SIGNED",
+        DTypeKind::UnsignedInt | DTypeKind::Bool => "UNSIGNED",
+    }
+}
+
+fn compare_attrs(direction: &str, d: DType) -> String {
+    format!(
+        "comparison_direction = #stablehlo<comparison_direction {direction}>, compare_type = #stablehlo<comparison_type {}>",
+        compare_type(d)
+    )
+}
+
+fn bad(b: Builtin, param: &'static str) -> LowerError {
+    LowerError::BadParam {
+        primitive: b.name().to_owned(),
+        param,
+    }
+}
+
+fn ints<'a>(e: &'a Eqn, b: Builtin, name: &'static str) -> Result<&'a [i64], LowerError> {
+    match e.params().get(name) {
+        Some(Param::Ints(v)) => Ok(v),
+        Some(Param::Bools(v)) if v.is_empty() => Ok(&[]),
+        _ => Err(bad(b, name)),
+    }
+}
+
+impl Module {
+    /// Broadcasts a value to the shape of `target` if it is a scalar of another shape
+    /// (binary primitives accept one rank-0 operand; StableHLO wants equal shapes).
+    pub(crate) fn broadcast_to(
+        &mut self,
+        f: &mut FuncState<'_>,
+        x: Ssa,
+        from: &AbstractValue,
+        dims: &[i64],
+    ) -> Ssa {
+        if from.shape.dims() == dims {
+            return x;
+        }
+        let ty = tensor_of(dims, from.dtype);
+        let attrs = format!("broadcast_dimensions = {}", i64_array(&[]));
+        self.op1(f, "stablehlo.broadcast_in_dim", &[&x], &attrs, ty)
+    }
+
+    /// Lowers one equation; returns the SSA values of its outputs.
+    pub(crate) fn lower_eqn(
+        &mut self,
+        f: &mut FuncState<'_>,
+        b: Builtin,
+        e: &Eqn,
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let j = f.jaxpr;
+        let in_avals: Vec<AbstractValue> = e.inputs().iter().map(|&a| j.atom_aval(a)).collect();
+        let out_avals: Vec<AbstractValue> =
+            e.outvars().iter().map(|&v| j.var_aval(v).clone()).collect();
+        let inputs: Vec<Ssa> = e.inputs().iter().map(|&a| f.atom(self, a)).collect();
+        let out_ty = out_avals.first().map(tensor_type).unwrap_or_default();
+        let unary = |name: &str| -> String { name.to_owned() };
+        let name = match b.family() {
+            Family::UnaryFloat
+            | Family::UnarySigned
+            | Family::UnaryNumeric
+            | Family::UnaryBitwise
+            | Family::UnaryAny => {
+                let op = match b {
+                    Builtin::Neg => "stablehlo.negate",
+                    Builtin::Abs => "stablehlo.abs",
+                    Builtin::Sign => "stablehlo.sign",
+                    Builtin::Exp => "stablehlo.exponential",
+                    Builtin::Log => "stablehlo.log",
+                    Builtin::Log1p => "stablehlo.log_plus_one",
+                    Builtin::Expm1 => "stablehlo.exponential_minus_one",
+                    Builtin::Sin => "stablehlo.sine",
+                    Builtin::Cos => "stablehlo.cosine",
+                    Builtin::Tan => "stablehlo.tan",
+                    Builtin::Tanh => "stablehlo.tanh",
+                    Builtin::Logistic => "stablehlo.logistic",
+                    Builtin::Sqrt => "stablehlo.sqrt",
+                    Builtin::Rsqrt => "stablehlo.rsqrt",
+                    Builtin::Not => "stablehlo.not",
+                    Builtin::Square => {
+                        let x = &inputs[0];
+                        return Ok(vec![self.op1(f, "stablehlo.multiply", &[x, x], "", out_ty)]);
+                    }
+                    Builtin::Copy => return Ok(vec![inputs[0].clone()]),
+                    _ => {
+                        return Err(LowerError::Unsupported {
+                            primitive: b.name().to_owned(),
+                        })
+                    }
+                };
+                unary(op)
+            }
+            Family::BinaryNumeric
+            | Family::BinaryFloat
+            | Family::BinaryAny
+            | Family::BinaryBitwise => {
+                let op = match b {
+                    Builtin::Add => "stablehlo.add",
+                    Builtin::Sub => "stablehlo.subtract",
+                    Builtin::Mul => "stablehlo.multiply",
+                    Builtin::Div => "stablehlo.divide",
+                    Builtin::Rem => "stablehlo.remainder",
+                    Builtin::Pow => "stablehlo.power",
+                    Builtin::Max => "stablehlo.maximum",
+                    Builtin::Min => "stablehlo.minimum",
+                    Builtin::And => "stablehlo.and",
+                    Builtin::Or => "stablehlo.or",
+                    _ => {
+                        return Err(LowerError::Unsupported {
+                            primitive: b.name().to_owned(),
+                        })
+                    }
+                };
+                let dims = out_avals[0].shape.dims().to_vec();
+                let mut x = self.broadcast_to(f, inputs[0].clone(), &in_avals[0], &dims);
+                let mut y = self.broadcast_to(f, inputs[1].clone(), &in_avals[1], &dims);
+                if b == Builtin::Pow && in_avals[1].dtype != in_avals[0].dtype {
+                    // An integer exponent: converted to the base's dtype.
+                    y = self.op1(
+                        f,
+                        "stablehlo.convert",
+                        &[&y],
+                        "",
+                        tensor_of(&dims, in_avals[0].dtype),
+                    );
+                }
+                if b == Builtin::Pow && in_avals[0].dtype != out_avals[0].dtype {
+                    x = self.op1(f, "stablehlo.convert", &[&x], "", out_ty.clone());
+                }
+                return Ok(vec![self.op1(f, op, &[&x, &y], "", out_ty)]);
+            }
+            Family::Comparison => {
+                let dir = match b {
+                    Builtin::Eq => "EQ",
+                    Builtin::Ne => "NE",
+                    Builtin::Lt => "LT",
+                    Builtin::Le => "LE",
+                    Builtin::Gt => "GT",
+                    _ => "GE",
+                };
+                let dims = out_avals[0].shape.dims().to_vec();
+                let x = self.broadcast_to(f, inputs[0].clone(), &in_avals[0], &dims);
+                let y = self.broadcast_to(f, inputs[1].clone(), &in_avals[1], &dims);
+                let attrs = compare_attrs(dir, in_avals[0].dtype);
+                return Ok(vec![self.op1(
+                    f,
+                    "stablehlo.compare",
+                    &[&x, &y],
+                    &attrs,
+                    out_ty,
+                )]);
+            }
+            Family::Special => return self.lower_special(f, b, e, &inputs, &in_avals, &out_avals),
+        };
+        Ok(vec![self.op1(f, &name, &[&inputs[0]], "", out_ty)])
+    }
+
+    fn lower_special(
+        &mut self,
+        f: &mut FuncState<'_>,
+        b: Builtin,
+        e: &Eqn,
+        inputs: &[Ssa],
+        in_avals: &[AbstractValue],
+        out_avals: &[AbstractValue],
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let out_ty = out_avals.first().map(tensor_type).unwrap_or_default();
+        let one = |r: Ssa| Ok(vec![r]);
+        match b {
+            Builtin::IntegerPow => {
+                let y = match e.params().get("y") {
+                    Some(Param::Int(y)) => *y,
+                    _ => return Err(bad(b, "y")),
+                };
+                one(self.integer_pow(f, &inputs[0], &in_avals[0], y))
+            }
+            Builtin::SelectN => {
+                let dims = out_avals[0].shape.dims().to_vec();
+                let which_aval = &in_avals[0];
+                let which = self.broadcast_to(f, inputs[0].clone(), which_aval, &dims);
+                let cases = &inputs[1..];
+                if cases.len() == 1 {
+                    return one(cases[0].clone());
+                }
+                let pred_ty = tensor_of(&dims, DType::Bool);
+                // Case i wins where which >= i (clamping, as XLA's select_n lowering does).
+                let mut acc = cases[0].clone();
+                for (i, c) in cases.iter().enumerate().skip(1) {
+                    let pred = if which_aval.dtype == DType::Bool {
+                        which.clone()
+                    } else {
+                        let k = self.scalar_constant(f, &i.to_string(), which_aval.dtype);
+                        let kb = self.broadcast_to(
+                            f,
+                            k,
+                            &AbstractValue::scalar(which_aval.dtype),
+                            &dims,
+                        );
+                        let attrs = compare_attrs("GE", which_aval.dtype);
+                        self.op1(
+                            f,
+                            "stablehlo.compare",
+                            &[&which, &kb],
+                            &attrs,
+                            pred_ty.clone(),
+                        )
+                    };
+                    acc = self.op1(f, "stablehlo.select", &[&pred, c, &acc], "", out_ty.clone());
+                }
+                one(acc)
+            }
+            Builtin::Clamp => one(self.op1(
+                f,
+                "stablehlo.clamp",
+                &[&inputs[0], &inputs[1], &inputs[2]],
+                "",
+                out_ty,
+            )),
+            Builtin::ConvertElementType => {
+                if in_avals[0].dtype == out_avals[0].dtype {
+                    return one(inputs[0].clone());
+                }
+                one(self.op1(f, "stablehlo.convert", &[&inputs[0]], "", out_ty))
+            }
+            Builtin::ReduceSum | Builtin::ReduceMax | Builtin::ReduceMin | Builtin::ReduceProd => {
+                let axes = ints(e, b, "axes")?;
+                let d = in_avals[0].dtype;
+                let combine = match b {
+                    Builtin::ReduceSum if d == DType::Bool => "stablehlo.or",
+                    Builtin::ReduceProd if d == DType::Bool => "stablehlo.and",
+                    Builtin::ReduceSum => "stablehlo.add",
+                    Builtin::ReduceProd => "stablehlo.multiply",
+                    Builtin::ReduceMax => "stablehlo.maximum",
+                    _ => "stablehlo.minimum",
+                };
+                let init = self.scalar_constant(f, &reduction_init(b, d), d);
+                one(self.reduce(f, &inputs[0], &init, axes, combine, d, out_ty))
+            }
+            Builtin::Argmax | Builtin::Argmin => {
+                let axes = ints(e, b, "axes")?;
+                one(self.argminmax(f, b, &inputs[0], &in_avals[0], axes[0], &out_avals[0]))
+            }
+            Builtin::BroadcastInDim => {
+                let dims = ints(e, b, "broadcast_dimensions")?;
+                let attrs = format!("broadcast_dimensions = {}", i64_array(dims));
+                one(self.op1(
+                    f,
+                    "stablehlo.broadcast_in_dim",
+                    &[&inputs[0]],
+                    &attrs,
+                    out_ty,
+                ))
+            }
+            Builtin::Reshape => {
+                let mut x = inputs[0].clone();
+                if let Some(Param::Ints(perm)) = e.params().get("dimensions") {
+                    let src = in_avals[0].shape.dims();
+                    let dims: Vec<i64> = perm.iter().map(|&p| src[p as usize]).collect();
+                    let attrs = format!("permutation = {}", i64_array(perm));
+                    x = self.op1(
+                        f,
+                        "stablehlo.transpose",
+                        &[&x],
+                        &attrs,
+                        tensor_of(&dims, in_avals[0].dtype),
+                    );
+                }
+                one(self.op1(f, "stablehlo.reshape", &[&x], "", out_ty))
+            }
+            Builtin::Squeeze | Builtin::ExpandDims => {
+                one(self.op1(f, "stablehlo.reshape", &[&inputs[0]], "", out_ty))
+            }
+            Builtin::Transpose => {
+                let perm = ints(e, b, "permutation")?;
+                let attrs = format!("permutation = {}", i64_array(perm));
+                one(self.op1(f, "stablehlo.transpose", &[&inputs[0]], &attrs, out_ty))
+            }
+            Builtin::Concatenate => {
+                let dim = match e.params().get("dimension") {
+                    Some(Param::Int(d)) => *d,
+                    _ => return Err(bad(b, "dimension")),
+                };
+                let refs: Vec<&Ssa> = inputs.iter().collect();
+                let attrs = format!("dimension = {dim} : i64");
+                one(self.op1(f, "stablehlo.concatenate", &refs, &attrs, out_ty))
+            }
+            Builtin::Slice => {
+                let start = ints(e, b, "start_indices")?;
+                let limit = ints(e, b, "limit_indices")?;
+                let strides: Vec<i64> = match e.params().get("strides") {
+                    Some(Param::Ints(s)) => s.to_vec(),
+                    _ => vec![1; start.len()],
+                };
+                let attrs = format!(
+                    "start_indices = {}, limit_indices = {}, strides = {}",
+                    i64_array(start),
+                    i64_array(limit),
+                    i64_array(&strides)
+                );
+                one(self.op1(f, "stablehlo.slice", &[&inputs[0]], &attrs, out_ty))
+            }
+            Builtin::DynamicSlice => {
+                let sizes = ints(e, b, "slice_sizes")?;
+                let refs: Vec<&Ssa> = inputs.iter().collect();
+                let attrs = format!("slice_sizes = {}", i64_array(sizes));
+                one(self.op1(f, "stablehlo.dynamic_slice", &refs, &attrs, out_ty))
+            }
+            Builtin::DynamicUpdateSlice => {
+                let refs: Vec<&Ssa> = inputs.iter().collect();
+                one(self.op1(f, "stablehlo.dynamic_update_slice", &refs, "", out_ty))
+            }
+            Builtin::DotGeneral => {
+                let dn: &DotDimensionNumbers = match e.params().get("dimension_numbers") {
+                    Some(Param::DotDims(d)) => d,
+                    _ => return Err(bad(b, "dimension_numbers")),
+                };
+                let od = out_avals[0].dtype;
+                let mut l = inputs[0].clone();
+                let mut r = inputs[1].clone();
+                if in_avals[0].dtype != od {
+                    l = self.op1(
+                        f,
+                        "stablehlo.convert",
+                        &[&l],
+                        "",
+                        tensor_of(in_avals[0].shape.dims(), od),
+                    );
+                }
+                if in_avals[1].dtype != od {
+                    r = self.op1(
+                        f,
+                        "stablehlo.convert",
+                        &[&r],
+                        "",
+                        tensor_of(in_avals[1].shape.dims(), od),
+                    );
+                }
+                let attrs = format!(
+                    "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = {}, rhs_batching_dimensions = {}, lhs_contracting_dimensions = {}, rhs_contracting_dimensions = {}>",
+                    bracket_list(&dn.lhs_batch),
+                    bracket_list(&dn.rhs_batch),
+                    bracket_list(&dn.lhs_contracting),
+                    bracket_list(&dn.rhs_contracting)
+                );
+                one(self.op1(f, "stablehlo.dot_general", &[&l, &r], &attrs, out_ty))
+            }
+            Builtin::Iota => {
+                let dim = match e.params().get("dimension") {
+                    Some(Param::Int(d)) => *d,
+                    _ => return Err(bad(b, "dimension")),
+                };
+                let attrs = format!("iota_dimension = {dim} : i64");
+                one(self.op1(f, "stablehlo.iota", &[], &attrs, out_ty))
+            }
+            Builtin::Jit => self.lower_jit(f, e, inputs, out_avals),
+            Builtin::Cond => self.lower_cond(f, e, inputs, in_avals, out_avals),
+            Builtin::While => self.lower_while(f, e, inputs, in_avals),
+            Builtin::Scan => self.lower_scan(f, e, inputs, in_avals, out_avals),
+            _ => Err(LowerError::Unsupported {
+                primitive: b.name().to_owned(),
+            }),
+        }
+    }
+
+    /// `x ** y` by square-and-multiply (`1 / x ** -y` for negative `y`).
+    fn integer_pow(&mut self, f: &mut FuncState<'_>, x: &Ssa, aval: &AbstractValue, y: i64) -> Ssa {
+        let ty = tensor_type(aval);
+        let dims = aval.shape.dims().to_vec();
+        let one_text = if aval.dtype.is_float() {
+            float_literal(1.0, aval.dtype)
+        } else {
+            "1".to_owned()
+        };
+        let mut n = y.unsigned_abs();
+        let mut result: Option<Ssa> = None;
+        let mut base = x.clone();
+        while n > 0 {
+            if n & 1 == 1 {
+                result = Some(match result {
+                    None => base.clone(),
+                    Some(r) => self.op1(f, "stablehlo.multiply", &[&r, &base], "", ty.clone()),
+                });
+            }
+            n >>= 1;
+            if n > 0 {
+                base = self.op1(f, "stablehlo.multiply", &[&base, &base], "", ty.clone());
+            }
+        }
+        let result = match result {
+            Some(r) => r,
+            None => {
+                let c = self.scalar_constant(f, &one_text, aval.dtype);
+                self.broadcast_to(f, c, &AbstractValue::scalar(aval.dtype), &dims)
+            }
+        };
+        if y < 0 {
+            let c = self.scalar_constant(f, &one_text, aval.dtype);
+            let c = self.broadcast_to(f, c, &AbstractValue::scalar(aval.dtype), &dims);
+            return self.op1(f, "stablehlo.divide", &[&c, &result], "", ty);
+        }
+        result
+    }
+
+    /// A one-operand `stablehlo.reduce` with a combining op in its region.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce(
+        &mut self,
+        f: &mut FuncState<'_>,
+        x: &Ssa,
+        init: &Ssa,
+        axes: &[i64],
+        combine: &str,
+        d: DType,
+        out_ty: String,
+    ) -> Ssa {
+        let r = f.fresh();
+        let (a, c) = (f.fresh(), f.fresh());
+        let s = f.fresh();
+        let st = tensor_of(&[], d);
+        let out = &mut self.out;
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            out,
+            "    {r} = \"stablehlo.reduce\"({}, {}) ({{\n    ^bb0({a}: {st}, {c}: {st}):\n      {s} = \"{combine}\"({a}, {c}) : ({st}, {st}) -> {st}\n      \"stablehlo.return\"({s}) : ({st}) -> ()\n    }}) {{dimensions = {}}} : ({}, {}) -> {out_ty}",
+            x.name,
+            init.name,
+            i64_array(axes),
+            x.ty,
+            init.ty
+        );
+        Ssa::new(r, out_ty)
+    }
+
+    /// argmax/argmin: a two-operand reduce over (values, indices) that keeps the first
+    /// index of the extreme value, NaN counting as the extreme (as JAX's lowering).
+    fn argminmax(
+        &mut self,
+        f: &mut FuncState<'_>,
+        b: Builtin,
+        x: &Ssa,
+        aval: &AbstractValue,
+        axis: i64,
+        out: &AbstractValue,
+    ) -> Ssa {
+        let d = aval.dtype;
+        let idx_d = out.dtype;
+        let idx_ty = tensor_of(aval.shape.dims(), idx_d);
+        let attrs = format!("iota_dimension = {axis} : i64");
+        let iota = self.op1(f, "stablehlo.iota", &[], &attrs, idx_ty.clone());
+        let init_v = self.scalar_constant(f, &reduction_init(b, d), d);
+        let init_i = self.scalar_constant(f, "0", idx_d);
+        let vt = tensor_of(&[], d);
+        let it = tensor_of(&[], idx_d);
+        let bt = tensor_of(&[], DType::Bool);
+        let r = f.fresh();
+        let (av, ai, bv, bi) = (f.fresh(), f.fresh(), f.fresh(), f.fresh());
+        let dir = if b == Builtin::Argmax { "GT" } else { "LT" };
+        let cmp_v = compare_attrs(dir, d);
+        let ne_v = compare_attrs("NE", d);
+        let eq_v = compare_attrs("EQ", d);
+        let lt_i = compare_attrs("LT", idx_d);
+        let t: Vec<String> = (0..8).map(|_| f.fresh()).collect();
+        let out_ty = tensor_type(out);
+        let val_out_ty = tensor_of(out.shape.dims(), d);
+        use std::fmt::Write as _;
+        let _ = write!(
+            self.out,
+            "    {r}:2 = \"stablehlo.reduce\"({}, {}, {}, {}) ({{\n    ^bb0({av}: {vt}, {ai}: {it}, {bv}: {vt}, {bi}: {it}):\n\
+             \x20     {t0} = \"stablehlo.compare\"({av}, {bv}) {{{cmp_v}}} : ({vt}, {vt}) -> {bt}\n\
+             \x20     {t1} = \"stablehlo.compare\"({av}, {av}) {{{ne_v}}} : ({vt}, {vt}) -> {bt}\n\
+             \x20     {t2} = \"stablehlo.or\"({t0}, {t1}) : ({bt}, {bt}) -> {bt}\n\
+             \x20     {t3} = \"stablehlo.compare\"({av}, {bv}) {{{eq_v}}} : ({vt}, {vt}) -> {bt}\n\
+             \x20     {t4} = \"stablehlo.compare\"({ai}, {bi}) {{{lt_i}}} : ({it}, {it}) -> {bt}\n\
+             \x20     {t5} = \"stablehlo.and\"({t3}, {t4}) : ({bt}, {bt}) -> {bt}\n\
+             \x20     {t6} = \"stablehlo.or\"({t2}, {t5}) : ({bt}, {bt}) -> {bt}\n\
+             \x20     {t7} = \"stablehlo.select\"({t2}, {av}, {bv}) : ({bt}, {vt}, {vt}) -> {vt}\n\
+             \x20     {t8} = \"stablehlo.select\"({t6}, {ai}, {bi}) : ({bt}, {it}, {it}) -> {it}\n\
+             \x20     \"stablehlo.return\"({t7}, {t8}) : ({vt}, {it}) -> ()\n\
+             \x20   }}) {{dimensions = {}}} : ({}, {}, {}, {}) -> ({val_out_ty}, {out_ty})\n",
+            x.name,
+            iota.name,
+            init_v.name,
+            init_i.name,
+            i64_array(&[axis]),
+            x.ty,
+            idx_ty,
+            vt,
+            it,
+            t0 = t[0],
+            t1 = t[1],
+            t2 = t[2],
+            t3 = t[3],
+            t4 = t[4],
+            t5 = t[5],
+            t6 = t[6],
+            t7 = t[7],
+            t8 = f.fresh(),
+        );
+        Ssa::new(format!("{r}#1"), out_ty)
+    }
+}
