@@ -5,6 +5,8 @@ The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 
 from ferrax import lax, numpy, tree_util
 from ferrax._array import Array
+from ferrax._jit import eval_jaxpr, jit
+from ferrax._runtime import DeviceArray, device_put
 from ferrax._staging import make_jaxpr
 from ferrax.errors import (
     BuilderError,
@@ -19,6 +21,7 @@ from ferrax.errors import (
 
 __all__ = [
     "Array",
+    "DeviceArray",
     "BuilderError",
     "ConcretizationError",
     "FerraxError",
@@ -27,6 +30,9 @@ __all__ = [
     "PassError",
     "TracerBoolConversionError",
     "TypeCheckError",
+    "device_put",
+    "eval_jaxpr",
+    "jit",
     "lax",
     "make_jaxpr",
     "numpy",

@@ -25,6 +25,7 @@ __all__ = [
     "TypeCheckError",
     "Var",
     "abstract_eval",
+    "consts_to_invars",
     "dce",
     "lower_to_stablehlo",
     "parse_jaxpr",
@@ -327,3 +328,6 @@ def lower_to_stablehlo(jaxpr: Jaxpr, module_name: str = "ferrax") -> str:
 
     An extension primitive or a nested jaxpr with constants is a :class:`LoweringError`.
     """
+
+def consts_to_invars(jaxpr: Jaxpr) -> Jaxpr:
+    """The same jaxpr with its constvars turned into leading inputs (closure conversion)."""

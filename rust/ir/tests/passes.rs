@@ -337,3 +337,20 @@ fn toposort_of_a_long_chain_does_not_recurse() {
     let sorted = toposort(&j);
     assert_eq!(sorted.eqns().len(), j.eqns().len());
 }
+
+#[test]
+fn consts_to_invars_moves_constvars_in_front() {
+    let mut b = JaxprBuilder::new();
+    let c = b.add_constvar(f32s(&[2]));
+    let x = b.add_invar(f32s(&[2]));
+    let m = op(&mut b, Builtin::Mul, &[v(x), v(c)]);
+    let j = b.build(vec![v(m)]).unwrap();
+    let h = ferrax_ir::passes::consts_to_invars(&j);
+    assert!(h.constvars().is_empty());
+    assert_eq!(h.invars().len(), 2);
+    typecheck(&h).unwrap();
+    // The product now reads the first input where it read the constvar.
+    let e = &h.eqns()[0];
+    assert_eq!(e.inputs()[1], Atom::Var(h.invars()[0]));
+    assert_eq!(e.inputs()[0], Atom::Var(h.invars()[1]));
+}

@@ -17,7 +17,8 @@ use ferrax_ir::primitive::{Builtin, Primitive};
 use ferrax_ir::{AbstractValue, DType, JaxprBuilder as IrBuilder, LitValue, Literal as IrLiteral};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
@@ -36,6 +37,10 @@ enum Input {
 pub struct JaxprBuilder {
     id: u64,
     inner: Mutex<Option<IrBuilder>>,
+    /// One `ShapedArray` object per type, for `add_eqn_typed` (and the avals given to
+    /// `add_invar`/`add_constvar`): tracing compares types with `is`, and gets them
+    /// without a conversion per equation.
+    avals: Mutex<HashMap<AbstractValue, Py<ShapedArray>>>,
 }
 
 impl JaxprBuilder {
@@ -140,6 +145,38 @@ impl JaxprBuilder {
             .map(|(id, aval)| Py::new(py, self.var(id, aval)))
             .collect::<PyResult<Vec<_>>>()?;
         Ok(PyList::new(py, vars)?.unbind())
+    }
+
+    /// The shared `ShapedArray` object of this type (made on first use).
+    fn shared_aval(&self, py: Python<'_>, aval: &AbstractValue) -> PyResult<Py<ShapedArray>> {
+        let mut cache = self.avals_cache()?;
+        if let Some(obj) = cache.get(aval) {
+            return Ok(obj.clone_ref(py));
+        }
+        let obj = Py::new(py, ShapedArray::from_aval(aval.clone()))?;
+        cache.insert(aval.clone(), obj.clone_ref(py));
+        Ok(obj)
+    }
+
+    /// Records `aval` as the shared object of its type, unless the type has one.
+    fn share_aval(&self, aval: &Bound<'_, ShapedArray>) -> Result<()> {
+        let mut cache = self.avals_cache()?;
+        let key = &aval.get().aval;
+        if !cache.contains_key(key) {
+            cache.insert(key.clone(), aval.clone().unbind());
+        }
+        Ok(())
+    }
+
+    fn avals_cache(&self) -> PyResult<MutexGuard<'_, HashMap<AbstractValue, Py<ShapedArray>>>> {
+        match self.avals.try_lock() {
+            Ok(guard) => Ok(guard),
+            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(errors::builder(
+                "the JaxprBuilder is in use (a call from another thread)",
+            )
+            .into()),
+        }
     }
 
     /// Declares a variable with `declare` and returns it as a `Var`.
@@ -248,19 +285,24 @@ impl JaxprBuilder {
         JaxprBuilder {
             id: NEXT_BUILDER_ID.fetch_add(1, Ordering::Relaxed),
             inner: Mutex::new(Some(IrBuilder::new())),
+            avals: Mutex::new(HashMap::new()),
         }
     }
 
     /// Declares the next constant variable.
     #[pyo3(signature = (aval))]
-    fn add_constvar(&self, aval: PyRef<'_, ShapedArray>) -> Result<Var> {
-        self.declare(&aval, IrBuilder::add_constvar)
+    fn add_constvar(&self, aval: &Bound<'_, ShapedArray>) -> Result<Var> {
+        let var = self.declare(aval.get(), IrBuilder::add_constvar)?;
+        self.share_aval(aval)?;
+        Ok(var)
     }
 
     /// Declares the next input variable.
     #[pyo3(signature = (aval))]
-    fn add_invar(&self, aval: PyRef<'_, ShapedArray>) -> Result<Var> {
-        self.declare(&aval, IrBuilder::add_invar)
+    fn add_invar(&self, aval: &Bound<'_, ShapedArray>) -> Result<Var> {
+        let var = self.declare(aval.get(), IrBuilder::add_invar)?;
+        self.share_aval(aval)?;
+        Ok(var)
     }
 
     /// A fresh variable, not yet bound: bind it with `add_eqn_with_outvars`.
@@ -317,6 +359,42 @@ impl JaxprBuilder {
                 .collect::<Vec<_>>())
         })?;
         Ok(self.new_vars(py, made)?)
+    }
+
+    /// `add_eqn` for tracing: returns a `(var, aval)` pair per output, where `aval` is the
+    /// variable's type as one `ShapedArray` object per type for this builder (the same
+    /// object `add_invar`/`add_constvar` were given for that type, if they were), so
+    /// equal types are identical objects.
+    #[pyo3(signature = (primitive, inputs, params))]
+    fn add_eqn_typed(
+        &self,
+        py: Python<'_>,
+        primitive: &Bound<'_, PyAny>,
+        inputs: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+    ) -> Result<Py<PyList>> {
+        let primitive = primitive_from_py(primitive)?;
+        let inputs = self.inputs(inputs)?;
+        let params: Params = if params.cast::<PyDict>().is_ok_and(|d| d.is_empty()) {
+            Params::empty()
+        } else {
+            params_from_py(&primitive, params)?
+        };
+        let made = self.with(|b| {
+            let atoms = to_atoms(b, inputs);
+            let outs = b.add_eqn(primitive, atoms, params)?;
+            Ok(outs
+                .into_iter()
+                .filter_map(|v| b.var_aval(v).map(|aval| (v, aval.clone())))
+                .collect::<Vec<_>>())
+        })?;
+        let mut pairs = Vec::with_capacity(made.len());
+        for (id, aval) in made {
+            let shared = self.shared_aval(py, &aval)?;
+            let var = Py::new(py, self.var(id, aval))?;
+            pairs.push(PyTuple::new(py, [var.into_any(), shared.into_any()])?);
+        }
+        Ok(PyList::new(py, pairs)?.unbind())
     }
 
     /// Adds an equation binding variables made by `new_var`, in any order of dependency.

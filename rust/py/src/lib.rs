@@ -33,5 +33,6 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(passes::toposort, m)?)?;
     m.add_function(wrap_pyfunction!(passes::abstract_eval, m)?)?;
     m.add_function(wrap_pyfunction!(passes::lower_to_stablehlo, m)?)?;
+    m.add_function(wrap_pyfunction!(passes::consts_to_invars, m)?)?;
     Ok(())
 }

@@ -91,3 +91,10 @@ pub fn lower_to_stablehlo(jaxpr: PyRef<'_, Jaxpr>, module_name: &str) -> Result<
         module_name,
     )?)
 }
+
+/// The same jaxpr with its constvars turned into leading inputs (closure conversion).
+#[pyfunction]
+#[pyo3(signature = (jaxpr))]
+pub fn consts_to_invars(jaxpr: PyRef<'_, Jaxpr>) -> Jaxpr {
+    Jaxpr::new(Arc::new(ferrax_ir::passes::consts_to_invars(&jaxpr.inner)))
+}

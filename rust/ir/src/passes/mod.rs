@@ -1,10 +1,12 @@
 //! Passes over jaxprs. Each is a function from a jaxpr to a new jaxpr, linear in the
 //! number of equations, with no recursion a deep input could overflow.
 
+pub mod closure;
 pub mod dce;
 mod rebuild;
 pub mod toposort;
 
+pub use closure::consts_to_invars;
 pub use dce::dce;
 pub use toposort::toposort;
 

@@ -1,0 +1,259 @@
+"""``jit``: trace once per signature, lower to StableHLO in Rust, compile with XLA, cache.
+
+A jitted function called with no transformation active runs its compiled executable on
+device arrays. Called while another function is being traced (``make_jaxpr``, an outer
+``jit``), it stays a ``jit`` equation holding its jaxpr, which lowers to a ``func.call``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from ferrax import _ir
+from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
+from ferrax._runtime import DeviceArray, Executable, buffer_of, compile_stablehlo
+from ferrax._staging import trace_to_jaxpr
+from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+
+__all__ = ["Compiled", "Jitted", "Lowered", "eval_jaxpr", "jit", "jit_p"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+jit_p = Primitive.builtin("jit", multiple_results=True)
+
+
+@jit_p.def_impl
+def _jit_impl(*args: Any, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> list[Any]:
+    return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+
+
+def eval_jaxpr(jaxpr: _ir.Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:
+    """Evaluates a jaxpr by binding its equations' primitives, so it runs under whatever
+    transformation is active (eagerly when none is)."""
+    from ferrax._lax.registry import primitive_named
+    from ferrax._core import ConcreteArray, bind
+
+    import numpy as np
+
+    if len(consts) != len(jaxpr.constvars) or len(args) != len(jaxpr.invars):
+        raise TypeError(
+            f"the jaxpr takes {len(jaxpr.constvars)} constants and {len(jaxpr.invars)} arguments, "
+            f"got {len(consts)} and {len(args)}"
+        )
+    env: dict[_ir.Var, Any] = {}
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+
+    def read(a: _ir.Var | _ir.Literal) -> Any:
+        if isinstance(a, _ir.Literal):
+            aval = a.aval
+            return ConcreteArray(np.asarray(a.val, dtype=aval.dtype), aval.weak_type)
+        return env[a]
+
+    for eqn in jaxpr.eqns:
+        prim = primitive_named(eqn.primitive)
+        outs = bind(prim, [read(a) for a in eqn.inputs], eqn.params)
+        if not prim.multiple_results:
+            outs = [outs]
+        for v, x in zip(eqn.outvars, outs):
+            env[v] = x
+    return [read(a) for a in jaxpr.outvars]
+
+
+class _Signature:
+    """How a call's arguments split into static values and traced leaves."""
+
+    __slots__ = ("static_argnums", "static_argnames")
+
+    def __init__(self, static_argnums: tuple[int, ...], static_argnames: tuple[str, ...]) -> None:
+        self.static_argnums = static_argnums
+        self.static_argnames = static_argnames
+
+    def split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], PyTreeDef, Hashable, Callable[..., Any]]:
+        n = len(args)
+        static_pos = {i % n for i in self.static_argnums if -n <= i < n}
+        statics: list[tuple[Any, Any]] = []
+        for i in sorted(static_pos):
+            statics.append((i, _hashable(args[i], f"static argument {i}")))
+        for k in self.static_argnames:
+            if k in kwargs:
+                statics.append((k, _hashable(kwargs[k], f"static argument '{k}'")))
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        flat, tree = tree_flatten((dyn_args, dyn_kwargs))
+        key = tuple(statics)
+
+        def rebuild(f: Callable[..., Any]) -> Callable[..., Any]:
+            def call(d_args: tuple[Any, ...], d_kwargs: dict[str, Any]) -> Any:
+                it = iter(d_args)
+                full = [args[i] if i in static_pos else next(it) for i in range(n)]
+                kw = dict(d_kwargs)
+                for k in self.static_argnames:
+                    if k in kwargs:
+                        kw[k] = kwargs[k]
+                return f(*full, **kw)
+
+            return call
+
+        return flat, tree, key, rebuild
+
+
+def _hashable(x: Any, what: str) -> Any:
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(f"{what} of type {type(x).__name__} is not hashable, at {user_location()}") from None
+    return x
+
+
+class _Entry:
+    """One compiled signature: the executable, the constants' buffers, the output tree."""
+
+    __slots__ = ("jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text")
+
+    def __init__(self, jaxpr: _ir.ClosedJaxpr, out_tree: PyTreeDef, in_avals: list[_ir.ShapedArray]) -> None:
+        self.jaxpr = jaxpr
+        self.out_tree = out_tree
+        self.in_avals = in_avals
+        self.executable: Executable | None = None
+        self.const_buffers: list[Any] = []
+        self.text: str | None = None
+
+
+class Lowered:
+    """A jitted function lowered for one signature."""
+
+    def __init__(self, jitted: Jitted[Any, Any], entry: _Entry) -> None:
+        self._jitted = jitted
+        self._entry = entry
+
+    def as_text(self) -> str:
+        """The StableHLO module (MLIR text)."""
+        return self._jitted._lower(self._entry)
+
+    def compile(self) -> Compiled:
+        """Compiles the module with XLA."""
+        self._jitted._compile(self._entry)
+        return Compiled(self._jitted, self._entry)
+
+
+class Compiled:
+    """A compiled signature of a jitted function; callable with matching arguments."""
+
+    def __init__(self, jitted: Jitted[Any, Any], entry: _Entry) -> None:
+        self._jitted = jitted
+        self._entry = entry
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._jitted(*args, **kwargs)
+
+    def as_text(self) -> str:
+        """The StableHLO module it was compiled from."""
+        return self._jitted._lower(self._entry)
+
+
+class Jitted(Generic[P, R]):
+    """A function compiled with XLA for each signature it is called with."""
+
+    def __init__(self, fun: Callable[P, R], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...]) -> None:
+        self._fun = fun
+        self._signature = _Signature(static_argnums, static_argnames)
+        self._cache: dict[Hashable, _Entry] = {}
+        self._name = getattr(fun, "__name__", "fun")
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        flat, tree, static_key, rebuild = self._signature.split(tuple(args), dict(kwargs))
+        trace = find_top_trace(flat)
+        if not isinstance(trace, EvalTrace):
+            return self._stage(flat, tree, static_key, rebuild)  # type: ignore[no-any-return]
+        entry = self._entry(flat, tree, static_key, rebuild)
+        exe = entry.executable
+        if exe is None:
+            self._compile(entry)
+            exe = entry.executable
+            assert exe is not None
+        buffers = entry.const_buffers + [buffer_of(x, a) for x, a in zip(flat, entry.in_avals)]
+        outs = exe(buffers)
+        return tree_unflatten(entry.out_tree, outs)  # type: ignore[no-any-return]
+
+    def _entry(self, flat: list[Any], tree: PyTreeDef, static_key: Hashable, rebuild: Callable[..., Callable[..., Any]]) -> _Entry:
+        avals = [_arg_aval(x, i) for i, x in enumerate(flat)]
+        key = (tree, tuple(avals), static_key)
+        entry = self._cache.get(key)
+        if entry is None:
+            closed, out_tree = trace_to_jaxpr(rebuild(self._fun), avals, tree)
+            entry = _Entry(closed, out_tree, avals)
+            self._cache[key] = entry
+        return entry
+
+    def _stage(self, flat: list[Any], tree: PyTreeDef, static_key: Hashable, rebuild: Callable[..., Callable[..., Any]]) -> Any:
+        entry = self._entry(flat, tree, static_key, rebuild)
+        closed = entry.jaxpr
+        inner = _ir.ClosedJaxpr(_ir.consts_to_invars(closed.jaxpr), [])
+        outs = jit_p.bind(*closed.consts, *flat, jaxpr=inner, name=self._name)
+        return tree_unflatten(entry.out_tree, outs)
+
+    def _lower(self, entry: _Entry) -> str:
+        if entry.text is None:
+            hoisted = _ir.consts_to_invars(entry.jaxpr.jaxpr)
+            entry.text = _ir.lower_to_stablehlo(hoisted, f"jit_{self._name}")
+        return entry.text
+
+    def _compile(self, entry: _Entry) -> None:
+        if entry.executable is not None:
+            return
+        text = self._lower(entry)
+        entry.executable = compile_stablehlo(text, entry.jaxpr.out_avals)
+        entry.const_buffers = [buffer_of(c, aval_of(c)) for c in entry.jaxpr.consts]
+
+    def lower(self, *args: P.args, **kwargs: P.kwargs) -> Lowered:
+        """Traces for these arguments' signature; the result gives the StableHLO text."""
+        flat, tree, static_key, rebuild = self._signature.split(tuple(args), dict(kwargs))
+        return Lowered(self, self._entry(flat, tree, static_key, rebuild))
+
+    def trace(self, *args: P.args, **kwargs: P.kwargs) -> _ir.ClosedJaxpr:
+        """The jaxpr traced for these arguments' signature."""
+        flat, tree, static_key, rebuild = self._signature.split(tuple(args), dict(kwargs))
+        return self._entry(flat, tree, static_key, rebuild).jaxpr
+
+    def _cache_size(self) -> int:
+        """How many signatures have been traced."""
+        return len(self._cache)
+
+
+def _arg_aval(x: Any, index: int) -> _ir.ShapedArray:
+    if isinstance(x, DeviceArray):
+        return x._aval
+    try:
+        return aval_of(x)
+    except TypeError:
+        raise TypeError(
+            f"argument leaf {index} of type {type(x).__name__} is not an array "
+            f"(arrays, NumPy values and Python scalars are), at {user_location()}"
+        ) from None
+
+
+def jit(
+    fun: Callable[P, R],
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+) -> Jitted[P, R]:
+    """``fun`` compiled with XLA: traced once per signature (argument types, static
+    arguments and pytree structure), lowered to StableHLO, compiled and cached."""
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    if names and not nums:
+        # Static names given positionally count too (as JAX resolves them).
+        try:
+            params = list(inspect.signature(fun).parameters)
+            nums = tuple(params.index(n) for n in names if n in params)
+        except (TypeError, ValueError):
+            pass
+    return Jitted(fun, nums, names)

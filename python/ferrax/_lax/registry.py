@@ -1,0 +1,32 @@
+"""The built-in primitives by name, for interpreting jaxprs (``eval_jaxpr``)."""
+
+from __future__ import annotations
+
+from ferrax._core import Primitive
+from ferrax._lax import elementwise, reductions, structural
+
+
+def _collect() -> dict[str, Primitive]:
+    found: dict[str, Primitive] = {}
+    for module in (elementwise, reductions, structural):
+        for value in vars(module).values():
+            if isinstance(value, Primitive):
+                found[value.name] = value
+    from ferrax._jit import jit_p
+
+    found[jit_p.name] = jit_p
+    return found
+
+
+_by_name: dict[str, Primitive] | None = None
+
+
+def primitive_named(name: str) -> Primitive:
+    """The built-in primitive called ``name``."""
+    global _by_name
+    if _by_name is None:
+        _by_name = _collect()
+    prim = _by_name.get(name)
+    if prim is None:
+        raise NotImplementedError(f"no Python rules are registered for primitive '{name}'")
+    return prim
