@@ -29,6 +29,8 @@ __all__ = [
     "dce",
     "lower_to_stablehlo",
     "parse_jaxpr",
+    "random_jaxpr",
+    "reference_eval",
     "toposort",
     "typecheck",
 ]
@@ -331,3 +333,13 @@ def lower_to_stablehlo(jaxpr: Jaxpr, module_name: str = "ferrax") -> str:
 
 def consts_to_invars(jaxpr: Jaxpr) -> Jaxpr:
     """The same jaxpr with its constvars turned into leading inputs (closure conversion)."""
+
+def random_jaxpr(seed: int, *, eqns: int = 12, max_depth: int = 2, inputs: int = 3) -> Jaxpr:
+    """A random well-typed f32 jaxpr (with nested jit/cond/while/scan); seeded."""
+
+def reference_eval(
+    jaxpr: Jaxpr,
+    consts: Sequence[tuple[ShapedArray, Sequence[bool | int | float]]],
+    args: Sequence[tuple[ShapedArray, Sequence[bool | int | float]]],
+) -> list[tuple[ShapedArray, list[Any]]]:
+    """Runs the crate's reference evaluator; arrays as ``(aval, flat row-major values)``."""

@@ -1,0 +1,100 @@
+"""Differential tests of the StableHLO lowering: jaxprs lowered by Rust, compiled and run
+by XLA (jaxlib), against the IR crate's reference evaluator."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ferrax import LoweringError, _ir
+from ferrax._runtime import buffer_of, compile_stablehlo
+
+CORPUS = pathlib.Path(__file__).resolve().parent.parent / "rust" / "ir" / "tests" / "jaxprs"
+
+
+def _random_value(aval: _ir.ShapedArray, rng: np.random.Generator) -> np.ndarray[Any, Any]:
+    shape = aval.shape
+    if aval.dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if aval.dtype.kind in "iu":
+        return rng.integers(0, 5, size=shape).astype(aval.dtype)
+    return rng.uniform(-2.0, 2.0, size=shape).astype(aval.dtype)
+
+
+def _run_both(jaxpr: _ir.Jaxpr, rng: np.random.Generator) -> tuple[list[np.ndarray[Any, Any]], list[np.ndarray[Any, Any]]]:
+    args = [_random_value(a, rng) for a in jaxpr.in_avals]
+    text = _ir.lower_to_stablehlo(jaxpr, "test")
+    exe = compile_stablehlo(text, jaxpr.out_avals)
+    got = [np.asarray(o) for o in exe([buffer_of(x, a) for x, a in zip(args, jaxpr.in_avals)])]
+    ref_in = [(a, x.ravel().tolist()) for a, x in zip(jaxpr.in_avals, args)]
+    want = [
+        np.asarray(values, dtype=aval.dtype).reshape(aval.shape)
+        for aval, values in _ir.reference_eval(jaxpr, [], ref_in)
+    ]
+    return got, want
+
+
+def _assert_close(got: list[np.ndarray[Any, Any]], want: list[np.ndarray[Any, Any]], what: str) -> None:
+    assert len(got) == len(want), what
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{what} output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        if g.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4, err_msg=f"{what} output {i}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"{what} output {i}")
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_random_jaxprs_lower_and_match_the_reference(seed: int) -> None:
+    jaxpr = _ir.random_jaxpr(seed)
+    got, want = _run_both(jaxpr, np.random.default_rng(seed))
+    _assert_close(got, want, f"seed {seed}\n{jaxpr}")
+
+
+# Extension primitives of the Rust test driver; they have no lowering.
+_EXTENSIONS = ("test_ext", "test_effect")
+
+
+def _corpus() -> list[pathlib.Path]:
+    return sorted(
+        p
+        for p in CORPUS.glob("*.jaxpr")
+        if not p.name.startswith("err_") and not any(x in p.read_text() for x in _EXTENSIONS)
+    )
+
+
+def _read(path: pathlib.Path) -> str:
+    text = path.read_text().split("; expect:")[0]
+    # `;;` comment lines are blanked, as the Rust filetest driver does.
+    return "\n".join("" if line.startswith(";;") else line for line in text.splitlines())
+
+
+@pytest.mark.parametrize("path", _corpus(), ids=lambda p: p.stem)
+def test_corpus_jaxprs_lower_and_match_the_reference(path: pathlib.Path) -> None:
+    jaxpr = _ir.parse_jaxpr(_read(path))
+    if jaxpr.constvars:
+        jaxpr = _ir.consts_to_invars(jaxpr)
+    try:
+        got, want = _run_both(jaxpr, np.random.default_rng(0))
+    except LoweringError as e:
+        assert "closes over" in str(e), str(e)
+        return
+    _assert_close(got, want, path.name)
+
+
+def test_refused_module_is_a_lowering_error_quoting_the_line() -> None:
+    text = 'module @bad {\n  func.func public @main(%a: tensor<3xf32>) -> (tensor<3xf32>) {\n    %0 = "stablehlo.sine"(%a) : (tensor<4xf32>) -> tensor<3xf32>\n    "func.return"(%0) : (tensor<3xf32>) -> ()\n  }\n}\n'
+    with pytest.raises(LoweringError, match=r"line 3"):
+        compile_stablehlo(text, [_ir.ShapedArray((3,), np.float32)])
+
+
+def test_extension_primitives_do_not_lower() -> None:
+    ext = _ir.ExtensionPrimitive("my_ext_op", lambda avals, params: list(avals))
+    b = _ir.JaxprBuilder()
+    x = b.add_invar(_ir.ShapedArray((3,), np.float32))
+    (y,) = b.add_eqn(ext, [x], {})
+    with pytest.raises(LoweringError, match="my_ext_op"):
+        _ir.lower_to_stablehlo(b.build([y]))
