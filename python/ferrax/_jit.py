@@ -12,11 +12,11 @@ import inspect
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from ferrax import _ir
+from ferrax import _core, _ir
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
 from ferrax._runtime import DeviceArray, Executable, buffer_of, compile_stablehlo
 from ferrax._staging import trace_to_jaxpr
-from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from ferrax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
 __all__ = ["Compiled", "Jitted", "Lowered", "eval_jaxpr", "jit", "jit_p"]
 
@@ -24,6 +24,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 jit_p = Primitive.builtin("jit", multiple_results=True)
+
+_MISS = object()
 
 
 @jit_p.def_impl
@@ -115,7 +117,7 @@ def _hashable(x: Any, what: str) -> Any:
 class _Entry:
     """One compiled signature: the executable, the constants' buffers, the output tree."""
 
-    __slots__ = ("jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text")
+    __slots__ = ("jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf")
 
     def __init__(self, jaxpr: _ir.ClosedJaxpr, out_tree: PyTreeDef, in_avals: list[_ir.ShapedArray]) -> None:
         self.jaxpr = jaxpr
@@ -124,6 +126,8 @@ class _Entry:
         self.executable: Executable | None = None
         self.const_buffers: list[Any] = []
         self.text: str | None = None
+        # The output is one bare array (not a tuple or list of one).
+        self.single_leaf = out_tree == tree_structure(0)
 
 
 class Lowered:
@@ -165,10 +169,17 @@ class Jitted(Generic[P, R]):
         self._fun = fun
         self._signature = _Signature(static_argnums, static_argnames)
         self._cache: dict[Hashable, _Entry] = {}
+        # Signatures of positional device arrays only, by their avals.
+        self._fast: dict[tuple[_ir.ShapedArray, ...], _Entry] = {}
         self._name = getattr(fun, "__name__", "fun")
         functools.update_wrapper(self, fun)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        if not kwargs and not _core._dynamic and not self._signature.static_argnums:
+            # Fast path: positional device arrays of a signature compiled before.
+            fast = self._fast_call(args)
+            if fast is not _MISS:
+                return fast  # type: ignore[no-any-return]
         flat, tree, static_key, rebuild = self._signature.split(tuple(args), dict(kwargs))
         trace = find_top_trace(flat)
         if not isinstance(trace, EvalTrace):
@@ -181,7 +192,24 @@ class Jitted(Generic[P, R]):
             assert exe is not None
         buffers = entry.const_buffers + [buffer_of(x, a) for x, a in zip(flat, entry.in_avals)]
         outs = exe(buffers)
+        if all(type(x) is DeviceArray for x in flat) and not tree.children[1].children:
+            self._fast[tuple(x._aval for x in flat)] = entry
         return tree_unflatten(entry.out_tree, outs)  # type: ignore[no-any-return]
+
+    def _fast_call(self, args: tuple[Any, ...]) -> Any:
+        avals = []
+        for x in args:
+            if type(x) is not DeviceArray:
+                return _MISS
+            avals.append(x._aval)
+        entry = self._fast.get(tuple(avals))
+        if entry is None or entry.executable is None:
+            return _MISS
+        buffers = entry.const_buffers + [x._buffer for x in args]
+        outs = entry.executable(buffers)
+        if entry.out_tree.num_leaves == 1 and entry.single_leaf:
+            return outs[0]
+        return tree_unflatten(entry.out_tree, outs)
 
     def _entry(self, flat: list[Any], tree: PyTreeDef, static_key: Hashable, rebuild: Callable[..., Callable[..., Any]]) -> _Entry:
         avals = [_arg_aval(x, i) for i, x in enumerate(flat)]

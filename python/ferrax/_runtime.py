@@ -189,8 +189,8 @@ class Executable:
         """Runs on device buffers; returns device buffers."""
         return self._exe.execute_sharded(list(buffers)).consume_with_handlers(self._handlers)  # type: ignore[no-any-return]
 
-    def __call__(self, buffers: Sequence[Any]) -> list[DeviceArray]:
-        outs = self._exe.execute_sharded(list(buffers)).consume_with_handlers(self._handlers)
+    def __call__(self, buffers: list[Any]) -> list[DeviceArray]:
+        outs = self._exe.execute_sharded(buffers).consume_with_handlers(self._handlers)
         return [DeviceArray(b, a) for b, a in zip(outs, self.out_avals)]
 
 
