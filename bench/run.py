@@ -1,12 +1,15 @@
 """Runs ferrax's benchmarks and writes a markdown table and JSON (see shared BENCH.md).
 
 Sections:
-  ir   Rust timings of the IR crate on chain jaxprs (build, typecheck, print, parse,
-       DCE, toposort, memory), from the release binary `ferrax-bench-ir`.
+  ir     Rust timings of the IR crate on chain jaxprs (build, typecheck, print, parse,
+         DCE, toposort, memory), from the release binary `ferrax-bench-ir`.
+  trace  `make_jaxpr(f)(x)`, ferrax against JAX, on chain(10^2..10^4), mlp(depth 8, 64)
+         and wide(10^3, 10^4) (see bench/trace_bench.py).
 
-Usage: python bench/run.py [--sizes 1000,10000,100000,1000000] [--out bench/results]
+Usage: python bench/run.py [--section ir|trace|all] [--sizes 1000,10000,100000,1000000]
+                           [--reps-scale 1.0] [--no-jax] [--out bench/results]
 JAX is optional: sections that compare against it print ferrax's figures alone when it
-is not installed.
+is not installed (or with --no-jax).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pathlib
 import platform
 import subprocess
 import sys
+import time
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -79,18 +83,15 @@ def ir_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", default="1000,10000,100000,1000000")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
-    args = parser.parse_args()
-    out_dir = pathlib.Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _machine() -> str:
+    return f"Machine: {platform.machine()}, {platform.system()}, Python {platform.python_version()}"
 
-    rows = run_ir(args.sizes)
+
+def section_ir(sizes: str, out_dir: pathlib.Path) -> None:
+    rows = run_ir(sizes)
     table = ir_table(rows)
     header = (
-        f"Machine: {platform.machine()}, {platform.system()}, Python {platform.python_version()}. "
+        f"{_machine()}. "
         "Median of 5 runs (10^6) or 11 runs (smaller), min-max in parentheses; "
         "chain jaxprs of BENCH.md, x: f32[128]."
     )
@@ -99,6 +100,70 @@ def main() -> None:
     print(header)
     print()
     print(table)
+
+
+def section_trace(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import trace_bench
+
+    systems = [trace_bench.ferrax_system()]
+    jax_version = None
+    if use_jax:
+        jax = trace_bench.jax_system()
+        if jax is None:
+            print("JAX is not installed: ferrax's figures only.", file=sys.stderr)
+        else:
+            import jax as jax_module
+
+            jax_version = jax_module.__version__
+            systems.append(jax)
+    start = time.perf_counter()
+    rows = trace_bench.run_trace(
+        systems, rep_scale=rep_scale, progress=lambda line: print(line, file=sys.stderr)
+    )
+    elapsed = time.perf_counter() - start
+    table = trace_bench.trace_table(rows)
+    peer = f"JAX {jax_version} (CPU)" if jax_version else "no JAX"
+    header = (
+        f"{_machine()}; {peer}. `make_jaxpr(f)(x)` wall time: median of 5-21 runs "
+        "(min-max in parentheses), a fresh function object every run, GC off inside the "
+        "timed region, ferrax and JAX alternating run by run. The ratio is ferrax's median "
+        "over JAX's (lower is better; in parentheses the range of per-run ratios)."
+    )
+    meta = {
+        "machine": _machine(),
+        "jax": jax_version,
+        "gc": "off in timed regions",
+        "rep_scale": rep_scale,
+        "elapsed_s": elapsed,
+        "command": "python bench/run.py --section trace",
+    }
+    (out_dir / "trace.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (out_dir / "trace.md").write_text(header + "\n\n" + table + "\n")
+    print(header)
+    print()
+    print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--section", choices=["ir", "trace", "all"], default="all")
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="ir section sizes")
+    parser.add_argument(
+        "--reps-scale", type=float, default=1.0, help="trace section: scale the repetitions (min 3)"
+    )
+    parser.add_argument("--no-jax", action="store_true", help="ferrax's figures only")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = parser.parse_args()
+    out_dir = pathlib.Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    if args.section in ("ir", "all"):
+        section_ir(args.sizes, out_dir)
+    if args.section == "all":
+        print()
+    if args.section in ("trace", "all"):
+        section_trace(out_dir, args.reps_scale, not args.no_jax)
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ def test_static_arguments_and_pytree_structure_key_the_cache() -> None:
     assert g._cache_size() == 2
 
     with pytest.raises(TypeError, match="not hashable"):
-        jf(x, [1])
+        jf(x, [1])  # type: ignore[arg-type]
 
     h = fx.jit(lambda x, *, k: x * k, static_argnames="k")
     np.testing.assert_array_equal(np.asarray(h(x + 1, k=4)), [4.0, 4.0])

@@ -120,21 +120,21 @@ class Array:
     def __abs__(self) -> Array:
         return _fnp.abs(self)
 
-    # Logic.
+    # Bitwise (logical for bools), as in NumPy: ``~5`` is -6.
     def __and__(self, other: Any) -> Array:
-        return _fnp.logical_and(self, other)
+        return _fnp.bitwise_and(self, other)
 
     def __rand__(self, other: Any) -> Array:
-        return _fnp.logical_and(other, self)
+        return _fnp.bitwise_and(other, self)
 
     def __or__(self, other: Any) -> Array:
-        return _fnp.logical_or(self, other)
+        return _fnp.bitwise_or(self, other)
 
     def __ror__(self, other: Any) -> Array:
-        return _fnp.logical_or(other, self)
+        return _fnp.bitwise_or(other, self)
 
     def __invert__(self) -> Array:
-        return _fnp.logical_not(self)
+        return _fnp.invert(self)
 
     # Comparisons.
     def __lt__(self, other: Any) -> Array:

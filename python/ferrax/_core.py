@@ -238,7 +238,10 @@ class EvalTrace(Trace):
         if rule is None:
             raise NotImplementedError(f"primitive {primitive.name} has no eager implementation")
         avals = [aval_of(x) for x in tracers]
-        out_avals = primitive.abstract_eval(avals, params)
+        try:
+            out_avals = primitive.abstract_eval(avals, params)
+        except TypeCheckError as e:
+            raise TypeCheckError(f"{e}\n  at {user_location()}") from None
         values = [to_numpy(x) for x in tracers]
         out = rule(*values, **params)
         outs = list(out) if primitive.multiple_results else [out]
@@ -265,6 +268,16 @@ def find_top_trace(args: Sequence[Any]) -> Trace:
 
 def bind(primitive: Primitive, args: Sequence[Any], params: dict[str, Any]) -> Any:
     """Applies ``primitive`` to ``args`` under the innermost active transformation."""
+    if _dynamic:
+        # Fast path (staging): every argument already a tracer of the dynamic trace, which
+        # is then the innermost one and has nothing to raise.
+        trace = _dynamic[-1].trace
+        for a in args:
+            if not isinstance(a, Tracer) or a._trace is not trace:
+                break
+        else:
+            outs = trace.process_primitive(primitive, list(args), params)
+            return outs if primitive.multiple_results else outs[0]
     trace = find_top_trace(args)
     tracers = [trace.full_raise(a) for a in args]
     outs = trace.process_primitive(primitive, tracers, params)

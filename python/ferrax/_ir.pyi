@@ -278,6 +278,16 @@ class JaxprBuilder:
         ints, ``new_dtype=np.float32`` a dtype). A rule failure, an unknown primitive or
         param, or a param of the wrong kind is a :class:`TypeCheckError`.
         """
+    def add_eqn_typed(
+        self,
+        primitive: str | ExtensionPrimitive,
+        inputs: Sequence[Var | Literal],
+        params: Mapping[str, object],
+    ) -> list[tuple[Var, ShapedArray]]:
+        """:meth:`add_eqn` for tracing: a ``(var, aval)`` pair per output, where ``aval``
+        is one shared object per type for this builder (the one given to
+        :meth:`add_invar`/:meth:`add_constvar` for that type, if any), so equal types are
+        identical objects."""
     def add_eqn_with_outvars(
         self,
         primitive: str | ExtensionPrimitive,

@@ -67,9 +67,10 @@ class _DLPackView:
         self._buffer = buffer
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
-        from jaxlib import _jax
+        import importlib
 
-        return _jax.buffer_to_dlpack_managed_tensor(self._buffer)
+        jax_ext: Any = importlib.import_module("jaxlib._jax")
+        return jax_ext.buffer_to_dlpack_managed_tensor(self._buffer)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (1, 0)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from ferrax import dtypes
-from ferrax._core import ConcreteArray, Tracer, aval_of
+from ferrax._array import Array
+from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of
+
+R = TypeVar("R")
 
 
 def is_array(x: Any) -> bool:
@@ -15,15 +20,30 @@ def is_array(x: Any) -> bool:
     return isinstance(x, (Tracer, ConcreteArray, np.ndarray, np.generic))
 
 
+def is_python_scalar(x: Any) -> bool:
+    """True for Python ``bool``, ``int`` and ``float`` (NumPy scalars excluded)."""
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
 def scalar_as(x: Any, like: Any) -> Any:
     """A Python scalar as a weakly typed scalar of ``like``'s dtype; others unchanged.
 
-    This is how ``lax`` takes ``lax.add(x, 1.0)``: the scalar adopts ``x``'s dtype.
+    This is how ``lax`` takes ``lax.add(x, 1.0)``: the scalar adopts ``x``'s dtype when
+    the dtype's kind is at least the scalar's (an int scalar with a float array, not a
+    float scalar with an int array: that one keeps its own dtype, float32, and the
+    primitive's rule reports the mismatch). A Python ``bool`` is a plain ``bool``.
     """
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
-        dtype = aval_of(like).dtype if is_array(like) else aval_of(x).dtype
-        return ConcreteArray(np.asarray(x, dtype=dtype), True)
-    return x
+    if not is_python_scalar(x):
+        return x
+    if isinstance(x, bool):
+        return ConcreteArray(np.asarray(x), False)
+    own = aval_of(x).dtype
+    dtype = own
+    if is_array(like):
+        other = aval_of(like).dtype
+        if dtypes.kind_rank(other) >= dtypes.kind_rank(own):
+            dtype = other
+    return ConcreteArray(np.asarray(x, dtype=dtype), True)
 
 
 def pair(x: Any, y: Any) -> tuple[Any, Any]:
@@ -32,7 +52,7 @@ def pair(x: Any, y: Any) -> tuple[Any, Any]:
 
 
 def scalar(x: Any) -> Any:
-    """A Python scalar as a weakly typed array of its default dtype."""
+    """A Python scalar as a weakly typed array of its default dtype (bool: strong)."""
     return scalar_as(x, x)
 
 
@@ -44,3 +64,20 @@ def dtype_of(x: Any) -> np.dtype[Any]:
 def canonical_dtype(d: Any) -> np.dtype[Any]:
     """A dtype-like as a NumPy dtype ferrax supports."""
     return dtypes.canonicalize(d)
+
+
+def bind1(primitive: Primitive, *args: Any, **params: Any) -> Array:
+    """Binds a primitive with one result."""
+    return cast(Array, primitive.bind(*args, **params))
+
+
+def quiet(impl: Callable[..., R]) -> Callable[..., R]:
+    """An eager rule with NumPy's floating-point warnings off: overflow to inf, NaN from
+    invalid operations and division by zero are results, as in XLA, not warnings."""
+
+    @functools.wraps(impl)
+    def rule(*args: Any, **params: Any) -> R:
+        with np.errstate(all="ignore"):
+            return impl(*args, **params)
+
+    return rule

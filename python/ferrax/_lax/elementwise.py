@@ -1,15 +1,23 @@
 """Elementwise primitives: unary math, binary arithmetic, comparisons, select, clamp,
-conversion."""
+conversion.
+
+The eager rules follow XLA's semantics where NumPy's differ: integer division truncates
+toward zero and gives -1 (all ones) for a zero divisor, ``rem`` by zero gives the
+dividend, float-to-integer conversion truncates and saturates (NaN becomes 0), and
+floating-point exceptions produce inf/NaN silently.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ferrax import dtypes
 from ferrax._array import Array
 from ferrax._core import Primitive
-from ferrax._lax._operands import canonical_dtype, pair, scalar
+from ferrax._lax._operands import bind1, canonical_dtype, is_array, pair, quiet, scalar, scalar_as
 
 __all__ = [
     "abs", "add", "bitwise_and", "bitwise_not", "bitwise_or", "clamp", "convert_element_type",
@@ -18,298 +26,369 @@ __all__ = [
     "sign", "sin", "sqrt", "square", "sub", "tan", "tanh",
 ]
 
+NDArray = np.ndarray[Any, Any]
 
-def _unary(name: str, impl: Any) -> Primitive:
+
+def _primitive(name: str, impl: Callable[..., Any]) -> Primitive:
     p = Primitive.builtin(name)
     p.def_impl(impl)
     return p
 
 
-def _int_aware_sign(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    return np.sign(x)
+def _float_unary(name: str, fn: Callable[[NDArray], NDArray]) -> Primitive:
+    # JAX's transcendental primitives carry an `accuracy` parameter (None by default).
+    @quiet
+    def impl(x: NDArray, *, accuracy: None = None) -> NDArray:
+        return fn(x)
+
+    return _primitive(name, impl)
 
 
-neg_p = _unary("neg", np.negative)
-abs_p = _unary("abs", np.abs)
-sign_p = _unary("sign", _int_aware_sign)
-exp_p = _unary("exp", np.exp)
-log_p = _unary("log", np.log)
-log1p_p = _unary("log1p", np.log1p)
-expm1_p = _unary("expm1", np.expm1)
-sin_p = _unary("sin", np.sin)
-cos_p = _unary("cos", np.cos)
-tan_p = _unary("tan", np.tan)
-tanh_p = _unary("tanh", np.tanh)
-logistic_p = _unary("logistic", lambda x: 1 / (1 + np.exp(-x)))
-sqrt_p = _unary("sqrt", np.sqrt)
-rsqrt_p = _unary("rsqrt", lambda x: 1 / np.sqrt(x))
-square_p = _unary("square", np.square)
-not_p = _unary("not", lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x))
-
-integer_pow_p = Primitive.builtin("integer_pow")
+def _logistic(x: NDArray) -> NDArray:
+    return 1 / (1 + np.exp(-x))  # type: ignore[no-any-return]
 
 
-@integer_pow_p.def_impl
-def _integer_pow_impl(x: np.ndarray[Any, Any], *, y: int) -> np.ndarray[Any, Any]:
+def _rsqrt(x: NDArray) -> NDArray:
+    return 1 / np.sqrt(x)  # type: ignore[no-any-return]
+
+
+def _not(x: NDArray) -> NDArray:
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+neg_p = _primitive("neg", quiet(np.negative))
+abs_p = _primitive("abs", np.abs)
+sign_p = _primitive("sign", np.sign)
+square_p = _primitive("square", quiet(np.square))
+not_p = _primitive("not", _not)
+exp_p = _float_unary("exp", np.exp)
+log_p = _float_unary("log", np.log)
+log1p_p = _float_unary("log1p", np.log1p)
+expm1_p = _float_unary("expm1", np.expm1)
+sin_p = _float_unary("sin", np.sin)
+cos_p = _float_unary("cos", np.cos)
+tan_p = _float_unary("tan", np.tan)
+tanh_p = _float_unary("tanh", np.tanh)
+logistic_p = _float_unary("logistic", _logistic)
+sqrt_p = _float_unary("sqrt", np.sqrt)
+rsqrt_p = _float_unary("rsqrt", _rsqrt)
+
+
+@quiet
+def _integer_pow(x: NDArray, *, y: int) -> NDArray:
     if y >= 0:
-        return np.power(x, y)
+        return np.power(x, y)  # type: ignore[no-any-return]
     return 1 / np.power(x, -y)  # type: ignore[no-any-return]
 
 
-def _int_div(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    if x.dtype.kind in "iu":
-        # Truncation toward zero, as lax.div (NumPy's // floors).
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.abs(x) // np.where(y == 0, 1, np.abs(y))
-        return np.where(y == 0, -1, np.where((x < 0) != (y < 0), -q, q)).astype(x.dtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
+integer_pow_p = _primitive("integer_pow", _integer_pow)
+
+
+def _safe_divisor(x: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
+    """A divisor with 1 where XLA defines the result specially (division by zero, and the
+    overflowing ``INT_MIN / -1``), and the mask of zero divisors."""
+    zero = y == 0
+    special = zero
+    if x.dtype.kind == "i":
+        special = zero | ((x == np.iinfo(x.dtype).min) & (y == -1))
+    return np.where(special, y.dtype.type(1), y), zero
+
+
+@quiet
+def _div(x: NDArray, y: NDArray) -> NDArray:
+    if x.dtype.kind not in "iu":
         return np.true_divide(x, y)  # type: ignore[no-any-return]
+    safe, zero = _safe_divisor(x, y)
+    q = np.floor_divide(x, safe)
+    # NumPy floors; XLA truncates toward zero.
+    if x.dtype.kind == "i":
+        q = q + ((np.remainder(x, safe) != 0) & ((x < 0) != (safe < 0))).astype(x.dtype)
+    # x / 0 is -1 for signed integers, all ones for unsigned ones.
+    fill = x.dtype.type(-1) if x.dtype.kind == "i" else np.iinfo(x.dtype).max
+    return np.where(zero, x.dtype.type(fill), q)
 
 
-def _rem(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if x.dtype.kind in "iu":
-            return np.where(y == 0, x, np.fmod(x, np.where(y == 0, 1, y)))
+@quiet
+def _rem(x: NDArray, y: NDArray) -> NDArray:
+    if x.dtype.kind not in "iu":
         return np.fmod(x, y)  # type: ignore[no-any-return]
+    safe, zero = _safe_divisor(x, y)
+    # The sign of the dividend (C's %); x % 0 is x.
+    return np.where(zero, x, np.fmod(x, safe))
 
 
-def _pow(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.power(x, y.astype(x.dtype))  # type: ignore[no-any-return]
+@quiet
+def _pow(x: NDArray, y: NDArray) -> NDArray:
+    return np.power(x, y.astype(x.dtype))  # type: ignore[no-any-return]
 
 
-def _binary(name: str, impl: Any) -> Primitive:
-    p = Primitive.builtin(name)
-    p.def_impl(impl)
-    return p
+def _and(x: NDArray, y: NDArray) -> NDArray:
+    return np.logical_and(x, y) if x.dtype == np.bool_ else np.bitwise_and(x, y)
 
 
-add_p = _binary("add", np.add)
-sub_p = _binary("sub", np.subtract)
-mul_p = _binary("mul", np.multiply)
-div_p = _binary("div", _int_div)
-rem_p = _binary("rem", _rem)
-pow_p = _binary("pow", _pow)
-max_p = _binary("max", np.maximum)
-min_p = _binary("min", np.minimum)
-and_p = _binary("and", lambda x, y: np.logical_and(x, y) if x.dtype == np.bool_ else np.bitwise_and(x, y))
-or_p = _binary("or", lambda x, y: np.logical_or(x, y) if x.dtype == np.bool_ else np.bitwise_or(x, y))
-eq_p = _binary("eq", np.equal)
-ne_p = _binary("ne", np.not_equal)
-lt_p = _binary("lt", np.less)
-le_p = _binary("le", np.less_equal)
-gt_p = _binary("gt", np.greater)
-ge_p = _binary("ge", np.greater_equal)
-
-select_n_p = Primitive.builtin("select_n")
+def _or(x: NDArray, y: NDArray) -> NDArray:
+    return np.logical_or(x, y) if x.dtype == np.bool_ else np.bitwise_or(x, y)
 
 
-@select_n_p.def_impl
-def _select_n_impl(which: np.ndarray[Any, Any], *cases: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    index = np.clip(which.astype(np.int64), 0, len(cases) - 1)
-    shape = np.broadcast_shapes(which.shape, *(c.shape for c in cases))
-    return np.choose(np.broadcast_to(index, shape), [np.broadcast_to(c, shape) for c in cases])  # type: ignore[no-any-return]
+add_p = _primitive("add", quiet(np.add))
+sub_p = _primitive("sub", quiet(np.subtract))
+mul_p = _primitive("mul", quiet(np.multiply))
+div_p = _primitive("div", _div)
+rem_p = _primitive("rem", _rem)
+pow_p = _primitive("pow", _pow)
+max_p = _primitive("max", quiet(np.maximum))
+min_p = _primitive("min", quiet(np.minimum))
+and_p = _primitive("and", _and)
+or_p = _primitive("or", _or)
+eq_p = _primitive("eq", np.equal)
+ne_p = _primitive("ne", np.not_equal)
+lt_p = _primitive("lt", np.less)
+le_p = _primitive("le", np.less_equal)
+gt_p = _primitive("gt", np.greater)
+ge_p = _primitive("ge", np.greater_equal)
 
 
-clamp_p = Primitive.builtin("clamp")
-clamp_p.def_impl(lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi))
+def _select_n(which: NDArray, *cases: NDArray) -> NDArray:
+    if len(cases) == 1:
+        return cases[0]
+    if which.dtype == np.bool_:
+        return np.where(which, cases[1], cases[0])
+    # Out-of-range indices are undefined in XLA; clamp them, as its lowering does.
+    return np.choose(np.clip(which, 0, len(cases) - 1), cases)  # type: ignore[no-any-return]
 
-convert_element_type_p = Primitive.builtin("convert_element_type")
+
+@quiet
+def _clamp(lo: NDArray, x: NDArray, hi: NDArray) -> NDArray:
+    return np.minimum(np.maximum(x, lo), hi)
 
 
-@convert_element_type_p.def_impl
-def _convert_impl(x: np.ndarray[Any, Any], *, new_dtype: np.dtype[Any], weak_type: bool = False) -> np.ndarray[Any, Any]:
-    if x.dtype.kind == "f" and np.dtype(new_dtype).kind in "iu":
-        # Truncate toward zero and saturate, NaN to 0 (XLA's conversion).
-        info = np.iinfo(new_dtype)
-        with np.errstate(invalid="ignore"):
-            clipped = np.clip(np.nan_to_num(np.trunc(x), nan=0.0), info.min, info.max)
-        return clipped.astype(new_dtype)
-    return x.astype(new_dtype)
+select_n_p = _primitive("select_n", _select_n)
+clamp_p = _primitive("clamp", _clamp)
+
+
+def _float_to_int(x: NDArray, dtype: np.dtype[Any]) -> NDArray:
+    """XLA's conversion: truncation toward zero, saturating at the integer range, NaN to 0."""
+    info = np.iinfo(dtype)
+    t = np.trunc(x.astype(np.float64))
+    # Both bounds are powers of two, exact in float64.
+    high = t >= float(info.max) + 1.0
+    low = t < float(info.min)
+    inside = np.where(np.isnan(t) | high | low, 0.0, t).astype(dtype)
+    return np.where(high, dtype.type(info.max), np.where(low, dtype.type(info.min), inside))
+
+
+@quiet
+def _convert(x: NDArray, *, new_dtype: np.dtype[Any], weak_type: bool = False, sharding: None = None) -> NDArray:
+    new = np.dtype(new_dtype)
+    if x.dtype == new:
+        return x
+    if dtypes.is_float(x.dtype) and dtypes.is_int(new):
+        return _float_to_int(x, new)
+    return x.astype(new)
+
+
+convert_element_type_p = _primitive("convert_element_type", _convert)
 
 
 # ---------------------------------------------------------------------------- functions
 
 
 def neg(x: Any) -> Array:
-    """``-x``."""
-    return neg_p.bind(scalar(x))  # type: ignore[no-any-return]
+    """``-x`` (unsigned integers wrap)."""
+    return bind1(neg_p, scalar(x))
 
 
 def abs(x: Any) -> Array:
-    """``|x|``."""
-    return abs_p.bind(scalar(x))  # type: ignore[no-any-return]
+    """``|x|`` (signed integers and floats)."""
+    return bind1(abs_p, scalar(x))
 
 
 def sign(x: Any) -> Array:
-    """-1, 0 or 1 by the sign of ``x``."""
-    return sign_p.bind(scalar(x))  # type: ignore[no-any-return]
+    """-1, 0 or 1 by the sign of ``x`` (NaN stays NaN)."""
+    return bind1(sign_p, scalar(x))
 
 
 def exp(x: Any) -> Array:
     """``e**x``."""
-    return exp_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(exp_p, scalar(x))
 
 
 def log(x: Any) -> Array:
     """Natural logarithm."""
-    return log_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(log_p, scalar(x))
 
 
 def log1p(x: Any) -> Array:
     """``log(1 + x)``."""
-    return log1p_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(log1p_p, scalar(x))
 
 
 def expm1(x: Any) -> Array:
     """``exp(x) - 1``."""
-    return expm1_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(expm1_p, scalar(x))
 
 
 def sin(x: Any) -> Array:
     """Sine."""
-    return sin_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(sin_p, scalar(x))
 
 
 def cos(x: Any) -> Array:
     """Cosine."""
-    return cos_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(cos_p, scalar(x))
 
 
 def tan(x: Any) -> Array:
     """Tangent."""
-    return tan_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(tan_p, scalar(x))
 
 
 def tanh(x: Any) -> Array:
     """Hyperbolic tangent."""
-    return tanh_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(tanh_p, scalar(x))
 
 
 def logistic(x: Any) -> Array:
     """``1 / (1 + exp(-x))``."""
-    return logistic_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(logistic_p, scalar(x))
 
 
 def sqrt(x: Any) -> Array:
     """Square root."""
-    return sqrt_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(sqrt_p, scalar(x))
 
 
 def rsqrt(x: Any) -> Array:
     """``1 / sqrt(x)``."""
-    return rsqrt_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(rsqrt_p, scalar(x))
 
 
 def square(x: Any) -> Array:
     """``x * x``."""
-    return square_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(square_p, scalar(x))
 
 
 def bitwise_not(x: Any) -> Array:
     """Logical not of bools, bitwise not of integers."""
-    return not_p.bind(scalar(x))  # type: ignore[no-any-return]
+    return bind1(not_p, scalar(x))
 
 
 def integer_pow(x: Any, y: int) -> Array:
-    """``x ** y`` for a Python integer ``y``."""
-    return integer_pow_p.bind(scalar(x), y=int(y))  # type: ignore[no-any-return]
+    """``x ** y`` for a Python integer ``y`` (negative only for floats)."""
+    return bind1(integer_pow_p, scalar(x), y=int(y))
 
 
 def add(x: Any, y: Any) -> Array:
     """``x + y`` (operands of one dtype; a Python scalar takes the other's)."""
-    return add_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(add_p, *pair(x, y))
 
 
 def sub(x: Any, y: Any) -> Array:
     """``x - y``."""
-    return sub_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(sub_p, *pair(x, y))
 
 
 def mul(x: Any, y: Any) -> Array:
     """``x * y``."""
-    return mul_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(mul_p, *pair(x, y))
 
 
 def div(x: Any, y: Any) -> Array:
-    """``x / y``; integer division truncates toward zero."""
-    return div_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    """``x / y``; integer division truncates toward zero, and ``x / 0`` is -1
+    (all ones for unsigned integers)."""
+    return bind1(div_p, *pair(x, y))
 
 
 def rem(x: Any, y: Any) -> Array:
-    """Remainder with the sign of the dividend (C's ``%``)."""
-    return rem_p.bind(*pair(x, y))  # type: ignore[no-any-return]
-
-
-def pow(x: Any, y: Any) -> Array:
-    """``x ** y`` for float ``x``."""
-    return pow_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    """Remainder with the sign of the dividend (C's ``%``, ``fmod``); ``x % 0`` is ``x``
+    for integers."""
+    return bind1(rem_p, *pair(x, y))
 
 
 def max(x: Any, y: Any) -> Array:
-    """Elementwise maximum."""
-    return max_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    """Elementwise maximum (NaN if either is NaN)."""
+    return bind1(max_p, *pair(x, y))
 
 
 def min(x: Any, y: Any) -> Array:
-    """Elementwise minimum."""
-    return min_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    """Elementwise minimum (NaN if either is NaN)."""
+    return bind1(min_p, *pair(x, y))
 
 
 def bitwise_and(x: Any, y: Any) -> Array:
     """Logical and of bools, bitwise and of integers."""
-    return and_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(and_p, *pair(x, y))
 
 
 def bitwise_or(x: Any, y: Any) -> Array:
     """Logical or of bools, bitwise or of integers."""
-    return or_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(or_p, *pair(x, y))
 
 
 def eq(x: Any, y: Any) -> Array:
     """``x == y``."""
-    return eq_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(eq_p, *pair(x, y))
 
 
 def ne(x: Any, y: Any) -> Array:
     """``x != y``."""
-    return ne_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(ne_p, *pair(x, y))
 
 
 def lt(x: Any, y: Any) -> Array:
     """``x < y``."""
-    return lt_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(lt_p, *pair(x, y))
 
 
 def le(x: Any, y: Any) -> Array:
     """``x <= y``."""
-    return le_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(le_p, *pair(x, y))
 
 
 def gt(x: Any, y: Any) -> Array:
     """``x > y``."""
-    return gt_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(gt_p, *pair(x, y))
 
 
 def ge(x: Any, y: Any) -> Array:
     """``x >= y``."""
-    return ge_p.bind(*pair(x, y))  # type: ignore[no-any-return]
+    return bind1(ge_p, *pair(x, y))
+
+
+def pow(x: Any, y: Any) -> Array:
+    """``x ** y`` for a float ``x`` and a float exponent of its dtype or an integer one
+    (a Python int exponent stays an integer)."""
+    if isinstance(y, int) and not isinstance(y, bool):
+        return bind1(pow_p, scalar(x), scalar(y))
+    return bind1(pow_p, *pair(x, y))
+
+
+def _first_array(*xs: Any) -> Any:
+    return next((x for x in xs if is_array(x)), None)
 
 
 def select_n(which: Any, *cases: Any) -> Array:
-    """``cases[which]`` elementwise (a bool ``which`` picks between two cases)."""
-    return select_n_p.bind(scalar(which), *cases)  # type: ignore[no-any-return]
+    """``cases[which]`` elementwise: a bool ``which`` picks ``cases[1]`` where true, an
+    int32 one indexes the cases. ``which`` is a scalar or has the cases' shape."""
+    if not cases:
+        raise TypeError("select_n needs at least one case")
+    like = _first_array(*cases)
+    return bind1(select_n_p, scalar(which), *[scalar_as(c, like) for c in cases])
 
 
 def clamp(min: Any, x: Any, max: Any) -> Array:
-    """``x`` limited to ``[min, max]``."""
-    lo, v = pair(min, x)
-    hi, _ = pair(max, x)
-    return clamp_p.bind(lo, v, hi)  # type: ignore[no-any-return]
+    """``x`` limited to ``[min, max]`` (``min(max(x, min), max)``); ``min`` and ``max`` are
+    scalars or have ``x``'s shape."""
+    like = _first_array(x, min, max)
+    return bind1(clamp_p, scalar_as(min, like), scalar_as(x, like), scalar_as(max, like))
 
 
 def convert_element_type(operand: Any, new_dtype: Any, weak_type: bool = False) -> Array:
-    """``operand`` converted to ``new_dtype``."""
-    return convert_element_type_p.bind(  # type: ignore[no-any-return]
-        scalar(operand), new_dtype=canonical_dtype(new_dtype), weak_type=bool(weak_type)
-    )
+    """``operand`` converted to ``new_dtype``: float to integer truncates toward zero and
+    saturates (NaN to 0), integers wrap, anything to bool is ``!= 0``. A ferrax array
+    already of that dtype and weak type is returned as it is (no equation)."""
+    dtype = canonical_dtype(new_dtype)
+    x = scalar(operand)
+    if isinstance(x, Array) and x.dtype == dtype and x.weak_type == bool(weak_type):
+        return x
+    return bind1(convert_element_type_p, x, new_dtype=dtype, weak_type=bool(weak_type))

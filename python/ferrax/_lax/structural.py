@@ -9,15 +9,18 @@ from typing import Any
 
 import numpy as np
 
+from ferrax import dtypes
 from ferrax._array import Array
-from ferrax._core import Primitive
-from ferrax._lax._operands import canonical_dtype, scalar
+from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of, to_numpy
+from ferrax._lax._operands import bind1, canonical_dtype, is_python_scalar, quiet, scalar, scalar_as
+from ferrax._lax.elementwise import _float_to_int
 
 __all__ = [
     "broadcast_in_dim", "broadcasted_iota", "concatenate", "dot_general", "dynamic_slice",
     "dynamic_update_slice", "expand_dims", "iota", "reshape", "slice", "squeeze", "transpose",
 ]
 
+NDArray = np.ndarray[Any, Any]
 DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
 
 
@@ -111,10 +114,22 @@ def _iota_impl(*, dtype: np.dtype[Any], shape: tuple[int, ...], dimension: int, 
 dot_general_p = Primitive.builtin("dot_general")
 
 
+def _dot_accumulator(lhs: np.dtype[Any], rhs: np.dtype[Any], preferred: np.dtype[Any] | None) -> np.dtype[Any]:
+    """The dtype to contract in: the operands' join (or the preferred type), floats at
+    least float32 (as XLA accumulates half-precision dots), float for float operands."""
+    acc, _ = dtypes.promote([(lhs, False), (rhs, False)])
+    if preferred is not None and (dtypes.is_float(preferred) or not dtypes.is_float(acc)):
+        acc = np.dtype(preferred)
+    if dtypes.is_float(acc) and acc.itemsize < 4:
+        acc = np.dtype(np.float32)
+    return acc
+
+
 @dot_general_p.def_impl
+@quiet
 def _dot_general_impl(
-    lhs: np.ndarray[Any, Any],
-    rhs: np.ndarray[Any, Any],
+    lhs: NDArray,
+    rhs: NDArray,
     *,
     dimension_numbers: DotDimensionNumbers,
     precision: Any = None,
@@ -122,68 +137,106 @@ def _dot_general_impl(
     out_sharding: None = None,
 ) -> Any:
     (lc, rc), (lb, rb) = dimension_numbers
-    lfree = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
-    rfree = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
-    # Move batch dims first, then free, then contracting; contract with einsum.
-    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    # One einsum letter per axis: batch axes first, then lhs's free axes, then rhs's.
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
     lsub = [""] * lhs.ndim
     rsub = [""] * rhs.ndim
     out: list[str] = []
     for a, b in zip(lb, rb):
-        c = next(letters)
-        lsub[a] = rsub[b] = c
-        out.append(c)
-    for a, b in zip(lc, rc):
-        c = next(letters)
-        lsub[a] = rsub[b] = c
-    for a in lfree:
-        lsub[a] = next(letters)
+        lsub[a] = rsub[b] = next(letters)
         out.append(lsub[a])
-    for b in rfree:
-        rsub[b] = next(letters)
-        out.append(rsub[b])
+    for a, b in zip(lc, rc):
+        lsub[a] = rsub[b] = next(letters)
+    for i in range(lhs.ndim):
+        if not lsub[i]:
+            lsub[i] = next(letters)
+            out.append(lsub[i])
+    for i in range(rhs.ndim):
+        if not rsub[i]:
+            rsub[i] = next(letters)
+            out.append(rsub[i])
     spec = f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}"
-    result_type = np.result_type(lhs.dtype, rhs.dtype) if preferred_element_type is None else preferred_element_type
-    return np.einsum(spec, lhs.astype(result_type), rhs.astype(result_type))
+    preferred = None if preferred_element_type is None else np.dtype(preferred_element_type)
+    acc = _dot_accumulator(lhs.dtype, rhs.dtype, preferred)
+    result = np.einsum(spec, lhs.astype(acc), rhs.astype(acc))
+    if preferred is not None and dtypes.is_int(preferred) and dtypes.is_float(acc):
+        return _float_to_int(result, preferred)
+    return result
 
 
 # ---------------------------------------------------------------------------- functions
 
 
+def _normalize_axes(axes: Sequence[int], ndim: int, what: str) -> tuple[int, ...]:
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{what}: axis {a} is out of range for rank {ndim}")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{what}: repeated axis in {tuple(axes)}")
+    return tuple(sorted(out))
+
+
 def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Array:
-    """``operand`` broadcast to ``shape``; its axis ``i`` becomes axis ``broadcast_dimensions[i]``."""
-    return broadcast_in_dim_p.bind(  # type: ignore[no-any-return]
-        scalar(operand), shape=_ints(shape), broadcast_dimensions=_ints(broadcast_dimensions)
-    )
+    """``operand`` broadcast to ``shape``; its axis ``i`` becomes axis ``broadcast_dimensions[i]``.
+
+    An array that already has ``shape`` (with ``broadcast_dimensions`` the identity) is
+    returned as it is.
+    """
+    x = scalar(operand)
+    shape_t, dims = _ints(shape), _ints(broadcast_dimensions)
+    if isinstance(x, Array) and x.shape == shape_t and dims == tuple(range(len(shape_t))):
+        return x
+    return bind1(broadcast_in_dim_p, x, shape=shape_t, broadcast_dimensions=dims)
 
 
 def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None) -> Array:
-    """``operand`` with shape ``new_sizes`` (after permuting by ``dimensions`` if given)."""
-    return reshape_p.bind(  # type: ignore[no-any-return]
-        scalar(operand),
-        new_sizes=_ints(new_sizes),
-        dimensions=None if dimensions is None else _ints(dimensions),
-    )
+    """``operand`` with shape ``new_sizes``, its elements read in the order of the axes
+    ``dimensions`` (row-major order by default). The same shape is returned as it is."""
+    x = scalar(operand)
+    sizes = _ints(new_sizes)
+    dims = None if dimensions is None else _ints(dimensions)
+    if isinstance(x, Array) and x.shape == sizes and dims in (None, tuple(range(x.ndim))):
+        return x
+    return bind1(reshape_p, x, new_sizes=sizes, dimensions=dims, sharding=None)
 
 
 def transpose(operand: Any, permutation: Sequence[int]) -> Array:
     """``operand`` with axes permuted: output axis ``i`` is input axis ``permutation[i]``."""
-    return transpose_p.bind(scalar(operand), permutation=_ints(permutation))  # type: ignore[no-any-return]
+    x = scalar(operand)
+    perm = _ints(permutation)
+    if isinstance(x, Array) and perm == tuple(range(x.ndim)):
+        return x
+    return bind1(transpose_p, x, permutation=perm)
 
 
 def squeeze(array: Any, dimensions: Sequence[int]) -> Array:
-    """``array`` without the given size-1 axes."""
-    return squeeze_p.bind(scalar(array), dimensions=_ints(dimensions))  # type: ignore[no-any-return]
+    """``array`` without the given size-1 axes (negative axes count from the end)."""
+    x = scalar(array)
+    dims = _normalize_axes(dimensions, len(aval_of(x).shape), "squeeze")
+    if not dims and isinstance(x, Array):
+        return x
+    return bind1(squeeze_p, x, dimensions=dims)
 
 
 def expand_dims(array: Any, dimensions: Sequence[int]) -> Array:
-    """``array`` with size-1 axes inserted at ``dimensions`` (positions in the result)."""
-    return expand_dims_p.bind(scalar(array), dimensions=_ints(dimensions))  # type: ignore[no-any-return]
+    """``array`` with size-1 axes inserted at ``dimensions`` (positions in the result;
+    negative ones count from its end)."""
+    x = scalar(array)
+    dims = _normalize_axes(dimensions, len(aval_of(x).shape) + len(dimensions), "expand_dims")
+    if not dims and isinstance(x, Array):
+        return x
+    return bind1(expand_dims_p, x, dimensions=dims)
 
 
 def concatenate(operands: Sequence[Any], dimension: int) -> Array:
-    """The operands joined along ``dimension``."""
-    return concatenate_p.bind(*[scalar(o) for o in operands], dimension=int(dimension))  # type: ignore[no-any-return]
+    """The operands (of one dtype and rank) joined along ``dimension``."""
+    xs = [scalar(o) for o in operands]
+    if len(xs) == 1 and isinstance(xs[0], Array):
+        return xs[0]
+    return bind1(concatenate_p, *xs, dimension=int(dimension))
 
 
 def slice(
@@ -193,7 +246,8 @@ def slice(
     strides: Sequence[int] | None = None,
 ) -> Array:
     """The static slice ``operand[start:limit:stride, ...]``."""
-    return slice_p.bind(  # type: ignore[no-any-return]
+    return bind1(
+        slice_p,
         scalar(operand),
         start_indices=_ints(start_indices),
         limit_indices=_ints(limit_indices),
@@ -201,43 +255,60 @@ def slice(
     )
 
 
-def _index_operands(indices: Sequence[Any]) -> list[Any]:
-    from ferrax._lax.elementwise import convert_element_type
+def _start_indices(shape: Sequence[int], indices: Sequence[Any], what: str) -> list[Any]:
+    """Start indices of one integer dtype, negative ones counted from the end (statically
+    for concrete indices; with ``lt``, ``add`` and ``select_n`` for traced ones, as JAX)."""
+    from ferrax._lax.elementwise import add, convert_element_type, lt, select_n
 
-    out = [scalar(i) for i in indices]
-    # All indices share one integer dtype (int32 unless one is wider).
-    from ferrax._core import aval_of
-
-    dts = {aval_of(i).dtype for i in out}
-    if len(dts) > 1:
-        out = [convert_element_type(i, np.int32) for i in out]
+    if len(indices) != len(shape):
+        raise TypeError(f"{what}: {len(indices)} start indices for an operand of rank {len(shape)}")
+    arrays = [i for i in indices if not is_python_scalar(i)]
+    kinds = {aval_of(i).dtype for i in arrays}
+    for d in kinds:
+        if not dtypes.is_int(d):
+            raise TypeError(f"{what}: start indices must be integers, got {d}")
+    # Python ints take the arrays' dtype; arrays of several dtypes are converted to int32.
+    dtype = kinds.pop() if len(kinds) == 1 else dtypes.default_int
+    out: list[Any] = []
+    for i, size in zip(indices, shape):
+        if isinstance(i, Tracer):
+            if i.dtype != dtype:
+                i = convert_element_type(i, dtype)
+            if dtype.kind == "i":
+                i = select_n(lt(i, 0), i, add(i, size))
+            out.append(i)
+        else:
+            value = int(to_numpy(i)) if not is_python_scalar(i) else int(i)
+            if value < 0:
+                value += size
+            out.append(ConcreteArray(np.asarray(value, dtype=dtype), False))
     return out
 
 
 def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> Array:
-    """A slice of ``slice_sizes`` starting at traced ``start_indices`` (clamped in range)."""
-    return dynamic_slice_p.bind(  # type: ignore[no-any-return]
-        scalar(operand), *_index_operands(start_indices), slice_sizes=_ints(slice_sizes)
-    )
+    """The slice of ``slice_sizes`` at ``start_indices``, which may be traced; a negative
+    index counts from the end, and the slice is moved back inside the array if it would
+    overrun it."""
+    x = scalar(operand)
+    starts = _start_indices(aval_of(x).shape, start_indices, "dynamic_slice")
+    return bind1(dynamic_slice_p, x, *starts, slice_sizes=_ints(slice_sizes))
 
 
 def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]) -> Array:
-    """``operand`` with ``update`` written at traced ``start_indices`` (clamped in range)."""
-    return dynamic_update_slice_p.bind(  # type: ignore[no-any-return]
-        scalar(operand), scalar(update), *_index_operands(start_indices)
-    )
+    """``operand`` with ``update`` written at ``start_indices`` (as in :func:`dynamic_slice`)."""
+    x = scalar(operand)
+    starts = _start_indices(aval_of(x).shape, start_indices, "dynamic_update_slice")
+    return bind1(dynamic_update_slice_p, x, scalar_as(update, x), *starts)
 
 
 def iota(dtype: Any, size: int) -> Array:
     """``[0, 1, ..., size - 1]``."""
-    return iota_p.bind(dtype=canonical_dtype(dtype), shape=(int(size),), dimension=0)  # type: ignore[no-any-return]
+    return bind1(iota_p, dtype=canonical_dtype(dtype), shape=(int(size),), dimension=0, sharding=None)
 
 
 def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Array:
     """An array of ``shape`` counting along ``dimension``."""
-    return iota_p.bind(  # type: ignore[no-any-return]
-        dtype=canonical_dtype(dtype), shape=_ints(shape), dimension=int(dimension)
-    )
+    return bind1(iota_p, dtype=canonical_dtype(dtype), shape=_ints(shape), dimension=int(dimension), sharding=None)
 
 
 def dot_general(
@@ -247,7 +318,12 @@ def dot_general(
     precision: Any = None,
     preferred_element_type: Any = None,
 ) -> Array:
-    """Generalized dot product: ``((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))``."""
+    """Generalized dot product: ``((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))``.
+
+    The result's axes are the batch axes, then ``lhs``'s free axes, then ``rhs``'s.
+    Operands of different dtypes give the more precise one (as in JAX);
+    ``preferred_element_type`` sets the result's dtype.
+    """
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((_ints(lc), _ints(rc)), (_ints(lb), _ints(rb)))
     params: dict[str, Any] = {"dimension_numbers": dn}
@@ -255,4 +331,4 @@ def dot_general(
         params["precision"] = str(precision)
     if preferred_element_type is not None:
         params["preferred_element_type"] = canonical_dtype(preferred_element_type)
-    return dot_general_p.bind(scalar(lhs), scalar(rhs), **params)  # type: ignore[no-any-return]
+    return bind1(dot_general_p, scalar(lhs), scalar(rhs), **params)
