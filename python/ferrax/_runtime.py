@@ -7,6 +7,7 @@ project's notes on jaxlib's runtime API for why each call is made the way it is.
 
 from __future__ import annotations
 
+import importlib
 import re
 import threading
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ class _Backend:
         self.devices = xc.DeviceList((self.device,))
         self.sharding = xc.GSPMDSharding(self.devices, xc.HloSharding.replicate())
         self.semantics = xc.HostBufferSemantics.IMMUTABLE_UNTIL_TRANSFER_COMPLETES
+        self.jax_ext: Any = importlib.import_module("jaxlib._jax")
 
     def put(self, value: np.ndarray[Any, Any], aval: _ir.ShapedArray) -> Any:
         return self.xc.batched_device_put(
@@ -67,10 +69,7 @@ class _DLPackView:
         self._buffer = buffer
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
-        import importlib
-
-        jax_ext: Any = importlib.import_module("jaxlib._jax")
-        return jax_ext.buffer_to_dlpack_managed_tensor(self._buffer)
+        return backend().jax_ext.buffer_to_dlpack_managed_tensor(self._buffer)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (1, 0)
