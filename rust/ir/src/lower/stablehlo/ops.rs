@@ -130,6 +130,22 @@ impl Module {
                 let op = match b {
                     Builtin::Neg => "stablehlo.negate",
                     Builtin::Abs => "stablehlo.abs",
+                    Builtin::Sign if in_avals[0].dtype.kind() == DTypeKind::UnsignedInt => {
+                        // StableHLO's sign takes signless integers: sign = (x != 0).
+                        let d = in_avals[0].dtype;
+                        let dims = in_avals[0].shape.dims().to_vec();
+                        let zero = self.scalar_constant(f, "0", d);
+                        let zero = self.broadcast_to(f, zero, &AbstractValue::scalar(d), &dims);
+                        let attrs = compare_attrs("NE", d);
+                        let nz = self.op1(
+                            f,
+                            "stablehlo.compare",
+                            &[&inputs[0], &zero],
+                            &attrs,
+                            tensor_of(&dims, DType::Bool),
+                        );
+                        return Ok(vec![self.op1(f, "stablehlo.convert", &[&nz], "", out_ty)]);
+                    }
                     Builtin::Sign => "stablehlo.sign",
                     Builtin::Exp => "stablehlo.exponential",
                     Builtin::Log => "stablehlo.log",
