@@ -164,7 +164,9 @@ def test_convert_element_type_under_jit_matches_eager(src: np.dtype[Any], dst: n
         x = rng.integers(0, 100, size=6).astype(src)
     else:
         x = rng.uniform(0.0, 100.0, size=6).astype(src)
-    f = lambda v: lax.convert_element_type(v, dst)  # noqa: E731
+    def f(v: Any) -> Any:
+        return lax.convert_element_type(v, dst)
+
     eager = np.asarray(f(x))
     compiled = np.asarray(fx.jit(f)(x))
     assert compiled.dtype == eager.dtype == dst
@@ -173,5 +175,7 @@ def test_convert_element_type_under_jit_matches_eager(src: np.dtype[Any], dst: n
 
 @pytest.mark.parametrize("dtype", [d for d in DTYPES if d != np.bool_], ids=lambda d: d.name)
 def test_iota_under_jit_matches_eager(dtype: np.dtype[Any]) -> None:
-    f = lambda: lax.broadcasted_iota(dtype, (2, 3), 1)  # noqa: E731
+    def f() -> Any:
+        return lax.broadcasted_iota(dtype, (2, 3), 1)
+
     np.testing.assert_array_equal(np.asarray(fx.jit(f)()), np.asarray(f()))
