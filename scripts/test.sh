@@ -13,8 +13,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
-echo "== cargo test (ferrax-ir)"
-cargo test -p ferrax-ir -q
+echo "== cargo test (ferrax-ir, ferrax-cli)"
+cargo test -p ferrax-ir -p ferrax-cli -q
 echo "== cargo doc (ferrax-ir)"
 RUSTDOCFLAGS="-D warnings" cargo doc -p ferrax-ir --no-deps -q
 echo "== mypy --strict"

@@ -1,0 +1,79 @@
+//! The command-line tool, run as a process.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn run(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrax-jaxpr"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("finishes");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const TEXT: &str = "{ lambda ; x:f32[3] y:f32[]. let a:f32[3] = sin x; b:f32[] = cos y in (a, b) }";
+
+#[test]
+fn check_fmt_dce_toposort_lower() {
+    let (code, out, _) = run(&["check", "-"], TEXT);
+    assert_eq!(code, 0);
+    assert_eq!(out, "ok: (f32[3], f32[]) -> (f32[3], f32[])\n");
+
+    let (code, out, _) = run(&["fmt", "-"], TEXT);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("{ lambda ; a:f32[3] b:f32[]. let\n    c:f32[3] = sin a\n"),
+        "{out}"
+    );
+
+    let (code, out, _) = run(&["dce", "-", "--used", "1,0"], TEXT);
+    assert_eq!(code, 0);
+    assert!(!out.contains("cos") && out.contains("sin"), "{out}");
+
+    let (code, out, _) = run(&["toposort", "-"], TEXT);
+    assert_eq!(code, 0);
+    assert!(out.contains("sin") && out.contains("cos"));
+
+    let (code, out, _) = run(&["lower", "-", "--name", "m"], TEXT);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("module @m {"), "{out}");
+}
+
+#[test]
+fn errors_are_reported_with_exit_codes() {
+    let (code, _, err) = run(
+        &["check", "-"],
+        "{ lambda ; x:f32[3]. let y:f32[3] = add x z in (y,) }",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("'z'"), "{err}");
+
+    let (code, _, err) = run(&["check", "-"], "{ lambda ; x:f32[");
+    assert_eq!(code, 1);
+    assert!(err.contains("line 1"), "{err}");
+
+    let (code, _, err) = run(&["frobnicate", "-"], TEXT);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown command"), "{err}");
+
+    let (code, _, err) = run(&["dce", "-", "--used", "1"], TEXT);
+    assert_eq!(code, 1);
+    assert!(err.contains("2 outputs"), "{err}");
+
+    let (code, _, _) = run(&["check", "/no/such/file"], "");
+    assert_eq!(code, 1);
+}
