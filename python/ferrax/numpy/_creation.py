@@ -1,0 +1,340 @@
+"""Making arrays: from Python and NumPy values (``array``, ``asarray``), filled
+(``zeros``, ``ones``, ``full`` and their ``_like`` forms), ranges (``arange``,
+``linspace``) and ``eye``.
+
+Default dtypes are JAX's: Python floats give float32, ints int32; a Python scalar on its
+own stays weakly typed; NumPy values keep their dtype. Filled arrays and ranges are
+built from primitives (``broadcast_in_dim``, ``iota``), so under a transformation they
+are equations, not constants.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any
+
+import numpy as np
+
+from ferrax import dtypes, lax
+from ferrax._array import Array
+from ferrax._core import ConcreteArray, Tracer, aval_of, user_location
+from ferrax.errors import ConcretizationError
+from ferrax.numpy._promotion import (
+    ArrayLike,
+    broadcast_to,
+    DTypeLike,
+    Shape,
+    convert,
+    host_convert,
+    is_python_scalar,
+    operand_aval,
+    shape_error,
+)
+
+__all__ = [
+    "array",
+    "asarray",
+    "astype",
+    "arange",
+    "eye",
+    "full",
+    "full_like",
+    "linspace",
+    "ones",
+    "ones_like",
+    "zeros",
+    "zeros_like",
+]
+
+
+# ------------------------------------------------------------------- from Python values
+
+
+def array(object: Any, dtype: DTypeLike | None = None, copy: bool = True, ndmin: int = 0) -> Array:
+    """An array from ``object``: an array, a scalar, or nested lists/tuples of them.
+
+    Without ``dtype``: a Python scalar alone stays weakly typed (``array(1.0)`` is a weak
+    float32); nested sequences take the promoted dtype of their elements (Python floats
+    float32, ints int32, NumPy values their own) and are not weak; NumPy arrays keep
+    their dtype. Traced elements are stacked into a traced array. ``copy`` is accepted
+    for NumPy compatibility (ferrax arrays are immutable). ``ndmin`` prepends size-1
+    dimensions up to that many dimensions.
+    """
+    del copy
+    out = _to_array(object, dtype)
+    if out.ndim < ndmin:
+        out = lax.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
+    return out
+
+
+def asarray(a: Any, dtype: DTypeLike | None = None, copy: bool | None = None) -> Array:
+    """``a`` as an array (of ``dtype`` if given); ferrax arrays of that type are returned
+    as they are. Same conversions as :func:`array`."""
+    del copy
+    return _to_array(a, dtype)
+
+
+def astype(x: ArrayLike, dtype: DTypeLike) -> Array:
+    """``x`` converted to ``dtype`` (``convert_element_type``; strongly typed).
+
+    Floats to integers truncate toward zero and saturate, NaN becomes 0 (XLA's rules).
+    """
+    operand_aval("astype", x)
+    return convert(x, dtypes.canonicalize(dtype), False)
+
+
+def _to_array(obj: Any, dtype: DTypeLike | None) -> Array:
+    want = None if dtype is None else dtypes.canonicalize(dtype)
+    if isinstance(obj, Array):
+        if want is None:
+            return obj
+        return convert(obj, want, False)
+    if is_python_scalar(obj):
+        aval = aval_of(obj)
+        if want is None:
+            return ConcreteArray(np.asarray(obj, dtype=aval.dtype), aval.weak_type)
+        return convert(obj, want, False)
+    if isinstance(obj, (list, tuple)):
+        return _from_sequence(obj, want)
+    if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__array__"):
+        value = np.asarray(obj)
+        return ConcreteArray(host_convert(value, want or _supported(value.dtype)))
+    raise TypeError(
+        f"cannot make an array from {type(obj).__name__} {obj!r}, at {user_location()}"
+    )
+
+
+def _supported(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    try:
+        return dtypes.canonicalize(dtype)
+    except TypeError as e:
+        raise TypeError(f"{e}, at {user_location()}") from None
+
+
+def _leaves(obj: Any, out: list[Any]) -> None:
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(reversed(x))
+        else:
+            out.append(x)
+
+
+def _from_sequence(obj: list[Any] | tuple[Any, ...], want: np.dtype[Any] | None) -> Array:
+    leaves: list[Any] = []
+    _leaves(obj, leaves)
+    if leaves:
+        avals = [operand_aval("array", x, i) for i, x in enumerate(leaves)]
+        inferred, _ = dtypes.promote([(a.dtype, a.weak_type) for a in avals])
+    else:
+        inferred = dtypes.default_float
+    if builtins.any(isinstance(x, Tracer) for x in leaves):
+        return _stack_nested(obj, want or inferred)
+    value = np.array(obj, dtype=inferred)
+    return ConcreteArray(value if want is None else host_convert(value, want))
+
+
+def _stack_nested(obj: Any, dtype: np.dtype[Any]) -> Array:
+    """Nested sequences with traced elements, as one traced array (stacked by rows)."""
+    if not isinstance(obj, (list, tuple)):
+        return convert(obj, dtype, False)
+    rows = [_stack_nested(x, dtype) for x in obj]
+    if not rows:
+        raise ValueError(f"cannot stack an empty sequence with traced values, at {user_location()}")
+    shape = rows[0].shape
+    if builtins.any(r.shape != shape for r in rows):
+        raise shape_error(
+            "array: the elements of a sequence have different shapes "
+            f"({', '.join(str(list(r.shape)) for r in rows)})"
+        )
+    expanded = [lax.broadcast_in_dim(r, (1, *shape), tuple(range(1, len(shape) + 1))) for r in rows]
+    return expanded[0] if len(expanded) == 1 else lax.concatenate(expanded, 0)
+
+
+# ------------------------------------------------------------------------------ filled
+
+
+def _shape(shape: Shape, name: str) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, (int, np.integer, Array)) else tuple(shape)
+    out = tuple(operator.index(d) for d in dims)
+    if builtins.any(d < 0 for d in out):
+        raise ValueError(
+            f"{name}: negative dimensions are not allowed (shape {list(out)}), at {user_location()}"
+        )
+    return out
+
+
+def _fill(shape: tuple[int, ...], value: Any, dtype: np.dtype[Any], weak: bool) -> Array:
+    """``value`` (a scalar or an array broadcastable to ``shape``) of ``dtype``,
+    broadcast to ``shape``."""
+    x = convert(value, dtype, weak)
+    if x.shape == shape:
+        return x
+    if x.shape == ():
+        return lax.broadcast_in_dim(x, shape, ())
+    return broadcast_to(x, shape)
+
+
+def zeros(shape: Shape, dtype: DTypeLike | None = None) -> Array:
+    """An array of zeros (float32 by default)."""
+    d = dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
+    return _fill(_shape(shape, "zeros"), 0, d, False)
+
+
+def ones(shape: Shape, dtype: DTypeLike | None = None) -> Array:
+    """An array of ones (float32 by default)."""
+    d = dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
+    return _fill(_shape(shape, "ones"), 1, d, False)
+
+
+def full(shape: Shape, fill_value: ArrayLike, dtype: DTypeLike | None = None) -> Array:
+    """An array of ``shape`` filled with ``fill_value`` (a scalar or an array broadcast to
+    ``shape``); of ``fill_value``'s dtype and weak type unless ``dtype`` is given."""
+    aval = operand_aval("full", fill_value, 1)
+    if dtype is None:
+        return _fill(_shape(shape, "full"), fill_value, aval.dtype, aval.weak_type)
+    return _fill(_shape(shape, "full"), fill_value, dtypes.canonicalize(dtype), False)
+
+
+def _like(name: str, a: ArrayLike, value: Any, dtype: DTypeLike | None, shape: Shape | None) -> Array:
+    aval = operand_aval(name, a)
+    dims = aval.shape if shape is None else _shape(shape, name)
+    if dtype is None:
+        return _fill(dims, value, aval.dtype, aval.weak_type)
+    return _fill(dims, value, dtypes.canonicalize(dtype), False)
+
+
+def zeros_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: Shape | None = None) -> Array:
+    """Zeros of ``a``'s shape and dtype (weak type included) unless given."""
+    return _like("zeros_like", a, 0, dtype, shape)
+
+
+def ones_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: Shape | None = None) -> Array:
+    """Ones of ``a``'s shape and dtype (weak type included) unless given."""
+    return _like("ones_like", a, 1, dtype, shape)
+
+
+def full_like(
+    a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike | None = None, shape: Shape | None = None
+) -> Array:
+    """``fill_value`` in an array of ``a``'s shape and dtype (weak type included) unless given."""
+    return _like("full_like", a, fill_value, dtype, shape)
+
+
+# ------------------------------------------------------------------------------ ranges
+
+
+def _static_scalar(x: Any, name: str, what: str) -> bool | int | float:
+    if isinstance(x, Tracer):
+        raise ConcretizationError(
+            f"{name}: {what} must be a concrete value, but it is traced ({x.aval.str_short()}), "
+            f"at {user_location()}. The shape of the result depends on it: pass it as a "
+            "Python number (static_argnums)."
+        )
+    value = np.asarray(x)
+    if value.ndim != 0:
+        raise TypeError(
+            f"{name}: {what} must be a scalar, got shape {value.shape}, at {user_location()}"
+        )
+    return value.item()  # type: ignore[no-any-return]
+
+
+def arange(
+    start: ArrayLike,
+    stop: ArrayLike | None = None,
+    step: ArrayLike | None = None,
+    dtype: DTypeLike | None = None,
+) -> Array:
+    """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``.
+
+    The dtype is the promoted dtype of the arguments (``arange(5)`` is int32,
+    ``arange(0.0, 1.0, 0.1)`` float32, ``arange(np.int8(5))`` int8). The arguments must be
+    concrete: they fix the length. Integer ranges are built from ``iota``; float ranges
+    are computed on the host (in float64, then rounded to the dtype).
+    """
+    args = [a for a in (start, stop, step) if a is not None]
+    if dtype is None:
+        avals = [operand_aval("arange", a, i) for i, a in enumerate(args)]
+        want, _ = dtypes.promote([(a.dtype, a.weak_type) for a in avals])
+    else:
+        want = dtypes.canonicalize(dtype)
+    lo = _static_scalar(start, "arange", "start")
+    hi = None if stop is None else _static_scalar(stop, "arange", "stop")
+    st = 1 if step is None else _static_scalar(step, "arange", "step")
+    if hi is None:
+        lo, hi = 0, lo
+    if st == 0:
+        raise ValueError(f"arange: step must not be zero, at {user_location()}")
+    integral = builtins.all(isinstance(v, int) for v in (lo, hi, st))
+    if integral and dtypes.is_int(want):
+        assert isinstance(lo, int) and isinstance(hi, int) and isinstance(st, int)
+        n = len(range(lo, hi, st))
+        out = lax.iota(want, n)
+        if st != 1:
+            out = lax.mul(ConcreteArray(np.asarray(st, dtype=want), True), out)
+        if lo != 0:
+            out = lax.add(ConcreteArray(np.asarray(lo, dtype=want), True), out)
+        return out
+    values = np.arange(lo, hi, st, dtype=np.float64 if dtypes.is_float(want) else None)
+    return ConcreteArray(values.astype(want))
+
+
+def linspace(
+    start: ArrayLike,
+    stop: ArrayLike,
+    num: int = 50,
+    endpoint: bool = True,
+    dtype: DTypeLike | None = None,
+) -> Array:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (included if ``endpoint``).
+
+    Float32 unless a float argument or ``dtype`` says otherwise; integer dtypes truncate.
+    ``start`` and ``stop`` are scalars and may be traced (``num`` may not); the values
+    are ``start * (1 - t) + stop * t`` for ``t = i / div`` (``iota``), the endpoint
+    exactly ``stop``.
+    """
+    n = operator.index(num)
+    if n < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {n}, at {user_location()}")
+    a_aval = operand_aval("linspace", start, 0)
+    b_aval = operand_aval("linspace", stop, 1)
+    if a_aval.shape != () or b_aval.shape != ():
+        raise TypeError(f"linspace: start and stop must be scalars, at {user_location()}")
+    if dtype is None:
+        operands = [(a_aval.dtype, a_aval.weak_type), (b_aval.dtype, b_aval.weak_type)]
+        out_dtype, _ = dtypes.promote([*operands, (dtypes.default_float, True)])
+    else:
+        out_dtype = dtypes.canonicalize(dtype)
+    compute = out_dtype if dtypes.is_float(out_dtype) else dtypes.default_float
+    lo = convert(start, compute, False)
+    hi = convert(stop, compute, False)
+    div = n - 1 if endpoint else n
+    if n == 0:
+        out = _fill((0,), 0, compute, False)
+    elif div == 0:
+        out = lax.broadcast_in_dim(lo, (1,), ())
+    else:
+        count = n - 1 if endpoint else n
+        t = lax.div(lax.iota(compute, count), float(div))
+        out = lax.add(lax.mul(lo, lax.sub(1.0, t)), lax.mul(hi, t))
+        if endpoint:
+            out = lax.concatenate([out, lax.broadcast_in_dim(hi, (1,), ())], 0)
+    return convert(out, out_dtype, False)
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike | None = None) -> Array:
+    """An ``N`` x ``M`` array with ones on diagonal ``k`` (float32 by default): equal
+    ``iota``s, converted."""
+    rows = operator.index(N)
+    cols = rows if M is None else operator.index(M)
+    shift = operator.index(k)
+    want = dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
+    if rows < 0 or cols < 0:
+        raise ValueError(f"eye: negative dimensions are not allowed, at {user_location()}")
+    i = lax.broadcasted_iota(np.int32, (rows, cols), 0)
+    j = lax.broadcasted_iota(np.int32, (rows, cols), 1)
+    if shift != 0:
+        i = lax.add(i, shift)
+    return convert(lax.eq(i, j), want, False)

@@ -1,0 +1,162 @@
+"""Reductions: ``sum``, ``prod``, ``mean``, ``max``, ``min``, ``all``, ``any``,
+``argmax`` and ``argmin``.
+
+Dtypes are JAX's: ``sum`` and ``prod`` accumulate bools and integers narrower than 32
+bits as int32 (uint32 for unsigned ones), float16 and bfloat16 in float32 (converted
+back); ``mean`` of integers and bools is float32; ``argmax`` gives int32. Results are
+strongly typed. ``keepdims`` re-inserts the reduced axes with ``broadcast_in_dim``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from ferrax import dtypes, lax
+from ferrax._array import Array
+from ferrax._core import user_location
+from ferrax.numpy._promotion import ArrayLike, Axis, DTypeLike, as_array, convert
+from ferrax.numpy._shape import insert_axes, normalize_axes, normalize_axis, ravel, reshape
+
+__all__ = ["all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "sum"]
+
+_HALF = (np.dtype(np.float16), dtypes.bfloat16)
+
+
+def _accumulator(d: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype ``sum`` and ``prod`` give values of dtype ``d``."""
+    if d == np.bool_:
+        return dtypes.default_int
+    if d.kind in "iu" and d.itemsize < 4:
+        return dtypes.default_int if d.kind == "i" else np.dtype(np.uint32)
+    return d
+
+
+def _compute(d: np.dtype[Any]) -> np.dtype[Any]:
+    """Half floats are accumulated in float32."""
+    return dtypes.default_float if d in _HALF else d
+
+
+def _finish(out: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
+    return insert_axes(out, sorted(axes)) if keepdims else out
+
+
+def _accumulate(
+    name: str, reduce: Any, a: ArrayLike, axis: Axis, dtype: DTypeLike | None, keepdims: bool
+) -> Array:
+    x = as_array(a, name)
+    axes = normalize_axes(axis, x.ndim, name)
+    result = _accumulator(x.dtype) if dtype is None else dtypes.canonicalize(dtype)
+    out = reduce(convert(x, _compute(result), False), axes)
+    return _finish(convert(out, result, False), axes, keepdims)
+
+
+def sum(
+    a: ArrayLike, axis: Axis = None, dtype: DTypeLike | None = None, *, keepdims: bool = False
+) -> Array:
+    """The sum over ``axis`` (all axes by default): ``reduce_sum``."""
+    return _accumulate("sum", lax.reduce_sum, a, axis, dtype, keepdims)
+
+
+def prod(
+    a: ArrayLike, axis: Axis = None, dtype: DTypeLike | None = None, *, keepdims: bool = False
+) -> Array:
+    """The product over ``axis`` (all axes by default): ``reduce_prod``."""
+    return _accumulate("prod", lax.reduce_prod, a, axis, dtype, keepdims)
+
+
+def mean(
+    a: ArrayLike, axis: Axis = None, dtype: DTypeLike | None = None, *, keepdims: bool = False
+) -> Array:
+    """The mean over ``axis`` (all axes by default): the sum divided by the count.
+
+    Integers and bools average as float32; half floats are summed in float32. The mean of
+    no elements is NaN.
+    """
+    x = as_array(a, "mean")
+    axes = normalize_axes(axis, x.ndim, "mean")
+    if dtype is not None:
+        result = dtypes.canonicalize(dtype)
+    else:
+        result = x.dtype if dtypes.is_float(x.dtype) else dtypes.default_float
+    compute = _compute(result) if dtypes.is_float(result) else dtypes.default_float
+    count = 1
+    for i in axes:
+        count *= x.shape[i]
+    total = lax.reduce_sum(convert(x, compute, False), axes)
+    out = lax.div(total, float(count))
+    return _finish(convert(out, result, False), axes, keepdims)
+
+
+def _extremum(name: str, reduce: Any, a: ArrayLike, axis: Axis, keepdims: bool) -> Array:
+    x = as_array(a, name)
+    axes = normalize_axes(axis, x.ndim, name)
+    if builtins.any(x.shape[i] == 0 for i in axes):
+        raise ValueError(
+            f"{name}: reduction over an axis of size 0 has no identity (shape "
+            f"{list(x.shape)}), at {user_location()}"
+        )
+    out = reduce(convert(x, x.dtype, False), axes)
+    return _finish(out, axes, keepdims)
+
+
+def max(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Array:
+    """The maximum over ``axis`` (all axes by default): ``reduce_max``; NaN propagates."""
+    return _extremum("max", lax.reduce_max, a, axis, keepdims)
+
+
+def min(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Array:
+    """The minimum over ``axis`` (all axes by default): ``reduce_min``; NaN propagates."""
+    return _extremum("min", lax.reduce_min, a, axis, keepdims)
+
+
+def _truth(name: str, a: ArrayLike) -> Array:
+    x = as_array(a, name)
+    return x if x.dtype == np.bool_ else lax.ne(x, convert(0, x.dtype, False))
+
+
+def all(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Array:
+    """Whether every element over ``axis`` is true (nonzero); true for no elements."""
+    x = _truth("all", a)
+    axes = normalize_axes(axis, x.ndim, "all")
+    return _finish(lax.reduce_min(x, axes), axes, keepdims)
+
+
+def any(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Array:
+    """Whether some element over ``axis`` is true (nonzero); false for no elements."""
+    x = _truth("any", a)
+    axes = normalize_axes(axis, x.ndim, "any")
+    return _finish(lax.reduce_max(x, axes), axes, keepdims)
+
+
+def _arg(name: str, reduce: Any, a: ArrayLike, axis: int | None, keepdims: bool) -> Array:
+    x = as_array(a, name)
+    ndim = x.ndim
+    if axis is None:
+        flat = ravel(x)
+        dim = 0
+    else:
+        flat = x
+        dim = normalize_axis(axis, ndim, name)
+    if flat.shape[dim] == 0:
+        raise ValueError(f"{name} of an empty sequence (shape {list(x.shape)}), at {user_location()}")
+    out: Array = reduce(convert(flat, flat.dtype, False), dim, np.int32)
+    if not keepdims:
+        return out
+    if axis is None:
+        return reshape(out, (1,) * ndim)
+    return insert_axes(out, (dim,))
+
+
+def argmax(a: ArrayLike, axis: int | None = None, *, keepdims: bool = False) -> Array:
+    """The index (int32) of the maximum along ``axis`` (of the flattened array by
+    default); the first one on ties."""
+    return _arg("argmax", lax.argmax, a, axis, keepdims)
+
+
+def argmin(a: ArrayLike, axis: int | None = None, *, keepdims: bool = False) -> Array:
+    """The index (int32) of the minimum along ``axis`` (of the flattened array by
+    default); the first one on ties."""
+    return _arg("argmin", lax.argmin, a, axis, keepdims)

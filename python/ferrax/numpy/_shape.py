@@ -1,0 +1,202 @@
+"""Changing shapes: ``reshape``, ``ravel``, ``transpose``, ``swapaxes``, ``squeeze``,
+``expand_dims``, ``concatenate`` and ``stack``.
+
+As JAX's functions, each skips the primitive when it would not change anything (a
+reshape to the same shape, the identity permutation). New axes are made with
+``broadcast_in_dim``, as JAX does.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Sequence
+
+import numpy as np
+
+from ferrax import lax
+from ferrax._array import Array
+from ferrax._core import user_location
+from ferrax.numpy._promotion import ArrayLike, Axis, Shape, as_array, promote_dtypes, shape_error
+
+__all__ = [
+    "concatenate",
+    "expand_dims",
+    "insert_axes",
+    "normalize_axes",
+    "normalize_axis",
+    "ravel",
+    "reshape",
+    "squeeze",
+    "stack",
+    "swapaxes",
+    "transpose",
+]
+
+
+def normalize_axis(axis: int, ndim: int, name: str) -> int:
+    """``axis`` in ``[0, ndim)`` (negative axes count from the end)."""
+    a = operator.index(axis)
+    if not -ndim <= a < ndim:
+        raise np.exceptions.AxisError(
+            f"{name}: axis {a} is out of bounds for an array of dimension {ndim}, at {user_location()}"
+        )
+    return a % ndim if ndim else a
+
+
+def normalize_axes(axis: Axis, ndim: int, name: str) -> tuple[int, ...]:
+    """The axes ``axis`` names (all for ``None``), normalized; repeats are an error."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = tuple(normalize_axis(a, ndim, name) for a in axes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name}: repeated axis in {list(axes)}, at {user_location()}")
+    return out
+
+
+def reshape(a: ArrayLike, shape: Shape) -> Array:
+    """``a`` with a new shape of as many elements; one dimension may be -1 (inferred).
+
+    A shape of another size is a :class:`~ferrax.TypeCheckError`.
+    """
+    x = as_array(a, "reshape")
+    dims = [shape] if isinstance(shape, (int, np.integer)) else list(shape)
+    dims = [operator.index(d) for d in dims]
+    if dims.count(-1) > 1:
+        raise ValueError(f"reshape: only one dimension can be -1, got {dims}, at {user_location()}")
+    if -1 in dims:
+        known = 1
+        for d in dims:
+            if d != -1:
+                known *= d
+        if known == 0 or x.size % known:
+            raise shape_error(f"reshape: cannot reshape {x.size} elements into shape {dims}")
+        dims[dims.index(-1)] = x.size // known
+    if builtins.any(d < 0 for d in dims) or _prod(dims) != x.size:
+        raise shape_error(
+            f"reshape: cannot reshape an array of shape {list(x.shape)} ({x.size} elements) "
+            f"into shape {dims}"
+        )
+    if tuple(dims) == x.shape:
+        return x
+    return lax.reshape(x, dims)
+
+
+def _prod(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def ravel(a: ArrayLike) -> Array:
+    """``a`` flattened to one dimension (row-major)."""
+    x = as_array(a, "ravel")
+    return reshape(x, (x.size,))
+
+
+def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
+    """``a`` with its axes permuted: result axis ``i`` is ``a``'s axis ``axes[i]``
+    (reversed by default)."""
+    x = as_array(a, "transpose")
+    if axes is None:
+        perm = tuple(reversed(range(x.ndim)))
+    else:
+        perm = tuple(normalize_axis(i, x.ndim, "transpose") for i in axes)
+        if sorted(perm) != list(range(x.ndim)):
+            raise ValueError(
+                f"transpose: axes {list(axes)} are not a permutation of the {x.ndim} axes, "
+                f"at {user_location()}"
+            )
+    if perm == tuple(range(x.ndim)):
+        return x
+    return lax.transpose(x, perm)
+
+
+def swapaxes(a: ArrayLike, axis1: int, axis2: int) -> Array:
+    """``a`` with two axes exchanged."""
+    x = as_array(a, "swapaxes")
+    perm = list(range(x.ndim))
+    i, j = normalize_axis(axis1, x.ndim, "swapaxes"), normalize_axis(axis2, x.ndim, "swapaxes")
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(x, perm)
+
+
+def squeeze(a: ArrayLike, axis: Axis = None) -> Array:
+    """``a`` without the given size-1 axes (all of them by default)."""
+    x = as_array(a, "squeeze")
+    if axis is None:
+        dims = tuple(i for i, d in enumerate(x.shape) if d == 1)
+    else:
+        dims = normalize_axes(axis, x.ndim, "squeeze")
+        for i in dims:
+            if x.shape[i] != 1:
+                raise ValueError(
+                    f"squeeze: axis {i} has size {x.shape[i]}, not 1 (shape {list(x.shape)}), "
+                    f"at {user_location()}"
+                )
+    if not dims:
+        return x
+    return lax.squeeze(x, sorted(dims))
+
+
+def expand_dims(a: ArrayLike, axis: int | Sequence[int]) -> Array:
+    """``a`` with size-1 axes inserted at ``axis`` (positions in the result)."""
+    x = as_array(a, "expand_dims")
+    out_ndim = x.ndim + (1 if isinstance(axis, (int, np.integer)) else len(axis))
+    new = normalize_axes(axis, out_ndim, "expand_dims")
+    return insert_axes(x, new)
+
+
+def insert_axes(x: Array, new: Sequence[int]) -> Array:
+    """``x`` with size-1 axes at positions ``new`` of the result (``broadcast_in_dim``)."""
+    if not new:
+        return x
+    out_ndim = x.ndim + len(new)
+    kept = [i for i in range(out_ndim) if i not in set(new)]
+    shape = [1] * out_ndim
+    for src, dst in enumerate(kept):
+        shape[dst] = x.shape[src]
+    return lax.broadcast_in_dim(x, shape, kept)
+
+
+def concatenate(arrays: Sequence[ArrayLike], axis: int | None = 0) -> Array:
+    """The arrays joined along ``axis`` (flattened first if ``axis`` is None), in their
+    promoted dtype. Shapes differing off ``axis`` are a :class:`~ferrax.TypeCheckError`."""
+    if not isinstance(arrays, (list, tuple)) or not arrays:
+        raise ValueError(f"concatenate needs a non-empty sequence of arrays, at {user_location()}")
+    xs = [as_array(x, "concatenate", i) for i, x in enumerate(promote_dtypes("concatenate", *arrays))]
+    if axis is None:
+        xs = [ravel(x) for x in xs]
+        axis = 0
+    ndim = xs[0].ndim
+    if ndim == 0:
+        raise ValueError(
+            f"concatenate: zero-dimensional arrays cannot be concatenated, at {user_location()}"
+        )
+    dim = normalize_axis(axis, ndim, "concatenate")
+    for x in xs:
+        if x.ndim != ndim or builtins.any(
+            a != b for i, (a, b) in enumerate(zip(x.shape, xs[0].shape)) if i != dim
+        ):
+            shapes = ", ".join(str(list(y.shape)) for y in xs)
+            raise shape_error(
+                f"concatenate: shapes {shapes} differ off the concatenation axis {dim}"
+            )
+    if len(xs) == 1:
+        return xs[0]
+    return lax.concatenate(xs, dim)
+
+
+def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Array:
+    """The arrays, of one shape, joined along a new axis ``axis``."""
+    if not isinstance(arrays, (list, tuple)) or not arrays:
+        raise ValueError(f"stack needs a non-empty sequence of arrays, at {user_location()}")
+    xs = [as_array(x, "stack", i) for i, x in enumerate(promote_dtypes("stack", *arrays))]
+    shape = xs[0].shape
+    if builtins.any(x.shape != shape for x in xs):
+        shapes = ", ".join(str(list(x.shape)) for x in xs)
+        raise shape_error(f"stack: arrays must have one shape, got {shapes}")
+    dim = normalize_axis(axis, len(shape) + 1, "stack")
+    return concatenate([insert_axes(x, (dim,)) for x in xs], dim)

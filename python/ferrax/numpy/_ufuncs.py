@@ -1,0 +1,439 @@
+"""Elementwise functions: arithmetic, math, comparisons, logic, ``where`` and ``clip``.
+
+Each promotes its operands with JAX's rules (:mod:`ferrax.numpy._promotion`), broadcasts
+them the NumPy way and applies ``lax`` primitives. Functions that only make sense for
+floats (``sin``, ``true_divide``, ...) take integers and bools as float32. Where NumPy's
+result is not a single primitive (``floor_divide``, ``remainder``, integer ``power``),
+it is composed from primitives the way JAX composes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ferrax import dtypes, lax
+from ferrax._array import Array
+from ferrax._core import aval_of, user_location
+from ferrax.numpy._creation import full_like, zeros_like
+from ferrax.numpy._promotion import (
+    ArrayLike,
+    as_array,
+    broadcast_operands,
+    broadcast_to,
+    operand_aval,
+    promote_args,
+    promote_args_inexact,
+    promote_dtypes,
+    shape_error,
+)
+
+__all__ = [
+    "abs", "absolute", "add", "bitwise_and", "bitwise_not", "bitwise_or", "clip", "cos",
+    "divide", "equal", "exp", "expm1", "floor_divide", "greater", "greater_equal", "invert",
+    "less", "less_equal", "log", "log1p", "logical_and", "logical_not", "logical_or",
+    "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "positive", "pow",
+    "power", "remainder", "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh",
+    "true_divide", "where",
+]
+
+
+def _dtype(x: Any) -> np.dtype[Any]:
+    return aval_of(x).dtype
+
+
+def _is_bool(x: Any) -> bool:
+    return _dtype(x) == np.bool_
+
+
+def _select(pred: Any, on_false: Any, on_true: Any) -> Array:
+    """``select_n(pred, on_false, on_true)`` with the cases (and a non-scalar predicate)
+    broadcast to one shape, as ``select_n`` needs."""
+    on_false, on_true = promote_dtypes("where", on_false, on_true)
+    avals = [aval_of(pred), aval_of(on_false), aval_of(on_true)]
+    try:
+        shape = tuple(np.broadcast_shapes(*(a.shape for a in avals)))
+    except ValueError:
+        types = ", ".join(a.str_short() for a in avals)
+        raise shape_error(f"where: shapes of {types} do not broadcast together") from None
+    cases = [c if aval_of(c).shape == shape else broadcast_to(c, shape) for c in (on_false, on_true)]
+    if avals[0].shape not in ((), shape):
+        pred = broadcast_to(pred, shape)
+    return lax.select_n(pred, *cases)
+
+
+def _no_bool(name: str, x: Any) -> None:
+    if _is_bool(x):
+        raise TypeError(f"{name} does not accept bool arrays, at {user_location()}")
+
+
+# -------------------------------------------------------------------------- arithmetic
+
+
+def add(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x + y`` (logical or for bools)."""
+    a, b = promote_args("add", x, y)
+    if _is_bool(a):
+        return lax.bitwise_or(a, b)
+    return lax.add(a, b)
+
+
+def subtract(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x - y``."""
+    a, b = promote_args("subtract", x, y)
+    _no_bool("subtract", a)
+    return lax.sub(a, b)
+
+
+def multiply(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x * y`` (logical and for bools)."""
+    a, b = promote_args("multiply", x, y)
+    if _is_bool(a):
+        return lax.bitwise_and(a, b)
+    return lax.mul(a, b)
+
+
+def true_divide(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x / y``; integers and bools divide as float32."""
+    a, b = promote_args_inexact("true_divide", x, y)
+    return lax.div(a, b)
+
+
+def divide(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x / y``: :func:`true_divide`."""
+    return true_divide(x, y)
+
+
+def floor_divide(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x // y``: the quotient rounded toward minus infinity, as NumPy.
+
+    For floats it is NumPy's ``(x - x % y) / y`` rounded to the nearest integer, which is
+    exact where ``floor(x / y)`` is not (``1.0 // 0.1`` is 9).
+    """
+    a, b = promote_args("floor_divide", x, y)
+    _no_bool("floor_divide", a)
+    dtype = _dtype(a)
+    if dtype.kind == "u":
+        return lax.div(a, b)
+    if dtypes.is_int(dtype):
+        q = lax.div(a, b)
+        fix = lax.bitwise_and(lax.ne(lax.sign(a), lax.sign(b)), lax.ne(lax.rem(a, b), 0))
+        return _select(fix, q, lax.sub(q, 1))
+    mod = lax.rem(a, b)
+    q = lax.div(_select(lax.eq(b, 0.0), lax.sub(a, mod), a), b)
+    fix = lax.bitwise_and(lax.ne(mod, 0.0), lax.ne(lax.sign(b), lax.sign(mod)))
+    q = _select(fix, q, lax.sub(q, 1.0))
+    return _round_near_integer(q)
+
+
+def _round_near_integer(q: Array) -> Array:
+    """``q`` (a float within an ulp or so of an integer) rounded to that integer, exactly.
+
+    There is no rounding primitive: the fractional part is ``rem(q, 1)`` (exact), so
+    ``q - rem(q, 1)`` is ``q`` truncated. Floats past ``2**mantissa_bits`` are integers
+    (or inf/NaN) already and are kept.
+    """
+    frac = lax.rem(q, 1.0)
+    trunc = lax.sub(q, frac)
+    up = _select(lax.ge(frac, 0.5), trunc, lax.add(trunc, 1.0))
+    rounded = _select(lax.le(frac, -0.5), up, lax.sub(trunc, 1.0))
+    mantissa_bits = 7 if q.dtype == dtypes.bfloat16 else int(np.finfo(q.dtype).nmant)
+    limit = float(2**mantissa_bits)
+    return _select(lax.lt(lax.abs(q), limit), q, rounded)
+
+
+def remainder(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x % y``, with the sign of ``y`` (NumPy's); an integer ``x % 0`` is 0."""
+    a, b = promote_args("remainder", x, y)
+    _no_bool("remainder", a)
+    dtype = _dtype(a)
+    if dtypes.is_int(dtype):
+        # lax.rem by 0 is x; NumPy's (and JAX's) integer remainder by 0 is 0.
+        b = _select(lax.eq(b, 0), b, 1)
+    r = lax.rem(a, b)
+    if dtype.kind == "u":
+        return r
+    zero = 0.0 if dtypes.is_float(dtype) else 0
+    fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(b, zero)))
+    return _select(fix, r, lax.add(r, b))
+
+
+def mod(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x % y``: :func:`remainder`."""
+    return remainder(x, y)
+
+
+def power(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x ** y``.
+
+    A Python int exponent is ``integer_pow`` (``x ** 2``); float operands use ``pow``;
+    integer arrays to integer array powers are computed by repeated squaring (6 rounds, as
+    JAX: exponents past 63 overflow any integer dtype anyway unless ``|x| <= 1``), with
+    ``x ** -n`` the truncated integer result (0, or ±1 for ``x`` = ±1).
+    """
+    if isinstance(y, int) and not isinstance(y, (bool, np.generic)):
+        (a,) = promote_dtypes("power", x, y)[:1]
+        a = as_array(a, "power")
+        if y < 0 and not dtypes.is_float(a.dtype):
+            raise ValueError(
+                f"power: integers cannot be raised to negative integer powers ({y}), "
+                f"at {user_location()}"
+            )
+        return lax.integer_pow(a, y)
+    a, b = promote_args("power", x, y)
+    _no_bool("power", a)
+    if dtypes.is_float(_dtype(a)):
+        return lax.pow(a, b)
+    return _integer_power(a, b)
+
+
+def _integer_power(x: Any, y: Any) -> Array:
+    shape = tuple(np.broadcast_shapes(aval_of(x).shape, aval_of(y).shape))
+    base = x if aval_of(x).shape == shape else broadcast_to(x, shape)
+    signed = _dtype(y).kind == "i"
+    e = lax.abs(y) if signed else y
+    one, zero = full_like(base, 1), zeros_like(base)
+    # 0 ** e is 0 for e != 0, whatever bits of e the rounds below look at.
+    acc = _select(lax.bitwise_and(lax.eq(base, 0), lax.ne(e, 0)), one, zero)
+    for _ in range(6):
+        acc = _select(lax.ne(lax.bitwise_and(e, 1), 0), acc, lax.mul(acc, base))
+        base = lax.mul(base, base)
+        e = lax.div(e, 2)
+    if signed:
+        # x ** -n truncates 1 / x**n: 0 unless |x| == 1, where it is x**n.
+        keep = lax.bitwise_or(lax.ge(y, 0), lax.eq(lax.abs(x), 1))
+        acc = _select(keep, zero, acc)
+    return acc
+
+
+def pow(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x ** y``: :func:`power`."""
+    return power(x, y)
+
+
+def negative(x: ArrayLike, /) -> Array:
+    """``-x`` (unsigned integers wrap around)."""
+    a = as_array(x, "negative")
+    _no_bool("negative", a)
+    return lax.neg(a)
+
+
+def positive(x: ArrayLike, /) -> Array:
+    """``+x``: ``x`` as an array."""
+    return as_array(x, "positive")
+
+
+def abs(x: ArrayLike, /) -> Array:
+    """``|x|`` (unsigned integers and bools are returned as they are)."""
+    a = as_array(x, "abs")
+    if a.dtype.kind in "ub":
+        return a
+    return lax.abs(a)
+
+
+def absolute(x: ArrayLike, /) -> Array:
+    """``|x|``: :func:`abs`."""
+    return abs(x)
+
+
+def sign(x: ArrayLike, /) -> Array:
+    """-1, 0 or 1 by the sign of ``x`` (NaN for NaN)."""
+    a = as_array(x, "sign")
+    _no_bool("sign", a)
+    return lax.sign(a)
+
+
+def square(x: ArrayLike, /) -> Array:
+    """``x * x``."""
+    return lax.square(as_array(x, "square"))
+
+
+def maximum(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """The elementwise maximum (NaN if either is NaN)."""
+    return lax.max(*promote_args("maximum", x, y))
+
+
+def minimum(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """The elementwise minimum (NaN if either is NaN)."""
+    return lax.min(*promote_args("minimum", x, y))
+
+
+# -------------------------------------------------------------------------------- math
+
+
+def _inexact(name: str, x: Any) -> Any:
+    (a,) = promote_args_inexact(name, x)
+    return a
+
+
+def exp(x: ArrayLike, /) -> Array:
+    """``e ** x``."""
+    return lax.exp(_inexact("exp", x))
+
+
+def expm1(x: ArrayLike, /) -> Array:
+    """``e ** x - 1``, accurate near 0."""
+    return lax.expm1(_inexact("expm1", x))
+
+
+def log(x: ArrayLike, /) -> Array:
+    """The natural logarithm."""
+    return lax.log(_inexact("log", x))
+
+
+def log1p(x: ArrayLike, /) -> Array:
+    """``log(1 + x)``, accurate near 0."""
+    return lax.log1p(_inexact("log1p", x))
+
+
+def sin(x: ArrayLike, /) -> Array:
+    """Sine."""
+    return lax.sin(_inexact("sin", x))
+
+
+def cos(x: ArrayLike, /) -> Array:
+    """Cosine."""
+    return lax.cos(_inexact("cos", x))
+
+
+def tan(x: ArrayLike, /) -> Array:
+    """Tangent."""
+    return lax.tan(_inexact("tan", x))
+
+
+def tanh(x: ArrayLike, /) -> Array:
+    """Hyperbolic tangent."""
+    return lax.tanh(_inexact("tanh", x))
+
+
+def sqrt(x: ArrayLike, /) -> Array:
+    """The square root (NaN for negative numbers)."""
+    return lax.sqrt(_inexact("sqrt", x))
+
+
+# ------------------------------------------------------------------------- comparisons
+
+
+def equal(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x == y``."""
+    return lax.eq(*promote_args("equal", x, y))
+
+
+def not_equal(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x != y``."""
+    return lax.ne(*promote_args("not_equal", x, y))
+
+
+def less(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x < y``."""
+    return lax.lt(*promote_args("less", x, y))
+
+
+def less_equal(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x <= y``."""
+    return lax.le(*promote_args("less_equal", x, y))
+
+
+def greater(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x > y``."""
+    return lax.gt(*promote_args("greater", x, y))
+
+
+def greater_equal(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x >= y``."""
+    return lax.ge(*promote_args("greater_equal", x, y))
+
+
+# ------------------------------------------------------------------------------- logic
+
+
+def _as_bool(name: str, x: Any, position: int = 0) -> Any:
+    """A truth value: bools as they are, other values compared with 0."""
+    if isinstance(x, bool):
+        return x
+    if operand_aval(name, x, position).dtype == np.bool_:
+        return x
+    return not_equal(x, 0)
+
+
+def _truth_values(name: str, x: Any, y: Any) -> list[Any]:
+    """Both operands as truth values, broadcast. They are bools already: promoting them
+    would make weak bools (comparisons of Python scalars) strong, unlike JAX."""
+    a, b = _as_bool(name, x), _as_bool(name, y, 1)
+    avals = [operand_aval(name, a, 0), operand_aval(name, b, 1)]
+    return broadcast_operands(name, [a, b], avals)
+
+
+def logical_and(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """Elementwise ``x and y`` of the truth values (nonzero is true)."""
+    return lax.bitwise_and(*_truth_values("logical_and", x, y))
+
+
+def logical_or(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """Elementwise ``x or y`` of the truth values (nonzero is true)."""
+    return lax.bitwise_or(*_truth_values("logical_or", x, y))
+
+
+def logical_not(x: ArrayLike, /) -> Array:
+    """Elementwise ``not x`` of the truth values (nonzero is true)."""
+    return lax.bitwise_not(as_array(_as_bool("logical_not", x), "logical_not"))
+
+
+def _integral(name: str, *args: Any) -> list[Any]:
+    xs = promote_args(name, *args)
+    if dtypes.is_float(_dtype(xs[0])):
+        raise TypeError(f"{name} takes integers and bools, not {_dtype(xs[0])}, at {user_location()}")
+    return xs
+
+
+def bitwise_and(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x & y``: bitwise and of integers, logical and of bools."""
+    return lax.bitwise_and(*_integral("bitwise_and", x, y))
+
+
+def bitwise_or(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x | y``: bitwise or of integers, logical or of bools."""
+    return lax.bitwise_or(*_integral("bitwise_or", x, y))
+
+
+def bitwise_not(x: ArrayLike, /) -> Array:
+    """``~x``: bitwise not of integers, logical not of bools."""
+    (a,) = _integral("bitwise_not", x)
+    return lax.bitwise_not(as_array(a, "bitwise_not"))
+
+
+def invert(x: ArrayLike, /) -> Array:
+    """``~x``: :func:`bitwise_not`."""
+    return bitwise_not(x)
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None = None, /) -> Array:
+    """``x`` where ``condition`` is true (nonzero), else ``y``: ``select_n(condition, y, x)``.
+
+    All three broadcast together; ``x`` and ``y`` are promoted. The one-argument form
+    (NumPy's ``nonzero``) has a data-dependent shape and is not supported.
+    """
+    if x is None or y is None:
+        raise ValueError(
+            "where needs both x and y: where(condition) alone (nonzero) has a shape that "
+            f"depends on the data, at {user_location()}"
+        )
+    pred = _as_bool("where", condition)
+    a, b = promote_dtypes("where", x, y)
+    return _select(pred, b, a)
+
+
+def clip(a: ArrayLike, /, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Array:
+    """``a`` limited to ``[min, max]`` (either bound may be None): ``maximum(min, a)``,
+    then ``minimum(max, ...)``; the bounds take part in dtype promotion."""
+    out: Any = a
+    if min is not None:
+        out = maximum(min, out)
+    if max is not None:
+        out = minimum(max, out)
+    return as_array(out, "clip")
+
