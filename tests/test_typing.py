@@ -111,3 +111,145 @@ def error_types(parse_error: ferrax.ParseError, type_error: ferrax.TypeCheckErro
 def test_error_types() -> None:
     assert callable(error_types)
     assert_type(ferrax.TypeCheckError("x").eqn_index, int | None)
+
+
+# ------------------------------------------------------------------ the front end
+
+
+def test_make_jaxpr_types() -> None:
+    import ferrax.numpy as fnp
+
+    def f(x: ferrax.Array, y: ferrax.Array) -> ferrax.Array:
+        return fnp.sum(x * y + 1.0)
+
+    maker = ferrax.make_jaxpr(f)
+    closed = maker(np.ones(3, np.float32), np.ones(3, np.float32))
+    assert_type(closed, ClosedJaxpr)
+    assert_type(closed.jaxpr, Jaxpr)
+    assert_type(ferrax.make_jaxpr(f, static_argnums=(1,))(np.ones(3), 2.0), ClosedJaxpr)
+    assert_type(str(closed), str)
+
+
+def test_array_operator_types() -> None:
+    import ferrax.numpy as fnp
+
+    x = fnp.ones((2, 3))
+    assert_type(x, ferrax.Array)
+    assert_type(x + 1, ferrax.Array)
+    assert_type(1.0 - x, ferrax.Array)
+    assert_type(x * x, ferrax.Array)
+    assert_type(x / 2, ferrax.Array)
+    assert_type(x // 2, ferrax.Array)
+    assert_type(x % 2, ferrax.Array)
+    assert_type(x**2, ferrax.Array)
+    assert_type(-x, ferrax.Array)
+    assert_type(abs(x), ferrax.Array)
+    assert_type(x @ x.T, ferrax.Array)
+    assert_type(x < 1, ferrax.Array)
+    assert_type(x == x, ferrax.Array)
+    assert_type((x > 0) & (x < 1), ferrax.Array)
+    assert_type(x[0], ferrax.Array)
+    assert_type(x.at[0].set(1.0), ferrax.Array)
+    assert_type(x.shape, tuple[int, ...])
+    assert_type(x.dtype, np.dtype[Any])
+    assert_type(x.ndim, int)
+    assert_type(x.sum(axis=0), ferrax.Array)
+    assert_type(x.reshape(3, 2), ferrax.Array)
+    assert_type(x.astype(np.int32), ferrax.Array)
+
+
+def test_numpy_function_types() -> None:
+    import ferrax.numpy as fnp
+
+    x = fnp.asarray(np.arange(6, dtype=np.float32)).reshape(2, 3)
+    assert_type(fnp.sin(x), ferrax.Array)
+    assert_type(fnp.exp(x), ferrax.Array)
+    assert_type(fnp.sum(x), ferrax.Array)
+    assert_type(fnp.mean(x, axis=1), ferrax.Array)
+    assert_type(fnp.max(x), ferrax.Array)
+    assert_type(fnp.argmax(x), ferrax.Array)
+    assert_type(fnp.dot(x, x.T), ferrax.Array)
+    assert_type(fnp.matmul(x, x.T), ferrax.Array)
+    assert_type(fnp.where(x > 1, x, 0.0), ferrax.Array)
+    assert_type(fnp.concatenate([x, x]), ferrax.Array)
+    assert_type(fnp.zeros(3), ferrax.Array)
+    assert_type(fnp.arange(4), ferrax.Array)
+    assert_type(fnp.maximum(x, 1), ferrax.Array)
+
+
+def test_lax_function_types() -> None:
+    from ferrax import lax
+
+    x = np.ones((2, 3), np.float32)
+    assert_type(lax.add(x, 1.0), ferrax.Array)
+    assert_type(lax.sin(x), ferrax.Array)
+    assert_type(lax.integer_pow(x, 2), ferrax.Array)
+    assert_type(lax.select_n(x > 0, x, x), ferrax.Array)
+    assert_type(lax.clamp(0.0, x, 1.0), ferrax.Array)
+    assert_type(lax.convert_element_type(x, np.int32), ferrax.Array)
+    assert_type(lax.reduce_sum(x, (0,)), ferrax.Array)
+    assert_type(lax.argmax(x, 1, np.int32), ferrax.Array)
+    assert_type(lax.broadcast_in_dim(x, (4, 2, 3), (1, 2)), ferrax.Array)
+    assert_type(lax.reshape(x, (3, 2)), ferrax.Array)
+    assert_type(lax.transpose(x, (1, 0)), ferrax.Array)
+    assert_type(lax.concatenate([x, x], 0), ferrax.Array)
+    assert_type(lax.slice(x, (0, 0), (1, 2)), ferrax.Array)
+    assert_type(lax.dynamic_slice(x, (0, 1), (1, 2)), ferrax.Array)
+    assert_type(lax.dynamic_update_slice(x, x[:1], (1, 0)), ferrax.Array)
+    assert_type(lax.dot_general(x, x, (((1,), (1,)), ((), ()))), ferrax.Array)
+    assert_type(lax.iota(np.int32, 3), ferrax.Array)
+    assert_type(lax.stop_gradient(x), ferrax.Array)
+
+
+def test_tree_util_types() -> None:
+    from ferrax import tree_util
+
+    tree = {"a": (1, 2), "b": [3.0]}
+    leaves, treedef = tree_util.tree_flatten(tree)
+    assert_type(leaves, list[Any])
+    assert_type(treedef, tree_util.PyTreeDef)
+    assert_type(treedef.num_leaves, int)
+    assert_type(tree_util.tree_unflatten(treedef, leaves), Any)
+    assert_type(tree_util.tree_leaves(tree), list[Any])
+    assert_type(tree_util.tree_structure(tree), tree_util.PyTreeDef)
+    assert_type(tree_util.tree_map(lambda v: v, tree), Any)
+    assert_type(treedef.unflatten(leaves), Any)
+    assert_type(treedef == treedef, bool)
+
+
+def test_primitive_types() -> None:
+    from ferrax.core import Primitive
+
+    p = Primitive("typed_op")
+
+    @p.def_impl
+    def impl(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return x
+
+    @p.def_abstract_eval
+    def rule(x: ShapedArray) -> ShapedArray:
+        return x
+
+    # The decorators keep the rules' types.
+    assert_type(impl(np.ones(2)), np.ndarray[Any, Any])
+    assert_type(rule(ShapedArray((), np.float32)), ShapedArray)
+    assert_type(p.bind(np.ones(2)), Any)
+    assert_type(p.multiple_results, bool)
+
+
+def test_dtypes_types() -> None:
+    from ferrax import dtypes
+
+    assert_type(dtypes.canonicalize("bfloat16"), np.dtype[Any])
+    assert_type(dtypes.promote([(np.dtype(np.int8), False)]), tuple[np.dtype[Any], bool])
+
+
+def error_class_types() -> None:
+    # Every error is a FerraxError; the concretization ones are also TypeErrors.
+    e: ferrax.FerraxError = ferrax.TracerBoolConversionError("x")
+    t: TypeError = ferrax.ConcretizationError("x")
+    assert e and t
+
+
+def test_error_class_types() -> None:
+    error_class_types()

@@ -62,6 +62,30 @@ class Array:
             raise TypeError("len() of a 0-d array")
         return self.shape[0]
 
+    # Conversions to Python and NumPy values (concretization errors for traced arrays).
+    def __bool__(self) -> bool:
+        raise NotImplementedError
+
+    def __int__(self) -> int:
+        raise NotImplementedError
+
+    def __float__(self) -> float:
+        raise NotImplementedError
+
+    def __index__(self) -> int:
+        raise NotImplementedError
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        raise NotImplementedError
+
+    def tolist(self) -> Any:
+        """The value as nested Python lists (a Python scalar for a 0-d array)."""
+        raise NotImplementedError
+
+    def item(self) -> Any:
+        """The value of a one-element array as a Python scalar."""
+        raise NotImplementedError
+
     # Arithmetic.
     def __add__(self, other: Any) -> Array:
         return _fnp.add(self, other)

@@ -1,8 +1,26 @@
 """``ferrax.lax``: one function per built-in primitive, with JAX's names and parameters,
 plus structured control flow (coming with the control-flow primitives).
 
-``lax`` does not promote dtypes: both operands of a binary function have one dtype, except
-that a Python scalar takes the other operand's dtype (``lax.mul(x, 2.0)``).
+As in JAX, ``lax`` does not promote dtypes: the operands of a binary function have one
+dtype, and the results and their weak types are JAX's (each function is tested against
+``jax.lax``, eagerly and staged). Eager evaluation follows XLA's semantics: integer
+division truncates, float-to-integer conversion saturates, floating-point exceptions give
+inf and NaN silently. Functions that would be the identity (``reshape`` to the same
+shape, ``convert_element_type`` to the same type, ...) return their operand, recording no
+equation, as JAX's do.
+
+Deliberate differences from ``jax.lax``:
+
+* A Python scalar operand takes the other operand's dtype when that dtype's kind (bool,
+  integer, float) is at least the scalar's: ``lax.mul(x_f16, 2.0)`` and
+  ``lax.add(x_i8, 1)`` work (JAX requires the scalar's default dtype to match). A float
+  scalar with an integer array is still an error, never a silent truncation.
+* ``expand_dims`` is a primitive of its own (JAX records a ``broadcast_in_dim``).
+* ``stop_gradient`` records nothing (the identity until differentiation exists).
+* ``convert_element_type`` takes ``weak_type``; ``dot_general``'s ``precision`` is
+  recorded as a string.
+* ``dynamic_slice`` and ``dynamic_update_slice`` convert start indices of several
+  integer dtypes to int32 (JAX refuses them).
 """
 
 from __future__ import annotations
@@ -10,6 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 from ferrax._array import Array
+from ferrax._core import ConcreteArray, to_numpy
+from ferrax._lax._operands import scalar
 from ferrax._lax.elementwise import (
     abs,
     add,
@@ -77,11 +97,7 @@ __all__ = [
 
 def stop_gradient(x: Any) -> Array:
     """``x``, as a constant for differentiation (the identity until autodiff lands)."""
-    from ferrax._lax._operands import scalar
-
     value = scalar(x)
     if isinstance(value, Array):
         return value
-    from ferrax._core import ConcreteArray, to_numpy
-
     return ConcreteArray(to_numpy(value))

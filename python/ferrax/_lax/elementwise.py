@@ -45,11 +45,11 @@ def _float_unary(name: str, fn: Callable[[NDArray], NDArray]) -> Primitive:
 
 
 def _logistic(x: NDArray) -> NDArray:
-    return 1 / (1 + np.exp(-x))  # type: ignore[no-any-return]
+    return 1 / (1 + np.exp(-x))
 
 
 def _rsqrt(x: NDArray) -> NDArray:
-    return 1 / np.sqrt(x)  # type: ignore[no-any-return]
+    return 1 / np.sqrt(x)
 
 
 def _not(x: NDArray) -> NDArray:
@@ -77,8 +77,8 @@ rsqrt_p = _float_unary("rsqrt", _rsqrt)
 @quiet
 def _integer_pow(x: NDArray, *, y: int) -> NDArray:
     if y >= 0:
-        return np.power(x, y)  # type: ignore[no-any-return]
-    return 1 / np.power(x, -y)  # type: ignore[no-any-return]
+        return np.power(x, y)
+    return 1 / np.power(x, -y)
 
 
 integer_pow_p = _primitive("integer_pow", _integer_pow)
@@ -97,21 +97,21 @@ def _safe_divisor(x: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
 @quiet
 def _div(x: NDArray, y: NDArray) -> NDArray:
     if x.dtype.kind not in "iu":
-        return np.true_divide(x, y)  # type: ignore[no-any-return]
+        return np.true_divide(x, y)
     safe, zero = _safe_divisor(x, y)
     q = np.floor_divide(x, safe)
     # NumPy floors; XLA truncates toward zero.
     if x.dtype.kind == "i":
         q = q + ((np.remainder(x, safe) != 0) & ((x < 0) != (safe < 0))).astype(x.dtype)
     # x / 0 is -1 for signed integers, all ones for unsigned ones.
-    fill = x.dtype.type(-1) if x.dtype.kind == "i" else np.iinfo(x.dtype).max
+    fill = -1 if x.dtype.kind == "i" else np.iinfo(x.dtype).max
     return np.where(zero, x.dtype.type(fill), q)
 
 
 @quiet
 def _rem(x: NDArray, y: NDArray) -> NDArray:
     if x.dtype.kind not in "iu":
-        return np.fmod(x, y)  # type: ignore[no-any-return]
+        return np.fmod(x, y)
     safe, zero = _safe_divisor(x, y)
     # The sign of the dividend (C's %); x % 0 is x.
     return np.where(zero, x, np.fmod(x, safe))
@@ -119,7 +119,8 @@ def _rem(x: NDArray, y: NDArray) -> NDArray:
 
 @quiet
 def _pow(x: NDArray, y: NDArray) -> NDArray:
-    return np.power(x, y.astype(x.dtype))  # type: ignore[no-any-return]
+    out: NDArray = np.power(x, y.astype(x.dtype))
+    return out
 
 
 def _and(x: NDArray, y: NDArray) -> NDArray:
@@ -140,12 +141,12 @@ max_p = _primitive("max", quiet(np.maximum))
 min_p = _primitive("min", quiet(np.minimum))
 and_p = _primitive("and", _and)
 or_p = _primitive("or", _or)
-eq_p = _primitive("eq", np.equal)
-ne_p = _primitive("ne", np.not_equal)
-lt_p = _primitive("lt", np.less)
-le_p = _primitive("le", np.less_equal)
-gt_p = _primitive("gt", np.greater)
-ge_p = _primitive("ge", np.greater_equal)
+eq_p = _primitive("eq", quiet(np.equal))
+ne_p = _primitive("ne", quiet(np.not_equal))
+lt_p = _primitive("lt", quiet(np.less))
+le_p = _primitive("le", quiet(np.less_equal))
+gt_p = _primitive("gt", quiet(np.greater))
+ge_p = _primitive("ge", quiet(np.greater_equal))
 
 
 def _select_n(which: NDArray, *cases: NDArray) -> NDArray:
@@ -154,7 +155,7 @@ def _select_n(which: NDArray, *cases: NDArray) -> NDArray:
     if which.dtype == np.bool_:
         return np.where(which, cases[1], cases[0])
     # Out-of-range indices are undefined in XLA; clamp them, as its lowering does.
-    return np.choose(np.clip(which, 0, len(cases) - 1), cases)  # type: ignore[no-any-return]
+    return np.choose(np.clip(which, 0, len(cases) - 1), cases)
 
 
 @quiet
@@ -166,11 +167,11 @@ select_n_p = _primitive("select_n", _select_n)
 clamp_p = _primitive("clamp", _clamp)
 
 
-def _float_to_int(x: NDArray, dtype: np.dtype[Any]) -> NDArray:
+def float_to_int(x: NDArray, dtype: np.dtype[Any]) -> NDArray:
     """XLA's conversion: truncation toward zero, saturating at the integer range, NaN to 0."""
     info = np.iinfo(dtype)
     t = np.trunc(x.astype(np.float64))
-    # Both bounds are powers of two, exact in float64.
+    # The bounds, 2**bits or 2**(bits - 1) and its negation, are exact in float64.
     high = t >= float(info.max) + 1.0
     low = t < float(info.min)
     inside = np.where(np.isnan(t) | high | low, 0.0, t).astype(dtype)
@@ -183,7 +184,7 @@ def _convert(x: NDArray, *, new_dtype: np.dtype[Any], weak_type: bool = False, s
     if x.dtype == new:
         return x
     if dtypes.is_float(x.dtype) and dtypes.is_int(new):
-        return _float_to_int(x, new)
+        return float_to_int(x, new)
     return x.astype(new)
 
 

@@ -13,7 +13,7 @@ from ferrax import dtypes
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of, to_numpy
 from ferrax._lax._operands import bind1, canonical_dtype, is_python_scalar, quiet, scalar, scalar_as
-from ferrax._lax.elementwise import _float_to_int
+from ferrax._lax.elementwise import float_to_int
 
 __all__ = [
     "broadcast_in_dim", "broadcasted_iota", "concatenate", "dot_general", "dynamic_slice",
@@ -160,7 +160,7 @@ def _dot_general_impl(
     acc = _dot_accumulator(lhs.dtype, rhs.dtype, preferred)
     result = np.einsum(spec, lhs.astype(acc), rhs.astype(acc))
     if preferred is not None and dtypes.is_int(preferred) and dtypes.is_float(acc):
-        return _float_to_int(result, preferred)
+        return float_to_int(result, preferred)
     return result
 
 
@@ -281,6 +281,9 @@ def _start_indices(shape: Sequence[int], indices: Sequence[Any], what: str) -> l
             value = int(to_numpy(i)) if not is_python_scalar(i) else int(i)
             if value < 0:
                 value += size
+            # Out of the dtype's range is out of the array's: the primitive clamps.
+            info = np.iinfo(dtype)
+            value = builtins.min(builtins.max(value, int(info.min)), int(info.max))
             out.append(ConcreteArray(np.asarray(value, dtype=dtype), False))
     return out
 
