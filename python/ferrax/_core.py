@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -43,7 +44,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def user_location() -> str:
     """``file:line`` and the source line of the innermost frame outside ferrax."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
@@ -51,7 +52,7 @@ def user_location() -> str:
 
             line = linecache.getline(filename, frame.f_lineno).strip()
             return f"{filename}:{frame.f_lineno}" + (f": {line}" if line else "")
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return "<unknown>"
 
 
@@ -92,6 +93,16 @@ class Primitive:
 
     def bind(self, *args: Any, **params: Any) -> Any:
         """Applies the primitive under the innermost active transformation."""
+        if _dynamic:
+            # bind's fast path, inline (staging: every argument a tracer of the dynamic
+            # trace, which then is the innermost one, with nothing to raise).
+            trace = _dynamic[-1].trace
+            for a in args:
+                if not isinstance(a, Tracer) or a._trace is not trace:
+                    break
+            else:
+                outs = trace.process_primitive(self, list(args), params)
+                return outs if self.multiple_results else outs[0]
         return bind(self, args, params)
 
     def def_impl(self, rule: F) -> F:
@@ -245,10 +256,21 @@ class EvalTrace(Trace):
         values = [to_numpy(x) for x in tracers]
         out = rule(*values, **params)
         outs = list(out) if primitive.multiple_results else [out]
-        return [
-            ConcreteArray(np.asarray(o, dtype=a.dtype).reshape(a.shape), a.weak_type)
-            for o, a in zip(outs, out_avals, strict=True)
-        ]
+        results = []
+        for o, a in zip(outs, out_avals, strict=True):
+            value = np.asarray(o)
+            if value.dtype != a.dtype:
+                # Rules may compute wider (NumPy's integer sums); narrowing overflows
+                # as XLA's conversions do, without NumPy's warnings.
+                with np.errstate(over="ignore", invalid="ignore"):
+                    value = value.astype(a.dtype)
+            if value.shape != a.shape:
+                raise TypeCheckError(
+                    f"{primitive.name}: the eager implementation gave shape {value.shape}, "
+                    f"its shape rule {a.str_short()}, at {user_location()}"
+                )
+            results.append(ConcreteArray(value, a.weak_type))
+        return results
 
 
 _eval_main = MainTrace(0, EvalTrace, None)
@@ -337,6 +359,12 @@ class Tracer(Array):
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
         raise self._concrete_error("converting to a NumPy array")
 
+    def tolist(self) -> Any:
+        raise self._concrete_error("tolist()")
+
+    def item(self) -> Any:
+        raise self._concrete_error("item()")
+
     def __repr__(self) -> str:
         return f"Traced<{self.aval.str_short()}>"
 
@@ -357,7 +385,8 @@ class ConcreteArray(Array):
 
     @property
     def dtype(self) -> np.dtype[Any]:
-        return self._value.dtype
+        dtype: np.dtype[Any] = self._value.dtype
+        return dtype
 
     @property
     def weak_type(self) -> bool:
@@ -405,16 +434,15 @@ def aval_of(x: Any) -> _ir.ShapedArray:
     """The abstract value of any array-like: tracers, eager arrays, NumPy, Python scalars."""
     if isinstance(x, (Tracer, ConcreteArray)):
         return x.aval
-    if isinstance(x, np.ndarray):
+    if isinstance(x, (np.ndarray, np.generic)):
+        # Before the Python scalar types: np.float64 is a subclass of float.
         return _ir.ShapedArray(x.shape, x.dtype, False)
-    if isinstance(x, (bool, np.bool_)):
+    if isinstance(x, bool):
         return _ir.ShapedArray((), np.bool_, False)
     if isinstance(x, int):
         return _ir.ShapedArray((), dtypes.default_int, True)
     if isinstance(x, float):
         return _ir.ShapedArray((), dtypes.default_float, True)
-    if isinstance(x, np.generic):
-        return _ir.ShapedArray((), x.dtype, False)
     raise TypeError(f"{type(x).__name__} is not an array type ferrax understands: {x!r}")
 
 

@@ -5,7 +5,7 @@ the module by ``python -m mypy.stubtest ferrax._ir``.
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Self, SupportsIndex, TypeAlias, final
+from typing import Any, Self, SupportsIndex, TypeAlias, TypeVar, final
 
 import numpy as np
 
@@ -34,6 +34,8 @@ __all__ = [
     "toposort",
     "typecheck",
 ]
+
+_T = TypeVar("_T")
 
 # What names a dtype: "float32", "f32", "bfloat16", a numpy.dtype, numpy.float32, float, ...
 _DTypeLike: TypeAlias = str | np.dtype[Any] | type[Any]
@@ -288,6 +290,19 @@ class JaxprBuilder:
         is one shared object per type for this builder (the one given to
         :meth:`add_invar`/:meth:`add_constvar` for that type, if any), so equal types are
         identical objects."""
+    def add_eqn_traced(
+        self,
+        primitive: str | ExtensionPrimitive,
+        inputs: Sequence[Any],
+        params: Mapping[str, object],
+        make: type[_T],
+        trace: object,
+    ) -> list[_T]:
+        """:meth:`add_eqn_typed` for tracers: each input is a :class:`Var`, a
+        :class:`Literal` or an object whose ``atom`` attribute is one; each output is a
+        new instance of ``make``, made without calling its ``__init__``, with its
+        attributes ``_trace``, ``atom`` and ``aval`` set to ``trace``, the output variable
+        and its shared :class:`ShapedArray`."""
     def add_eqn_with_outvars(
         self,
         primitive: str | ExtensionPrimitive,

@@ -62,22 +62,77 @@ def _scalar_aval(dtype: np.dtype[Any], weak: bool) -> _ir.ShapedArray:
 
 
 class _AvalKind:
-    """What the operator fast paths of :class:`JaxprTracer` may do with a type.
+    """What the operator fast paths of :class:`JaxprTracer` may do with one type.
 
     ``same``: two operands of exactly this type need no promotion or broadcasting (true
-    for every type but weakly typed ones other than float32 and int32, which promotion
-    changes). ``scalar``: ``"f"`` (float32) or ``"i"`` (int32) when a Python scalar
-    operand becomes a literal of this dtype and weak type, else ``None``.
+    for numeric types, strong or weakly typed float32/int32: promotion changes bools,
+    and weakly typed values of other dtypes). ``scalar``: ``"f"`` (float32) or ``"i"``
+    (int32) when a Python scalar operand becomes a literal of this dtype and weak type,
+    else ``None``; ``literals`` caches those literals by value (shared by the types of
+    one dtype and weak type).
     """
 
-    __slots__ = ("aval", "same", "scalar", "weak")
+    __slots__ = ("aval", "same", "scalar", "weak", "literals")
 
-    def __init__(self, aval: _ir.ShapedArray) -> None:
+    def __init__(self, aval: _ir.ShapedArray, trace: StagingTrace) -> None:
         dtype, weak = aval.dtype, aval.weak_type
         self.aval = aval  # keeps id(aval) valid while this entry lives
         self.weak = weak
         self.scalar = "f" if dtype == _F32 else "i" if dtype == _I32 else None
-        self.same = not weak or self.scalar is not None
+        self.same = dtype != np.bool_ and (not weak or self.scalar is not None)
+        self.literals = trace._literals.setdefault((self.scalar, weak), {})
+
+
+def _staged_operator(
+    name: str, reflected: bool, divide: bool, general: Callable[[Any, Any], Array]
+) -> Callable[[JaxprTracer, Any], Array]:
+    """An arithmetic operator of :class:`JaxprTracer` with a fast path.
+
+    ``x <op> other`` (``other <op> x`` if ``reflected``) is one ``name`` equation when
+    that is what ferrax.numpy would stage, with no promotion or broadcasting to do:
+    ``other`` a tracer of the same trace and the same type (one shared aval object), or a
+    Python scalar that becomes a literal of ``x``'s dtype (float32, or int32 but not to
+    divide). Anything else, and a trace that is not the innermost one, goes the general
+    way, ``general(x, other)`` (the ``ferrax.Array`` operator, through ferrax.numpy).
+    """
+
+    def operator(self: JaxprTracer, other: Any) -> Array:
+        trace = self._trace
+        if _dynamic and _dynamic[-1] is trace.main:
+            aval = self.aval
+            kind = trace._kinds.get(id(aval)) or trace._kind(aval)
+            t = type(other)
+            operand: Any = None
+            if t is JaxprTracer:
+                if (
+                    other._trace is trace
+                    and other.aval is aval
+                    and kind.same
+                    and (not divide or kind.scalar == "f")
+                ):
+                    operand = other
+            elif t is float or t is int:
+                scalar = kind.scalar
+                if scalar == "f" or (scalar == "i" and t is int and not divide):
+                    operand = kind.literals.get(other)
+                    if operand is None or not other:
+                        operand = trace._literal(kind, other)
+            if operand is not None:
+                try:
+                    return trace.builder.add_eqn_traced(
+                        name,
+                        [operand, self] if reflected else [self, operand],
+                        _NO_PARAMS,
+                        JaxprTracer,
+                        trace,
+                    )[0]
+                except TypeCheckError as e:
+                    raise TypeCheckError(f"{e}\n  while tracing, at {user_location()}") from None
+        return general(self, other)
+
+    operator.__name__ = operator.__qualname__ = general.__name__
+    operator.__doc__ = general.__doc__
+    return operator
 
 
 class JaxprTracer(Tracer):
@@ -88,46 +143,21 @@ class JaxprTracer(Tracer):
     aval: _ir.ShapedArray
 
     def __init__(self, trace: StagingTrace, atom: _ir.Var | _ir.Literal, aval: _ir.ShapedArray) -> None:
+        # JaxprBuilder.add_eqn_traced makes equation outputs without calling __init__,
+        # setting these three attributes: keep it in step.
         self._trace = trace
         self.atom = atom
         self.aval = aval
 
-    # Fast paths of the arithmetic operators: an operation on two tracers of one type, or
-    # on a tracer and a Python scalar that becomes a literal of its dtype, is its primitive
-    # applied directly, with no promotion or broadcasting to do (the result is the
-    # equation ferrax.numpy would stage). Anything else goes through ferrax.numpy.
-
-    def __add__(self, other: Any) -> Array:
-        out = self._trace.binary("add", self, other, False, False)
-        return Array.__add__(self, other) if out is None else out
-
-    def __radd__(self, other: Any) -> Array:
-        out = self._trace.binary("add", self, other, True, False)
-        return Array.__radd__(self, other) if out is None else out
-
-    def __sub__(self, other: Any) -> Array:
-        out = self._trace.binary("sub", self, other, False, False)
-        return Array.__sub__(self, other) if out is None else out
-
-    def __rsub__(self, other: Any) -> Array:
-        out = self._trace.binary("sub", self, other, True, False)
-        return Array.__rsub__(self, other) if out is None else out
-
-    def __mul__(self, other: Any) -> Array:
-        out = self._trace.binary("mul", self, other, False, False)
-        return Array.__mul__(self, other) if out is None else out
-
-    def __rmul__(self, other: Any) -> Array:
-        out = self._trace.binary("mul", self, other, True, False)
-        return Array.__rmul__(self, other) if out is None else out
-
-    def __truediv__(self, other: Any) -> Array:
-        out = self._trace.binary("div", self, other, False, True)
-        return Array.__truediv__(self, other) if out is None else out
-
-    def __rtruediv__(self, other: Any) -> Array:
-        out = self._trace.binary("div", self, other, True, True)
-        return Array.__rtruediv__(self, other) if out is None else out
+    # Fast paths of the arithmetic operators (see _staged_operator).
+    __add__ = _staged_operator("add", False, False, Array.__add__)
+    __radd__ = _staged_operator("add", True, False, Array.__radd__)
+    __sub__ = _staged_operator("sub", False, False, Array.__sub__)
+    __rsub__ = _staged_operator("sub", True, False, Array.__rsub__)
+    __mul__ = _staged_operator("mul", False, False, Array.__mul__)
+    __rmul__ = _staged_operator("mul", True, False, Array.__rmul__)
+    __truediv__ = _staged_operator("div", False, True, Array.__truediv__)
+    __rtruediv__ = _staged_operator("div", True, True, Array.__rtruediv__)
 
 
 class StagingTrace(Trace):
@@ -136,21 +166,20 @@ class StagingTrace(Trace):
     def __init__(self, main: MainTrace) -> None:
         super().__init__(main)
         self.state: _Staging = main.global_data
-        self.builder = self.state.builder
+        self.builder: _ir.JaxprBuilder = self.state.builder
         # id(aval) -> what the operator fast paths may do with values of that type.
         self._kinds: dict[int, _AvalKind] = {}
-        # (Python scalar, weak type) -> its literal, for float32 and int32 (zero excluded:
-        # 0.0 and -0.0 are equal keys).
-        self._f32_literals: dict[tuple[float, bool], _ir.Literal] = {}
-        self._i32_literals: dict[tuple[int, bool], _ir.Literal] = {}
+        # (dtype kind, weak type) -> Python scalar -> its literal (see _AvalKind).
+        self._literals: dict[tuple[str | None, bool], dict[float, _ir.Literal]] = {}
 
     def pure(self, value: Any) -> JaxprTracer:
         state = self.state
         if isinstance(value, Tracer):
             # A value of an outer transformation: closed over as a constvar.
             return self._constvar(state, value, value.aval)
-        if isinstance(value, ConcreteArray) and value._value.ndim == 0:
-            # The common constant: a scalar (a Python scalar after promotion).
+        if type(value) is ConcreteArray and value._value.ndim == 0:
+            # The common constant: a scalar (a Python scalar after promotion). Not for
+            # subclasses (a DeviceArray's _value copies it to the host).
             dtype = value._value.dtype
             weak = value._weak
             lit = state.builder.literal(value._value.item(), dtype, weak)
@@ -176,87 +205,43 @@ class StagingTrace(Trace):
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
         try:
-            outs = self.builder.add_eqn_typed(
+            # The builder reads each tracer's atom and makes the output tracers itself.
+            return self.builder.add_eqn_traced(
                 primitive.name if primitive._builtin else primitive.ir_primitive(),
-                [t.atom for t in tracers],
+                tracers,
                 params,
+                JaxprTracer,
+                self,
             )
         except TypeCheckError as e:
             raise TypeCheckError(f"{e}\n  while tracing, at {user_location()}") from None
-        return [JaxprTracer(self, v, a) for v, a in outs]
 
     # ----------------------------------------------------------- operator fast paths
 
     def _kind(self, aval: _ir.ShapedArray) -> _AvalKind:
-        kind = self._kinds.get(id(aval))
-        if kind is None:
-            kind = self._kinds[id(aval)] = _AvalKind(aval)
+        kind = self._kinds[id(aval)] = _AvalKind(aval, self)
         return kind
 
-    def binary(self, name: str, x: JaxprTracer, other: Any, reflected: bool, divide: bool) -> JaxprTracer | None:
-        """``x <op> other`` (``other <op> x`` if ``reflected``) as one ``name`` equation,
-        when that is what ferrax.numpy would stage: ``other`` a tracer of this trace of
-        the same type, or a Python scalar that becomes a literal of ``x``'s dtype. None
-        otherwise (and when this trace is not the innermost one)."""
-        if not _dynamic or _dynamic[-1] is not self.main:
-            return None
-        t = type(other)
-        if t is JaxprTracer:
-            if other._trace is not self or other.aval is not x.aval:
-                return None
-            kind = self._kind(x.aval)
-            if not kind.same or (divide and kind.scalar != "f"):
-                return None
-            atom = other.atom
-        elif t is float or t is int:
-            kind = self._kind(x.aval)
-            if kind.scalar == "f":
-                lit = self._f32_literal(other, kind.weak)
-            elif kind.scalar == "i" and t is int and not divide:
-                lit = self._i32_literal(other, kind.weak)
-            else:
-                return None
-            if lit is None:
-                return None
-            atom = lit
-        else:
-            return None
-        inputs = [atom, x.atom] if reflected else [x.atom, atom]
-        try:
-            ((v, a),) = self.builder.add_eqn_typed(name, inputs, _NO_PARAMS)
-        except TypeCheckError as e:
-            raise TypeCheckError(f"{e}\n  while tracing, at {user_location()}") from None
-        return JaxprTracer(self, v, a)
-
-    def _f32_literal(self, value: float, weak: bool) -> _ir.Literal | None:
-        """The float32 literal NumPy's conversion of ``value`` gives (None if it
-        overflows, or for an int it might round differently)."""
-        key = (value, weak)
-        lit = self._f32_literals.get(key)
-        if lit is None or not value:
+    def _literal(self, kind: _AvalKind, value: float) -> _ir.Literal | None:
+        """The literal ``value`` becomes next to a value of this type, as NumPy converts
+        it (None when there is no fast path: other dtypes, overflow, large ints)."""
+        if kind.scalar == "f":
             if type(value) is int and not -(2**24) <= value <= 2**24:
                 return None
             try:
                 (rounded,) = _pack_f32.unpack(_pack_f32.pack(value))
             except OverflowError:
                 return None
-            lit = self.builder.literal(rounded, _F32, weak)
-            if value:
-                if len(self._f32_literals) > 4096:
-                    self._f32_literals.clear()
-                self._f32_literals[key] = lit
-        return lit
-
-    def _i32_literal(self, value: int, weak: bool) -> _ir.Literal | None:
-        if not -(2**31) <= value < 2**31:
-            return None
-        key = (value, weak)
-        lit = self._i32_literals.get(key)
-        if lit is None:
-            lit = self.builder.literal(value, _I32, weak)
-            if len(self._i32_literals) > 4096:
-                self._i32_literals.clear()
-            self._i32_literals[key] = lit
+            lit = self.builder.literal(rounded, _F32, kind.weak)
+        else:  # int32, an int, not to divide (checked by the caller)
+            if not -(2**31) <= value < 2**31:
+                return None
+            lit = self.builder.literal(value, _I32, kind.weak)
+        # Zero is not cached: 0.0 and -0.0 are equal keys.
+        if value:
+            if len(kind.literals) > 4096:
+                kind.literals.clear()
+            kind.literals[value] = lit
         return lit
 
 
@@ -282,14 +267,36 @@ def trace_to_jaxpr(
     return _ir.ClosedJaxpr(jaxpr, state.consts), out_tree
 
 
-def _static_key(x: Any, index: int) -> Hashable:
+def _static_key(f: Callable[..., Any], x: Any, index: int, nargs: int) -> Hashable:
     try:
         hash(x)
     except TypeError:
         raise TypeError(
-            f"static argument {index} ({type(x).__name__}) must be hashable, at {user_location()}"
+            f"static argument {_describe_arg(f, index, nargs)}, {_short_repr(x)} of type "
+            f"{type(x).__name__}, must be hashable (a tuple instead of a list, ...), "
+            f"at {user_location()}"
         ) from None
     return x  # type: ignore[no-any-return]
+
+
+def _describe_arg(f: Callable[..., Any], index: int, nargs: int) -> str:
+    """``1 ('n')``: the position and, when the signature says, the parameter's name."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(f).parameters.values())
+        param = params[index % nargs]
+        name = param.name if param.kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD
+        ) else None
+    except (TypeError, ValueError, IndexError, ZeroDivisionError):
+        name = None
+    return f"{index} ({name!r})" if name else str(index)
+
+
+def _short_repr(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def make_jaxpr(
@@ -306,7 +313,7 @@ def make_jaxpr(
     @functools.wraps(f)
     def make(*args: Any) -> _ir.ClosedJaxpr:
         n = len(args)
-        fixed = {(i % n if n else i): _static_key(args[i], i) for i in static if -n <= i < n}
+        fixed = {(i % n if n else i): _static_key(f, args[i], i, n) for i in static if -n <= i < n}
         dynamic = [a for i, a in enumerate(args) if i not in fixed]
 
         def call(*dyn: Any) -> Any:
@@ -327,6 +334,7 @@ def _arg_aval(x: Any, index: int) -> _ir.ShapedArray:
         return aval_of(x)
     except TypeError:
         raise TypeError(
-            f"argument leaf {index} of type {type(x).__name__} is not an array "
-            f"(arrays, NumPy values and Python scalars are), at {user_location()}"
+            f"argument leaf {index}, {_short_repr(x)} of type {type(x).__name__}, is not an "
+            "array (arrays, NumPy values and Python scalars are; mark the argument static "
+            f"with static_argnums if it is configuration), at {user_location()}"
         ) from None

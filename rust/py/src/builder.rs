@@ -16,9 +16,11 @@ use ferrax_ir::params::Params;
 use ferrax_ir::primitive::{Builtin, Primitive};
 use ferrax_ir::{AbstractValue, DType, JaxprBuilder as IrBuilder, LitValue, Literal as IrLiteral};
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
@@ -40,7 +42,62 @@ pub struct JaxprBuilder {
     /// One `ShapedArray` object per type, for `add_eqn_typed` (and the avals given to
     /// `add_invar`/`add_constvar`): tracing compares types with `is`, and gets them
     /// without a conversion per equation.
-    avals: Mutex<HashMap<AbstractValue, Py<ShapedArray>>>,
+    avals: Mutex<AvalCache>,
+}
+
+type AvalCache = HashMap<AbstractValue, Py<ShapedArray>, BuildHasherDefault<FxHasher>>;
+
+/// A fast non-cryptographic hasher (rustc's "Fx" hash) for the small keys of the aval
+/// cache: std's SipHash costs more than the rest of a cache hit.
+#[derive(Default)]
+struct FxHasher {
+    hash: u64,
+}
+
+impl FxHasher {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    fn write_i64(&mut self, i: i64) {
+        self.add(i as u64);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
 }
 
 impl JaxprBuilder {
@@ -168,7 +225,7 @@ impl JaxprBuilder {
         Ok(())
     }
 
-    fn avals_cache(&self) -> PyResult<MutexGuard<'_, HashMap<AbstractValue, Py<ShapedArray>>>> {
+    fn avals_cache(&self) -> PyResult<MutexGuard<'_, AvalCache>> {
         match self.avals.try_lock() {
             Ok(guard) => Ok(guard),
             Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
@@ -211,6 +268,23 @@ impl JaxprBuilder {
         // call back into Python.
         let jaxpr = build(builder, atoms)?;
         Ok(Jaxpr::new(Arc::new(jaxpr)))
+    }
+}
+
+/// A new, uninitialized instance of a class (its `tp_alloc`, as `object.__new__` does).
+fn alloc_instance<'py>(cls: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
+    let py = cls.py();
+    let tp = cls.as_type_ptr();
+    // SAFETY: `tp` is a live type object; `tp_alloc` of a class returns a new reference or
+    // NULL with an exception set, which `from_owned_ptr_or_err` turns into an error.
+    unsafe {
+        let slot = pyo3::ffi::PyType_GetSlot(tp, pyo3::ffi::Py_tp_alloc);
+        let alloc: pyo3::ffi::allocfunc = if slot.is_null() {
+            pyo3::ffi::PyType_GenericAlloc
+        } else {
+            std::mem::transmute::<*mut std::ffi::c_void, pyo3::ffi::allocfunc>(slot)
+        };
+        Bound::from_owned_ptr_or_err(py, alloc(tp, 0))
     }
 }
 
@@ -285,7 +359,7 @@ impl JaxprBuilder {
         JaxprBuilder {
             id: NEXT_BUILDER_ID.fetch_add(1, Ordering::Relaxed),
             inner: Mutex::new(Some(IrBuilder::new())),
-            avals: Mutex::new(HashMap::new()),
+            avals: Mutex::new(AvalCache::default()),
         }
     }
 
@@ -374,27 +448,96 @@ impl JaxprBuilder {
         params: &Bound<'_, PyAny>,
     ) -> Result<Py<PyList>> {
         let primitive = primitive_from_py(primitive)?;
-        let inputs = self.inputs(inputs)?;
-        let params: Params = if params.cast::<PyDict>().is_ok_and(|d| d.is_empty()) {
-            Params::empty()
-        } else {
-            params_from_py(&primitive, params)?
+        let params: Params = match params.cast::<PyDict>() {
+            Ok(d) if d.is_empty() => Params::empty(),
+            _ => params_from_py(&primitive, params)?,
         };
         let made = self.with(|b| {
-            let atoms = to_atoms(b, inputs);
+            // Inputs straight to atoms (one allocation): reading them calls no Python code.
+            let atoms = match inputs.cast::<PyList>() {
+                Ok(list) => {
+                    let mut atoms = Vec::with_capacity(list.len());
+                    for x in list.iter() {
+                        atoms.push(match self.input(&x)? {
+                            Input::Var(v) => Atom::Var(v),
+                            Input::Lit(l) => b.literal(l),
+                        });
+                    }
+                    atoms
+                }
+                Err(_) => to_atoms(b, self.inputs(inputs)?),
+            };
             let outs = b.add_eqn(primitive, atoms, params)?;
             Ok(outs
                 .into_iter()
                 .filter_map(|v| b.var_aval(v).map(|aval| (v, aval.clone())))
                 .collect::<Vec<_>>())
         })?;
-        let mut pairs = Vec::with_capacity(made.len());
+        let list = PyList::empty(py);
         for (id, aval) in made {
             let shared = self.shared_aval(py, &aval)?;
             let var = Py::new(py, self.var(id, aval))?;
-            pairs.push(PyTuple::new(py, [var.into_any(), shared.into_any()])?);
+            list.append(PyTuple::new(py, [var.into_any(), shared.into_any()])?)?;
         }
-        Ok(PyList::new(py, pairs)?.unbind())
+        Ok(list.unbind())
+    }
+
+    /// `add_eqn_typed` for tracers: each input is a `Var`, a `Literal`, or an object whose
+    /// `atom` attribute is one; each output is a new instance of the class `make`, created
+    /// without calling its `__init__`, with its attributes `_trace`, `atom` and `aval` set
+    /// to `trace`, the output variable and its shared `ShapedArray`.
+    #[pyo3(signature = (primitive, inputs, params, make, trace))]
+    fn add_eqn_traced<'py>(
+        &self,
+        py: Python<'py>,
+        primitive: &Bound<'py, PyAny>,
+        inputs: &Bound<'py, PyAny>,
+        params: &Bound<'py, PyAny>,
+        make: &Bound<'py, PyType>,
+        trace: &Bound<'py, PyAny>,
+    ) -> Result<Bound<'py, PyList>> {
+        let primitive = primitive_from_py(primitive)?;
+        let params: Params = match params.cast::<PyDict>() {
+            Ok(d) if d.is_empty() => Params::empty(),
+            _ => params_from_py(&primitive, params)?,
+        };
+        let atom_name = intern!(py, "atom");
+        let read_one = |x: Bound<'py, PyAny>| -> Result<Input> {
+            if x.cast::<Var>().is_ok() || x.cast::<Literal>().is_ok() {
+                self.input(&x)
+            } else {
+                self.input(&x.getattr(atom_name)?)
+            }
+        };
+        let read = match inputs.cast::<PyList>() {
+            Ok(list) => list.iter().map(read_one).collect::<Result<Vec<_>>>()?,
+            Err(_) => {
+                let mut read = Vec::new();
+                for x in inputs.try_iter()? {
+                    read.push(read_one(x?)?);
+                }
+                read
+            }
+        };
+        let made = self.with(|b| {
+            let atoms = to_atoms(b, read);
+            let outs = b.add_eqn(primitive, atoms, params)?;
+            Ok(outs
+                .into_iter()
+                .filter_map(|v| b.var_aval(v).map(|aval| (v, aval.clone())))
+                .collect::<Vec<_>>())
+        })?;
+        let list = PyList::empty(py);
+        for (id, aval) in made {
+            let shared = self.shared_aval(py, &aval)?;
+            let var = Py::new(py, self.var(id, aval))?;
+            let obj = alloc_instance(make)?;
+            obj.setattr(intern!(py, "_trace"), trace)?;
+            obj.setattr(atom_name, var)?;
+            obj.setattr(intern!(py, "aval"), shared)?;
+            list.append(obj)?;
+        }
+        Ok(list)
     }
 
     /// Adds an equation binding variables made by `new_var`, in any order of dependency.
