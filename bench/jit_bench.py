@@ -136,9 +136,11 @@ def _dispatch(s: _Sys, calls: int, reps: int) -> list[float]:
     return out
 
 
-def run_jit(quick: bool = False) -> list[dict[str, Any]]:
-    """Runs every jit row; returns JSON-able rows with both systems' figures."""
-    systems = [s for s in (_ferrax(), _jax()) if s is not None]
+def run_jit(quick: bool = False, use_jax: bool = True) -> list[dict[str, Any]]:
+    """Runs every jit row; returns JSON-able rows with both systems' figures (ferrax's
+    alone when JAX is not installed or ``use_jax`` is false)."""
+    peer = _jax() if use_jax else None
+    systems = [s for s in (_ferrax(), peer) if s is not None]
     rows: list[dict[str, Any]] = []
 
     def row(metric: str, case: str, per: dict[str, list[float]]) -> None:
@@ -157,7 +159,7 @@ def run_jit(quick: bool = False) -> list[dict[str, Any]]:
                 per[s.name].append(_lower_rep(s, prog, size))
         row("lower", f"{prog}({size})", per)
 
-    for prog, size, reps in [("chain", 1_000, 3), ("mlp", 8, 3)]:
+    for prog, size, reps in [("chain", 100, 3), ("mlp", 8, 3)]:
         per = {s.name: [] for s in systems}
         for _ in range(reps):
             for s in systems:

@@ -3,10 +3,12 @@
 Sections:
   ir     Rust timings of the IR crate on chain jaxprs (build, typecheck, print, parse,
          DCE, toposort, memory), from the release binary `ferrax-bench-ir`.
+  jit    lowering to StableHLO text, XLA compile, compiled run and dispatch, ferrax
+         against JAX (see bench/jit_bench.py).
   trace  `make_jaxpr(f)(x)`, ferrax against JAX, on chain(10^2..10^4), mlp(depth 8, 64)
          and wide(10^3, 10^4) (see bench/trace_bench.py).
 
-Usage: python bench/run.py [--section ir|trace|all] [--sizes 1000,10000,100000,1000000]
+Usage: python bench/run.py [--section ir|trace|jit|all] [--sizes 1000,10000,100000,1000000]
                            [--reps-scale 1.0] [--no-jax] [--out bench/results]
 JAX is optional: sections that compare against it print ferrax's figures alone when it
 is not installed (or with --no-jax).
@@ -145,9 +147,28 @@ def section_trace(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> Non
     print(table)
 
 
+def section_jit(out_dir: pathlib.Path, use_jax: bool) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import jit_bench
+
+    rows = jit_bench.run_jit(use_jax=use_jax)
+    table = jit_bench.jit_table(rows)
+    header = (
+        f"{_machine()}. Lower: the lowering step alone (after tracing) on a fresh function; "
+        "compile: XLA; run: steady-state compiled call on device arguments (20 calls per "
+        "timing); dispatch: per-call time of a jitted `x + 1.0` on a device-resident "
+        "f32[3]. Medians (min-max) of several runs; GC off inside timed regions."
+    )
+    (out_dir / "jit.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (out_dir / "jit.md").write_text(header + "\n\n" + table + "\n")
+    print(header)
+    print()
+    print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["ir", "trace", "all"], default="all")
+    parser.add_argument("--section", choices=["ir", "trace", "jit", "all"], default="all")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="ir section sizes")
     parser.add_argument(
         "--reps-scale", type=float, default=1.0, help="trace section: scale the repetitions (min 3)"
@@ -164,6 +185,10 @@ def main() -> None:
         print()
     if args.section in ("trace", "all"):
         section_trace(out_dir, args.reps_scale, not args.no_jax)
+    if args.section == "all":
+        print()
+    if args.section in ("jit", "all"):
+        section_jit(out_dir, not args.no_jax)
 
 
 if __name__ == "__main__":
