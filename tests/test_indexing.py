@@ -298,8 +298,8 @@ def test_update_converts_the_value_to_the_array_dtype(x: Any, value: Any, mode: 
 
 
 @pytest.mark.xfail(
-    reason="Rust's dynamic_update_slice rule makes the result weak only if the start "
-    "indices are weak too (JAX: the operand's weak type)",
+    reason="ferrax stages .at[].set as dynamic_update_slice, whose rule (as JAX's) is weak "
+    "only if every operand is; JAX stages it as scatter, which keeps the operand's weak type",
     strict=True,
 )
 def test_update_of_weak_array_stays_weak() -> None:

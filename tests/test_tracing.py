@@ -598,3 +598,11 @@ def test_ferrax_does_not_import_jax() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_a_closed_over_numpy_array_is_one_constvar_however_often_it_is_used() -> None:
+    c = np.arange(9, dtype=np.float32).reshape(3, 3)
+    closed = ferrax.make_jaxpr(lambda x: (x @ c) @ c + c)(np.ones((3, 3), np.float32))
+    assert len(closed.jaxpr.constvars) == 1
+    assert closed.consts[0] is not None
+    np.testing.assert_array_equal(np.asarray(closed.consts[0]), c)

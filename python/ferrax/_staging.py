@@ -42,8 +42,9 @@ class _Staging:
     def __init__(self) -> None:
         self.builder = _ir.JaxprBuilder()
         self.consts: list[Any] = []
-        # id(constant) -> its constvar (the constant is kept alive in `consts`).
-        self.const_vars: dict[int, _ir.Var] = {}
+        # (id of the constant's storage, its type) -> its constvar; the constant is kept
+        # alive in `consts`, so the id stays its own.
+        self.const_vars: dict[tuple[int, _ir.ShapedArray], _ir.Var] = {}
 
 
 _F32 = np.dtype(np.float32)
@@ -195,7 +196,10 @@ class StagingTrace(Trace):
         return self._constvar(state, value, aval)
 
     def _constvar(self, state: _Staging, value: Any, aval: _ir.ShapedArray) -> JaxprTracer:
-        key = id(value)
+        # A NumPy array wrapped anew at each use (ferrax.numpy wraps its operands) is
+        # still one constant: key plain eager arrays by the array they wrap.
+        storage = value._value if type(value) is ConcreteArray else value
+        key = (id(storage), aval)
         var = state.const_vars.get(key)
         if var is None:
             var = state.builder.add_constvar(aval)

@@ -82,7 +82,8 @@ def as_array(x: ArrayLike, name: str = "asarray", position: int = 0) -> Array:
     aval = operand_aval(name, x, position)
     if isinstance(x, Array):
         return x
-    return ConcreteArray(np.array(x, dtype=aval.dtype), aval.weak_type)
+    # No copy: a NumPy operand used several times stays one constant when staged.
+    return ConcreteArray(np.asarray(x, dtype=aval.dtype), aval.weak_type)
 
 
 def shape_error(message: str) -> TypeCheckError:
@@ -117,7 +118,12 @@ def convert(x: Any, dtype: np.dtype[Any], weak: bool = False) -> Array:
             value = np.asarray(x, dtype=dtype)
         return ConcreteArray(value, weak and dtype != np.bool_)
     if isinstance(x, (np.ndarray, np.generic)):
-        return ConcreteArray(host_convert(np.asarray(x), dtype), weak and dtype != np.bool_)
+        value = np.asarray(x)
+        # Same dtype: no copy, so a NumPy operand used several times stays one constant
+        # when staged.
+        if value.dtype != dtype:
+            value = host_convert(value, dtype)
+        return ConcreteArray(value, weak and dtype != np.bool_)
     aval = aval_of(x)
     if aval.dtype == dtype and aval.weak_type == weak:
         return cast(Array, x)
