@@ -53,23 +53,7 @@ impl Module {
         result_types: &[String],
     ) -> Vec<Ssa> {
         self.out.push_str(indent);
-        let results: Vec<Ssa> = match result_types.len() {
-            0 => Vec::new(),
-            1 => {
-                let n = f.fresh();
-                let _ = write!(self.out, "{n} = ");
-                vec![Ssa::new(n, result_types[0].clone())]
-            }
-            k => {
-                let n = f.fresh();
-                let _ = write!(self.out, "{n}:{k} = ");
-                result_types
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| Ssa::new(format!("{n}#{i}"), t.clone()))
-                    .collect()
-            }
-        };
+        let results = self.bind_results(f, result_types);
         self.out.push_str("\"func.call\"(");
         write_names(&mut self.out, args.iter().map(|s| s.name.as_str()));
         let _ = write!(self.out, ") {{callee = @{callee}}} : (");
@@ -156,23 +140,8 @@ impl Module {
             i32_ty.clone(),
         );
         let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
-        let r = f.fresh();
         self.out.push_str("    ");
-        let results: Vec<Ssa> = match types.len() {
-            0 => Vec::new(),
-            1 => {
-                let _ = write!(self.out, "{r} = ");
-                vec![Ssa::new(r.clone(), types[0].clone())]
-            }
-            k => {
-                let _ = write!(self.out, "{r}:{k} = ");
-                types
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| Ssa::new(format!("{r}#{i}"), t.clone()))
-                    .collect()
-            }
-        };
+        let results = self.bind_results(f, &types);
         let _ = writeln!(self.out, "\"stablehlo.case\"({}) (", index.name);
         let ops: Vec<&Ssa> = inputs[1..].iter().collect();
         for (k, callee) in callees.iter().enumerate() {
@@ -200,22 +169,8 @@ impl Module {
         body: &mut RegionWriter<'_, Vec<Ssa>>,
     ) -> Vec<Ssa> {
         let types: Vec<String> = init.iter().map(|s| s.ty.clone()).collect();
-        let r = f.fresh();
         self.out.push_str("    ");
-        let results: Vec<Ssa> = match types.len() {
-            1 => {
-                let _ = write!(self.out, "{r} = ");
-                vec![Ssa::new(r.clone(), types[0].clone())]
-            }
-            k => {
-                let _ = write!(self.out, "{r}:{k} = ");
-                types
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| Ssa::new(format!("{r}#{i}"), t.clone()))
-                    .collect()
-            }
-        };
+        let results = self.bind_results(f, &types);
         self.out.push_str("\"stablehlo.while\"(");
         write_names(&mut self.out, init.iter().map(|s| s.name.as_str()));
         self.out.push_str(") ({\n");

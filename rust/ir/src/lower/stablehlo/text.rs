@@ -108,25 +108,9 @@ impl Module {
         attrs: &str,
         result_types: &[String],
     ) -> Vec<Ssa> {
+        self.out.push_str("    ");
+        let results = self.bind_results(f, result_types);
         let out = &mut self.out;
-        out.push_str("    ");
-        let results: Vec<Ssa> = match result_types.len() {
-            0 => Vec::new(),
-            1 => {
-                let n = f.fresh();
-                let _ = write!(out, "{n} = ");
-                vec![Ssa::new(n, result_types[0].clone())]
-            }
-            k => {
-                let n = f.fresh();
-                let _ = write!(out, "{n}:{k} = ");
-                result_types
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| Ssa::new(format!("{n}#{i}"), t.clone()))
-                    .collect()
-            }
-        };
         let _ = write!(out, "\"{name}\"(");
         write_names(out, operands.iter().map(|s| s.name.as_str()));
         out.push(')');
@@ -139,6 +123,32 @@ impl Module {
         write_result_types(out, result_types);
         out.push('\n');
         results
+    }
+
+    /// Writes the left-hand side of an op with these result types (`%7 = `, `%7:2 = `, or
+    /// nothing) and returns the results (`%7`, or `%7#0`, `%7#1`).
+    pub(crate) fn bind_results(
+        &mut self,
+        f: &mut FuncState<'_>,
+        result_types: &[String],
+    ) -> Vec<Ssa> {
+        match result_types.len() {
+            0 => Vec::new(),
+            1 => {
+                let n = f.fresh();
+                let _ = write!(self.out, "{n} = ");
+                vec![Ssa::new(n, result_types[0].clone())]
+            }
+            k => {
+                let n = f.fresh();
+                let _ = write!(self.out, "{n}:{k} = ");
+                result_types
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| Ssa::new(format!("{n}#{i}"), t.clone()))
+                    .collect()
+            }
+        }
     }
 
     /// One result of `op`.
