@@ -30,6 +30,7 @@ from typing import Any
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, to_numpy
 from ferrax._lax._operands import scalar
+from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
 from ferrax._lax.elementwise import (
     abs,
     add,
@@ -85,6 +86,11 @@ from ferrax._lax.structural import (
 )
 
 __all__ = [
+    "cond",
+    "fori_loop",
+    "scan",
+    "switch",
+    "while_loop",
     "abs", "add", "argmax", "argmin", "bitwise_and", "bitwise_not", "bitwise_or",
     "broadcast_in_dim", "broadcasted_iota", "clamp", "concatenate", "convert_element_type",
     "cos", "div", "dot_general", "dynamic_slice", "dynamic_update_slice", "eq", "exp",
