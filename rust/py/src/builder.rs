@@ -288,6 +288,21 @@ fn alloc_instance<'py>(cls: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> 
     }
 }
 
+/// Adds an equation and returns its output variables with their types (each output is
+/// a variable the builder just made, so it has one).
+fn typed_outputs(
+    b: &mut IrBuilder,
+    primitive: Primitive,
+    atoms: Vec<Atom>,
+    params: Params,
+) -> Result<Vec<(VarId, AbstractValue)>> {
+    let outs = b.add_eqn(primitive, atoms, params)?;
+    Ok(outs
+        .into_iter()
+        .filter_map(|v| b.var_aval(v).map(|aval| (v, aval.clone())))
+        .collect())
+}
+
 fn already_built() -> Error {
     errors::builder("this JaxprBuilder has already built its jaxpr; use a new builder")
 }
@@ -425,12 +440,7 @@ impl JaxprBuilder {
         let params: Params = params_from_py(&primitive, params)?;
         let made = self.with(|b| {
             let atoms = to_atoms(b, inputs);
-            let outs = b.add_eqn(primitive, atoms, params)?;
-            // Each output is a variable the builder just made, so it has a type.
-            Ok(outs
-                .into_iter()
-                .filter_map(|v| b.var_aval(v).map(|aval| (v, aval.clone())))
-                .collect::<Vec<_>>())
+            typed_outputs(b, primitive, atoms, params)
         })?;
         Ok(self.new_vars(py, made)?)
     }
@@ -467,11 +477,7 @@ impl JaxprBuilder {
                 }
                 Err(_) => to_atoms(b, self.inputs(inputs)?),
             };
-            let outs = b.add_eqn(primitive, atoms, params)?;
-            Ok(outs
-                .into_iter()
-                .filter_map(|v| b.var_aval(v).map(|aval| (v, aval.clone())))
-                .collect::<Vec<_>>())
+            typed_outputs(b, primitive, atoms, params)
         })?;
         let list = PyList::empty(py);
         for (id, aval) in made {
@@ -521,11 +527,7 @@ impl JaxprBuilder {
         };
         let made = self.with(|b| {
             let atoms = to_atoms(b, read);
-            let outs = b.add_eqn(primitive, atoms, params)?;
-            Ok(outs
-                .into_iter()
-                .filter_map(|v| b.var_aval(v).map(|aval| (v, aval.clone())))
-                .collect::<Vec<_>>())
+            typed_outputs(b, primitive, atoms, params)
         })?;
         let list = PyList::empty(py);
         for (id, aval) in made {
