@@ -5,6 +5,7 @@ The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 
 from ferrax import lax, numpy, tree_util
 from ferrax._array import Array
+from ferrax._cost import cost_analysis
 from ferrax._jit import eval_jaxpr, jit
 from ferrax._runtime import DeviceArray, device_put
 from ferrax._staging import make_jaxpr
@@ -30,6 +31,7 @@ __all__ = [
     "PassError",
     "TracerBoolConversionError",
     "TypeCheckError",
+    "cost_analysis",
     "device_put",
     "eval_jaxpr",
     "jit",

@@ -26,6 +26,7 @@ __all__ = [
     "Var",
     "abstract_eval",
     "consts_to_invars",
+    "cost_analysis",
     "dce",
     "lower_to_stablehlo",
     "parse_jaxpr",
@@ -368,3 +369,7 @@ def reference_eval(
     args: Sequence[tuple[ShapedArray, Sequence[bool | int | float]]],
 ) -> list[tuple[ShapedArray, list[Any]]]:
     """Runs the crate's reference evaluator; arrays as ``(aval, flat row-major values)``."""
+
+def cost_analysis(jaxpr: Jaxpr) -> dict[str, Any]:
+    """``{"flops": float, "while_loops": int}``: floating-point operations counted from
+    the types, one iteration per ``while`` loop (their trip counts depend on data)."""

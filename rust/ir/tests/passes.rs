@@ -354,3 +354,13 @@ fn consts_to_invars_moves_constvars_in_front() {
     assert_eq!(e.inputs()[1], Atom::Var(h.invars()[0]));
     assert_eq!(e.inputs()[0], Atom::Var(h.invars()[1]));
 }
+
+#[test]
+fn cost_counts_the_chain_and_handles_deep_nests() {
+    let c = ferrax_ir::passes::cost(&chain(10, 128));
+    assert_eq!(c.flops, (10 * 3 * 128 + 127) as f64);
+    assert_eq!(c.while_loops, 0);
+    // 100,000 nested jits: one sin of f32[3] per level, costed without recursion.
+    let nest = ferrax_ir::gen::nested_jits(100_000);
+    assert_eq!(ferrax_ir::passes::cost(nest.jaxpr()).flops, 300_000.0);
+}

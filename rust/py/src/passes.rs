@@ -98,3 +98,19 @@ pub fn lower_to_stablehlo(jaxpr: PyRef<'_, Jaxpr>, module_name: &str) -> Result<
 pub fn consts_to_invars(jaxpr: PyRef<'_, Jaxpr>) -> Jaxpr {
     Jaxpr::new(Arc::new(ferrax_ir::passes::consts_to_invars(&jaxpr.inner)))
 }
+
+/// The static cost of a jaxpr: `{"flops": float, "while_loops": int}`. Floating-point
+/// operations counted from the types (one iteration of each `while` loop, whose trip
+/// count depends on data; `while_loops` says how many there are).
+#[pyfunction]
+#[pyo3(signature = (jaxpr))]
+pub fn cost_analysis<'py>(
+    py: Python<'py>,
+    jaxpr: PyRef<'py, Jaxpr>,
+) -> Result<Bound<'py, pyo3::types::PyDict>> {
+    let c = ferrax_ir::passes::cost(&jaxpr.inner);
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("flops", c.flops)?;
+    d.set_item("while_loops", c.while_loops)?;
+    Ok(d)
+}

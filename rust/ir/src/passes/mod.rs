@@ -2,11 +2,13 @@
 //! number of equations, with no recursion a deep input could overflow.
 
 pub mod closure;
+pub mod cost;
 pub mod dce;
 mod rebuild;
 pub mod toposort;
 
 pub use closure::consts_to_invars;
+pub use cost::{cost, Cost};
 pub use dce::dce;
 pub use toposort::toposort;
 

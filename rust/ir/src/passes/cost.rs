@@ -1,0 +1,188 @@
+//! A static cost model: the floating-point operations a jaxpr performs, counted from its
+//! types without running it (the FLOPS-estimating interpretation of the mini-JAX notes).
+//!
+//! Elementwise float arithmetic, transcendentals and comparisons count one operation per
+//! output element; float reductions count one per combined element; `dot_general` counts
+//! a multiply and an add per term; data movement and integer arithmetic count nothing.
+//! `jit` counts its jaxpr, `cond` its most expensive branch, `scan` `length` times its
+//! body. A `while` loop's trip count depends on data: it counts one iteration of its
+//! condition and body, and the report says how many such loops there are.
+//!
+//! Nested jaxprs are costed once each, bottom-up from an explicit stack.
+
+use crate::aval::AbstractValue;
+use crate::jaxpr::{ClosedJaxpr, Eqn, Jaxpr};
+use crate::params::Param;
+use crate::primitive::{Builtin, Family, Primitive};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What [`cost`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    /// Floating-point operations (one iteration of each `while` loop).
+    pub flops: f64,
+    /// `while` loops met (their trip counts are not known statically).
+    pub while_loops: u64,
+}
+
+impl std::ops::Add for Cost {
+    type Output = Cost;
+    fn add(self, o: Cost) -> Cost {
+        Cost {
+            flops: self.flops + o.flops,
+            while_loops: self.while_loops + o.while_loops,
+        }
+    }
+}
+
+fn size(a: &AbstractValue) -> f64 {
+    a.shape.size() as f64
+}
+
+fn subs(e: &Eqn) -> Vec<&Arc<Jaxpr>> {
+    e.sub_jaxprs().map(ClosedJaxpr::jaxpr).collect()
+}
+
+/// The cost of one jaxpr (and everything nested in it).
+pub fn cost(jaxpr: &Jaxpr) -> Cost {
+    // Post-order over distinct nested jaxprs, then one pass per jaxpr.
+    let mut done: HashMap<*const Jaxpr, Cost> = HashMap::new();
+    let mut stack: Vec<(&Jaxpr, bool)> = vec![(jaxpr, false)];
+    while let Some((j, expanded)) = stack.pop() {
+        let key: *const Jaxpr = j;
+        if done.contains_key(&key) {
+            continue;
+        }
+        if !expanded {
+            stack.push((j, true));
+            for e in j.eqns() {
+                for s in subs(e) {
+                    if !done.contains_key(&Arc::as_ptr(s)) {
+                        stack.push((s.as_ref(), false));
+                    }
+                }
+            }
+            continue;
+        }
+        let total = j
+            .eqns()
+            .iter()
+            .fold(Cost::default(), |acc, e| acc + eqn_cost(j, e, &done));
+        done.insert(key, total);
+    }
+    done.get(&(jaxpr as *const Jaxpr))
+        .copied()
+        .unwrap_or_default()
+}
+
+fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
+    let Primitive::Builtin(b) = e.primitive() else {
+        return Cost::default();
+    };
+    let sub = |name: &str| -> Cost {
+        match e.params().get(name) {
+            Some(Param::Jaxpr(cj)) => done
+                .get(&Arc::as_ptr(cj.jaxpr()))
+                .copied()
+                .unwrap_or_default(),
+            _ => Cost::default(),
+        }
+    };
+    let ins: Vec<AbstractValue> = e.inputs().iter().map(|&a| j.atom_aval(a)).collect();
+    let out = e.outvars().first().map(|&v| j.var_aval(v).clone());
+    let float_in = ins.first().is_some_and(|a| a.dtype.is_float());
+    let flops = |n: f64| Cost {
+        flops: n,
+        while_loops: 0,
+    };
+    match b.family() {
+        Family::UnaryFloat
+        | Family::UnarySigned
+        | Family::UnaryNumeric
+        | Family::BinaryNumeric
+        | Family::BinaryFloat
+        | Family::BinaryAny
+        | Family::Comparison
+            if float_in && *b != Builtin::Copy =>
+        {
+            flops(out.as_ref().map_or(0.0, size))
+        }
+        Family::Special => match b {
+            Builtin::IntegerPow if float_in => {
+                let y = match e.params().get("y") {
+                    Some(Param::Int(y)) => y.unsigned_abs(),
+                    _ => 0,
+                };
+                // Square-and-multiply: squarings plus extra multiplies (plus a division
+                // for negative powers, counted as one).
+                let steps = if y == 0 {
+                    0
+                } else {
+                    63 - y.leading_zeros() as u64 + y.count_ones() as u64 - 1
+                };
+                flops(out.as_ref().map_or(0.0, size) * steps.max(1) as f64)
+            }
+            Builtin::Clamp if ins.get(1).is_some_and(|a| a.dtype.is_float()) => {
+                flops(2.0 * out.as_ref().map_or(0.0, size))
+            }
+            Builtin::ReduceSum | Builtin::ReduceMax | Builtin::ReduceMin | Builtin::ReduceProd
+                if float_in =>
+            {
+                flops(size(&ins[0]) - out.as_ref().map_or(0.0, size))
+            }
+            Builtin::Argmax | Builtin::Argmin if float_in => flops(size(&ins[0])),
+            Builtin::DotGeneral => {
+                let contracted: f64 = match e.params().get("dimension_numbers") {
+                    Some(Param::DotDims(dn)) => dn
+                        .lhs_contracting
+                        .iter()
+                        .map(|&d| ins[0].shape.dims().get(d as usize).copied().unwrap_or(1) as f64)
+                        .product(),
+                    _ => 1.0,
+                };
+                let is_float = out.as_ref().is_some_and(|o| o.dtype.is_float());
+                if is_float {
+                    flops(2.0 * out.as_ref().map_or(0.0, size) * contracted)
+                } else {
+                    Cost::default()
+                }
+            }
+            Builtin::Jit => sub("jaxpr"),
+            Builtin::Cond => match e.params().get("branches") {
+                Some(Param::Jaxprs(brs)) => brs
+                    .iter()
+                    .map(|cj| {
+                        done.get(&Arc::as_ptr(cj.jaxpr()))
+                            .copied()
+                            .unwrap_or_default()
+                    })
+                    .fold(
+                        Cost::default(),
+                        |best, c| if c.flops > best.flops { c } else { best },
+                    ),
+                _ => Cost::default(),
+            },
+            Builtin::While => {
+                let c = sub("cond_jaxpr") + sub("body_jaxpr");
+                Cost {
+                    flops: c.flops,
+                    while_loops: c.while_loops + 1,
+                }
+            }
+            Builtin::Scan => {
+                let n = match e.params().get("length") {
+                    Some(Param::Int(n)) => *n as f64,
+                    _ => 0.0,
+                };
+                let c = sub("jaxpr");
+                Cost {
+                    flops: n * c.flops,
+                    while_loops: c.while_loops,
+                }
+            }
+            _ => Cost::default(),
+        },
+        _ => Cost::default(),
+    }
+}
