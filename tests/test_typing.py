@@ -253,3 +253,17 @@ def error_class_types() -> None:
 
 def test_error_class_types() -> None:
     error_class_types()
+
+
+def test_jit_and_cost_analysis_types() -> None:
+    import ferrax
+
+    def f(x: Any) -> Any:
+        return x * 2.0
+
+    x = np.ones(3, np.float32)
+    jitted = ferrax.jit(f)
+    assert_type(jitted.lower(x).as_text(), str)
+    assert_type(jitted.trace(x), ClosedJaxpr)
+    assert_type(ferrax.cost_analysis(f)(x), dict[str, Any])
+    assert_type(ferrax.device_put(x), ferrax.DeviceArray)
