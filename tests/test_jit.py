@@ -179,3 +179,20 @@ def test_lax_functions_under_jit() -> None:
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     f = fx.jit(lambda x: lax.dot_general(x, lax.transpose(x, (1, 0)), (((1,), (0,)), ((), ()))))
     np.testing.assert_allclose(np.asarray(f(x)), x @ x.T)
+
+
+def test_the_fast_path_never_confuses_argument_structures() -> None:
+    def f(*args: Any) -> Any:
+        # A different computation for one tuple argument than for two arrays.
+        if len(args) == 1:
+            a, b = args[0]
+            return a - b
+        return args[0] + args[1]
+
+    jf = fx.jit(f)
+    a = fx.device_put(np.full(2, 5.0, np.float32))
+    b = fx.device_put(np.full(2, 3.0, np.float32))
+    np.testing.assert_array_equal(np.asarray(jf((a, b))), [2.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(jf(a, b)), [8.0, 8.0])
+    np.testing.assert_array_equal(np.asarray(jf((a, b))), [2.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(jf(a, b)), [8.0, 8.0])

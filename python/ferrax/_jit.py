@@ -192,7 +192,8 @@ class Jitted(Generic[P, R]):
             assert exe is not None
         buffers = entry.const_buffers + [buffer_of(x, a) for x, a in zip(flat, entry.in_avals)]
         outs = exe(buffers)
-        if all(type(x) is DeviceArray for x in flat) and not tree.children[1].children:
+        if not kwargs and len(args) == len(flat) and all(type(x) is DeviceArray for x in args):
+            # Each positional argument is one device array: the fast path's signature.
             self._fast[tuple(x._aval for x in flat)] = entry
         return tree_unflatten(entry.out_tree, outs)  # type: ignore[no-any-return]
 
