@@ -288,6 +288,15 @@ fn alloc_instance<'py>(cls: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> 
     }
 }
 
+/// Reads an equation's params; an empty dict (the common case while tracing) needs no
+/// schema lookup.
+fn read_params(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Result<Params> {
+    match params.cast::<PyDict>() {
+        Ok(d) if d.is_empty() => Ok(Params::empty()),
+        _ => params_from_py(primitive, params),
+    }
+}
+
 /// Adds an equation and returns its output variables with their types (each output is
 /// a variable the builder just made, so it has one).
 fn typed_outputs(
@@ -437,7 +446,7 @@ impl JaxprBuilder {
     ) -> Result<Py<PyList>> {
         let primitive = primitive_from_py(primitive)?;
         let inputs = self.inputs(inputs)?;
-        let params: Params = params_from_py(&primitive, params)?;
+        let params = read_params(&primitive, params)?;
         let made = self.with(|b| {
             let atoms = to_atoms(b, inputs);
             typed_outputs(b, primitive, atoms, params)
@@ -458,10 +467,7 @@ impl JaxprBuilder {
         params: &Bound<'_, PyAny>,
     ) -> Result<Py<PyList>> {
         let primitive = primitive_from_py(primitive)?;
-        let params: Params = match params.cast::<PyDict>() {
-            Ok(d) if d.is_empty() => Params::empty(),
-            _ => params_from_py(&primitive, params)?,
-        };
+        let params = read_params(&primitive, params)?;
         let made = self.with(|b| {
             // Inputs straight to atoms (one allocation): reading them calls no Python code.
             let atoms = match inputs.cast::<PyList>() {
@@ -503,10 +509,7 @@ impl JaxprBuilder {
         trace: &Bound<'py, PyAny>,
     ) -> Result<Bound<'py, PyList>> {
         let primitive = primitive_from_py(primitive)?;
-        let params: Params = match params.cast::<PyDict>() {
-            Ok(d) if d.is_empty() => Params::empty(),
-            _ => params_from_py(&primitive, params)?,
-        };
+        let params = read_params(&primitive, params)?;
         let atom_name = intern!(py, "atom");
         let read_one = |x: Bound<'py, PyAny>| -> Result<Input> {
             if x.cast::<Var>().is_ok() || x.cast::<Literal>().is_ok() {
@@ -554,7 +557,7 @@ impl JaxprBuilder {
     ) -> Result<()> {
         let primitive = primitive_from_py(primitive)?;
         let inputs = self.inputs(inputs)?;
-        let params: Params = params_from_py(&primitive, params)?;
+        let params = read_params(&primitive, params)?;
         let outvars = self.outvars(outvars)?;
         self.with(|b| {
             let atoms = to_atoms(b, inputs);
