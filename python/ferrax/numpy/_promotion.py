@@ -176,14 +176,23 @@ def promote_args_inexact(name: str, *args: Any) -> list[Any]:
 
 
 def broadcast_operands(name: str, xs: list[Any], avals: list[_ir.ShapedArray]) -> list[Any]:
-    """Operands (of ``avals``) broadcast to their common shape; rank-0 ones are left as
-    they are (elementwise primitives broadcast scalars)."""
+    """Operands (of ``avals``) made ready for an elementwise primitive, as ``jax.numpy``
+    stages them: shapes that do not broadcast are an error; an operand of lower non-zero
+    rank gets leading size-1 dimensions (``broadcast_in_dim`` of ``f32[3]`` to
+    ``f32[1,3]``); rank-0 operands and operands of the full rank stay as they are, since
+    elementwise primitives broadcast scalars and size-1 dimensions themselves."""
     shapes = [a.shape for a in avals]
     nonscalar = {s for s in shapes if s != ()}
     if len(nonscalar) <= 1:
         return xs
-    out = _broadcast_shape(name, avals)
-    return [x if s in (out, ()) else broadcast_to(x, out) for x, s in zip(xs, shapes)]
+    rank = len(_broadcast_shape(name, avals))
+    return [x if len(s) in (0, rank) else _rank_promote(x, s, rank) for x, s in zip(xs, shapes)]
+
+
+def _rank_promote(x: Any, shape: tuple[int, ...], rank: int) -> Array:
+    """``x`` of ``shape`` with leading size-1 dimensions up to ``rank``."""
+    lead = rank - len(shape)
+    return lax.broadcast_in_dim(as_array(x), (1,) * lead + shape, tuple(range(lead, rank)))
 
 
 def _broadcast_shape(name: str, avals: Sequence[_ir.ShapedArray]) -> tuple[int, ...]:

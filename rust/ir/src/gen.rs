@@ -204,6 +204,18 @@ fn broadcast_to(b: &mut JaxprBuilder, x: Atom, t: &AbstractValue) -> Atom {
     )
 }
 
+/// Whether `t` and `u` are operands of a binary primitive by JAX 0.10's implicit
+/// broadcasting: one dtype, equal ranks, each dimension equal or one of them 1.
+fn size_one_partner(t: &AbstractValue, u: &AbstractValue) -> bool {
+    t.dtype == u.dtype
+        && t.shape.rank() == u.shape.rank()
+        && t.shape
+            .dims()
+            .iter()
+            .zip(u.shape.dims())
+            .all(|(&a, &b)| a == b || a == 1 || b == 1)
+}
+
 fn pick(rng: &mut Rng, pool: &[(Atom, AbstractValue)]) -> (Atom, AbstractValue) {
     // Prefer recent values so chains form, but reach back sometimes.
     let i = if rng.chance(0.6) {
@@ -262,7 +274,9 @@ fn random_eqn(
             ];
             let partners: Vec<Atom> = pool
                 .iter()
-                .filter(|(_, t)| t.same_type(&xt) || t.shape.rank() == 0)
+                .filter(|(_, t)| {
+                    t.same_type(&xt) || t.shape.rank() == 0 || size_one_partner(t, &xt)
+                })
                 .map(|(a, _)| *a)
                 .collect();
             let y = if rng.chance(0.3) || partners.is_empty() {

@@ -2340,6 +2340,42 @@ fn scalar_operands_broadcast() {
 }
 
 #[test]
+fn size_one_dimensions_broadcast() {
+    // JAX 0.10's rank-equal broadcasting: [2,1] - [1,3] is [2,3], each element
+    // x[i,0] - y[0,j] (values derived by hand from that formula).
+    let x = fa(F32, &[2, 1], &[10.0, 20.0]);
+    let y = fa(F32, &[1, 3], &[1.0, 2.0, 3.0]);
+    assert_same(
+        &bin(Builtin::Sub, x.clone(), y.clone()),
+        &fa(F32, &[2, 3], &[9.0, 8.0, 7.0, 19.0, 18.0, 17.0]),
+    );
+    assert_same(
+        &bin(Builtin::Sub, y, x),
+        &fa(F32, &[2, 3], &[-9.0, -8.0, -7.0, -19.0, -18.0, -17.0]),
+    );
+    // Against a full operand, and in a comparison.
+    let full = ia(I32, &[2, 2], &[1, 2, 3, 4]);
+    let row = ia(I32, &[1, 2], &[2, 2]);
+    assert_same(
+        &bin(Builtin::Mul, full.clone(), row.clone()),
+        &ia(I32, &[2, 2], &[2, 4, 6, 8]),
+    );
+    assert_same(
+        &bin(Builtin::Ge, full, row),
+        &ba(&[2, 2], &[false, true, true, true]),
+    );
+    // A size-1 dimension against a 0-sized one.
+    assert_same(
+        &bin(
+            Builtin::Add,
+            fa(F32, &[1, 2], &[1.0, 2.0]),
+            HostArray::zeros(sh(&[0, 2]), F32),
+        ),
+        &HostArray::zeros(sh(&[0, 2]), F32),
+    );
+}
+
+#[test]
 fn literal_outputs_and_passthrough() {
     let mut b = JaxprBuilder::new();
     let x = invar(&mut b, av(U8, &[2]));

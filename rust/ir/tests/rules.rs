@@ -611,7 +611,45 @@ fn binary_common(t: &mut Table, p: Builtin, d: DType, out: DType) {
         vec![a(d, &[3]), a(d, &[1, 3])],
         no_params(),
         Variant::Operands,
-        &["[3] and [1,3]"],
+        &["[3] and [1,3]", "different ranks"],
+    );
+    // JAX 0.10: operands of equal rank broadcast their size-1 dimensions implicitly
+    // (`lax.add(f32[4,3], f32[1,3])` is f32[4,3]).
+    t.ok(
+        "size-1 rhs",
+        p,
+        vec![a(d, &[4, 3]), a(d, &[1, 3])],
+        no_params(),
+        vec![a(out, &[4, 3])],
+    );
+    t.ok(
+        "size-1 on both sides",
+        p,
+        vec![a(d, &[4, 1]), a(d, &[1, 3])],
+        no_params(),
+        vec![a(out, &[4, 3])],
+    );
+    t.ok(
+        "size-1 against 0",
+        p,
+        vec![a(d, &[1, 3]), a(d, &[0, 3])],
+        no_params(),
+        vec![a(out, &[0, 3])],
+    );
+    t.ok(
+        "all size 1",
+        p,
+        vec![a(d, &[1, 1]), a(d, &[1, 1])],
+        no_params(),
+        vec![a(out, &[1, 1])],
+    );
+    t.err(
+        "size 2 against 3",
+        p,
+        vec![a(d, &[2, 3]), a(d, &[3, 3])],
+        no_params(),
+        Variant::Operands,
+        &["differ in dimension 0 (2 and 3, neither of them 1)"],
     );
     t.err(
         "one operand",

@@ -448,19 +448,54 @@ fn step_of(len: usize, n: usize) -> R<usize> {
     }
 }
 
-/// The result shape of a binary element-wise op: the operands' common shape, or the
-/// other operand's shape when one is a scalar.
+/// The result shape of a binary element-wise op: the operands' common shape, the other
+/// operand's shape when one is a scalar, or, for operands of equal rank, each dimension
+/// the one that is not 1.
 fn binary_shape(x: &HostArray, y: &HostArray) -> R<Shape> {
     if x.shape == y.shape || y.shape.rank() == 0 {
-        Ok(x.shape.clone())
-    } else if x.shape.rank() == 0 {
-        Ok(y.shape.clone())
-    } else {
-        Err(internal(format!(
+        return Ok(x.shape.clone());
+    }
+    if x.shape.rank() == 0 {
+        return Ok(y.shape.clone());
+    }
+    let mismatch = || {
+        internal(format!(
             "shapes {} and {} do not broadcast",
             x.shape, y.shape
-        )))
+        ))
+    };
+    if x.shape.rank() != y.shape.rank() {
+        return Err(mismatch());
     }
+    let dims = x
+        .shape
+        .dims()
+        .iter()
+        .zip(y.shape.dims())
+        .map(|(&a, &b)| match (a, b) {
+            _ if a == b => Ok(a),
+            (1, _) => Ok(b),
+            (_, 1) => Ok(a),
+            _ => Err(mismatch()),
+        })
+        .collect::<R<Vec<i64>>>()?;
+    Shape::new(&dims).map_err(|e| internal(e.to_string()))
+}
+
+/// An operand of an element-wise op as read by a result of `shape`: itself when it has
+/// the result's size or one element (read with step 1 or 0), else stretched along its
+/// size-1 dimensions (operands of the result's rank only).
+fn stretched<'a>(x: &'a HostArray, shape: &Shape) -> R<std::borrow::Cow<'a, HostArray>> {
+    let n = shape.size() as usize;
+    if x.len() == n || x.len() == 1 {
+        return Ok(std::borrow::Cow::Borrowed(x));
+    }
+    let dims: Vec<i64> = (0..x.shape.rank() as i64).collect();
+    Ok(std::borrow::Cow::Owned(broadcast_in_dim(
+        x,
+        shape.dims(),
+        &dims,
+    )?))
 }
 
 fn binary(prim: Builtin, x: &HostArray, y: &HostArray) -> R<HostArray> {
@@ -476,6 +511,7 @@ fn binary(prim: Builtin, x: &HostArray, y: &HostArray) -> R<HostArray> {
     let dt = x.dtype;
     let shape = binary_shape(x, y)?;
     let n = shape.size() as usize;
+    let (x, y) = (stretched(x, &shape)?, stretched(y, &shape)?);
     let (sx, sy) = (step_of(x.len(), n)?, step_of(y.len(), n)?);
     if is_comparison(prim) {
         let out: Vec<bool> = match (&x.data, &y.data) {

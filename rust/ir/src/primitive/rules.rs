@@ -328,19 +328,40 @@ fn binary(
     }])
 }
 
-/// The shape of an elementwise binary op: the operands' shape if equal, else the
-/// non-scalar one's when the other is a scalar.
+/// The shape of an elementwise binary op, as JAX 0.10 types it: the operands' shape if
+/// equal; the non-scalar one's when the other is a scalar; for operands of equal rank,
+/// each dimension the one that is not 1 (size-1 dimensions broadcast implicitly).
+/// Operands of different non-zero ranks are refused (JAX broadcasts them explicitly).
 fn binary_shape(x: &AbstractValue, y: &AbstractValue) -> Result<Shape, RuleError> {
     if x.shape == y.shape || y.shape.rank() == 0 {
-        Ok(x.shape.clone())
-    } else if x.shape.rank() == 0 {
-        Ok(y.shape.clone())
-    } else {
-        Err(operands(format!(
-            "operand shapes {} and {} differ",
-            x.shape, y.shape
-        )))
+        return Ok(x.shape.clone());
     }
+    if x.shape.rank() == 0 {
+        return Ok(y.shape.clone());
+    }
+    if x.shape.rank() != y.shape.rank() {
+        return Err(operands(format!(
+            "operand shapes {} and {} have different ranks (only a rank-0 operand, \
+             or size-1 dimensions of an operand of equal rank, broadcast)",
+            x.shape, y.shape
+        )));
+    }
+    let mut dims = Vec::with_capacity(x.shape.rank());
+    for (i, (&a, &b)) in x.shape.dims().iter().zip(y.shape.dims()).enumerate() {
+        dims.push(match (a, b) {
+            _ if a == b => a,
+            (1, _) => b,
+            (_, 1) => a,
+            _ => {
+                return Err(operands(format!(
+                    "operand shapes {} and {} differ in dimension {i} ({a} and {b}, \
+                     neither of them 1)",
+                    x.shape, y.shape
+                )))
+            }
+        });
+    }
+    shape(&dims)
 }
 
 /// `pow`, as JAX types it: a float base, and an exponent of the base's dtype or of any

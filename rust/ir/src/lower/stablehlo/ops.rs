@@ -90,8 +90,9 @@ fn ints<'a>(e: &'a Eqn, b: Builtin, name: &'static str) -> Result<&'a [i64], Low
 }
 
 impl Module {
-    /// Broadcasts a value to the shape of `target` if it is a scalar of another shape
-    /// (binary primitives accept one rank-0 operand; StableHLO wants equal shapes).
+    /// Broadcasts an operand of an element-wise op to the result's shape `dims`
+    /// (binary primitives accept a rank-0 operand, or one of the result's rank whose
+    /// dimensions are each the result's or 1; StableHLO wants equal shapes).
     pub(crate) fn broadcast_to(
         &mut self,
         f: &mut FuncState<'_>,
@@ -103,7 +104,10 @@ impl Module {
             return x;
         }
         let ty = tensor_of(dims, from.dtype);
-        let attrs = format!("broadcast_dimensions = {}", i64_array(&[]));
+        // A scalar maps to no dimension; a rank-equal operand maps dimension i to i
+        // (broadcast_in_dim stretches its size-1 dimensions).
+        let mapped: Vec<i64> = (0..from.shape.rank() as i64).collect();
+        let attrs = format!("broadcast_dimensions = {}", i64_array(&mapped));
         self.op1(f, "stablehlo.broadcast_in_dim", &[&x], &attrs, ty)
     }
 

@@ -1,0 +1,179 @@
+"""Broadcasting as JAX 0.10 does it.
+
+Binary elementwise primitives broadcast a rank-0 operand and, between operands of equal
+rank, size-1 dimensions (``lax.add(f32[4,3], f32[1,3])`` is ``f32[4,3]``); operands of
+different non-zero ranks are refused. ``ferrax.numpy`` stages ``x + b`` with a lower-rank
+``b`` as ``broadcast_in_dim`` of ``b`` to leading size-1 dimensions, then the primitive,
+as ``jax.numpy`` does. The binary primitives are found from the primitive table, so a new
+one is covered (and must have a JAX counterpart) without editing this file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ferrax as fx
+import ferrax.numpy as fnp
+from ferrax import _ir, core
+from ferrax._core import Primitive
+from ferrax._lax.registry import primitive_named
+from ferrax.errors import TypeCheckError
+
+_CANDIDATE_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_))
+# Names in jax.lax where they differ from the primitive's.
+_JAX_NAMES = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "not": "bitwise_not"}
+
+
+def _all_primitives() -> list[Primitive]:
+    from ferrax._lax import registry
+
+    return sorted(registry._collect().values(), key=lambda p: p.name)
+
+
+def _binary_dtype(prim: Primitive) -> np.dtype[Any] | None:
+    """The first dtype for which ``prim`` is a binary elementwise primitive taking no
+    params (two operands of one shape give that shape, a scalar operand broadcasts)."""
+    if not prim._builtin or prim.multiple_results:
+        return None
+    for d in _CANDIDATE_DTYPES:
+        x, s = _ir.ShapedArray((2, 3), d), _ir.ShapedArray((), d)
+        try:
+            same = prim.abstract_eval([x, x], {})
+            scalar = prim.abstract_eval([x, s], {})
+        except Exception:
+            continue
+        if [a.shape for a in same] == [(2, 3)] and [a.shape for a in scalar] == [(2, 3)]:
+            return d
+    return None
+
+
+BINARY = [(p.name, d) for p in _all_primitives() if (d := _binary_dtype(p)) is not None]
+
+SIZE_ONE_SHAPES = [
+    ((4, 3), (1, 3)),
+    ((1, 3), (4, 3)),
+    ((4, 1), (1, 3)),
+    ((1, 1), (2, 5)),
+    ((2, 1, 3), (1, 4, 1)),
+    ((1, 3), (0, 3)),
+    ((1,), (6,)),
+]
+
+
+def test_the_binary_primitives_are_found() -> None:
+    names = {n for n, _ in BINARY}
+    assert {"add", "sub", "mul", "div", "rem", "pow", "max", "min", "and", "or"} <= names
+    assert {"eq", "ne", "lt", "le", "gt", "ge"} <= names
+    assert "select_n" not in names and "sin" not in names
+
+
+def _operand(shape: tuple[int, ...], dtype: np.dtype[Any], rng: np.random.Generator) -> np.ndarray[Any, Any]:
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        return rng.integers(1, 5, size=shape).astype(dtype)
+    return rng.uniform(0.5, 2.0, size=shape).astype(dtype)
+
+
+def _jax_fun(name: str) -> Callable[..., Any]:
+    fun = getattr(jax.lax, _JAX_NAMES.get(name, name), None)
+    assert fun is not None, f"jax.lax has no counterpart of primitive {name}"
+    return fun  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("shapes", SIZE_ONE_SHAPES, ids=str)
+@pytest.mark.parametrize(("name", "dtype"), BINARY, ids=[n for n, _ in BINARY])
+def test_binary_primitive_broadcasts_size_one_dimensions(
+    name: str, dtype: np.dtype[Any], shapes: tuple[tuple[int, ...], tuple[int, ...]]
+) -> None:
+    rng = np.random.default_rng(0)
+    x, y = (_operand(s, dtype, rng) for s in shapes)
+    prim = primitive_named(name)
+    want = np.asarray(_jax_fun(name)(x, y))
+    # Eager (the primitive's NumPy rule, typed by the Rust shape rule).
+    eager = np.asarray(prim.bind(x, y))
+    assert eager.shape == want.shape and eager.dtype == want.dtype
+    np.testing.assert_allclose(eager, want, rtol=1e-6)
+    # Staged, then run by the Rust reference evaluator.
+    closed = fx.make_jaxpr(lambda a, b: prim.bind(a, b))(x, y)
+    assert closed.out_avals[0].shape == want.shape
+    ref_in = [(_ir.ShapedArray(v.shape, v.dtype), v.ravel().tolist()) for v in (x, y)]
+    ((aval, values),) = _ir.reference_eval(closed.jaxpr, [], ref_in)
+    reference = np.asarray(values, dtype=aval.dtype).reshape(aval.shape)
+    np.testing.assert_allclose(reference, want, rtol=1e-6)
+    # Lowered to StableHLO, compiled and run by XLA.
+    jitted = np.asarray(fx.jit(lambda a, b: prim.bind(a, b))(x, y))
+    assert jitted.shape == want.shape and jitted.dtype == want.dtype
+    np.testing.assert_allclose(jitted, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize(("name", "dtype"), BINARY, ids=[n for n, _ in BINARY])
+def test_binary_primitive_refuses_what_jax_refuses(name: str, dtype: np.dtype[Any]) -> None:
+    rng = np.random.default_rng(1)
+    prim = primitive_named(name)
+    for sx, sy in [((3,), (1, 3)), ((2, 3), (3, 3)), ((4, 3), (3,))]:
+        x, y = _operand(sx, dtype, rng), _operand(sy, dtype, rng)
+        with pytest.raises(TypeError):
+            _jax_fun(name)(x, y)
+        with pytest.raises(TypeCheckError, match=re.escape(f"{name}")):
+            prim.bind(x, y)
+        with pytest.raises(TypeCheckError):
+            fx.make_jaxpr(lambda a, b: prim.bind(a, b))(x, y)
+
+
+# ``ferrax.numpy`` against ``jax.numpy``: the staged jaxpr has JAX's structure. JAX's
+# text is parsed by ferrax and printed again, so both sides print the same way.
+NUMPY_OPS: list[tuple[str, Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] = [
+    ("add", lambda a, b: a + b, lambda a, b: a + b),
+    ("subtract", lambda a, b: a - b, lambda a, b: a - b),
+    ("multiply", fnp.multiply, jnp.multiply),
+    ("divide", lambda a, b: a / b, lambda a, b: a / b),
+    ("maximum", fnp.maximum, jnp.maximum),
+    ("less", lambda a, b: a < b, lambda a, b: a < b),
+    ("equal", fnp.equal, jnp.equal),
+]
+
+NUMPY_SHAPES = [
+    ((4, 3), (3,)),
+    ((3,), (4, 3)),
+    ((4, 1), (3,)),
+    ((4, 3), (1, 3)),
+    ((2, 1, 3), (4, 1)),
+    ((5,), (2, 3, 5)),
+    ((2, 3), ()),
+    ((1,), (1, 1, 1)),
+    ((4, 3), (4, 3)),
+]
+
+
+@pytest.mark.parametrize("shapes", NUMPY_SHAPES, ids=str)
+@pytest.mark.parametrize(("name", "ours", "theirs"), NUMPY_OPS, ids=[n for n, _, _ in NUMPY_OPS])
+def test_numpy_binary_ops_stage_as_jax_numpy(
+    name: str,
+    ours: Callable[[Any, Any], Any],
+    theirs: Callable[[Any, Any], Any],
+    shapes: tuple[tuple[int, ...], tuple[int, ...]],
+) -> None:
+    x, y = (np.ones(s, np.float32) for s in shapes)
+    want = core.parse_jaxpr(str(jax.make_jaxpr(theirs)(x, y).jaxpr))
+    got = fx.make_jaxpr(ours)(x, y)
+    assert str(got.jaxpr) == str(want)
+    # And the values agree, eagerly and under jit.
+    rng = np.random.default_rng(2)
+    x, y = (rng.uniform(0.5, 2.0, s).astype(np.float32) for s in shapes)
+    expected = np.asarray(theirs(x, y))
+    np.testing.assert_allclose(np.asarray(ours(x, y)), expected, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(fx.jit(ours)(x, y)), expected, rtol=1e-6)
+
+
+def test_shapes_that_do_not_broadcast_name_both_and_the_line() -> None:
+    x, y = np.ones((4, 3), np.float32), np.ones((2,), np.float32)
+    with pytest.raises(TypeCheckError, match=r"f32\[4,3\] and f32\[2\].*test_broadcasting\.py"):
+        fnp.add(x, y)
