@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Runs every test: installs the project with its test dependencies (building the Rust
+# Runs every test (inside the active virtual environment, or .venv, made if missing):
+# installs the project with its test dependencies (building the Rust
 # extension), then the Rust tests, clippy, rustfmt, pytest (stubtest included) and
 # mypy --strict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/_env.sh
 
 echo "== install"
 python -m pip install -q --disable-pip-version-check -r requirements-dev.txt

@@ -8,6 +8,7 @@ project's notes on jaxlib's runtime API for why each call is made the way it is.
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -20,6 +21,11 @@ from ferrax._core import ConcreteArray, aval_of
 from ferrax.errors import LoweringError
 
 __all__ = ["DeviceArray", "Executable", "compile_stablehlo", "device_put"]
+
+# XLA's C++ logging prints INFO lines (the client's device count, ...) on stderr unless
+# told otherwise before jaxlib loads; JAX keeps them off by default in the same way, and
+# the environment variable still turns them on (TF_CPP_MIN_LOG_LEVEL=0).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 
 class _Backend:
