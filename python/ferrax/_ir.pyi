@@ -25,6 +25,7 @@ __all__ = [
     "TypeCheckError",
     "Var",
     "abstract_eval",
+    "builtin_primitives",
     "consts_to_invars",
     "cost_analysis",
     "dce",
@@ -350,6 +351,9 @@ def abstract_eval(
     The same rule the builder runs; a failure is a :class:`TypeCheckError` naming the
     primitive and what mismatched.
     """
+
+def builtin_primitives() -> list[str]:
+    """The names of the built-in primitives of the Rust catalogue."""
 
 def lower_to_stablehlo(jaxpr: Jaxpr, module_name: str = "ferrax") -> str:
     """The jaxpr as a StableHLO text module; ``@main`` takes the constvars, then the invars.

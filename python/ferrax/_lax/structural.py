@@ -335,3 +335,13 @@ def dot_general(
     if preferred_element_type is not None:
         params["preferred_element_type"] = canonical_dtype(preferred_element_type)
     return bind1(dot_general_p, scalar(lhs), scalar(rhs), **params)
+
+
+copy_p = Primitive.builtin("copy")
+"""``copy``: the operand's value in a new buffer (``jnp.array(x, copy=True)`` in JAX)."""
+copy_p.def_impl(lambda x: np.array(x, copy=True))
+
+
+def copy(x: Any) -> Array:
+    """A copy of ``x`` (the ``copy`` primitive; staged, it keeps a copy JAX would make)."""
+    return bind1(copy_p, scalar(x))

@@ -80,6 +80,16 @@ pub fn abstract_eval<'py>(
     Ok(avals_to_py(py, outs)?)
 }
 
+/// The names of the built-in primitives of the Rust catalogue, in catalogue order (tests
+/// generated over this table fail when a primitive lacks a Python rule or a test case).
+#[pyfunction]
+pub fn builtin_primitives() -> Vec<&'static str> {
+    ferrax_ir::primitive::Builtin::ALL
+        .iter()
+        .map(|b| b.name())
+        .collect()
+}
+
 /// Lowers a jaxpr to a StableHLO text module named `module_name`, whose `@main` takes the
 /// constvars then the invars. A jaxpr that cannot be lowered (an extension primitive,
 /// constants in a nested jaxpr) is a `LoweringError`.
