@@ -42,7 +42,9 @@ def test_a_new_trace_only_for_a_new_signature() -> None:
     assert len(traces) == 1
     jf(np.ones(4, np.float32), np.ones(4, np.float32))  # new shape
     assert len(traces) == 2
-    jf(a.astype(np.float64), a.astype(np.float64))  # new dtype
+    jf(a.astype(np.float16), a.astype(np.float16))  # new dtype
+    assert len(traces) == 3
+    jf(a.astype(np.float64), a.astype(np.float64))  # float32 without x64, as in JAX
     assert len(traces) == 3
     jf(a, 2.0)  # a weakly typed Python scalar: another signature
     jf(a, 3.0)

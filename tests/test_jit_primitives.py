@@ -4,7 +4,7 @@ call each ``lax`` function; which dtypes to try is asked of the Rust shape rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import ml_dtypes
@@ -13,6 +13,13 @@ import pytest
 
 import ferrax as fx
 from ferrax import TypeCheckError, _ir, lax
+
+@pytest.fixture(autouse=True)
+def x64() -> Iterator[None]:
+    """64-bit dtypes are among those tried: they exist with x64 (as in JAX)."""
+    with fx.enable_x64(True):
+        yield
+
 
 DTYPES = [
     np.dtype(t)

@@ -1,7 +1,8 @@
 """Every ``ferrax.lax`` function, table-driven, against ``jax.lax`` and NumPy.
 
 Each case applies one lax function (with its static arguments) to NumPy inputs, with
-``ferrax.lax`` and with ``jax.lax`` (on CPU, in x64 mode when 64-bit types are involved):
+``ferrax.lax`` and with ``jax.lax`` (on CPU, both in x64 mode when 64-bit types are
+involved, both in JAX's default mode otherwise):
 
 * eagerly: the values, dtypes and weak types agree (floats to a tolerance per dtype),
   and where NumPy has the same operation, with NumPy too; or both refuse the dtypes;
@@ -302,6 +303,15 @@ def jax_mode(x64: bool) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def ferrax_mode(request: pytest.FixtureRequest) -> Iterator[None]:
+    """ferrax runs a case in the mode JAX runs it (x64 when it has 64-bit values)."""
+    callspec = getattr(request.node, "callspec", None)
+    c = callspec.params.get("c") if callspec is not None else None
+    with ferrax.enable_x64(isinstance(c, Case) and c.x64):
+        yield
+
+
 def run_jax(c: Case) -> Any:
     with jax_mode(c.x64):
         return c.call(jax.lax, *c.inputs)
@@ -499,8 +509,11 @@ def test_integer_division_semantics() -> None:
     assert lax.rem(x, y).tolist() == [1, -1, 1, -1, 5, 0, 0]
     u = np.array([7, 200, 5], np.uint64)
     v = np.array([2, 3, 0], np.uint64)
-    assert lax.div(u, v).tolist() == [3, 66, 2**64 - 1]
-    assert lax.rem(u, v).tolist() == [1, 2, 5]
+    with ferrax.enable_x64():
+        assert lax.div(u, v).tolist() == [3, 66, 2**64 - 1]
+        assert lax.rem(u, v).tolist() == [1, 2, 5]
+    # Without x64 (the default) they are uint32 values.
+    assert lax.div(u, v).tolist() == [3, 66, 2**32 - 1]
 
 
 def test_float_to_int_conversion_saturates() -> None:
@@ -509,8 +522,9 @@ def test_float_to_int_conversion_saturates() -> None:
     assert got == [0, 2**31 - 1, -(2**31), 2**31 - 1, -(2**31), 2, -2, 2147483520]
     assert lax.convert_element_type(x, np.uint8).tolist() == [0, 255, 0, 255, 0, 2, 0, 255]
     big = np.array([1e19, -1e19, 9.3e18, np.nan], np.float64)
-    assert lax.convert_element_type(big, np.int64).tolist() == [2**63 - 1, -(2**63), 2**63 - 1, 0]
-    assert lax.convert_element_type(big, np.uint64).tolist() == [10**19, 0, 9300000000000000000, 0]
+    with ferrax.enable_x64():
+        assert lax.convert_element_type(big, np.int64).tolist() == [2**63 - 1, -(2**63), 2**63 - 1, 0]
+        assert lax.convert_element_type(big, np.uint64).tolist() == [10**19, 0, 9300000000000000000, 0]
 
 
 def test_argmax_prefers_nan_and_the_first_tie() -> None:

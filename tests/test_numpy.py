@@ -4,8 +4,8 @@ Every case is one function ``call(m, *inputs)`` written once for a NumPy-like mo
 ``m``, and run with ``ferrax.numpy``, ``numpy`` and ``jax.numpy``:
 
 * eagerly: the values agree with NumPy's (floats to a tolerance per dtype), and the dtype
-  and weak type are JAX's (JAX in x64 mode where a case has 64-bit NumPy inputs: ferrax
-  keeps NumPy's dtypes, as JAX does with x64);
+  and weak type are JAX's (ferrax and JAX both in JAX's default mode, and a case with
+  64-bit NumPy inputs again with both in x64 mode);
 * under ``make_jaxpr``: the jaxpr prints, parses back to the same text and typechecks;
   its output types are the eager result's, and evaluating it gives the eager values;
 * for a handful of functions, the jaxpr has JAX's primitives with JAX's output types.
@@ -117,10 +117,11 @@ def assert_values(actual: Any, expected: Any, rtol: float = 1.0) -> None:
         np.testing.assert_array_equal(a, e)
 
 
-def check_against_jax(call: Call, inputs: list[Any]) -> list[Any]:
-    """Runs ``call`` with ferrax.numpy; its results' types must be jax.numpy's."""
+def check_against_jax(call: Call, inputs: list[Any], x64: bool = False) -> list[Any]:
+    """Runs ``call`` with ferrax.numpy; its results' types must be jax.numpy's (in the
+    current ferrax mode, JAX in mode ``x64``)."""
     ours = tree_leaves(call(fnp, *inputs))
-    with jax_mode(has_64bit(inputs)):
+    with jax_mode(x64):
         # Types only: tracing compiles nothing. Python scalars stay Python scalars.
         arrays = [i for i, x in enumerate(inputs) if isinstance(x, np.ndarray)]
 
@@ -163,9 +164,11 @@ def check_staged(f: Call, *args: Any) -> ClosedJaxpr:
 
 
 def run_case(call: Call, inputs: list[Any], rtol: float = 1.0) -> None:
-    ours = check_against_jax(call, inputs)
-    check_against_numpy(ours, call, inputs, rtol)
-    check_staged(lambda *xs: call(fnp, *xs), *inputs)
+    for x64 in (False, True) if has_64bit(inputs) else (False,):
+        with ferrax.enable_x64(x64):
+            ours = check_against_jax(call, inputs, x64)
+            check_against_numpy(ours, call, inputs, rtol)
+            check_staged(lambda *xs: call(fnp, *xs), *inputs)
 
 
 # ----------------------------------------------------------------------- elementwise
@@ -597,8 +600,9 @@ def fx_type(x: Any) -> tuple[np.dtype[Any], bool]:
         ("np.float32 scalar + 1.0", lambda: fnp.asarray(np.float32(1)) + 1.0, np.float32, False),
         ("int8 array + 1", lambda: fnp.add(np.ones(3, np.int8), 1), np.int8, False),
         ("int32 array + 1.5", lambda: fnp.asarray(np.ones(3, np.int32)) + 1.5, np.float32, True),
-        ("float64 array * 2.0", lambda: fnp.multiply(np.ones(3), 2.0), np.float64, False),
-        ("float64 + float32", lambda: fnp.add(np.ones(3), np.ones(3, np.float32)), np.float64, False),
+        # JAX's default: NumPy float64 values enter as float32 (with x64: see test_x64.py).
+        ("float64 array * 2.0", lambda: fnp.multiply(np.ones(3), 2.0), np.float32, False),
+        ("float64 + float32", lambda: fnp.add(np.ones(3), np.ones(3, np.float32)), np.float32, False),
         ("[1.0, 2.0]", lambda: fnp.array([1.0, 2.0]), np.float32, False),
         ("1.0", lambda: fnp.asarray(1.0), np.float32, True),
         ("mean of ints", lambda: fnp.mean(np.arange(4, dtype=np.int32)), np.float32, False),
@@ -822,8 +826,9 @@ def test_float_floor_divide_and_remainder_match_numpy(x: Any, y: Any, dtype: Any
     with np.errstate(all="ignore"):
         a, b = x.astype(dtype), y.astype(dtype)
         q, r = np.floor_divide(a, b), np.remainder(a, b)
-    np.testing.assert_array_equal(np.asarray(fnp.floor_divide(a, b)), q)
-    np.testing.assert_array_equal(np.asarray(fnp.remainder(a, b)), r)
+    with ferrax.enable_x64(dtype == np.float64):
+        np.testing.assert_array_equal(np.asarray(fnp.floor_divide(a, b)), q)
+        np.testing.assert_array_equal(np.asarray(fnp.remainder(a, b)), r)
 
 
 def test_integer_power_and_remainder_edge_cases() -> None:
@@ -861,10 +866,11 @@ def test_float_conversions_follow_xla(label: str, convert: Call, dtype: str) -> 
     rules (XLA's), whether the value is converted on the host or staged; no warnings.
     (Out of range, NumPy's casts and ``jnp.astype`` to narrow integers wrap instead.)"""
     d = BF16 if dtype == "bfloat16" else np.dtype(dtype)
-    ours = convert(fnp, SPECIAL, d)
-    assert ours.dtype == d
-    staged = check_staged(lambda x: convert(fnp, x, d), SPECIAL)
-    assert staged.out_avals[0].dtype == d
+    with ferrax.enable_x64(True):  # as JAX below: the values are float64
+        ours = convert(fnp, SPECIAL, d)
+        assert ours.dtype == d
+        staged = check_staged(lambda x: convert(fnp, x, d), SPECIAL)
+        assert staged.out_avals[0].dtype == d
     with jax_mode(True):
         theirs = np.asarray(jax.lax.convert_element_type(SPECIAL, d))
     np.testing.assert_array_equal(np.asarray(ours).astype(np.float64), theirs.astype(np.float64))

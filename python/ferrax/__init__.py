@@ -5,6 +5,7 @@ The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 
 from ferrax import lax, numpy, tree_util
 from ferrax._array import Array
+from ferrax._config import config, enable_x64
 from ferrax._cost import cost_analysis
 from ferrax._jit import eval_jaxpr, jit
 from ferrax._runtime import DeviceArray, device_put
@@ -31,7 +32,9 @@ __all__ = [
     "PassError",
     "TracerBoolConversionError",
     "TypeCheckError",
+    "config",
     "cost_analysis",
+    "enable_x64",
     "device_put",
     "eval_jaxpr",
     "jit",

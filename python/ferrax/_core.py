@@ -431,29 +431,39 @@ class ConcreteArray(Array):
 
 
 def aval_of(x: Any) -> _ir.ShapedArray:
-    """The abstract value of any array-like: tracers, eager arrays, NumPy, Python scalars."""
+    """The abstract value of any array-like: tracers, eager arrays, NumPy, Python scalars.
+
+    NumPy values and Python scalars are typed as JAX types them in the current mode:
+    64-bit NumPy dtypes are their 32-bit types unless x64 is on; a Python ``int`` is a
+    weak int32 (int64 with x64), a ``float`` a weak float32 (float64).
+    """
     if isinstance(x, (Tracer, ConcreteArray)):
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):
         # Before the Python scalar types: np.float64 is a subclass of float.
-        return _ir.ShapedArray(x.shape, x.dtype, False)
+        return _ir.ShapedArray(x.shape, dtypes.canonical(x.dtype), False)
     if isinstance(x, bool):
         return _ir.ShapedArray((), np.bool_, False)
     if isinstance(x, int):
-        return _ir.ShapedArray((), dtypes.default_int, True)
+        return _ir.ShapedArray((), dtypes.default_int(), True)
     if isinstance(x, float):
-        return _ir.ShapedArray((), dtypes.default_float, True)
+        return _ir.ShapedArray((), dtypes.default_float(), True)
     raise TypeError(f"{type(x).__name__} is not an array type ferrax understands: {x!r}")
 
 
 def to_numpy(x: Any) -> np.ndarray[Any, Any]:
-    """A concrete value as a NumPy array of its ferrax dtype (Python scalars typed as
-    JAX types them)."""
+    """A concrete value as a NumPy array of its ferrax dtype (NumPy values canonicalized
+    and Python scalars typed as JAX types them, by :func:`aval_of`)."""
     if isinstance(x, ConcreteArray):
         return x._value
     if isinstance(x, np.ndarray):
-        return x
-    if isinstance(x, Tracer):
+        d = dtypes.canonical(x.dtype)
+        if d == x.dtype:
+            return x
+    elif isinstance(x, Tracer):
         raise x._concrete_error("evaluating eagerly")
-    aval = aval_of(x)
-    return np.asarray(x, dtype=aval.dtype)
+    else:
+        d = aval_of(x).dtype
+    # As XLA converts: float64 beyond float32's range is an infinity, int64 wraps.
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=d)

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from ferrax import _core, _ir
+from ferrax import _config, _core, _ir
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
 from ferrax._runtime import DeviceArray, Executable, buffer_of, compile_stablehlo
 from ferrax._staging import trace_to_jaxpr
@@ -117,7 +117,7 @@ def _hashable(x: Any, what: str) -> Any:
 class _Entry:
     """One compiled signature: the executable, the constants' buffers, the output tree."""
 
-    __slots__ = ("jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf")
+    __slots__ = ("jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64")
 
     def __init__(self, jaxpr: _ir.ClosedJaxpr, out_tree: PyTreeDef, in_avals: list[_ir.ShapedArray]) -> None:
         self.jaxpr = jaxpr
@@ -128,6 +128,8 @@ class _Entry:
         self.text: str | None = None
         # The output is one bare array (not a tuple or list of one).
         self.single_leaf = out_tree == tree_structure(0)
+        # The mode it was traced in: defaults and constants' dtypes depend on it.
+        self.x64 = _config._x64
 
 
 class Lowered:
@@ -204,7 +206,7 @@ class Jitted(Generic[P, R]):
                 return _MISS
             avals.append(x._aval)
         entry = self._fast.get(tuple(avals))
-        if entry is None or entry.executable is None:
+        if entry is None or entry.executable is None or entry.x64 is not _config._x64:
             return _MISS
         buffers = entry.const_buffers + [x._buffer for x in args]
         outs = entry.executable(buffers)
@@ -214,7 +216,7 @@ class Jitted(Generic[P, R]):
 
     def _entry(self, flat: list[Any], tree: PyTreeDef, static_key: Hashable, rebuild: Callable[..., Callable[..., Any]]) -> _Entry:
         avals = [_arg_aval(x, i) for i, x in enumerate(flat)]
-        key = (tree, tuple(avals), static_key)
+        key = (tree, tuple(avals), static_key, _config._x64)
         entry = self._cache.get(key)
         if entry is None:
             closed, out_tree = trace_to_jaxpr(rebuild(self._fun), avals, tree)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ferrax import _ir, dtypes
-from ferrax._core import ConcreteArray, aval_of
+from ferrax._core import ConcreteArray, aval_of, to_numpy
 from ferrax.errors import LoweringError
 
 __all__ = ["DeviceArray", "Executable", "compile_stablehlo", "device_put"]
@@ -155,12 +155,10 @@ def device_put(x: Any) -> DeviceArray:
     """``x`` (an array-like) on the device."""
     if isinstance(x, DeviceArray):
         return x
+    # NumPy values and Python scalars are typed as JAX types them (float64 is float32
+    # without x64).
     aval = aval_of(x)
-    if isinstance(x, ConcreteArray):
-        value = np.asarray(x)
-    else:
-        value = np.asarray(x, dtype=aval.dtype)
-    return DeviceArray(_put(value, aval), aval)
+    return DeviceArray(_put(to_numpy(x), aval), aval)
 
 
 def _put(value: np.ndarray[Any, Any], aval: _ir.ShapedArray) -> Any:
@@ -173,7 +171,7 @@ def buffer_of(x: Any, aval: _ir.ShapedArray) -> Any:
     """A device buffer holding ``x`` with type ``aval`` (no copy for device arrays)."""
     if isinstance(x, DeviceArray):
         return x._buffer
-    return _put(np.asarray(x, dtype=aval.dtype), aval)
+    return _put(to_numpy(x), aval)
 
 
 _LOCATION = re.compile(r":(\d+):(\d+): error: (.*)")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ferrax import _ir
+from ferrax import _ir, dtypes
 from ferrax._array import Array
 from ferrax._core import (
     ConcreteArray,
@@ -80,6 +80,10 @@ class _AvalKind:
         self.aval = aval  # keeps id(aval) valid while this entry lives
         self.weak = weak
         self.scalar = "f" if dtype == _F32 else "i" if dtype == _I32 else None
+        if weak and dtypes.x64_enabled():
+            # With x64 a Python scalar is a weak 64-bit value: with a weak 32-bit one it
+            # promotes to 64 bits, so no literal of this dtype.
+            self.scalar = None
         self.same = dtype != np.bool_ and (not weak or self.scalar is not None)
         self.literals = trace._literals.setdefault((self.scalar, weak), {})
 
@@ -204,7 +208,8 @@ class StagingTrace(Trace):
         if var is None:
             var = state.builder.add_constvar(aval)
             state.const_vars[key] = var
-            state.consts.append(value)
+            # A NumPy constant is stored as its ferrax dtype (float64 -> float32 without x64).
+            state.consts.append(to_numpy(value) if isinstance(value, np.ndarray) else value)
         return JaxprTracer(self, var, aval)
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:

@@ -268,7 +268,7 @@ def _start_indices(shape: Sequence[int], indices: Sequence[Any], what: str) -> l
         if not dtypes.is_int(d):
             raise TypeError(f"{what}: start indices must be integers, got {d}")
     # Python ints take the arrays' dtype; arrays of several dtypes are converted to int32.
-    dtype = kinds.pop() if len(kinds) == 1 else dtypes.default_int
+    dtype = kinds.pop() if len(kinds) == 1 else dtypes.default_int()
     out: list[Any] = []
     for i, size in zip(indices, shape):
         if isinstance(i, Tracer):

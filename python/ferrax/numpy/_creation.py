@@ -2,8 +2,10 @@
 (``zeros``, ``ones``, ``full`` and their ``_like`` forms), ranges (``arange``,
 ``linspace``) and ``eye``.
 
-Default dtypes are JAX's: Python floats give float32, ints int32; a Python scalar on its
-own stays weakly typed; NumPy values keep their dtype. Filled arrays and ranges are
+Default dtypes are JAX's: Python floats give float32, ints int32 (float64 and int64 with
+x64); a Python scalar on its own stays weakly typed; NumPy values keep their dtype, but
+64-bit ones become 32-bit without x64, and a ``dtype=float64`` request is then float32
+with JAX's ``UserWarning`` (see :mod:`ferrax.dtypes`). Filled arrays and ranges are
 built from primitives (``broadcast_in_dim``, ``iota``), so under a transformation they
 are equations, not constants.
 """
@@ -56,13 +58,14 @@ def array(object: Any, dtype: DTypeLike | None = None, copy: bool = True, ndmin:
 
     Without ``dtype``: a Python scalar alone stays weakly typed (``array(1.0)`` is a weak
     float32); nested sequences take the promoted dtype of their elements (Python floats
-    float32, ints int32, NumPy values their own) and are not weak; NumPy arrays keep
-    their dtype. Traced elements are stacked into a traced array. ``copy`` is accepted
+    float32, ints int32, NumPy values their own; 64-bit with x64) and are not weak;
+    NumPy arrays keep their dtype (64-bit ones become 32-bit without x64). Traced
+    elements are stacked into a traced array. ``copy`` is accepted
     for NumPy compatibility (ferrax arrays are immutable). ``ndmin`` prepends size-1
     dimensions up to that many dimensions.
     """
     del copy
-    out = _to_array(object, dtype)
+    out = _to_array(object, dtype, "array")
     if out.ndim < ndmin:
         out = lax.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
     return out
@@ -72,7 +75,7 @@ def asarray(a: Any, dtype: DTypeLike | None = None, copy: bool | None = None) ->
     """``a`` as an array (of ``dtype`` if given); ferrax arrays of that type are returned
     as they are. Same conversions as :func:`array`."""
     del copy
-    return _to_array(a, dtype)
+    return _to_array(a, dtype, "asarray")
 
 
 def astype(x: ArrayLike, dtype: DTypeLike) -> Array:
@@ -81,11 +84,11 @@ def astype(x: ArrayLike, dtype: DTypeLike) -> Array:
     Floats to integers truncate toward zero and saturate, NaN becomes 0 (XLA's rules).
     """
     operand_aval("astype", x)
-    return convert(x, dtypes.canonicalize(dtype), False)
+    return convert(x, dtypes.canonicalize(dtype, "astype"), False)
 
 
-def _to_array(obj: Any, dtype: DTypeLike | None) -> Array:
-    want = None if dtype is None else dtypes.canonicalize(dtype)
+def _to_array(obj: Any, dtype: DTypeLike | None, name: str) -> Array:
+    want = None if dtype is None else dtypes.canonicalize(dtype, name)
     if isinstance(obj, Array):
         if want is None:
             return obj
@@ -107,7 +110,7 @@ def _to_array(obj: Any, dtype: DTypeLike | None) -> Array:
 
 def _supported(dtype: np.dtype[Any]) -> np.dtype[Any]:
     try:
-        return dtypes.canonicalize(dtype)
+        return dtypes.canonical(dtypes.supported(dtype))
     except TypeError as e:
         raise TypeError(f"{e}, at {user_location()}") from None
 
@@ -127,9 +130,9 @@ def _from_sequence(obj: list[Any] | tuple[Any, ...], want: np.dtype[Any] | None)
     _leaves(obj, leaves)
     if leaves:
         avals = [operand_aval("array", x, i) for i, x in enumerate(leaves)]
-        inferred, _ = dtypes.promote([(a.dtype, a.weak_type) for a in avals])
+        inferred, _ = dtypes.result_type([(a.dtype, a.weak_type) for a in avals])
     else:
-        inferred = dtypes.default_float
+        inferred = dtypes.default_float()
     if builtins.any(isinstance(x, Tracer) for x in leaves):
         return _stack_nested(obj, want or inferred)
     value = np.array(obj, dtype=inferred)
@@ -178,14 +181,14 @@ def _fill(shape: tuple[int, ...], value: Any, dtype: np.dtype[Any], weak: bool) 
 
 
 def zeros(shape: Shape, dtype: DTypeLike | None = None) -> Array:
-    """An array of zeros (float32 by default)."""
-    d = dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
+    """An array of zeros (of the default float dtype unless ``dtype`` is given)."""
+    d = dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype, "zeros")
     return _fill(_shape(shape, "zeros"), 0, d, False)
 
 
 def ones(shape: Shape, dtype: DTypeLike | None = None) -> Array:
-    """An array of ones (float32 by default)."""
-    d = dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
+    """An array of ones (of the default float dtype unless ``dtype`` is given)."""
+    d = dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype, "ones")
     return _fill(_shape(shape, "ones"), 1, d, False)
 
 
@@ -195,7 +198,7 @@ def full(shape: Shape, fill_value: ArrayLike, dtype: DTypeLike | None = None) ->
     aval = operand_aval("full", fill_value, 1)
     if dtype is None:
         return _fill(_shape(shape, "full"), fill_value, aval.dtype, aval.weak_type)
-    return _fill(_shape(shape, "full"), fill_value, dtypes.canonicalize(dtype), False)
+    return _fill(_shape(shape, "full"), fill_value, dtypes.canonicalize(dtype, "full"), False)
 
 
 def _like(name: str, a: ArrayLike, value: Any, dtype: DTypeLike | None, shape: Shape | None) -> Array:
@@ -203,7 +206,7 @@ def _like(name: str, a: ArrayLike, value: Any, dtype: DTypeLike | None, shape: S
     dims = aval.shape if shape is None else _shape(shape, name)
     if dtype is None:
         return _fill(dims, value, aval.dtype, aval.weak_type)
-    return _fill(dims, value, dtypes.canonicalize(dtype), False)
+    return _fill(dims, value, dtypes.canonicalize(dtype, name), False)
 
 
 def zeros_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: Shape | None = None) -> Array:
@@ -250,16 +253,21 @@ def arange(
     """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``.
 
     The dtype is the promoted dtype of the arguments (``arange(5)`` is int32,
-    ``arange(0.0, 1.0, 0.1)`` float32, ``arange(np.int8(5))`` int8). The arguments must be
+    ``arange(0.0, 1.0, 0.1)`` float32, ``arange(np.int8(5))`` int8; int64 and float64
+    with x64). The arguments must be
     concrete: they fix the length. Integer ranges are built from ``iota``; float ranges
     are computed on the host (in float64, then rounded to the dtype).
     """
     args = [a for a in (start, stop, step) if a is not None]
     if dtype is None:
         avals = [operand_aval("arange", a, i) for i, a in enumerate(args)]
-        want, _ = dtypes.promote([(a.dtype, a.weak_type) for a in avals])
+        want, _ = dtypes.result_type([(a.dtype, a.weak_type) for a in avals])
     else:
-        want = dtypes.canonicalize(dtype)
+        want = dtypes.canonicalize(dtype, "arange")
+    if want == np.bool_:
+        raise TypeError(
+            f"arange does not accept dtype bool (integer and floating dtypes only), at {user_location()}"
+        )
     lo = _static_scalar(start, "arange", "start")
     hi = None if stop is None else _static_scalar(stop, "arange", "stop")
     st = 1 if step is None else _static_scalar(step, "arange", "step")
@@ -290,7 +298,8 @@ def linspace(
 ) -> Array:
     """``num`` evenly spaced values from ``start`` to ``stop`` (included if ``endpoint``).
 
-    Float32 unless a float argument or ``dtype`` says otherwise; integer dtypes truncate.
+    The default float unless a float argument or ``dtype`` says otherwise; integer
+    dtypes truncate.
     ``start`` and ``stop`` are scalars and may be traced (``num`` may not); the values
     are ``start * (1 - t) + stop * t`` for ``t = i / div`` (``iota``), the endpoint
     exactly ``stop``.
@@ -304,10 +313,10 @@ def linspace(
         raise TypeError(f"linspace: start and stop must be scalars, at {user_location()}")
     if dtype is None:
         operands = [(a_aval.dtype, a_aval.weak_type), (b_aval.dtype, b_aval.weak_type)]
-        out_dtype, _ = dtypes.promote([*operands, (dtypes.default_float, True)])
+        out_dtype, _ = dtypes.result_type([*operands, (dtypes.default_float(), True)])
     else:
-        out_dtype = dtypes.canonicalize(dtype)
-    compute = out_dtype if dtypes.is_float(out_dtype) else dtypes.default_float
+        out_dtype = dtypes.canonicalize(dtype, "linspace")
+    compute = out_dtype if dtypes.is_float(out_dtype) else dtypes.default_float()
     lo = convert(start, compute, False)
     hi = convert(stop, compute, False)
     div = n - 1 if endpoint else n
@@ -325,12 +334,12 @@ def linspace(
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike | None = None) -> Array:
-    """An ``N`` x ``M`` array with ones on diagonal ``k`` (float32 by default): equal
-    ``iota``s, converted."""
+    """An ``N`` x ``M`` array with ones on diagonal ``k`` (of the default float dtype
+    unless ``dtype`` is given): equal ``iota``s, converted."""
     rows = operator.index(N)
     cols = rows if M is None else operator.index(M)
     shift = operator.index(k)
-    want = dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
+    want = dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype, "eye")
     if rows < 0 or cols < 0:
         raise ValueError(f"eye: negative dimensions are not allowed, at {user_location()}")
     i = lax.broadcasted_iota(np.int32, (rows, cols), 0)

@@ -2,8 +2,9 @@
 types included) and NumPy's broadcasting.
 
 Every function of the package reads its operands through here, so the rules live once:
-Python scalars are weakly typed, NumPy values keep their dtype, and shapes that do not
-broadcast are a :class:`~ferrax.TypeCheckError` pointing at the user's line.
+Python scalars are weakly typed, NumPy values are typed as JAX types them (64-bit
+dtypes become 32-bit ones unless x64 is on, see :mod:`ferrax.dtypes`), and shapes that
+do not broadcast are a :class:`~ferrax.TypeCheckError` pointing at the user's line.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from ferrax import _ir, dtypes, lax
 from ferrax._array import Array
-from ferrax._core import ConcreteArray, aval_of, user_location
+from ferrax._core import ConcreteArray, aval_of, to_numpy, user_location
 from ferrax.errors import TypeCheckError
 
 __all__ = [
@@ -83,7 +84,7 @@ def as_array(x: ArrayLike, name: str = "asarray", position: int = 0) -> Array:
     if isinstance(x, Array):
         return x
     # No copy: a NumPy operand used several times stays one constant when staged.
-    return ConcreteArray(np.asarray(x, dtype=aval.dtype), aval.weak_type)
+    return ConcreteArray(to_numpy(x), aval.weak_type)
 
 
 def shape_error(message: str) -> TypeCheckError:
@@ -91,16 +92,28 @@ def shape_error(message: str) -> TypeCheckError:
     return TypeCheckError(f"{message}, at {user_location()}")
 
 
-def result_type(*args: ArrayLike | DTypeLike) -> np.dtype[Any]:
-    """The dtype JAX's promotion gives these arrays, scalars and dtypes together."""
+def result_type(*args: ArrayLike | DTypeLike | None) -> np.dtype[Any]:
+    """The dtype JAX's promotion gives these arrays, scalars and dtypes together
+    (``jax.numpy.result_type``): a weakly typed result takes its kind's default dtype.
+
+    The Python types ``int`` and ``float`` count as weakly typed, as Python scalars do;
+    ``None`` is the default float. A 64-bit dtype without x64 is truncated with JAX's
+    warning (an explicit request), a 64-bit NumPy value silently.
+    """
+    if not args:
+        raise ValueError("at least one array or dtype is required")
     operands: list[tuple[np.dtype[Any], bool]] = []
     for i, a in enumerate(args):
-        if isinstance(a, (str, type, np.dtype)) and not is_python_scalar(a):
-            operands.append((dtypes.canonicalize(a), False))
+        if a is None:
+            operands.append((dtypes.default_float(), False))
+        elif a is int or a is float:
+            operands.append((dtypes.canonicalize(a), True))
+        elif isinstance(a, (str, type, np.dtype)) and not is_python_scalar(a):
+            operands.append((dtypes.canonicalize(a, "result_type"), False))
         else:
             av = operand_aval("result_type", a, i)
             operands.append((av.dtype, av.weak_type))
-    return dtypes.promote(operands)[0]
+    return dtypes.result_type(operands)[0]
 
 
 def convert(x: Any, dtype: np.dtype[Any], weak: bool = False) -> Array:
@@ -165,12 +178,12 @@ def promote_args(name: str, *args: Any) -> list[Any]:
 
 
 def promote_args_inexact(name: str, *args: Any) -> list[Any]:
-    """As :func:`promote_args`, with integer and bool results promoted to float32 (the
-    default float), as for ``true_divide`` and ``sin``."""
+    """As :func:`promote_args`, with integer and bool results promoted to a float
+    (:func:`ferrax.dtypes.to_inexact`: float32, float64 for 64-bit integers), as for
+    ``true_divide`` and ``sin``."""
     avals = [operand_aval(name, a, i) for i, a in enumerate(args)]
     dtype, weak = dtypes.promote([(a.dtype, a.weak_type) for a in avals])
-    if not dtypes.is_float(dtype):
-        dtype = dtypes.default_float
+    dtype = dtypes.to_inexact(dtype)
     converted = [convert(a, dtype, weak) for a in args]
     return broadcast_operands(name, converted, avals)
 

@@ -28,15 +28,15 @@ _HALF = (np.dtype(np.float16), dtypes.bfloat16)
 def _accumulator(d: np.dtype[Any]) -> np.dtype[Any]:
     """The dtype ``sum`` and ``prod`` give values of dtype ``d``."""
     if d == np.bool_:
-        return dtypes.default_int
-    if d.kind in "iu" and d.itemsize < 4:
-        return dtypes.default_int if d.kind == "i" else np.dtype(np.uint32)
+        return dtypes.default_int()
+    if d.kind in "iu" and d.itemsize < dtypes.default_int().itemsize:
+        return dtypes.default_int() if d.kind == "i" else dtypes.default_uint()
     return d
 
 
 def _compute(d: np.dtype[Any]) -> np.dtype[Any]:
     """Half floats are accumulated in float32."""
-    return dtypes.default_float if d in _HALF else d
+    return np.dtype(np.float32) if d in _HALF else d
 
 
 def _finish(out: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
@@ -72,16 +72,16 @@ def mean(
 ) -> Array:
     """The mean over ``axis`` (all axes by default): the sum divided by the count.
 
-    Integers and bools average as float32; half floats are summed in float32. The mean of
-    no elements is NaN.
+    Integers and bools average as float32 (64-bit integers as float64); half floats are
+    summed in float32. The mean of no elements is NaN.
     """
     x = as_array(a, "mean")
     axes = normalize_axes(axis, x.ndim, "mean")
     if dtype is not None:
         result = dtypes.canonicalize(dtype)
     else:
-        result = x.dtype if dtypes.is_float(x.dtype) else dtypes.default_float
-    compute = _compute(result) if dtypes.is_float(result) else dtypes.default_float
+        result = dtypes.to_inexact(x.dtype)
+    compute = _compute(result) if dtypes.is_float(result) else dtypes.to_inexact(result)
     count = 1
     for i in axes:
         count *= x.shape[i]
@@ -142,7 +142,7 @@ def _arg(name: str, reduce: Any, a: ArrayLike, axis: int | None, keepdims: bool)
         dim = normalize_axis(axis, ndim, name)
     if flat.shape[dim] == 0:
         raise ValueError(f"{name} of an empty sequence (shape {list(x.shape)}), at {user_location()}")
-    out: Array = reduce(convert(flat, flat.dtype, False), dim, np.int32)
+    out: Array = reduce(convert(flat, flat.dtype, False), dim, dtypes.default_int())
     if not keepdims:
         return out
     if axis is None:

@@ -1,0 +1,287 @@
+"""64-bit values and the x64 switch, against ``jax.numpy`` in both of JAX's modes.
+
+Every pair of operands over every supported dtype and every kind of operand (NumPy
+array, NumPy scalar, weakly typed array, Python scalar) is combined by ``add`` and
+``true_divide``, eagerly and under ``make_jaxpr``, and by ``result_type``; every pair
+of dtype-likes by ``result_type``; every explicit dtype request by the creation
+functions and ``astype``; and the defaults (``arange(5)``, ``asarray(1.5)``, ...). The
+dtypes, weak types and warnings must be ``jax.numpy``'s. The default mode runs in this
+process; the x64 run is a subprocess with ``JAX_ENABLE_X64=1`` for both JAX and ferrax
+(:func:`mismatches` is the one comparison both use).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ferrax
+import ferrax.numpy as fnp
+from ferrax import lax
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DTYPES = [
+    np.dtype(t)
+    for t in (
+        np.bool_, np.int8, np.int16, np.int32, np.int64,
+        np.uint8, np.uint16, np.uint32, np.uint64,
+        np.float16, np.float32, np.float64,
+    )
+] + [BF16]
+WIDE = {np.dtype(np.int64), np.dtype(np.uint64), np.dtype(np.float64)}
+
+Kind = tuple[np.dtype[Any], bool]
+# One operand: its label and how to make it for JAX and for ferrax (the same NumPy or
+# Python value, or a weakly typed array each library makes).
+Operand = tuple[str, Callable[[], Any], Callable[[], Any]]
+
+
+def _weak_jax(d: np.dtype[Any]) -> Any:
+    # JAX has no public way to make a weakly typed array of a given dtype.
+    internal = importlib.import_module("jax._src.lax.lax")
+    return internal._convert_element_type(np.ones(2, d), d, weak_type=True)
+
+
+def operands(x64: bool) -> list[Operand]:
+    """Every dtype as a NumPy array and a NumPy scalar, every dtype the mode has as a
+    weakly typed array, and the Python scalars."""
+    out: list[Operand] = []
+    for d in DTYPES:
+        arr = np.ones(2, d)
+        out.append((f"{d}[2]", functools.partial(_same, arr), functools.partial(_same, arr)))
+        sc = d.type(1)
+        out.append((f"np.{d}", functools.partial(_same, sc), functools.partial(_same, sc)))
+        if d != np.bool_ and (x64 or d not in WIDE):
+            out.append((f"weak {d}[2]", functools.partial(_weak_jax, d), functools.partial(_weak_ferrax, d)))
+    for py in (True, 1, 1.5):
+        out.append((repr(py), functools.partial(_same, py), functools.partial(_same, py)))
+    return out
+
+
+def _same(x: Any) -> Any:
+    return x
+
+
+def _weak_ferrax(d: np.dtype[Any]) -> Any:
+    return lax.convert_element_type(np.ones(2, d), d, True)
+
+
+def kind(x: Any) -> Kind:
+    return np.dtype(x.dtype), bool(x.weak_type)
+
+
+def _with_warnings(f: Callable[[], Any]) -> tuple[Any, bool]:
+    """``f()`` (or the exception's type name) and whether it warned (a UserWarning)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = f()
+        except Exception as e:  # noqa: BLE001 - compared with the other library's
+            out = type(e).__name__
+    return out, any(issubclass(w.category, UserWarning) for w in caught)
+
+
+def _type_of(x: Any) -> Any:
+    if isinstance(x, str):
+        return x
+    if isinstance(x, np.dtype):
+        return x
+    return kind(x)
+
+
+# ------------------------------------------------------------------------ comparisons
+
+
+def pair_mismatches(x64: bool) -> list[str]:
+    """Binary operations and ``result_type`` over every pair of operands."""
+    found: list[str] = []
+    ops = [(label, ja(), fa()) for label, ja, fa in operands(x64)]
+    for (la, a, x), (lb, b, y) in ((p, q) for p in ops for q in ops):
+        # jax.numpy's functions are jitted: their arguments are typed as jit arguments,
+        # eagerly too, so eval_shape gives the eager types.
+        # A NumPy scalar promotes as a NumPy array of its dtype: true_divide (JAX's
+        # slowest part here) leaves them out.
+        scalars = la.startswith("np.") or lb.startswith("np.")
+        fns = ((jnp.add, fnp.add),) if scalars else ((jnp.add, fnp.add), (jnp.true_divide, fnp.true_divide))
+        want = [kind(jax.eval_shape(j, a, b)) for j, _ in fns]
+        want_rt = np.dtype(jnp.result_type(a, b))
+        eager = [kind(f(x, y)) for _, f in fns]
+        staged = [
+            (a.dtype, a.weak_type)
+            for a in ferrax.make_jaxpr(lambda x, y: [f(x, y) for _, f in fns])(x, y).out_avals
+        ]
+        rt = fnp.result_type(x, y)
+        for what, got, expected in (
+            ("add, true_divide", eager, want),
+            ("add, true_divide staged", staged, want),
+            ("result_type", rt, want_rt),
+        ):
+            if got != expected:
+                found.append(f"{what}({la}, {lb}): ferrax {got}, jax {expected}")
+    return found
+
+
+DTYPE_LIKES: list[Any] = [*DTYPES, int, float, bool, "float64", "int64", "float32"]
+
+
+def dtype_mismatches() -> list[str]:
+    """``result_type`` of dtype-likes, alone and in pairs (64-bit ones warn and are
+    truncated without x64)."""
+    found: list[str] = []
+    cases: list[tuple[Any, ...]] = [(d,) for d in DTYPE_LIKES]
+    cases += [(a, b) for a in DTYPE_LIKES for b in DTYPE_LIKES]
+    for args in cases:
+        theirs = _with_warnings(lambda: np.dtype(jnp.result_type(*args)))
+        ours = _with_warnings(lambda: fnp.result_type(*args))
+        if ours != theirs:
+            found.append(f"result_type{args}: ferrax {ours}, jax {theirs}")
+    return found
+
+
+# Creation functions and conversions given an explicit dtype, as ``f(m, dtype)``.
+REQUESTS: dict[str, Callable[[Any, Any], Any]] = {
+    "zeros": lambda m, d: m.zeros(3, dtype=d),
+    "ones": lambda m, d: m.ones((2, 2), dtype=d),
+    "full": lambda m, d: m.full((2,), 1, dtype=d),
+    "zeros_like": lambda m, d: m.zeros_like(np.ones(2, np.float32), dtype=d),
+    "ones_like": lambda m, d: m.ones_like(np.ones(2, np.int32), dtype=d),
+    "full_like": lambda m, d: m.full_like(np.ones(2, np.int8), 2, dtype=d),
+    "array": lambda m, d: m.array([1, 2], dtype=d),
+    "asarray": lambda m, d: m.asarray(np.ones(2, np.float32), dtype=d),
+    "asarray scalar": lambda m, d: m.asarray(1.0, dtype=d),
+    "arange": lambda m, d: m.arange(3, dtype=d),
+    "linspace": lambda m, d: m.linspace(0, 1, 3, dtype=d),
+    "eye": lambda m, d: m.eye(2, dtype=d),
+    "astype": lambda m, d: m.asarray(np.ones(2, np.float32)).astype(d),
+    "astype function": lambda m, d: m.astype(m.ones(2), d),
+}
+
+
+def request_mismatches() -> list[str]:
+    """Every explicit dtype request: the dtype given, and JAX's warning when it is
+    truncated."""
+    found: list[str] = []
+    for label, f in REQUESTS.items():
+        for d in [*DTYPES, float, int]:
+            if label == "linspace" and d == np.bool_:
+                continue  # JAX's linspace of bools is an error of its own
+            theirs = _with_warnings(lambda: _type_of(jax.eval_shape(lambda: f(jnp, d))))
+            ours = _with_warnings(lambda: _type_of(f(fnp, d)))
+            if ours != theirs:
+                found.append(f"{label}(dtype={d}): ferrax {ours}, jax {theirs}")
+    return found
+
+
+# Values made without a dtype: the defaults of each mode.
+DEFAULTS: dict[str, Callable[[Any], Any]] = {
+    "arange(5)": lambda m: m.arange(5),
+    "arange(5.0)": lambda m: m.arange(5.0),
+    "arange(np.int64(5))": lambda m: m.arange(np.int64(5)),
+    "asarray(1.5)": lambda m: m.asarray(1.5),
+    "asarray(1)": lambda m: m.asarray(1),
+    "asarray(True)": lambda m: m.asarray(True),
+    "asarray(np f64 array)": lambda m: m.asarray(np.ones(2)),
+    "asarray(np.float64)": lambda m: m.asarray(np.float64(2)),
+    "asarray(np.uint64)": lambda m: m.asarray(np.uint64(2)),
+    "array([1, 2])": lambda m: m.array([1, 2]),
+    "array([1.0, 2])": lambda m: m.array([1.0, 2]),
+    "array([np.float64, 1])": lambda m: m.array([np.float64(1), 1]),
+    "array([])": lambda m: m.array([]),
+    "zeros(3)": lambda m: m.zeros(3),
+    "ones(2)": lambda m: m.ones(2),
+    "eye(2)": lambda m: m.eye(2),
+    "full((2,), 1)": lambda m: m.full((2,), 1),
+    "full((2,), 1.5)": lambda m: m.full((2,), 1.5),
+    "full((2,), np.float64)": lambda m: m.full((2,), np.float64(1.5)),
+    "linspace(0, 1, 3)": lambda m: m.linspace(0, 1, 3),
+    "zeros_like(1.0)": lambda m: m.zeros_like(1.0),
+    "sum(bool)": lambda m: m.sum(np.ones(3, bool)),
+    "sum(int8)": lambda m: m.sum(np.ones(3, np.int8)),
+    "sum(uint8)": lambda m: m.sum(np.ones(3, np.uint8)),
+    "sum(int32)": lambda m: m.sum(np.ones(3, np.int32)),
+    "sum(uint32)": lambda m: m.sum(np.ones(3, np.uint32)),
+    "sum(float16)": lambda m: m.sum(np.ones(3, np.float16)),
+    "sum(np f64)": lambda m: m.sum(np.ones(3)),
+    "mean(int32)": lambda m: m.mean(np.ones(3, np.int32)),
+    "mean(float16)": lambda m: m.mean(np.ones(3, np.float16)),
+    "argmax": lambda m: m.argmax(np.ones(3, np.float32)),
+    "sin(int32)": lambda m: m.sin(np.ones(3, np.int32)),
+    "sin(1)": lambda m: m.sin(1),
+    "sqrt(np.int64)": lambda m: m.sqrt(np.int64(8)),
+    "f32 / np.sqrt(8)": lambda m: m.ones(3, np.float32) / np.sqrt(8),
+    "f32 * np.float64(2)": lambda m: m.ones(3, np.float32) * np.float64(2),
+    "f16 + np.float64(2)": lambda m: m.ones(3, np.float16) + np.float64(2),
+    "i8 + np.int64(2)": lambda m: m.ones(3, np.int8) + np.int64(2),
+    "u32 + i32": lambda m: m.ones(3, np.uint32) + m.ones(3, np.int32),
+    "u32 + 1": lambda m: m.ones(3, np.uint32) + 1,
+    "bool + 1": lambda m: m.ones(3, bool) + 1,
+    "bool + 1.5": lambda m: m.ones(3, bool) + 1.5,
+    "i32 + 1.5": lambda m: m.ones(3, np.int32) + 1.5,
+    "np i64 + np u64": lambda m: m.add(np.ones(2, np.int64), np.ones(2, np.uint64)),
+    "where(bool, 1, 2.0)": lambda m: m.where(np.ones(2, bool), 1, 2.0),
+    "maximum(1, 2)": lambda m: m.maximum(1, 2),
+    "np f64 @ np f64": lambda m: m.matmul(np.ones((2, 2)), np.ones(2)),
+    "concatenate(f64, f32)": lambda m: m.concatenate([np.ones(2), np.ones(2, np.float32)]),
+}
+
+
+def default_mismatches() -> list[str]:
+    found: list[str] = []
+    for label, f in DEFAULTS.items():
+        theirs = _with_warnings(lambda: _type_of(jax.eval_shape(lambda: f(jnp))))
+        ours = _with_warnings(lambda: _type_of(f(fnp)))
+        staged = _with_warnings(
+            lambda: [(a.dtype, a.weak_type) for a in ferrax.make_jaxpr(lambda: f(fnp))().out_avals]
+        )
+        if ours != theirs:
+            found.append(f"{label}: ferrax {ours}, jax {theirs}")
+        if not isinstance(theirs[0], str) and staged[0] != [theirs[0]]:
+            found.append(f"{label} staged: ferrax {staged}, jax {theirs}")
+    return found
+
+
+def mismatches() -> list[str]:
+    """Every difference from JAX in the current mode (ferrax's and JAX's must agree)."""
+    x64 = bool(jax.config.jax_enable_x64)
+    assert ferrax.config.jax_enable_x64 == x64, "ferrax and JAX run in different modes"
+    return pair_mismatches(x64) + dtype_mismatches() + request_mismatches() + default_mismatches()
+
+
+# -------------------------------------------------------------------------- the tests
+
+
+def test_default_mode_matches_jax() -> None:
+    assert not jax.config.jax_enable_x64
+    assert not ferrax.config.jax_enable_x64
+    found = mismatches()
+    assert not found, f"{len(found)} differences from JAX:\n" + "\n".join(found[:60])
+
+
+def test_x64_mode_matches_jax() -> None:
+    """The same comparison with ``JAX_ENABLE_X64=1`` (read at import by both)."""
+    env = dict(os.environ, JAX_ENABLE_X64="1", TF_CPP_MIN_LOG_LEVEL="3")
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import test_x64 as t; "
+        "import ferrax, jax; assert ferrax.config.jax_enable_x64 and jax.config.jax_enable_x64; "
+        "found = t.mismatches(); print(len(found)); print('\\n'.join(found[:60]))"
+    )
+    here = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run(
+        [sys.executable, "-c", script, here], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    count, _, listing = done.stdout.partition("\n")
+    assert count.strip() == "0", f"{count.strip()} differences from JAX with x64:\n{listing}"
