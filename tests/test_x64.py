@@ -285,3 +285,82 @@ def test_x64_mode_matches_jax() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     count, _, listing = done.stdout.partition("\n")
     assert count.strip() == "0", f"{count.strip()} differences from JAX with x64:\n{listing}"
+
+
+# ------------------------------------------------- where 64-bit values enter ferrax
+
+
+def test_numpy_values_enter_as_32_bit_everywhere() -> None:
+    f64 = np.linspace(0.0, 1.0, 3)  # float64
+    i64 = np.arange(3)  # int64
+    f32 = np.dtype(np.float32)
+    # As operands, in asarray/array, device_put, as jit arguments and as constants.
+    assert fnp.add(f64, f64).dtype == f32 and fnp.add(i64, 1).dtype == np.int32
+    assert fnp.asarray(f64).dtype == f32 and fnp.array(np.float64(1.5)).dtype == f32
+    assert fnp.asarray(np.uint64(3)).dtype == np.uint32
+    put = ferrax.device_put(f64)
+    assert put.dtype == f32 and not put.weak_type and np.asarray(put).dtype == f32
+    assert ferrax.device_put(1.5).dtype == f32 and ferrax.device_put(1.5).weak_type
+    assert ferrax.jit(lambda x: x * 2)(f64).dtype == f32
+    closed = ferrax.make_jaxpr(lambda x: x + f64)(np.float32(1))
+    assert [c.dtype for c in closed.consts] == [f32]
+    assert "f64" not in str(closed)
+    # The attention-layer case: x / np.sqrt(d) stays float32.
+    x = fnp.ones((2, 4), np.float32)
+    assert (x / np.sqrt(4)).dtype == f32
+    assert ferrax.make_jaxpr(lambda x: x / np.sqrt(4))(x).out_avals[0].dtype == f32
+    # Values are converted as XLA converts: out of float32's range is inf, no warning.
+    assert np.isinf(np.asarray(fnp.asarray(np.array([1e300])))).all()
+
+
+def test_x64_keeps_64_bit_values_and_defaults() -> None:
+    with ferrax.enable_x64():
+        f64 = np.dtype(np.float64)
+        assert fnp.add(np.ones(2), 1.0).dtype == f64
+        assert fnp.arange(5).dtype == np.int64 and fnp.asarray(1.5).dtype == f64
+        assert fnp.asarray(1.5).weak_type and fnp.zeros(2).dtype == f64
+        assert ferrax.device_put(np.ones(2)).dtype == f64
+        assert ferrax.jit(lambda x: x + 1)(np.arange(3)).dtype == np.int64
+        closed = ferrax.make_jaxpr(lambda x: x + 1.5)(1)
+        assert closed.in_avals[0].dtype == np.int64 and closed.out_avals[0].dtype == f64
+        # 32-bit values keep their dtype: a Python scalar is weak and takes theirs.
+        assert fnp.add(np.ones(2, np.float32), 1.5).dtype == np.float32
+        assert fnp.add(np.ones(2, np.int32), 1).dtype == np.int32
+
+
+def test_a_request_for_64_bits_warns_at_the_users_line() -> None:
+    with pytest.warns(UserWarning, match="requested in zeros is not available") as caught:
+        z = fnp.zeros(3, np.float64)
+    assert z.dtype == np.float32
+    assert [w.filename for w in caught] == [__file__]
+    with pytest.warns(UserWarning, match="requested in astype"):
+        assert fnp.ones(2).astype(np.int64).dtype == np.int32
+    with ferrax.enable_x64(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fnp.zeros(3, np.float64).dtype == np.float64
+
+
+def test_switching_modes_leaves_no_stale_cache() -> None:
+    c = np.ones(3)  # float64, closed over
+
+    def f(x: Any) -> Any:
+        return x + c + fnp.arange(3) + 1.5
+
+    jf = ferrax.jit(f)
+    arg = ferrax.device_put(np.ones(3, np.float32))
+    first = [jf(arg).dtype, jf(arg).dtype]  # the second call takes the fast path
+    with ferrax.enable_x64():
+        second = [jf(arg).dtype, jf(arg).dtype, jf(np.ones(3, np.float32)).dtype]
+        made = ferrax.make_jaxpr(f)(np.ones(3, np.float32))
+    third = [jf(arg).dtype, jf(arg).dtype]
+    assert first == third == [np.float32, np.float32]
+    assert second == [np.float64] * 3
+    assert made.out_avals[0].dtype == np.float64
+    assert ferrax.make_jaxpr(f)(np.ones(3, np.float32)).out_avals[0].dtype == np.float32
+    # The staging fast path for Python scalars: with x64 a weak int32 value and a
+    # Python int meet at int64, as in JAX.
+    with ferrax.enable_x64(), jax.enable_x64(True):
+        weak32 = lax.convert_element_type(1, np.int32, True)
+        theirs = jax.make_jaxpr(lambda x: x + 1)(_weak_jax(np.dtype(np.int32))).out_avals[0]
+        ours = ferrax.make_jaxpr(lambda x: x + 1)(weak32).out_avals[0]
+        assert (ours.dtype, ours.weak_type) == (np.dtype(theirs.dtype), theirs.weak_type)
