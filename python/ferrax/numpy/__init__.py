@@ -2,7 +2,9 @@
 
 Broadcasting follows NumPy; dtype promotion follows JAX: Python scalars are weakly typed
 (``x_f32 * 2.0`` stays float32, ``int8_array + 1`` stays int8), Python floats default
-to float32 and ints to int32, NumPy values keep their dtype (float64 stays float64).
+to float32 and ints to int32, and 64-bit NumPy values become 32-bit, as in JAX's default
+mode; with ``ferrax.config.update("jax_enable_x64", True)`` the defaults are 64-bit and
+64-bit values stay 64-bit (see :mod:`ferrax.dtypes`).
 Results are :class:`ferrax.Array`; under a transformation they are traced, and each
 function stages the primitives JAX's function would where ferrax has them.
 
