@@ -113,7 +113,7 @@ def test_lower_compile_and_trace() -> None:
     assert "func.func public @main(%arg0: tensor<2x3xf32>) -> (tensor<f32>)" in text
     compiled = lowered.compile()
     assert float(np.asarray(compiled(x))) == 12.0
-    assert str(jf.trace(x)) == str(fx.make_jaxpr(lambda x: fnp.sum(x * 2.0))(x))
+    assert str(jf.trace(x).jaxpr) == str(fx.make_jaxpr(lambda x: fnp.sum(x * 2.0))(x))
 
 
 def test_closed_over_arrays_are_passed_as_arguments() -> None:

@@ -570,7 +570,11 @@ def test_every_function_is_exported_documented_and_typed() -> None:
         f = getattr(fnp, name)
         assert f.__doc__, name
         hints = inspect.get_annotations(f)
-        special = {"broadcast_shapes": "tuple[int, ...]", "result_type": "np.dtype[Any]"}
+        special = {
+            "broadcast_shapes": "tuple[int, ...]",
+            "result_type": "np.dtype[Any]",
+            "divmod": "tuple[Array, Array]",
+        }
         assert hints.get("return") == special.get(name, "Array"), name
         params = inspect.signature(f).parameters
         assert all(p in hints for p in params), name

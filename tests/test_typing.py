@@ -158,6 +158,52 @@ def test_array_operator_types() -> None:
     assert_type(x.astype(np.int32), ferrax.Array)
 
 
+def test_array_protocol_types() -> None:
+    import copy
+    import functools
+
+    import ferrax.numpy as fnp
+
+    x = fnp.ones((2, 3))
+    i = fnp.arange(6).reshape(2, 3)
+    assert_type(x.sum(dtype=np.float32, out=None), ferrax.Array)
+    assert_type(x.max(initial=0.0), ferrax.Array)
+    assert_type(x.argmax(keepdims=True), ferrax.Array)
+    assert_type(x.transpose((1, 0)), ferrax.Array)
+    assert_type(x.std(ddof=1), ferrax.Array)
+    assert_type(x.round(1), ferrax.Array)
+    assert_type(x.repeat(2, axis=0), ferrax.Array)
+    assert_type(x.block_until_ready(), ferrax.Array)
+    assert_type(x.copy(), ferrax.Array)
+    assert_type(copy.deepcopy(x), ferrax.Array)
+    assert_type(x.nbytes, int)
+    assert_type(x.itemsize, int)
+    assert_type(x.item(0), Any)
+    assert_type(round(x), ferrax.Array)
+    assert_type(divmod(x, 2), tuple[ferrax.Array, ferrax.Array])
+    assert_type(i ^ 1, ferrax.Array)
+    if hasattr(ferrax.lax, "shift_left"):  # the shift primitives land separately
+        assert_type(1 << i, ferrax.Array)
+        assert_type(i >> 1, ferrax.Array)
+    assert_type(~i, ferrax.Array)
+    assert_type(format(x[0, 0], ".4f"), str)
+    assert_type(fnp.float32(i), ferrax.Array)
+    assert_type(fnp.zeros(3, fnp.bfloat16), ferrax.Array)
+    assert_type(x.astype(fnp.int8), ferrax.Array)
+    assert_type(fnp.float32.dtype, np.dtype[Any])
+    assert np.dtype(fnp.uint8) == np.uint8
+
+    class Model:
+        @functools.partial(ferrax.jit, static_argnums=0)
+        def apply(self, v: ferrax.Array) -> ferrax.Array:
+            return v * 2
+
+    assert_type(Model().apply(x), ferrax.Array)
+    traced = ferrax.jit(lambda v: v + 1).trace(x)
+    assert_type(traced.jaxpr, ClosedJaxpr)
+    assert_type(traced.lower().as_text(), str)
+
+
 def test_numpy_function_types() -> None:
     import ferrax.numpy as fnp
 
@@ -264,6 +310,6 @@ def test_jit_and_cost_analysis_types() -> None:
     x = np.ones(3, np.float32)
     jitted = ferrax.jit(f)
     assert_type(jitted.lower(x).as_text(), str)
-    assert_type(jitted.trace(x), ClosedJaxpr)
+    assert_type(jitted.trace(x).jaxpr, ClosedJaxpr)
     assert_type(ferrax.cost_analysis(f)(x), dict[str, Any])
     assert_type(ferrax.device_put(x), ferrax.DeviceArray)

@@ -1,13 +1,16 @@
 """``ferrax.Array``: the type of every array value ferrax gives back.
 
-Eager results, traced values (tracers) and, later, device arrays are all ``Array``s.
-Every operator is declared here, once, and implemented by :mod:`ferrax.numpy`, so
-``x + 1`` means ``ferrax.numpy.add(x, 1)`` whichever kind of array ``x`` is.
+Eager results, jit results (arrays on the device) and traced values (tracers) are all
+``Array``s: ``isinstance(x, ferrax.Array)`` holds for each, and messages name them
+``ferrax.Array`` whatever class implements them. Every operator and method is declared
+here, once, and implemented by :mod:`ferrax.numpy`, so ``x + 1`` means
+``ferrax.numpy.add(x, 1)`` whichever kind of array ``x`` is.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import numpy as np
 
@@ -18,11 +21,68 @@ else:
     # imports this module, so this one cannot import it).
     _fnp = None
 
-__all__ = ["Array"]
+__all__ = ["Array", "type_name"]
+
+_Axis = int | tuple[int, ...] | None
+
+
+def type_name(x: object) -> str:
+    """The name of ``x``'s type for messages: ``ferrax.Array`` for every array class."""
+    return "ferrax.Array" if isinstance(x, Array) else type(x).__name__
+
+
+def _no_out(name: str, out: object) -> None:
+    # NumPy's functions pass ``out=None`` to the methods they dispatch to; arrays are
+    # immutable, so any other ``out`` is refused (as JAX refuses it).
+    if out is not None:
+        raise NotImplementedError(f"The 'out' argument to {name} is not supported (ferrax arrays are immutable)")
+
+
+def _index_text(index: Any) -> str:
+    """``index`` as it would be written between brackets (for messages)."""
+    items = index if isinstance(index, tuple) else (index,)
+    parts = []
+    for item in items:
+        if isinstance(item, slice):
+            text = ":".join("" if v is None else str(v) for v in (item.start, item.stop, item.step))
+            parts.append(text[:-1] if item.step is None else text)
+        elif item is Ellipsis:
+            parts.append("...")
+        elif isinstance(item, (bool, int, float)) or item is None:
+            parts.append(repr(item))
+        else:
+            parts.append("idx")
+    return ", ".join(parts) if parts else "()"
+
+
+def _reconstruct(value: np.ndarray[Any, Any], weak_type: bool) -> Array:
+    """Unpickles an array (the inverse of :meth:`Array.__reduce__`)."""
+    from ferrax._core import ConcreteArray
+
+    return ConcreteArray(value, weak_type)
+
+
+def array_repr(value: np.ndarray[Any, Any], weak_type: bool) -> str:
+    """JAX's ``repr`` of an array with this value: ``Array([[1., 2.],\n       [3., 4.]],
+    dtype=float32)``, the rows aligned under the first, ``weak_type=True`` when weak."""
+    prefix = "Array("
+    dtype_text = f"dtype={value.dtype.name}" + (", weak_type=True" if weak_type else "")
+    if value.size == 0:
+        body = f"[], shape={value.shape}"
+        return f"{prefix}{body}, {dtype_text})"
+    width = int(np.get_printoptions()["linewidth"])
+    body = np.array2string(value, prefix=prefix, suffix=",", separator=", ", max_line_width=width)
+    # Put the dtype on the last line if it fits there, else aligned under the rows.
+    last_line = len(body) - body.rfind("\n") + 1
+    sep = " " if last_line + len(dtype_text) + 2 <= width else " " * len(prefix)
+    return f"{prefix}{body},{sep}{dtype_text})"
 
 
 class Array:
-    """An n-dimensional array: eager, traced or on a device."""
+    """An n-dimensional array: eager, traced or on a device.
+
+    Arrays are immutable: update them with ``x.at[index].set(value)``.
+    """
 
     __slots__ = ()
     __array_priority__: ClassVar[int] = 100
@@ -57,10 +117,45 @@ class Array:
             n *= d
         return n
 
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return int(self.dtype.itemsize)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all the elements."""
+        return self.size * self.itemsize
+
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a 0-d array")
+            raise TypeError("len() of unsized object (a 0-d ferrax.Array)")
         return self.shape[0]
+
+    def __iter__(self) -> Iterator[Array]:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    if not TYPE_CHECKING:
+        # Run time only: declared to mypy, they would hide misspelled attributes and
+        # allow ``x[i] = v``.
+
+        def __getattr__(self, name: str) -> NoReturn:
+            # Only reached for attributes no class defines: say which type the user
+            # holds, never the implementation class (ConcreteArray, DeviceArray, a tracer).
+            raise AttributeError(f"ferrax.Array has no attribute '{name}'")
+
+        def __setitem__(self, index: Any, value: Any) -> NoReturn:
+            from ferrax._core import user_location
+
+            idx = _index_text(index)
+            val = repr(value) if isinstance(value, (bool, int, float)) else "y"
+            raise TypeError(
+                "ferrax arrays are immutable and do not support in-place item assignment: "
+                f"instead of x[{idx}] = {val}, use x = x.at[{idx}].set({val}) (or another "
+                f".at[] method: add, multiply, min, max, ...), at {user_location()}"
+            )
 
     # Conversions to Python and NumPy values (concretization errors for traced arrays).
     def __bool__(self) -> bool:
@@ -75,16 +170,45 @@ class Array:
     def __index__(self) -> int:
         raise NotImplementedError
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+    def __complex__(self) -> complex:
+        return complex(self.__float__())
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
         raise NotImplementedError
+
+    def __format__(self, format_spec: str) -> str:
+        if not format_spec:
+            return str(self)
+        # As NumPy (and JAX) do: a 0-d array formats as its scalar (a concretization
+        # error for traced values).
+        value = np.asarray(self)
+        return format(value[()] if value.ndim == 0 else value, format_spec)
+
+    def __reduce__(self) -> tuple[Any, tuple[np.ndarray[Any, Any], bool]]:
+        # Pickling goes through host memory; unpickling gives an eager array.
+        return (_reconstruct, (np.array(self, copy=True), self.weak_type))
+
+    def __copy__(self) -> Array:
+        return self.copy()
+
+    def __deepcopy__(self, memo: Any) -> Array:
+        return self.copy()
 
     def tolist(self) -> Any:
         """The value as nested Python lists (a Python scalar for a 0-d array)."""
         raise NotImplementedError
 
-    def item(self) -> Any:
-        """The value of a one-element array as a Python scalar."""
+    def item(self, *args: int) -> Any:
+        """The value of a one-element array (or of one element) as a Python scalar."""
         raise NotImplementedError
+
+    def copy(self) -> Array:
+        """A copy of the array (arrays are immutable, so mostly for NumPy code)."""
+        return self
+
+    def block_until_ready(self) -> Array:
+        """Waits until the value is computed (at once for eager arrays); returns it."""
+        return self
 
     # Arithmetic.
     def __add__(self, other: Any) -> Array:
@@ -123,6 +247,12 @@ class Array:
     def __rmod__(self, other: Any) -> Array:
         return _fnp.remainder(other, self)
 
+    def __divmod__(self, other: Any) -> tuple[Array, Array]:
+        return _fnp.divmod(self, other)
+
+    def __rdivmod__(self, other: Any) -> tuple[Array, Array]:
+        return _fnp.divmod(other, self)
+
     def __pow__(self, other: Any) -> Array:
         return _fnp.power(self, other)
 
@@ -144,6 +274,11 @@ class Array:
     def __abs__(self) -> Array:
         return _fnp.abs(self)
 
+    def __round__(self, ndigits: int | None = None) -> Array:
+        # As for a Python float, round(x) is an integer (int32 here), round(x, n) a float.
+        out = _fnp.round(self, ndigits or 0)
+        return out.astype(int) if ndigits is None else out
+
     # Bitwise (logical for bools), as in NumPy: ``~5`` is -6.
     def __and__(self, other: Any) -> Array:
         return _fnp.bitwise_and(self, other)
@@ -156,6 +291,24 @@ class Array:
 
     def __ror__(self, other: Any) -> Array:
         return _fnp.bitwise_or(other, self)
+
+    def __xor__(self, other: Any) -> Array:
+        return _fnp.bitwise_xor(self, other)
+
+    def __rxor__(self, other: Any) -> Array:
+        return _fnp.bitwise_xor(other, self)
+
+    def __lshift__(self, other: Any) -> Array:
+        return _fnp.left_shift(self, other)
+
+    def __rlshift__(self, other: Any) -> Array:
+        return _fnp.left_shift(other, self)
+
+    def __rshift__(self, other: Any) -> Array:
+        return _fnp.right_shift(self, other)
+
+    def __rrshift__(self, other: Any) -> Array:
+        return _fnp.right_shift(other, self)
 
     def __invert__(self) -> Array:
         return _fnp.invert(self)
@@ -188,7 +341,9 @@ class Array:
         """Functional updates: ``x.at[i].set(v)``, ``x.at[i].add(v)``."""
         return _IndexUpdateHelper(self)
 
-    # Methods.
+    # Methods: NumPy's, with JAX's signatures (``out`` is accepted and must be None, as
+    # NumPy's functions pass it: ``np.sum(x)`` calls ``x.sum(axis=None, dtype=None,
+    # out=None)``).
     @property
     def T(self) -> Array:
         """The transpose (axes reversed)."""
@@ -198,47 +353,196 @@ class Array:
         """The array converted to ``dtype``."""
         return _fnp.astype(self, dtype)
 
-    def reshape(self, *shape: Any) -> Array:
-        """The array with a new shape (one -1 is inferred)."""
+    def reshape(self, *shape: Any, order: str = "C", copy: bool | None = None) -> Array:
+        """The array with a new shape (one -1 is inferred); ``x.reshape(2, 3)`` and
+        ``x.reshape((2, 3))`` alike. Only ``order="C"`` is supported."""
+        _c_order("reshape", order)
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             return _fnp.reshape(self, tuple(shape[0]))
         return _fnp.reshape(self, shape)
 
-    def transpose(self, *axes: int) -> Array:
-        """The array with permuted axes (reversed if none are given)."""
+    def flatten(self, order: str = "C") -> Array:
+        """The array as one dimension (row-major)."""
+        _c_order("flatten", order)
+        return _fnp.ravel(self)
+
+    def ravel(self, order: str = "C") -> Array:
+        """The array as one dimension (row-major)."""
+        _c_order("ravel", order)
+        return _fnp.ravel(self)
+
+    def transpose(self, *axes: Any) -> Array:
+        """The array with permuted axes (reversed if none are given):
+        ``x.transpose(2, 0, 1)`` and ``x.transpose((2, 0, 1))`` alike."""
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            return _fnp.transpose(self, None if axes[0] is None else tuple(axes[0]))
         return _fnp.transpose(self, axes or None)
 
-    def squeeze(self, axis: int | tuple[int, ...] | None = None) -> Array:
+    def swapaxes(self, axis1: int, axis2: int) -> Array:
+        """The array with two axes exchanged."""
+        return _fnp.swapaxes(self, axis1, axis2)
+
+    def squeeze(self, axis: _Axis = None) -> Array:
         """The array without (the given) size-1 axes."""
         return _fnp.squeeze(self, axis)
 
-    def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
+    def repeat(self, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None) -> Array:
+        """Each element repeated ``repeats`` times along ``axis`` (of the flattened
+        array by default)."""
+        return _fnp.repeat(self, repeats, axis, total_repeat_length=total_repeat_length)
+
+    def take(
+        self,
+        indices: Any,
+        axis: int | None = None,
+        out: None = None,
+        mode: str | None = None,
+        unique_indices: bool = False,
+        indices_are_sorted: bool = False,
+        fill_value: Any = None,
+    ) -> Array:
+        """Elements at ``indices`` along ``axis`` (of the flattened array by default):
+        ``ferrax.numpy.take``."""
+        _no_out("take", out)
+        # ferrax.numpy.take comes with gather (getattr: until then, a clear error).
+        take = getattr(_fnp, "take", None)
+        if take is None:
+            raise NotImplementedError("ferrax.numpy.take is not available yet (it needs the gather primitive)")
+        result: Array = take(
+            self,
+            indices,
+            axis=axis,
+            mode=mode,
+            unique_indices=unique_indices,
+            indices_are_sorted=indices_are_sorted,
+            fill_value=fill_value,
+        )
+        return result
+
+    def clip(self, min: Any = None, max: Any = None, out: None = None) -> Array:
+        """The array limited to ``[min, max]`` (either may be None)."""
+        _no_out("clip", out)
+        return _fnp.clip(self, min, max)
+
+    def round(self, decimals: int = 0, out: None = None) -> Array:
+        """The array rounded to ``decimals`` decimals (halves to even)."""
+        _no_out("round", out)
+        return _fnp.round(self, decimals)
+
+    def sum(
+        self,
+        axis: _Axis = None,
+        dtype: Any = None,
+        out: None = None,
+        keepdims: bool = False,
+        initial: Any = None,
+        where: Any = None,
+    ) -> Array:
         """Sum over ``axis`` (all axes by default)."""
-        return _fnp.sum(self, axis=axis, keepdims=keepdims)
+        _no_out("sum", out)
+        return _fnp.sum(self, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
 
-    def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
-        """Mean over ``axis`` (all axes by default)."""
-        return _fnp.mean(self, axis=axis, keepdims=keepdims)
-
-    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
-        """Maximum over ``axis`` (all axes by default)."""
-        return _fnp.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
-        """Minimum over ``axis`` (all axes by default)."""
-        return _fnp.min(self, axis=axis, keepdims=keepdims)
-
-    def prod(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Array:
+    def prod(
+        self,
+        axis: _Axis = None,
+        dtype: Any = None,
+        out: None = None,
+        keepdims: bool = False,
+        initial: Any = None,
+        where: Any = None,
+    ) -> Array:
         """Product over ``axis`` (all axes by default)."""
-        return _fnp.prod(self, axis=axis, keepdims=keepdims)
+        _no_out("prod", out)
+        return _fnp.prod(self, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
 
-    def argmax(self, axis: int | None = None) -> Array:
+    def mean(
+        self, axis: _Axis = None, dtype: Any = None, out: None = None, keepdims: bool = False, *, where: Any = None
+    ) -> Array:
+        """Mean over ``axis`` (all axes by default)."""
+        _no_out("mean", out)
+        return _fnp.mean(self, axis=axis, dtype=dtype, keepdims=keepdims, where=where)
+
+    def var(
+        self,
+        axis: _Axis = None,
+        dtype: Any = None,
+        out: None = None,
+        ddof: int = 0,
+        keepdims: bool = False,
+        *,
+        where: Any = None,
+        correction: int | float | None = None,
+    ) -> Array:
+        """Variance over ``axis`` (all axes by default), ``ddof`` degrees of freedom off."""
+        _no_out("var", out)
+        return _fnp.var(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where, correction=correction)
+
+    def std(
+        self,
+        axis: _Axis = None,
+        dtype: Any = None,
+        out: None = None,
+        ddof: int = 0,
+        keepdims: bool = False,
+        *,
+        where: Any = None,
+        correction: int | float | None = None,
+    ) -> Array:
+        """Standard deviation over ``axis`` (all axes by default)."""
+        _no_out("std", out)
+        return _fnp.std(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where, correction=correction)
+
+    def max(
+        self, axis: _Axis = None, out: None = None, keepdims: bool = False, initial: Any = None, where: Any = None
+    ) -> Array:
+        """Maximum over ``axis`` (all axes by default), at least ``initial`` if given."""
+        _no_out("max", out)
+        return _fnp.max(self, axis=axis, keepdims=keepdims, initial=initial, where=where)
+
+    def min(
+        self, axis: _Axis = None, out: None = None, keepdims: bool = False, initial: Any = None, where: Any = None
+    ) -> Array:
+        """Minimum over ``axis`` (all axes by default), at most ``initial`` if given."""
+        _no_out("min", out)
+        return _fnp.min(self, axis=axis, keepdims=keepdims, initial=initial, where=where)
+
+    def any(self, axis: _Axis = None, out: None = None, keepdims: bool = False, *, where: Any = None) -> Array:
+        """Whether any element over ``axis`` is true (nonzero)."""
+        _no_out("any", out)
+        return _fnp.any(self, axis=axis, keepdims=keepdims, where=where)
+
+    def all(self, axis: _Axis = None, out: None = None, keepdims: bool = False, *, where: Any = None) -> Array:
+        """Whether every element over ``axis`` is true (nonzero)."""
+        _no_out("all", out)
+        return _fnp.all(self, axis=axis, keepdims=keepdims, where=where)
+
+    def argmax(self, axis: int | None = None, out: None = None, keepdims: bool | None = None) -> Array:
         """Index of the maximum (over the flattened array by default)."""
-        return _fnp.argmax(self, axis=axis)
+        _no_out("argmax", out)
+        return _fnp.argmax(self, axis=axis, keepdims=bool(keepdims))
+
+    def argmin(self, axis: int | None = None, out: None = None, keepdims: bool | None = None) -> Array:
+        """Index of the minimum (over the flattened array by default)."""
+        _no_out("argmin", out)
+        return _fnp.argmin(self, axis=axis, keepdims=bool(keepdims))
+
+    def cumsum(self, axis: int | None = None, dtype: Any = None, out: None = None) -> Array:
+        """Cumulative sum along ``axis`` (of the flattened array by default)."""
+        _no_out("cumsum", out)
+        cumsum = getattr(_fnp, "cumsum", None)
+        if cumsum is None:
+            raise NotImplementedError("ferrax.numpy has no cumsum yet (it needs a cumulative-sum primitive)")
+        result: Array = cumsum(self, axis=axis, dtype=dtype)
+        return result
 
     def dot(self, other: Any) -> Array:
         """``ferrax.numpy.dot(self, other)``."""
         return _fnp.dot(self, other)
+
+
+def _c_order(name: str, order: str) -> None:
+    if order != "C":
+        raise NotImplementedError(f"{name}: only order='C' (row-major) is supported, got order={order!r}")
 
 
 class _IndexUpdateHelper:

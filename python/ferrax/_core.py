@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from ferrax import _ir, dtypes
-from ferrax._array import Array
+from ferrax._array import Array, array_repr
 from ferrax.errors import ConcretizationError, TracerBoolConversionError, TypeCheckError
 
 __all__ = [
@@ -362,7 +362,7 @@ class Tracer(Array):
     def tolist(self) -> Any:
         raise self._concrete_error("tolist()")
 
-    def item(self) -> Any:
+    def item(self, *args: int) -> Any:
         raise self._concrete_error("item()")
 
     def __repr__(self) -> str:
@@ -397,10 +397,23 @@ class ConcreteArray(Array):
         """The abstract value (shape, dtype, weak type)."""
         return _ir.ShapedArray(self._value.shape, self._value.dtype, self._weak)
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
-        if dtype is not None:
-            return self._value.astype(dtype)
-        return self._value
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        # NumPy 2's protocol: copy=True always copies, copy=False never does (an error if
+        # the dtype differs), None copies only to convert. Without a copy the result is
+        # a read-only view: the array stays immutable.
+        value = self._value
+        if dtype is not None and np.dtype(dtype) != value.dtype:
+            if copy is False:
+                raise ValueError(
+                    f"converting a ferrax.Array of dtype {value.dtype} to {np.dtype(dtype)} "
+                    "needs a copy, but copy=False was requested"
+                )
+            return value.astype(dtype)
+        if copy:
+            return value.copy()
+        view = value.view()
+        view.flags.writeable = False
+        return view
 
     def __bool__(self) -> bool:
         return bool(self._value)
@@ -411,23 +424,37 @@ class ConcreteArray(Array):
     def __float__(self) -> float:
         return float(self._value)
 
+    def __complex__(self) -> complex:
+        return complex(self._value)
+
     def __index__(self) -> int:
         if not dtypes.is_int(self._value.dtype) or self._value.ndim != 0:
             raise TypeError("only integer scalar arrays can be used as an index")
         return int(self._value)
 
     def __repr__(self) -> str:
-        body = np.array2string(self._value, separator=", ")
-        weak = ", weak_type=True" if self._weak else ""
-        return f"Array({body}, dtype={self._value.dtype}{weak})"
+        return array_repr(self._value, self._weak)
+
+    def __str__(self) -> str:
+        # As NumPy prints it (JAX's str too).
+        return str(self._value)
+
+    def __format__(self, format_spec: str) -> str:
+        # As JAX: a 0-d array formats as its NumPy scalar, others as NumPy arrays.
+        value = self._value
+        return format(value[()] if value.ndim == 0 else value, format_spec)
 
     def tolist(self) -> Any:
         """The value as nested Python lists."""
         return self._value.tolist()
 
-    def item(self) -> Any:
-        """The value of a one-element array as a Python scalar."""
-        return self._value.item()
+    def item(self, *args: int) -> Any:
+        """The value of a one-element array (or of element ``args``) as a Python scalar."""
+        return self._value.item(*args)
+
+    def copy(self) -> Array:
+        """A copy of the array (an eager array, through host memory)."""
+        return ConcreteArray(self._value.copy(), self._weak)
 
 
 def aval_of(x: Any) -> _ir.ShapedArray:

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from ferrax import _config, _core, _ir
+from ferrax._array import type_name
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
 from ferrax._runtime import DeviceArray, Executable, buffer_of, compile_stablehlo
 from ferrax._staging import trace_to_jaxpr
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
-__all__ = ["Compiled", "Jitted", "Lowered", "eval_jaxpr", "jit", "jit_p"]
+__all__ = ["Compiled", "Jitted", "Lowered", "Traced", "eval_jaxpr", "jit", "jit_p"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -110,7 +112,7 @@ def _hashable(x: Any, what: str) -> Any:
     try:
         hash(x)
     except TypeError:
-        raise TypeError(f"{what} of type {type(x).__name__} is not hashable, at {user_location()}") from None
+        raise TypeError(f"{what} of type {type_name(x)} is not hashable, at {user_location()}") from None
     return x
 
 
@@ -149,6 +151,44 @@ class Lowered:
         return Compiled(self._jitted, self._entry)
 
 
+class Traced:
+    """A jitted function traced for one signature (``jit(f).trace(*args)``, as JAX's
+    ``Traced``): its jaxpr, its output types, and :meth:`lower`."""
+
+    def __init__(self, jitted: Jitted[Any, Any], entry: _Entry) -> None:
+        self._jitted = jitted
+        self._entry = entry
+
+    @property
+    def jaxpr(self) -> _ir.ClosedJaxpr:
+        """The traced jaxpr, with its constants."""
+        return self._entry.jaxpr
+
+    @property
+    def in_avals(self) -> list[_ir.ShapedArray]:
+        """The types of the (non-static) argument leaves."""
+        return list(self._entry.in_avals)
+
+    @property
+    def out_avals(self) -> list[_ir.ShapedArray]:
+        """The types of the output leaves."""
+        return list(self._entry.jaxpr.out_avals)
+
+    @property
+    def out_info(self) -> Any:
+        """The output's types, in the output's pytree structure."""
+        return tree_unflatten(self._entry.out_tree, self.out_avals)
+
+    @property
+    def fun_name(self) -> str:
+        """The traced function's name."""
+        return self._jitted._name
+
+    def lower(self) -> Lowered:
+        """The lowering of this trace (its StableHLO text and compilation)."""
+        return Lowered(self._jitted, self._entry)
+
+
 class Compiled:
     """A compiled signature of a jitted function; callable with matching arguments."""
 
@@ -168,6 +208,11 @@ class Jitted(Generic[P, R]):
     """A function compiled with XLA for each signature it is called with."""
 
     def __init__(self, fun: Callable[P, R], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...]) -> None:
+        if not callable(fun):
+            raise TypeError(
+                f"jit expects a callable (a function to compile), got {fun!r} of type "
+                f"{type_name(fun)}, at {user_location()}"
+            )
         self._fun = fun
         self._signature = _Signature(static_argnums, static_argnames)
         self._cache: dict[Hashable, _Entry] = {}
@@ -198,6 +243,19 @@ class Jitted(Generic[P, R]):
             # Each positional argument is one device array: the fast path's signature.
             self._fast[tuple(x._aval for x in flat)] = entry
         return tree_unflatten(entry.out_tree, outs)  # type: ignore[no-any-return]
+
+    @overload
+    def __get__(self, obj: None, objtype: type[Any] | None = None) -> Jitted[P, R]: ...
+
+    @overload
+    def __get__(self, obj: object, objtype: type[Any] | None = None) -> Callable[..., R]: ...
+
+    def __get__(self, obj: object, objtype: type[Any] | None = None) -> Jitted[P, R] | Callable[..., R]:
+        """As a function's: ``@jit`` on a method binds the instance as the first argument
+        (traced as a pytree, or static with ``static_argnums=0``)."""
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
 
     def _fast_call(self, args: tuple[Any, ...]) -> Any:
         avals = []
@@ -249,10 +307,11 @@ class Jitted(Generic[P, R]):
         flat, tree, static_key, rebuild = self._signature.split(tuple(args), dict(kwargs))
         return Lowered(self, self._entry(flat, tree, static_key, rebuild))
 
-    def trace(self, *args: P.args, **kwargs: P.kwargs) -> _ir.ClosedJaxpr:
-        """The jaxpr traced for these arguments' signature."""
+    def trace(self, *args: P.args, **kwargs: P.kwargs) -> Traced:
+        """Traces for these arguments' signature: the :class:`Traced` has the jaxpr
+        (``.jaxpr``), the output types and ``.lower()``."""
         flat, tree, static_key, rebuild = self._signature.split(tuple(args), dict(kwargs))
-        return self._entry(flat, tree, static_key, rebuild).jaxpr
+        return Traced(self, self._entry(flat, tree, static_key, rebuild))
 
     def _cache_size(self) -> int:
         """How many signatures have been traced."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ferrax import _ir, dtypes
-from ferrax._array import Array
+from ferrax._array import Array, type_name
 from ferrax._core import (
     ConcreteArray,
     MainTrace,
@@ -282,7 +282,7 @@ def _static_key(f: Callable[..., Any], x: Any, index: int, nargs: int) -> Hashab
     except TypeError:
         raise TypeError(
             f"static argument {_describe_arg(f, index, nargs)}, {_short_repr(x)} of type "
-            f"{type(x).__name__}, must be hashable (a tuple instead of a list, ...), "
+            f"{type_name(x)}, must be hashable (a tuple instead of a list, ...), "
             f"at {user_location()}"
         ) from None
     return x  # type: ignore[no-any-return]

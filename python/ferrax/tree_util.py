@@ -13,6 +13,8 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, NamedTuple, TypeVar
 
+from ferrax._array import type_name
+
 __all__ = [
     "PyTreeDef",
     "register_pytree_node",
@@ -255,7 +257,7 @@ def _node_of(x: Any) -> tuple[str | type, Hashable, list[Any]] | None:
 def _describe_value(x: Any) -> str:
     node = _node_of(x)
     if node is None:
-        return f"a leaf of type {type(x).__name__}"
+        return f"a leaf of type {type_name(x)}"
     return PyTreeDef(node[0], node[1], tuple(_LEAF for _ in node[2]))._describe_node()
 
 

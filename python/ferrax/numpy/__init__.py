@@ -17,8 +17,6 @@ The package also implements the operators of :class:`ferrax.Array`.
 
 import sys
 
-import numpy as _np
-
 from ferrax import _array
 from ferrax._array import Array
 from ferrax.numpy._creation import (
@@ -38,11 +36,27 @@ from ferrax.numpy._creation import (
 from ferrax.numpy._indexing import getitem, index_update
 from ferrax.numpy._products import dot, matmul
 from ferrax.numpy._promotion import ArrayLike, broadcast_shapes, broadcast_to, result_type
-from ferrax.numpy._reductions import all, any, argmax, argmin, max, mean, min, prod, sum
+from ferrax.numpy._reductions import all, any, argmax, argmin, max, mean, min, prod, std, sum, var
+from ferrax.numpy._scalar_types import (
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from ferrax.numpy._shape import (
     concatenate,
     expand_dims,
     ravel,
+    repeat,
     reshape,
     squeeze,
     stack,
@@ -53,12 +67,15 @@ from ferrax.numpy._ufuncs import (
     abs,
     absolute,
     add,
+    around,
     bitwise_and,
     bitwise_not,
     bitwise_or,
+    bitwise_xor,
     clip,
     cos,
     divide,
+    divmod,
     equal,
     exp,
     expm1,
@@ -66,6 +83,7 @@ from ferrax.numpy._ufuncs import (
     greater,
     greater_equal,
     invert,
+    left_shift,
     less,
     less_equal,
     log,
@@ -83,6 +101,8 @@ from ferrax.numpy._ufuncs import (
     pow,
     power,
     remainder,
+    right_shift,
+    round,
     sign,
     sin,
     sqrt,
@@ -93,25 +113,10 @@ from ferrax.numpy._ufuncs import (
     true_divide,
     where,
 )
-from ferrax.dtypes import bfloat16 as _bfloat16_dtype
 
 ndarray = Array
 """The array type (:class:`ferrax.Array`), under NumPy's name."""
 
-# Scalar types naming dtypes, as ``jnp.float32``: pass them as ``dtype=`` arguments.
-bool_ = _np.bool_
-int8 = _np.int8
-int16 = _np.int16
-int32 = _np.int32
-int64 = _np.int64
-uint8 = _np.uint8
-uint16 = _np.uint16
-uint32 = _np.uint32
-uint64 = _np.uint64
-float16 = _np.float16
-float32 = _np.float32
-float64 = _np.float64
-bfloat16 = _bfloat16_dtype.type
 
 __all__ = [
     # types
@@ -124,17 +129,18 @@ __all__ = [
     # promotion and broadcasting
     "broadcast_shapes", "broadcast_to", "result_type",
     # elementwise
-    "abs", "absolute", "add", "bitwise_and", "bitwise_not", "bitwise_or", "clip", "cos",
-    "divide", "equal", "exp", "expm1", "floor_divide", "greater", "greater_equal", "invert",
-    "less", "less_equal", "log", "log1p", "logical_and", "logical_not", "logical_or",
-    "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "positive", "pow",
-    "power", "remainder", "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh",
-    "true_divide", "where",
+    "abs", "absolute", "add", "around", "bitwise_and", "bitwise_not", "bitwise_or",
+    "bitwise_xor", "clip", "cos", "divide", "divmod", "equal", "exp", "expm1",
+    "floor_divide", "greater", "greater_equal", "invert", "left_shift", "less",
+    "less_equal", "log", "log1p", "logical_and", "logical_not", "logical_or", "maximum",
+    "minimum", "mod", "multiply", "negative", "not_equal", "positive", "pow", "power",
+    "remainder", "right_shift", "round", "sign", "sin", "sqrt", "square", "subtract", "tan",
+    "tanh", "true_divide", "where",
     # reductions
-    "all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "sum",
+    "all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var",
     # shapes
-    "concatenate", "expand_dims", "ravel", "reshape", "squeeze", "stack", "swapaxes",
-    "transpose",
+    "concatenate", "expand_dims", "ravel", "repeat", "reshape", "squeeze", "stack",
+    "swapaxes", "transpose",
     # products
     "dot", "matmul",
     # indexing (Array.__getitem__ and Array.at)

@@ -1,5 +1,5 @@
-"""Reductions: ``sum``, ``prod``, ``mean``, ``max``, ``min``, ``all``, ``any``,
-``argmax`` and ``argmin``.
+"""Reductions: ``sum``, ``prod``, ``mean``, ``var``, ``std``, ``max``, ``min``, ``all``,
+``any``, ``argmax`` and ``argmin``.
 
 Dtypes are JAX's: ``sum`` and ``prod`` accumulate bools and integers narrower than 32
 bits as int32 (uint32 for unsigned ones), float16 and bfloat16 in float32 (converted
@@ -18,9 +18,10 @@ from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import user_location
 from ferrax.numpy._promotion import ArrayLike, Axis, DTypeLike, as_array, convert
+from ferrax.numpy import _promotion, _ufuncs
 from ferrax.numpy._shape import insert_axes, normalize_axes, normalize_axis, ravel, reshape
 
-__all__ = ["all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "sum"]
+__all__ = ["all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var"]
 
 _HALF = (np.dtype(np.float16), dtypes.bfloat16)
 
@@ -43,32 +44,70 @@ def _finish(out: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
     return insert_axes(out, sorted(axes)) if keepdims else out
 
 
+def _masked(x: Array, where: ArrayLike | None, fill: Any) -> Array:
+    """``x`` with ``fill`` where the mask ``where`` is false (``x`` if there is none)."""
+    if where is None:
+        return x
+    return _ufuncs.where(where, x, convert(fill, x.dtype, False))
+
+
 def _accumulate(
-    name: str, reduce: Any, a: ArrayLike, axis: Axis, dtype: DTypeLike | None, keepdims: bool
+    name: str,
+    reduce: Any,
+    combine: Any,
+    identity: int,
+    a: ArrayLike,
+    axis: Axis,
+    dtype: DTypeLike | None,
+    keepdims: bool,
+    initial: ArrayLike | None,
+    where: ArrayLike | None,
 ) -> Array:
     x = as_array(a, name)
     axes = normalize_axes(axis, x.ndim, name)
     result = _accumulator(x.dtype) if dtype is None else dtypes.canonicalize(dtype)
-    out = reduce(convert(x, _compute(result), False), axes)
+    x = _masked(convert(x, _compute(result), False), where, identity)
+    out = reduce(x, axes)
+    if initial is not None:
+        out = combine(out, convert(initial, out.dtype, False))
     return _finish(convert(out, result, False), axes, keepdims)
 
 
 def sum(
-    a: ArrayLike, axis: Axis = None, dtype: DTypeLike | None = None, *, keepdims: bool = False
+    a: ArrayLike,
+    axis: Axis = None,
+    dtype: DTypeLike | None = None,
+    *,
+    keepdims: bool = False,
+    initial: ArrayLike | None = None,
+    where: ArrayLike | None = None,
 ) -> Array:
-    """The sum over ``axis`` (all axes by default): ``reduce_sum``."""
-    return _accumulate("sum", lax.reduce_sum, a, axis, dtype, keepdims)
+    """The sum over ``axis`` (all axes by default): ``reduce_sum``, plus ``initial``,
+    of the elements where ``where`` is true."""
+    return _accumulate("sum", lax.reduce_sum, _ufuncs.add, 0, a, axis, dtype, keepdims, initial, where)
 
 
 def prod(
-    a: ArrayLike, axis: Axis = None, dtype: DTypeLike | None = None, *, keepdims: bool = False
+    a: ArrayLike,
+    axis: Axis = None,
+    dtype: DTypeLike | None = None,
+    *,
+    keepdims: bool = False,
+    initial: ArrayLike | None = None,
+    where: ArrayLike | None = None,
 ) -> Array:
-    """The product over ``axis`` (all axes by default): ``reduce_prod``."""
-    return _accumulate("prod", lax.reduce_prod, a, axis, dtype, keepdims)
+    """The product over ``axis`` (all axes by default): ``reduce_prod``, times
+    ``initial``, of the elements where ``where`` is true."""
+    return _accumulate("prod", lax.reduce_prod, _ufuncs.multiply, 1, a, axis, dtype, keepdims, initial, where)
 
 
 def mean(
-    a: ArrayLike, axis: Axis = None, dtype: DTypeLike | None = None, *, keepdims: bool = False
+    a: ArrayLike,
+    axis: Axis = None,
+    dtype: DTypeLike | None = None,
+    *,
+    keepdims: bool = False,
+    where: ArrayLike | None = None,
 ) -> Array:
     """The mean over ``axis`` (all axes by default): the sum divided by the count.
 
@@ -82,34 +121,144 @@ def mean(
     else:
         result = dtypes.to_inexact(x.dtype)
     compute = _compute(result) if dtypes.is_float(result) else dtypes.to_inexact(result)
-    count = 1
-    for i in axes:
-        count *= x.shape[i]
-    total = lax.reduce_sum(convert(x, compute, False), axes)
-    out = lax.div(total, float(count))
+    total = lax.reduce_sum(_masked(convert(x, compute, False), where, 0), axes)
+    if where is None:
+        count = 1
+        for i in axes:
+            count *= x.shape[i]
+        out = lax.div(total, float(count))
+    else:
+        mask = _promotion.broadcast_to(_ufuncs.not_equal(where, False), x.shape)
+        out = lax.div(total, lax.reduce_sum(convert(mask, compute, False), axes))
     return _finish(convert(out, result, False), axes, keepdims)
 
 
-def _extremum(name: str, reduce: Any, a: ArrayLike, axis: Axis, keepdims: bool) -> Array:
+def _variance_dtypes(x: Array, dtype: DTypeLike | None) -> tuple[np.dtype[Any], np.dtype[Any]]:
+    """(result, computation) dtypes of ``var``/``std``: floats keep theirs (half floats
+    computed in float32), integers and bools give the default float."""
+    if dtype is not None:
+        result = dtypes.canonicalize(dtype)
+    else:
+        result = x.dtype if dtypes.is_float(x.dtype) else dtypes.canonicalize(float)
+    compute = result if dtypes.is_float(result) else dtypes.canonicalize(float)
+    if compute in _HALF:
+        compute = dtypes.canonicalize(np.float32)
+    return result, compute
+
+
+def var(
+    a: ArrayLike,
+    axis: Axis = None,
+    dtype: DTypeLike | None = None,
+    *,
+    ddof: int = 0,
+    keepdims: bool = False,
+    where: ArrayLike | None = None,
+    correction: int | float | None = None,
+) -> Array:
+    """The variance over ``axis`` (all axes by default): the mean squared deviation from
+    the mean, the count reduced by ``correction`` (``ddof``, NumPy's older name).
+
+    A count not above the correction gives NaN, as in JAX.
+    """
+    if where is not None:
+        raise NotImplementedError(f"var: the where= argument is not supported yet, at {user_location()}")
+    if correction is None:
+        correction = ddof
+    elif ddof != 0:
+        raise ValueError(f"var: give ddof or correction, not both, at {user_location()}")
+    x = as_array(a, "var")
+    axes = normalize_axes(axis, x.ndim, "var")
+    result, compute = _variance_dtypes(x, dtype)
+    xc = convert(x, compute, False)
+    count = 1
+    for i in axes:
+        count *= x.shape[i]
+    centered = _ufuncs.subtract(xc, _finish(mean(xc, axes), axes, True))
+    total = lax.reduce_sum(lax.square(centered), axes)
+    normalizer = count - correction
+    if normalizer > 0:
+        out = lax.div(total, float(normalizer))
+    else:
+        out = _ufuncs.multiply(total, float("nan"))
+    return _finish(convert(out, result, False), axes, keepdims)
+
+
+def std(
+    a: ArrayLike,
+    axis: Axis = None,
+    dtype: DTypeLike | None = None,
+    *,
+    ddof: int = 0,
+    keepdims: bool = False,
+    where: ArrayLike | None = None,
+    correction: int | float | None = None,
+) -> Array:
+    """The standard deviation over ``axis``: the square root of :func:`var`."""
+    v = var(a, axis, dtype, ddof=ddof, keepdims=keepdims, where=where, correction=correction)
+    return lax.sqrt(v)
+
+
+def _extremum(
+    name: str,
+    reduce: Any,
+    combine: Any,
+    a: ArrayLike,
+    axis: Axis,
+    keepdims: bool,
+    initial: ArrayLike | None,
+    where: ArrayLike | None,
+) -> Array:
     x = as_array(a, name)
     axes = normalize_axes(axis, x.ndim, name)
+    if initial is None:
+        if where is not None:
+            raise ValueError(
+                f"{name}: the reduction has no identity, so a where= mask needs an initial= "
+                f"value, at {user_location()}"
+            )
+        if builtins.any(x.shape[i] == 0 for i in axes):
+            raise ValueError(
+                f"{name}: reduction over an axis of size 0 has no identity (shape "
+                f"{list(x.shape)}), at {user_location()}"
+            )
+        out = reduce(convert(x, x.dtype, False), axes)
+        return _finish(out, axes, keepdims)
+    init = convert(initial, x.dtype, False)
     if builtins.any(x.shape[i] == 0 for i in axes):
-        raise ValueError(
-            f"{name}: reduction over an axis of size 0 has no identity (shape "
-            f"{list(x.shape)}), at {user_location()}"
-        )
-    out = reduce(convert(x, x.dtype, False), axes)
+        # Nothing to reduce: the initial value, in the reduced shape.
+        kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return _finish(_promotion.broadcast_to(init, kept), axes, keepdims)
+    out = combine(reduce(_masked(convert(x, x.dtype, False), where, init), axes), init)
     return _finish(out, axes, keepdims)
 
 
-def max(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Array:
-    """The maximum over ``axis`` (all axes by default): ``reduce_max``; NaN propagates."""
-    return _extremum("max", lax.reduce_max, a, axis, keepdims)
+def max(
+    a: ArrayLike,
+    axis: Axis = None,
+    *,
+    keepdims: bool = False,
+    initial: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+) -> Array:
+    """The maximum over ``axis`` (all axes by default): ``reduce_max``; NaN propagates.
+    With ``initial``, at least that (and defined over no elements); ``where`` masks
+    elements out (it needs ``initial``)."""
+    return _extremum("max", lax.reduce_max, _ufuncs.maximum, a, axis, keepdims, initial, where)
 
 
-def min(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Array:
-    """The minimum over ``axis`` (all axes by default): ``reduce_min``; NaN propagates."""
-    return _extremum("min", lax.reduce_min, a, axis, keepdims)
+def min(
+    a: ArrayLike,
+    axis: Axis = None,
+    *,
+    keepdims: bool = False,
+    initial: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+) -> Array:
+    """The minimum over ``axis`` (all axes by default): ``reduce_min``; NaN propagates.
+    With ``initial``, at most that (and defined over no elements); ``where`` masks
+    elements out (it needs ``initial``)."""
+    return _extremum("min", lax.reduce_min, _ufuncs.minimum, a, axis, keepdims, initial, where)
 
 
 def _truth(name: str, a: ArrayLike) -> Array:
@@ -117,16 +266,18 @@ def _truth(name: str, a: ArrayLike) -> Array:
     return x if x.dtype == np.bool_ else lax.ne(x, convert(0, x.dtype, False))
 
 
-def all(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Array:
-    """Whether every element over ``axis`` is true (nonzero); true for no elements."""
-    x = _truth("all", a)
+def all(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False, where: ArrayLike | None = None) -> Array:
+    """Whether every element over ``axis`` (where ``where`` is true) is true (nonzero);
+    true for no elements."""
+    x = _masked(_truth("all", a), where, True)
     axes = normalize_axes(axis, x.ndim, "all")
     return _finish(lax.reduce_min(x, axes), axes, keepdims)
 
 
-def any(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Array:
-    """Whether some element over ``axis`` is true (nonzero); false for no elements."""
-    x = _truth("any", a)
+def any(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False, where: ArrayLike | None = None) -> Array:
+    """Whether some element over ``axis`` (where ``where`` is true) is true (nonzero);
+    false for no elements."""
+    x = _masked(_truth("any", a), where, False)
     axes = normalize_axes(axis, x.ndim, "any")
     return _finish(lax.reduce_max(x, axes), axes, keepdims)
 

@@ -26,6 +26,7 @@ __all__ = [
     "normalize_axes",
     "normalize_axis",
     "ravel",
+    "repeat",
     "reshape",
     "squeeze",
     "stack",
@@ -200,3 +201,75 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Array:
         raise shape_error(f"stack: arrays must have one shape, got {shapes}")
     dim = normalize_axis(axis, len(shape) + 1, "stack")
     return concatenate([insert_axes(x, (dim,)) for x in xs], dim)
+
+
+def _repeat_each(x: Array, n: int, dim: int) -> Array:
+    """Every element of ``x`` repeated ``n`` times along ``dim``: a new axis after
+    ``dim`` broadcast to ``n``, merged into ``dim`` (as JAX stages it)."""
+    shape = x.shape
+    wide = shape[: dim + 1] + (n,) + shape[dim + 1 :]
+    kept = tuple(i for i in range(len(wide)) if i != dim + 1)
+    return reshape(lax.broadcast_in_dim(x, wide, kept), shape[:dim] + (shape[dim] * n,) + shape[dim + 1 :])
+
+
+def repeat(
+    a: ArrayLike,
+    repeats: ArrayLike,
+    axis: int | None = None,
+    *,
+    total_repeat_length: int | None = None,
+) -> Array:
+    """Each element of ``a`` repeated ``repeats`` times along ``axis`` (of the flattened
+    array by default); ``repeats`` is an int or one count per element, known when
+    tracing (traced counts are not supported)."""
+    from ferrax._core import Tracer
+
+    x = as_array(a, "repeat")
+    if axis is None:
+        x = ravel(x)
+        axis = 0
+    dim = normalize_axis(axis, x.ndim, "repeat")
+    given: object = repeats
+    if isinstance(given, (list, tuple)):
+        # As JAX: counts are an array or an int (np.asarray them).
+        raise TypeError(f"repeat: repeats must be an int or an array, got {type(given).__name__}, at {user_location()}")
+    if isinstance(repeats, Tracer):
+        raise NotImplementedError(
+            f"repeat: traced repeat counts give a data-dependent shape and are not supported, "
+            f"at {user_location()}"
+        )
+    counts = np.asarray(repeats)
+    if counts.dtype.kind not in "biu":
+        raise TypeError(f"repeat: repeats must be integers, got dtype {counts.dtype}, at {user_location()}")
+    if counts.ndim == 1 and counts.shape[0] == 1:
+        counts = counts.reshape(())
+    if builtins.any(int(c) < 0 for c in counts.reshape(-1)):
+        raise ValueError(f"repeat: repeats may not be negative, got {counts.tolist()}, at {user_location()}")
+    if counts.ndim == 0:
+        total = int(counts) * x.shape[dim]
+        out = x if int(counts) == 1 else _repeat_each(x, int(counts), dim)
+    elif counts.shape != (x.shape[dim],):
+        raise ValueError(
+            f"repeat: {counts.shape[0]} repeat counts for an axis of length {x.shape[dim]}, "
+            f"at {user_location()}"
+        )
+    else:
+        total = int(counts.sum())
+        pieces = []
+        for i, c in enumerate(counts.tolist()):
+            if c:
+                start = [0] * x.ndim
+                limit = list(x.shape)
+                start[dim], limit[dim] = i, i + 1
+                pieces.append(_repeat_each(lax.slice(x, start, limit), int(c), dim))
+        if not pieces:
+            empty = list(x.shape)
+            empty[dim] = 0
+            return reshape(lax.slice(x, [0] * x.ndim, empty), tuple(empty))
+        out = pieces[0] if len(pieces) == 1 else lax.concatenate(pieces, dim)
+    if total_repeat_length is not None and total_repeat_length != total:
+        raise NotImplementedError(
+            f"repeat: total_repeat_length={total_repeat_length} differs from the {total} "
+            f"repeated elements, at {user_location()}"
+        )
+    return out

@@ -9,8 +9,10 @@ it is composed from primitives the way JAX composes it.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ferrax import dtypes, lax
@@ -22,6 +24,7 @@ from ferrax.numpy._promotion import (
     as_array,
     broadcast_operands,
     broadcast_to,
+    convert,
     operand_aval,
     promote_args,
     promote_args_inexact,
@@ -30,12 +33,13 @@ from ferrax.numpy._promotion import (
 )
 
 __all__ = [
-    "abs", "absolute", "add", "bitwise_and", "bitwise_not", "bitwise_or", "clip", "cos",
-    "divide", "equal", "exp", "expm1", "floor_divide", "greater", "greater_equal", "invert",
-    "less", "less_equal", "log", "log1p", "logical_and", "logical_not", "logical_or",
-    "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "positive", "pow",
-    "power", "remainder", "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh",
-    "true_divide", "where",
+    "abs", "absolute", "add", "around", "bitwise_and", "bitwise_not", "bitwise_or",
+    "bitwise_xor", "clip", "cos", "divide", "divmod", "equal", "exp", "expm1",
+    "floor_divide", "greater", "greater_equal", "invert", "left_shift", "less",
+    "less_equal", "log", "log1p", "logical_and", "logical_not", "logical_or", "maximum",
+    "minimum", "mod", "multiply", "negative", "not_equal", "positive", "pow", "power",
+    "remainder", "right_shift", "round", "sign", "sin", "sqrt", "square", "subtract", "tan",
+    "tanh", "true_divide", "where",
 ]
 
 
@@ -162,6 +166,71 @@ def remainder(x: ArrayLike, y: ArrayLike, /) -> Array:
 def mod(x: ArrayLike, y: ArrayLike, /) -> Array:
     """``x % y``: :func:`remainder`."""
     return remainder(x, y)
+
+
+def divmod(x: ArrayLike, y: ArrayLike, /) -> tuple[Array, Array]:
+    """``(x // y, x % y)``: :func:`floor_divide` and :func:`remainder`."""
+    return floor_divide(x, y), remainder(x, y)
+
+
+def _round_half_even(q: Array) -> Array:
+    """``q`` (a float) rounded to the nearest integer, halves to the even one.
+
+    There is no rounding primitive: ``rem(q, 1)`` is the exact fractional part, so
+    ``q - rem(q, 1)`` is ``q`` truncated toward zero; a fraction past one half moves
+    away from zero, exactly one half only when the truncated value is odd. Floats past
+    ``2**mantissa_bits`` are integers (or inf/NaN) already and are kept.
+    """
+    frac = lax.rem(q, 1.0)
+    trunc = lax.sub(q, frac)
+    half = lax.abs(frac)
+    odd = lax.ne(lax.rem(trunc, 2.0), 0.0)
+    away = lax.bitwise_or(lax.gt(half, 0.5), lax.bitwise_and(lax.eq(half, 0.5), odd))
+    # Away from zero: sign(q) is +-1 wherever ``away`` holds.
+    rounded = _select(away, trunc, lax.add(trunc, lax.sign(q)))
+    # A zero keeps q's sign (round(-0.4) is -0.0): q * 0 is a zero of that sign.
+    rounded = _select(lax.eq(rounded, 0.0), rounded, lax.mul(q, 0.0))
+    mantissa_bits = 7 if q.dtype == dtypes.bfloat16 else int(np.finfo(q.dtype).nmant)
+    return _select(lax.lt(lax.abs(q), float(2**mantissa_bits)), q, rounded)
+
+
+def round(a: ArrayLike, decimals: int = 0, out: None = None) -> Array:
+    """``a`` rounded to ``decimals`` decimals, halves to even (NumPy's and JAX's rule).
+
+    Integers are returned as they are (``decimals`` must then be at least 0), bools
+    refused (as JAX does);
+    ``decimals != 0`` scales by ``10**decimals``, rounds and scales back (float16 in
+    float32), as JAX does.
+    """
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to ferrax.numpy.round is not supported")
+    x = as_array(a, "round")
+    decimals = operator.index(decimals)
+    dtype = x.dtype
+    if dtype == np.bool_:
+        raise TypeError(f"round does not accept bool arrays, at {user_location()}")
+    if not dtypes.is_float(dtype):
+        if decimals < 0:
+            raise NotImplementedError(f"round of integers with decimals < 0, at {user_location()}")
+        return x
+    if decimals == 0:
+        return _round_half_even(x)
+    finfo: Any = ml_dtypes.finfo  # untyped in ml_dtypes
+    if decimals > np.log10(float(finfo(dtype).max)):
+        # Rounding past the type's precision changes nothing.
+        return x
+    wide = dtype == np.float16
+    y = lax.convert_element_type(x, np.float32) if wide else x
+    # The scale is a constant of y's dtype: strongly typed, so the result is too, except
+    # for a weak 0-d operand (where JAX's constant keeps the weak type).
+    factor = convert(10.0**decimals, y.dtype, x.weak_type and x.ndim == 0)
+    out_ = lax.div(_round_half_even(lax.mul(y, factor)), factor)
+    return lax.convert_element_type(out_, dtype) if wide else out_
+
+
+def around(a: ArrayLike, decimals: int = 0, out: None = None) -> Array:
+    """:func:`round` under NumPy's other name."""
+    return round(a, decimals, out)
 
 
 def power(x: ArrayLike, y: ArrayLike, /) -> Array:
@@ -401,6 +470,41 @@ def bitwise_not(x: ArrayLike, /) -> Array:
     """``~x``: bitwise not of integers, logical not of bools."""
     (a,) = _integral("bitwise_not", x)
     return lax.bitwise_not(as_array(a, "bitwise_not"))
+
+
+def _lax_function(name: str) -> Any:
+    """``lax.<name>``, or a clear error while the primitive is not in the catalogue."""
+    fun = getattr(lax, name, None)
+    if fun is None:
+        raise NotImplementedError(f"lax.{name} is not available yet (its primitive is not in the catalogue)")
+    return fun
+
+
+def bitwise_xor(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x ^ y``: bitwise exclusive or of integers, logical one of bools."""
+    a, b = _integral("bitwise_xor", x, y)
+    xor = getattr(lax, "bitwise_xor", None)
+    if xor is not None:
+        result: Array = xor(a, b)
+        return result
+    # Until the catalogue has ``xor``: (a | b) & ~(a & b), exact for every integer dtype.
+    return lax.bitwise_and(lax.bitwise_or(a, b), lax.bitwise_not(lax.bitwise_and(a, b)))
+
+
+def left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x << y`` of integers (``shift_left``; shifts past the bit width give 0)."""
+    a, b = _integral("left_shift", x, y)
+    result: Array = _lax_function("shift_left")(a, b)
+    return result
+
+
+def right_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x >> y`` of integers: arithmetic for signed ones (the sign is kept), logical for
+    unsigned ones, as NumPy."""
+    a, b = _integral("right_shift", x, y)
+    name = "shift_right_logical" if _dtype(a).kind == "u" else "shift_right_arithmetic"
+    result: Array = _lax_function(name)(a, b)
+    return result
 
 
 def invert(x: ArrayLike, /) -> Array:
