@@ -153,3 +153,30 @@ def test_common_operators_skip_ferrax_numpy(monkeypatch: pytest.MonkeyPatch) -> 
     assert len(closed.jaxpr.eqns) == 10
     with pytest.raises(AssertionError, match="general path"):
         ferrax.make_jaxpr(lambda x: x + np.ones(4, np.float32))(np.ones(4, np.float32))
+
+
+X64_KINDS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+    "f32": (np.ones(3, np.float32), lambda x: x),
+    "f32-weak": (np.ones(3, np.float32), lambda x: lax.convert_element_type(x, np.float32, True)),
+    "i32-weak": (np.ones(3, np.int32), lambda x: lax.convert_element_type(x, np.int32, True)),
+    "f64": (np.ones(3), lambda x: x),
+    "float": (1.5, lambda x: x),
+    "int": (3, lambda x: x),
+}
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("kind", list(X64_KINDS))
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o[0])
+def test_scalar_operand_with_x64(op: tuple[str, Any, Any], kind: str) -> None:
+    # With x64 a Python scalar is a weak 64-bit value: a weak 32-bit tracer and it meet
+    # at 64 bits, which the fast path must not shortcut.
+    _, operator_fn, numpy_fn = op
+    arg, make = X64_KINDS[kind]
+    with ferrax.enable_x64():
+        for s in SCALARS:
+            for fast_fn, slow_fn in (
+                (lambda x: operator_fn(make(x), s), lambda x: numpy_fn(make(x), s)),
+                (lambda x: operator_fn(s, make(x)), lambda x: numpy_fn(s, make(x))),
+            ):
+                assert _stage(fast_fn, arg) == _stage(slow_fn, arg), (kind, s)
