@@ -107,6 +107,9 @@ def test_eager_jit_and_device_results_are_one_public_type() -> None:
     assert seen == [True]
     assert ferrax.Array is fnp.ndarray
     assert "Array" in ferrax.__all__
+    # The classes implementing it are not public.
+    assert not any("Array" in name and name != "Array" for name in ferrax.__all__)
+    assert not hasattr(ferrax, "DeviceArray") and not hasattr(ferrax, "ConcreteArray")
 
 
 # ---------------------------------------------------------------------- repr, str, format
@@ -182,6 +185,14 @@ def test_pickle_and_copies_keep_dtype_weak_type_and_values(
     assert got is not x
     _same(got, copies[how](y))
     assert repr(got) == repr(y)
+
+
+def test_copy_of_a_traced_value_stages_copy_as_jax() -> None:
+    x = np.ones(3, np.float32)
+    ours = ferrax.make_jaxpr(lambda v: v.copy())(x)
+    theirs = jax.make_jaxpr(lambda v: v.copy())(x)
+    assert [e.primitive for e in ours.jaxpr.eqns] == [e.primitive.name for e in theirs.jaxpr.eqns] == ["copy"]
+    _same(ferrax.jit(lambda v: copy.deepcopy(v) + 1)(x), jax.jit(lambda v: copy.deepcopy(v) + 1)(x))
 
 
 def test_pickled_arrays_in_containers() -> None:

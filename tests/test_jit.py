@@ -23,7 +23,7 @@ def chain(x: Any) -> Any:
 def test_jit_matches_eager() -> None:
     x = np.linspace(0.1, 1, 16, dtype=np.float32)
     got = fx.jit(chain)(x)
-    assert isinstance(got, fx.DeviceArray)
+    assert isinstance(got, fx.Array)
     assert got.dtype == np.float32 and got.shape == ()
     np.testing.assert_allclose(np.asarray(got), np.asarray(chain(x)), rtol=1e-5)
 

@@ -312,4 +312,4 @@ def test_jit_and_cost_analysis_types() -> None:
     assert_type(jitted.lower(x).as_text(), str)
     assert_type(jitted.trace(x).jaxpr, ClosedJaxpr)
     assert_type(ferrax.cost_analysis(f)(x), dict[str, Any])
-    assert_type(ferrax.device_put(x), ferrax.DeviceArray)
+    assert_type(ferrax.device_put(x), ferrax.Array)

@@ -8,7 +8,7 @@ from ferrax._array import Array
 from ferrax._config import config, enable_x64
 from ferrax._cost import cost_analysis
 from ferrax._jit import eval_jaxpr, jit
-from ferrax._runtime import DeviceArray, device_put
+from ferrax._runtime import device_put
 from ferrax._staging import make_jaxpr
 from ferrax.errors import (
     BuilderError,
@@ -23,7 +23,6 @@ from ferrax.errors import (
 
 __all__ = [
     "Array",
-    "DeviceArray",
     "BuilderError",
     "ConcretizationError",
     "FerraxError",

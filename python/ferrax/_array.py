@@ -203,8 +203,10 @@ class Array:
         raise NotImplementedError
 
     def copy(self) -> Array:
-        """A copy of the array (arrays are immutable, so mostly for NumPy code)."""
-        return self
+        """A copy of the array (the ``copy`` primitive when traced, as JAX stages it)."""
+        from ferrax._lax.structural import copy
+
+        return copy(self)
 
     def block_until_ready(self) -> Array:
         """Waits until the value is computed (at once for eager arrays); returns it."""

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ferrax import _ir, dtypes
+from ferrax._array import Array
 from ferrax._core import ConcreteArray, aval_of, to_numpy
 from ferrax.errors import LoweringError
 
@@ -151,8 +152,8 @@ def _bf16_to_host(buffer: Any, aval: _ir.ShapedArray) -> np.ndarray[Any, Any]:
     return np.from_dlpack(_DLPackView(bits)).view(dtypes.bfloat16)
 
 
-def device_put(x: Any) -> DeviceArray:
-    """``x`` (an array-like) on the device."""
+def device_put(x: Any) -> Array:
+    """``x`` (an array-like) on the device, as a :class:`ferrax.Array`."""
     if isinstance(x, DeviceArray):
         return x
     # NumPy values and Python scalars are typed as JAX types them (float64 is float32
