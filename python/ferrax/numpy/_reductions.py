@@ -135,12 +135,13 @@ def mean(
 
 def _variance_dtypes(x: Array, dtype: DTypeLike | None) -> tuple[np.dtype[Any], np.dtype[Any]]:
     """(result, computation) dtypes of ``var``/``std``: floats keep theirs (half floats
-    computed in float32), integers and bools give the default float."""
+    computed in float32), integers and bools give float32 (64-bit integers float64, as
+    JAX's ``to_inexact``)."""
     if dtype is not None:
         result = dtypes.canonicalize(dtype)
     else:
-        result = x.dtype if dtypes.is_float(x.dtype) else dtypes.canonicalize(float)
-    compute = result if dtypes.is_float(result) else dtypes.canonicalize(float)
+        result = dtypes.to_inexact(x.dtype)
+    compute = dtypes.to_inexact(result)
     if compute in _HALF:
         compute = dtypes.canonicalize(np.float32)
     return result, compute
