@@ -372,3 +372,27 @@ def test_switching_modes_leaves_no_stale_cache() -> None:
         theirs = jax.make_jaxpr(lambda x: x + 1)(_weak_jax(np.dtype(np.int32))).out_avals[0]
         ours = ferrax.make_jaxpr(lambda x: x + 1)(weak32).out_avals[0]
         assert (ours.dtype, ours.weak_type) == (np.dtype(theirs.dtype), theirs.weak_type)
+
+
+NAMED_REQUESTS: dict[str, Callable[[], Any]] = {
+    "convert_element_type": lambda: lax.convert_element_type(np.ones(2, np.float32), np.float64),
+    "iota": lambda: lax.iota(np.int64, 3),
+    "broadcasted_iota": lambda: lax.broadcasted_iota(np.uint64, (2,), 0),
+    "argmax": lambda: lax.argmax(np.ones(3, np.float32), 0, np.int64),
+    "dot_general": lambda: lax.dot_general(
+        np.ones(2, np.float32), np.ones(2, np.float32), (((0,), (0,)), ((), ())),
+        preferred_element_type=np.float64,
+    ),
+    "sum": lambda: fnp.sum(np.ones(2, np.int32), dtype=np.int64),
+    "mean": lambda: fnp.mean(np.ones(2, np.float32), dtype=np.float64),
+    "var": lambda: fnp.var(np.ones(2, np.float32), dtype=np.float64),
+    "full_like": lambda: fnp.full_like(np.ones(2, np.float32), 1, dtype=np.float64),
+}
+
+
+@pytest.mark.parametrize("name", list(NAMED_REQUESTS))
+def test_truncation_warnings_name_the_function(name: str) -> None:
+    with pytest.warns(UserWarning, match=f"requested in {name} is not available") as caught:
+        out = NAMED_REQUESTS[name]()
+    assert np.dtype(out.dtype).itemsize == 4
+    assert caught[0].filename == __file__

@@ -61,9 +61,10 @@ def dtype_of(x: Any) -> np.dtype[Any]:
     return aval_of(x).dtype
 
 
-def canonical_dtype(d: Any) -> np.dtype[Any]:
-    """A dtype-like as a NumPy dtype ferrax supports."""
-    return dtypes.canonicalize(d)
+def canonical_dtype(d: Any, name: str = "") -> np.dtype[Any]:
+    """A dtype-like the user asked ``name`` for, as a NumPy dtype ferrax supports (64-bit
+    ones truncated with JAX's warning without x64: :func:`ferrax.dtypes.canonicalize`)."""
+    return dtypes.canonicalize(d, name)
 
 
 def bind1(primitive: Primitive, *args: Any, **params: Any) -> Array:

@@ -388,7 +388,7 @@ def convert_element_type(operand: Any, new_dtype: Any, weak_type: bool = False) 
     """``operand`` converted to ``new_dtype``: float to integer truncates toward zero and
     saturates (NaN to 0), integers wrap, anything to bool is ``!= 0``. A ferrax array
     already of that dtype and weak type is returned as it is (no equation)."""
-    dtype = canonical_dtype(new_dtype)
+    dtype = canonical_dtype(new_dtype, "convert_element_type")
     x = scalar(operand)
     if isinstance(x, Array) and x.dtype == dtype and x.weak_type == bool(weak_type):
         return x

@@ -98,9 +98,9 @@ def reduce_min(operand: Any, axes: Sequence[int]) -> Array:
 
 def argmax(operand: Any, axis: int, index_dtype: Any) -> Array:
     """Index of the maximum along ``axis``: the first one on ties, the first NaN if any."""
-    return bind1(argmax_p, scalar(operand), axes=(int(axis),), index_dtype=canonical_dtype(index_dtype))
+    return bind1(argmax_p, scalar(operand), axes=(int(axis),), index_dtype=canonical_dtype(index_dtype, "argmax"))
 
 
 def argmin(operand: Any, axis: int, index_dtype: Any) -> Array:
     """Index of the minimum along ``axis``: the first one on ties, the first NaN if any."""
-    return bind1(argmin_p, scalar(operand), axes=(int(axis),), index_dtype=canonical_dtype(index_dtype))
+    return bind1(argmin_p, scalar(operand), axes=(int(axis),), index_dtype=canonical_dtype(index_dtype, "argmin"))

@@ -306,12 +306,12 @@ def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]
 
 def iota(dtype: Any, size: int) -> Array:
     """``[0, 1, ..., size - 1]``."""
-    return bind1(iota_p, dtype=canonical_dtype(dtype), shape=(int(size),), dimension=0, sharding=None)
+    return bind1(iota_p, dtype=canonical_dtype(dtype, "iota"), shape=(int(size),), dimension=0, sharding=None)
 
 
 def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Array:
     """An array of ``shape`` counting along ``dimension``."""
-    return bind1(iota_p, dtype=canonical_dtype(dtype), shape=_ints(shape), dimension=int(dimension), sharding=None)
+    return bind1(iota_p, dtype=canonical_dtype(dtype, "broadcasted_iota"), shape=_ints(shape), dimension=int(dimension), sharding=None)
 
 
 def dot_general(
@@ -333,7 +333,7 @@ def dot_general(
     if precision is not None:
         params["precision"] = str(precision)
     if preferred_element_type is not None:
-        params["preferred_element_type"] = canonical_dtype(preferred_element_type)
+        params["preferred_element_type"] = canonical_dtype(preferred_element_type, "dot_general")
     return bind1(dot_general_p, scalar(lhs), scalar(rhs), **params)
 
 

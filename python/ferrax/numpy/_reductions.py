@@ -65,7 +65,7 @@ def _accumulate(
 ) -> Array:
     x = as_array(a, name)
     axes = normalize_axes(axis, x.ndim, name)
-    result = _accumulator(x.dtype) if dtype is None else dtypes.canonicalize(dtype)
+    result = _accumulator(x.dtype) if dtype is None else dtypes.canonicalize(dtype, name)
     x = _masked(convert(x, _compute(result), False), where, identity)
     out = reduce(x, axes)
     if initial is not None:
@@ -117,7 +117,7 @@ def mean(
     x = as_array(a, "mean")
     axes = normalize_axes(axis, x.ndim, "mean")
     if dtype is not None:
-        result = dtypes.canonicalize(dtype)
+        result = dtypes.canonicalize(dtype, "mean")
     else:
         result = dtypes.to_inexact(x.dtype)
     compute = _compute(result) if dtypes.is_float(result) else dtypes.to_inexact(result)
@@ -138,7 +138,7 @@ def _variance_dtypes(x: Array, dtype: DTypeLike | None) -> tuple[np.dtype[Any], 
     computed in float32), integers and bools give float32 (64-bit integers float64, as
     JAX's ``to_inexact``)."""
     if dtype is not None:
-        result = dtypes.canonicalize(dtype)
+        result = dtypes.canonicalize(dtype, "var")
     else:
         result = dtypes.to_inexact(x.dtype)
     compute = dtypes.to_inexact(result)
