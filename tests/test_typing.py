@@ -288,6 +288,18 @@ def test_dtypes_types() -> None:
 
     assert_type(dtypes.canonicalize("bfloat16"), np.dtype[Any])
     assert_type(dtypes.promote([(np.dtype(np.int8), False)]), tuple[np.dtype[Any], bool])
+    assert_type(dtypes.result_type([(np.dtype(np.int8), True)]), tuple[np.dtype[Any], bool])
+    assert_type(dtypes.default_float(), np.dtype[Any])
+    assert_type(dtypes.canonical(np.dtype(np.float64)), np.dtype[Any])
+
+
+def test_config_types() -> None:
+    assert_type(ferrax.config.jax_enable_x64, bool)
+    assert_type(ferrax.config.jax_num_cpu_devices, int)
+    assert_type(ferrax.config.jax_compilation_cache_dir, str | None)
+    assert_type(ferrax.config.update("jax_enable_x64", False), None)
+    with ferrax.enable_x64(False):
+        assert_type(ferrax.config.read("jax_enable_x64"), Any)
 
 
 def error_class_types() -> None:
