@@ -157,7 +157,9 @@ def test_traced_values_do_not_format_as_numbers() -> None:
     def f(v: Any) -> Any:
         with pytest.raises(ferrax.ConcretizationError):
             format(v, ".4f")
-        assert "Traced" in repr(v) and "f32[]" in repr(v)
+        assert repr(v) == str(v) == "Traced(float32[])"
+        assert repr(v * 1.0) == "Traced(float32[])"
+        assert repr(fnp.asarray(2.0) + 0 * v.astype(int)) == "Traced(~float32[])"
         return v
 
     ferrax.jit(f)(np.float32(1.0))
@@ -559,6 +561,13 @@ def test_item_assignment_points_to_at(where: str) -> None:
     assert "immutable" in message
     assert os.path.basename(__file__) in message
     _no_internal_names(message)
+
+
+def test_item_deletion_is_a_type_error() -> None:
+    x = fnp.arange(3)
+    with pytest.raises(TypeError, match="immutable") as info:
+        del x[0]  # type: ignore[attr-defined]
+    _no_internal_names(str(info.value))
 
 
 def test_item_assignment_message_shows_the_index() -> None:

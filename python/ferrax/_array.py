@@ -157,6 +157,14 @@ class Array:
                 f".at[] method: add, multiply, min, max, ...), at {user_location()}"
             )
 
+        def __delitem__(self, index: Any) -> NoReturn:
+            from ferrax._core import user_location
+
+            raise TypeError(
+                "ferrax arrays are immutable and do not support item deletion "
+                f"(ferrax.numpy.delete is not available), at {user_location()}"
+            )
+
     # Conversions to Python and NumPy values (concretization errors for traced arrays).
     def __bool__(self) -> bool:
         raise NotImplementedError

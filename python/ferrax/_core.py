@@ -366,7 +366,12 @@ class Tracer(Array):
         raise self._concrete_error("item()")
 
     def __repr__(self) -> str:
-        return f"Traced<{self.aval.str_short()}>"
+        # As JAX 0.10 shows a tracer (``JitTracer(~float32[3])``, ``~`` for a weak type),
+        # under a public name.
+        aval = self.aval
+        dims = ",".join(str(d) for d in aval.shape)
+        weak = "~" if aval.weak_type else ""
+        return f"Traced({weak}{aval.dtype.name}[{dims}])"
 
 
 class ConcreteArray(Array):
