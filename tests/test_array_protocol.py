@@ -606,6 +606,37 @@ def test_unknown_attribute_names_the_public_type(where: str) -> None:
     assert message == "ferrax.Array has no attribute 'foo'"
 
 
+@pytest.mark.parametrize("where", ["eager", "jit result", "traced"])
+def test_pythons_own_messages_name_the_public_type(where: str) -> None:
+    mistakes: list[Callable[[Any], Any]] = [
+        hash,
+        lambda v: {v: 1},
+        lambda v: {v},
+        lambda v: v(),
+        lambda v: setattr(v, "foo", 1),
+    ]
+    messages: list[str] = []
+
+    def probe(v: Any) -> Any:
+        for mistake in mistakes:
+            with pytest.raises((TypeError, AttributeError)) as info:
+                mistake(v)
+            messages.append(str(info.value))
+        return v
+
+    x = fnp.arange(3.0)
+    if where == "eager":
+        probe(x)
+    elif where == "jit result":
+        probe(ferrax.jit(lambda v: v + 1)(x))
+    else:
+        ferrax.jit(probe)(x)
+    assert len(messages) == len(mistakes)
+    for message in messages:
+        assert "ferrax.Array" in message
+        _no_internal_names(message)
+
+
 def test_messages_about_array_types_name_the_public_type() -> None:
     x = fnp.arange(3.0)
     with pytest.raises(TypeError) as info:

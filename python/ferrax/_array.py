@@ -89,6 +89,14 @@ class Array:
     # Comparisons return arrays, so arrays are not hashable (as in NumPy and JAX).
     __hash__: ClassVar[None]  # type: ignore[assignment]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Python's own messages name an object's type by ``__name__`` ("unhashable
+        # type: ...", "... object is not callable"): every implementation class (eager,
+        # device, each tracer) answers to the public name there. ``__qualname__`` stays,
+        # so ``repr(type(x))`` still shows the real class when debugging.
+        cls.__name__ = "ferrax.Array"
+
     @property
     def shape(self) -> tuple[int, ...]:
         """The dimensions."""
