@@ -357,6 +357,8 @@ METHODS: list[tuple[str, Callable[[Any], Any]]] = [
     ("sum initial", lambda v: v.sum(initial=2) if isinstance(v, ferrax.Array) else jnp.sum(v, initial=2)),
     ("sum where", lambda v: v.sum(axis=1, where=M)),
     ("prod dtype", lambda v: v.prod(dtype=np.float32)),
+    ("sum bool", lambda v: v.sum(axis=0, dtype=bool)),
+    ("prod bool", lambda v: v.prod(dtype=np.bool_)),
     ("prod initial", lambda v: v.prod(axis=1, initial=3)),
     ("max initial", lambda v: v.max(initial=2)),
     ("max axis initial", lambda v: v.max(axis=0, initial=1)),
@@ -702,3 +704,21 @@ def test_scalar_types_are_dtypes(name: str) -> None:
         assert fnp.arange(3.0).astype(t).dtype == np_type
         assert fnp.asarray(np.ones(2, np.float32)).dtype != t or name == "float32"
         assert (fnp.zeros(2, t).dtype == t) is True
+
+
+@pytest.mark.parametrize("name", SCALAR_TYPES)
+def test_scalar_types_wherever_a_dtype_is_taken(name: str) -> None:
+    from ferrax.core import ShapedArray
+
+    t = getattr(fnp, name)
+    d = np.dtype(getattr(jnp, name).dtype)
+    x = fnp.ones((2,))
+    assert lax.convert_element_type(x, t).dtype == d
+    assert ShapedArray((3,), t) == ShapedArray((3,), d)
+    assert fnp.result_type(t) == d
+    assert fnp.full(2, 1, t).dtype == d
+    assert fnp.zeros_like(x, dtype=t).dtype == d
+    assert fnp.asarray([1, 0], t).dtype == d
+    assert fnp.sum(x, dtype=t).dtype == d
+    jaxpr = ferrax.make_jaxpr(lambda v: t(v))(np.ones(2, np.float32))
+    assert jaxpr.out_avals == [ShapedArray((2,), d)]

@@ -67,6 +67,12 @@ def _accumulate(
     axes = normalize_axes(axis, x.ndim, name)
     result = _accumulator(x.dtype) if dtype is None else dtypes.canonicalize(dtype, name)
     x = _masked(convert(x, _compute(result), False), where, identity)
+    if result == np.bool_:
+        # A bool sum is "any", a bool product "all" (JAX's reduce_or/reduce_and).
+        reduce, combine = {
+            "sum": (lax.reduce_max, _ufuncs.bitwise_or),
+            "prod": (lax.reduce_min, _ufuncs.bitwise_and),
+        }[name]
     out = reduce(x, axes)
     if initial is not None:
         out = combine(out, convert(initial, out.dtype, False))
