@@ -313,6 +313,9 @@ def test_numpy_values_enter_as_32_bit_everywhere() -> None:
     closed = ferrax.make_jaxpr(lambda x: x + f64)(np.float32(1))
     assert [c.dtype for c in closed.consts] == [f32]
     assert "f64" not in str(closed)
+    # Used several times, a float64 array is converted once: one constant, as in JAX.
+    closed = ferrax.make_jaxpr(lambda x: fnp.sin(x * f64) + f64 - lax.mul(x, f64))(np.float32(1))
+    assert [c.dtype for c in closed.consts] == [f32]
     # The attention-layer case: x / np.sqrt(d) stays float32.
     x = fnp.ones((2, 4), np.float32)
     assert (x / np.sqrt(4)).dtype == f32

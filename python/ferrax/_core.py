@@ -232,6 +232,8 @@ def new_main(trace_type: type[Trace], global_data: Any = None, *, dynamic: bool 
     finally:
         if dynamic:
             _dynamic.pop()
+            if not _dynamic:
+                _canonical_copies.clear()
         _stack.pop()
 
 
@@ -483,6 +485,12 @@ def aval_of(x: Any) -> _ir.ShapedArray:
     raise TypeError(f"{type(x).__name__} is not an array type ferrax understands: {x!r}")
 
 
+# While staging: NumPy array -> (the array, its copy in its ferrax dtype), so that a
+# float64 array used several times is converted once and stays one constant of the
+# jaxpr. Holding the array keeps its id its own; emptied when staging ends.
+_canonical_copies: dict[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
+
+
 def to_numpy(x: Any) -> np.ndarray[Any, Any]:
     """A concrete value as a NumPy array of its ferrax dtype (NumPy values canonicalized
     and Python scalars typed as JAX types them, by :func:`aval_of`)."""
@@ -492,6 +500,12 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
         d = dtypes.canonical(x.dtype)
         if d == x.dtype:
             return x
+        if _dynamic:
+            hit = _canonical_copies.get(id(x))
+            if hit is None or hit[1].dtype != d:
+                with np.errstate(over="ignore"):
+                    hit = _canonical_copies[id(x)] = (x, x.astype(d))
+            return hit[1]
     elif isinstance(x, Tracer):
         raise x._concrete_error("evaluating eagerly")
     else:

@@ -203,13 +203,16 @@ class StagingTrace(Trace):
         # A NumPy array wrapped anew at each use (ferrax.numpy wraps its operands) is
         # still one constant: key plain eager arrays by the array they wrap.
         storage = value._value if type(value) is ConcreteArray else value
+        if isinstance(value, np.ndarray):
+            # In its ferrax dtype (float64 -> float32 without x64): converted once while
+            # staging, so wrapped or not it is the same constant.
+            storage = value = to_numpy(value)
         key = (id(storage), aval)
         var = state.const_vars.get(key)
         if var is None:
             var = state.builder.add_constvar(aval)
             state.const_vars[key] = var
-            # A NumPy constant is stored as its ferrax dtype (float64 -> float32 without x64).
-            state.consts.append(to_numpy(value) if isinstance(value, np.ndarray) else value)
+            state.consts.append(value)
         return JaxprTracer(self, var, aval)
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:

@@ -133,9 +133,10 @@ def convert(x: Any, dtype: np.dtype[Any], weak: bool = False) -> Array:
     if isinstance(x, (np.ndarray, np.generic)):
         value = np.asarray(x)
         # Same dtype: no copy, so a NumPy operand used several times stays one constant
-        # when staged.
+        # when staged (to_numpy converts a 64-bit one to its 32-bit type once).
         if value.dtype != dtype:
-            value = host_convert(value, dtype)
+            canonical = to_numpy(value)
+            value = canonical if canonical.dtype == dtype else host_convert(value, dtype)
         return ConcreteArray(value, weak and dtype != np.bool_)
     aval = aval_of(x)
     if aval.dtype == dtype and aval.weak_type == weak:
