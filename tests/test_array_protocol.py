@@ -439,6 +439,27 @@ def test_take_calls_ferrax_numpy_take() -> None:
     _same(x.take(idx, axis=1), jnp.arange(6.0).reshape(2, 3).take(idx, axis=1))
 
 
+def test_take_forwards_the_options_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[Any, dict[str, Any]]] = []
+
+    def fake_take(a: Any, indices: Any, **options: Any) -> Any:
+        seen.append((indices, options))
+        return a
+
+    monkeypatch.setattr(fnp, "take", fake_take, raising=False)
+    x = fnp.arange(6.0)
+    x.take([1, 2])
+    x.take(np.array([0]), axis=0, mode="clip", fill_value=-1.0)
+    np.take(x, 3, mode="wrap")  # NumPy's function forwards to the method
+    assert seen == [
+        ([1, 2], {"axis": None}),
+        (seen[1][0], {"axis": 0, "mode": "clip", "fill_value": -1.0}),
+        (3, {"axis": None, "mode": "wrap"}),
+    ]
+    with pytest.raises(NotImplementedError, match="'out' argument"):
+        x.take([0], out=np.zeros(1))  # type: ignore[arg-type]
+
+
 def test_iteration_and_len() -> None:
     x, y = _pair("int32", (3, 2), False)
     assert [r.tolist() for r in x] == [r.tolist() for r in y]

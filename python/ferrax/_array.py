@@ -426,15 +426,17 @@ class Array:
         take = getattr(_fnp, "take", None)
         if take is None:
             raise NotImplementedError("ferrax.numpy.take is not available yet (it needs the gather primitive)")
-        result: Array = take(
-            self,
-            indices,
-            axis=axis,
-            mode=mode,
-            unique_indices=unique_indices,
-            indices_are_sorted=indices_are_sorted,
-            fill_value=fill_value,
-        )
+        # Only the options given, so a take with fewer of JAX's options still serves.
+        options: dict[str, Any] = {"axis": axis}
+        if mode is not None:
+            options["mode"] = mode
+        if unique_indices:
+            options["unique_indices"] = True
+        if indices_are_sorted:
+            options["indices_are_sorted"] = True
+        if fill_value is not None:
+            options["fill_value"] = fill_value
+        result: Array = take(self, indices, **options)
         return result
 
     def clip(self, min: Any = None, max: Any = None, out: None = None) -> Array:
