@@ -63,8 +63,9 @@ def _reconstruct(value: np.ndarray[Any, Any], weak_type: bool) -> Array:
 
 
 def array_repr(value: np.ndarray[Any, Any], weak_type: bool) -> str:
-    """JAX's ``repr`` of an array with this value: ``Array([[1., 2.],\n       [3., 4.]],
-    dtype=float32)``, the rows aligned under the first, ``weak_type=True`` when weak."""
+    """JAX's ``repr`` of an array with this value: ``Array([[1., 2.], [3., 4.]],
+    dtype=float32)`` with each row on its line, aligned under the first, and
+    ``weak_type=True`` when weak."""
     prefix = "Array("
     dtype_text = f"dtype={value.dtype.name}" + (", weak_type=True" if weak_type else "")
     if value.size == 0:
