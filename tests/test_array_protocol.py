@@ -159,7 +159,8 @@ def test_traced_values_do_not_format_as_numbers() -> None:
             format(v, ".4f")
         assert repr(v) == str(v) == "Traced(float32[])"
         assert repr(v * 1.0) == "Traced(float32[])"
-        assert repr(fnp.asarray(2.0) + 0 * v.astype(int)) == "Traced(~float32[])"
+        weak = fnp.asarray(2.0) + 0 * v.astype(int)
+        assert repr(weak) == f"Traced(~{weak.dtype.name}[])"
         return v
 
     ferrax.jit(f)(np.float32(1.0))
@@ -219,7 +220,7 @@ def test_traced_values_cannot_be_pickled() -> None:
 
 @pytest.mark.parametrize("where", ["eager", "jit"])
 def test_array_protocol_copy_semantics(where: str) -> None:
-    x = fnp.arange(4.0)
+    x = fnp.arange(4.0, dtype=np.float32)
     if where == "jit":
         x = ferrax.jit(lambda v: v + 0)(x)
     view = np.asarray(x)
@@ -702,6 +703,8 @@ def test_scalar_types_cast_under_jit(name: str) -> None:
 
 
 def test_64_bit_scalar_types_truncate_with_a_warning() -> None:
+    if ferrax.config.jax_enable_x64:
+        pytest.skip("64-bit types are kept with x64")
     with pytest.warns(UserWarning, match="float64"):
         y = fnp.float64(1.5)
     assert y.dtype == np.float32
