@@ -261,11 +261,45 @@ def default_mismatches() -> list[str]:
     return found
 
 
+INTS = [0, -1, 127, 200, 255, 300, -129, 2**16, 2**31 - 1, 2**31, -(2**31) - 1, 2**32 - 1, 2**40, 2**63 - 1, 2**63]
+
+
+def int_scalar_mismatches(x64: bool) -> list[str]:
+    """Python ints with arrays of every dtype: an int must fit the default int type
+    (else an OverflowError), then wraps to the array's dtype, as in JAX."""
+    found: list[str] = []
+    for d in DTYPES:
+        if not x64 and d in WIDE:
+            continue
+        x = np.full(2, 3, d)
+        for v in INTS:
+            theirs = _with_warnings(lambda: _value_of(jnp.add(x, v)))
+            ours = _with_warnings(lambda: _value_of(fnp.add(x, v)))
+            if ours != theirs:
+                found.append(f"{d}[2] + {v}: ferrax {ours}, jax {theirs}")
+    for v in INTS:
+        theirs = _with_warnings(lambda: _value_of(jnp.asarray(v)))
+        ours = _with_warnings(lambda: _value_of(fnp.asarray(v)))
+        if ours != theirs:
+            found.append(f"asarray({v}): ferrax {ours}, jax {theirs}")
+    return found
+
+
+def _value_of(x: Any) -> Any:
+    return np.dtype(x.dtype), bool(x.weak_type), np.asarray(x).ravel()[0].item()
+
+
 def mismatches() -> list[str]:
     """Every difference from JAX in the current mode (ferrax's and JAX's must agree)."""
     x64 = bool(jax.config.jax_enable_x64)
     assert ferrax.config.jax_enable_x64 == x64, "ferrax and JAX run in different modes"
-    return pair_mismatches(x64) + dtype_mismatches() + request_mismatches() + default_mismatches()
+    return (
+        pair_mismatches(x64)
+        + dtype_mismatches()
+        + request_mismatches()
+        + default_mismatches()
+        + int_scalar_mismatches(x64)
+    )
 
 
 # -------------------------------------------------------------------------- the tests

@@ -510,6 +510,11 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
         raise x._concrete_error("evaluating eagerly")
     else:
         d = aval_of(x).dtype
+        if isinstance(x, int) and not isinstance(x, bool) and d.kind == "i":
+            # As JAX: a Python int must fit the default int type (int32 without x64).
+            info = np.iinfo(d)
+            if not info.min <= x <= info.max:
+                raise OverflowError(f"Python int {x} too large to convert to {d}, at {user_location()}")
     # As XLA converts: float64 beyond float32's range is an infinity, int64 wraps.
     with np.errstate(over="ignore"):
         return np.asarray(x, dtype=d)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ferrax import dtypes, lax
 from ferrax._array import Array
-from ferrax._core import ConcreteArray, Tracer, aval_of, user_location
+from ferrax._core import ConcreteArray, Tracer, aval_of, to_numpy, user_location
 from ferrax.errors import ConcretizationError
 from ferrax.numpy._promotion import (
     ArrayLike,
@@ -96,7 +96,7 @@ def _to_array(obj: Any, dtype: DTypeLike | None, name: str) -> Array:
     if is_python_scalar(obj):
         aval = aval_of(obj)
         if want is None:
-            return ConcreteArray(np.asarray(obj, dtype=aval.dtype), aval.weak_type)
+            return ConcreteArray(to_numpy(obj), aval.weak_type)
         return convert(obj, want, False)
     if isinstance(obj, (list, tuple)):
         return _from_sequence(obj, want)

@@ -122,13 +122,13 @@ def convert(x: Any, dtype: np.dtype[Any], weak: bool = False) -> Array:
     Python scalars and NumPy values are converted on the host, by XLA's rules (they
     become literals or constants when traced); ferrax arrays with
     ``convert_element_type`` when their type differs. A Python int that does not fit
-    ``dtype`` is an ``OverflowError``.
+    the default int type (int32, int64 with x64) is an ``OverflowError``, as in JAX;
+    one that fits wraps to ``dtype``.
     """
     if is_python_scalar(x):
-        if isinstance(x, float):
-            value = host_convert(np.asarray(x), dtype)
-        else:
-            value = np.asarray(x, dtype=dtype)
+        # Typed first as JAX types it (an int must fit the default int type), then
+        # converted (integers wrap: ``uint8_array + -1`` adds 255, as in JAX).
+        value = host_convert(to_numpy(x), dtype)
         return ConcreteArray(value, weak and dtype != np.bool_)
     if isinstance(x, (np.ndarray, np.generic)):
         value = np.asarray(x)
