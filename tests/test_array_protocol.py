@@ -521,6 +521,45 @@ def test_boolean_operators_agree_with_jax(op: Callable[[Any, Any], Any]) -> None
     _same(op(a, b), op(ja, jb))
 
 
+@pytest.mark.skipif(not hasattr(lax, "shift_left"), reason="lax.shift_left lands with the xor/shift primitives")
+@pytest.mark.parametrize(
+    "op",
+    [lambda a, b: a << 1, lambda a, b: a >> b, lambda a, b: 1 << a, lambda a, b: a << 9, lambda a, b: b >> 9],
+)
+def test_shifts_of_bools_and_past_the_width_agree_with_jax(op: Callable[[Any, Any], Any]) -> None:
+    a, ja = _pair("bool", (5,), False, seed=7)
+    b_value = np.array([-128, -1, 0, 64, 127], np.int8)
+    b, jb = fnp.asarray(b_value), jnp.asarray(b_value)
+    _same(op(a, b), op(ja, jb))
+    _same(ferrax.jit(op)(a, b), jax.jit(op)(ja, jb))
+
+
+def test_shifts_stage_jaxs_primitives(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, np.dtype[Any], np.dtype[Any]]] = []
+
+    def recorder(name: str) -> Callable[[Any, Any], Any]:
+        def shift(a: Any, b: Any) -> Any:
+            calls.append((name, a.dtype, b.dtype))
+            return a
+
+        return shift
+
+    for name in ("shift_left", "shift_right_arithmetic", "shift_right_logical"):
+        monkeypatch.setattr(lax, name, recorder(name), raising=False)
+    fnp.ones(2, np.uint8) >> 1
+    fnp.ones(2, np.int8) >> 1
+    fnp.ones(2, np.int16) << np.int16(3)
+    fnp.ones(2, bool) << 1
+    assert calls == [
+        ("shift_right_logical", np.dtype(np.uint8), np.dtype(np.uint8)),
+        ("shift_right_arithmetic", np.dtype(np.int8), np.dtype(np.int8)),
+        ("shift_left", np.dtype(np.int16), np.dtype(np.int16)),
+        ("shift_left", np.dtype(np.int32), np.dtype(np.int32)),
+    ]
+    with pytest.raises(TypeError):
+        fnp.ones(2) << 1
+
+
 def test_xor_is_bitwise_on_every_bit() -> None:
     x = np.array([0, -1, 127, -128, 85], np.int8)
     y = np.array([-1, -1, -128, 1, -86], np.int8)

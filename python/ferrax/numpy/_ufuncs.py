@@ -491,9 +491,19 @@ def bitwise_xor(x: ArrayLike, y: ArrayLike, /) -> Array:
     return lax.bitwise_and(lax.bitwise_or(a, b), lax.bitwise_not(lax.bitwise_and(a, b)))
 
 
+def _shift_operands(name: str, x: Any, y: Any) -> list[Any]:
+    """The promoted integer operands of a shift: bools shift as the default integer
+    (``True << 1`` is 2), as JAX's numeric promotion makes them."""
+    a, b = _integral(name, x, y)
+    if _dtype(a) == np.bool_:
+        default = dtypes.canonicalize(int)
+        a, b = convert(a, default), convert(b, default)
+    return [a, b]
+
+
 def left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
     """``x << y`` of integers (``shift_left``; shifts past the bit width give 0)."""
-    a, b = _integral("left_shift", x, y)
+    a, b = _shift_operands("left_shift", x, y)
     result: Array = _lax_function("shift_left")(a, b)
     return result
 
@@ -501,7 +511,7 @@ def left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
 def right_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
     """``x >> y`` of integers: arithmetic for signed ones (the sign is kept), logical for
     unsigned ones, as NumPy."""
-    a, b = _integral("right_shift", x, y)
+    a, b = _shift_operands("right_shift", x, y)
     name = "shift_right_logical" if _dtype(a).kind == "u" else "shift_right_arithmetic"
     result: Array = _lax_function(name)(a, b)
     return result
