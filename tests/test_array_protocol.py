@@ -560,6 +560,14 @@ def test_shifts_stage_jaxs_primitives(monkeypatch: pytest.MonkeyPatch) -> None:
         fnp.ones(2) << 1
 
 
+@pytest.mark.skipif(not hasattr(lax, "bitwise_xor"), reason="lax.bitwise_xor lands with the xor primitive")
+def test_xor_stages_jaxs_primitive() -> None:
+    x = np.array([True, False])
+    ours = ferrax.make_jaxpr(lambda a: a ^ True)(x)
+    theirs = jax.make_jaxpr(lambda a: a ^ True)(x)
+    assert [e.primitive for e in ours.jaxpr.eqns] == [e.primitive.name for e in theirs.jaxpr.eqns] == ["xor"]
+
+
 def test_xor_is_bitwise_on_every_bit() -> None:
     x = np.array([0, -1, 127, -128, 85], np.int8)
     y = np.array([-1, -1, -128, 1, -86], np.int8)
