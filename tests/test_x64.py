@@ -433,3 +433,17 @@ def test_truncation_warnings_name_the_function(name: str) -> None:
         out = NAMED_REQUESTS[name]()
     assert np.dtype(out.dtype).itemsize == 4
     assert caught[0].filename == __file__
+
+
+def test_lax_python_scalars_are_typed_as_jax_types_them() -> None:
+    f32 = np.ones(2, np.float32)
+    # A Python int must fit the default int type first (JAX: the same OverflowError).
+    with pytest.raises(OverflowError, match=r"Python int 1099511627776 too large to convert to int32, at .*test_x64\.py"):
+        lax.add(f32, 2**40)
+    with ferrax.enable_x64():
+        assert float(lax.add(f32, 2**40)[0]) == 2.0**40  # (+ 1, rounded to float32)
+    # Out of a half float's range is an infinity, as XLA converts, without NumPy's warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isinf(np.asarray(lax.add(np.ones(2, np.float16), 1e10))).all()
+        assert np.isinf(np.asarray(lax.add(np.ones(2, np.float16), 70000))).all()

@@ -10,7 +10,7 @@ import numpy as np
 
 from ferrax import dtypes
 from ferrax._array import Array
-from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of
+from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of, to_numpy
 
 R = TypeVar("R")
 
@@ -37,13 +37,20 @@ def scalar_as(x: Any, like: Any) -> Any:
         return x
     if isinstance(x, bool):
         return ConcreteArray(np.asarray(x), False)
-    own = aval_of(x).dtype
-    dtype = own
+    # Typed as JAX types it first: an int must fit the default int type (OverflowError).
+    value = to_numpy(x)
+    dtype = value.dtype
     if is_array(like):
         other = aval_of(like).dtype
-        if dtypes.kind_rank(other) >= dtypes.kind_rank(own):
+        if dtypes.kind_rank(other) >= dtypes.kind_rank(dtype):
             dtype = other
-    return ConcreteArray(np.asarray(x, dtype=dtype), True)
+    if value.dtype == dtype:
+        return ConcreteArray(value, True)
+    if isinstance(x, int) and dtypes.is_int(dtype):
+        # An int out of the other operand's range is an OverflowError (NumPy's check).
+        return ConcreteArray(np.asarray(x, dtype=dtype), True)
+    with np.errstate(over="ignore"):  # as XLA converts: out of range is an infinity
+        return ConcreteArray(value.astype(dtype), True)
 
 
 def pair(x: Any, y: Any) -> tuple[Any, Any]:
