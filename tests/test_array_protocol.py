@@ -685,6 +685,9 @@ def test_pythons_own_messages_name_the_public_type(where: str) -> None:
         lambda v: {v},
         lambda v: v(),
         lambda v: setattr(v, "foo", 1),
+        lambda v: setattr(v, "shape", (3, 1)),
+        lambda v: setattr(v, "dtype", np.int32),
+        lambda v: setattr(v, "ndim", 2),
     ]
     messages: list[str] = []
 
@@ -706,6 +709,7 @@ def test_pythons_own_messages_name_the_public_type(where: str) -> None:
     for message in messages:
         assert "ferrax.Array" in message
         _no_internal_names(message)
+    assert "x = x.reshape(" in messages[5] and "x = x.astype(" in messages[6]
 
 
 def test_messages_about_array_types_name_the_public_type() -> None:

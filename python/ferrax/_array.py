@@ -97,6 +97,7 @@ class Array:
         # device, each tracer) answers to the public name there. ``__qualname__`` stays,
         # so ``repr(type(x))`` still shows the real class when debugging.
         cls.__name__ = "ferrax.Array"
+        _refuse_setting(cls)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -559,6 +560,24 @@ class Array:
     def dot(self, other: Any) -> Array:
         """``ferrax.numpy.dot(self, other)``."""
         return _fnp.dot(self, other)
+
+
+_SETTING_HINTS = {"shape": " (use x = x.reshape(...))", "dtype": " (use x = x.astype(...))"}
+
+
+def _refuse_setting(cls: type) -> None:
+    """Gives the public properties of ``cls`` a setter that says arrays are immutable
+    (Python's own message would name the implementation class)."""
+    for name, attr in list(vars(cls).items()):
+        if isinstance(attr, property) and attr.fset is None and not name.startswith("_"):
+
+            def refuse(self: Array, value: Any, name: str = name) -> NoReturn:
+                raise AttributeError(f"ferrax.Array is immutable: its {name} cannot be set{_SETTING_HINTS.get(name, '')}")
+
+            setattr(cls, name, attr.setter(refuse))
+
+
+_refuse_setting(Array)
 
 
 def _c_order(name: str, order: str) -> None:
