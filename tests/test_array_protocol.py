@@ -710,6 +710,26 @@ def test_pythons_own_messages_name_the_public_type(where: str) -> None:
         assert "ferrax.Array" in message
         _no_internal_names(message)
     assert "x = x.reshape(" in messages[5] and "x = x.astype(" in messages[6]
+    for message in messages[5:]:
+        assert os.path.basename(__file__) in message
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        lambda v: v.sum(out=np.zeros(())),
+        lambda v: v.reshape(2, 2, order="F"),
+        lambda v: v.flatten("F"),
+        lambda v: len(v.sum()),
+        lambda v: iter(v.sum()),
+        lambda v: v.round(out=v),
+    ],
+)
+def test_method_errors_name_the_users_line(mistake: Callable[[Any], Any]) -> None:
+    with pytest.raises((TypeError, NotImplementedError)) as info:
+        mistake(fnp.ones((2, 2)))
+    assert os.path.basename(__file__) in str(info.value)
+    _no_internal_names(str(info.value))
 
 
 def test_messages_about_array_types_name_the_public_type() -> None:

@@ -31,11 +31,20 @@ def type_name(x: object) -> str:
     return "ferrax.Array" if isinstance(x, Array) else type(x).__name__
 
 
+def _at_user_line() -> str:
+    """``", at file:line: source"`` of the user's code, for messages."""
+    from ferrax._core import user_location
+
+    return f", at {user_location()}"
+
+
 def _no_out(name: str, out: object) -> None:
     # NumPy's functions pass ``out=None`` to the methods they dispatch to; arrays are
     # immutable, so any other ``out`` is refused (as JAX refuses it).
     if out is not None:
-        raise NotImplementedError(f"The 'out' argument to {name} is not supported (ferrax arrays are immutable)")
+        raise NotImplementedError(
+            f"The 'out' argument to {name} is not supported (ferrax arrays are immutable){_at_user_line()}"
+        )
 
 
 def _index_text(index: Any) -> str:
@@ -139,12 +148,12 @@ class Array:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of unsized object (a 0-d ferrax.Array)")
+            raise TypeError(f"len() of unsized object (a 0-d ferrax.Array){_at_user_line()}")
         return self.shape[0]
 
     def __iter__(self) -> Iterator[Array]:
         if not self.shape:
-            raise TypeError("iteration over a 0-d array")
+            raise TypeError(f"iteration over a 0-d array{_at_user_line()}")
         return (self[i] for i in range(self.shape[0]))
 
     if not TYPE_CHECKING:
@@ -427,7 +436,9 @@ class Array:
         # ferrax.numpy.take comes with gather (getattr: until then, a clear error).
         take = getattr(_fnp, "take", None)
         if take is None:
-            raise NotImplementedError("ferrax.numpy.take is not available yet (it needs the gather primitive)")
+            raise NotImplementedError(
+                f"ferrax.numpy.take is not available yet (it needs the gather primitive){_at_user_line()}"
+            )
         # Only the options given, so a take with fewer of JAX's options still serves.
         options: dict[str, Any] = {"axis": axis}
         if mode is not None:
@@ -553,7 +564,9 @@ class Array:
         _no_out("cumsum", out)
         cumsum = getattr(_fnp, "cumsum", None)
         if cumsum is None:
-            raise NotImplementedError("ferrax.numpy has no cumsum yet (it needs a cumulative-sum primitive)")
+            raise NotImplementedError(
+                f"ferrax.numpy has no cumsum yet (it needs a cumulative-sum primitive){_at_user_line()}"
+            )
         result: Array = cumsum(self, axis=axis, dtype=dtype)
         return result
 
@@ -572,7 +585,10 @@ def _refuse_setting(cls: type) -> None:
         if isinstance(attr, property) and attr.fset is None and not name.startswith("_"):
 
             def refuse(self: Array, value: Any, name: str = name) -> NoReturn:
-                raise AttributeError(f"ferrax.Array is immutable: its {name} cannot be set{_SETTING_HINTS.get(name, '')}")
+                raise AttributeError(
+                    f"ferrax.Array is immutable: its {name} cannot be set{_SETTING_HINTS.get(name, '')}"
+                    f"{_at_user_line()}"
+                )
 
             setattr(cls, name, attr.setter(refuse))
 
@@ -582,7 +598,9 @@ _refuse_setting(Array)
 
 def _c_order(name: str, order: str) -> None:
     if order != "C":
-        raise NotImplementedError(f"{name}: only order='C' (row-major) is supported, got order={order!r}")
+        raise NotImplementedError(
+            f"{name}: only order='C' (row-major) is supported, got order={order!r}{_at_user_line()}"
+        )
 
 
 class _IndexUpdateHelper:
