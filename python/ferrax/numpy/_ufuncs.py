@@ -476,7 +476,9 @@ def _lax_function(name: str) -> Any:
     """``lax.<name>``, or a clear error while the primitive is not in the catalogue."""
     fun = getattr(lax, name, None)
     if fun is None:
-        raise NotImplementedError(f"lax.{name} is not available yet (its primitive is not in the catalogue)")
+        raise NotImplementedError(
+            f"lax.{name} is not available yet (its primitive is not in the catalogue), at {user_location()}"
+        )
     return fun
 
 
