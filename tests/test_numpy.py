@@ -544,12 +544,44 @@ def _operator_cases() -> Iterator[Case]:
             yield Case(f"{label}-{name}", call, (spec, spec), -9, 9)
 
 
+def _array_protocol_cases() -> Iterator[Case]:
+    """The functions behind the Array methods and operators of issue 7 (each against
+    NumPy's values, JAX's dtypes, and staged)."""
+    f, h, i8, u8, b = a("float32", 3, 4), a("float16", 3, 4), a("int8", 3, 4), a("uint8", 3, 4), a("bool", 3, 4)
+    for label, spec in (("f32", f), ("f16", h), ("i8", i8), ("u8", u8)):
+        yield Case(f"round-{label}", lambda m, x: m.round(x), (spec,), -9, 9, rtol=3)
+        yield Case(f"var-{label}", lambda m, x: m.var(x, axis=0), (spec,), rtol=3)
+        yield Case(f"std-ddof-{label}", lambda m, x: m.std(x, ddof=1), (spec,), rtol=3)
+        yield Case(f"repeat-{label}", lambda m, x: m.repeat(x, 2, axis=1), (spec,))
+        yield Case(f"max-initial-{label}", lambda m, x: m.max(x, axis=1, initial=2), (spec,))
+        yield Case(f"sum-initial-{label}", lambda m, x: m.sum(x, initial=3), (spec,), rtol=3)
+    yield Case("round-decimals", lambda m, x: m.round(x, 2), (f,))
+    yield Case("around-decimals-f16", lambda m, x: m.around(x, 1), (h,), rtol=3)
+    yield Case("round-weak", lambda m, x: m.round(x), (2.5,))
+    yield Case("repeat-flat", lambda m, x: m.repeat(x, 3), (i8,))
+    yield Case("repeat-counts", lambda m, x: m.repeat(x, np.array([0, 2, 1]), axis=0), (f,))
+    yield Case("var-keepdims", lambda m, x: m.var(x, axis=1, keepdims=True), (f,))
+    yield Case("min-initial-empty", lambda m, x: m.min(x, axis=0, initial=1.5), (a("float32", 0, 3),))
+    mask = np.array([[True, False, True, True]] * 3)
+    yield Case("sum-where", lambda m, x: m.sum(x, axis=1, where=mask), (f,))
+    yield Case("mean-where", lambda m, x: m.mean(x, where=mask), (f,))
+    yield Case("max-where", lambda m, x: m.max(x, where=mask, initial=-9.0), (f,))
+    yield Case("any-where", lambda m, x: m.any(x, axis=0, where=mask), (b,))
+    yield Case("all-where", lambda m, x: m.all(x, where=mask), (b,))
+    for label, spec in (("i8", i8), ("u8", u8), ("bool", b)):
+        yield Case(f"bitwise_xor-{label}", lambda m, x, y: m.bitwise_xor(x, y), (spec, spec), -9, 9)
+        yield Case(f"xor-operator-{label}", lambda m, x: m.asarray(x) ^ True, (spec,), -9, 9)
+    yield Case("divmod-quotient", lambda m, x, y: m.divmod(x, y)[0], (i8, a("int8", 4)), 1, 9)
+    yield Case("divmod-remainder", lambda m, x, y: m.divmod(x, y)[1], (f, a("float32", 4)), 1, 9)
+
+
 CASES = [
     *_reduction_cases(),
     *_shape_cases(),
     *_product_cases(),
     *_creation_cases(),
     *_operator_cases(),
+    *_array_protocol_cases(),
 ]
 
 
