@@ -817,3 +817,22 @@ def test_scalar_types_wherever_a_dtype_is_taken(name: str) -> None:
     assert fnp.sum(x, dtype=t).dtype == d
     jaxpr = ferrax.make_jaxpr(lambda v: t(v))(np.ones(2, np.float32))
     assert jaxpr.out_avals == [ShapedArray((2,), d)]
+
+
+@pytest.mark.parametrize(
+    "fun",
+    [
+        lambda v: v.repeat(2),
+        lambda v: v.repeat(3, axis=0),
+        lambda v: v.repeat(2, axis=-1),
+        lambda v: v.flatten(),
+        lambda v: v.transpose(1, 0),
+        lambda v: v.max(initial=0.5),
+    ],
+)
+def test_methods_stage_jaxs_primitives(fun: Callable[[Any], Any]) -> None:
+    x = np.ones((2, 3), np.float32)
+    ours = ferrax.make_jaxpr(fun)(x)
+    theirs = jax.make_jaxpr(fun)(jnp.asarray(x))
+    assert [e.primitive for e in ours.jaxpr.eqns] == [e.primitive.name for e in theirs.jaxpr.eqns]
+    assert ours.out_avals[0].shape == theirs.out_avals[0].shape
