@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferrax import lax
+from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import aval_of
 from ferrax.numpy._promotion import (
@@ -19,7 +19,8 @@ from ferrax.numpy._promotion import (
     as_array,
     broadcast_shapes,
     broadcast_to,
-    promote_dtypes,
+    convert,
+    operand_aval,
     shape_error,
 )
 from ferrax.numpy._shape import transpose
@@ -29,8 +30,11 @@ __all__ = ["dot", "matmul"]
 
 
 def _operands(name: str, a: ArrayLike, b: ArrayLike) -> tuple[Array, Array]:
-    x, y = promote_dtypes(name, a, b)
-    return as_array(x, name, 0), as_array(y, name, 1)
+    # As JAX's dot: the operands' result_type, so a weakly typed result has its kind's
+    # default dtype (two weak int8 vectors give a weak int32).
+    avals = [operand_aval(name, a, 0), operand_aval(name, b, 1)]
+    dtype, weak = dtypes.result_type([(v.dtype, v.weak_type) for v in avals])
+    return as_array(convert(a, dtype, weak), name, 0), as_array(convert(b, dtype, weak), name, 1)
 
 
 def _dot_general(x: Array, y: Array, contract: tuple[int, int], batch: int = 0) -> Array:

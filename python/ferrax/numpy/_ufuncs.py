@@ -153,8 +153,9 @@ def remainder(x: ArrayLike, y: ArrayLike, /) -> Array:
     _no_bool("remainder", a)
     dtype = _dtype(a)
     if dtypes.is_int(dtype):
-        # lax.rem by 0 is x; NumPy's (and JAX's) integer remainder by 0 is 0.
-        b = _select(lax.eq(b, 0), b, 1)
+        # lax.rem by 0 is x; NumPy's (and JAX's) integer remainder by 0 is 0. (A one of
+        # b's own type: a weakly typed int8 b stays int8.)
+        b = _select(lax.eq(b, 0), b, full_like(b, 1))
     r = lax.rem(a, b)
     if dtype.kind == "u":
         return r
