@@ -4,8 +4,10 @@
 type: NumPy float64/int64/uint64 arrays and scalars are float32/int32/uint32 as operands,
 ``jit`` arguments, closed-over constants and in ``asarray``; an explicit
 ``dtype=float64`` request is truncated to float32 with a ``UserWarning``, as JAX warns.
-A Python ``float`` is a *weakly typed* float32, an ``int`` a weak int32, a ``bool`` a
-plain bool.
+A Python ``float`` is a *weakly typed* float32, an ``int`` a weak int32 (it must fit
+int32: an ``OverflowError`` otherwise, as in JAX; then it wraps to the other operand's
+dtype, ``uint8_array + -1`` adds 255), a ``bool`` a plain bool. NumPy scalars are
+strongly typed: ``x_f32 / np.sqrt(8)`` is float32, ``x_f16 * np.float64(2)`` float32.
 
 **x64** (``ferrax.config.update("jax_enable_x64", True)`` or ``JAX_ENABLE_X64=1``): 64-bit
 values stay 64-bit, and the defaults are the 64-bit types: a Python ``float`` is a weak
