@@ -44,6 +44,14 @@ MODES = [pytest.param(False, id="x32"), pytest.param(True, id="x64")]
 Operand = tuple[np.dtype[Any], bool]
 
 
+@pytest.fixture(autouse=True)
+def default_mode() -> Iterator[None]:
+    """Each test starts in JAX's default mode, for both libraries, whatever
+    ``JAX_ENABLE_X64`` says (tests of x64 switch it themselves)."""
+    with jax.enable_x64(False), ferrax.enable_x64(False):
+        yield
+
+
 def operands(x64: bool) -> list[Operand]:
     """Strong operands of every dtype of the mode, weakly typed ones of every non-bool one."""
     ds = [d for d in STRONG if x64 or d not in WIDE]

@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ml_dtypes
@@ -47,6 +47,14 @@ Kind = tuple[np.dtype[Any], bool]
 # One operand: its label and how to make it for JAX and for ferrax (the same NumPy or
 # Python value, or a weakly typed array each library makes).
 Operand = tuple[str, Callable[[], Any], Callable[[], Any]]
+
+
+@pytest.fixture(autouse=True)
+def default_mode() -> Iterator[None]:
+    """Each test starts in JAX's default mode, for both libraries, whatever
+    ``JAX_ENABLE_X64`` says (tests of x64 switch it themselves)."""
+    with jax.enable_x64(False), ferrax.enable_x64(False):
+        yield
 
 
 def _weak_jax(d: np.dtype[Any]) -> Any:
