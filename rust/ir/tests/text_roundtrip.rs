@@ -66,7 +66,10 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
         IntegerPow => (vec![f32s(&[3])], params(vec![("y", Param::Int(-3))])),
         Add | Sub | Mul | Div | Rem | Pow => (vec![f32s(&[3]), f32s(&[3])], none()),
         Max | Min => (vec![av(DType::I32, &[2]), av(DType::I32, &[2])], none()),
-        And | Or => (vec![av(DType::U8, &[2]), av(DType::U8, &[])], none()),
+        And | Or | Xor => (vec![av(DType::U8, &[2]), av(DType::U8, &[])], none()),
+        ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => {
+            (vec![av(DType::I16, &[2]), av(DType::I16, &[2])], none())
+        }
         Eq | Ne | Lt | Le | Gt | Ge => (vec![f32s(&[3]), f32s(&[])], none()),
         SelectN => (vec![av(DType::Bool, &[3]), f32s(&[3]), f32s(&[3])], none()),
         Clamp => (vec![f32s(&[]), f32s(&[3]), f32s(&[])], none()),
@@ -602,8 +605,13 @@ fn long_chain() {
     );
     assert_eq!(back.eqns().len(), n);
     assert_eq!(print_jaxpr(&back), text);
-    // Names past a few letters, including ones that look like keywords (`in`, `inf`).
-    assert!(text.contains("\n    in:f32[8] = "));
+    // Names past a few letters: the keywords are skipped (`im`, then `io`), names that
+    // look like them are not (`inf`, `lea`, `lambdb`).
+    assert!(!text.contains(" in:"));
+    assert!(text.contains("\n    im:f32[8] = "));
+    assert!(text.contains("\n    io:f32[8] = "));
+    assert!(!text.contains(" let:") && text.matches(" let\n").count() == 1);
+    assert!(text.contains("\n    les:f32[8] = ") && text.contains("\n    leu:f32[8] = "));
     assert!(text.contains("\n    inf:f32[8] = "));
     assert!(text.contains("\n    nan:f32[8] = "));
     if !cfg!(debug_assertions) {

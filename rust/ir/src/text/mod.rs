@@ -33,6 +33,31 @@ pub fn alphabetic_name(mut n: usize) -> String {
     String::from_utf8(digits).unwrap_or_default()
 }
 
+/// The index `n` whose [`alphabetic_name`] is `name` (lowercase letters only).
+const fn name_index(name: &[u8]) -> usize {
+    let mut n = 0usize;
+    let mut i = 0;
+    while i < name.len() {
+        n = n * 26 + (name[i] - b'a') as usize;
+        i += 1;
+    }
+    n
+}
+
+/// The indices whose names are the keywords `in`, `let` and `lambda` (JAX does name its
+/// 222nd variable `in`; the parser never reads a keyword as a variable).
+const KEYWORD_INDICES: [usize; 3] = [name_index(b"in"), name_index(b"let"), name_index(b"lambda")];
+
+/// The first name index at or after `n` whose name is not a keyword: printers number
+/// variables with it, so that `in`, `let` and `lambda` are skipped.
+pub fn skip_keyword_names(n: usize) -> usize {
+    if KEYWORD_INDICES.contains(&n) {
+        n + 1
+    } else {
+        n
+    }
+}
+
 /// Formats a float the way Python's `repr` does: the shortest text that reads back to
 /// the same value, in exponent form when the exponent is below -4 or at least 16.
 pub fn python_float_repr(x: f64) -> String {

@@ -28,7 +28,8 @@
 //!   so the output stays linear in the size of the jaxpr however deep it nests.
 //!
 //! # Names
-//! Variables are named `a`, `b`, ..., `z`, `ba`, ... ([`crate::text::alphabetic_name`]) in
+//! Variables are named `a`, `b`, ..., `z`, `ba`, ... ([`crate::text::alphabetic_name`]),
+//! skipping the keywords `in`, `let` and `lambda` (which JAX does not skip), in
 //! the order they are bound: constvars, invars, then each equation's outputs, then the
 //! variables of the jaxprs in that equation's params (in param order), and so on. One
 //! counter runs through the whole text, so nested jaxprs continue it, except that the
@@ -44,7 +45,7 @@ use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue, Literal, VarId};
 use crate::params::Param;
 use crate::primitive::Builtin;
 use crate::text::lexer::{is_single_word, quote_into};
-use crate::text::python_float_repr;
+use crate::text::{python_float_repr, skip_keyword_names};
 use std::fmt::Write as _;
 
 /// Nesting deeper than this many levels is printed without further indentation.
@@ -281,15 +282,15 @@ impl Printer {
         match f.names.get_mut(v.index()) {
             Some(slot) => {
                 if *slot == UNNAMED {
-                    *slot = self.counter;
-                    self.counter += 1;
+                    *slot = skip_keyword_names(self.counter);
+                    self.counter = *slot + 1;
                 }
                 *slot
             }
             // Not a variable of this jaxpr (cannot happen in a built jaxpr).
             None => {
-                let n = self.counter;
-                self.counter += 1;
+                let n = skip_keyword_names(self.counter);
+                self.counter = n + 1;
                 n
             }
         }
