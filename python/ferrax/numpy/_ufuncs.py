@@ -30,11 +30,12 @@ from ferrax.numpy._promotion import (
 )
 
 __all__ = [
-    "abs", "absolute", "add", "bitwise_and", "bitwise_not", "bitwise_or", "clip", "cos",
-    "divide", "equal", "exp", "expm1", "floor_divide", "greater", "greater_equal", "invert",
-    "less", "less_equal", "log", "log1p", "logical_and", "logical_not", "logical_or",
-    "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "positive", "pow",
-    "power", "remainder", "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh",
+    "abs", "absolute", "add", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or",
+    "bitwise_right_shift", "bitwise_xor", "clip", "cos", "divide", "equal", "exp", "expm1",
+    "floor_divide", "greater", "greater_equal", "invert", "left_shift", "less", "less_equal",
+    "log", "log1p", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum",
+    "minimum", "mod", "multiply", "negative", "not_equal", "positive", "pow", "power",
+    "remainder", "right_shift", "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh",
     "true_divide", "where",
 ]
 
@@ -375,6 +376,11 @@ def logical_or(x: ArrayLike, y: ArrayLike, /) -> Array:
     return lax.bitwise_or(*_truth_values("logical_or", x, y))
 
 
+def logical_xor(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """Elementwise ``x != y`` of the truth values (nonzero is true)."""
+    return lax.bitwise_xor(*_truth_values("logical_xor", x, y))
+
+
 def logical_not(x: ArrayLike, /) -> Array:
     """Elementwise ``not x`` of the truth values (nonzero is true)."""
     return lax.bitwise_not(as_array(_as_bool("logical_not", x), "logical_not"))
@@ -395,6 +401,46 @@ def bitwise_and(x: ArrayLike, y: ArrayLike, /) -> Array:
 def bitwise_or(x: ArrayLike, y: ArrayLike, /) -> Array:
     """``x | y``: bitwise or of integers, logical or of bools."""
     return lax.bitwise_or(*_integral("bitwise_or", x, y))
+
+
+def bitwise_xor(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x ^ y``: bitwise xor of integers, logical xor of bools."""
+    return lax.bitwise_xor(*_integral("bitwise_xor", x, y))
+
+
+def _shift_operands(name: str, x: Any, y: Any) -> list[Any]:
+    """Integer operands of one dtype, as jax.numpy shifts them: bools become the default
+    integer; floats are refused."""
+    xs = _integral(name, x, y)
+    if _dtype(xs[0]) == np.bool_:
+        xs = [lax.convert_element_type(v, dtypes.default_int) for v in xs]
+    return xs
+
+
+def left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x << y`` for integers (bools shift as the default integer); a shift by the bit
+    width or more, or by a negative amount, gives 0."""
+    return lax.shift_left(*_shift_operands("left_shift", x, y))
+
+
+def right_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x >> y``: arithmetic (sign-filling) for signed integers, logical for unsigned
+    ones; a shift by the bit width or more, or by a negative amount, gives the sign
+    fill (0 for non-negative values)."""
+    a, b = _shift_operands("right_shift", x, y)
+    if np.dtype(_dtype(a)).kind == "u":
+        return lax.shift_right_logical(a, b)
+    return lax.shift_right_arithmetic(a, b)
+
+
+def bitwise_left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """:func:`left_shift` (NumPy 2's name)."""
+    return left_shift(x, y)
+
+
+def bitwise_right_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """:func:`right_shift` (NumPy 2's name)."""
+    return right_shift(x, y)
 
 
 def bitwise_not(x: ArrayLike, /) -> Array:
