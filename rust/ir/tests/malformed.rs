@@ -247,7 +247,7 @@ fn mutants(class: &str, src: &str) -> Vec<String> {
                     format!("{dtype}({dims})"),
                     format!("{dtype}x[{dims}]"),
                     format!("[{dims}]"),
-                    format!("{dtype}"),
+                    dtype.to_string(),
                     format!("{dtype}[99999999999999999999]"),
                 ] {
                     out.push(splice(src, start, end, &bad));

@@ -911,11 +911,9 @@ impl<'a, 'r> Parser<'a, 'r> {
                     .items
                     .last()
                     .is_some_and(|v| is_jaxpr_like(v, &self.shared));
-                if starts_value
-                    && !c.items.is_empty()
-                    && !c.after_comma
-                    && !(jaxpr_follows && after_jaxpr)
-                {
+                let separated = c.items.is_empty() || c.after_comma;
+                let jaxprs_in_a_row = jaxpr_follows && after_jaxpr;
+                if starts_value && !separated && !jaxprs_in_a_row {
                     let want = if c.bracket { "']'" } else { "')'" };
                     return Err(expected(&t, &format!("',' or {want}")));
                 }
