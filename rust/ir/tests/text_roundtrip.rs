@@ -1073,3 +1073,36 @@ fn errors_point_at_the_token() {
         }
     }
 }
+
+/// JAX's width rule: a jaxpr is one line when that line (its final ` }` included) fits
+/// in 80 columns; otherwise it breaks, and each equation's own groups decide again.
+/// (Checked with JAX 0.10.2: `lambda a: jnp.expm1(a + 1.0)` on f32[1] prints 81
+/// characters, so it breaks.)
+#[test]
+fn width_rule_at_the_boundary() {
+    let mut seen = (false, false);
+    for n in 1..30 {
+        for (lit, prim) in ["1.0", "1.25", "1.125"]
+            .iter()
+            .flat_map(|l| ["cos", "tanh", "expm1", "logistic"].map(|p| (l, p)))
+        {
+            let dims = vec!["1"; n].join(",");
+            let one_line = format!(
+                "{{ lambda ; a:f32[{dims}]. let b:f32[{dims}] = add a {lit}:f32[]; c:f32[{dims}] = {prim} b in (c,) }}"
+            );
+            let printed = print_jaxpr(&parse_jaxpr(&one_line).expect("parses"));
+            let group = one_line.len();
+            if group <= 80 {
+                assert_eq!(printed, one_line, "group of {group} columns");
+                seen.0 |= group == 80;
+            } else {
+                let broken = format!(
+                    "{{ lambda ; a:f32[{dims}]. let\n    b:f32[{dims}] = add a {lit}:f32[]\n    c:f32[{dims}] = {prim} b\n  in (c,) }}"
+                );
+                assert_eq!(printed, broken, "group of {group} columns");
+                seen.1 |= group == 81;
+            }
+        }
+    }
+    assert!(seen.0 && seen.1, "both sides of the boundary were printed");
+}

@@ -13,10 +13,11 @@
 //! printer, with the same document: a *group* is printed flat (its breaks as spaces, or
 //! as `; ` between equations) when all of it fits in what is left of the line, otherwise
 //! its breaks become newlines (a break's indent is the sum of the *nests* around it);
-//! what follows a group does not count. The document of a jaxpr:
+//! what follows a group does not count. So a jaxpr is one line when that line, ` }`
+//! included, is at most 80 characters. The document of a jaxpr:
 //! - the jaxpr is a group, nested 2: `{ lambda ` constvar binders `; ` invar binders
 //!   `. let`, then (nested 2 more) a break and the equations separated by `; ` breaks,
-//!   then a break, `in (` the outputs `)` (`,)` for one); ` }` follows the group;
+//!   then a break, `in (` the outputs `)` (`,)` for one), and (outside the nest) ` }`;
 //! - a list of variables (binders `a:f32[3]`, or uses) is a group nested 2 whose items
 //!   are separated by a space that is a group of its own (lists fill lines); outputs are
 //!   separated by `,` and that space;
@@ -405,8 +406,8 @@ impl<'j> Generator<'j> {
                     self.atoms(fi, j.outvars(), ",", sink);
                     sink.text(if j.outvars().len() == 1 { ",)" } else { ")" });
                     sink.push(Tok::Unnest);
-                    sink.push(Tok::Close);
                     sink.text(" }");
+                    sink.push(Tok::Close);
                     self.stack[fi].phase = Phase::Done;
                     self.stack.pop();
                     if self.stack.is_empty() {
@@ -555,7 +556,7 @@ impl Formatter {
             Text::Static(s) => s,
             Text::Owned(start, len) => self
                 .texts
-                .get(start as usize..(start + len) as usize)
+                .get(start as usize..start as usize + len as usize)
                 .unwrap_or(""),
         }
     }
@@ -594,7 +595,7 @@ impl Formatter {
                     let s = match t {
                         Text::Static(s) => s,
                         Text::Owned(start, len) => texts
-                            .get(start as usize..(start + len) as usize)
+                            .get(start as usize..start as usize + len as usize)
                             .unwrap_or(""),
                     };
                     out.push_str(s);
