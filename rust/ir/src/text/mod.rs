@@ -1,10 +1,13 @@
 //! Jaxpr text: the printer and the parser of JAX's current jaxpr format.
 //!
-//! [`print_jaxpr`] writes the format (always one equation per line; see the printer's
-//! docs for the exact layout, naming and indentation rules) and [`parse_jaxpr`] /
-//! [`parse_jaxpr_with`] read it back, along with what JAX 0.10 prints (one-line nested
-//! jaxprs, `;`-separated equations, wrapped lines, hidden `broadcast_in_dim` params,
-//! `let name = { ... } in` shared jaxprs). Neither recurses over nesting depth.
+//! [`print_jaxpr`] writes what JAX 0.10 prints (its layout at width 80: short jaxprs and
+//! params on one line, long ones broken; the params JAX shows; see the printer's docs)
+//! and [`parse_jaxpr`] / [`parse_jaxpr_with`] read it back, along with other layouts of
+//! the same text (`;`-separated or broken equations, wrapped lines, `broadcast_in_dim`'s
+//! `shape` given or implied, `let name = { ... } in` shared jaxprs). The parser is
+//! strict: keywords are never names, and malformed text is a [`ParseError`] with its
+//! line and column even when the text also has type errors. Neither recurses over
+//! nesting depth.
 
 mod lexer;
 mod parser;
