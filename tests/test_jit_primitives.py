@@ -39,6 +39,7 @@ class Case(NamedTuple):
     params: dict[str, Any]
     positive: bool = False  # operands drawn from (0.5, 2) (log, sqrt, pow, ...)
     nonzero: bool = False  # second operand never zero (div, rem)
+    shift: bool = False  # second operand a shift amount over the dtype's range, out-of-range ones included
 
 
 def _c(name: str, fun: Callable[..., Any], *shapes: tuple[int, ...], params: dict[str, Any] | None = None, **kw: bool) -> Case:
@@ -55,10 +56,14 @@ CASES = [
     *[_c(n, getattr(lax, n), S, positive=True) for n in ("log", "log1p", "sqrt", "rsqrt")],
     *[_c(n, getattr(lax, f), S, S) for n, f in [
         ("add", "add"), ("sub", "sub"), ("mul", "mul"), ("max", "max"), ("min", "min"),
-        ("and", "bitwise_and"), ("or", "bitwise_or"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
+        ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
         ("le", "le"), ("gt", "gt"), ("ge", "ge"),
     ]],
     _c("add", lax.add, S, ()),  # a rank-0 operand broadcasts
+    *[_c(n, getattr(lax, n), (4, 8), (4, 8), shift=True) for n in (
+        "shift_left", "shift_right_logical", "shift_right_arithmetic",
+    )],
+    _c("shift_left", lambda x: lax.shift_left(x, lax.convert_element_type(-1, x.dtype)), S),
     _c("div", lax.div, S, S, nonzero=True),
     _c("rem", lax.rem, S, S, nonzero=True),
     _c("pow", lax.pow, S, S, positive=True),
@@ -101,6 +106,13 @@ def _accepts(case: Case, dtype: np.dtype[Any]) -> bool:
 def _operand(shape: tuple[int, ...], dtype: np.dtype[Any], rng: np.random.Generator, case: Case, index: int) -> np.ndarray[Any, Any]:
     if dtype == np.bool_:
         return rng.random(shape) < 0.5
+    if dtype.kind in "iu" and case.shift and index == 1:
+        # Amounts from below 0 (negative, or huge when unsigned) to past 64.
+        info = np.iinfo(dtype)
+        return rng.integers(max(info.min, -3), min(info.max, 70) + 1, size=shape).astype(dtype)
+    if dtype.kind in "iu" and case.shift:
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
     if dtype.kind in "iu":
         lo = 1 if (case.nonzero and index == 1) or case.positive else (0 if dtype.kind == "u" else -3)
         return rng.integers(lo, 4, size=shape).astype(dtype)

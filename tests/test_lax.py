@@ -149,7 +149,8 @@ for y in (0, 1, 3, -2):
 BINARY_NUMPY: dict[str, Call | None] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": None, "rem": None,
     "max": np.maximum, "min": np.minimum, "bitwise_and": np.bitwise_and,
-    "bitwise_or": np.bitwise_or, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
+    "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor, "shift_left": None,
+    "shift_right_logical": None, "shift_right_arithmetic": None, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
     "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "pow": np.power,
 }
 for fn, binary_ref in BINARY_NUMPY.items():
@@ -163,6 +164,19 @@ for d in FLOATS:
     for e in INTS:
         small = np.resize(np.array([2, 3, 0, 1, 1, 2, 5, 2, 0, 1, 3, 2] if e in UNSIGNED else [2, 3, 0, -1, 1, -2, 5, 2, 0, 1, 3, 2]), 12).astype(e)
         case("pow", f"{short(d)}^{short(e)}", lambda L, x, y: L.pow(x, y), values(d), small)
+
+# Shifts by every amount from -1 to past the width, and the extremes: XLA reads the amount
+# as unsigned, and an amount of the width or more shifts every bit out.
+SHIFTS = ["shift_left", "shift_right_logical", "shift_right_arithmetic"]
+for it in INTS:
+    bits = it.itemsize * 8
+    info = np.iinfo(it.type)
+    amounts = sorted({a for a in [*range(-1, bits + 2), 2 * bits, info.min, info.max] if info.min <= a <= info.max})
+    xs = np.resize(values(it), len(amounts))
+    for fn in SHIFTS:
+        case(fn, f"{short(it)}-amounts", lambda L, x, y, fn=fn: getattr(L, fn)(x, y), xs, np.array(amounts, it))
+        if it == I32:  # a Python int is an int32 for jax.lax (ferrax takes x's dtype)
+            case(fn, f"{short(it)}-scalar-amount", lambda L, x, fn=fn: getattr(L, fn)(x, 3), values(it))
 
 # select_n: a bool or int32 `which`, array or scalar, over cases of several dtypes.
 for d in [F32, I8, BOOL, BF16, U64, F64]:
@@ -445,6 +459,23 @@ def test_make_jaxpr_matches_jax(c: Case) -> None:
                 continue
             assert k in theirs_params, (eqn.primitive, k)
             assert v == theirs_params[k], (eqn.primitive, k, v, theirs_params[k])
+
+
+BITWISE_CASES = [c for c in CASES if c.fn in ("bitwise_xor", *SHIFTS)]
+
+
+@pytest.mark.parametrize("c", BITWISE_CASES, ids=lambda c: c.id)
+def test_bitwise_under_jit_matches_jax(c: Case) -> None:
+    """XLA's shift semantics (out-of-range and negative amounts) compiled by ferrax: the
+    same values as jax.lax's."""
+    want, jax_error = jax_result(c)
+    if jax_error is not None:
+        with pytest.raises(TypeCheckError):
+            ferrax.jit(lambda *xs: c.call(lax, *xs))(*c.inputs)
+        return
+    got = ferrax.jit(lambda *xs: c.call(lax, *xs))(*c.inputs)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
 # ------------------------------------------------------------- Python scalars

@@ -229,6 +229,13 @@ BINARY: dict[str, tuple[list[str], float, float, tuple[int, ...]]] = {
     "logical_or": (list(BINARY_OPERANDS), -1, 1, ()),
     "bitwise_and": (_INTEGRAL, -9, 9, ()),
     "bitwise_or": (_INTEGRAL, -9, 9, ()),
+    "bitwise_xor": (_INTEGRAL, -9, 9, ()),
+    "logical_xor": (list(BINARY_OPERANDS), -1, 1, ()),
+    # Amounts from -9 to 9: negative ones, and ones of an i8's width (8) or more.
+    "left_shift": (_INTEGRAL, -9, 9, ()),
+    "right_shift": (_INTEGRAL, -9, 9, ()),
+    "bitwise_left_shift": (["u8,i8", "int,i8"], -9, 9, ()),
+    "bitwise_right_shift": (["u8,i8", "int,i8"], -9, 9, ()),
 }
 
 

@@ -276,7 +276,7 @@ def test_pytree_arguments_and_results() -> None:
 
 def test_outputs_may_be_inputs_and_constants() -> None:
     j = ferrax.make_jaxpr(lambda x: (x, 1.0, np.float32(2.5)))(f32(2))
-    assert str(j) == "{ lambda ; a:f32[2]. let\n  in (a, 1.0:f32[], 2.5:f32[]) }"
+    assert str(j) == "{ lambda ; a:f32[2]. let  in (a, 1.0:f32[], 2.5:f32[]) }"
     assert [a.weak_type for a in j.out_avals] == [False, True, False]
 
 
@@ -342,13 +342,7 @@ def test_nested_make_jaxpr_closes_over_the_outer_tracer() -> None:
 
     j = ferrax.make_jaxpr(outer)(f32(3))
     (inner,) = seen
-    assert str(inner) == textwrap.dedent(
-        """\
-        { lambda a:f32[3]; b:f32[3]. let
-            c:f32[3] = sin b
-            d:f32[3] = add c a
-          in (d,) }"""
-    )
+    assert str(inner) == "{ lambda a:f32[3]; b:f32[3]. let c:f32[3] = sin b; d:f32[3] = add c a in (d,) }"
     roundtrips(inner)
     assert [e.primitive for e in j.jaxpr.eqns] == ["mul"]
 
@@ -357,7 +351,8 @@ def test_make_jaxpr_of_eager_values() -> None:
     # Ferrax arrays from eager computations are ordinary arguments.
     x = fnp.ones((2, 2)) * 3.0
     j = ferrax.make_jaxpr(lambda a: a.T)(x)
-    assert str(j).splitlines()[0] == "{ lambda ; a:f32[2,2]. let"
+    # 81 characters on one line: broken, as JAX prints it.
+    assert str(j) == "{ lambda ; a:f32[2,2]. let\n    b:f32[2,2] = transpose[permutation=(1, 0)] a\n  in (b,) }"
 
 
 # ------------------------------------------------------------------------ errors

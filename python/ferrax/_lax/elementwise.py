@@ -1,10 +1,11 @@
-"""Elementwise primitives: unary math, binary arithmetic, comparisons, select, clamp,
-conversion.
+"""Elementwise primitives: unary math, binary arithmetic, bitwise logic and shifts,
+comparisons, select, clamp, conversion.
 
 The eager rules follow XLA's semantics where NumPy's differ: integer division truncates
 toward zero and gives -1 (all ones) for a zero divisor, ``rem`` by zero gives the
-dividend, float-to-integer conversion truncates and saturates (NaN becomes 0), and
-floating-point exceptions produce inf/NaN silently.
+dividend, float-to-integer conversion truncates and saturates (NaN becomes 0), shift
+amounts are read as unsigned and an amount of the bit width or more shifts every bit
+out, and floating-point exceptions produce inf/NaN silently.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from ferrax._core import Primitive
 from ferrax._lax._operands import bind1, canonical_dtype, is_array, pair, quiet, scalar, scalar_as
 
 __all__ = [
-    "abs", "add", "bitwise_and", "bitwise_not", "bitwise_or", "clamp", "convert_element_type",
-    "cos", "div", "eq", "exp", "expm1", "ge", "gt", "integer_pow", "le", "log", "log1p",
-    "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "rem", "rsqrt", "select_n",
+    "abs", "add", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "clamp",
+    "convert_element_type", "cos", "div", "eq", "exp", "expm1", "ge", "gt", "integer_pow",
+    "le", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "rem",
+    "rsqrt", "select_n", "shift_left", "shift_right_arithmetic", "shift_right_logical",
     "sign", "sin", "sqrt", "square", "sub", "tan", "tanh",
 ]
 
@@ -131,6 +133,41 @@ def _or(x: NDArray, y: NDArray) -> NDArray:
     return np.logical_or(x, y) if x.dtype == np.bool_ else np.bitwise_or(x, y)
 
 
+def _xor(x: NDArray, y: NDArray) -> NDArray:
+    return np.logical_xor(x, y) if x.dtype == np.bool_ else np.bitwise_xor(x, y)
+
+
+def _shift_operands(x: NDArray, y: NDArray) -> tuple[NDArray, NDArray, NDArray]:
+    """``x``'s bits as unsigned, the amount as unsigned (XLA reads it so: a negative
+    amount is a huge one), clamped below the width, and the mask of amounts of the
+    width or more."""
+    unsigned = np.dtype(f"u{x.dtype.itemsize}")
+    bits = x.dtype.itemsize * 8
+    ux = np.asarray(x).view(unsigned)
+    amount = np.asarray(y).view(unsigned)
+    out = amount >= bits
+    return ux, np.where(out, unsigned.type(bits - 1), amount).astype(unsigned), out
+
+
+def _shift_left(x: NDArray, y: NDArray) -> NDArray:
+    ux, n, out = _shift_operands(x, y)
+    shifted = np.left_shift(ux, n).astype(ux.dtype)
+    return np.where(out, ux.dtype.type(0), shifted).view(x.dtype)
+
+
+def _shift_right_logical(x: NDArray, y: NDArray) -> NDArray:
+    ux, n, out = _shift_operands(x, y)
+    return np.where(out, ux.dtype.type(0), np.right_shift(ux, n)).view(x.dtype)
+
+
+def _shift_right_arithmetic(x: NDArray, y: NDArray) -> NDArray:
+    # The sign is the top bit, for unsigned types too: shift the signed view.
+    ux, n, _ = _shift_operands(x, y)
+    signed = np.dtype(f"i{x.dtype.itemsize}")
+    shifted: NDArray = np.right_shift(ux.view(signed), n.view(signed))
+    return shifted.view(x.dtype)
+
+
 add_p = _primitive("add", quiet(np.add))
 sub_p = _primitive("sub", quiet(np.subtract))
 mul_p = _primitive("mul", quiet(np.multiply))
@@ -141,6 +178,10 @@ max_p = _primitive("max", quiet(np.maximum))
 min_p = _primitive("min", quiet(np.minimum))
 and_p = _primitive("and", _and)
 or_p = _primitive("or", _or)
+xor_p = _primitive("xor", _xor)
+shift_left_p = _primitive("shift_left", _shift_left)
+shift_right_logical_p = _primitive("shift_right_logical", _shift_right_logical)
+shift_right_arithmetic_p = _primitive("shift_right_arithmetic", _shift_right_arithmetic)
 eq_p = _primitive("eq", quiet(np.equal))
 ne_p = _primitive("ne", quiet(np.not_equal))
 lt_p = _primitive("lt", quiet(np.less))
@@ -324,6 +365,29 @@ def bitwise_and(x: Any, y: Any) -> Array:
 def bitwise_or(x: Any, y: Any) -> Array:
     """Logical or of bools, bitwise or of integers."""
     return bind1(or_p, *pair(x, y))
+
+
+def bitwise_xor(x: Any, y: Any) -> Array:
+    """Logical xor of bools, bitwise xor of integers."""
+    return bind1(xor_p, *pair(x, y))
+
+
+def shift_left(x: Any, y: Any) -> Array:
+    """``x << y`` for integers; an amount ``y`` outside ``[0, bits)`` (read as unsigned,
+    so negative ones too) gives 0."""
+    return bind1(shift_left_p, *pair(x, y))
+
+
+def shift_right_logical(x: Any, y: Any) -> Array:
+    """``x >> y`` shifting in zeros; an amount ``y`` outside ``[0, bits)`` (read as
+    unsigned) gives 0."""
+    return bind1(shift_right_logical_p, *pair(x, y))
+
+
+def shift_right_arithmetic(x: Any, y: Any) -> Array:
+    """``x >> y`` shifting in copies of the top (sign) bit, for unsigned integers too; an
+    amount ``y`` outside ``[0, bits)`` (read as unsigned) gives all sign bits."""
+    return bind1(shift_right_arithmetic_p, *pair(x, y))
 
 
 def eq(x: Any, y: Any) -> Array:

@@ -33,13 +33,13 @@ from ferrax.numpy._promotion import (
 )
 
 __all__ = [
-    "abs", "absolute", "add", "around", "bitwise_and", "bitwise_not", "bitwise_or",
-    "bitwise_xor", "clip", "cos", "divide", "divmod", "equal", "exp", "expm1",
-    "floor_divide", "greater", "greater_equal", "invert", "left_shift", "less",
-    "less_equal", "log", "log1p", "logical_and", "logical_not", "logical_or", "maximum",
-    "minimum", "mod", "multiply", "negative", "not_equal", "positive", "pow", "power",
-    "remainder", "right_shift", "round", "sign", "sin", "sqrt", "square", "subtract", "tan",
-    "tanh", "true_divide", "where",
+    "abs", "absolute", "add", "around", "bitwise_and", "bitwise_left_shift", "bitwise_not",
+    "bitwise_or", "bitwise_right_shift", "bitwise_xor", "clip", "cos", "divide", "divmod",
+    "equal", "exp", "expm1", "floor_divide", "greater", "greater_equal", "invert",
+    "left_shift", "less", "less_equal", "log", "log1p", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "maximum", "minimum", "mod", "multiply", "negative",
+    "not_equal", "positive", "pow", "power", "remainder", "right_shift", "round", "sign",
+    "sin", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "where",
 ]
 
 
@@ -445,6 +445,11 @@ def logical_or(x: ArrayLike, y: ArrayLike, /) -> Array:
     return lax.bitwise_or(*_truth_values("logical_or", x, y))
 
 
+def logical_xor(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """Elementwise ``x != y`` of the truth values (nonzero is true)."""
+    return lax.bitwise_xor(*_truth_values("logical_xor", x, y))
+
+
 def logical_not(x: ArrayLike, /) -> Array:
     """Elementwise ``not x`` of the truth values (nonzero is true)."""
     return lax.bitwise_not(as_array(_as_bool("logical_not", x), "logical_not"))
@@ -467,57 +472,51 @@ def bitwise_or(x: ArrayLike, y: ArrayLike, /) -> Array:
     return lax.bitwise_or(*_integral("bitwise_or", x, y))
 
 
+def bitwise_xor(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x ^ y``: bitwise xor of integers, logical xor of bools."""
+    return lax.bitwise_xor(*_integral("bitwise_xor", x, y))
+
+
+def _shift_operands(name: str, x: Any, y: Any) -> list[Any]:
+    """Integer operands of one dtype, as jax.numpy shifts them: bools become the default
+    integer; floats are refused."""
+    xs = _integral(name, x, y)
+    if _dtype(xs[0]) == np.bool_:
+        default = dtypes.canonicalize(int)
+        xs = [convert(v, default) for v in xs]
+    return xs
+
+
+def left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x << y`` for integers (bools shift as the default integer); a shift by the bit
+    width or more, or by a negative amount, gives 0."""
+    return lax.shift_left(*_shift_operands("left_shift", x, y))
+
+
+def right_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """``x >> y``: arithmetic (sign-filling) for signed integers, logical for unsigned
+    ones; a shift by the bit width or more, or by a negative amount, gives the sign
+    fill (0 for non-negative values)."""
+    a, b = _shift_operands("right_shift", x, y)
+    if np.dtype(_dtype(a)).kind == "u":
+        return lax.shift_right_logical(a, b)
+    return lax.shift_right_arithmetic(a, b)
+
+
+def bitwise_left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """:func:`left_shift` (NumPy 2's name)."""
+    return left_shift(x, y)
+
+
+def bitwise_right_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
+    """:func:`right_shift` (NumPy 2's name)."""
+    return right_shift(x, y)
+
+
 def bitwise_not(x: ArrayLike, /) -> Array:
     """``~x``: bitwise not of integers, logical not of bools."""
     (a,) = _integral("bitwise_not", x)
     return lax.bitwise_not(as_array(a, "bitwise_not"))
-
-
-def _lax_function(name: str) -> Any:
-    """``lax.<name>``, or a clear error while the primitive is not in the catalogue."""
-    fun = getattr(lax, name, None)
-    if fun is None:
-        raise NotImplementedError(
-            f"lax.{name} is not available yet (its primitive is not in the catalogue), at {user_location()}"
-        )
-    return fun
-
-
-def bitwise_xor(x: ArrayLike, y: ArrayLike, /) -> Array:
-    """``x ^ y``: bitwise exclusive or of integers, logical one of bools."""
-    a, b = _integral("bitwise_xor", x, y)
-    xor = getattr(lax, "bitwise_xor", None)
-    if xor is not None:
-        result: Array = xor(a, b)
-        return result
-    # Until the catalogue has ``xor``: (a | b) & ~(a & b), exact for every integer dtype.
-    return lax.bitwise_and(lax.bitwise_or(a, b), lax.bitwise_not(lax.bitwise_and(a, b)))
-
-
-def _shift_operands(name: str, x: Any, y: Any) -> list[Any]:
-    """The promoted integer operands of a shift: bools shift as the default integer
-    (``True << 1`` is 2), as JAX's numeric promotion makes them."""
-    a, b = _integral(name, x, y)
-    if _dtype(a) == np.bool_:
-        default = dtypes.canonicalize(int)
-        a, b = convert(a, default), convert(b, default)
-    return [a, b]
-
-
-def left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
-    """``x << y`` of integers (``shift_left``; shifts past the bit width give 0)."""
-    a, b = _shift_operands("left_shift", x, y)
-    result: Array = _lax_function("shift_left")(a, b)
-    return result
-
-
-def right_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
-    """``x >> y`` of integers: arithmetic for signed ones (the sign is kept), logical for
-    unsigned ones, as NumPy."""
-    a, b = _shift_operands("right_shift", x, y)
-    name = "shift_right_logical" if _dtype(a).kind == "u" else "shift_right_arithmetic"
-    result: Array = _lax_function(name)(a, b)
-    return result
 
 
 def invert(x: ArrayLike, /) -> Array:

@@ -7,7 +7,7 @@ use crate::aval::AbstractValue;
 use crate::error::{Site, TypeError};
 use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Eqn, Jaxpr, Literal, VarId};
 use crate::params::Param;
-use crate::text::{alphabetic_name, format_literal};
+use crate::text::{alphabetic_name, format_literal, skip_keyword_names};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -52,8 +52,9 @@ impl<'a> Parts<'a> {
         for &v in all {
             if let Some(slot) = names.get_mut(v.index()) {
                 if slot.is_none() {
-                    *slot = Some(alphabetic_name(n));
-                    n += 1;
+                    let k = skip_keyword_names(n);
+                    *slot = Some(alphabetic_name(k));
+                    n = k + 1;
                 }
             }
         }

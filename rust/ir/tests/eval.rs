@@ -144,6 +144,10 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Min, case_min),
     (Builtin::And, case_and),
     (Builtin::Or, case_or),
+    (Builtin::Xor, case_xor),
+    (Builtin::ShiftLeft, case_shifts),
+    (Builtin::ShiftRightLogical, case_shifts),
+    (Builtin::ShiftRightArithmetic, case_shifts),
     (Builtin::Eq, case_comparisons),
     (Builtin::Ne, case_comparisons),
     (Builtin::Lt, case_comparisons),
@@ -723,6 +727,139 @@ fn case_or() {
             ia(U8, &[1], &[0b1010]),
         ),
         &ia(U8, &[1], &[0b1110]),
+    );
+}
+
+#[test]
+fn case_xor() {
+    assert_same(
+        &bin(
+            Builtin::Xor,
+            ba(&[4], &[true, true, false, false]),
+            ba(&[4], &[true, false, true, false]),
+        ),
+        &ba(&[4], &[false, true, true, false]),
+    );
+    assert_same(
+        &bin(
+            Builtin::Xor,
+            ia(U8, &[2], &[0b1100, 255]),
+            ia(U8, &[2], &[0b1010, 1]),
+        ),
+        &ia(U8, &[2], &[0b0110, 254]),
+    );
+    assert_same(
+        &bin(
+            Builtin::Xor,
+            ia(I8, &[2], &[-1, -128]),
+            ia(I8, &[2], &[0x35, 1]),
+        ),
+        &ia(I8, &[2], &[!0x35, -127]),
+    );
+    assert_same(
+        &bin(Builtin::Xor, ia(U64, &[1], &[-1]), ia(U64, &[1], &[1])),
+        &ia(U64, &[1], &[-2]),
+    );
+}
+
+/// XLA's shifts on one integer type, computed with the native type: the amount is read
+/// as unsigned, and an amount of the width or more shifts every bit out (left and
+/// logical give 0, arithmetic gives the sign fill).
+macro_rules! shift_reference {
+    ($signed:ty, $unsigned:ty) => {
+        |prim: Builtin, a: i64, amount: i64| -> i64 {
+            let bits = <$unsigned>::BITS;
+            let (a, n) = (a as $unsigned, amount as $unsigned);
+            let out = n >= bits as $unsigned;
+            let n = if out { bits - 1 } else { n as u32 };
+            let r: $unsigned = match prim {
+                Builtin::ShiftLeft | Builtin::ShiftRightLogical if out => 0,
+                Builtin::ShiftLeft => a << n,
+                Builtin::ShiftRightLogical => a >> n,
+                _ => ((a as $signed) >> n) as $unsigned,
+            };
+            r as i64
+        }
+    };
+}
+
+#[test]
+fn case_shifts() {
+    type Reference = fn(Builtin, i64, i64) -> i64;
+    let types: [(DType, bool, Reference); 8] = [
+        (I8, true, shift_reference!(i8, u8)),
+        (I16, true, shift_reference!(i16, u16)),
+        (I32, true, shift_reference!(i32, u32)),
+        (I64, true, shift_reference!(i64, u64)),
+        (U8, false, shift_reference!(i8, u8)),
+        (U16, false, shift_reference!(i16, u16)),
+        (U32, false, shift_reference!(i32, u32)),
+        (U64, false, shift_reference!(i64, u64)),
+    ];
+    let prims = [
+        Builtin::ShiftLeft,
+        Builtin::ShiftRightLogical,
+        Builtin::ShiftRightArithmetic,
+    ];
+    for (dt, signed, reference) in types {
+        let bits = dt.size_bytes() as i64 * 8;
+        let wrap = |v: i64| ia(dt, &[1], &[v]).as_i64().unwrap()[0];
+        let values: Vec<i64> = [0, 1, -1, 5, -8, 100, i64::MIN, i64::MAX, 1 << (bits - 1)]
+            .iter()
+            .map(|&v| wrap(v))
+            .collect();
+        let mut amounts: Vec<i64> = vec![0, 1, 2, bits - 1, bits, bits + 1, 2 * bits, 255];
+        if signed {
+            amounts.extend([-1, -bits, i64::MIN]);
+        } else {
+            amounts.push(-1); // all ones
+        }
+        let amounts: Vec<i64> = amounts.iter().map(|&v| wrap(v)).collect();
+        let n = values.len() * amounts.len();
+        let xs: Vec<i64> = values
+            .iter()
+            .flat_map(|&v| std::iter::repeat_n(v, amounts.len()))
+            .collect();
+        let ys: Vec<i64> = (0..values.len()).flat_map(|_| amounts.clone()).collect();
+        for prim in prims {
+            let got = bin(prim, ia(dt, &[n as i64], &xs), ia(dt, &[n as i64], &ys));
+            let want: Vec<i64> = xs
+                .iter()
+                .zip(&ys)
+                .map(|(&x, &y)| wrap(reference(prim, x, y)))
+                .collect();
+            assert_same(&got, &ia(dt, &[n as i64], &want));
+        }
+    }
+    // Printed by JAX 0.10.2 (jax.lax under jit) for i8 [-8, -1, 0, 1, 7, 100] shifted by 1,
+    // 7, 8 and -1, and u8 [0, 1, 200, 255] shifted arithmetically by 1 and 9.
+    let x = ia(I8, &[6], &[-8, -1, 0, 1, 7, 100]);
+    let by = |k: i64| ia(I8, &[6], &[k; 6]);
+    let cases: [(Builtin, i64, [i64; 6]); 8] = [
+        (Builtin::ShiftLeft, 1, [-16, -2, 0, 2, 14, -56]),
+        (Builtin::ShiftRightLogical, 1, [124, 127, 0, 0, 3, 50]),
+        (Builtin::ShiftRightArithmetic, 1, [-4, -1, 0, 0, 3, 50]),
+        (Builtin::ShiftLeft, 7, [0, -128, 0, -128, -128, 0]),
+        (Builtin::ShiftRightLogical, 7, [1, 1, 0, 0, 0, 0]),
+        (Builtin::ShiftLeft, 8, [0; 6]),
+        (Builtin::ShiftRightArithmetic, 8, [-1, -1, 0, 0, 0, 0]),
+        (Builtin::ShiftRightArithmetic, -1, [-1, -1, 0, 0, 0, 0]),
+    ];
+    for (prim, k, want) in cases {
+        assert_same(&bin(prim, x.clone(), by(k)), &ia(I8, &[6], &want));
+    }
+    let u = ia(U8, &[4], &[0, 1, 200, 255]);
+    assert_same(
+        &bin(
+            Builtin::ShiftRightArithmetic,
+            u.clone(),
+            ia(U8, &[4], &[1; 4]),
+        ),
+        &ia(U8, &[4], &[0, 0, 228, 255]),
+    );
+    assert_same(
+        &bin(Builtin::ShiftRightArithmetic, u, ia(U8, &[4], &[9; 4])),
+        &ia(U8, &[4], &[0, 0, 255, 255]),
     );
 }
 

@@ -9,6 +9,10 @@
 //! Lines starting with `;;` are comments; they are blanked (not removed) so that the line
 //! numbers of errors are those of the file.
 //!
+//! With `FERRAX_BLESS=1` in the environment, the `; expect:` section of each valid file
+//! whose printed form differs is rewritten (and dropped when the printed form is the
+//! input itself); review the diff.
+//!
 //! For a valid input the driver checks `print(parse(text)) == expected`,
 //! `print(parse(print(parse(text)))) == print(parse(text))` and that the jaxpr
 //! typechecks. It also checks that the valid files together use every built-in primitive.
@@ -137,6 +141,27 @@ fn corpus_files() -> Vec<PathBuf> {
     files
 }
 
+/// Rewrites the file's `; expect:` section to `printed` (none when it is the input).
+fn bless(path: &Path, text: &str, case: &Case, printed: &str) {
+    let input_end = text
+        .lines()
+        .scan(0usize, |offset, line| {
+            let start = *offset;
+            *offset += line.len() + 1;
+            Some((start, line))
+        })
+        .find(|(_, line)| line.trim_end() == "; expect:")
+        .map_or(text.len(), |(start, _)| start);
+    let mut out = text[..input_end].trim_end().to_owned();
+    out.push('\n');
+    if printed != case.input.trim() {
+        out.push_str("; expect:\n");
+        out.push_str(printed);
+        out.push('\n');
+    }
+    std::fs::write(path, out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
 fn run_case(
     name: &str,
     case: &Case,
@@ -202,6 +227,15 @@ fn corpus() {
             invalid += 1;
         }
         if let Err(f) = run_case(&name, &case, &reg, &mut used) {
+            let blessed = std::env::var_os("FERRAX_BLESS").is_some()
+                && case.errors.is_empty()
+                && f.contains("printed form differs");
+            if blessed {
+                if let Ok(j) = parse_jaxpr_with(&case.input, &reg) {
+                    bless(path, &text, &case, &print_jaxpr(&j));
+                    continue;
+                }
+            }
             failures.push(f);
         }
     }

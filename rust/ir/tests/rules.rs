@@ -793,8 +793,48 @@ fn binary_cases(t: &mut Table) {
         );
     }
 
-    // and, or: bool or integers.
-    for p in [Builtin::And, Builtin::Or] {
+    // Shifts: integers only (JAX: "Accepted dtypes ... are subtypes of integer").
+    for p in [
+        Builtin::ShiftLeft,
+        Builtin::ShiftRightLogical,
+        Builtin::ShiftRightArithmetic,
+    ] {
+        binary_common(t, p, I8, I8);
+        binary_common(t, p, U32, U32);
+        for d in DType::ALL.iter().copied().filter(|d| d.is_int()) {
+            t.ok(
+                "every integer dtype",
+                p,
+                vec![a(d, &[3]), a(d, &[3])],
+                no_params(),
+                vec![a(d, &[3])],
+            );
+        }
+        for (bad, message) in [
+            (BOOL, "operand 0 has dtype bool"),
+            (F32, "operand 0 has dtype f32"),
+        ] {
+            t.err(
+                "not an integer",
+                p,
+                vec![a(bad, &[2]), a(bad, &[2])],
+                no_params(),
+                Variant::DType,
+                &[message, "an integer dtype"],
+            );
+        }
+        t.err(
+            "i32 and u32",
+            p,
+            vec![a(I32, &[2]), a(U32, &[2])],
+            no_params(),
+            Variant::Operands,
+            &["i32 and u32"],
+        );
+    }
+
+    // and, or, xor: bool or integers.
+    for p in [Builtin::And, Builtin::Or, Builtin::Xor] {
         binary_common(t, p, BOOL, BOOL);
         binary_common(t, p, U32, U32);
         t.err(

@@ -83,6 +83,53 @@ pub fn wrap_int(dtype: DType, v: i64) -> i64 {
     }
 }
 
+/// The bits of an integer dtype.
+fn int_bits(dtype: DType) -> u32 {
+    dtype.size_bytes() as u32 * 8
+}
+
+/// The stored integer's bits as an unsigned number of the dtype's width.
+fn int_bits_of(dtype: DType, v: i64) -> u64 {
+    let bits = int_bits(dtype);
+    if bits >= 64 {
+        v as u64
+    } else {
+        (v as u64) & ((1u64 << bits) - 1)
+    }
+}
+
+/// XLA's `shift_left`: the amount is read as unsigned, and one of the dtype's width or
+/// more gives 0.
+pub(crate) fn shift_left(dtype: DType, a: i64, amount: i64) -> i64 {
+    let n = int_bits_of(dtype, amount);
+    if n >= u64::from(int_bits(dtype)) {
+        return 0;
+    }
+    wrap_int(dtype, ((a as u64) << n) as i64)
+}
+
+/// XLA's `shift_right_logical`: zeros shifted in; an amount of the width or more (read as
+/// unsigned) gives 0.
+pub(crate) fn shift_right_logical(dtype: DType, a: i64, amount: i64) -> i64 {
+    let n = int_bits_of(dtype, amount);
+    if n >= u64::from(int_bits(dtype)) {
+        return 0;
+    }
+    wrap_int(dtype, (int_bits_of(dtype, a) >> n) as i64)
+}
+
+/// XLA's `shift_right_arithmetic`: copies of the sign bit (the top bit, for unsigned
+/// dtypes too) shifted in; an amount of the width or more (read as unsigned) fills
+/// every bit with the sign.
+pub(crate) fn shift_right_arithmetic(dtype: DType, a: i64, amount: i64) -> i64 {
+    let bits = int_bits(dtype);
+    let n = int_bits_of(dtype, amount).min(u64::from(bits) - 1) as u32;
+    // Sign-extend from the dtype's width to 64 bits.
+    let extend = 64 - bits;
+    let signed = ((a as u64) << extend) as i64 >> extend;
+    wrap_int(dtype, signed >> n)
+}
+
 /// True when the stored value is one the dtype has (see the storage conventions).
 pub(crate) fn float_is_canonical(dtype: DType, x: f64) -> bool {
     x.is_nan() || round_float(dtype, x) == x

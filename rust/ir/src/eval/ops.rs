@@ -7,7 +7,7 @@
 use super::array::{by_kind, Elem, HostArray, HostData};
 use super::numeric::{
     float_sign, float_to_int, fmax, fmin, int_cmp, int_div, int_max, int_min, int_min_max, int_rem,
-    int_to_float, round_float, wrap_int,
+    int_to_float, round_float, shift_left, shift_right_arithmetic, shift_right_logical, wrap_int,
 };
 use super::EvalError;
 use crate::aval::Shape;
@@ -224,7 +224,8 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         | Rsqrt | Square | Not | Copy => unary(prim, arg(ins, 0)?)?,
         IntegerPow => integer_pow(arg(ins, 0)?, param_int(params, "y")?)?,
         Pow => pow(arg(ins, 0)?, arg(ins, 1)?)?,
-        Add | Sub | Mul | Div | Rem | Max | Min | And | Or | Eq | Ne | Lt | Le | Gt | Ge => {
+        Add | Sub | Mul | Div | Rem | Max | Min | And | Or | Xor | ShiftLeft
+        | ShiftRightLogical | ShiftRightArithmetic | Eq | Ne | Lt | Le | Gt | Ge => {
             binary(prim, arg(ins, 0)?, arg(ins, 1)?)?
         }
         SelectN => select_n(arg(ins, 0)?, ins.get(1..).unwrap_or(&[]))?,
@@ -562,6 +563,10 @@ fn binary(prim: Builtin, x: &HostArray, y: &HostArray) -> R<HostArray> {
                 Min => int_min,
                 And => |_, p, q| p & q,
                 Or => |_, p, q| p | q,
+                Xor => |_, p, q| p ^ q,
+                ShiftLeft => shift_left,
+                ShiftRightLogical => shift_right_logical,
+                ShiftRightArithmetic => shift_right_arithmetic,
                 _ => return Err(wrong_dtype(prim, dt)),
             };
             HostData::Int(
@@ -574,6 +579,7 @@ fn binary(prim: Builtin, x: &HostArray, y: &HostArray) -> R<HostArray> {
             let f: fn(bool, bool) -> bool = match prim {
                 And | Min => |p, q| p & q,
                 Or | Max => |p, q| p | q,
+                Xor => |p, q| p ^ q,
                 _ => return Err(wrong_dtype(prim, dt)),
             };
             HostData::Bool((0..n).map(|i| f(a[i * sx], b[i * sy])).collect())

@@ -161,6 +161,10 @@ builtins! {
     Min => "min",
     And => "and",
     Or => "or",
+    Xor => "xor",
+    ShiftLeft => "shift_left",
+    ShiftRightLogical => "shift_right_logical",
+    ShiftRightArithmetic => "shift_right_arithmetic",
     Eq => "eq",
     Ne => "ne",
     Lt => "lt",
@@ -216,6 +220,9 @@ pub enum Family {
     BinaryAny,
     /// Two operands of one type, same type out; bool or integer.
     BinaryBitwise,
+    /// Two operands of one type, same type out; integer only (the shifts: an amount
+    /// outside `0..bits`, read as unsigned, shifts everything out).
+    BinaryShift,
     /// Two operands of one type, `bool` out.
     Comparison,
     /// Everything else: a rule of its own.
@@ -239,7 +246,8 @@ impl Builtin {
             Add | Sub | Mul | Div | Rem => Family::BinaryNumeric,
             Pow => Family::BinaryFloat,
             Max | Min => Family::BinaryAny,
-            And | Or => Family::BinaryBitwise,
+            And | Or | Xor => Family::BinaryBitwise,
+            ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => Family::BinaryShift,
             Eq | Ne | Lt | Le | Gt | Ge => Family::Comparison,
             _ => Family::Special,
         }

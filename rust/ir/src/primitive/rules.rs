@@ -293,6 +293,7 @@ pub(super) fn abstract_eval(prim: Builtin, inputs: &[AbstractValue], params: &Pa
         Family::BinaryFloat => pow(inputs),
         Family::BinaryAny => binary(inputs, |_| true, "any dtype", None),
         Family::BinaryBitwise => binary(inputs, |d| !d.is_float(), "bool or an integer", None),
+        Family::BinaryShift => binary(inputs, DType::is_int, "an integer dtype", None),
         // JAX: a comparison of two weakly typed operands is a weakly typed bool.
         Family::Comparison => binary(inputs, |_| true, "any dtype", Some(DType::Bool)),
         Family::Special => special(prim, inputs, params),

@@ -1,10 +1,13 @@
 //! Jaxpr text: the printer and the parser of JAX's current jaxpr format.
 //!
-//! [`print_jaxpr`] writes the format (always one equation per line; see the printer's
-//! docs for the exact layout, naming and indentation rules) and [`parse_jaxpr`] /
-//! [`parse_jaxpr_with`] read it back, along with what JAX 0.10 prints (one-line nested
-//! jaxprs, `;`-separated equations, wrapped lines, hidden `broadcast_in_dim` params,
-//! `let name = { ... } in` shared jaxprs). Neither recurses over nesting depth.
+//! [`print_jaxpr`] writes what JAX 0.10 prints (its layout at width 80: short jaxprs and
+//! params on one line, long ones broken; the params JAX shows; see the printer's docs)
+//! and [`parse_jaxpr`] / [`parse_jaxpr_with`] read it back, along with other layouts of
+//! the same text (`;`-separated or broken equations, wrapped lines, `broadcast_in_dim`'s
+//! `shape` given or implied, `let name = { ... } in` shared jaxprs). The parser is
+//! strict: keywords are never names, and malformed text is a [`ParseError`] with its
+//! line and column even when the text also has type errors. Neither recurses over
+//! nesting depth.
 
 mod lexer;
 mod parser;
@@ -31,6 +34,31 @@ pub fn alphabetic_name(mut n: usize) -> String {
     }
     digits.reverse();
     String::from_utf8(digits).unwrap_or_default()
+}
+
+/// The index `n` whose [`alphabetic_name`] is `name` (lowercase letters only).
+const fn name_index(name: &[u8]) -> usize {
+    let mut n = 0usize;
+    let mut i = 0;
+    while i < name.len() {
+        n = n * 26 + (name[i] - b'a') as usize;
+        i += 1;
+    }
+    n
+}
+
+/// The indices whose names are the keywords `in`, `let` and `lambda` (JAX does name its
+/// 222nd variable `in`; the parser never reads a keyword as a variable).
+const KEYWORD_INDICES: [usize; 3] = [name_index(b"in"), name_index(b"let"), name_index(b"lambda")];
+
+/// The first name index at or after `n` whose name is not a keyword: printers number
+/// variables with it, so that `in`, `let` and `lambda` are skipped.
+pub fn skip_keyword_names(n: usize) -> usize {
+    if KEYWORD_INDICES.contains(&n) {
+        n + 1
+    } else {
+        n
+    }
 }
 
 /// Formats a float the way Python's `repr` does: the shortest text that reads back to

@@ -18,7 +18,8 @@
 //! word starts a line, names a primitive and is not a variable of the scope (or is
 //! followed by `[`).
 //!
-//! Names are any identifiers `[A-Za-z_][A-Za-z0-9_]*`; `_` (JAX's dropped output) may be
+//! Names are identifiers `[A-Za-z_][A-Za-z0-9_]*` other than the keywords `lambda`, `let`
+//! and `in`, which are never variable names; `_` (JAX's dropped output) may be
 //! bound any number of times, and a use of `_` means its latest binding. Each jaxpr is a
 //! scope of its own: names may repeat across jaxprs and a nested jaxpr does not see the
 //! variables of the jaxpr around it.
@@ -33,6 +34,12 @@
 //! words reads as the string of its text (`precision=(Precision.HIGHEST, Precision.HIGHEST)`).
 //! JAX hides `broadcast_in_dim`'s `shape` (the output type has it) and empty
 //! `broadcast_dimensions`; they are filled in.
+//!
+//! # Errors
+//! A syntax error anywhere in the text is a [`ParseError`] with its line and column, and
+//! it wins over type errors: the first type error met (an unbound or doubly bound name,
+//! a jaxpr the typechecker rejects) is kept aside while reading goes on to the end of the
+//! text, and is returned as [`ReadError::Type`] only when the whole text is well formed.
 //!
 //! Float literals are rounded to their dtype (`1e-05:f32[]` reads as the f32 nearest to
 //! 1e-05 and prints back as `9.999999747378752e-06:f32[]`, as JAX prints it); an integer
@@ -181,6 +188,18 @@ pub(crate) fn is_number_word(s: &str) -> bool {
 
 fn is_literal_word(s: &str) -> bool {
     s == "True" || s == "False" || is_number_word(s)
+}
+
+/// The words of the jaxpr syntax, which are never variable names.
+const KEYWORDS: [&str; 3] = ["lambda", "let", "in"];
+
+fn is_keyword(s: &str) -> bool {
+    KEYWORDS.contains(&s)
+}
+
+/// An identifier that may name a variable: not a keyword.
+fn is_name(s: &str) -> bool {
+    is_ident(s) && !is_keyword(s)
 }
 
 fn is_ident(s: &str) -> bool {
@@ -425,6 +444,10 @@ struct Parser<'a, 'r> {
     shared: HashMap<&'a str, ClosedJaxpr>,
     /// Reused for the inputs of each equation.
     inputs: Vec<Atom>,
+    /// The first type error met (wrapped in the sites of its enclosing jaxprs). Reading
+    /// goes on to the end of the text, so that a syntax error anywhere is reported
+    /// instead: text that does not parse never reaches the typechecker's verdict.
+    deferred: Option<TypeError>,
 }
 
 fn perr(t: &Tok<'_>, message: String) -> ReadError {
@@ -452,6 +475,7 @@ impl<'a, 'r> Parser<'a, 'r> {
             scopes: Vec::new(),
             shared: HashMap::new(),
             inputs: Vec::new(),
+            deferred: None,
         }
     }
 
@@ -498,7 +522,11 @@ impl<'a, 'r> Parser<'a, 'r> {
         if self.cur.kind != Kind::Eof {
             return Err(expected(&self.cur, "the end of the input after the jaxpr"));
         }
-        Ok(j)
+        // The whole text is well formed: now the first type error, if any, counts.
+        match self.deferred.take() {
+            Some(te) => Err(ReadError::Type(te)),
+            None => Ok(j),
+        }
     }
 
     /// Reads one jaxpr whose `{` was consumed, with everything nested in it.
@@ -526,13 +554,28 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
     }
 
-    /// Wraps a type error of the top scope in the sites of the scopes around it, then
-    /// drops the scopes.
+    /// Drops the scopes after an error (type errors are deferred, never returned here,
+    /// but one would be wrapped like a deferred one).
     fn fail(&mut self, e: ReadError) -> ReadError {
-        let ReadError::Type(mut te) = e else {
-            self.scopes.clear();
-            return e;
+        let e = match e {
+            ReadError::Type(te) => ReadError::Type(self.wrap(te)),
+            parse => parse,
         };
+        self.scopes.clear();
+        e
+    }
+
+    /// Keeps the first type error (wrapped in the sites of the jaxprs around the top
+    /// scope) and lets reading go on: a syntax error later in the text wins over it.
+    fn defer(&mut self, te: TypeError) {
+        if self.deferred.is_none() {
+            let te = self.wrap(te);
+            self.deferred = Some(te);
+        }
+    }
+
+    /// Wraps a type error of the top scope in the sites of the scopes around it.
+    fn wrap(&self, mut te: TypeError) -> TypeError {
         let enclosing = self.scopes.len().saturating_sub(1);
         for i in (0..enclosing.min(MAX_ERROR_NESTING)).rev() {
             let s = &self.scopes[i];
@@ -550,8 +593,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                 error: Box::new(te),
             };
         }
-        self.scopes.clear();
-        ReadError::Type(te)
+        te
     }
 
     /// The source line holding byte `offset`, trimmed (and shortened when very long).
@@ -603,11 +645,10 @@ impl<'a, 'r> Parser<'a, 'r> {
                 self.bump();
             }
             if self.cur.is_word("in") {
-                match self.nxt.kind {
-                    Kind::LParen => return self.close(si).map(Step::Close),
-                    Kind::Colon => {} // A variable named `in`.
-                    _ => return Err(expected(&self.nxt, "'(' after 'in'")),
+                if self.nxt.kind != Kind::LParen {
+                    return Err(expected(&self.nxt, "'(' after 'in'"));
                 }
+                return self.close(si).map(Step::Close);
             }
             self.start_eqn(si)?;
         }
@@ -654,7 +695,7 @@ impl<'a, 'r> Parser<'a, 'r> {
 
     fn binder(&mut self) -> Result<(Tok<'a>, AbstractValue), ReadError> {
         let t = self.cur;
-        if !is_ident(t.text) {
+        if !is_name(t.text) {
             return Err(expected(&t, "a variable name"));
         }
         self.bump();
@@ -715,18 +756,19 @@ impl<'a, 'r> Parser<'a, 'r> {
             scope.underscore = Some(v);
             return Ok(());
         }
-        if scope.names.insert_new(t.text, v) {
-            Ok(())
-        } else {
-            Err(ReadError::Type(TypeError::DoubleBinding {
+        if !scope.names.insert_new(t.text, v) {
+            self.defer(TypeError::DoubleBinding {
                 site: site(),
                 var: t.text.to_owned(),
-            }))
+            });
         }
+        Ok(())
     }
 
-    fn use_var(&self, si: usize, t: &Tok<'a>, in_eqn: bool) -> Result<VarId, ReadError> {
-        if !is_ident(t.text) {
+    /// The variable a use names. An unbound one is a deferred type error and stands for
+    /// a fresh variable meanwhile.
+    fn use_var(&mut self, si: usize, t: &Tok<'a>, in_eqn: bool) -> Result<VarId, ReadError> {
+        if !is_name(t.text) {
             return Err(expected(t, "a variable name or a literal like 1.0:f32[]"));
         }
         let scope = &self.scopes[si];
@@ -735,16 +777,19 @@ impl<'a, 'r> Parser<'a, 'r> {
         } else {
             scope.names.get(t.text)
         };
-        found.ok_or_else(|| {
-            ReadError::Type(TypeError::Unbound {
-                site: if in_eqn {
-                    self.eqn_site(si)
-                } else {
-                    Site::Outputs
-                },
-                var: t.text.to_owned(),
-            })
-        })
+        if let Some(v) = found {
+            return Ok(v);
+        }
+        let site = if in_eqn {
+            self.eqn_site(si)
+        } else {
+            Site::Outputs
+        };
+        self.defer(TypeError::Unbound {
+            site,
+            var: t.text.to_owned(),
+        });
+        Ok(self.scopes[si].b.new_var(AbstractValue::scalar(DType::F32)))
     }
 
     /// A literal `value:dtype[]` at the current token.
@@ -802,7 +847,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                 outvars.push((v, t));
             }
             self.expect(Kind::Eq, "'=' or another output variable")?;
-        } else if first.kind != Kind::Word {
+        } else if first.kind != Kind::Word || is_keyword(first.text) {
             return Err(expected(&first, "an equation or 'in'"));
         }
         let pt = self.cur;
@@ -852,6 +897,27 @@ impl<'a, 'r> Parser<'a, 'r> {
                     _ => return Err(expected(&t, "a param name or ']'")),
                 }
             }
+            // Items of a tuple are separated by commas, except that jaxprs (inline or
+            // shared ones by name) follow one another with just a space, as JAX prints
+            // `branches=(...)`.
+            if let Some(c) = pe.containers.last() {
+                let starts_value = matches!(
+                    t.kind,
+                    Kind::LBrace | Kind::LParen | Kind::LBracket | Kind::Word | Kind::Str
+                );
+                let jaxpr_follows = t.kind == Kind::LBrace
+                    || (t.kind == Kind::Word && self.shared.contains_key(t.text));
+                let after_jaxpr = c
+                    .items
+                    .last()
+                    .is_some_and(|v| is_jaxpr_like(v, &self.shared));
+                let separated = c.items.is_empty() || c.after_comma;
+                let jaxprs_in_a_row = jaxpr_follows && after_jaxpr;
+                if starts_value && !separated && !jaxprs_in_a_row {
+                    let want = if c.bracket { "']'" } else { "')'" };
+                    return Err(expected(&t, &format!("',' or {want}")));
+                }
+            }
             match t.kind {
                 Kind::LBrace => {
                     self.bump();
@@ -872,6 +938,17 @@ impl<'a, 'r> Parser<'a, 'r> {
                 Kind::RParen | Kind::RBracket => {
                     let closes_bracket = t.kind == Kind::RBracket;
                     match pe.containers.pop() {
+                        Some(c)
+                            if !c.bracket
+                                && c.items.len() == 1
+                                && !c.after_comma
+                                && !is_jaxpr_like(&c.items[0], &self.shared) =>
+                        {
+                            return Err(expected(
+                                &t,
+                                "',' before ')' (a one-element tuple is written (x,))",
+                            ));
+                        }
                         Some(c) if c.bracket == closes_bracket => {
                             self.bump();
                             self.deliver(Val::Seq {
@@ -961,8 +1038,8 @@ impl<'a, 'r> Parser<'a, 'r> {
                 }
                 break; // The next equation's binders.
             }
-            if t.text == "in" && self.nxt.kind == Kind::LParen {
-                break;
+            if is_keyword(t.text) {
+                break; // `in`, or a misplaced keyword the caller reports.
             }
             if t.line_start
                 && (self.nxt.kind == Kind::LBracket || !self.scopes[si].names.contains(t.text))
@@ -1009,10 +1086,11 @@ impl<'a, 'r> Parser<'a, 'r> {
             if t.text == "_" {
                 self.scopes[si].underscore = Some(v);
             } else if !self.scopes[si].names.insert_new(t.text, v) {
-                return Err(ReadError::Type(TypeError::DoubleBinding {
-                    site: self.eqn_site(si),
+                let site = self.eqn_site(si);
+                self.defer(TypeError::DoubleBinding {
+                    site,
                     var: t.text.to_owned(),
-                }));
+                });
             }
         }
         self.scopes[si].eqn_index += 1;
@@ -1024,10 +1102,14 @@ impl<'a, 'r> Parser<'a, 'r> {
         self.bump(); // in
         self.expect(Kind::LParen, "'(' after 'in'")?;
         let mut outs: Vec<Atom> = Vec::new();
+        let mut trailing_comma = false;
         loop {
             let t = self.cur;
             match t.kind {
                 Kind::RParen => {
+                    if outs.len() == 1 && !trailing_comma {
+                        return Err(expected(&t, "',' before ')' (one output is written (a,))"));
+                    }
                     self.bump();
                     break;
                 }
@@ -1046,14 +1128,26 @@ impl<'a, 'r> Parser<'a, 'r> {
                 _ => return Err(expected(&t, "an output variable, a literal or ')'")),
             }
             match self.cur.kind {
-                Kind::Comma => self.bump(),
-                Kind::RParen => {}
+                Kind::Comma => {
+                    trailing_comma = true;
+                    self.bump();
+                }
+                Kind::RParen => trailing_comma = false,
                 _ => return Err(expected(&self.cur, "',' or ')' in the outputs")),
             }
         }
         self.expect(Kind::RBrace, "'}' at the end of the jaxpr")?;
         let b = std::mem::take(&mut self.scopes[si].b);
-        b.build(outs).map_err(ReadError::Type)
+        match b.build(outs) {
+            Ok(j) => Ok(j),
+            Err(te) => {
+                // Reading goes on with an empty jaxpr in its place.
+                self.defer(te);
+                JaxprBuilder::new()
+                    .build(Vec::new())
+                    .map_err(ReadError::Type)
+            }
+        }
     }
 }
 
@@ -1061,6 +1155,15 @@ impl<'a, 'r> Parser<'a, 'r> {
 // Param values.
 
 type Shared<'a> = HashMap<&'a str, ClosedJaxpr>;
+
+/// True for a jaxpr value: inline, or the name of a shared one.
+fn is_jaxpr_like(v: &Val<'_>, shared: &Shared<'_>) -> bool {
+    match v {
+        Val::Jaxpr(_) => true,
+        Val::Word(t) => shared.contains_key(t.text),
+        _ => false,
+    }
+}
 
 fn word<'v>(v: &'v Val<'_>) -> Option<&'v str> {
     match v {

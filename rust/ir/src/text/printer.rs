@@ -1,62 +1,93 @@
-//! The jaxpr printer: JAX's current text format, always broken over lines.
+//! The jaxpr printer: JAX 0.10's text format and layout.
 //!
 //! ```text
+//! { lambda ; a:f32[4,3]. let b:f32[4,3] = add a 1.0:f32[] in (b,) }
 //! { lambda a:f32[8]; b:f32[8] c:f32[]. let
 //!     d:f32[8] = mul b a
-//!     e:f32[8] = add d 2.0:f32[]
-//!     f:f32[] = reduce_sum[axes=(0,) out_sharding=None] e
-//!   in (f,) }
+//!     e:f32[] = reduce_sum[axes=(0,) out_sharding=None] d
+//!   in (e,) }
 //! ```
 //!
 //! # Layout
-//! - The header is `{ lambda ` + constvar binders + `; ` + invar binders + `. let`; binders
-//!   are `name:type` separated by single spaces.
-//! - One equation per line, indented 4 more than its jaxpr's base: output binders, ` = `,
-//!   the primitive, `[k=v ...]` (params sorted by name; omitted when there are none), then
-//!   each input preceded by a space. An equation with no outputs is printed `= prim ...`
-//!   (a leading `=` with nothing before it; JAX prints no `=` at all, which is ambiguous
-//!   when equations run on), and the parser reads both forms.
-//! - The outputs: `in (a,)` for one, `in (a, b)` for several, `in ()` for none, indented 2
-//!   more than the base, followed by ` }`.
-//! - An equation with a jaxpr-valued param puts its params one per line, 2 more than the
-//!   equation, then `]` and the inputs at the equation's indent. A jaxpr param's value
-//!   starts on its param line (`body_jaxpr={ lambda ...`) and its base is that line's
-//!   indent; a tuple of jaxprs prints `name=(`, each jaxpr on its own line 2 further in
-//!   (that is its base), then `)`. (An empty tuple of jaxprs is printed `()` like any
-//!   empty tuple and does not by itself put the params on separate lines.)
-//! - Past [`MAX_INDENT_DEPTH`] levels of nesting, nested jaxprs are not indented further,
-//!   so the output stays linear in the size of the jaxpr however deep it nests.
+//! JAX prints a jaxpr with a Wadler-Lindig pretty printer at width 80, and so does this
+//! printer, with the same document: a *group* is printed flat (its breaks as spaces, or
+//! as `; ` between equations) when all of it fits in what is left of the line, otherwise
+//! its breaks become newlines (a break's indent is the sum of the *nests* around it);
+//! what follows a group does not count. So a jaxpr is one line when that line, ` }`
+//! included, is at most 80 characters. The document of a jaxpr:
+//! - the jaxpr is a group, nested 2: `{ lambda ` constvar binders `; ` invar binders
+//!   `. let`, then (nested 2 more) a break and the equations separated by `; ` breaks,
+//!   then a break, `in (` the outputs `)` (`,)` for one), and (outside the nest) ` }`;
+//! - a list of variables (binders `a:f32[3]`, or uses) is a group nested 2 whose items
+//!   are separated by a space that is a group of its own (lists fill lines); outputs are
+//!   separated by `,` and that space;
+//! - an equation is its output binders, ` = `, the primitive, its params, a space and its
+//!   inputs (so an equation without inputs ends with a space, as in JAX). An equation
+//!   with no outputs is printed `= prim ...` (JAX prints no `=` at all, which is
+//!   ambiguous when equations run on; the parser reads both forms);
+//! - params are a group: `[`, nested 2, a break `""`, the `k=v` pairs separated by
+//!   breaks, then a break `""` and `]`. A jaxpr value is the jaxpr's document; a tuple of
+//!   jaxprs is a group `(`, nested 2, a break `""`, the jaxprs separated by breaks, a
+//!   break `""`, `)`.
+//! - Params are sorted by name (`jit` puts `name` first), and those JAX 0.10 does not
+//!   print are left out: `broadcast_in_dim`'s `shape` (the output type has it),
+//!   `sharding`, and empty `broadcast_dimensions`; `convert_element_type`'s `sharding`;
+//!   `dot_general`'s `out_sharding` and params that are `None`; the float functions'
+//!   `accuracy=None`; `scan`'s `linear` when all false and `_split_transpose=False`. The
+//!   parser fills in what the rules need.
+//! - Past [`MAX_INDENT_DEPTH`] levels of nested jaxprs, nests add no indentation, so the
+//!   output stays linear in the size of the jaxpr however deep it nests.
 //!
 //! # Names
-//! Variables are named `a`, `b`, ..., `z`, `ba`, ... ([`crate::text::alphabetic_name`]) in
-//! the order they are bound: constvars, invars, then each equation's outputs, then the
-//! variables of the jaxprs in that equation's params (in param order), and so on. One
-//! counter runs through the whole text, so nested jaxprs continue it, except that the
-//! jaxpr of a `jit` equation starts again from `a`; after the `jit` equation the counter
-//! resumes where it was before it.
+//! Variables are named `a`, `b`, ..., `z`, `ba`, ... ([`crate::text::alphabetic_name`]),
+//! skipping the keywords `in`, `let` and `lambda` (which JAX does not skip), in the order
+//! JAX names them: one counter runs through the whole text; a jaxpr names its constvars
+//! and invars, then each equation its outputs, then the variables of the jaxprs in that
+//! equation's params (in printed order), then nothing new for its inputs. As JAX does for
+//! `jit`, the inner jaxpr's invars take the names of the equation's input variables and
+//! its output variables those of the equation's outputs (each name once, when the inner
+//! variable has none yet; an output's name is given then, before the equation prints).
 //!
 //! # Cost
-//! One pass over the jaxpr writing into one `String`, with an explicit stack for nested
-//! jaxprs (no recursion), and each jaxpr's names in a `Vec` indexed by variable id.
+//! The document is produced as a stream of tokens by a generator with an explicit stack
+//! of jaxprs (no recursion), and formatted as it comes: deciding a group looks ahead at
+//! most one line's width, so the tokens buffered at any time are few, and printing is
+//! linear in the size of the jaxpr.
 
 use crate::aval::AbstractValue;
 use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue, Literal, VarId};
 use crate::params::Param;
-use crate::primitive::Builtin;
+use crate::primitive::{Builtin, Family};
 use crate::text::lexer::{is_single_word, quote_into};
-use crate::text::python_float_repr;
+use crate::text::{python_float_repr, skip_keyword_names};
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 
-/// Nesting deeper than this many levels is printed without further indentation.
+/// Nesting of jaxprs deeper than this many levels is printed without further indentation.
 pub const MAX_INDENT_DEPTH: usize = 32;
+
+/// The line width JAX formats jaxprs to.
+const WIDTH: usize = 80;
 
 const UNNAMED: usize = usize::MAX;
 
 /// Prints a jaxpr in JAX's text format (see the module docs for the exact layout).
 pub fn print_jaxpr(j: &Jaxpr) -> String {
-    let mut out = String::with_capacity(64 + 48 * j.eqns().len());
-    Printer::default().run(j, &mut out);
-    out
+    let mut f = Formatter {
+        out: String::with_capacity(64 + 48 * j.eqns().len()),
+        col: 0,
+        indents: vec![0],
+        flat: vec![false],
+        queue: VecDeque::new(),
+        texts: String::new(),
+    };
+    let mut g = Generator {
+        stack: vec![Frame::new(j, 0, None)],
+        counter: 0,
+        done: false,
+    };
+    f.run(&mut g);
+    f.out
 }
 
 /// Prints a closed jaxpr (its constants are not printed; its constvars are).
@@ -71,283 +102,573 @@ pub fn format_param_flat(p: &Param) -> Option<String> {
     write_param_flat(&mut s, p).then_some(s)
 }
 
+/// True when JAX 0.10 does not print this param of this primitive (see the module docs).
+fn hidden_param(prim: Option<Builtin>, name: &str, value: &Param) -> bool {
+    let is_none = matches!(value, Param::None);
+    match prim {
+        Some(Builtin::BroadcastInDim) => match name {
+            "shape" | "sharding" => true,
+            "broadcast_dimensions" => match value {
+                Param::Ints(v) => v.is_empty(),
+                Param::Bools(v) => v.is_empty(),
+                _ => false,
+            },
+            _ => false,
+        },
+        Some(Builtin::ConvertElementType) => name == "sharding",
+        Some(Builtin::DotGeneral) => name == "out_sharding" || is_none,
+        Some(Builtin::Scan) => match (name, value) {
+            ("linear", Param::Bools(v)) => v.iter().all(|b| !b),
+            ("_split_transpose", Param::Bool(b)) => !b,
+            _ => false,
+        },
+        Some(b) if b.family() == Family::UnaryFloat => name == "accuracy" && is_none,
+        _ => false,
+    }
+}
+
+/// The params an equation prints, in printed order.
+fn printed_params(e: &Eqn) -> Vec<(&'static str, &Param)> {
+    let prim = e.primitive().as_builtin();
+    let mut v: Vec<(&'static str, &Param)> = e
+        .params()
+        .iter()
+        .filter(|(n, p)| !hidden_param(prim, n, p))
+        .collect();
+    if prim == Some(Builtin::Jit) {
+        // JAX moves `name` to the front.
+        if let Some(i) = v.iter().position(|(n, _)| *n == "name") {
+            let item = v.remove(i);
+            v.insert(0, item);
+        }
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------------
+// The document, as a token stream.
+
+/// Where a text token's characters are.
+#[derive(Clone, Copy)]
+enum Text {
+    Static(&'static str),
+    /// A range of the formatter's text buffer.
+    Owned(u32, u32),
+}
+
+#[derive(Clone, Copy)]
+enum Tok {
+    Text(Text),
+    /// A break: its text when flat, else a newline and the indent.
+    Brk(&'static str),
+    /// Starts a group.
+    Open,
+    /// Ends a group.
+    Close,
+    /// Adds to the indent until the matching `Unnest`.
+    Nest(u8),
+    Unnest,
+}
+
+/// Where the generator writes tokens.
+struct Sink<'a> {
+    queue: &'a mut VecDeque<Tok>,
+    texts: &'a mut String,
+}
+
+impl Sink<'_> {
+    #[inline]
+    fn push(&mut self, t: Tok) {
+        self.queue.push_back(t);
+    }
+
+    #[inline]
+    fn text(&mut self, s: &'static str) {
+        self.queue.push_back(Tok::Text(Text::Static(s)));
+    }
+
+    /// A text token written by `write` into the text buffer.
+    #[inline]
+    fn owned(&mut self, write: impl FnOnce(&mut String)) {
+        let start = self.texts.len();
+        write(self.texts);
+        let end = self.texts.len();
+        self.queue
+            .push_back(Tok::Text(Text::Owned(start as u32, (end - start) as u32)));
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Header,
+    Eqns,
+    Params,
+    Done,
+}
+
 /// One jaxpr being printed.
 struct Frame<'j> {
     jaxpr: &'j Jaxpr,
-    /// Name number of each variable, [`UNNAMED`] until bound.
+    /// Name number of each variable, [`UNNAMED`] until named.
     names: Vec<usize>,
-    /// Indent of the jaxpr's base: equations at `base + 4`, `in` at `base + 2`.
-    base: usize,
     depth: usize,
-    /// Next equation to print (or the one whose params are being printed).
+    phase: Phase,
+    /// Next equation (or the one whose params are being printed).
     eqn: usize,
-    /// Printing the params of equation `eqn` one per line.
-    in_params: bool,
-    /// Next param of that equation.
+    /// The printed params of that equation.
+    params: Vec<(&'static str, &'j Param)>,
+    /// Next param, and whether its `name=` is out already.
     param: usize,
+    param_started: bool,
     /// For a tuple of jaxprs: how many of its items have been started.
     sub: usize,
-    /// The name counter to restore when this jaxpr is done (a `jit`'s jaxpr).
-    restore: Option<usize>,
+    /// Names suggested for the variables of the equation's `jit` jaxpr.
+    jit_names: Option<Vec<usize>>,
 }
 
 impl<'j> Frame<'j> {
-    fn new(jaxpr: &'j Jaxpr, base: usize, depth: usize, restore: Option<usize>) -> Frame<'j> {
+    fn new(jaxpr: &'j Jaxpr, depth: usize, names: Option<Vec<usize>>) -> Frame<'j> {
         Frame {
             jaxpr,
-            names: vec![UNNAMED; jaxpr.num_vars()],
-            base,
+            names: names.unwrap_or_else(|| vec![UNNAMED; jaxpr.num_vars()]),
             depth,
+            phase: Phase::Header,
             eqn: 0,
-            in_params: false,
+            params: Vec::new(),
             param: 0,
+            param_started: false,
             sub: 0,
-            restore,
+            jit_names: None,
         }
+    }
+
+    /// A nest of `n`, or of 0 past the indentation depth limit.
+    fn nest(&self, n: u8) -> Tok {
+        Tok::Nest(if self.depth > MAX_INDENT_DEPTH { 0 } else { n })
     }
 }
 
-#[derive(Default)]
-struct Printer {
+/// Produces the document's tokens, a piece at a time.
+struct Generator<'j> {
+    stack: Vec<Frame<'j>>,
     counter: usize,
+    done: bool,
 }
 
-impl Printer {
-    fn run(&mut self, top: &Jaxpr, out: &mut String) {
-        let mut stack: Vec<Frame<'_>> = vec![Frame::new(top, 0, 0, None)];
-        self.header(&mut stack[0], out);
-        while let Some(f) = stack.last_mut() {
-            let j = f.jaxpr;
-            if f.in_params {
-                if let Some(child) = self.params(f, out) {
-                    stack.push(child);
-                    let last = stack.len() - 1;
-                    self.header(&mut stack[last], out);
-                }
-                continue;
-            }
-            if let Some(e) = j.eqns().get(f.eqn) {
-                self.eqn_head(f, e, out);
-                if has_jaxpr_param(e) {
-                    out.push_str("[\n");
-                    f.in_params = true;
-                    f.param = 0;
-                    f.sub = 0;
-                } else {
-                    write_params_inline(out, e);
-                    self.inputs(f, e, out);
-                    out.push('\n');
-                    f.eqn += 1;
-                }
-                continue;
-            }
-            // Done with this jaxpr: its outputs, then back to the parent.
-            indent(out, f.base + 2);
-            out.push_str("in (");
-            let outs = j.outvars();
-            for (i, &a) in outs.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                self.atom(f, a, out);
-            }
-            out.push_str(if outs.len() == 1 { ",) }" } else { ") }" });
-            if let Some(c) = f.restore {
-                self.counter = c;
-            }
-            stack.pop();
-            if !stack.is_empty() {
-                out.push('\n');
-            }
-        }
+impl<'j> Generator<'j> {
+    fn fresh(&mut self) -> usize {
+        let n = skip_keyword_names(self.counter);
+        self.counter = n + 1;
+        n
     }
 
-    /// `{ lambda consts; invars. let` and a newline.
-    fn header(&mut self, f: &mut Frame<'_>, out: &mut String) {
-        let j = f.jaxpr;
-        out.push_str("{ lambda ");
-        for (i, &v) in j.constvars().iter().enumerate() {
-            if i > 0 {
-                out.push(' ');
-            }
-            self.binder(f, v, out);
-        }
-        out.push_str("; ");
-        for (i, &v) in j.invars().iter().enumerate() {
-            if i > 0 {
-                out.push(' ');
-            }
-            self.binder(f, v, out);
-        }
-        out.push_str(". let\n");
-    }
-
-    /// Indent, output binders, ` = ` (or `= ` with no outputs), primitive name.
-    fn eqn_head(&mut self, f: &mut Frame<'_>, e: &Eqn, out: &mut String) {
-        indent(out, f.base + 4);
-        for (i, &v) in e.outvars().iter().enumerate() {
-            if i > 0 {
-                out.push(' ');
-            }
-            self.binder(f, v, out);
-        }
-        out.push_str(if e.outvars().is_empty() { "= " } else { " = " });
-        out.push_str(e.primitive().name());
-    }
-
-    fn inputs(&mut self, f: &mut Frame<'_>, e: &Eqn, out: &mut String) {
-        for &a in e.inputs() {
-            out.push(' ');
-            self.atom(f, a, out);
-        }
-    }
-
-    /// Continues the one-per-line params of the current equation of `f`. Returns a frame
-    /// to print next when it reaches a nested jaxpr; otherwise finishes the equation.
-    fn params<'j>(&mut self, f: &mut Frame<'j>, out: &mut String) -> Option<Frame<'j>> {
-        let j: &'j Jaxpr = f.jaxpr;
-        let e: &'j Eqn = &j.eqns()[f.eqn];
-        let eqn_indent = f.base + 4;
-        let p_indent = eqn_indent + 2;
-        let child_depth = f.depth + 1;
-        let child_base = |wanted: usize| {
-            if child_depth > MAX_INDENT_DEPTH {
-                f.base
-            } else {
-                wanted
-            }
-        };
-        for (name, value) in e.params().iter().skip(f.param) {
-            match value {
-                Param::Jaxpr(cj) => {
-                    indent(out, p_indent);
-                    out.push_str(name);
-                    out.push('=');
-                    f.param += 1;
-                    let restore = (e.primitive().as_builtin() == Some(Builtin::Jit))
-                        .then(|| std::mem::replace(&mut self.counter, 0));
-                    return Some(Frame::new(
-                        cj.jaxpr(),
-                        child_base(p_indent),
-                        child_depth,
-                        restore,
-                    ));
-                }
-                Param::Jaxprs(list) => {
-                    if f.sub == 0 {
-                        indent(out, p_indent);
-                        out.push_str(name);
-                        out.push_str("=(");
-                        if list.is_empty() {
-                            out.push_str(")\n");
-                            f.param += 1;
-                            continue;
-                        }
-                        out.push('\n');
-                    }
-                    if let Some(cj) = list.get(f.sub) {
-                        f.sub += 1;
-                        let base = child_base(p_indent + 2);
-                        indent(out, base);
-                        return Some(Frame::new(cj.jaxpr(), base, child_depth, None));
-                    }
-                    indent(out, p_indent);
-                    out.push_str(")\n");
-                    f.sub = 0;
-                    f.param += 1;
-                }
-                flat => {
-                    indent(out, p_indent);
-                    out.push_str(name);
-                    out.push('=');
-                    write_param_flat(out, flat);
-                    out.push('\n');
-                    f.param += 1;
-                }
-            }
-        }
-        indent(out, eqn_indent);
-        out.push(']');
-        self.inputs(f, e, out);
-        out.push('\n');
-        f.in_params = false;
-        f.param = 0;
-        f.sub = 0;
-        f.eqn += 1;
-        None
-    }
-
-    fn name_of(&mut self, f: &mut Frame<'_>, v: VarId) -> usize {
-        match f.names.get_mut(v.index()) {
-            Some(slot) => {
-                if *slot == UNNAMED {
-                    *slot = self.counter;
-                    self.counter += 1;
-                }
-                *slot
-            }
-            // Not a variable of this jaxpr (cannot happen in a built jaxpr).
-            None => {
-                let n = self.counter;
-                self.counter += 1;
+    /// The name number of `v` in `names` (named now if it has none).
+    fn name_in(&mut self, names: &mut [usize], v: VarId) -> usize {
+        match names.get(v.index()).copied() {
+            Some(UNNAMED) => {
+                let n = self.fresh();
+                names[v.index()] = n;
                 n
             }
+            Some(n) => n,
+            // Not a variable of this jaxpr (cannot happen in a built jaxpr).
+            None => self.fresh(),
         }
     }
 
-    fn binder(&mut self, f: &mut Frame<'_>, v: VarId, out: &mut String) {
-        let n = self.name_of(f, v);
-        push_name(out, n);
-        out.push(':');
-        match f.names.get(v.index()) {
-            Some(_) => push_aval(out, f.jaxpr.var_aval(v)),
-            None => out.push_str("?[]"),
-        }
+    fn name_of(&mut self, fi: usize, v: VarId) -> usize {
+        let mut names = std::mem::take(&mut self.stack[fi].names);
+        let n = self.name_in(&mut names, v);
+        self.stack[fi].names = names;
+        n
     }
 
-    fn atom(&mut self, f: &mut Frame<'_>, a: Atom, out: &mut String) {
-        match a {
-            Atom::Var(v) => {
-                let n = self.name_of(f, v);
-                push_name(out, n);
+    /// Binders `a:f32[3] b:i32[]`, as a variable list.
+    fn binders(&mut self, fi: usize, vars: &[VarId], sink: &mut Sink<'_>) {
+        let f = &self.stack[fi];
+        let (open, j) = (f.nest(2), f.jaxpr);
+        sink.push(open);
+        sink.push(Tok::Open);
+        for (i, &v) in vars.iter().enumerate() {
+            if i > 0 {
+                sink.push(Tok::Open);
+                sink.push(Tok::Brk(" "));
+                sink.push(Tok::Close);
             }
-            Atom::Lit(l) => match f.jaxpr.literals().get(l.index()) {
-                Some(lit) => push_literal(out, lit),
-                None => out.push('?'),
-            },
+            let n = self.name_of(fi, v);
+            let known = v.index() < j.num_vars();
+            sink.owned(|s| {
+                push_name(s, n);
+                s.push(':');
+                if known {
+                    push_aval(s, j.var_aval(v));
+                } else {
+                    s.push_str("?[]");
+                }
+            });
+        }
+        sink.push(Tok::Close);
+        sink.push(Tok::Unnest);
+    }
+
+    /// Uses of atoms, as a variable list separated by `sep`.
+    fn atoms(&mut self, fi: usize, atoms: &[Atom], sep: &'static str, sink: &mut Sink<'_>) {
+        let f = &self.stack[fi];
+        let (open, j) = (f.nest(2), f.jaxpr);
+        sink.push(open);
+        sink.push(Tok::Open);
+        for (i, &a) in atoms.iter().enumerate() {
+            if i > 0 {
+                if !sep.is_empty() {
+                    sink.text(sep);
+                }
+                sink.push(Tok::Open);
+                sink.push(Tok::Brk(" "));
+                sink.push(Tok::Close);
+            }
+            match a {
+                Atom::Var(v) => {
+                    let n = self.name_of(fi, v);
+                    sink.owned(|s| push_name(s, n));
+                }
+                Atom::Lit(l) => match j.literals().get(l.index()) {
+                    Some(lit) => sink.owned(|s| push_literal(s, lit)),
+                    None => sink.text("?"),
+                },
+            }
+        }
+        sink.push(Tok::Close);
+        sink.push(Tok::Unnest);
+    }
+
+    /// JAX's names for a `jit` equation's jaxpr: its invars named as the equation's
+    /// input variables, its output variables as the equation's outputs.
+    fn suggest_jit_names(&mut self, fi: usize, e: &'j Eqn) -> Option<Vec<usize>> {
+        let Some(Param::Jaxpr(cj)) = e.params().get("jaxpr") else {
+            return None;
+        };
+        let inner: &'j Jaxpr = cj.jaxpr();
+        let mut names = vec![UNNAMED; inner.num_vars()];
+        if inner.invars().len() == e.inputs().len() {
+            let mut used: Vec<VarId> = Vec::new();
+            for (&iv, &outer) in inner.invars().iter().zip(e.inputs()) {
+                if let Atom::Var(ov) = outer {
+                    if !used.contains(&ov) && names.get(iv.index()) == Some(&UNNAMED) {
+                        used.push(ov);
+                        names[iv.index()] = self.name_of(fi, ov);
+                    }
+                }
+            }
+        }
+        if inner.outvars().len() == e.outvars().len() {
+            let mut used: Vec<VarId> = Vec::new();
+            for (&ia, &ov) in inner.outvars().iter().zip(e.outvars()) {
+                if let Atom::Var(iv) = ia {
+                    if !used.contains(&ov) && names.get(iv.index()) == Some(&UNNAMED) {
+                        used.push(ov);
+                        names[iv.index()] = self.name_of(fi, ov);
+                    }
+                }
+            }
+        }
+        Some(names)
+    }
+
+    /// Produces the next piece of the document; false when there is no more.
+    fn produce(&mut self, sink: &mut Sink<'_>) -> bool {
+        if self.done {
+            return false;
+        }
+        let Some(fi) = self.stack.len().checked_sub(1) else {
+            self.done = true;
+            return false;
+        };
+        let j: &'j Jaxpr = self.stack[fi].jaxpr;
+        match self.stack[fi].phase {
+            Phase::Header => {
+                sink.push(Tok::Open);
+                sink.push(self.stack[fi].nest(2));
+                sink.text("{ lambda ");
+                self.binders(fi, j.constvars(), sink);
+                sink.text("; ");
+                self.binders(fi, j.invars(), sink);
+                sink.text(". let");
+                sink.push(self.stack[fi].nest(2));
+                sink.push(Tok::Brk(" "));
+                self.stack[fi].phase = Phase::Eqns;
+            }
+            Phase::Eqns => {
+                let k = self.stack[fi].eqn;
+                let Some(e) = j.eqns().get(k) else {
+                    sink.push(Tok::Unnest);
+                    sink.push(Tok::Brk(" "));
+                    sink.text("in (");
+                    self.atoms(fi, j.outvars(), ",", sink);
+                    sink.text(if j.outvars().len() == 1 { ",)" } else { ")" });
+                    sink.push(Tok::Unnest);
+                    sink.text(" }");
+                    sink.push(Tok::Close);
+                    self.stack[fi].phase = Phase::Done;
+                    self.stack.pop();
+                    if self.stack.is_empty() {
+                        self.done = true;
+                    }
+                    return true;
+                };
+                if k > 0 {
+                    sink.push(Tok::Brk("; "));
+                }
+                if e.primitive().as_builtin() == Some(Builtin::Jit) {
+                    let names = self.suggest_jit_names(fi, e);
+                    self.stack[fi].jit_names = names;
+                }
+                if e.outvars().is_empty() {
+                    sink.text("= ");
+                } else {
+                    self.binders(fi, e.outvars(), sink);
+                    sink.text(" = ");
+                }
+                sink.owned(|s| s.push_str(e.primitive().name()));
+                let params = printed_params(e);
+                if params.is_empty() {
+                    self.eqn_inputs(fi, e, sink);
+                } else {
+                    let f = &mut self.stack[fi];
+                    sink.push(Tok::Open);
+                    sink.push(f.nest(2));
+                    sink.text("[");
+                    sink.push(Tok::Brk(""));
+                    f.params = params;
+                    f.param = 0;
+                    f.param_started = false;
+                    f.sub = 0;
+                    f.phase = Phase::Params;
+                }
+            }
+            Phase::Params => self.params(fi, sink),
+            Phase::Done => {
+                self.stack.pop();
+            }
+        }
+        true
+    }
+
+    /// ` ` and the inputs; the equation is done.
+    fn eqn_inputs(&mut self, fi: usize, e: &'j Eqn, sink: &mut Sink<'_>) {
+        sink.text(" ");
+        self.atoms(fi, e.inputs(), "", sink);
+        let f = &mut self.stack[fi];
+        f.eqn += 1;
+        f.phase = Phase::Eqns;
+        f.jit_names = None;
+    }
+
+    /// Continues the params of the current equation; pushes a frame at a nested jaxpr.
+    fn params(&mut self, fi: usize, sink: &mut Sink<'_>) {
+        let j: &'j Jaxpr = self.stack[fi].jaxpr;
+        let e: &'j Eqn = &j.eqns()[self.stack[fi].eqn];
+        loop {
+            let f = &mut self.stack[fi];
+            let Some(&(name, value)) = f.params.get(f.param) else {
+                sink.push(Tok::Unnest);
+                sink.push(Tok::Brk(""));
+                sink.text("]");
+                sink.push(Tok::Close);
+                self.eqn_inputs(fi, e, sink);
+                return;
+            };
+            if !f.param_started {
+                if f.param > 0 {
+                    sink.push(Tok::Brk(" "));
+                }
+                sink.owned(|s| {
+                    s.push_str(name);
+                    s.push('=');
+                });
+                f.param_started = true;
+            }
+            let child_depth = f.depth + 1;
+            match value {
+                Param::Jaxpr(cj) => {
+                    f.param += 1;
+                    f.param_started = false;
+                    let names = if name == "jaxpr" {
+                        f.jit_names.take()
+                    } else {
+                        None
+                    };
+                    self.stack.push(Frame::new(cj.jaxpr(), child_depth, names));
+                    return;
+                }
+                Param::Jaxprs(list) if !list.is_empty() => {
+                    if f.sub == 0 {
+                        sink.push(Tok::Open);
+                        sink.push(f.nest(2));
+                        sink.text("(");
+                        sink.push(Tok::Brk(""));
+                    }
+                    if let Some(cj) = list.get(f.sub) {
+                        if f.sub > 0 {
+                            sink.push(Tok::Brk(" "));
+                        }
+                        f.sub += 1;
+                        self.stack.push(Frame::new(cj.jaxpr(), child_depth, None));
+                        return;
+                    }
+                    sink.push(Tok::Unnest);
+                    sink.push(Tok::Brk(""));
+                    sink.text(")");
+                    sink.push(Tok::Close);
+                    f.sub = 0;
+                    f.param += 1;
+                    f.param_started = false;
+                }
+                flat => {
+                    sink.owned(|s| {
+                        write_param_flat(s, flat);
+                    });
+                    f.param += 1;
+                    f.param_started = false;
+                }
+            }
         }
     }
 }
 
-/// True when the equation's params go one per line: some param holds a jaxpr. (An empty
-/// tuple of jaxprs prints `()` like an empty tuple of ints, on one line.)
-fn has_jaxpr_param(e: &Eqn) -> bool {
-    e.params().iter().any(|(_, p)| match p {
-        Param::Jaxpr(_) => true,
-        Param::Jaxprs(js) => !js.is_empty(),
-        _ => false,
-    })
+// ---------------------------------------------------------------------------------------
+// Formatting (Lindig's "strictly pretty", streaming).
+
+struct Formatter {
+    out: String,
+    /// Column of the output's current line, in characters.
+    col: usize,
+    /// The indent of each open nest (the first is the top level's 0).
+    indents: Vec<usize>,
+    /// Whether each open group is flat (the first is the top level, not flat).
+    flat: Vec<bool>,
+    queue: VecDeque<Tok>,
+    texts: String,
 }
 
-fn write_params_inline(out: &mut String, e: &Eqn) {
-    if e.params().is_empty() {
-        return;
-    }
-    out.push('[');
-    for (i, (name, value)) in e.params().iter().enumerate() {
-        if i > 0 {
-            out.push(' ');
+impl Formatter {
+    fn text_of(&self, t: Text) -> &str {
+        match t {
+            Text::Static(s) => s,
+            Text::Owned(start, len) => self
+                .texts
+                .get(start as usize..start as usize + len as usize)
+                .unwrap_or(""),
         }
-        out.push_str(name);
-        out.push('=');
-        write_param_flat(out, value);
     }
-    out.push(']');
+
+    fn width_of(&self, t: Text) -> usize {
+        let s = self.text_of(t);
+        if s.is_ascii() {
+            s.len()
+        } else {
+            s.chars().count()
+        }
+    }
+
+    fn run(&mut self, g: &mut Generator<'_>) {
+        loop {
+            if self.queue.is_empty() {
+                // Nothing is buffered: the text buffer can start over.
+                self.texts.clear();
+                let mut sink = Sink {
+                    queue: &mut self.queue,
+                    texts: &mut self.texts,
+                };
+                if !g.produce(&mut sink) {
+                    return;
+                }
+                continue;
+            }
+            let Some(tok) = self.queue.pop_front() else {
+                continue;
+            };
+            let flat = self.flat.last().copied().unwrap_or(false);
+            match tok {
+                Tok::Text(t) => {
+                    let w = self.width_of(t);
+                    let Formatter { out, texts, .. } = self;
+                    let s = match t {
+                        Text::Static(s) => s,
+                        Text::Owned(start, len) => texts
+                            .get(start as usize..start as usize + len as usize)
+                            .unwrap_or(""),
+                    };
+                    out.push_str(s);
+                    self.col += w;
+                }
+                Tok::Brk(s) if flat => {
+                    self.out.push_str(s);
+                    self.col += s.len();
+                }
+                Tok::Brk(_) => {
+                    let indent = self.indents.last().copied().unwrap_or(0);
+                    self.out.push('\n');
+                    push_spaces(&mut self.out, indent);
+                    self.col = indent;
+                }
+                Tok::Nest(n) => {
+                    let indent = self.indents.last().copied().unwrap_or(0);
+                    self.indents.push(indent + n as usize);
+                }
+                Tok::Unnest => {
+                    if self.indents.len() > 1 {
+                        self.indents.pop();
+                    }
+                }
+                Tok::Open => {
+                    let fits = flat || self.fits(g, WIDTH.saturating_sub(self.col));
+                    self.flat.push(fits);
+                }
+                Tok::Close => {
+                    if self.flat.len() > 1 {
+                        self.flat.pop();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the group whose `Open` was just taken from the queue fits in `room`
+    /// characters when flat (only the group counts, not what follows it).
+    fn fits(&mut self, g: &mut Generator<'_>, room: usize) -> bool {
+        let mut left = room as isize;
+        let mut depth = 0usize;
+        let mut i = 0;
+        loop {
+            if i == self.queue.len() {
+                let mut sink = Sink {
+                    queue: &mut self.queue,
+                    texts: &mut self.texts,
+                };
+                if !g.produce(&mut sink) {
+                    return true;
+                }
+                continue;
+            }
+            match self.queue[i] {
+                Tok::Text(t) => left -= self.width_of(t) as isize,
+                Tok::Brk(s) => left -= s.len() as isize,
+                Tok::Open => depth += 1,
+                Tok::Close if depth == 0 => return left >= 0,
+                Tok::Close => depth -= 1,
+                Tok::Nest(_) | Tok::Unnest => {}
+            }
+            if left < 0 {
+                return false;
+            }
+            i += 1;
+        }
+    }
 }
 
 const SPACES: &str = "                                                                ";
 
-fn indent(out: &mut String, mut n: usize) {
+fn push_spaces(out: &mut String, mut n: usize) {
     while n > 0 {
         let k = n.min(SPACES.len());
         out.push_str(&SPACES[..k]);

@@ -179,7 +179,8 @@ impl Module {
             Family::BinaryNumeric
             | Family::BinaryFloat
             | Family::BinaryAny
-            | Family::BinaryBitwise => {
+            | Family::BinaryBitwise
+            | Family::BinaryShift => {
                 let op = match b {
                     Builtin::Add => "stablehlo.add",
                     Builtin::Sub => "stablehlo.subtract",
@@ -191,6 +192,10 @@ impl Module {
                     Builtin::Min => "stablehlo.minimum",
                     Builtin::And => "stablehlo.and",
                     Builtin::Or => "stablehlo.or",
+                    Builtin::Xor => "stablehlo.xor",
+                    Builtin::ShiftLeft => "stablehlo.shift_left",
+                    Builtin::ShiftRightLogical => "stablehlo.shift_right_logical",
+                    Builtin::ShiftRightArithmetic => "stablehlo.shift_right_arithmetic",
                     _ => {
                         return Err(LowerError::Unsupported {
                             primitive: b.name().to_owned(),
