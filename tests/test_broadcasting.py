@@ -177,3 +177,23 @@ def test_shapes_that_do_not_broadcast_name_both_and_the_line() -> None:
     x, y = np.ones((4, 3), np.float32), np.ones((2,), np.float32)
     with pytest.raises(TypeCheckError, match=r"f32\[4,3\] and f32\[2\].*test_broadcasting\.py"):
         fnp.add(x, y)
+
+
+def test_an_mlp_loss_prints_exactly_as_jax_prints_it() -> None:
+    # The README's quickstart model: ferrax's jaxpr text is JAX's, character for character.
+    def make_loss(np_: Any) -> Callable[..., Any]:
+        def loss(params: Any, x: Any, y: Any) -> Any:
+            (w1, b1), (w2, b2) = params
+            h = np_.tanh(x @ w1 + b1)
+            return np_.mean((h @ w2 + b2 - y) ** 2)
+
+        return loss
+
+    rng = np.random.default_rng(0)
+    params = [
+        (rng.standard_normal((4, 8), dtype=np.float32), np.zeros(8, np.float32)),
+        (rng.standard_normal((8, 1), dtype=np.float32), np.zeros(1, np.float32)),
+    ]
+    x = rng.standard_normal((16, 4), dtype=np.float32)
+    y = rng.standard_normal((16, 1), dtype=np.float32)
+    assert str(fx.make_jaxpr(make_loss(fnp))(params, x, y)) == str(jax.make_jaxpr(make_loss(jnp))(params, x, y))
