@@ -63,6 +63,7 @@
 //! allocation.
 
 mod array;
+mod indexing;
 mod numeric;
 mod ops;
 

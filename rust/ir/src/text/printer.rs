@@ -323,7 +323,9 @@ impl Printer {
 /// tuple of jaxprs prints `()` like an empty tuple of ints, on one line.)
 fn has_jaxpr_param(e: &Eqn) -> bool {
     e.params().iter().any(|(_, p)| match p {
-        Param::Jaxpr(_) => true,
+        // Gather and scatter dimension numbers alone are wider than JAX's line: JAX
+        // breaks their params one per line too.
+        Param::Jaxpr(_) | Param::GatherDims(_) | Param::ScatterDims(_) => true,
         Param::Jaxprs(js) => !js.is_empty(),
         _ => false,
     })
@@ -450,6 +452,15 @@ fn write_param_flat(out: &mut String, p: &Param) -> bool {
         Param::DType(d) => out.push_str(d.numpy_name()),
         Param::DotDims(d) => {
             let _ = write!(out, "{d}");
+        }
+        Param::GatherDims(d) => {
+            let _ = write!(out, "{d}");
+        }
+        Param::ScatterDims(d) => {
+            let _ = write!(out, "{d}");
+        }
+        Param::Mode(m) => {
+            let _ = write!(out, "{m}");
         }
         Param::Jaxprs(js) if js.is_empty() => out.push_str("()"),
         Param::Jaxpr(_) | Param::Jaxprs(_) => return false,
