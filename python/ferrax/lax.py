@@ -70,6 +70,19 @@ from ferrax._lax.elementwise import (
     tanh,
 )
 from ferrax._lax.reductions import argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum
+from ferrax._lax.slicing import (
+    GatherDimensionNumbers,
+    GatherScatterMode,
+    ScatterDimensionNumbers,
+    gather,
+    rev,
+    scatter,
+    scatter_add,
+    scatter_max,
+    scatter_min,
+    scatter_mul,
+    scatter_sub,
+)
 from ferrax._lax.structural import (
     broadcast_in_dim,
     broadcasted_iota,
@@ -91,6 +104,8 @@ __all__ = [
     "scan",
     "switch",
     "while_loop",
+    "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "rev",
+    "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",
     "abs", "add", "argmax", "argmin", "bitwise_and", "bitwise_not", "bitwise_or",
     "broadcast_in_dim", "broadcasted_iota", "clamp", "concatenate", "convert_element_type",
     "cos", "div", "dot_general", "dynamic_slice", "dynamic_update_slice", "eq", "exp",
