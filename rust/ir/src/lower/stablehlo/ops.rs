@@ -434,13 +434,13 @@ impl Module {
                 let attrs = format!("iota_dimension = {dim} : i64");
                 one(self.op1(f, "stablehlo.iota", &[], &attrs, out_ty))
             }
-            Builtin::Gather => self.lower_gather(f, e, &inputs, &in_avals, &out_avals[0]),
+            Builtin::Gather => self.lower_gather(f, e, inputs, in_avals, &out_avals[0]),
             Builtin::Scatter
             | Builtin::ScatterAdd
             | Builtin::ScatterSub
             | Builtin::ScatterMul
             | Builtin::ScatterMin
-            | Builtin::ScatterMax => self.lower_scatter(f, b, e, &inputs, &in_avals),
+            | Builtin::ScatterMax => self.lower_scatter(f, b, e, inputs, in_avals),
             Builtin::Rev => {
                 let dims = ints(e, b, "dimensions")?;
                 let attrs = format!("dimensions = {}", i64_array(dims));
