@@ -1736,7 +1736,7 @@ fn case_rev() {
         run1(
             Builtin::Rev,
             params(vec![("dimensions", ints(dims))]),
-            &[x.clone()],
+            std::slice::from_ref(&x),
         )
     };
     assert_same(&r(&[1]), &ia(I32, &[2, 3], &[2, 1, 0, 5, 4, 3]));
