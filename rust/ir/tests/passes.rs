@@ -384,7 +384,10 @@ fn cost_of_gather_scatter_and_rev() {
         .join("\n");
     let j = ferrax_ir::text::parse_jaxpr(&text).unwrap();
     // scatter (0), add/sub of f32[2,4] updates (8 each), mul/min/max of f32[2] (2 each).
-    assert_eq!(ferrax_ir::passes::cost(&j).flops, 8.0 + 8.0 + 2.0 + 2.0 + 2.0);
+    assert_eq!(
+        ferrax_ir::passes::cost(&j).flops,
+        8.0 + 8.0 + 2.0 + 2.0 + 2.0
+    );
     for name in ["jax_gather.jaxpr", "jax_rev.jaxpr", "jax_scatter_int.jaxpr"] {
         let path = format!("{}/tests/jaxprs/{name}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(path).unwrap();
