@@ -302,3 +302,49 @@ def test_gather_rule_refuses_what_jax_refuses(seed: int) -> None:
             assert "gather" in str(e)
         else:
             assert jax_out is not None, f"{what}: JAX refuses {bad}, ferrax accepts it"
+
+
+def _gather_eqn_params(**params: Any) -> dict[str, Any]:
+    b = _ir.JaxprBuilder()
+    x = b.add_invar(_ir.ShapedArray((3, 4), np.float32))
+    i = b.add_invar(_ir.ShapedArray((2, 1), np.int32))
+    (y,) = b.add_eqn("gather", [x, i], params)
+    return b.build([y]).eqns[0].params
+
+
+def test_params_cross_the_binding_as_ferrax_lax_records() -> None:
+    from ferrax import lax as flax
+
+    dn = flax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
+    as_dict = {"offset_dims": [1], "collapsed_slice_dims": (0,), "start_index_map": (0,)}
+    for dims in (dn, as_dict):
+        for mode, want in [
+            (flax.GatherScatterMode.CLIP, flax.GatherScatterMode.CLIP),
+            ("fill", flax.GatherScatterMode.FILL_OR_DROP),
+            ("promise_in_bounds", flax.GatherScatterMode.PROMISE_IN_BOUNDS),
+        ]:
+            got = _gather_eqn_params(dimension_numbers=dims, slice_sizes=(1, 4), mode=mode, fill_value=np.float32(1.5))
+            assert got["dimension_numbers"] == dn
+            assert type(got["dimension_numbers"]) is flax.GatherDimensionNumbers
+            assert got["mode"] is want
+            assert got["fill_value"] == 1.5 and type(got["fill_value"]) is float
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"dimension_numbers": (1, 0), "slice_sizes": (1, 4), "mode": "clip"},
+        {"dimension_numbers": {"offset_dims": (1,)}, "slice_sizes": (1, 4), "mode": "clip"},
+        {"slice_sizes": (1, 4), "mode": "one_hot"},
+        {"slice_sizes": (1, 4), "mode": "clip", "fill_value": "x"},
+    ],
+)
+def test_ill_formed_params_are_type_check_errors(params: dict[str, Any]) -> None:
+    from ferrax import lax as flax
+
+    params.setdefault(
+        "dimension_numbers",
+        flax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,)),
+    )
+    with pytest.raises(TypeCheckError, match="gather:? param .(dimension_numbers|mode|fill_value)):
+        _gather_eqn_params(**params)
