@@ -346,5 +346,5 @@ def test_ill_formed_params_are_type_check_errors(params: dict[str, Any]) -> None
         "dimension_numbers",
         flax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,)),
     )
-    with pytest.raises(TypeCheckError, match="gather:? param .(dimension_numbers|mode|fill_value)):
+    with pytest.raises(TypeCheckError, match="gather:? param .(dimension_numbers|mode|fill_value)"):
         _gather_eqn_params(**params)
