@@ -125,6 +125,9 @@ pub fn parse_jaxpr_with(text: &str, registry: &Registry) -> Result<Jaxpr, ReadEr
 
 /// Tuples in a param value nest at most this deep.
 pub const MAX_VALUE_DEPTH: usize = 16;
+/// The most fields a record param value may have (JAX's have five); keeps the check for
+/// repeated fields cheap on hostile input.
+const MAX_RECORD_FIELDS: usize = 64;
 
 /// A type error inside nested jaxprs is wrapped in [`TypeError::SubJaxpr`] for at most
 /// this many enclosing jaxprs (the outermost ones).
@@ -961,6 +964,9 @@ impl<'a, 'r> Parser<'a, 'r> {
                     };
                     if !c.items.is_empty() && !c.after_comma {
                         return Err(expected(&t, "',' or ')'"));
+                    }
+                    if c.field_names.len() >= MAX_RECORD_FIELDS {
+                        return Err(perr(&t, "too many fields in a record".to_owned()));
                     }
                     if c.field_names.iter().any(|f| f.text == t.text) {
                         return Err(perr(&t, format!("field '{}' is given twice", t.text)));
