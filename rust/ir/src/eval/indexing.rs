@@ -209,6 +209,12 @@ pub(super) fn gather(operand: &HostArray, indices: &HostArray, params: &Params) 
         };
         out_dims.push(next.ok_or_else(|| internal("gather output rank"))?);
     }
+    if out_dims.iter().all(|&d| d > 0) && sizes.iter().zip(&od).any(|(s, d)| s > d) {
+        // JAX's rule lets this through when the indices are empty; XLA refuses it.
+        return Err(internal(format!(
+            "gather slice sizes {sizes:?} exceed the operand's dimensions {od:?}"
+        )));
+    }
     let values = index_values(indices)?;
     let starts = Starts {
         values: &values,
