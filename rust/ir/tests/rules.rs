@@ -3281,7 +3281,7 @@ fn indexing_cases(t: &mut Table) {
         vec![x34(), a(I32, &[2, 2])],
         gp(rows(), &[1, 4]),
         Variant::Operands,
-        &["start_index_map [0] has 1 entries", "have 2"],
+        &["start_index_map (0,) has 1 entries", "have 2"],
     );
     rej(
         t,
@@ -3504,7 +3504,7 @@ fn indexing_cases(t: &mut Table) {
             vec![a(F32, &[3, 4]), a(I32, &[2, 1]), a(F32, &[2])],
             sp(sdn(&[], &[0, 1], &[0, 1], &[], &[])),
             Variant::Operands,
-            &["scatter_dims_to_operand_dims [0, 1] has 2 entries"],
+            &["scatter_dims_to_operand_dims (0, 1) has 2 entries"],
         );
         t.err(
             "bool indices",

@@ -10,6 +10,17 @@ use crate::primitive::Builtin;
 
 const DNUMS: &str = "dimension_numbers";
 
+/// A tuple of ints as Python writes it: `()`, `(1,)`, `(1, 2)`.
+fn tup(xs: &[i64]) -> String {
+    match xs {
+        [x] => format!("({x},)"),
+        _ => format!(
+            "({})",
+            xs.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
 fn gather_dnums(params: &Params) -> Result<&GatherDimensionNumbers, RuleError> {
     match params.get(DNUMS) {
         Some(Param::GatherDims(d)) => Ok(d),
@@ -27,7 +38,10 @@ fn scatter_dnums(params: &Params) -> Result<&ScatterDimensionNumbers, RuleError>
 /// `dims` are sorted (non-decreasing), as XLA requires of some fields.
 fn sorted(field: &str, dims: &[i64]) -> Result<(), RuleError> {
     if dims.windows(2).any(|w| w[1] < w[0]) {
-        return Err(bad(DNUMS, format!("{field} must be sorted; got {dims:?}")));
+        return Err(bad(
+            DNUMS,
+            format!("{field} must be sorted; got {}", tup(dims)),
+        ));
     }
     Ok(())
 }
@@ -37,7 +51,10 @@ fn unique(field: &str, dims: &[i64]) -> Result<(), RuleError> {
     let mut seen: Vec<i64> = dims.to_vec();
     seen.sort_unstable();
     if seen.windows(2).any(|w| w[0] == w[1]) {
-        return Err(bad(DNUMS, format!("{field} must not repeat; got {dims:?}")));
+        return Err(bad(
+            DNUMS,
+            format!("{field} must not repeat; got {}", tup(dims)),
+        ));
     }
     Ok(())
 }
@@ -70,7 +87,11 @@ fn disjoint(f1: &str, d1: &[i64], f2: &str, d2: &[i64]) -> Result<(), RuleError>
     if let Some(d) = d1.iter().find(|d| d2.contains(d)) {
         return Err(bad(
             DNUMS,
-            format!("{f1} and {f2} must be disjoint; both hold {d} ({d1:?} and {d2:?})"),
+            format!(
+                "{f1} and {f2} must be disjoint; both hold {d} ({} and {})",
+                tup(d1),
+                tup(d2)
+            ),
         ));
     }
     Ok(())
@@ -106,7 +127,8 @@ fn batching(
         return Err(bad(
             DNUMS,
             format!(
-                "{indices_field} cannot hold the index vector dimension {ivd}; got {indices_dims:?}"
+                "{indices_field} cannot hold the index vector dimension {ivd}; got {}",
+                tup(indices_dims)
             ),
         ));
     }
@@ -114,8 +136,9 @@ fn batching(
         return Err(bad(
             DNUMS,
             format!(
-                "operand_batching_dims {operand_dims:?} and {indices_field} {indices_dims:?} \
-                 must have equal lengths"
+                "operand_batching_dims {} and {indices_field} {} must have equal lengths",
+                tup(operand_dims),
+                tup(indices_dims)
             ),
         ));
     }
@@ -155,9 +178,9 @@ pub(super) fn gather(inputs: &[AbstractValue], params: &Params) -> Rule {
     let index_vector_size = indices.shape.dims()[ivd];
     if i64::try_from(dn.start_index_map.len()) != Ok(index_vector_size) {
         return Err(operands(format!(
-            "start_index_map {:?} has {} entries but the index vectors (the last dimension of \
+            "start_index_map {} has {} entries but the index vectors (the last dimension of \
              the indices {indices}) have {index_vector_size}",
-            dn.start_index_map,
+            tup(&dn.start_index_map),
             dn.start_index_map.len()
         )));
     }
@@ -366,9 +389,9 @@ pub(super) fn scatter(prim: Builtin, inputs: &[AbstractValue], params: &Params) 
     let index_vector_size = indices.shape.dims()[ivd];
     if i64::try_from(dn.scatter_dims_to_operand_dims.len()) != Ok(index_vector_size) {
         return Err(operands(format!(
-            "scatter_dims_to_operand_dims {:?} has {} entries but the index vectors (the last \
+            "scatter_dims_to_operand_dims {} has {} entries but the index vectors (the last \
              dimension of the indices {indices}) have {index_vector_size}",
-            dn.scatter_dims_to_operand_dims,
+            tup(&dn.scatter_dims_to_operand_dims),
             dn.scatter_dims_to_operand_dims.len()
         )));
     }
@@ -416,7 +439,10 @@ pub(super) fn scatter(prim: Builtin, inputs: &[AbstractValue], params: &Params) 
 fn check_update_jaxpr(prim: Builtin, dtype: DType, params: &Params) -> Result<(), RuleError> {
     if let Some(Param::Ints(c)) = params.get("update_consts") {
         if !c.is_empty() {
-            return Err(bad("update_consts", format!("must be empty, got {c:?}")));
+            return Err(bad(
+                "update_consts",
+                format!("must be empty, got {}", tup(c)),
+            ));
         }
     }
     let Some(Param::Jaxpr(j)) = params.get("update_jaxpr") else {
