@@ -8,6 +8,7 @@
 //! eqn     := (binder+ '=' | '=' | ) PRIM ['[' (NAME '=' value)* ']'] atom* [';']
 //! atom    := NAME | VALUE ':' type         -- a variable use or a scalar literal
 //! value   := WORD | STRING | jaxpr | '(' values ')' | '[' values ']'
+//!          | WORD '(' [NAME '=' value (',' NAME '=' value)*] ')'   -- a record
 //! ```
 //! Whitespace (newlines included) separates tokens and is otherwise insignificant, except
 //! in two cases where JAX's text is ambiguous and line starts decide: an input list ends
@@ -31,6 +32,10 @@
 //! integers, floats (`inf`, `nan`), dtype names (`float32`), other words and quoted
 //! strings (as strings), jaxprs, and tuples of ints, bools or jaxprs; a tuple of plain
 //! words reads as the string of its text (`precision=(Precision.HIGHEST, Precision.HIGHEST)`).
+//! A record (a name immediately followed by `(`, then `field=value` pairs) is one of
+//! JAX's `GatherDimensionNumbers(offset_dims=(1,), ...)` or `ScatterDimensionNumbers(...)`,
+//! each field a tuple of ints, every field given once; gather's and scatter's `mode` is a
+//! word `GatherScatterMode.CLIP` (or `FILL_OR_DROP`, `PROMISE_IN_BOUNDS`).
 //! JAX hides `broadcast_in_dim`'s `shape` (the output type has it) and empty
 //! `broadcast_dimensions`; they are filled in.
 //!
