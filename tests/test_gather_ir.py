@@ -348,3 +348,45 @@ def test_ill_formed_params_are_type_check_errors(params: dict[str, Any]) -> None
     )
     with pytest.raises(TypeCheckError, match="gather:? param .(dimension_numbers|mode|fill_value)"):
         _gather_eqn_params(**params)
+
+
+_X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+_I = np.array([0, -1, 2, 5], dtype=np.int32)
+_J = np.array([[1, 0], [3, -4]], dtype=np.int32)
+_K = np.array([[[1, -1], [0, 3], [2, 9]], [[0, 0], [3, 1], [-5, 2]]], dtype=np.int32)
+
+# jax.numpy indexing as users write it (in and out of bounds, negative indices).
+JNP_INDEXING = {
+    "x[i % 2]": lambda x, i, j, k: x[i % 2],
+    "x[:, i]": lambda x, i, j, k: x[:, i],
+    "x[..., j]": lambda x, i, j, k: x[..., j],
+    "x[0, :, j]": lambda x, i, j, k: x[0, :, j],
+    "x[:, None, i % 3, 1:3]": lambda x, i, j, k: x[:, None, i % 3, 1:3],
+    "x[::-1, ::2]": lambda x, i, j, k: x[::-1, ::2],
+    "x.at[i].get(mode='fill')": lambda x, i, j, k: x.at[i].get(mode="fill", fill_value=-1.0),
+    "x.at[i].get(mode='fill'), NaN": lambda x, i, j, k: x.at[:, i].get(mode="fill"),
+    "x.at[:, i].set(7)": lambda x, i, j, k: x.at[:, i].set(7.0),
+    "x.at[0, j].add(1)": lambda x, i, j, k: x.at[0, j].add(1.0),
+    "x.at[1, :, j % 3].mul(2)": lambda x, i, j, k: x.at[1, :, j % 3].mul(2.0),
+    "x.at[i].min(3)": lambda x, i, j, k: x.at[i].min(3.0),
+    "x.at[0, :2, 2].max(v)": lambda x, i, j, k: x.at[0, :2, 2].max(j[0].astype(np.float32)),
+    "x.at[i].subtract(1)": lambda x, i, j, k: x.at[i].subtract(1.0),
+    "x.at[i].set(0, mode='clip')": lambda x, i, j, k: x.at[i].set(0.0, mode="clip"),
+    "x.at[7].set(9)": lambda x, i, j, k: x.at[7].set(9.0),
+    "take(mode='clip')": lambda x, i, j, k: jax.numpy.take(x, i, axis=2, mode="clip"),
+    "take(mode='fill')": lambda x, i, j, k: jax.numpy.take(x, i, axis=1, mode="fill"),
+    "take_along_axis": lambda x, i, j, k: jax.numpy.take_along_axis(x, k, axis=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JNP_INDEXING))
+def test_jax_numpy_indexing_jaxprs_run_as_in_jax(name: str) -> None:
+    # The whole jaxpr JAX stages for the expression (index normalisation, nested jits,
+    # gathers, scatters, rev) parses, and evaluates and lowers to JAX's values.
+    f = JNP_INDEXING[name]
+    args = [_X, _I, _J, _K]
+    text = str(jax.make_jaxpr(f)(*args))
+    want = np.asarray(jax.jit(f)(*args))
+    ref, xla = run_ir(text, args)
+    np.testing.assert_array_equal(ref[0], want, err_msg=f"reference evaluator\n{text}")
+    np.testing.assert_array_equal(xla[0], want, err_msg=f"lowering\n{text}")
