@@ -10,6 +10,7 @@ use super::text::{bracket_list, float_literal, i64_array, tensor_of, Ssa};
 use super::{FuncState, LowerError, Module};
 use crate::aval::AbstractValue;
 use crate::dtype::{DType, DTypeKind};
+use crate::eval::wrap_int;
 use crate::jaxpr::{Eqn, LitValue};
 use crate::params::{GatherScatterMode, Param};
 use crate::primitive::Builtin;
@@ -351,6 +352,22 @@ fn fill_text(p: Option<&Param>, d: DType) -> String {
         (LitValue::Bool(x), DTypeKind::Float) => float_literal(f64::from(u8::from(x)), d),
         (LitValue::Bool(x), DTypeKind::Bool) => x.to_string(),
         (LitValue::Bool(x), _) => u8::from(x).to_string(),
+        // An integer fill wraps to the dtype, as the reference evaluator does.
+        (LitValue::Int(i), DTypeKind::SignedInt | DTypeKind::UnsignedInt) => {
+            scalar_text(LitValue::Int(wrap_int(d, i)), d)
+        }
+        // A float fill of an integer dtype truncates and saturates (NaN is 0), as the
+        // reference evaluator converts it.
+        (LitValue::Float(x), DTypeKind::SignedInt | DTypeKind::UnsignedInt) => match d {
+            DType::I8 => (x as i8).to_string(),
+            DType::I16 => (x as i16).to_string(),
+            DType::I32 => (x as i32).to_string(),
+            DType::U8 => (x as u8).to_string(),
+            DType::U16 => (x as u16).to_string(),
+            DType::U32 => (x as u32).to_string(),
+            DType::U64 => (x as u64).to_string(),
+            _ => (x as i64).to_string(),
+        },
         (v, _) => scalar_text(v, d),
     }
 }
