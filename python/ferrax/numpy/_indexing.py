@@ -638,16 +638,20 @@ def _assemble_indices(pieces: list[tuple[Any, int]], shape: list[int], dtype: np
             return lax.broadcast_in_dim(p, (*p.shape, 1), tuple(range(p.ndim)))
         return np.asarray(p)[..., None]
     full = (*shape, 1)
+
+    def on_host(p: Any, start: int) -> NDArray:
+        p = np.asarray(p)
+        view = [1] * len(full)
+        view[start : start + p.ndim] = p.shape
+        return np.broadcast_to(p.reshape(view), full)
+
     if not traced:
-        columns = []
-        for p, start in pieces:
-            p = np.asarray(p)
-            view = [1] * len(full)
-            view[start : start + p.ndim] = p.shape
-            columns.append(np.broadcast_to(p.reshape(view), full))
-        return np.concatenate(columns, axis=-1)
+        return np.concatenate([on_host(p, start) for p, start in pieces], axis=-1)
+    # Static pieces are broadcast on the host (constants), traced ones staged.
     cols = [
-        lax.broadcast_in_dim(p, full, tuple(range(start, start + np.ndim(p))))
+        lax.broadcast_in_dim(p, full, tuple(range(start, start + p.ndim)))
+        if isinstance(p, Tracer)
+        else on_host(p, start)
         for p, start in pieces
     ]
     return lax.concatenate(cols, len(shape))
