@@ -605,3 +605,47 @@ def test_jax_warns_where_ferrax_is_silent() -> None:
         warnings.simplefilter("ignore")
         expected = jnp.arange(4).at[1].set(2.5)
     assert_same(fnp.arange(4).at[1].set(2.5), expected, "unsafe cast")
+
+
+F = np.arange(5, dtype=np.float32)
+M23 = np.arange(6, dtype=np.float32).reshape(2, 3)
+EDGES: list[tuple[str, NDArray, Callable[[Any], Any]]] = [
+    ("bool operand set", np.array([True, False, True]), lambda x: x.at[1].set(True)),
+    ("bool operand min", np.array([True, False, True]), lambda x: x.at[0].min(False)),
+    ("unsigned index array", F, lambda x: x[np.array([1, 250], np.uint8)]),
+    ("int8 set of an int out of its range (wraps)", np.arange(5, dtype=np.int8), lambda x: x.at[1].set(300)),
+    ("int8 add of a float", np.arange(5, dtype=np.int8), lambda x: x.at[1].add(1.5)),
+    ("float16 set of float32", F.astype(np.float16), lambda x: x.at[np.array([0, 4])].set(np.float32(2.5))),
+    ("empty index array", F, lambda x: x[np.array([], np.int32)]),
+    ("empty index array set", F, lambda x: x.at[np.array([], np.int32)].set(1.0)),
+    ("empty list", M23, lambda x: x[:, []]),
+    ("0-d operand, None", np.array(3.0, np.float32), lambda x: x[None]),
+    ("0-d operand, ... set", np.array(3.0, np.float32), lambda x: x.at[...].set(1.0)),
+    ("0-d operand, () add", np.array(3.0, np.float32), lambda x: x.at[()].add(1.0)),
+    ("0-d operand, True", np.array(3.0, np.float32), lambda x: x[True]),
+    ("False", F, lambda x: x[False]),
+    ("get fill_value without mode", F, lambda x: x.at[np.array([9])].get(fill_value=-3.0)),
+    ("repeated subtract", F, lambda x: x.at[np.array([1, 1, -1])].subtract(1.0)),
+    ("int divide", np.arange(4, dtype=np.int32), lambda x: x.at[np.array([1, 2])].divide(2)),
+    ("int power", np.arange(4, dtype=np.int32), lambda x: x.at[np.array([1, 2])].power(3)),
+    ("int apply", np.arange(4, dtype=np.int32), lambda x: x.at[2:].apply(lambda v: v * 3)),
+    ("2-d mask", M23, lambda x: x[np.array([[True, False, True], [False, False, True]])]),
+    ("2-d mask set", M23, lambda x: x.at[np.array([[True, False, True], [False, False, True]])].set(0.0)),
+    ("lists in a tuple", M23, lambda x: x[[0, 1], [2, 0]]),
+    ("bool list in a tuple", F[:3], lambda x: x[[True, False, True],]),
+    ("ferrax index array", F, lambda x: x[x.astype(np.int32)[1:3]]),
+    ("mode clip set", F, lambda x: x.at[np.array([-9, 9])].set(7.0, mode="clip")),
+    ("mode fill get of ints", np.arange(4, dtype=np.int32), lambda x: x.at[np.array([9])].get(mode="fill")),
+    ("mode fill get, uint8", np.arange(4, dtype=np.uint8), lambda x: x.at[np.array([9])].get(mode="fill")),
+]
+
+
+@pytest.mark.parametrize(("label", "x", "f"), EDGES, ids=[e[0] for e in EDGES])
+def test_edge_cases_against_jax(label: str, x: NDArray, f: Callable[[Any], Any]) -> None:
+    with warnings.catch_warnings():
+        # JAX warns of unsafe update casts (it will refuse them); ferrax converts silently.
+        warnings.simplefilter("ignore", FutureWarning)
+        expected = f(jnp.asarray(x))
+    got = f(fnp.asarray(x))
+    assert_same(got, np.asarray(expected), label)
+    assert got.weak_type == expected.weak_type

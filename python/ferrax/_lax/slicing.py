@@ -270,6 +270,10 @@ def _scatter_rule(combine: Callable[[NDArray, tuple[NDArray, ...], NDArray], Non
     ) -> NDArray:
         out = np.array(operand, copy=True)
         where, values = _scatter_targets(operand, indices, updates, dimension_numbers, mode)
+        if out.ndim == 0:  # every update goes to the one element
+            flat = out.reshape(1)
+            combine(flat, (np.zeros(values.shape[0], dtype=np.intp),), values.astype(out.dtype))
+            return flat.reshape(())
         combine(out, where, values.astype(out.dtype))
         return out
 

@@ -737,6 +737,8 @@ def _update_value(x: Array, value: Any, name: str) -> Any:
         info = np.iinfo(x.dtype)
         if info.min <= value <= info.max:
             return ConcreteArray(np.asarray(value, dtype=x.dtype), False)
+        # As JAX: a weakly typed array of the default int, converted (wrapping) to x's.
+        return as_array(value, name)
     if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
         return value
     return as_array(value, name)
