@@ -649,3 +649,25 @@ def test_edge_cases_against_jax(label: str, x: NDArray, f: Callable[[Any], Any])
     got = f(fnp.asarray(x))
     assert_same(got, np.asarray(expected), label)
     assert got.weak_type == expected.weak_type
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x, i: x.at[i].get(mode="fill"),
+        lambda x, i: x.at[i, ::-2].add(1.0),
+        lambda x, i: x[i, None, 1:3],
+        lambda x, i: fnp.take_along_axis(x, i[None, :], axis=1),
+        lambda x, i: x.at[i[0]].min(-1.0, mode="clip"),
+    ],
+)
+def test_staged_indexing_evaluates_as_eager(f: Callable[[Any, Any], Any]) -> None:
+    """ferrax.eval_jaxpr runs the staged gathers and scatters (the params read back
+    from the jaxpr) to the eager values, and jit to the same."""
+    x = _operand((3, 4))
+    i = np.array([0, 5, -1], np.int32)
+    closed = stage(f, x, i)
+    (out,) = ferrax.eval_jaxpr(closed.jaxpr, closed.consts, x, i)
+    eager = np.asarray(f(fnp.asarray(x), i))
+    np.testing.assert_array_equal(np.asarray(out), eager)
+    np.testing.assert_array_equal(np.asarray(ferrax.jit(f)(x, i)), eager)
