@@ -104,8 +104,6 @@ __all__ = [
     "scan",
     "switch",
     "while_loop",
-    "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "rev",
-    "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",
     "abs", "add", "argmax", "argmin", "bitwise_and", "bitwise_not", "bitwise_or",
     "broadcast_in_dim", "broadcasted_iota", "clamp", "concatenate", "convert_element_type",
     "cos", "div", "dot_general", "dynamic_slice", "dynamic_update_slice", "eq", "exp",
@@ -113,6 +111,9 @@ __all__ = [
     "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "reduce_max", "reduce_min",
     "reduce_prod", "reduce_sum", "rem", "reshape", "rsqrt", "select_n", "sign", "sin",
     "slice", "sqrt", "square", "squeeze", "stop_gradient", "sub", "tan", "tanh", "transpose",
+    # indexing with computed positions
+    "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "rev",
+    "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",
 ]
 
 
