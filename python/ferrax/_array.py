@@ -604,7 +604,7 @@ def _c_order(name: str, order: str) -> None:
 
 
 class _IndexUpdateHelper:
-    """``x.at``: indexing it gives an :class:`_IndexUpdateRef`."""
+    """``x.at``: indexing it gives the functional-update view ``x.at[index]``."""
 
     __slots__ = ("_array",)
 
@@ -614,9 +614,18 @@ class _IndexUpdateHelper:
     def __getitem__(self, index: Any) -> _IndexUpdateRef:
         return _IndexUpdateRef(self._array, index)
 
+    def __repr__(self) -> str:
+        return "x.at (index it: x.at[index].set(value), .add(value), .get(), ...)"
+
 
 class _IndexUpdateRef:
-    """``x.at[index]``: ``.set(v)``, ``.add(v)`` and ``.get()`` return new arrays."""
+    """``x.at[index]``: each method returns a new array, ``x`` is unchanged.
+
+    ``mode`` says what an index out of range does: updates are dropped by default
+    (``"fill"``/``"drop"``) or clamped (``"clip"``); ``get`` clamps by default or gives
+    ``fill_value`` with ``mode="fill"``. ``indices_are_sorted`` and ``unique_indices``
+    are promises about ``index`` (not checked).
+    """
 
     __slots__ = ("_array", "_index")
 
@@ -624,14 +633,97 @@ class _IndexUpdateRef:
         self._array = array
         self._index = index
 
-    def get(self) -> Array:
-        """``x[index]``."""
-        return _fnp.getitem(self._array, self._index)
+    def __repr__(self) -> str:
+        return f"x.at[{self._index!r}]"
 
-    def set(self, value: Any) -> Array:
-        """A copy of the array with ``value`` at ``index``."""
-        return _fnp.index_update(self._array, self._index, value, "set")
+    def get(
+        self,
+        *,
+        indices_are_sorted: bool = False,
+        unique_indices: bool = False,
+        mode: Any = None,
+        fill_value: Any = None,
+    ) -> Array:
+        """``x[index]``, with ``mode`` and ``fill_value`` for indices out of range."""
+        return _fnp.getitem(
+            self._array,
+            self._index,
+            indices_are_sorted=indices_are_sorted,
+            unique_indices=unique_indices,
+            mode=mode,
+            fill_value=fill_value,
+        )
 
-    def add(self, value: Any) -> Array:
-        """A copy of the array with ``value`` added at ``index``."""
-        return _fnp.index_update(self._array, self._index, value, "add")
+    def _update(self, op: str, values: Any, indices_are_sorted: bool, unique_indices: bool, mode: Any) -> Array:
+        return _fnp.index_update(
+            self._array,
+            self._index,
+            values,
+            op,
+            indices_are_sorted=indices_are_sorted,
+            unique_indices=unique_indices,
+            mode=mode,
+        )
+
+    def set(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
+        """``x`` with ``x[index] = values``."""
+        return self._update("set", values, indices_are_sorted, unique_indices, mode)
+
+    def add(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
+        """``x`` with ``x[index] += values`` (repeated indices add up)."""
+        return self._update("add", values, indices_are_sorted, unique_indices, mode)
+
+    def subtract(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
+        """``x`` with ``x[index] -= values``."""
+        return self._update("subtract", values, indices_are_sorted, unique_indices, mode)
+
+    def multiply(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
+        """``x`` with ``x[index] *= values``."""
+        return self._update("multiply", values, indices_are_sorted, unique_indices, mode)
+
+    mul = multiply
+
+    def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
+        """``x`` with ``x[index] /= values`` (as ``ferrax.numpy.divide``: integers give floats)."""
+        divisor = _fnp.index_update(
+            _fnp.ones_like(self._array),
+            self._index,
+            values,
+            "multiply",
+            indices_are_sorted=indices_are_sorted,
+            unique_indices=unique_indices,
+            mode=mode,
+        )
+        return _fnp.divide(self._array, divisor)
+
+    def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
+        """``x`` with ``x[index] **= values``."""
+        exponent = _fnp.index_update(
+            _fnp.ones_like(self._array),
+            self._index,
+            values,
+            "multiply",
+            indices_are_sorted=indices_are_sorted,
+            unique_indices=unique_indices,
+            mode=mode,
+        )
+        return _fnp.power(self._array, exponent)
+
+    def min(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
+        """``x`` with ``x[index] = minimum(x[index], values)``."""
+        return self._update("min", values, indices_are_sorted, unique_indices, mode)
+
+    def max(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
+        """``x`` with ``x[index] = maximum(x[index], values)``."""
+        return self._update("max", values, indices_are_sorted, unique_indices, mode)
+
+    def apply(self, func: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
+        """``x`` with ``x[index] = func(x[index])`` (``func`` is applied once per element)."""
+        return _fnp.index_apply(
+            self._array,
+            self._index,
+            func,
+            indices_are_sorted=indices_are_sorted,
+            unique_indices=unique_indices,
+            mode=mode,
+        )

@@ -18,6 +18,7 @@ __all__ = [
     "ConcretizationError",
     "FerraxError",
     "LoweringError",
+    "NonConcreteBooleanIndexError",
     "ParseError",
     "PassError",
     "TracerBoolConversionError",
@@ -38,4 +39,12 @@ class TracerBoolConversionError(ConcretizationError):
 
     The value is not known while tracing; use ``ferrax.lax.cond`` (or ``while_loop``,
     ``select_n``) instead, or mark the argument static.
+    """
+
+
+class NonConcreteBooleanIndexError(FerraxError, IndexError):
+    """A boolean mask index whose value is not known while tracing.
+
+    ``x[mask]`` has as many elements as ``mask`` has true entries, so under ``jit`` the
+    mask must be concrete. Like JAX's error of the same name it is also an ``IndexError``.
     """

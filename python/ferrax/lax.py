@@ -74,6 +74,19 @@ from ferrax._lax.elementwise import (
     tanh,
 )
 from ferrax._lax.reductions import argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum
+from ferrax._lax.slicing import (
+    GatherDimensionNumbers,
+    GatherScatterMode,
+    ScatterDimensionNumbers,
+    gather,
+    rev,
+    scatter,
+    scatter_add,
+    scatter_max,
+    scatter_min,
+    scatter_mul,
+    scatter_sub,
+)
 from ferrax._lax.structural import (
     broadcast_in_dim,
     broadcasted_iota,
@@ -103,6 +116,9 @@ __all__ = [
     "reduce_prod", "reduce_sum", "rem", "reshape", "rsqrt", "select_n", "shift_left",
     "shift_right_arithmetic", "shift_right_logical", "sign", "sin",
     "slice", "sqrt", "square", "squeeze", "stop_gradient", "sub", "tan", "tanh", "transpose",
+    # indexing with computed positions
+    "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "rev",
+    "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",
 ]
 
 

@@ -10,7 +10,7 @@ function stages the primitives JAX's function would where ferrax has them.
 
 Shapes that do not fit together (broadcasting, ``reshape``, ``concatenate``, ``dot``,
 ``.at[...]`` values) raise :class:`ferrax.TypeCheckError` naming the user's line.
-Indexing is basic indexing only (see :mod:`ferrax.numpy._indexing`).
+Indexing is NumPy's, as ``jax.numpy`` does it (see :mod:`ferrax.numpy._indexing`).
 
 The package also implements the operators of :class:`ferrax.Array`.
 """
@@ -33,7 +33,7 @@ from ferrax.numpy._creation import (
     zeros,
     zeros_like,
 )
-from ferrax.numpy._indexing import getitem, index_update
+from ferrax.numpy._indexing import getitem, index_apply, index_update, take, take_along_axis
 from ferrax.numpy._products import dot, matmul
 from ferrax.numpy._promotion import ArrayLike, broadcast_shapes, broadcast_to, result_type
 from ferrax.numpy._reductions import all, any, argmax, argmin, max, mean, min, prod, std, sum, var
@@ -147,7 +147,7 @@ __all__ = [
     # products
     "dot", "matmul",
     # indexing (Array.__getitem__ and Array.at)
-    "getitem", "index_update",
+    "getitem", "index_apply", "index_update", "take", "take_along_axis",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,

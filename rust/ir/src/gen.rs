@@ -216,6 +216,104 @@ fn size_one_partner(t: &AbstractValue, u: &AbstractValue) -> bool {
             .all(|(&a, &b)| a == b || a == 1 || b == 1)
 }
 
+/// A `rev`, `gather` or combining scatter on `x` (rank >= 1) that keeps its type (the
+/// generator's other cases expect the pool's few shapes): a gather takes `n` slices along
+/// the last axis (of size `n`) at indices made from a pool value of shape `[n]` converted
+/// to `int32` (so some fall out of bounds), in a random mode; a scatter puts such
+/// gathered slices back. Returns the primitive, its operands and its params (helper
+/// equations are added to `b`).
+fn indexing(
+    b: &mut JaxprBuilder,
+    rng: &mut Rng,
+    pool: &[(Atom, AbstractValue)],
+    (x, xt): (Atom, &AbstractValue),
+) -> Option<(Builtin, Vec<Atom>, Params)> {
+    use crate::params::{GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers};
+    let rank = xt.shape.rank();
+    if rng.chance(0.3) {
+        let dims = Param::ints(&[rng.below(rank) as i64]);
+        return Some((Builtin::Rev, vec![x], Params::new([("dimensions", dims)])));
+    }
+    let last = rank - 1;
+    let n = xt.shape.dims()[last];
+    let vectors: Vec<Atom> = pool
+        .iter()
+        .filter(|(_, t)| t.shape.dims() == [n])
+        .map(|(a, _)| *a)
+        .collect();
+    if vectors.is_empty() {
+        return None;
+    }
+    let y = vectors[rng.below(vectors.len())];
+    let one = |b: &mut JaxprBuilder, p: Builtin, ins: Vec<Atom>, params: Params| {
+        b.add_eqn(p.into(), ins, params)
+            .ok()
+            .and_then(|o| o.first().copied())
+            .map(Atom::Var)
+    };
+    let yi = one(
+        b,
+        Builtin::ConvertElementType,
+        vec![y],
+        Params::new([
+            ("new_dtype", Param::DType(DType::I32)),
+            ("weak_type", Param::Bool(false)),
+        ]),
+    )?;
+    let idx = one(
+        b,
+        Builtin::Reshape,
+        vec![yi],
+        Params::new([
+            ("new_sizes", Param::ints(&[n, 1])),
+            ("dimensions", Param::None),
+        ]),
+    )?;
+    let mode = GatherScatterMode::ALL[rng.below(3)];
+    let window: Vec<i64> = (0..last as i64).collect();
+    let mut sizes = xt.shape.dims().to_vec();
+    sizes[last] = 1;
+    let gather_params = Params::new([
+        (
+            "dimension_numbers",
+            Param::GatherDims(Arc::new(GatherDimensionNumbers {
+                offset_dims: window.clone(),
+                collapsed_slice_dims: vec![last as i64],
+                start_index_map: vec![last as i64],
+                ..Default::default()
+            })),
+        ),
+        ("slice_sizes", Param::ints(&sizes)),
+        ("mode", Param::Mode(mode)),
+        // Zero, not NaN: NaN would make later comparisons diverge between backends.
+        ("fill_value", Param::Float(0.0)),
+    ]);
+    if rng.chance(0.5) {
+        return Some((Builtin::Gather, vec![x, idx], gather_params));
+    }
+    // Combining scatters of gathered slices (duplicates combine alike in any order,
+    // unlike `scatter`'s).
+    let slices = one(b, Builtin::Gather, vec![x, idx], gather_params)?;
+    const SCATTERS: [Builtin; 3] = [
+        Builtin::ScatterAdd,
+        Builtin::ScatterMax,
+        Builtin::ScatterMin,
+    ];
+    let params = Params::new([
+        (
+            "dimension_numbers",
+            Param::ScatterDims(Arc::new(ScatterDimensionNumbers {
+                update_window_dims: window,
+                inserted_window_dims: vec![last as i64],
+                scatter_dims_to_operand_dims: vec![last as i64],
+                ..Default::default()
+            })),
+        ),
+        ("mode", Param::Mode(mode)),
+    ]);
+    Some((SCATTERS[rng.below(3)], vec![x, idx, slices], params))
+}
+
 fn pick(rng: &mut Rng, pool: &[(Atom, AbstractValue)]) -> (Atom, AbstractValue) {
     // Prefer recent values so chains form, but reach back sometimes.
     let i = if rng.chance(0.6) {
@@ -295,6 +393,9 @@ fn random_eqn(
                 vec![l, r],
                 Params::empty(),
             )
+        }
+        4 if xt.shape.rank() > 0 && rng.chance(0.5) => {
+            indexing(b, rng, pool, (x, &xt)).and_then(|(p, ins, params)| apply(b, p, ins, params))
         }
         4 => {
             if xt.shape.rank() == 0 {

@@ -39,6 +39,9 @@ pub use builder::JaxprBuilder;
 pub use dtype::DType;
 pub use error::{Site, TypeError};
 pub use jaxpr::{Atom, ClosedJaxpr, Const, Eqn, EqnId, Jaxpr, LitId, LitValue, Literal, VarId};
-pub use params::{DotDimensionNumbers, Param, Params};
+pub use params::{
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
+    ScatterDimensionNumbers,
+};
 pub use primitive::{Builtin, ExtensionPrimitive, ParamKind, Primitive, Registry, RuleError};
 pub use typecheck::typecheck;

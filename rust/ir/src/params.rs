@@ -40,6 +40,194 @@ pub struct DotDimensionNumbers {
     pub rhs_batch: Vec<i64>,
 }
 
+/// `gather`'s dimension numbers (JAX's `GatherDimensionNumbers`; the index vector is
+/// always the last dimension of the indices).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct GatherDimensionNumbers {
+    /// Output dimensions that are dimensions of the slices.
+    pub offset_dims: Vec<i64>,
+    /// Operand dimensions removed from the slices (each of slice size 1).
+    pub collapsed_slice_dims: Vec<i64>,
+    /// The operand dimension each component of an index vector starts.
+    pub start_index_map: Vec<i64>,
+    /// Operand dimensions that are batch dimensions.
+    pub operand_batching_dims: Vec<i64>,
+    /// The indices' dimensions that match `operand_batching_dims`.
+    pub start_indices_batching_dims: Vec<i64>,
+}
+
+/// `scatter`'s dimension numbers (JAX's `ScatterDimensionNumbers`; the index vector is
+/// always the last dimension of the indices).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ScatterDimensionNumbers {
+    /// Dimensions of the updates that are dimensions of the update windows.
+    pub update_window_dims: Vec<i64>,
+    /// Operand dimensions absent from the windows (each of size 1).
+    pub inserted_window_dims: Vec<i64>,
+    /// The operand dimension each component of an index vector starts.
+    pub scatter_dims_to_operand_dims: Vec<i64>,
+    /// Operand dimensions that are batch dimensions.
+    pub operand_batching_dims: Vec<i64>,
+    /// The indices' dimensions that match `operand_batching_dims`.
+    pub scatter_indices_batching_dims: Vec<i64>,
+}
+
+/// How `gather` and `scatter` treat out-of-bounds indices (JAX's `GatherScatterMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GatherScatterMode {
+    /// Indices are clamped so that the whole slice or window is in bounds.
+    Clip,
+    /// A gather returns the fill value for a slice not wholly in bounds; a scatter drops
+    /// an update window not wholly in bounds.
+    FillOrDrop,
+    /// The caller promises indices in bounds; XLA clamps gathers and drops scatters.
+    PromiseInBounds,
+}
+
+impl GatherScatterMode {
+    /// Every mode.
+    pub const ALL: [GatherScatterMode; 3] = [
+        GatherScatterMode::Clip,
+        GatherScatterMode::FillOrDrop,
+        GatherScatterMode::PromiseInBounds,
+    ];
+
+    /// JAX's enum member name (`CLIP`, `FILL_OR_DROP`, `PROMISE_IN_BOUNDS`).
+    pub fn jax_name(self) -> &'static str {
+        match self {
+            GatherScatterMode::Clip => "CLIP",
+            GatherScatterMode::FillOrDrop => "FILL_OR_DROP",
+            GatherScatterMode::PromiseInBounds => "PROMISE_IN_BOUNDS",
+        }
+    }
+
+    /// The mode from JAX's member name, its printed form (`GatherScatterMode.CLIP`) or
+    /// the strings JAX's `GatherScatterMode.from_any` takes (`clip`, `fill`, `drop`,
+    /// `promise_in_bounds`).
+    pub fn from_name(name: &str) -> Option<GatherScatterMode> {
+        let bare = name.strip_prefix("GatherScatterMode.").unwrap_or(name);
+        match bare {
+            "CLIP" | "clip" => Some(GatherScatterMode::Clip),
+            "FILL_OR_DROP" | "fill" | "drop" => Some(GatherScatterMode::FillOrDrop),
+            "PROMISE_IN_BOUNDS" | "promise_in_bounds" => Some(GatherScatterMode::PromiseInBounds),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for GatherScatterMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GatherScatterMode.{}", self.jax_name())
+    }
+}
+
+/// Writes a Python tuple of ints: `()`, `(1,)`, `(1, 2)`.
+fn write_py_tuple(f: &mut fmt::Formatter<'_>, xs: &[i64]) -> fmt::Result {
+    f.write_str("(")?;
+    for (i, x) in xs.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{x}")?;
+    }
+    if xs.len() == 1 {
+        f.write_str(",")?;
+    }
+    f.write_str(")")
+}
+
+fn write_record(f: &mut fmt::Formatter<'_>, name: &str, fields: &[(&str, &[i64])]) -> fmt::Result {
+    write!(f, "{name}(")?;
+    for (i, (field, xs)) in fields.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{field}=")?;
+        write_py_tuple(f, xs)?;
+    }
+    f.write_str(")")
+}
+
+impl GatherDimensionNumbers {
+    /// The field names, in JAX's order.
+    pub const FIELDS: [&'static str; 5] = [
+        "offset_dims",
+        "collapsed_slice_dims",
+        "start_index_map",
+        "operand_batching_dims",
+        "start_indices_batching_dims",
+    ];
+
+    /// The fields in JAX's order.
+    pub fn fields(&self) -> [&[i64]; 5] {
+        [
+            &self.offset_dims,
+            &self.collapsed_slice_dims,
+            &self.start_index_map,
+            &self.operand_batching_dims,
+            &self.start_indices_batching_dims,
+        ]
+    }
+
+    /// From the fields in JAX's order.
+    pub fn from_fields([a, b, c, d, e]: [Vec<i64>; 5]) -> GatherDimensionNumbers {
+        GatherDimensionNumbers {
+            offset_dims: a,
+            collapsed_slice_dims: b,
+            start_index_map: c,
+            operand_batching_dims: d,
+            start_indices_batching_dims: e,
+        }
+    }
+}
+
+impl ScatterDimensionNumbers {
+    /// The field names, in JAX's order.
+    pub const FIELDS: [&'static str; 5] = [
+        "update_window_dims",
+        "inserted_window_dims",
+        "scatter_dims_to_operand_dims",
+        "operand_batching_dims",
+        "scatter_indices_batching_dims",
+    ];
+
+    /// The fields in JAX's order.
+    pub fn fields(&self) -> [&[i64]; 5] {
+        [
+            &self.update_window_dims,
+            &self.inserted_window_dims,
+            &self.scatter_dims_to_operand_dims,
+            &self.operand_batching_dims,
+            &self.scatter_indices_batching_dims,
+        ]
+    }
+
+    /// From the fields in JAX's order.
+    pub fn from_fields([a, b, c, d, e]: [Vec<i64>; 5]) -> ScatterDimensionNumbers {
+        ScatterDimensionNumbers {
+            update_window_dims: a,
+            inserted_window_dims: b,
+            scatter_dims_to_operand_dims: c,
+            operand_batching_dims: d,
+            scatter_indices_batching_dims: e,
+        }
+    }
+}
+
+impl fmt::Display for GatherDimensionNumbers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fields: Vec<(&str, &[i64])> = Self::FIELDS.into_iter().zip(self.fields()).collect();
+        write_record(f, "GatherDimensionNumbers", &fields)
+    }
+}
+
+impl fmt::Display for ScatterDimensionNumbers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fields: Vec<(&str, &[i64])> = Self::FIELDS.into_iter().zip(self.fields()).collect();
+        write_record(f, "ScatterDimensionNumbers", &fields)
+    }
+}
+
 /// One parameter value.
 #[derive(Clone, Debug)]
 pub enum Param {
@@ -61,6 +249,12 @@ pub enum Param {
     DType(DType),
     /// `dot_general`'s dimension numbers.
     DotDims(Arc<DotDimensionNumbers>),
+    /// `gather`'s dimension numbers.
+    GatherDims(Arc<GatherDimensionNumbers>),
+    /// `scatter`'s dimension numbers.
+    ScatterDims(Arc<ScatterDimensionNumbers>),
+    /// `gather`'s and `scatter`'s index mode.
+    Mode(GatherScatterMode),
     /// A sub-jaxpr.
     Jaxpr(ClosedJaxpr),
     /// A tuple of sub-jaxprs (`cond`'s branches).
@@ -79,6 +273,9 @@ impl PartialEq for Param {
             (Param::Bools(a), Param::Bools(b)) => a == b,
             (Param::DType(a), Param::DType(b)) => a == b,
             (Param::DotDims(a), Param::DotDims(b)) => a == b,
+            (Param::GatherDims(a), Param::GatherDims(b)) => a == b,
+            (Param::ScatterDims(a), Param::ScatterDims(b)) => a == b,
+            (Param::Mode(a), Param::Mode(b)) => a == b,
             (Param::Jaxpr(a), Param::Jaxpr(b)) => a.ptr_eq(b),
             (Param::Jaxprs(a), Param::Jaxprs(b)) => {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.ptr_eq(y))
@@ -101,6 +298,9 @@ impl Param {
             Param::Bools(_) => "tuple of bools",
             Param::DType(_) => "dtype",
             Param::DotDims(_) => "dimension numbers",
+            Param::GatherDims(_) => "gather dimension numbers",
+            Param::ScatterDims(_) => "scatter dimension numbers",
+            Param::Mode(_) => "gather/scatter mode",
             Param::Jaxpr(_) => "jaxpr",
             Param::Jaxprs(_) => "tuple of jaxprs",
         }

@@ -11,7 +11,8 @@ use ferrax_ir::eval::{
 };
 use ferrax_ir::{
     AbstractValue, Atom, Builtin, ClosedJaxpr, Const, DType, DotDimensionNumbers,
-    ExtensionPrimitive, Jaxpr, JaxprBuilder, LitValue, Literal, Param, Params, Primitive, Shape,
+    ExtensionPrimitive, GatherDimensionNumbers, GatherScatterMode, Jaxpr, JaxprBuilder, LitValue,
+    Literal, Param, Params, Primitive, ScatterDimensionNumbers, Shape,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -175,6 +176,14 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::DotGeneral, case_dot_general),
     (Builtin::Iota, case_iota),
     (Builtin::Copy, case_copy),
+    (Builtin::Gather, case_gather),
+    (Builtin::Scatter, case_scatter),
+    (Builtin::ScatterAdd, case_scatter),
+    (Builtin::ScatterSub, case_scatter),
+    (Builtin::ScatterMul, case_scatter),
+    (Builtin::ScatterMin, case_scatter),
+    (Builtin::ScatterMax, case_scatter),
+    (Builtin::Rev, case_rev),
     (Builtin::Jit, case_jit),
     (Builtin::Cond, case_cond),
     (Builtin::While, case_while),
@@ -1630,6 +1639,247 @@ fn case_dynamic_slice() {
         ),
         &ia(I32, &[2, 2], &[1, 2, 4, 5]),
     );
+}
+
+fn gather_params(
+    offset: &[i64],
+    collapsed: &[i64],
+    map: &[i64],
+    sizes: &[i64],
+    mode: GatherScatterMode,
+    fill: Param,
+) -> Params {
+    params(vec![
+        (
+            "dimension_numbers",
+            Param::GatherDims(Arc::new(GatherDimensionNumbers {
+                offset_dims: offset.to_vec(),
+                collapsed_slice_dims: collapsed.to_vec(),
+                start_index_map: map.to_vec(),
+                ..Default::default()
+            })),
+        ),
+        ("slice_sizes", ints(sizes)),
+        ("mode", Param::Mode(mode)),
+        ("fill_value", fill),
+    ])
+}
+
+#[test]
+fn case_gather() {
+    use GatherScatterMode::{Clip, FillOrDrop, PromiseInBounds};
+    // x[i] on rows of a 3x2 matrix; row 3 and row -1 are out of bounds.
+    let x = ia(I32, &[3, 2], &[0, 1, 10, 11, 20, 21]);
+    let rows = ia(I32, &[4, 1], &[2, 0, 3, -1]);
+    let p = |m| gather_params(&[1], &[0], &[0], &[1, 2], m, Param::None);
+    // CLIP and PROMISE_IN_BOUNDS clamp the start (XLA).
+    let clamped = ia(I32, &[4, 2], &[20, 21, 0, 1, 20, 21, 0, 1]);
+    assert_same(
+        &run1(Builtin::Gather, p(Clip), &[x.clone(), rows.clone()]),
+        &clamped,
+    );
+    assert_same(
+        &run1(
+            Builtin::Gather,
+            p(PromiseInBounds),
+            &[x.clone(), rows.clone()],
+        ),
+        &clamped,
+    );
+    // FILL_OR_DROP: JAX's default fill for int32 is its minimum.
+    let m = i64::from(i32::MIN);
+    assert_same(
+        &run1(Builtin::Gather, p(FillOrDrop), &[x.clone(), rows.clone()]),
+        &ia(I32, &[4, 2], &[20, 21, 0, 1, m, m, m, m]),
+    );
+    // A window of 2 rows starting at row 2 is out of bounds as a whole: filled (given
+    // fill value), or clamped to start at row 1.
+    let starts = ia(I32, &[2, 1], &[0, 2]);
+    let pw = |mode| gather_params(&[1, 2], &[], &[0], &[2, 2], mode, Param::Int(-7));
+    assert_same(
+        &run1(
+            Builtin::Gather,
+            pw(FillOrDrop),
+            &[x.clone(), starts.clone()],
+        ),
+        &ia(I32, &[2, 2, 2], &[0, 1, 10, 11, -7, -7, -7, -7]),
+    );
+    assert_same(
+        &run1(Builtin::Gather, pw(Clip), &[x.clone(), starts]),
+        &ia(I32, &[2, 2, 2], &[0, 1, 10, 11, 10, 11, 20, 21]),
+    );
+    // Points (both dims collapsed), the index vector mapping (col, row); float NaN fill.
+    let xf = fa(F32, &[3, 2], &[0.0, 1.0, 10.0, 11.0, 20.0, 21.0]);
+    let pts = ia(I64, &[3, 2], &[1, 2, 0, 0, 2, 0]);
+    let pp = gather_params(&[], &[0, 1], &[1, 0], &[1, 1], FillOrDrop, Param::None);
+    let got = run1(Builtin::Gather, pp, &[xf.clone(), pts]);
+    let v = floats(&got);
+    assert_eq!((v[0], v[1]), (21.0, 0.0));
+    assert!(v[2].is_nan());
+    // Batching dims (take_along_axis): row b takes column idx[b, j].
+    let pb = params(vec![
+        (
+            "dimension_numbers",
+            Param::GatherDims(Arc::new(GatherDimensionNumbers {
+                offset_dims: vec![],
+                collapsed_slice_dims: vec![1],
+                start_index_map: vec![1],
+                operand_batching_dims: vec![0],
+                start_indices_batching_dims: vec![0],
+            })),
+        ),
+        ("slice_sizes", ints(&[1, 1])),
+        ("mode", Param::Mode(Clip)),
+    ]);
+    let idx = ia(U8, &[3, 2, 1], &[1, 0, 0, 0, 1, 1]);
+    assert_same(
+        &run1(Builtin::Gather, pb, &[xf, idx]),
+        &fa(F32, &[3, 2], &[1.0, 0.0, 10.0, 10.0, 21.0, 21.0]),
+    );
+    // Bool operand, default fill True; empty indices give an empty result.
+    let xb = ba(&[2, 2], &[false, false, true, false]);
+    let pbool = gather_params(&[1], &[0], &[0], &[1, 2], FillOrDrop, Param::None);
+    assert_same(
+        &run1(
+            Builtin::Gather,
+            pbool.clone(),
+            &[xb.clone(), ia(I32, &[2, 1], &[1, 5])],
+        ),
+        &ba(&[2, 2], &[true, false, true, true]),
+    );
+    assert_same(
+        &run1(Builtin::Gather, pbool, &[xb, ia(I32, &[0, 1], &[])]),
+        &ba(&[0, 2], &[]),
+    );
+}
+
+fn scatter_params(
+    window: &[i64],
+    inserted: &[i64],
+    map: &[i64],
+    mode: GatherScatterMode,
+) -> Params {
+    params(vec![
+        (
+            "dimension_numbers",
+            Param::ScatterDims(Arc::new(ScatterDimensionNumbers {
+                update_window_dims: window.to_vec(),
+                inserted_window_dims: inserted.to_vec(),
+                scatter_dims_to_operand_dims: map.to_vec(),
+                ..Default::default()
+            })),
+        ),
+        ("mode", Param::Mode(mode)),
+        ("update_consts", ints(&[])),
+    ])
+}
+
+#[test]
+fn case_scatter() {
+    use GatherScatterMode::{Clip, FillOrDrop, PromiseInBounds};
+    let x = ia(I32, &[5], &[1, 2, 3, 4, 5]);
+    // Element updates at 1, 1 (a duplicate), 4, 7 (out of bounds) and -1.
+    let at = ia(I32, &[5, 1], &[1, 1, 4, 7, -1]);
+    let u = ia(I32, &[5], &[10, 20, 30, 40, 50]);
+    let p = |mode| scatter_params(&[], &[0], &[0], mode);
+    let run_s = |prim, mode| run1(prim, p(mode), &[x.clone(), at.clone(), u.clone()]);
+    // Out-of-bounds updates are dropped (FILL_OR_DROP, and XLA for PROMISE_IN_BOUNDS);
+    // duplicates combine.
+    for mode in [FillOrDrop, PromiseInBounds] {
+        assert_same(
+            &run_s(Builtin::ScatterAdd, mode),
+            &ia(I32, &[5], &[1, 32, 3, 4, 35]),
+        );
+        assert_same(
+            &run_s(Builtin::ScatterSub, mode),
+            &ia(I32, &[5], &[1, -28, 3, 4, -25]),
+        );
+        assert_same(
+            &run_s(Builtin::ScatterMul, mode),
+            &ia(I32, &[5], &[1, 400, 3, 4, 150]),
+        );
+        assert_same(
+            &run_s(Builtin::ScatterMin, mode),
+            &ia(I32, &[5], &[1, 2, 3, 4, 5]),
+        );
+        assert_same(
+            &run_s(Builtin::ScatterMax, mode),
+            &ia(I32, &[5], &[1, 20, 3, 4, 30]),
+        );
+    }
+    // CLIP: 7 lands on 4 and -1 on 0.
+    assert_same(
+        &run_s(Builtin::ScatterAdd, Clip),
+        &ia(I32, &[5], &[51, 32, 3, 4, 75]),
+    );
+    // `scatter` with unique indices.
+    let uniq = ia(I32, &[2, 1], &[3, 0]);
+    assert_same(
+        &run1(
+            Builtin::Scatter,
+            p(FillOrDrop),
+            &[x.clone(), uniq, ia(I32, &[2], &[-3, -9])],
+        ),
+        &ia(I32, &[5], &[-9, 2, 3, -3, 5]),
+    );
+    // A window of 2 starting at 4 is dropped whole, or clamped to start at 3.
+    let w = |mode| scatter_params(&[1], &[], &[0], mode);
+    let starts = ia(I32, &[2, 1], &[0, 4]);
+    let wu = ia(I32, &[2, 2], &[100, 200, 300, 400]);
+    assert_same(
+        &run1(
+            Builtin::Scatter,
+            w(FillOrDrop),
+            &[x.clone(), starts.clone(), wu.clone()],
+        ),
+        &ia(I32, &[5], &[100, 200, 3, 4, 5]),
+    );
+    assert_same(
+        &run1(Builtin::Scatter, w(Clip), &[x, starts, wu]),
+        &ia(I32, &[5], &[100, 200, 3, 300, 400]),
+    );
+    // Floats (rounded to f32) and bools (min is and, max is or).
+    let xf = fa(F32, &[2], &[1.0, 2.0]);
+    let at2 = ia(U8, &[2, 1], &[0, 0]);
+    assert_same(
+        &run1(
+            Builtin::ScatterAdd,
+            p(FillOrDrop),
+            &[xf.clone(), at2.clone(), fa(F32, &[2], &[0.1, 0.2])],
+        ),
+        &fa(F32, &[2], &[((1.0f32 + 0.1f32) + 0.2f32) as f64, 2.0]),
+    );
+    let xb = ba(&[2], &[true, false]);
+    let ub = ba(&[2], &[false, true]);
+    let at3 = ia(I32, &[2, 1], &[0, 1]);
+    assert_same(
+        &run1(
+            Builtin::ScatterMin,
+            p(Clip),
+            &[xb.clone(), at3.clone(), ub.clone()],
+        ),
+        &ba(&[2], &[false, false]),
+    );
+    assert_same(
+        &run1(Builtin::ScatterMax, p(Clip), &[xb, at3, ub]),
+        &ba(&[2], &[true, true]),
+    );
+}
+
+#[test]
+fn case_rev() {
+    let x = ia(I32, &[2, 3], &[0, 1, 2, 3, 4, 5]);
+    let r = |dims: &[i64]| {
+        run1(
+            Builtin::Rev,
+            params(vec![("dimensions", ints(dims))]),
+            std::slice::from_ref(&x),
+        )
+    };
+    assert_same(&r(&[1]), &ia(I32, &[2, 3], &[2, 1, 0, 5, 4, 3]));
+    assert_same(&r(&[0]), &ia(I32, &[2, 3], &[3, 4, 5, 0, 1, 2]));
+    assert_same(&r(&[0, 1]), &ia(I32, &[2, 3], &[5, 4, 3, 2, 1, 0]));
+    assert_same(&r(&[]), &x);
 }
 
 #[test]

@@ -364,3 +364,42 @@ fn cost_counts_the_chain_and_handles_deep_nests() {
     let nest = ferrax_ir::gen::nested_jits(100_000);
     assert_eq!(ferrax_ir::passes::cost(nest.jaxpr()).flops, 300_000.0);
 }
+
+#[test]
+fn cost_of_gather_scatter_and_rev() {
+    // Gathers, plain scatters and rev move data (no flops); a combining scatter does one
+    // operation per update element, on float operands only.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/jaxprs/jax_scatter.jaxpr"
+    ))
+    .unwrap();
+    let text: String = text
+        .split("; expect:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with(";;"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let j = ferrax_ir::text::parse_jaxpr(&text).unwrap();
+    // scatter (0), add/sub of f32[2,4] updates (8 each), mul/min/max of f32[2] (2 each).
+    assert_eq!(
+        ferrax_ir::passes::cost(&j).flops,
+        8.0 + 8.0 + 2.0 + 2.0 + 2.0
+    );
+    for name in ["jax_gather.jaxpr", "jax_rev.jaxpr", "jax_scatter_int.jaxpr"] {
+        let path = format!("{}/tests/jaxprs/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(path).unwrap();
+        let body: String = text
+            .split("; expect:")
+            .next()
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with(";;"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let j = ferrax_ir::text::parse_jaxpr(&body).unwrap();
+        assert_eq!(ferrax_ir::passes::cost(&j).flops, 0.0, "{name}");
+    }
+}

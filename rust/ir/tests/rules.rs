@@ -8,8 +8,9 @@
 
 use ferrax_ir::DType::{BF16, F16, F32, F64, I16, I32, I64, I8, U16, U32, U64, U8};
 use ferrax_ir::{
-    AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, JaxprBuilder, LitValue,
-    Literal, Param, ParamKind, Params, RuleError, Shape, ShapeError,
+    AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, GatherDimensionNumbers,
+    GatherScatterMode, JaxprBuilder, LitValue, Literal, Param, ParamKind, Params, RuleError,
+    ScatterDimensionNumbers, Shape, ShapeError,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -3215,7 +3216,490 @@ fn higher_order_cases(t: &mut Table) {
 // ---------------------------------------------------------------------------------------
 // The tests.
 
-const FAMILIES: [fn(&mut Table); 9] = [
+fn gdn(offset: &[i64], collapsed: &[i64], map: &[i64], ob: &[i64], ib: &[i64]) -> Param {
+    Param::GatherDims(Arc::new(GatherDimensionNumbers {
+        offset_dims: offset.to_vec(),
+        collapsed_slice_dims: collapsed.to_vec(),
+        start_index_map: map.to_vec(),
+        operand_batching_dims: ob.to_vec(),
+        start_indices_batching_dims: ib.to_vec(),
+    }))
+}
+
+fn sdn(window: &[i64], inserted: &[i64], map: &[i64], ob: &[i64], ib: &[i64]) -> Param {
+    Param::ScatterDims(Arc::new(ScatterDimensionNumbers {
+        update_window_dims: window.to_vec(),
+        inserted_window_dims: inserted.to_vec(),
+        scatter_dims_to_operand_dims: map.to_vec(),
+        operand_batching_dims: ob.to_vec(),
+        scatter_indices_batching_dims: ib.to_vec(),
+    }))
+}
+
+/// `gather`, the scatter family and `rev` (cases checked against JAX 0.10.2's
+/// `lax.gather`/`lax.scatter*` shape rules).
+fn indexing_cases(t: &mut Table) {
+    let g = Builtin::Gather;
+    let gp = |dn: Param, sizes: &[i64]| {
+        ps([
+            ("dimension_numbers", dn),
+            ("slice_sizes", ints(sizes)),
+            ("mode", Param::Mode(GatherScatterMode::FillOrDrop)),
+            ("fill_value", Param::None),
+            ("indices_are_sorted", Param::Bool(false)),
+            ("unique_indices", Param::Bool(false)),
+        ])
+    };
+    let rows = || gdn(&[1], &[0], &[0], &[], &[]);
+    t.ok(
+        "x[i] (weak operand kept)",
+        g,
+        vec![w(a(F32, &[3, 4])), a(I32, &[2, 1])],
+        gp(rows(), &[1, 4]),
+        vec![w(a(F32, &[2, 4]))],
+    );
+    t.ok(
+        "x[:, i]",
+        g,
+        vec![a(F32, &[3, 4]), a(U8, &[5, 1])],
+        gp(gdn(&[0], &[1], &[1], &[], &[]), &[3, 1]),
+        vec![a(F32, &[3, 5])],
+    );
+    t.ok(
+        "points, index map reversed",
+        g,
+        vec![a(BOOL, &[3, 4]), a(I64, &[2, 7, 2])],
+        gp(gdn(&[], &[0, 1], &[1, 0], &[], &[]), &[1, 1]),
+        vec![a(BOOL, &[2, 7])],
+    );
+    t.ok(
+        "windows in the middle of the output",
+        g,
+        vec![a(I32, &[5, 6]), a(I32, &[2, 3, 1])],
+        gp(gdn(&[1, 2], &[], &[0], &[], &[]), &[2, 6]),
+        vec![a(I32, &[2, 2, 6, 3])],
+    );
+    t.ok(
+        "batching dims (take_along_axis)",
+        g,
+        vec![a(F32, &[3, 4]), a(I32, &[3, 2, 1])],
+        gp(gdn(&[], &[1], &[1], &[0], &[0]), &[1, 1]),
+        vec![a(F32, &[3, 2])],
+    );
+    t.ok(
+        "empty index vector: the whole operand per batch element",
+        g,
+        vec![a(F32, &[3]), a(I32, &[2, 0])],
+        gp(gdn(&[1], &[], &[], &[], &[]), &[3]),
+        vec![a(F32, &[2, 3])],
+    );
+    t.ok(
+        "slice larger than the operand, no indices",
+        g,
+        vec![a(F32, &[3]), a(I32, &[0, 1])],
+        gp(gdn(&[1], &[], &[0], &[], &[]), &[5]),
+        vec![a(F32, &[0, 5])],
+    );
+    let rej =
+        |t: &mut Table, label: &str, ins: Vec<AbstractValue>, p: Params, v, n: &[&'static str]| {
+            t.err(label, g, ins, p, v, n)
+        };
+    let x34 = || a(F32, &[3, 4]);
+    rej(
+        t,
+        "float indices",
+        vec![x34(), a(F32, &[2, 1])],
+        gp(rows(), &[1, 4]),
+        Variant::DType,
+        &["operand 1", "integer"],
+    );
+    rej(
+        t,
+        "scalar indices",
+        vec![x34(), a(I32, &[])],
+        gp(rows(), &[1, 4]),
+        Variant::Operands,
+        &["rank at least 1"],
+    );
+    rej(
+        t,
+        "one operand",
+        vec![x34()],
+        gp(rows(), &[1, 4]),
+        Variant::Arity,
+        &["takes 2"],
+    );
+    rej(
+        t,
+        "offset_dims unsorted",
+        vec![a(F32, &[3, 4, 5]), a(I32, &[2, 1])],
+        gp(gdn(&[2, 1], &[0], &[0], &[], &[]), &[1, 4, 5]),
+        Variant::BadParam,
+        &["offset_dims must be sorted"],
+    );
+    rej(
+        t,
+        "offset_dims repeated",
+        vec![a(F32, &[3, 4, 5]), a(I32, &[2, 1])],
+        gp(gdn(&[1, 1], &[0], &[0], &[], &[]), &[1, 4, 5]),
+        Variant::BadParam,
+        &["offset_dims must not repeat"],
+    );
+    rej(
+        t,
+        "offset_dims beyond the output",
+        vec![x34(), a(I32, &[2, 1])],
+        gp(gdn(&[2], &[0], &[0], &[], &[]), &[1, 4]),
+        Variant::BadParam,
+        &["offset_dims entry 2", "[0, 2)"],
+    );
+    rej(
+        t,
+        "index vector too long",
+        vec![x34(), a(I32, &[2, 2])],
+        gp(rows(), &[1, 4]),
+        Variant::Operands,
+        &["start_index_map (0,) has 1 entries", "have 2"],
+    );
+    rej(
+        t,
+        "start_index_map out of range",
+        vec![x34(), a(I32, &[2, 1])],
+        gp(gdn(&[1], &[0], &[2], &[], &[]), &[1, 4]),
+        Variant::BadParam,
+        &["start_index_map entry 2"],
+    );
+    rej(
+        t,
+        "start_index_map repeated",
+        vec![x34(), a(I32, &[2, 2])],
+        gp(gdn(&[], &[0, 1], &[0, 0], &[], &[]), &[1, 1]),
+        Variant::BadParam,
+        &["start_index_map must not repeat"],
+    );
+    rej(
+        t,
+        "collapsed out of range",
+        vec![x34(), a(I32, &[2, 1])],
+        gp(gdn(&[1], &[5], &[0], &[], &[]), &[1, 4]),
+        Variant::BadParam,
+        &["collapsed_slice_dims entry 5"],
+    );
+    rej(
+        t,
+        "collapsed dim of size 2",
+        vec![x34(), a(I32, &[2, 1])],
+        gp(rows(), &[2, 4]),
+        Variant::BadParam,
+        &[
+            "slice_sizes",
+            "collapsed dimension 0 must have slice size 1, got 2",
+        ],
+    );
+    rej(
+        t,
+        "slice larger than the operand",
+        vec![x34(), a(I32, &[2, 1])],
+        gp(rows(), &[1, 5]),
+        Variant::BadParam,
+        &["slice size 5 of dimension 1"],
+    );
+    rej(
+        t,
+        "negative slice size",
+        vec![x34(), a(I32, &[2, 1])],
+        gp(rows(), &[1, -1]),
+        Variant::BadParam,
+        &["slice size -1"],
+    );
+    rej(
+        t,
+        "slice_sizes of the wrong length",
+        vec![x34(), a(I32, &[2, 1])],
+        gp(rows(), &[1]),
+        Variant::BadParam,
+        &["slice_sizes", "rank 2"],
+    );
+    rej(
+        t,
+        "a dimension neither offset nor collapsed",
+        vec![x34(), a(I32, &[2, 1])],
+        gp(gdn(&[], &[0], &[0], &[], &[]), &[1, 4]),
+        Variant::BadParam,
+        &["offset, collapsed or batching"],
+    );
+    rej(
+        t,
+        "batching and collapsed overlap",
+        vec![x34(), a(I32, &[3, 1])],
+        gp(gdn(&[], &[0, 1], &[1], &[0], &[0]), &[1, 1]),
+        Variant::BadParam,
+        &["collapsed_slice_dims and operand_batching_dims must be disjoint"],
+    );
+    rej(
+        t,
+        "batching dims of unequal sizes",
+        vec![x34(), a(I32, &[2, 2, 1])],
+        gp(gdn(&[], &[1], &[1], &[0], &[0]), &[1, 1]),
+        Variant::Operands,
+        &["size 3", "size 2"],
+    );
+    rej(
+        t,
+        "batching on the index vector",
+        vec![x34(), a(I32, &[3, 1])],
+        gp(gdn(&[], &[1], &[1], &[0], &[1]), &[1, 1]),
+        Variant::BadParam,
+        &["index vector dimension 1"],
+    );
+    rej(
+        t,
+        "batching counts differ",
+        vec![x34(), a(I32, &[3, 2, 1])],
+        gp(gdn(&[1], &[1], &[1], &[0], &[]), &[1, 1]),
+        Variant::BadParam,
+        &["start_indices_batching_dims", "equal lengths"],
+    );
+    rej(
+        t,
+        "batching dim of slice size 2",
+        vec![a(F32, &[3, 4]), a(I32, &[3, 1])],
+        gp(gdn(&[], &[1], &[1], &[0], &[0]), &[2, 1]),
+        Variant::BadParam,
+        &["operand batching dimension 0 must have slice size 0 or 1"],
+    );
+    rej(
+        t,
+        "mode missing",
+        vec![x34(), a(I32, &[2, 1])],
+        ps([
+            ("dimension_numbers", rows()),
+            ("slice_sizes", ints(&[1, 4])),
+        ]),
+        Variant::MissingParam,
+        &["mode"],
+    );
+    rej(
+        t,
+        "scatter dimension numbers",
+        vec![x34(), a(I32, &[2, 1])],
+        gp(sdn(&[1], &[0], &[0], &[], &[]), &[1, 4]),
+        Variant::ParamKind,
+        &["dimension_numbers", "GatherDimensionNumbers"],
+    );
+
+    let sp = |dn: Param| {
+        ps([
+            ("dimension_numbers", dn),
+            ("mode", Param::Mode(GatherScatterMode::Clip)),
+            ("indices_are_sorted", Param::Bool(false)),
+            ("unique_indices", Param::Bool(false)),
+            ("update_jaxpr", Param::None),
+            ("update_consts", ints(&[])),
+        ])
+    };
+    let srows = || sdn(&[1], &[0], &[0], &[], &[]);
+    for prim in [
+        Builtin::Scatter,
+        Builtin::ScatterAdd,
+        Builtin::ScatterSub,
+        Builtin::ScatterMul,
+        Builtin::ScatterMin,
+        Builtin::ScatterMax,
+    ] {
+        t.ok(
+            "x.at[i].set(rows) (the operand's weak type)",
+            prim,
+            vec![w(a(F32, &[3, 4])), a(I32, &[2, 1]), a(F32, &[2, 4])],
+            sp(srows()),
+            vec![w(a(F32, &[3, 4]))],
+        );
+        t.ok(
+            "points, narrower window",
+            prim,
+            vec![a(I32, &[3, 4]), a(U8, &[5, 2]), a(I32, &[5])],
+            sp(sdn(&[], &[0, 1], &[1, 0], &[], &[])),
+            vec![a(I32, &[3, 4])],
+        );
+        t.ok(
+            "window narrower than the operand, batching dims",
+            prim,
+            vec![a(F32, &[3, 4, 5]), a(I64, &[3, 2, 1]), a(F32, &[3, 2, 2])],
+            sp(sdn(&[2], &[1], &[1], &[0], &[0])),
+            vec![a(F32, &[3, 4, 5])],
+        );
+        t.err(
+            "updates of another dtype",
+            prim,
+            vec![a(F32, &[3, 4]), a(I32, &[2, 1]), a(F64, &[2, 4])],
+            sp(srows()),
+            Variant::Operands,
+            &["same dtype"],
+        );
+        t.err(
+            "updates of the wrong rank",
+            prim,
+            vec![a(F32, &[3, 4]), a(I32, &[2, 1]), a(F32, &[2])],
+            sp(srows()),
+            Variant::Operands,
+            &["must have rank 2"],
+        );
+        t.err(
+            "window wider than the operand",
+            prim,
+            vec![a(F32, &[3, 4]), a(I32, &[2, 1]), a(F32, &[2, 5])],
+            sp(srows()),
+            Variant::Operands,
+            &["update window dimension 1", "size 5", "size 4"],
+        );
+        t.err(
+            "scatter dims differ from the indices'",
+            prim,
+            vec![a(F32, &[3, 4]), a(I32, &[2, 1]), a(F32, &[3, 4])],
+            sp(srows()),
+            Variant::Operands,
+            &["scatter dimension 0", "size 3", "size 2"],
+        );
+        t.err(
+            "inserted_window_dims unsorted",
+            prim,
+            vec![a(F32, &[3, 4]), a(I32, &[2, 2]), a(F32, &[2])],
+            sp(sdn(&[], &[1, 0], &[0, 1], &[], &[])),
+            Variant::BadParam,
+            &["inserted_window_dims must be sorted"],
+        );
+        t.err(
+            "window size short of the rank",
+            prim,
+            vec![a(F32, &[3, 4]), a(I32, &[2, 1]), a(F32, &[2])],
+            sp(sdn(&[], &[0], &[0], &[], &[])),
+            Variant::BadParam,
+            &["window, inserted or batching"],
+        );
+        t.err(
+            "index map of the wrong length",
+            prim,
+            vec![a(F32, &[3, 4]), a(I32, &[2, 1]), a(F32, &[2])],
+            sp(sdn(&[], &[0, 1], &[0, 1], &[], &[])),
+            Variant::Operands,
+            &["scatter_dims_to_operand_dims (0, 1) has 2 entries"],
+        );
+        t.err(
+            "bool indices",
+            prim,
+            vec![a(F32, &[3, 4]), a(BOOL, &[2, 1]), a(F32, &[2, 4])],
+            sp(srows()),
+            Variant::DType,
+            &["operand 1"],
+        );
+        t.err(
+            "nonempty update_consts",
+            prim,
+            vec![a(F32, &[3, 4]), a(I32, &[2, 1]), a(F32, &[2, 4])],
+            sp(srows()).with("update_consts", ints(&[1])),
+            Variant::BadParam,
+            &["update_consts"],
+        );
+    }
+    // Combining scatters need numbers; `scatter`, min and max take bool.
+    for prim in [
+        Builtin::ScatterAdd,
+        Builtin::ScatterSub,
+        Builtin::ScatterMul,
+    ] {
+        t.err(
+            "bool operand",
+            prim,
+            vec![a(BOOL, &[3]), a(I32, &[1, 1]), a(BOOL, &[1])],
+            sp(sdn(&[], &[0], &[0], &[], &[])),
+            Variant::DType,
+            &["numeric"],
+        );
+    }
+    for prim in [Builtin::Scatter, Builtin::ScatterMin, Builtin::ScatterMax] {
+        t.ok(
+            "bool operand",
+            prim,
+            vec![a(BOOL, &[3]), a(I32, &[1, 1]), a(BOOL, &[1])],
+            sp(sdn(&[], &[0], &[0], &[], &[])),
+            vec![a(BOOL, &[3])],
+        );
+    }
+    // update_jaxpr: two scalars of the operand's dtype to one.
+    let add_f32 = closed(&[a(F32, &[]), a(F32, &[])], |b, x| {
+        vec![app1(b, Builtin::Add, &[x[0], x[1]])]
+    });
+    let ins = || vec![a(F32, &[3, 4]), a(I32, &[2, 1]), a(F32, &[2, 4])];
+    t.ok(
+        "update_jaxpr of f32",
+        Builtin::ScatterAdd,
+        ins(),
+        sp(srows()).with("update_jaxpr", Param::Jaxpr(add_f32)),
+        vec![a(F32, &[3, 4])],
+    );
+    let add_i32 = closed(&[a(I32, &[]), a(I32, &[])], |b, x| {
+        vec![app1(b, Builtin::Add, &[x[0], x[1]])]
+    });
+    t.err(
+        "update_jaxpr of another dtype",
+        Builtin::ScatterAdd,
+        ins(),
+        sp(srows()).with("update_jaxpr", Param::Jaxpr(add_i32)),
+        Variant::SubJaxpr,
+        &[
+            "update_jaxpr must map two f32[] to one f32[]",
+            "(i32[], i32[])",
+        ],
+    );
+
+    let r = Builtin::Rev;
+    let rp = |d: &[i64]| ps([("dimensions", ints(d))]);
+    t.ok(
+        "both axes",
+        r,
+        vec![w(a(I8, &[2, 3]))],
+        rp(&[1, 0]),
+        vec![w(a(I8, &[2, 3]))],
+    );
+    t.ok(
+        "no axes, scalar",
+        r,
+        vec![a(BOOL, &[])],
+        rp(&[]),
+        vec![a(BOOL, &[])],
+    );
+    t.err(
+        "axis out of range",
+        r,
+        vec![a(F32, &[2, 3])],
+        rp(&[2]),
+        Variant::BadParam,
+        &["axis 2 is out of range for rank 2"],
+    );
+    t.err(
+        "repeated axis",
+        r,
+        vec![a(F32, &[2, 3])],
+        rp(&[0, 0]),
+        Variant::BadParam,
+        &["axis 0 appears twice"],
+    );
+    t.err(
+        "two operands",
+        r,
+        vec![a(F32, &[2]), a(F32, &[2])],
+        rp(&[0]),
+        Variant::Arity,
+        &["takes 1"],
+    );
+}
+
+#[test]
+fn indexing_rules() {
+    run(&table(indexing_cases));
+}
+
+const FAMILIES: [fn(&mut Table); 10] = [
     unary_cases,
     binary_cases,
     select_clamp_convert_cases,
@@ -3225,6 +3709,7 @@ const FAMILIES: [fn(&mut Table); 9] = [
     dot_cases,
     iota_cases,
     higher_order_cases,
+    indexing_cases,
 ];
 
 #[test]
@@ -3416,7 +3901,7 @@ fn shape_overflow_is_a_shape_error() {
 /// A value of a kind other than `kind`.
 fn wrong_value(kind: ParamKind) -> Param {
     match kind {
-        ParamKind::Int | ParamKind::IntOrBool => Param::Str("x".into()),
+        ParamKind::Int | ParamKind::IntOrBool | ParamKind::OptScalar => Param::Str("x".into()),
         _ => Param::Int(7),
     }
 }

@@ -7,8 +7,8 @@ use ferrax_ir::text::{
 };
 use ferrax_ir::{
     typecheck, AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers,
-    ExtensionPrimitive, Jaxpr, JaxprBuilder, LitValue, Literal, Param, Params, Primitive, Registry,
-    Shape, TypeError,
+    ExtensionPrimitive, GatherDimensionNumbers, GatherScatterMode, Jaxpr, JaxprBuilder, LitValue,
+    Literal, Param, Params, Primitive, Registry, ScatterDimensionNumbers, Shape, TypeError,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -232,6 +232,63 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ]),
             )
         }
+        Gather => (
+            vec![f32s(&[3, 4]), av(DType::I32, &[2, 1])],
+            params(vec![
+                (
+                    "dimension_numbers",
+                    Param::GatherDims(Arc::new(GatherDimensionNumbers {
+                        offset_dims: vec![1],
+                        collapsed_slice_dims: vec![0],
+                        start_index_map: vec![0],
+                        ..Default::default()
+                    })),
+                ),
+                ("slice_sizes", Param::ints(&[1, 4])),
+                ("mode", Param::Mode(GatherScatterMode::FillOrDrop)),
+                ("fill_value", Param::Float(f64::NAN)),
+                ("indices_are_sorted", Param::Bool(false)),
+                ("unique_indices", Param::Bool(true)),
+            ]),
+        ),
+        Scatter | ScatterAdd | ScatterSub | ScatterMul | ScatterMin | ScatterMax => {
+            let combiner = match prim {
+                ScatterAdd => Some(Add),
+                ScatterSub => Some(Sub),
+                ScatterMul => Some(Mul),
+                ScatterMin => Some(Min),
+                ScatterMax => Some(Max),
+                _ => None,
+            };
+            let update_jaxpr = match combiner {
+                Some(op) => Param::Jaxpr(sub(&[f32s(&[]), f32s(&[])], |b, xs| {
+                    vec![eqn1(b, op, vec![xs[0], xs[1]], Params::empty())]
+                })),
+                None => Param::None,
+            };
+            (
+                vec![f32s(&[3, 4]), av(DType::I32, &[2, 2]), f32s(&[2])],
+                params(vec![
+                    (
+                        "dimension_numbers",
+                        Param::ScatterDims(Arc::new(ScatterDimensionNumbers {
+                            inserted_window_dims: vec![0, 1],
+                            scatter_dims_to_operand_dims: vec![0, 1],
+                            ..Default::default()
+                        })),
+                    ),
+                    ("mode", Param::Mode(GatherScatterMode::Clip)),
+                    ("indices_are_sorted", Param::Bool(true)),
+                    ("unique_indices", Param::Bool(false)),
+                    ("update_jaxpr", update_jaxpr),
+                    ("update_consts", Param::ints(&[])),
+                ]),
+            )
+        }
+        Rev => (
+            vec![f32s(&[2, 3])],
+            params(vec![("dimensions", Param::ints(&[1]))]),
+        ),
         #[allow(unreachable_patterns)]
         other => panic!("add a test case for the new built-in {other:?}"),
     }

@@ -9,11 +9,34 @@
 //! other params (extension primitives', unknown names) by the value's Python type. A value
 //! that does not fit its schema kind is still read by its type, so that the primitive's rule
 //! reports the mismatch naming the equation.
+//!
+//! Gather and scatter params (the contract with `ferrax.lax`):
+//! - `dimension_numbers` of `gather` / of the `scatter` family: from Python, any object
+//!   with the five int-sequence attributes of JAX's `GatherDimensionNumbers`
+//!   (`offset_dims`, `collapsed_slice_dims`, `start_index_map`, `operand_batching_dims`,
+//!   `start_indices_batching_dims`) / `ScatterDimensionNumbers` (`update_window_dims`,
+//!   `inserted_window_dims`, `scatter_dims_to_operand_dims`, `operand_batching_dims`,
+//!   `scatter_indices_batching_dims`), such as `ferrax.lax.GatherDimensionNumbers(...)`,
+//!   or a dict with those keys; absent batching fields mean `()`. To Python: an instance
+//!   of `ferrax.lax.GatherDimensionNumbers` / `ferrax.lax.ScatterDimensionNumbers` (built
+//!   from the five fields as keywords), or a dict of the fields if `ferrax.lax` has no such
+//!   class.
+//! - `mode`: from Python, a `GatherScatterMode` member (read by its `.name`: `CLIP`,
+//!   `FILL_OR_DROP`, `PROMISE_IN_BOUNDS`) or a string JAX's `GatherScatterMode.from_any`
+//!   takes (`"clip"`, `"fill"`, `"drop"`, `"promise_in_bounds"`); `ONE_HOT` is refused. To
+//!   Python: `ferrax.lax.GatherScatterMode[NAME]`, or the string `"GatherScatterMode.NAME"`
+//!   if there is no such class.
+//! - `fill_value`: `None`, a bool, an int or a float. `update_jaxpr`: `None` or a
+//!   `ClosedJaxpr` (two scalars of the operand's dtype to one; informative only: the
+//!   combiner is the primitive's own); `update_consts`: `()`.
 
 use crate::avals::{describe, dtype_from_py, dtype_to_py, is_numpy_dtype, type_name};
 use crate::errors::{self, Result};
 use crate::jaxpr::ClosedJaxpr;
-use ferrax_ir::params::{DotDimensionNumbers, Param, Params};
+use ferrax_ir::params::{
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
+    ScatterDimensionNumbers,
+};
 use ferrax_ir::primitive::{ParamKind, Primitive};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
@@ -52,6 +75,22 @@ pub fn param_to_py<'py>(py: Python<'py>, p: &Param) -> PyResult<Bound<'py, PyAny
             )?;
             PyTuple::new(py, [contracting, batch])?.into_any()
         }
+        Param::GatherDims(d) => record_to_py(
+            py,
+            "GatherDimensionNumbers",
+            &GatherDimensionNumbers::FIELDS,
+            d.fields(),
+        )?,
+        Param::ScatterDims(d) => record_to_py(
+            py,
+            "ScatterDimensionNumbers",
+            &ScatterDimensionNumbers::FIELDS,
+            d.fields(),
+        )?,
+        Param::Mode(m) => match lax_class(py, "GatherScatterMode") {
+            Some(cls) => cls.get_item(m.jax_name())?,
+            None => PyString::new(py, &m.to_string()).into_any(),
+        },
         Param::Jaxpr(cj) => Bound::new(py, ClosedJaxpr::new(cj.clone()))?.into_any(),
         Param::Jaxprs(cjs) => {
             let items = cjs
@@ -61,6 +100,28 @@ pub fn param_to_py<'py>(py: Python<'py>, p: &Param) -> PyResult<Bound<'py, PyAny
             PyTuple::new(py, items)?.into_any()
         }
     })
+}
+
+/// A class of `ferrax.lax`, if the module imports and has it.
+fn lax_class<'py>(py: Python<'py>, name: &str) -> Option<Bound<'py, PyAny>> {
+    py.import("ferrax.lax").ok()?.getattr(name).ok()
+}
+
+/// Dimension numbers as `ferrax.lax.<class>(field=(...), ...)`, or a dict of the fields.
+fn record_to_py<'py>(
+    py: Python<'py>,
+    class: &str,
+    names: &[&str; 5],
+    fields: [&[i64]; 5],
+) -> PyResult<Bound<'py, PyAny>> {
+    let kwargs = PyDict::new(py);
+    for (name, xs) in names.iter().zip(fields) {
+        kwargs.set_item(name, ints_to_py(py, xs)?)?;
+    }
+    match lax_class(py, class) {
+        Some(cls) => cls.call((), Some(&kwargs)),
+        None => Ok(kwargs.into_any()),
+    }
 }
 
 /// An equation's params as a `dict`.
@@ -144,6 +205,15 @@ fn param_of_kind(kind: ParamKind, v: &Bound<'_, PyAny>) -> Result<Option<Param>>
         K::Jaxpr => jaxpr_of(v).map(Param::Jaxpr),
         K::Jaxprs => jaxprs_of(v)?.map(|js| Param::Jaxprs(Arc::new(js))),
         K::NoneOnly => v.is_none().then_some(Param::None),
+        K::GatherDims => record_of(v, &GatherDimensionNumbers::FIELDS)?
+            .map(|f| Param::GatherDims(Arc::new(GatherDimensionNumbers::from_fields(f)))),
+        K::ScatterDims => record_of(v, &ScatterDimensionNumbers::FIELDS)?
+            .map(|f| Param::ScatterDims(Arc::new(ScatterDimensionNumbers::from_fields(f)))),
+        K::GatherMode => mode_of(v)?.map(Param::Mode),
+        K::OptScalar if v.is_none() => Some(Param::None),
+        K::OptScalar => scalar_of(v)?,
+        K::OptJaxpr if v.is_none() => Some(Param::None),
+        K::OptJaxpr => jaxpr_of(v).map(Param::Jaxpr),
         #[allow(unreachable_patterns)] // Kinds the crate may add later.
         _ => None,
     })
@@ -190,6 +260,64 @@ fn param_by_type(v: &Bound<'_, PyAny>) -> Result<Option<Param>> {
     // A dtype, or a type such as numpy.float32.
     if is_numpy_dtype(v)? || v.is_instance_of::<PyType>() {
         return Ok(dtype_of(v));
+    }
+    Ok(None)
+}
+
+/// A Python scalar (bool, int, float, or a NumPy scalar of those kinds) as a param.
+fn scalar_of(v: &Bound<'_, PyAny>) -> Result<Option<Param>> {
+    if let Some(b) = bool_of(v) {
+        return Ok(Some(Param::Bool(b)));
+    }
+    if let Some(i) = int_of(v) {
+        return Ok(Some(Param::Int(i)));
+    }
+    if v.is_instance_of::<PyFloat>()
+        || matches!(
+            type_name(v).as_str(),
+            "float16" | "float32" | "float64" | "bfloat16"
+        )
+    {
+        return Ok(v.extract::<f64>().ok().map(Param::Float));
+    }
+    Ok(None)
+}
+
+/// Five int tuples read from the attributes (or dict keys) `names`; a missing batching
+/// field (the last two) is `()`. `None` if the value has no such fields.
+fn record_of(v: &Bound<'_, PyAny>, names: &[&str; 5]) -> Result<Option<[Vec<i64>; 5]>> {
+    let dict = v.cast::<PyDict>().ok();
+    let mut out: [Vec<i64>; 5] = Default::default();
+    for (i, name) in names.iter().enumerate() {
+        let field = match &dict {
+            Some(d) => d.get_item(name)?,
+            None => v.getattr(*name).ok(),
+        };
+        let Some(field) = field else {
+            if i >= 3 {
+                continue;
+            }
+            return Ok(None);
+        };
+        match ints_of(&field)? {
+            Some(xs) => out[i] = xs.to_vec(),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// A `GatherScatterMode` member (by its `.name`) or one of the strings JAX accepts.
+fn mode_of(v: &Bound<'_, PyAny>) -> Result<Option<GatherScatterMode>> {
+    if let Some(s) = str_of(v)? {
+        return Ok(GatherScatterMode::from_name(&s));
+    }
+    if type_name(v) == "GatherScatterMode" {
+        if let Ok(name) = v.getattr("name") {
+            if let Some(s) = str_of(&name)? {
+                return Ok(GatherScatterMode::from_name(&s));
+            }
+        }
     }
     Ok(None)
 }

@@ -46,6 +46,14 @@
 //!   for `false` and 1 for `true` (as would a `bool` `cond` index, which the shape rule
 //!   now rejects).
 //! * `dynamic_slice`/`dynamic_update_slice` clamp each start index to `[0, dim - size]`.
+//! * `gather` in modes `CLIP` and `PROMISE_IN_BOUNDS` clamps each start index so the
+//!   whole slice is in bounds (XLA); in `FILL_OR_DROP` a slice not wholly in bounds is
+//!   `fill_value` throughout (`None`: NaN, the least signed or greatest unsigned integer,
+//!   `true`, as JAX picks). The `scatter` family drops an update window not wholly in
+//!   bounds (XLA), after clamping its start indices in `CLIP` mode (JAX's lowering);
+//!   several updates to one element combine in update order (`scatter`: the last wins;
+//!   XLA leaves the order unspecified). With index vectors of length 0, XLA applies only
+//!   one of several combining updates to an element; the evaluator combines them all.
 //! * Reductions over empty axes give the identity: 0, 1, -inf/+inf, or the dtype's
 //!   least/greatest integer (`false`/`true` for `bool` max/min).
 //! * `sign(-0.0)` is `-0.0` and `sign(NaN)` is NaN.
@@ -63,6 +71,7 @@
 //! allocation.
 
 mod array;
+mod indexing;
 mod numeric;
 mod ops;
 

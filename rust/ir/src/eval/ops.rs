@@ -82,17 +82,17 @@ pub(super) fn param_count(params: &Params, name: &str) -> R<usize> {
 
 // ----- Indexing -----
 
-fn dims_of(shape: &Shape) -> Vec<usize> {
+pub(super) fn dims_of(shape: &Shape) -> Vec<usize> {
     shape.dims().iter().map(|&d| d as usize).collect()
 }
 
-fn shape_of(dims: &[usize]) -> R<Shape> {
+pub(super) fn shape_of(dims: &[usize]) -> R<Shape> {
     let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
     Shape::new(&dims).map_err(|e| internal(format!("bad result shape {dims:?}: {e}")))
 }
 
 /// Row-major strides of the dimensions.
-fn strides(dims: &[usize]) -> Vec<usize> {
+pub(super) fn strides(dims: &[usize]) -> Vec<usize> {
     let mut s = vec![0; dims.len()];
     let mut acc = 1usize;
     for i in (0..dims.len()).rev() {
@@ -104,7 +104,7 @@ fn strides(dims: &[usize]) -> Vec<usize> {
 
 /// Calls `f` with every multi-index of `dims`, in row-major order (once, with `[]`, for a
 /// scalar; never for an empty shape).
-fn for_each_index(dims: &[usize], mut f: impl FnMut(&[usize])) {
+pub(super) fn for_each_index(dims: &[usize], mut f: impl FnMut(&[usize])) {
     if dims.contains(&0) {
         return;
     }
@@ -127,7 +127,7 @@ fn for_each_index(dims: &[usize], mut f: impl FnMut(&[usize])) {
 }
 
 /// For every multi-index of `dims` in row-major order, the value of `f`.
-fn index_map(dims: &[usize], mut f: impl FnMut(&[usize]) -> usize) -> Vec<usize> {
+pub(super) fn index_map(dims: &[usize], mut f: impl FnMut(&[usize]) -> usize) -> Vec<usize> {
     let mut out = Vec::with_capacity(dims.iter().product());
     for_each_index(dims, |idx| out.push(f(idx)));
     out
@@ -146,7 +146,7 @@ fn gather_t<T: Elem>(src: &HostData, positions: &[usize]) -> R<HostData> {
 }
 
 /// The elements of `x` at these row-major positions.
-fn gather(x: &HostArray, positions: &[usize]) -> R<HostData> {
+pub(super) fn gather(x: &HostArray, positions: &[usize]) -> R<HostData> {
     by_kind!(&x.data, gather_t(&x.data, positions))
 }
 
@@ -268,6 +268,11 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
             param_ints(params, "shape")?,
             param_int(params, "dimension")?,
         )?,
+        Gather => super::indexing::gather(arg(ins, 0)?, arg(ins, 1)?, params)?,
+        Scatter | ScatterAdd | ScatterSub | ScatterMul | ScatterMin | ScatterMax => {
+            super::indexing::scatter(prim, arg(ins, 0)?, arg(ins, 1)?, arg(ins, 2)?, params)?
+        }
+        Rev => super::indexing::rev(arg(ins, 0)?, param_ints(params, "dimensions")?)?,
         Jit | Cond | While | Scan => {
             return Err(internal(format!(
                 "{} is higher-order: the frame machine evaluates it",
@@ -845,7 +850,7 @@ fn arg_extreme(prim: Builtin, x: &HostArray, axes: &[i64], index_dtype: DType) -
 
 // ----- Shapes -----
 
-fn to_usizes(name: &str, v: &[i64]) -> R<Vec<usize>> {
+pub(super) fn to_usizes(name: &str, v: &[i64]) -> R<Vec<usize>> {
     v.iter()
         .map(|&d| usize::try_from(d).map_err(|_| internal(format!("{name} has {d}"))))
         .collect()

@@ -148,6 +148,17 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                     Cost::default()
                 }
             }
+            // Gather, scatter and rev move data; a combining scatter does one operation
+            // per update element.
+            Builtin::ScatterAdd
+            | Builtin::ScatterSub
+            | Builtin::ScatterMul
+            | Builtin::ScatterMin
+            | Builtin::ScatterMax
+                if float_in =>
+            {
+                flops(ins.get(2).map_or(0.0, size))
+            }
             Builtin::Jit => sub("jaxpr"),
             Builtin::Cond => match e.params().get("branches") {
                 Some(Param::Jaxprs(brs)) => brs

@@ -41,6 +41,16 @@ pub enum ParamKind {
     Jaxprs,
     /// Only `None` (JAX's sharding-style params, accepted so JAX's text reads).
     NoneOnly,
+    /// `gather`'s dimension numbers.
+    GatherDims,
+    /// `scatter`'s dimension numbers.
+    ScatterDims,
+    /// A `GatherScatterMode`.
+    GatherMode,
+    /// A Python scalar (bool, int or float) or `None` (`gather`'s `fill_value`).
+    OptScalar,
+    /// A jaxpr or `None` (`scatter`'s `update_jaxpr`).
+    OptJaxpr,
 }
 
 impl fmt::Display for ParamKind {
@@ -60,6 +70,11 @@ impl fmt::Display for ParamKind {
             ParamKind::Jaxpr => "jaxpr",
             ParamKind::Jaxprs => "tuple of jaxprs",
             ParamKind::NoneOnly => "None",
+            ParamKind::GatherDims => "GatherDimensionNumbers",
+            ParamKind::ScatterDims => "ScatterDimensionNumbers",
+            ParamKind::GatherMode => "GatherScatterMode",
+            ParamKind::OptScalar => "scalar or None",
+            ParamKind::OptJaxpr => "jaxpr or None",
         };
         f.write_str(s)
     }
@@ -192,6 +207,14 @@ builtins! {
     DotGeneral => "dot_general",
     Iota => "iota",
     Copy => "copy",
+    Gather => "gather",
+    Scatter => "scatter",
+    ScatterAdd => "scatter-add",
+    ScatterSub => "scatter-sub",
+    ScatterMul => "scatter-mul",
+    ScatterMin => "scatter-min",
+    ScatterMax => "scatter-max",
+    Rev => "rev",
     Jit => "jit",
     Cond => "cond",
     While => "while",
@@ -253,6 +276,15 @@ impl Builtin {
         }
     }
 
+    /// True for the scatter family (`scatter`, `scatter-add`, ...).
+    pub fn is_scatter(self) -> bool {
+        use Builtin::*;
+        matches!(
+            self,
+            Scatter | ScatterAdd | ScatterSub | ScatterMul | ScatterMin | ScatterMax
+        )
+    }
+
     /// True for primitives whose params hold sub-jaxprs.
     pub fn is_higher_order(self) -> bool {
         matches!(
@@ -310,6 +342,23 @@ impl Builtin {
                 req("dimension", K::Int),
                 opt("sharding", K::NoneOnly),
             ],
+            Gather => specs![
+                req("dimension_numbers", K::GatherDims),
+                req("slice_sizes", K::Ints),
+                req("mode", K::GatherMode),
+                opt("indices_are_sorted", K::Bool),
+                opt("unique_indices", K::Bool),
+                opt("fill_value", K::OptScalar),
+            ],
+            Scatter | ScatterAdd | ScatterSub | ScatterMul | ScatterMin | ScatterMax => specs![
+                req("dimension_numbers", K::ScatterDims),
+                req("mode", K::GatherMode),
+                opt("indices_are_sorted", K::Bool),
+                opt("unique_indices", K::Bool),
+                opt("update_jaxpr", K::OptJaxpr),
+                opt("update_consts", K::Ints),
+            ],
+            Rev => specs![req("dimensions", K::Ints)],
             Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
             Cond => specs![req("branches", K::Jaxprs)],
             While => specs![

@@ -5,6 +5,8 @@ use crate::aval::{AbstractValue, Shape, ShapeError};
 use crate::dtype::DType;
 use crate::jaxpr::ClosedJaxpr;
 use crate::params::{DotDimensionNumbers, Param, Params};
+
+mod indexing;
 use std::fmt;
 
 /// Why a primitive cannot be applied to these operands and params.
@@ -126,6 +128,14 @@ fn param_fits(kind: ParamKind, value: &Param) -> bool {
             | (K::Jaxpr, Param::Jaxpr(_))
             | (K::Jaxprs, Param::Jaxprs(_))
             | (K::NoneOnly, Param::None)
+            | (K::GatherDims, Param::GatherDims(_))
+            | (K::ScatterDims, Param::ScatterDims(_))
+            | (K::GatherMode, Param::Mode(_))
+            | (
+                K::OptScalar,
+                Param::None | Param::Bool(_) | Param::Int(_) | Param::Float(_)
+            )
+            | (K::OptJaxpr, Param::Jaxpr(_) | Param::None)
     ) || (kind == K::Bools && matches!(value, Param::Ints(v) if v.is_empty()))
         || (kind == K::Ints && matches!(value, Param::Bools(v) if v.is_empty()))
 }
@@ -501,6 +511,16 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
                 ));
             }
             Ok(vec![AbstractValue::new(s, d)])
+        }
+        Gather => indexing::gather(inputs, params),
+        Scatter | ScatterAdd | ScatterSub | ScatterMul | ScatterMin | ScatterMax => {
+            indexing::scatter(prim, inputs, params)
+        }
+        Rev => {
+            arity(inputs, 1)?;
+            let dims = ints(params, "dimensions")?;
+            check_axes("dimensions", dims, inputs[0].shape.rank())?;
+            Ok(vec![inputs[0].clone()])
         }
         Jit => {
             let j = jaxpr(params, "jaxpr")?;

@@ -8,6 +8,7 @@
 //! eqn     := (binder+ '=' | '=' | ) PRIM ['[' (NAME '=' value)* ']'] atom* [';']
 //! atom    := NAME | VALUE ':' type         -- a variable use or a scalar literal
 //! value   := WORD | STRING | jaxpr | '(' values ')' | '[' values ']'
+//!          | WORD '(' [NAME '=' value (',' NAME '=' value)*] ')'   -- a record
 //! ```
 //! Whitespace (newlines included) separates tokens and is otherwise insignificant, except
 //! in two cases where JAX's text is ambiguous and line starts decide: an input list ends
@@ -32,6 +33,10 @@
 //! integers, floats (`inf`, `nan`), dtype names (`float32`), other words and quoted
 //! strings (as strings), jaxprs, and tuples of ints, bools or jaxprs; a tuple of plain
 //! words reads as the string of its text (`precision=(Precision.HIGHEST, Precision.HIGHEST)`).
+//! A record (a name immediately followed by `(`, then `field=value` pairs) is one of
+//! JAX's `GatherDimensionNumbers(offset_dims=(1,), ...)` or `ScatterDimensionNumbers(...)`,
+//! each field a tuple of ints, every field given once; gather's and scatter's `mode` is a
+//! word `GatherScatterMode.CLIP` (or `FILL_OR_DROP`, `PROMISE_IN_BOUNDS`).
 //! JAX hides `broadcast_in_dim`'s `shape` (the output type has it) and empty
 //! `broadcast_dimensions`; they are filled in.
 //!
@@ -57,7 +62,10 @@ use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
 use crate::error::{Site, TypeError};
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
-use crate::params::{DotDimensionNumbers, Param, Params};
+use crate::params::{
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
+    ScatterDimensionNumbers,
+};
 use crate::primitive::{Builtin, ParamKind, Primitive, Registry};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -129,6 +137,9 @@ pub fn parse_jaxpr_with(text: &str, registry: &Registry) -> Result<Jaxpr, ReadEr
 
 /// Tuples in a param value nest at most this deep.
 pub const MAX_VALUE_DEPTH: usize = 16;
+/// The most fields a record param value may have (JAX's have five); keeps the check for
+/// repeated fields cheap on hostile input.
+const MAX_RECORD_FIELDS: usize = 64;
 
 /// A type error inside nested jaxprs is wrapped in [`TypeError::SubJaxpr`] for at most
 /// this many enclosing jaxprs (the outermost ones).
@@ -390,14 +401,25 @@ enum Val<'a> {
         bracket: bool,
         open: Tok<'a>,
     },
+    /// `Name(field=value, ...)`: a Python record as JAX prints it
+    /// (`GatherDimensionNumbers(offset_dims=(1,), ...)`).
+    Record {
+        name: Tok<'a>,
+        fields: Vec<(Tok<'a>, Val<'a>)>,
+    },
 }
 
-/// An open `(` or `[` in a param value.
+/// An open `(` or `[` in a param value, or the `(` of a record.
 struct Container<'a> {
     open: Tok<'a>,
     items: Vec<Val<'a>>,
     bracket: bool,
     after_comma: bool,
+    /// For a record: its name, the field names read so far (one per item) and the field
+    /// whose value comes next.
+    record: Option<Tok<'a>>,
+    field_names: Vec<Tok<'a>>,
+    pending_field: Option<Tok<'a>>,
 }
 
 /// An equation's output variables (most have one).
@@ -932,14 +954,35 @@ impl<'a, 'r> Parser<'a, 'r> {
                         items: Vec::new(),
                         bracket: t.kind == Kind::LBracket,
                         after_comma: false,
+                        record: None,
+                        field_names: Vec::new(),
+                        pending_field: None,
                     });
                     self.bump();
                 }
                 Kind::RParen | Kind::RBracket => {
                     let closes_bracket = t.kind == Kind::RBracket;
                     match pe.containers.pop() {
+                        Some(c) if c.record.is_some() && !closes_bracket => {
+                            if let Some(f) = c.pending_field {
+                                return Err(expected(
+                                    &t,
+                                    &format!("a value for field '{}'", f.text),
+                                ));
+                            }
+                            if c.after_comma {
+                                return Err(expected(&t, "a field name"));
+                            }
+                            self.bump();
+                            let name = c.record.unwrap_or(c.open);
+                            self.deliver(Val::Record {
+                                name,
+                                fields: c.field_names.into_iter().zip(c.items).collect(),
+                            })?;
+                        }
                         Some(c)
                             if !c.bracket
+                                && c.record.is_none()
                                 && c.items.len() == 1
                                 && !c.after_comma
                                 && !is_jaxpr_like(&c.items[0], &self.shared) =>
@@ -971,6 +1014,50 @@ impl<'a, 'r> Parser<'a, 'r> {
                     }
                     _ => return Err(expected(&t, "a param value")),
                 },
+                Kind::Word
+                    if self.nxt.kind == Kind::LParen
+                        && self.nxt.start == t.start + t.text.len() =>
+                {
+                    // `Name(`: a record.
+                    if pe.containers.len() >= MAX_VALUE_DEPTH {
+                        return Err(perr(&t, "param value nested too deeply".to_owned()));
+                    }
+                    let open = self.nxt;
+                    pe.containers.push(Container {
+                        open,
+                        items: Vec::new(),
+                        bracket: false,
+                        after_comma: false,
+                        record: Some(t),
+                        field_names: Vec::new(),
+                        pending_field: None,
+                    });
+                    self.bump();
+                    self.bump();
+                }
+                Kind::Word
+                    if matches!(
+                        pe.containers.last(),
+                        Some(c) if c.record.is_some() && c.pending_field.is_none()
+                    ) =>
+                {
+                    // A field name of a record, then `=`.
+                    let Some(c) = pe.containers.last_mut() else {
+                        return Err(expected(&t, "a field name"));
+                    };
+                    if !c.items.is_empty() && !c.after_comma {
+                        return Err(expected(&t, "',' or ')'"));
+                    }
+                    if c.field_names.len() >= MAX_RECORD_FIELDS {
+                        return Err(perr(&t, "too many fields in a record".to_owned()));
+                    }
+                    if c.field_names.iter().any(|f| f.text == t.text) {
+                        return Err(perr(&t, format!("field '{}' is given twice", t.text)));
+                    }
+                    c.pending_field = Some(t);
+                    self.bump();
+                    self.expect(Kind::Eq, "'=' after a field name")?;
+                }
                 Kind::Word => {
                     self.bump();
                     self.deliver(Val::Word(t))?;
@@ -997,6 +1084,12 @@ impl<'a, 'r> Parser<'a, 'r> {
             ));
         };
         if let Some(c) = pe.containers.last_mut() {
+            if c.record.is_some() {
+                let Some(f) = c.pending_field.take() else {
+                    return Err(expected(&self.cur, "a field name"));
+                };
+                c.field_names.push(f);
+            }
             c.items.push(val);
             c.after_comma = false;
             return Ok(());
@@ -1320,7 +1413,76 @@ fn by_kind(kind: ParamKind, v: &Val<'_>, shared: &Shared<'_>) -> Result<Option<P
         K::Jaxpr => as_jaxpr(v, shared).map(Param::Jaxpr),
         K::Jaxprs => as_jaxprs(v, shared).map(|x| Param::Jaxprs(Arc::new(x))),
         K::NoneOnly => is_none(v).then_some(Param::None),
+        K::GatherDims => as_record(v, "GatherDimensionNumbers", &GatherDimensionNumbers::FIELDS)?
+            .map(|f| Param::GatherDims(Arc::new(GatherDimensionNumbers::from_fields(f)))),
+        K::ScatterDims => as_record(
+            v,
+            "ScatterDimensionNumbers",
+            &ScatterDimensionNumbers::FIELDS,
+        )?
+        .map(|f| Param::ScatterDims(Arc::new(ScatterDimensionNumbers::from_fields(f)))),
+        K::GatherMode => word(v)
+            .and_then(GatherScatterMode::from_name)
+            .map(Param::Mode),
+        K::OptScalar => match v {
+            Val::Word(t) if t.text == "None" => Some(Param::None),
+            Val::Word(t) if t.text == "True" || t.text == "False" => {
+                Some(Param::Bool(t.text == "True"))
+            }
+            Val::Word(t) if is_int_word(t.text) => as_int(v)?.map(Param::Int),
+            Val::Word(t) if is_float_word(t.text) => Some(Param::Float(parse_float_word(t.text))),
+            _ => None,
+        },
+        K::OptJaxpr if is_none(v) => Some(Param::None),
+        K::OptJaxpr => as_jaxpr(v, shared).map(Param::Jaxpr),
     })
+}
+
+/// The five int-tuple fields of a dimension-numbers record, in `names` order; `None` if
+/// the value is not that record. A field missing, unknown or not a tuple of ints is an
+/// error naming it.
+fn as_record(
+    v: &Val<'_>,
+    record: &str,
+    names: &[&str; 5],
+) -> Result<Option<[Vec<i64>; 5]>, ReadError> {
+    let Val::Record { name, fields } = v else {
+        return Ok(None);
+    };
+    if name.text != record {
+        return Ok(None);
+    }
+    let mut out: [Option<Vec<i64>>; 5] = Default::default();
+    for (field, value) in fields {
+        let Some(i) = names.iter().position(|n| *n == field.text) else {
+            return Err(perr(
+                field,
+                format!("{record} has no field '{}'", field.text),
+            ));
+        };
+        match as_ints(value)? {
+            Some(xs) => out[i] = Some(xs),
+            None => {
+                return Err(perr(
+                    field,
+                    format!("{record} field '{}' must be a tuple of ints", field.text),
+                ))
+            }
+        }
+    }
+    let mut result: [Vec<i64>; 5] = Default::default();
+    for (i, slot) in out.into_iter().enumerate() {
+        match slot {
+            Some(xs) => result[i] = xs,
+            None => {
+                return Err(perr(
+                    name,
+                    format!("{record} is missing field '{}'", names[i]),
+                ))
+            }
+        }
+    }
+    Ok(Some(result))
 }
 
 /// Converts a value by its syntax alone.
@@ -1340,6 +1502,34 @@ fn by_syntax(v: Val<'_>, shared: &Shared<'_>) -> Result<Param, ReadError> {
         }),
         Val::Str(s) => Ok(Param::Str(Arc::from(s.as_str()))),
         Val::Jaxpr(cj) => Ok(Param::Jaxpr(cj)),
+        Val::Record { name, .. } => {
+            if let Some(f) = as_record(
+                &v,
+                "GatherDimensionNumbers",
+                &GatherDimensionNumbers::FIELDS,
+            )? {
+                return Ok(Param::GatherDims(Arc::new(
+                    GatherDimensionNumbers::from_fields(f),
+                )));
+            }
+            if let Some(f) = as_record(
+                &v,
+                "ScatterDimensionNumbers",
+                &ScatterDimensionNumbers::FIELDS,
+            )? {
+                return Ok(Param::ScatterDims(Arc::new(
+                    ScatterDimensionNumbers::from_fields(f),
+                )));
+            }
+            Err(perr(
+                &name,
+                format!(
+                    "unsupported param value: a record {}(...) (only GatherDimensionNumbers and \
+                     ScatterDimensionNumbers are known)",
+                    name.text
+                ),
+            ))
+        }
         Val::Seq {
             ref items,
             bracket,

@@ -772,6 +772,15 @@ fn write_param_flat(out: &mut String, p: &Param) -> bool {
         Param::DotDims(d) => {
             let _ = write!(out, "{d}");
         }
+        Param::GatherDims(d) => {
+            let _ = write!(out, "{d}");
+        }
+        Param::ScatterDims(d) => {
+            let _ = write!(out, "{d}");
+        }
+        Param::Mode(m) => {
+            let _ = write!(out, "{m}");
+        }
         Param::Jaxprs(js) if js.is_empty() => out.push_str("()"),
         Param::Jaxpr(_) | Param::Jaxprs(_) => return false,
     }

@@ -15,6 +15,7 @@
 //! writing into the module's one buffer.
 
 mod control;
+mod indexing;
 mod ops;
 mod text;
 

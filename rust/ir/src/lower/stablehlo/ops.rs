@@ -29,7 +29,7 @@ pub(crate) fn scalar_text(v: LitValue, d: DType) -> String {
 }
 
 /// The identity of a reduction, as constant text for dtype `d`.
-fn reduction_init(b: Builtin, d: DType) -> String {
+pub(super) fn reduction_init(b: Builtin, d: DType) -> String {
     let (int_min, int_max): (i128, i128) = match d {
         DType::I8 => (i8::MIN as i128, i8::MAX as i128),
         DType::I16 => (i16::MIN as i128, i16::MAX as i128),
@@ -67,14 +67,14 @@ fn compare_type(d: DType) -> &'static str {
     }
 }
 
-fn compare_attrs(direction: &str, d: DType) -> String {
+pub(super) fn compare_attrs(direction: &str, d: DType) -> String {
     format!(
         "comparison_direction = #stablehlo<comparison_direction {direction}>, compare_type = #stablehlo<comparison_type {}>",
         compare_type(d)
     )
 }
 
-fn bad(b: Builtin, param: &'static str) -> LowerError {
+pub(super) fn bad(b: Builtin, param: &'static str) -> LowerError {
     LowerError::BadParam {
         primitive: b.name().to_owned(),
         param,
@@ -442,6 +442,18 @@ impl Module {
                 };
                 let attrs = format!("iota_dimension = {dim} : i64");
                 one(self.op1(f, "stablehlo.iota", &[], &attrs, out_ty))
+            }
+            Builtin::Gather => self.lower_gather(f, e, inputs, in_avals, &out_avals[0]),
+            Builtin::Scatter
+            | Builtin::ScatterAdd
+            | Builtin::ScatterSub
+            | Builtin::ScatterMul
+            | Builtin::ScatterMin
+            | Builtin::ScatterMax => self.lower_scatter(f, b, e, inputs, in_avals),
+            Builtin::Rev => {
+                let dims = ints(e, b, "dimensions")?;
+                let attrs = format!("dimensions = {}", i64_array(dims));
+                one(self.op1(f, "stablehlo.reverse", &[&inputs[0]], &attrs, out_ty))
             }
             Builtin::Jit => self.lower_jit(f, e, inputs, out_avals),
             Builtin::Cond => self.lower_cond(f, e, inputs, in_avals, out_avals),

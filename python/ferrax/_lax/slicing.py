@@ -1,0 +1,517 @@
+"""Primitives that index with computed positions: ``gather``, the ``scatter`` family and
+``rev``, with their eager rules (XLA's semantics, in NumPy) and the ``ferrax.lax``
+functions that bind them.
+
+The parameters are JAX's: ``dimension_numbers`` is a :class:`GatherDimensionNumbers` or
+:class:`ScatterDimensionNumbers` (the index vector is always the last axis of the
+indices, as in JAX), ``mode`` a :class:`GatherScatterMode`. What happens to an index out
+of range depends on the mode:
+
+* ``CLIP``: the start of each window is clamped so that the whole window is inside the
+  operand (gathers and scatters alike);
+* ``FILL_OR_DROP``: a gathered window that is not entirely inside is ``fill_value``
+  throughout; a scattered window that is not entirely inside is dropped;
+* ``PROMISE_IN_BOUNDS``: the caller promises indices in range; what ferrax (and XLA)
+  does otherwise is: gathers clamp, scatters drop.
+
+Several updates to one element combine with the primitive's operation (``scatter-add``
+adds them all, ...); with ``scatter`` one of them wins (NumPy's last, XLA's unspecified).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ferrax import dtypes
+from ferrax._array import Array
+from ferrax._core import Primitive
+from ferrax._lax._operands import bind1, quiet, scalar, scalar_as
+
+__all__ = [
+    "GatherDimensionNumbers",
+    "GatherScatterMode",
+    "ScatterDimensionNumbers",
+    "gather",
+    "rev",
+    "scatter",
+    "scatter_add",
+    "scatter_max",
+    "scatter_min",
+    "scatter_mul",
+    "scatter_sub",
+]
+
+NDArray = np.ndarray[Any, Any]
+
+
+class GatherDimensionNumbers(NamedTuple):
+    """How the axes of a gather's operand, indices and result relate (XLA's gather,
+    with the index vector always the last axis of the indices).
+
+    * ``offset_dims``: the result axes that run along a window (ascending);
+    * ``collapsed_slice_dims``: operand axes of window size 1 with no result axis;
+    * ``start_index_map``: the operand axis each component of an index vector starts;
+    * ``operand_batching_dims``, ``start_indices_batching_dims``: operand axes paired
+      with axes of the indices (the window starts at the batch position there).
+    """
+
+    offset_dims: tuple[int, ...]
+    collapsed_slice_dims: tuple[int, ...]
+    start_index_map: tuple[int, ...]
+    operand_batching_dims: tuple[int, ...] = ()
+    start_indices_batching_dims: tuple[int, ...] = ()
+
+
+class ScatterDimensionNumbers(NamedTuple):
+    """How the axes of a scatter's operand, indices and updates relate (XLA's scatter,
+    with the index vector always the last axis of the indices).
+
+    * ``update_window_dims``: the update axes that run along a window (ascending);
+    * ``inserted_window_dims``: operand axes of window size 1 with no update axis;
+    * ``scatter_dims_to_operand_dims``: the operand axis each index component starts;
+    * ``operand_batching_dims``, ``scatter_indices_batching_dims``: operand axes paired
+      with axes of the indices.
+    """
+
+    update_window_dims: tuple[int, ...]
+    inserted_window_dims: tuple[int, ...]
+    scatter_dims_to_operand_dims: tuple[int, ...]
+    operand_batching_dims: tuple[int, ...] = ()
+    scatter_indices_batching_dims: tuple[int, ...] = ()
+
+
+class GatherScatterMode(enum.Enum):
+    """What a gather or scatter does with indices out of range (see the module's notes).
+
+    ``ONE_HOT`` exists for JAX's names; ferrax does not implement it.
+    """
+
+    CLIP = enum.auto()
+    FILL_OR_DROP = enum.auto()
+    PROMISE_IN_BOUNDS = enum.auto()
+    ONE_HOT = enum.auto()
+
+    @staticmethod
+    def from_any(s: str | GatherScatterMode | None) -> GatherScatterMode:
+        """The mode named by ``s``: ``"clip"``, ``"fill"`` or ``"drop"`` (also ``None``),
+        ``"promise_in_bounds"``, ``"one_hot"``, or a mode itself."""
+        if isinstance(s, GatherScatterMode):
+            return s
+        if s == "clip":
+            return GatherScatterMode.CLIP
+        if s is None or s == "fill" or s == "drop":
+            return GatherScatterMode.FILL_OR_DROP
+        if s == "promise_in_bounds":
+            return GatherScatterMode.PROMISE_IN_BOUNDS
+        if s == "one_hot":
+            return GatherScatterMode.ONE_HOT
+        raise ValueError(f'Unknown gather mode "{s}"')
+
+
+# ------------------------------------------------------------------------- eager rules
+
+
+def _full_starts(
+    indices: NDArray,
+    operand_rank: int,
+    index_map: Sequence[int],
+    operand_batching: Sequence[int],
+    indices_batching: Sequence[int],
+) -> NDArray:
+    """For every index vector: the start of its window along every operand axis
+    (int64, shape ``indices.shape[:-1] + (operand_rank,)``)."""
+    batch_shape = indices.shape[:-1]
+    starts = np.zeros((*batch_shape, operand_rank), dtype=np.int64)
+    for k, d in enumerate(index_map):
+        starts[..., d] = indices[..., k].astype(np.int64)
+    for d, b in zip(operand_batching, indices_batching):
+        view = [1] * len(batch_shape)
+        view[b] = batch_shape[b]
+        starts[..., d] = np.arange(batch_shape[b]).reshape(view)
+    return starts
+
+
+def _in_bounds(starts: NDArray, shape: Sequence[int], window: Sequence[int], axes: Sequence[int]) -> NDArray:
+    """Whether each window lies inside the operand along ``axes``."""
+    ok = np.ones(starts.shape[:-1], dtype=bool)
+    for d in axes:
+        ok &= (starts[..., d] >= 0) & (starts[..., d] <= shape[d] - window[d])
+    return ok
+
+
+def _clamp(starts: NDArray, shape: Sequence[int], window: Sequence[int]) -> NDArray:
+    """Window starts moved so that each window lies inside the operand."""
+    upper = np.maximum(np.asarray(shape, dtype=np.int64) - np.asarray(window, dtype=np.int64), 0)
+    return np.clip(starts, 0, upper)
+
+
+def _gather_impl(
+    operand: NDArray,
+    indices: NDArray,
+    *,
+    dimension_numbers: GatherDimensionNumbers,
+    slice_sizes: tuple[int, ...],
+    indices_are_sorted: bool,
+    unique_indices: bool,
+    mode: GatherScatterMode,
+    fill_value: Any,
+) -> NDArray:
+    dn = dimension_numbers
+    rank = operand.ndim
+    starts = _full_starts(
+        indices, rank, dn.start_index_map, dn.operand_batching_dims, dn.start_indices_batching_dims
+    )
+    inside = _in_bounds(starts, operand.shape, slice_sizes, dn.start_index_map)
+    starts = _clamp(starts, operand.shape, slice_sizes)
+    batch_shape = starts.shape[:-1]
+    nb = len(batch_shape)
+    # One index array per operand axis, of shape batch_shape + slice_sizes.
+    coords = []
+    for d in range(rank):
+        offsets = np.arange(slice_sizes[d]).reshape([1] * nb + [slice_sizes[d] if e == d else 1 for e in range(rank)])
+        start = starts[..., d].reshape(batch_shape + (1,) * rank)
+        coords.append(start + offsets)
+    window = operand[tuple(coords)] if rank else np.broadcast_to(operand, batch_shape)
+    window = np.broadcast_to(window, batch_shape + tuple(slice_sizes))
+    dropped = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
+    window = window.reshape(batch_shape + tuple(s for d, s in enumerate(slice_sizes) if d not in dropped))
+    if mode == GatherScatterMode.FILL_OR_DROP:
+        fill = np.asarray(fill_value if fill_value is not None else _default_fill(operand.dtype))
+        with np.errstate(all="ignore"):
+            fill = fill.astype(operand.dtype)
+        mask = inside.reshape(batch_shape + (1,) * (window.ndim - nb))
+        window = np.where(mask, window, fill)
+    # Result axes: the offset axes at offset_dims, the batch axes elsewhere in order.
+    out_rank = window.ndim
+    perm: list[int] = []
+    batch_axis = 0
+    for j in range(out_rank):
+        if j in dn.offset_dims:
+            perm.append(nb + dn.offset_dims.index(j))
+        else:
+            perm.append(batch_axis)
+            batch_axis += 1
+    return np.transpose(window, perm)
+
+
+def _default_fill(dtype: np.dtype[Any]) -> Any:
+    """JAX's fill value for FILL_OR_DROP gathers: NaN, the minimum signed or the maximum
+    unsigned integer, True."""
+    if dtypes.is_float(dtype):
+        return np.nan
+    if dtype.kind == "i":
+        return np.iinfo(dtype).min
+    if dtype.kind == "u":
+        return np.iinfo(dtype).max
+    return True
+
+
+def _scatter_targets(
+    operand: NDArray,
+    indices: NDArray,
+    updates: NDArray,
+    dn: ScatterDimensionNumbers,
+    mode: GatherScatterMode,
+) -> tuple[tuple[NDArray, ...], NDArray]:
+    """The operand position each update element goes to (one flat index array per
+    operand axis) and the flat update values, windows out of range dropped (or clamped)."""
+    rank = operand.ndim
+    starts = _full_starts(
+        indices, rank, dn.scatter_dims_to_operand_dims, dn.operand_batching_dims, dn.scatter_indices_batching_dims
+    )
+    # Window size along each operand axis: 1 on inserted and batching axes, else the
+    # size of the matching update window axis.
+    window_axes = [d for d in range(rank) if d not in dn.inserted_window_dims and d not in dn.operand_batching_dims]
+    window = [1] * rank
+    for d, u in zip(window_axes, dn.update_window_dims):
+        window[d] = updates.shape[u]
+    if mode == GatherScatterMode.CLIP:
+        starts = _clamp(starts, operand.shape, window)
+        inside = np.ones(starts.shape[:-1], dtype=bool)
+    else:
+        inside = _in_bounds(starts, operand.shape, window, range(rank))
+    # Updates with their scatter axes first (in order), then their window axes.
+    scatter_axes = [a for a in range(updates.ndim) if a not in dn.update_window_dims]
+    ups = np.transpose(updates, scatter_axes + list(dn.update_window_dims))
+    nb = len(scatter_axes)
+    batch_shape = ups.shape[:nb]
+    win_shape = ups.shape[nb:]
+    nw = len(win_shape)
+    coords = []
+    for d in range(rank):
+        start = starts[..., d].reshape(batch_shape + (1,) * nw)
+        if d in window_axes:
+            k = window_axes.index(d)
+            offsets = np.arange(win_shape[k]).reshape([1] * nb + [win_shape[k] if e == k else 1 for e in range(nw)])
+            coords.append(np.broadcast_to(start + offsets, ups.shape))
+        else:
+            coords.append(np.broadcast_to(start, ups.shape))
+    keep = np.broadcast_to(inside.reshape(batch_shape + (1,) * nw), ups.shape)
+    return tuple(c[keep] for c in coords), ups[keep]
+
+
+def _scatter_rule(combine: Callable[[NDArray, tuple[NDArray, ...], NDArray], None]) -> Callable[..., NDArray]:
+    @quiet
+    def impl(
+        operand: NDArray,
+        indices: NDArray,
+        updates: NDArray,
+        *,
+        dimension_numbers: ScatterDimensionNumbers,
+        indices_are_sorted: bool,
+        unique_indices: bool,
+        mode: GatherScatterMode,
+        update_jaxpr: Any = None,
+        update_consts: Any = (),
+    ) -> NDArray:
+        out = np.array(operand, copy=True)
+        where, values = _scatter_targets(operand, indices, updates, dimension_numbers, mode)
+        if out.ndim == 0:  # every update goes to the one element
+            flat = out.reshape(1)
+            combine(flat, (np.zeros(values.shape[0], dtype=np.intp),), values.astype(out.dtype))
+            return flat.reshape(())
+        combine(out, where, values.astype(out.dtype))
+        return out
+
+    return impl
+
+
+def _set(out: NDArray, where: tuple[NDArray, ...], values: NDArray) -> None:
+    out[where] = values
+
+
+def _add(out: NDArray, where: tuple[NDArray, ...], values: NDArray) -> None:
+    if out.dtype == np.bool_:
+        np.logical_or.at(out, where, values)
+    else:
+        np.add.at(out, where, values)
+
+
+def _sub(out: NDArray, where: tuple[NDArray, ...], values: NDArray) -> None:
+    if out.dtype == np.bool_:
+        np.logical_and.at(out, where, np.logical_not(values))
+    else:
+        np.subtract.at(out, where, values)
+
+
+def _mul(out: NDArray, where: tuple[NDArray, ...], values: NDArray) -> None:
+    if out.dtype == np.bool_:
+        np.logical_and.at(out, where, values)
+    else:
+        np.multiply.at(out, where, values)
+
+
+def _min(out: NDArray, where: tuple[NDArray, ...], values: NDArray) -> None:
+    np.minimum.at(out, where, values)
+
+
+def _max(out: NDArray, where: tuple[NDArray, ...], values: NDArray) -> None:
+    np.maximum.at(out, where, values)
+
+
+gather_p = Primitive.builtin("gather")
+gather_p.def_impl(_gather_impl)
+scatter_p = Primitive.builtin("scatter")
+scatter_p.def_impl(_scatter_rule(_set))
+scatter_add_p = Primitive.builtin("scatter-add")
+scatter_add_p.def_impl(_scatter_rule(_add))
+scatter_sub_p = Primitive.builtin("scatter-sub")
+scatter_sub_p.def_impl(_scatter_rule(_sub))
+scatter_mul_p = Primitive.builtin("scatter-mul")
+scatter_mul_p.def_impl(_scatter_rule(_mul))
+scatter_min_p = Primitive.builtin("scatter-min")
+scatter_min_p.def_impl(_scatter_rule(_min))
+scatter_max_p = Primitive.builtin("scatter-max")
+scatter_max_p.def_impl(_scatter_rule(_max))
+
+rev_p = Primitive.builtin("rev")
+rev_p.def_impl(lambda x, *, dimensions: np.flip(x, tuple(dimensions)) if dimensions else x)
+
+
+# --------------------------------------------------------------------------- functions
+
+
+def _ints(xs: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(x) for x in xs)
+
+
+def _gather_dims(dn: GatherDimensionNumbers) -> GatherDimensionNumbers:
+    if not isinstance(dn, GatherDimensionNumbers):
+        raise TypeError(
+            f"gather: dimension_numbers must be a lax.GatherDimensionNumbers, got {type(dn).__name__}"
+        )
+    return GatherDimensionNumbers(*(_ints(f) for f in dn))
+
+
+def _scatter_dims(dn: ScatterDimensionNumbers) -> ScatterDimensionNumbers:
+    if not isinstance(dn, ScatterDimensionNumbers):
+        raise TypeError(
+            f"scatter: dimension_numbers must be a lax.ScatterDimensionNumbers, got {type(dn).__name__}"
+        )
+    return ScatterDimensionNumbers(*(_ints(f) for f in dn))
+
+
+def _supported(mode: GatherScatterMode, what: str) -> GatherScatterMode:
+    if mode == GatherScatterMode.ONE_HOT:
+        raise NotImplementedError(f"{what}: mode ONE_HOT is not supported by ferrax")
+    return mode
+
+
+def gather(
+    operand: Any,
+    start_indices: Any,
+    dimension_numbers: GatherDimensionNumbers,
+    slice_sizes: Sequence[int],
+    *,
+    unique_indices: bool = False,
+    indices_are_sorted: bool = False,
+    mode: str | GatherScatterMode | None = None,
+    fill_value: Any = None,
+) -> Array:
+    """XLA's gather: windows of ``slice_sizes`` taken from ``operand`` at the positions
+    in ``start_indices`` (index vectors along its last axis), arranged as
+    ``dimension_numbers`` says. ``mode`` defaults to ``PROMISE_IN_BOUNDS``; with
+    ``"fill"``, windows out of range are ``fill_value`` (NaN for floats, the minimum
+    signed or maximum unsigned integer, True, by default)."""
+    parsed = _supported(GatherScatterMode.from_any("promise_in_bounds" if mode is None else mode), "gather")
+    x = scalar(operand)
+    fill: Any = None
+    if parsed == GatherScatterMode.FILL_OR_DROP:
+        fill = fill_value if fill_value is not None else _default_fill(np.dtype(x.dtype) if isinstance(x, Array) else np.asarray(x).dtype)
+        if isinstance(fill, (np.generic, np.ndarray)):
+            fill = fill.item()
+    return bind1(
+        gather_p,
+        x,
+        scalar(start_indices),
+        dimension_numbers=_gather_dims(dimension_numbers),
+        slice_sizes=_ints(slice_sizes),
+        indices_are_sorted=bool(indices_are_sorted),
+        unique_indices=bool(unique_indices),
+        mode=parsed,
+        fill_value=fill,
+    )
+
+
+def _scatter(
+    primitive: Primitive,
+    operand: Any,
+    scatter_indices: Any,
+    updates: Any,
+    dimension_numbers: ScatterDimensionNumbers,
+    indices_are_sorted: bool,
+    unique_indices: bool,
+    mode: str | GatherScatterMode | None,
+) -> Array:
+    x = scalar(operand)
+    return bind1(
+        primitive,
+        x,
+        scalar(scatter_indices),
+        scalar_as(updates, x),
+        dimension_numbers=_scatter_dims(dimension_numbers),
+        indices_are_sorted=bool(indices_are_sorted),
+        unique_indices=bool(unique_indices),
+        mode=_supported(GatherScatterMode.from_any(mode), primitive.name),
+        update_jaxpr=None,
+        update_consts=(),
+    )
+
+
+def scatter(
+    operand: Any,
+    scatter_indices: Any,
+    updates: Any,
+    dimension_numbers: ScatterDimensionNumbers,
+    *,
+    indices_are_sorted: bool = False,
+    unique_indices: bool = False,
+    mode: str | GatherScatterMode | None = None,
+) -> Array:
+    """XLA's scatter: ``operand`` with the windows of ``updates`` written at the positions
+    in ``scatter_indices``. ``mode`` defaults to ``FILL_OR_DROP`` (windows out of range
+    are dropped); ``"clip"`` clamps them into range."""
+    return _scatter(scatter_p, operand, scatter_indices, updates, dimension_numbers, indices_are_sorted, unique_indices, mode)
+
+
+def scatter_add(
+    operand: Any,
+    scatter_indices: Any,
+    updates: Any,
+    dimension_numbers: ScatterDimensionNumbers,
+    *,
+    indices_are_sorted: bool = False,
+    unique_indices: bool = False,
+    mode: str | GatherScatterMode | None = None,
+) -> Array:
+    """As :func:`scatter`, adding the updates (repeated positions add up)."""
+    return _scatter(scatter_add_p, operand, scatter_indices, updates, dimension_numbers, indices_are_sorted, unique_indices, mode)
+
+
+def scatter_sub(
+    operand: Any,
+    scatter_indices: Any,
+    updates: Any,
+    dimension_numbers: ScatterDimensionNumbers,
+    *,
+    indices_are_sorted: bool = False,
+    unique_indices: bool = False,
+    mode: str | GatherScatterMode | None = None,
+) -> Array:
+    """As :func:`scatter`, subtracting the updates."""
+    return _scatter(scatter_sub_p, operand, scatter_indices, updates, dimension_numbers, indices_are_sorted, unique_indices, mode)
+
+
+def scatter_mul(
+    operand: Any,
+    scatter_indices: Any,
+    updates: Any,
+    dimension_numbers: ScatterDimensionNumbers,
+    *,
+    indices_are_sorted: bool = False,
+    unique_indices: bool = False,
+    mode: str | GatherScatterMode | None = None,
+) -> Array:
+    """As :func:`scatter`, multiplying by the updates."""
+    return _scatter(scatter_mul_p, operand, scatter_indices, updates, dimension_numbers, indices_are_sorted, unique_indices, mode)
+
+
+def scatter_min(
+    operand: Any,
+    scatter_indices: Any,
+    updates: Any,
+    dimension_numbers: ScatterDimensionNumbers,
+    *,
+    indices_are_sorted: bool = False,
+    unique_indices: bool = False,
+    mode: str | GatherScatterMode | None = None,
+) -> Array:
+    """As :func:`scatter`, keeping the minimum of the operand and the updates."""
+    return _scatter(scatter_min_p, operand, scatter_indices, updates, dimension_numbers, indices_are_sorted, unique_indices, mode)
+
+
+def scatter_max(
+    operand: Any,
+    scatter_indices: Any,
+    updates: Any,
+    dimension_numbers: ScatterDimensionNumbers,
+    *,
+    indices_are_sorted: bool = False,
+    unique_indices: bool = False,
+    mode: str | GatherScatterMode | None = None,
+) -> Array:
+    """As :func:`scatter`, keeping the maximum of the operand and the updates."""
+    return _scatter(scatter_max_p, operand, scatter_indices, updates, dimension_numbers, indices_are_sorted, unique_indices, mode)
+
+
+def rev(operand: Any, dimensions: Sequence[int]) -> Array:
+    """``operand`` with the order of its elements reversed along ``dimensions``."""
+    x = scalar(operand)
+    dims = _ints(dimensions)
+    if not dims and isinstance(x, Array):
+        return x
+    return bind1(rev_p, x, dimensions=dims)
