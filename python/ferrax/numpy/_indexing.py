@@ -42,7 +42,7 @@ from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, Tracer, aval_of, to_numpy, user_location
 from ferrax.errors import NonConcreteBooleanIndexError
-from ferrax.numpy._promotion import ArrayLike, as_array, broadcast_to, convert, promote_dtypes
+from ferrax.numpy._promotion import ArrayLike, as_array, broadcast_to, promote_dtypes
 from ferrax.numpy._shape import insert_axes
 
 __all__ = ["getitem", "index_apply", "index_update", "take", "take_along_axis"]
@@ -252,15 +252,13 @@ def _static_slice(x: Array, items: list[_Item], mode: Mode) -> Array | None:
     parsed = lax.GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else _parse_mode(mode, "indexing")
     if parsed not in (lax.GatherScatterMode.PROMISE_IN_BOUNDS, lax.GatherScatterMode.CLIP):
         return None
-    for position, it in enumerate(items):
+    for it in items:
         if it.kind in (_Kind.ARRAY, _Kind.BOOL):
             return None
         if it.kind is _Kind.INT and parsed == lax.GatherScatterMode.PROMISE_IN_BOUNDS:
             size = x.shape[it.axes[0]]
             i = int(it.value)
-            if isinstance(it.value, np.unsignedinteger):
-                pass
-            elif i < 0:
+            if i < 0:
                 i += size
             if not 0 <= i < size:
                 return None
