@@ -23,8 +23,11 @@ unsigned index is never negative.
 A boolean mask must have a concrete value (its number of true elements is the result's
 shape): a traced mask raises :class:`ferrax.errors.NonConcreteBooleanIndexError`.
 
-Differences from JAX: ``x.at[idx].apply(f)`` applies ``f`` once per indexed element even
-if ``idx`` repeats it (JAX applies it once per repetition); concrete index arrays are
+Differences from JAX: ``x.at[idx].apply(f)`` calls ``f`` on the array of indexed values
+(read with a gather, written back with a scatter), so ``f`` should be elementwise (JAX
+calls it on each scalar), and applies it once per indexed element even if ``idx`` repeats
+it (JAX applies it once per repetition); an update whose dtype cannot be cast safely is
+converted silently (JAX warns that it will refuse it); concrete index arrays are
 normalized (negatives counted from the end) on the host, so the jaxpr holds the
 normalized constant instead of JAX's ``select_n`` over it.
 """
