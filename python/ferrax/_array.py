@@ -718,7 +718,8 @@ class _IndexUpdateRef:
         return self._update("max", values, indices_are_sorted, unique_indices, mode)
 
     def apply(self, func: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
-        """``x`` with ``x[index] = func(x[index])`` (``func`` is applied once per element)."""
+        """``x`` with ``x[index] = func(x[index])``: ``func`` gets the array of indexed
+        values, so it should be elementwise, and is applied once per element."""
         return _fnp.index_apply(
             self._array,
             self._index,

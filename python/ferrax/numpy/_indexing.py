@@ -23,8 +23,11 @@ unsigned index is never negative.
 A boolean mask must have a concrete value (its number of true elements is the result's
 shape): a traced mask raises :class:`ferrax.errors.NonConcreteBooleanIndexError`.
 
-Differences from JAX: ``x.at[idx].apply(f)`` applies ``f`` once per indexed element even
-if ``idx`` repeats it (JAX applies it once per repetition); concrete index arrays are
+Differences from JAX: ``x.at[idx].apply(f)`` calls ``f`` on the array of indexed values
+(read with a gather, written back with a scatter), so ``f`` should be elementwise (JAX
+calls it on each scalar), and applies it once per indexed element even if ``idx`` repeats
+it (JAX applies it once per repetition); an update whose dtype cannot be cast safely is
+converted silently (JAX warns that it will refuse it); concrete index arrays are
 normalized (negatives counted from the end) on the host, so the jaxpr holds the
 normalized constant instead of JAX's ``select_n`` over it.
 """
@@ -42,7 +45,7 @@ from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, Tracer, aval_of, to_numpy, user_location
 from ferrax.errors import NonConcreteBooleanIndexError
-from ferrax.numpy._promotion import ArrayLike, as_array, broadcast_to, convert, promote_dtypes
+from ferrax.numpy._promotion import ArrayLike, as_array, broadcast_to, promote_dtypes
 from ferrax.numpy._shape import insert_axes
 
 __all__ = ["getitem", "index_apply", "index_update", "take", "take_along_axis"]
@@ -252,15 +255,13 @@ def _static_slice(x: Array, items: list[_Item], mode: Mode) -> Array | None:
     parsed = lax.GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else _parse_mode(mode, "indexing")
     if parsed not in (lax.GatherScatterMode.PROMISE_IN_BOUNDS, lax.GatherScatterMode.CLIP):
         return None
-    for position, it in enumerate(items):
+    for it in items:
         if it.kind in (_Kind.ARRAY, _Kind.BOOL):
             return None
         if it.kind is _Kind.INT and parsed == lax.GatherScatterMode.PROMISE_IN_BOUNDS:
             size = x.shape[it.axes[0]]
             i = int(it.value)
-            if isinstance(it.value, np.unsignedinteger):
-                pass
-            elif i < 0:
+            if i < 0:
                 i += size
             if not 0 <= i < size:
                 return None
