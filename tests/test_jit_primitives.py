@@ -47,6 +47,13 @@ def _c(name: str, fun: Callable[..., Any], *shapes: tuple[int, ...], params: dic
 
 
 S = (2, 3)
+_ROWS = np.array([[1], [0], [-1], [5]], np.int32)
+_POINTS = np.array([[1, 2], [0, 0]], np.int32)
+_GATHER_ROWS = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
+_GATHER_POINTS = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0, 1), start_index_map=(0, 1))
+_SCATTER_ROWS = lax.ScatterDimensionNumbers(
+    update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,)
+)
 CASES = [
     *[_c(n, getattr(lax, f), S) for n, f in [
         ("neg", "neg"), ("abs", "abs"), ("sign", "sign"), ("exp", "exp"), ("sin", "sin"),
@@ -91,6 +98,21 @@ CASES = [
     _c("dot_general", lambda x, y: lax.dot_general(x, y, (((1,), (0,)), ((), ()))), S, (3, 2)),
     _c("dot_general", lambda x, y: lax.dot_general(x, y, (((2,), (1,)), ((0,), (0,)))), (2, 2, 3), (2, 3, 4)),
     _c("copy", lambda x: fx._lax.structural.copy(x), S),
+    # Indices in and out of range (-1 and 5 along an axis of 2): each mode's handling.
+    *[_c("gather", lambda x, m=m: lax.gather(x, _ROWS, _GATHER_ROWS, (1, 3), mode=m), S) for m in ("clip", "fill")],
+    _c("gather", lambda x: lax.gather(x, _POINTS, _GATHER_POINTS, (1, 1), mode="promise_in_bounds"), S),
+    *[
+        _c(name, lambda x, u, f=f, m=m: f(x, _ROWS, u, _SCATTER_ROWS, mode=m), S, (4, 3))
+        for name, f in [
+            ("scatter", lax.scatter), ("scatter-add", lax.scatter_add), ("scatter-sub", lax.scatter_sub),
+            ("scatter-mul", lax.scatter_mul), ("scatter-min", lax.scatter_min), ("scatter-max", lax.scatter_max),
+        ]
+        for m in ("clip", "drop")
+        # Clamped, the rows collide: which write wins is unspecified for a plain scatter.
+        if (name, m) != ("scatter", "clip")
+    ],
+    _c("rev", lambda x: lax.rev(x, (0, 1)), S),
+    _c("rev", lambda x: lax.rev(x, (1,)), S),
 ]
 
 
