@@ -754,9 +754,16 @@ WIDE_TYPES = ["int64", "uint64", "float64"]
 @pytest.mark.parametrize("name", SCALAR_TYPES + WIDE_TYPES)
 @pytest.mark.parametrize("value", [3, 2.75, True, -1.5, [1, 2], np.array([[0.5], [7.25]], np.float32)], ids=str)
 def test_scalar_types_cast_as_jax(name: str, value: Any) -> None:
-    if name.startswith("uint") and np.any(np.asarray(value) < 0):
-        pytest.skip("negative floats to unsigned integers: JAX raises OverflowError, ferrax saturates")
     ftype, jtype = getattr(fnp, name), getattr(jnp, name)
+    if name.startswith("uint") and np.any(np.asarray(value) < 0):
+        # Negative Python numbers do not fit an unsigned type: JAX refuses them.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the 64-bit truncation notes
+            with pytest.raises(OverflowError, match="out of bounds"):
+                jtype(value)
+            with pytest.raises(OverflowError, match=r"Python integer -1 out of bounds for uint\d+.*test_array_protocol"):
+                ftype(value)
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # JAX's (and ferrax's) 64-bit truncation notes
         want = jtype(value)
@@ -837,3 +844,21 @@ def test_methods_stage_jaxs_primitives(fun: Callable[[Any], Any]) -> None:
     theirs = jax.make_jaxpr(fun)(jnp.asarray(x))
     assert [e.primitive for e in ours.jaxpr.eqns] == [e.primitive.name for e in theirs.jaxpr.eqns]
     assert ours.out_avals[0].shape == theirs.out_avals[0].shape
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32"])
+@pytest.mark.parametrize(
+    "value", [-1, 0, 127, 128, 255, 256, -129, 127.9, -0.5, -1.5, 2**31, [1, 300], [[-1], [2]], (3, -200)], ids=str
+)
+def test_python_numbers_asked_for_as_integers_must_fit(dtype: str, value: Any) -> None:
+    try:
+        want: Any = np.asarray(jnp.asarray(value, dtype=dtype))
+    except OverflowError:
+        want = OverflowError
+    if want is OverflowError:
+        with pytest.raises(OverflowError, match="out of bounds.*test_array_protocol"):
+            fnp.asarray(value, dtype=dtype)
+    else:
+        got = np.asarray(fnp.asarray(value, dtype=dtype))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

@@ -87,16 +87,38 @@ def astype(x: ArrayLike, dtype: DTypeLike) -> Array:
     return convert(x, dtypes.canonicalize(dtype, "astype"), False)
 
 
+def _check_python_ints_fit(obj: Any, dtype: np.dtype[Any]) -> None:
+    """Python numbers (alone or in nested lists) asked for as an integer ``dtype`` must
+    fit it once floats are truncated, as in JAX: ``asarray(300, dtype=np.int8)`` and
+    ``uint8(-1.5)`` are ``OverflowError``s, not wrapped values."""
+    info = np.iinfo(dtype)
+    pending = [obj]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, (list, tuple)):
+            pending.extend(item)
+        elif is_python_scalar(item) and not isinstance(item, bool):
+            value = int(item)
+            if not info.min <= value <= info.max:
+                raise OverflowError(
+                    f"Python integer {value} out of bounds for {dtype.name}, at {user_location()}"
+                )
+
+
 def _to_array(obj: Any, dtype: DTypeLike | None, name: str) -> Array:
     want = None if dtype is None else dtypes.canonicalize(dtype, name)
+    if want is not None and want.kind in "iu" and (is_python_scalar(obj) or isinstance(obj, (list, tuple))):
+        _check_python_ints_fit(obj, want)
     if isinstance(obj, Array):
         if want is None:
             return obj
         return convert(obj, want, False)
     if is_python_scalar(obj):
-        aval = aval_of(obj)
         if want is None:
-            return ConcreteArray(to_numpy(obj), aval.weak_type)
+            return ConcreteArray(to_numpy(obj), aval_of(obj).weak_type)
+        if want.kind in "iu" and not isinstance(obj, bool):
+            # It fits (checked above) once truncated: the default int type does not matter.
+            return ConcreteArray(np.asarray(int(obj), dtype=want))
         return convert(obj, want, False)
     if isinstance(obj, (list, tuple)):
         return _from_sequence(obj, want)
