@@ -125,18 +125,272 @@ def test_scan_without_xs_uses_length() -> None:
 
 
 def test_control_flow_errors() -> None:
-    with pytest.raises(TypeCheckError, match="branch 1 returns"):
+    with pytest.raises(TypeCheckError, match="the output of true_fun has type float32\\[4\\] but the corresponding output of false_fun has type float32\\[\\]"):
         lax.cond(True, lambda x: x, lambda x: x.sum(), X)
-    with pytest.raises(TypeCheckError, match="body_fun must return"):
-        lax.while_loop(lambda v: v < 3, lambda v: v.astype(np.float32), 0)
-    with pytest.raises(TypeCheckError, match="bool scalar"):
+    with pytest.raises(TypeCheckError, match="input carry v has type int32\\[\\] but the corresponding output carry component has type float32\\[\\]"):
+        lax.while_loop(lambda v: v < 3, lambda v: v.astype(np.float32), np.int32(0))
+    with pytest.raises(TypeCheckError, match="boolean scalar"):
         lax.while_loop(lambda v: v, lambda v: v + 1, 0)
-    with pytest.raises(TypeCheckError, match="carry's types"):
-        lax.scan(lambda c, x: (c.astype(np.int32), x), 0.0, X)
-    with pytest.raises(TypeCheckError, match="one length"):
+    with pytest.raises(TypeCheckError, match="input carry c has type float32"):
+        lax.scan(lambda c, x: (c.astype(np.int32), x), np.float32(0), X)
+    with pytest.raises(ValueError, match="different leading sizes"):
         lax.scan(lambda c, x: (c, x), 0.0, (X, np.ones(3, np.float32)))
     with pytest.raises(TypeCheckError, match="predicate must be a scalar"):
         lax.cond(X > 0, lambda x: x, lambda x: x, X)
+
+
+def test_type_errors_are_type_errors() -> None:
+    # As JAX's: TypeCheckError and ConcretizationError are TypeErrors (and FerraxErrors).
+    assert issubclass(fx.TypeCheckError, TypeError) and issubclass(fx.TypeCheckError, fx.FerraxError)
+    assert issubclass(fx.ConcretizationError, TypeError) and issubclass(fx.ConcretizationError, fx.FerraxError)
+    with pytest.raises(TypeError):
+        parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[4] = sin a in (b,) }")
+
+
+def _line_of(marker: str) -> int:
+    """The line of this file that holds ``marker`` (in a comment), for messages that
+    must name the user's line."""
+    with open(__file__) as f:
+        for k, line in enumerate(f, 1):
+            if line.rstrip().endswith("# " + marker):
+                return k
+    raise AssertionError(marker)
+
+
+def test_carry_errors_name_the_path_and_the_users_function() -> None:
+    def step(carry: Any, x: Any) -> Any:
+        n, state = carry
+        return (n + 1, {"h": fnp.concatenate([state["h"], x[None]])}), x
+
+    with pytest.raises(TypeError) as info:
+        lax.scan(step, (0, {"h": X}), X)  # scan-carry
+    message = str(info.value)
+    assert "the input carry component carry[1]['h'] has type float32[4]" in message
+    assert "corresponding output carry component has type float32[5], so the shapes do not match" in message
+    assert f"step at {__file__}:" in message
+    assert f"test_control_flow.py:{_line_of('scan-carry')}" in message
+
+    def body(i: Any, val: Any) -> Any:
+        return val[0], val[1].astype(np.int32)
+
+    with pytest.raises(TypeError, match=r"input carry component val\[1\] has type float32\[4\] .* int32\[4\], so the dtypes do not match"):
+        lax.fori_loop(0, 3, body, (1.0, X))
+    with pytest.raises(TypeError, match=r"structures differ: the input carry val is \(\*, \*\) and the output carry is \*"):
+        lax.fori_loop(0, 3, lambda i, val: val[0], (1.0, X))
+
+
+def test_branch_errors_name_the_branches() -> None:
+    def small(x: Any) -> Any:
+        return x[:2]
+
+    with pytest.raises(TypeError) as info:
+        lax.switch(1, [lambda x: x, small, lambda x: x], X)  # switch-branches
+    message = str(info.value)
+    assert "output of branches[0] has type float32[4] but the corresponding output of branches[1] has type float32[2]" in message
+    assert f"small at {__file__}:" in message
+    assert f"test_control_flow.py:{_line_of('switch-branches')}" in message
+    with pytest.raises(TypeError, match=r"true_fun returns \(\*, \*\) and false_fun returns \*"):
+        lax.cond(True, lambda x: (x, x), lambda x: x, X)
+
+
+def test_errors_inside_a_body_name_the_line_and_the_function() -> None:
+    def body(v: Any) -> Any:
+        return v + np.ones(3, np.float32)  # inside-body
+
+    with pytest.raises(TypeError) as info:
+        lax.while_loop(lambda v: v[0] < 3, body, X)
+    message = str(info.value)
+    assert f"test_control_flow.py:{_line_of('inside-body')}" in message
+    assert "while tracing body_fun of lax.while_loop (" in message
+    # Nested control flow: one line per enclosing function, innermost first.
+
+    def outer(x: Any) -> Any:
+        return lax.cond(x[0] > 0, lambda y: fnp.sin(y) + np.ones(2, np.float32), lambda y: y, x)  # nested-branch
+
+    with pytest.raises(TypeError) as info:
+        lax.fori_loop(0, 2, lambda i, x: outer(x), X)
+    message = str(info.value)
+    assert f"test_control_flow.py:{_line_of('nested-branch')}" in message
+    assert message.index("while tracing true_fun of lax.cond") < message.index("while tracing body_fun of lax.fori_loop")
+
+
+def test_no_internal_names_in_tracer_errors() -> None:
+    with pytest.raises(TypeError) as info:
+        fx.jit(lambda n: fnp.arange(n))(3)
+    assert "stop" in str(info.value)
+    for bad in ("JaxprTracer", "ConcreteArray", "MainTrace"):
+        assert bad not in str(info.value)
+
+
+# ----------------------------------------------------- weak types through the loops
+
+# Initial carries (Python scalars are weakly typed) and bodies (the new carry as a
+# function of the old), every pair run through fori_loop, while_loop and scan.
+CARRIES: dict[str, Any] = {
+    "int": 0,
+    "float": 1.5,
+    "bool": True,
+    "np.int32": np.int32(1),
+    "np.float32": np.float32(1),
+    "np.float16": np.float16(1),
+    "f32[3]": np.zeros(3, np.float32),
+    "i32[3]": np.zeros(3, np.int32),
+}
+BODIES: dict[str, Any] = {
+    "same": lambda c: c,
+    "+int": lambda c: c + 1,
+    "+float": lambda c: c + 1.5,
+    "+np.f32": lambda c: c + np.float32(1.5),
+    "+np.i32": lambda c: c + np.int32(1),
+    "+np.f16": lambda c: c + np.float16(1),
+    "pyfloat": lambda c: 2.5,
+    "pyint": lambda c: 2,
+    "+f32[3]": lambda c: c + np.ones(3, np.float32),
+}
+LOOPS = ["fori_loop", "while_loop", "scan"]
+WEAK_CASES = [(c, b, loop) for c in CARRIES for b in BODIES for loop in LOOPS]
+
+
+def _loop_program(lx: Any, np_: Any, body_key: str, loop: str) -> Any:
+    bf = BODIES[body_key]
+
+    def prog(c0: Any) -> Any:
+        if loop == "fori_loop":
+            return lx.fori_loop(0, 3, lambda i, c: bf(c), c0)
+        if loop == "while_loop":
+            return lx.while_loop(lambda kc: kc[0] < 3, lambda kc: (kc[0] + 1, bf(kc[1])), (0, c0))
+        return lx.scan(lambda c, x: (bf(c), c), c0, None, length=3)
+
+    return prog
+
+
+def _types(avals: Any) -> list[tuple[str, bool]]:
+    return [(np.dtype(a.dtype).name, bool(a.weak_type)) for a in avals]
+
+
+def _jax_types(key: tuple[str, str, str]) -> list[tuple[str, bool]] | type[BaseException]:
+    """JAX's output types for a case, or the builtin class of its error."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    carry, body, loop = key
+    try:
+        closed = jax.make_jaxpr(_loop_program(jax.lax, jnp, body, loop))(CARRIES[carry])
+    except (TypeError, ValueError) as e:
+        return TypeError if isinstance(e, TypeError) else ValueError
+    return _types(closed.out_avals)
+
+
+@pytest.mark.parametrize("key", WEAK_CASES, ids=["-".join(k) for k in WEAK_CASES])
+def test_weak_carries_as_jax(key: tuple[str, str, str]) -> None:
+    want = _jax_types(key)
+    carry, body, loop = key
+    prog = _loop_program(lax, fnp, body, loop)
+    c0 = CARRIES[carry]
+    if not isinstance(want, list):
+        for run in (prog, fx.jit(prog), fx.make_jaxpr(prog)):
+            with pytest.raises(want, match="carry"):
+                run(c0)
+        return
+    assert _types(fx.make_jaxpr(prog)(c0).out_avals) == want
+    eager = fx.tree_util.tree_leaves(prog(c0))
+    jitted = fx.tree_util.tree_leaves(fx.jit(prog)(c0))
+    assert _types(eager) == want
+    assert _types(jitted) == want
+    for e, j in zip(eager, jitted):
+        np.testing.assert_array_equal(np.asarray(e), np.asarray(j))
+
+
+@pytest.mark.parametrize("key", [("int", "+float", "fori_loop"), ("int", "pyfloat", "scan"), ("float", "+np.f16", "while_loop"), ("int", "+np.f32", "scan")])
+def test_weak_carry_values_as_jax(key: tuple[str, str, str]) -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    carry, body, loop = key
+    theirs = jax.tree_util.tree_leaves(jax.jit(_loop_program(jax.lax, jnp, body, loop))(CARRIES[carry]))
+    ours = fx.tree_util.tree_leaves(_loop_program(lax, fnp, body, loop)(CARRIES[carry]))
+    for a, b in zip(ours, theirs):
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+# Loop bounds: the index's type and the loop's result, as JAX's fori_loop gives them
+# (Python and NumPy integer bounds, mixed, and traced under jit).
+BOUNDS: dict[str, Any] = {
+    "int": 3,
+    "np.int32": np.int32(3),
+    "np.int64": np.int64(3),
+    "np.int8": np.int8(3),
+    "np.int16": np.int16(3),
+    "float": 3.0,
+}
+BOUND_CASES = [(lo, hi, traced) for lo in BOUNDS for hi in BOUNDS for traced in ("", "lower", "upper")]
+
+
+def _bounds_program(lx: Any, jit: Any, lo_key: str, hi_key: str, traced: str) -> Any:
+    lo = type(BOUNDS[lo_key])(0)
+    hi = BOUNDS[hi_key]
+    init = np.int8(0)
+
+    def body(i: Any, c: Any) -> Any:
+        return c + i
+
+    if traced == "lower":
+        return lambda: jit(lambda a: lx.fori_loop(a, hi, body, init))(lo)
+    if traced == "upper":
+        return lambda: jit(lambda b: lx.fori_loop(lo, b, body, init))(hi)
+    return lambda: lx.fori_loop(lo, hi, body, init)
+
+
+@pytest.mark.parametrize("key", BOUND_CASES, ids=["-".join(k) for k in BOUND_CASES])
+def test_fori_loop_bounds_as_jax(key: tuple[str, str, str]) -> None:
+    jax = pytest.importorskip("jax")
+    try:
+        theirs = jax.make_jaxpr(lambda: _bounds_program(jax.lax, jax.jit, *key)())()
+    except TypeError:
+        with pytest.raises(TypeError):
+            _bounds_program(lax, fx.jit, *key)()
+        return
+    want = _types(theirs.out_avals)
+    ours = _bounds_program(lax, fx.jit, *key)()
+    assert _types([ours]) == want
+    assert int(np.asarray(ours)) == 3 if want[0][0] != "float32" else float(np.asarray(ours)) == 3.0
+
+
+@pytest.mark.parametrize(
+    "pred",
+    [True, False, 0, 2, -1, 0.0, 0.5, np.int32(0), np.int32(7), np.uint8(1), np.float32(0), np.float16(-2), np.bool_(True)],
+    ids=repr,
+)
+def test_cond_predicates_as_jax(pred: Any) -> None:
+    jax = pytest.importorskip("jax")
+
+    def prog(lx: Any) -> Any:
+        return lambda p: lx.cond(p, lambda: np.float32(1), lambda: np.float32(2))
+
+    want = np.asarray(jax.jit(prog(jax.lax))(pred))
+    assert np.asarray(prog(lax)(pred)) == want
+    assert np.asarray(fx.jit(prog(lax))(pred)) == want
+
+
+@pytest.mark.parametrize("pred", [np.complex64(1), "yes", None, [True], np.ones(2, bool)], ids=repr)
+def test_cond_rejects_predicates_as_jax(pred: Any) -> None:
+    jax = pytest.importorskip("jax")
+    with pytest.raises(TypeError):
+        jax.lax.cond(pred, lambda: 1.0, lambda: 2.0)
+    with pytest.raises(TypeError, match="predicate"):
+        lax.cond(pred, lambda: 1.0, lambda: 2.0)
+
+
+def test_fori_loop_with_concrete_bounds_is_a_scan_as_in_jax() -> None:
+    jax = pytest.importorskip("jax")
+
+    def prog(lx: Any) -> Any:
+        return lambda x: lx.fori_loop(0, 4, lambda i, c: c * 2.0 + i, x)
+
+    ours = [str(e.primitive) for e in fx.make_jaxpr(prog(lax))(X).jaxpr.eqns]
+    theirs = [str(e.primitive) for e in jax.make_jaxpr(prog(jax.lax))(X).jaxpr.eqns]
+    assert ours == theirs == ["scan"]
+    n_ours = [str(e.primitive) for e in fx.make_jaxpr(lambda x, n: lax.fori_loop(0, n, lambda i, c: c + i, x))(X, 3).jaxpr.eqns]
+    assert n_ours == ["while"]
 
 
 def test_staged_like_jax() -> None:

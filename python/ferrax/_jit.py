@@ -112,7 +112,7 @@ def _hashable(x: Any, what: str) -> Any:
     try:
         hash(x)
     except TypeError:
-        raise TypeError(f"{what} of type {type_name(x)} is not hashable, at {user_location()}") from None
+        raise ValueError(f"{what} of type {type_name(x)} is not hashable, at {user_location()}") from None
     return x
 
 

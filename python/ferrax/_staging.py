@@ -283,7 +283,8 @@ def _static_key(f: Callable[..., Any], x: Any, index: int, nargs: int) -> Hashab
     try:
         hash(x)
     except TypeError:
-        raise TypeError(
+        # ValueError, as JAX raises for an unhashable static argument.
+        raise ValueError(
             f"static argument {_describe_arg(f, index, nargs)}, {_short_repr(x)} of type "
             f"{type_name(x)}, must be hashable (a tuple instead of a list, ...), "
             f"at {user_location()}"

@@ -25,6 +25,12 @@ __all__ = [
     "TypeCheckError",
 ]
 
+# A type error found while tracing is a ``TypeError`` too, as JAX's are (``except
+# TypeError`` code written for JAX keeps working). The class is made by the compiled
+# module with one base; adding ``TypeError`` here reaches every instance Rust raises.
+if not issubclass(TypeCheckError, TypeError):
+    TypeCheckError.__bases__ = (FerraxError, TypeError)
+
 
 class ConcretizationError(FerraxError, TypeError):
     """A concrete value was needed where only an abstract (traced) one is known.

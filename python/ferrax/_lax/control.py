@@ -9,16 +9,18 @@ primitives run by evaluating their sub-jaxprs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from ferrax import _ir
-from ferrax._array import Array
-from ferrax._core import Primitive, aval_of
+from ferrax import _ir, dtypes
+from ferrax._core import Primitive, Tracer, aval_of, user_location
 from ferrax._lax._operands import scalar
-from ferrax.errors import TypeCheckError
+from ferrax.errors import FerraxError, TypeCheckError
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["cond", "fori_loop", "scan", "switch", "while_loop"]
@@ -72,12 +74,130 @@ def _scan_impl(
     return [np.asarray(c) for c in carry] + stacked
 
 
-def _trace(fun: Callable[..., Any], avals: Sequence[_ir.ShapedArray], tree: PyTreeDef) -> tuple[_ir.ClosedJaxpr, list[Any], PyTreeDef]:
+# ----------------------------------------------------------------- names in messages
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _type_text(a: _ir.ShapedArray) -> str:
+    """A type as JAX's messages write it: ``float32[3,4]``."""
+    return f"{np.dtype(a.dtype).name}[{','.join(str(d) for d in a.shape)}]"
+
+
+def _types_text(avals: Sequence[_ir.ShapedArray]) -> str:
+    return "(" + ", ".join(_type_text(a) for a in avals) + ")"
+
+
+def _mismatch(a: _ir.ShapedArray, b: _ir.ShapedArray) -> str:
+    """``, so the dtypes do not match`` (and/or the shapes)."""
+    parts = []
+    if a.dtype != b.dtype:
+        parts.append("the dtypes do not match")
+    if a.shape != b.shape:
+        parts.append("the shapes do not match")
+    return ", so " + " and ".join(parts) if parts else ""
+
+
+def _same_type(a: _ir.ShapedArray, b: _ir.ShapedArray) -> bool:
+    """Equal shapes and dtypes (weak types may differ: they join)."""
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def _same_types(a: Sequence[_ir.ShapedArray], b: Sequence[_ir.ShapedArray]) -> bool:
+    return len(a) == len(b) and all(_same_type(x, y) for x, y in zip(a, b))
+
+
+def _fun_text(f: Callable[..., Any]) -> str:
+    """``step at model.py:12``: the function's name and where it is defined."""
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or "a callable"
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return str(name)
+    return f"{name} at {code.co_filename}:{code.co_firstlineno}"
+
+
+def _param_name(f: Callable[..., Any], index: int, default: str) -> str:
+    """The name of ``f``'s positional parameter ``index`` (``default`` if unknown)."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return default
+    if index < len(params) and params[index].kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        return params[index].name
+    return default
+
+
+def _leaf_paths(tree: PyTreeDef) -> list[str]:
+    """The path of each leaf of a structure, as Python would index it: ``[1]['h']``,
+    ``.field`` for a namedtuple's fields (iterative: no recursion over depth)."""
+    paths: list[str] = []
+    pending: list[tuple[PyTreeDef, str]] = [(tree, "")]
+    while pending:
+        node, path = pending.pop()
+        children = node.children
+        if node.num_leaves == 1 and not children:
+            paths.append(path)
+            continue
+        kind = node._kind
+        if kind in (dict,) or (isinstance(kind, type) and issubclass(kind, dict)):
+            keys = [f"[{k!r}]" for k in node._keys()]
+        elif isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields"):
+            keys = [f".{name}" for name in getattr(kind, "_fields")]
+        else:
+            keys = [f"[{i}]" for i in range(len(children))]
+        pending.extend(reversed([(c, path + k) for c, k in zip(children, keys)]))
+    return paths
+
+
+def _structure_text(tree: PyTreeDef) -> str:
+    text = repr(tree)
+    return text[len("PyTreeDef(") : -1] if text.startswith("PyTreeDef(") else text
+
+
+def _raised_by_ferrax(e: BaseException) -> bool:
+    """True when ferrax raised ``e`` (its error classes, or a builtin error raised in the
+    package): those are the errors whose message may gain context."""
+    if isinstance(e, FerraxError):
+        return True
+    tb = e.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return False
+    return os.path.abspath(last.tb_frame.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep)
+
+
+@contextmanager
+def _tracing(what: str, f: Callable[..., Any]) -> Iterator[None]:
+    """Errors ferrax raises while tracing ``f`` say which of the user's functions was
+    being traced (``while tracing body_fun of lax.while_loop (step at m.py:3)``): one line
+    per enclosing control-flow function, innermost first. The class is unchanged."""
+    try:
+        yield
+    except (FerraxError, TypeError, ValueError, IndexError) as e:
+        if _raised_by_ferrax(e) and len(e.args) == 1 and isinstance(e.args[0], str):
+            e.args = (f"{e.args[0]}\n  while tracing {what} ({_fun_text(f)})",)
+        raise
+
+
+# ------------------------------------------------------------------------------ tracing
+
+
+def _trace(
+    fun: Callable[..., Any], avals: Sequence[_ir.ShapedArray], tree: PyTreeDef, what: str
+) -> tuple[_ir.ClosedJaxpr, list[Any], PyTreeDef]:
     """``fun`` traced on these types; its constants become leading inputs. Returns the
-    constant-free jaxpr, the constants, and the output structure."""
+    constant-free jaxpr, the constants, and the output structure. ``what`` names ``fun``
+    in errors (``true_fun of lax.cond``)."""
     from ferrax._staging import trace_to_jaxpr
 
-    closed, out_tree = trace_to_jaxpr(fun, avals, tree)
+    with _tracing(what, fun):
+        closed, out_tree = trace_to_jaxpr(fun, avals, tree)
     hoisted = _ir.ClosedJaxpr(_ir.consts_to_invars(closed.jaxpr), [])
     return hoisted, list(closed.consts), out_tree
 
@@ -86,30 +206,119 @@ def _operand_avals(xs: Sequence[Any]) -> list[_ir.ShapedArray]:
     return [aval_of(x) for x in xs]
 
 
-def _same_types(a: Sequence[_ir.ShapedArray], b: Sequence[_ir.ShapedArray]) -> bool:
-    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype for x, y in zip(a, b))
+def _promote_weak_carry(
+    flat: list[Any], in_avals: Sequence[_ir.ShapedArray], out_avals: Sequence[_ir.ShapedArray]
+) -> tuple[list[Any], bool]:
+    """A weakly typed initial carry (a Python scalar) whose type the body changes is
+    converted, as JAX does, to the dtype its weak type joins with the body's output (a
+    strong type); the caller then traces the body again. Returns the carry and whether
+    anything changed."""
+    from ferrax._lax.elementwise import convert_element_type
+
+    changed = False
+    out = list(flat)
+    for k, (x, a, b) in enumerate(zip(flat, in_avals, out_avals)):
+        if a.weak_type and not _same_type(a, b):
+            dtype, _ = dtypes.result_type([(a.dtype, True), (b.dtype, b.weak_type)])
+            out[k] = convert_element_type(x, dtype)
+            changed = True
+    return out, changed
 
 
-def _describe(avals: Sequence[_ir.ShapedArray]) -> str:
-    return "(" + ", ".join(a.str_short() for a in avals) + ")"
+def _check_carry(
+    api: str,
+    fun_name: str,
+    fun: Callable[..., Any],
+    carry_name: str,
+    in_tree: PyTreeDef,
+    in_avals: Sequence[_ir.ShapedArray],
+    out_tree: PyTreeDef | None,
+    out_avals: Sequence[_ir.ShapedArray],
+) -> None:
+    """Raises ``TypeCheckError`` (a ``TypeError``) naming the carry's components by their
+    paths when the body's output carry differs from its input carry."""
+    head = f"{api}: {fun_name} must return a carry of the same structure and types as the one it takes"
+    where = f"{fun_name} is {_fun_text(fun)}; at {user_location()}"
+    if out_tree is None or out_tree != in_tree:
+        got = "not a (carry, y) pair" if out_tree is None else _structure_text(out_tree)
+        raise TypeCheckError(
+            f"{head}, but their structures differ: the input carry {carry_name} is "
+            f"{_structure_text(in_tree)} and the output carry is {got}.\n  {where}"
+        )
+    diffs = [
+        f"the input carry {'component ' + carry_name + path if path else carry_name} has type "
+        f"{_type_text(a)} but the corresponding output carry component has type {_type_text(b)}"
+        f"{_mismatch(a, b)}"
+        for path, a, b in zip(_leaf_paths(in_tree), in_avals, out_avals)
+        if not _same_type(a, b)
+    ]
+    if diffs:
+        raise TypeCheckError(f"{head}: " + "; ".join(diffs) + f".\n  {where}")
 
 
-def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
-    """``branches[index](*operands)``, with ``index`` clamped into range; every branch is
-    traced, and all must return the same types."""
-    if not branches:
-        raise ValueError("switch needs at least one branch")
+# ------------------------------------------------------------------------ cond, switch
+
+
+def _check_branches(
+    api: str,
+    names: Sequence[str],
+    funs: Sequence[Callable[..., Any]],
+    traced: Sequence[tuple[_ir.ClosedJaxpr, list[Any], PyTreeDef]],
+    first: int,
+) -> None:
+    """Every branch returns the structure and types of branch ``first`` (weak types may
+    differ); else a ``TypeCheckError`` naming both branches and the output's path."""
+    ref_jaxpr, _, ref_tree = traced[first]
+    for k, (j, _, tree) in enumerate(traced):
+        if k == first:
+            continue
+        a, b = names[first], names[k]
+        where = f"{a} is {_fun_text(funs[first])}; {b} is {_fun_text(funs[k])}; at {user_location()}"
+        if tree != ref_tree:
+            raise TypeCheckError(
+                f"{api}: the branches must return the same structure, but {a} returns "
+                f"{_structure_text(ref_tree)} and {b} returns {_structure_text(tree)}.\n  {where}"
+            )
+        diffs = [
+            f"the output of {a}{' at ' + path if path else ''} has type {_type_text(x)} but the "
+            f"corresponding output of {b} has type {_type_text(y)}{_mismatch(x, y)}"
+            for path, x, y in zip(_leaf_paths(ref_tree), ref_jaxpr.out_avals, j.out_avals)
+            if not _same_type(x, y)
+        ]
+        if diffs:
+            raise TypeCheckError(
+                f"{api}: the branches must return the same types: " + "; ".join(diffs) + f".\n  {where}"
+            )
+
+
+def _scalar_operand(api: str, what: str, x: Any) -> _ir.ShapedArray:
+    """The type of a predicate or index, which must be a scalar array or number."""
+    if x is None:
+        raise TypeError(f"{api}: the {what} is None, at {user_location()}")
+    if isinstance(x, (list, tuple)):
+        raise TypeError(f"{api}: the {what} must be a scalar, got a {type(x).__name__}, at {user_location()}")
+    try:
+        aval = aval_of(scalar(x))
+    except TypeError:
+        raise TypeError(
+            f"{api}: the {what} must be a scalar boolean or number, got {x!r}, at {user_location()}"
+        ) from None
+    if aval.shape != ():
+        raise TypeCheckError(
+            f"{api}: the {what} must be a scalar, got an array of type {_type_text(aval)}, at {user_location()}"
+        )
+    return aval
+
+
+def _switch(api: str, index: Any, branches: Sequence[Callable[..., Any]], names: Sequence[str], first: int, operands: tuple[Any, ...]) -> Any:
+    """``branches[index](*operands)`` staged as one ``cond`` primitive (``index`` an int32
+    already in range)."""
     flat, tree = tree_flatten(operands)
     flat = [scalar(x) for x in flat]
     avals = _operand_avals(flat)
-    traced = [_trace(b, avals, tree) for b in branches]
+    traced = [_trace(b, avals, tree, f"{name} of {api}") for b, name in zip(branches, names)]
+    _check_branches(api, names, branches, traced, first)
     out_tree = traced[0][2]
-    out_avals = traced[0][0].out_avals
-    for k, (j, _, t) in enumerate(traced):
-        if t != out_tree or not _same_types(j.out_avals, out_avals):
-            raise TypeCheckError(
-                f"branch {k} returns {_describe(j.out_avals)} but branch 0 returns {_describe(out_avals)}"
-            )
     # Each branch takes every branch's constants (its own used), then the operands.
     all_consts = [c for _, consts, _ in traced for c in consts]
     const_avals = _operand_avals(all_consts)
@@ -118,12 +327,33 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
     for j, consts, _ in traced:
         joined.append(_with_unused_inputs(j, const_avals, start, len(consts), avals))
         start += len(consts)
+    outs = cond_p.bind(index, *all_consts, *flat, branches=tuple(joined))
+    return tree_unflatten(out_tree, outs)
+
+
+def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
+    """``branches[index](*operands)``, with ``index`` (an integer scalar) clamped into
+    range; every branch is traced, and all must return the same types. With one branch,
+    that branch is called directly."""
     from ferrax._lax.elementwise import clamp, convert_element_type
 
+    if not all(callable(b) for b in branches):
+        raise TypeError(f"lax.switch: branches must be a sequence of callables, at {user_location()}")
+    aval = _scalar_operand("lax.switch", "index", index)
+    if aval.dtype.kind not in "iu":
+        raise TypeCheckError(
+            f"lax.switch: the index must be an integer, got {index!r} of type {_type_text(aval)}, "
+            f"at {user_location()}"
+        )
+    branches = tuple(branches)
+    if not branches:
+        raise ValueError(f"lax.switch: the sequence of branches is empty, at {user_location()}")
+    if len(branches) == 1:
+        return branches[0](*operands)
     idx = convert_element_type(index, np.int32)
-    idx = clamp(0, idx, len(branches) - 1)
-    outs = cond_p.bind(idx, *all_consts, *flat, branches=tuple(joined))
-    return tree_unflatten(out_tree, outs)
+    idx = clamp(np.int32(0), idx, np.int32(len(branches) - 1))
+    names = [f"branches[{k}]" for k in range(len(branches))]
+    return _switch("lax.switch", idx, branches, names, 0, operands)
 
 
 def _with_unused_inputs(
@@ -142,32 +372,56 @@ def _with_unused_inputs(
 
 def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any) -> Any:
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``; both are traced
-    and must return the same types."""
-    aval = aval_of(scalar(pred))
-    if aval.shape != ():
-        raise TypeCheckError(f"cond's predicate must be a scalar, got {aval.str_short()}")
-    from ferrax._lax.elementwise import ne
+    and must return the same types (those of ``false_fun`` are the result's, weak types
+    included). ``pred`` is a scalar bool or number (a number is true when nonzero)."""
+    from ferrax._lax.elementwise import convert_element_type, ne
 
+    if not (callable(true_fun) and callable(false_fun)):
+        raise TypeError(f"lax.cond: true_fun and false_fun must be callable, at {user_location()}")
+    aval = _scalar_operand("lax.cond", "predicate", pred)
+    if aval.dtype.kind not in "biuf":
+        raise TypeCheckError(
+            f"lax.cond: the predicate must be a boolean or a real number, got type "
+            f"{_type_text(aval)}, at {user_location()}"
+        )
     if aval.dtype != np.bool_:
-        pred = ne(pred, 0)
-    return switch(pred, [false_fun, true_fun], *operands)
+        pred = ne(scalar(pred), np.zeros((), aval.dtype))
+    index = convert_element_type(pred, np.int32)
+    return _switch("lax.cond", index, [false_fun, true_fun], ["false_fun", "true_fun"], 1, operands)
+
+
+# ------------------------------------------------------------------------------- loops
 
 
 def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any) -> Any:
     """``while cond_fun(val): val = body_fun(val)``, staged as one ``while`` primitive;
-    ``body_fun`` must return values of the types it takes."""
+    ``body_fun`` must return values of the types it takes. A weakly typed initial value
+    (a Python scalar) that the body changes takes the joined type, as in JAX."""
+    if not (callable(cond_fun) and callable(body_fun)):
+        raise TypeError(f"lax.while_loop: cond_fun and body_fun must be callable, at {user_location()}")
     flat, tree = tree_flatten(init_val)
     flat = [scalar(x) for x in flat]
-    avals = _operand_avals(flat)
     arg_tree = tree_flatten((init_val,))[1]  # the functions take one argument
-    cj, cconsts, ctree = _trace(cond_fun, avals, arg_tree)
+    carry_name = _param_name(body_fun, 0, "val")
+
+    def trace_both(avals: list[_ir.ShapedArray]) -> tuple[Any, ...]:
+        cj, cconsts, ctree = _trace(cond_fun, avals, arg_tree, "cond_fun of lax.while_loop")
+        bj, bconsts, btree = _trace(body_fun, avals, arg_tree, "body_fun of lax.while_loop")
+        return cj, cconsts, ctree, bj, bconsts, btree
+
+    avals = _operand_avals(flat)
+    cj, cconsts, ctree, bj, bconsts, btree = trace_both(avals)
+    if btree == tree:
+        flat, changed = _promote_weak_carry(flat, avals, bj.out_avals)
+        if changed:
+            avals = _operand_avals(flat)
+            cj, cconsts, ctree, bj, bconsts, btree = trace_both(avals)
     if ctree.num_leaves != 1 or len(cj.out_avals) != 1 or cj.out_avals[0].shape != () or cj.out_avals[0].dtype != np.bool_:
-        raise TypeCheckError(f"while_loop's cond_fun must return a bool scalar, got {_describe(cj.out_avals)}")
-    bj, bconsts, btree = _trace(body_fun, avals, arg_tree)
-    if btree != tree or not _same_types(bj.out_avals, avals):
         raise TypeCheckError(
-            f"while_loop's body_fun must return its input's types {_describe(avals)}, got {_describe(bj.out_avals)}"
+            f"lax.while_loop: cond_fun must return a boolean scalar, but it returns "
+            f"{_types_text(cj.out_avals)}.\n  cond_fun is {_fun_text(cond_fun)}; at {user_location()}"
         )
+    _check_carry("lax.while_loop", "body_fun", body_fun, carry_name, tree, avals, btree, bj.out_avals)
     outs = while_p.bind(
         *cconsts, *bconsts, *flat,
         cond_jaxpr=cj, body_jaxpr=bj, cond_nconsts=len(cconsts), body_nconsts=len(bconsts),
@@ -175,9 +429,49 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     return tree_unflatten(tree, outs)
 
 
+def _bound_dtypes(lower: Any, upper: Any) -> tuple[np.dtype[Any], _ir.ShapedArray, _ir.ShapedArray]:
+    """The loop index's dtype (JAX's rule: equal dtypes, or two signed integers of which
+    exactly one is weakly typed, which then takes the other's dtype)."""
+    lo, hi = _scalar_operand("lax.fori_loop", "lower bound", lower), _scalar_operand("lax.fori_loop", "upper bound", upper)
+    if lo.dtype == hi.dtype:
+        return lo.dtype, lo, hi
+    if lo.dtype.kind == "i" and hi.dtype.kind == "i" and lo.weak_type != hi.weak_type:
+        return (hi.dtype if lo.weak_type else lo.dtype), lo, hi
+    raise TypeCheckError(
+        f"lax.fori_loop: lower and upper must have the same type, got {np.dtype(lo.dtype).name} "
+        f"and {np.dtype(hi.dtype).name}, at {user_location()}"
+    )
+
+
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
-    """``for i in range(lower, upper): val = body_fun(i, val)`` as a ``while`` loop."""
-    from ferrax._lax.elementwise import add, lt
+    """``for i in range(lower, upper): val = body_fun(i, val)``.
+
+    As in JAX: with concrete bounds (Python or NumPy integers, eager arrays) the loop is a
+    ``scan`` of ``upper - lower`` steps whose index ``i`` is a weakly typed integer;
+    with traced bounds it is a ``while`` loop whose index has the bounds' dtype.
+    """
+    from ferrax._lax.elementwise import add, convert_element_type, lt
+
+    if not callable(body_fun):
+        raise TypeError(f"lax.fori_loop: body_fun must be callable, at {user_location()}")
+    dtype, lo_aval, hi_aval = _bound_dtypes(lower, upper)
+    carry_name = _param_name(body_fun, 1, "val")
+    if not isinstance(lower, Tracer) and not isinstance(upper, Tracer):
+        lo, hi = int(lower), int(upper)
+
+        def step(c: Any, _: Any) -> Any:
+            i, val = c
+            return (add(i, 1), body_fun(i, val)), None
+
+        (_, out), _ = _scan(
+            "lax.fori_loop", "body_fun", body_fun, carry_name, step, (lo, init_val), None, max(hi - lo, 0), False, 1
+        )
+        return out
+
+    if lo_aval.dtype != dtype:
+        lower = convert_element_type(lower, dtype)
+    if hi_aval.dtype != dtype:
+        upper = convert_element_type(upper, dtype)
 
     def cond_fun(c: Any) -> Any:
         return lt(c[0], c[1])
@@ -186,9 +480,34 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
         i, hi, val = c
         return (add(i, 1), hi, body_fun(i, val))
 
-    lo = scalar(lower) if isinstance(lower, int) else lower
-    _, _, out = while_loop(cond_fun, body, (lo, scalar(upper) if isinstance(upper, int) else upper, init_val))
-    return out
+    flat, tree = tree_flatten(init_val)
+    flat = [scalar(x) for x in flat]
+    lo_t, hi_t = scalar(lower), scalar(upper)
+    loop_tree = tree_flatten((0, 0, init_val))[1]
+    arg_tree = tree_flatten(((0, 0, init_val),))[1]
+
+    def trace_both(avals: list[_ir.ShapedArray]) -> tuple[Any, ...]:
+        cj, cconsts, _ = _trace(cond_fun, avals, arg_tree, "the loop test of lax.fori_loop")
+        bj, bconsts, btree = _trace(body, avals, arg_tree, "body_fun of lax.fori_loop")
+        return cj, cconsts, bj, bconsts, btree
+
+    avals = _operand_avals([lo_t, hi_t, *flat])
+    cj, cconsts, bj, bconsts, btree = trace_both(avals)
+    if btree == loop_tree:
+        new, changed = _promote_weak_carry(flat, avals[2:], bj.out_avals[2:])
+        if changed:
+            flat = new
+            avals = _operand_avals([lo_t, hi_t, *flat])
+            cj, cconsts, bj, bconsts, btree = trace_both(avals)
+    out_carry_tree = btree.children[2] if btree.children and len(btree.children) == 3 else None
+    _check_carry("lax.fori_loop", "body_fun", body_fun, carry_name, tree, avals[2:], out_carry_tree, bj.out_avals[2:])
+    # The index and bound keep their types (only the value is checked above).
+    _check_carry("lax.fori_loop", "body_fun", body_fun, "(i, upper)", tree_flatten((0, 0))[1], avals[:2], tree_flatten((0, 0))[1], bj.out_avals[:2])
+    outs = while_p.bind(
+        *cconsts, *bconsts, lo_t, hi_t, *flat,
+        cond_jaxpr=cj, body_jaxpr=bj, cond_nconsts=len(cconsts), body_nconsts=len(bconsts),
+    )
+    return tree_unflatten(tree, outs[2:])
 
 
 def scan(
@@ -199,39 +518,90 @@ def scan(
     reverse: bool = False,
 ) -> tuple[Any, Any]:
     """``carry, y = f(carry, x)`` over the leading axis of ``xs``; returns the final carry
-    and the ``y``s stacked. With ``xs=None`` give ``length``."""
+    and the ``y``s stacked. With ``xs=None`` give ``length``. A weakly typed initial carry
+    (a Python scalar) that ``f`` changes takes the joined type, as in JAX."""
+    if not callable(f):
+        raise TypeError(f"lax.scan: f must be callable, at {user_location()}")
+    carry_name = _param_name(f, 0, "carry")
+    return _scan("lax.scan", "f", f, carry_name, f, init, xs, length, reverse, 0)
+
+
+def _scan_length(xs_avals: Sequence[_ir.ShapedArray], length: Any) -> int:
+    if any(not a.shape for a in xs_avals):
+        raise ValueError(f"lax.scan: every leaf of xs needs a leading axis to scan over, got a scalar, at {user_location()}")
+    sizes = [a.shape[0] for a in xs_avals]
+    if length is not None:
+        if isinstance(length, Tracer):
+            raise length._concrete_error("scan's length")
+        n = int(length)
+        if any(s != n for s in sizes):
+            raise ValueError(
+                f"lax.scan: length={n} disagrees with the leading sizes of xs {sizes}, at {user_location()}"
+            )
+        return n
+    if not sizes:
+        raise ValueError(f"lax.scan: there is nothing to scan over (xs is empty) and no length is given, at {user_location()}")
+    if len(set(sizes)) > 1:
+        raise ValueError(f"lax.scan: the leaves of xs have different leading sizes {sizes}, at {user_location()}")
+    return sizes[0]
+
+
+def _scan(
+    api: str,
+    fun_name: str,
+    user_fun: Callable[..., Any],
+    carry_name: str,
+    f: Callable[[Any, Any], Any],
+    init: Any,
+    xs: Any,
+    length: Any,
+    reverse: bool,
+    carry_skip: int,
+) -> tuple[Any, Any]:
+    """The scan; errors speak of ``fun_name`` (the user's ``user_fun``) and of its carry
+    as ``carry_name``, leaving out the first ``carry_skip`` carry components (fori_loop's
+    index)."""
     init_flat, carry_tree = tree_flatten(init)
     init_flat = [scalar(x) for x in init_flat]
     xs_flat, xs_tree = tree_flatten(xs)
     xs_avals = _operand_avals(xs_flat)
-    lengths = {a.shape[0] for a in xs_avals if a.shape}
-    if any(not a.shape for a in xs_avals):
-        raise TypeCheckError("scan's xs must have a leading axis to scan over")
-    if length is not None:
-        lengths.add(int(length))
-    if len(lengths) != 1:
-        raise TypeCheckError(f"scan needs one length: xs have leading sizes {sorted(lengths)} (length={length})")
-    n = lengths.pop()
-    carry_avals = _operand_avals(init_flat)
+    n = _scan_length(xs_avals, length)
     x_avals = [_ir.ShapedArray(a.shape[1:], a.dtype, a.weak_type) for a in xs_avals]
+
     def body(carry_leaves: Any, x_leaves: Any) -> Any:
         carry = tree_unflatten(carry_tree, carry_leaves)
         x = tree_unflatten(xs_tree, x_leaves)
         return f(carry, x)
 
-    pair_tree = tree_flatten((list(range(len(carry_avals))), list(range(len(x_avals)))))[1]
-    j, consts, out_tree = _trace(body, carry_avals + x_avals, pair_tree)
-    out_avals = j.out_avals
-    new_carry, ys = out_tree.children if len(out_tree.children) == 2 else (None, None)
-    if new_carry is None or new_carry != carry_tree or not _same_types(out_avals[: len(carry_avals)], carry_avals):
-        raise TypeCheckError(
-            f"scan's f must return (carry, y) with the carry's types {_describe(carry_avals)}, got {_describe(out_avals)}"
-        )
+    def trace(carry_avals: list[_ir.ShapedArray]) -> tuple[Any, ...]:
+        pair_tree = tree_flatten((list(range(len(carry_avals))), list(range(len(x_avals)))))[1]
+        j, consts, out_tree = _trace(body, carry_avals + x_avals, pair_tree, f"{fun_name} of {api}")
+        if out_tree.num_leaves == len(out_tree.children) == 0 or len(out_tree.children) != 2 or out_tree._kind not in (tuple, list):
+            raise TypeCheckError(
+                f"{api}: {fun_name} must return a pair (carry, y), but it returns "
+                f"{_structure_text(out_tree)}.\n  {fun_name} is {_fun_text(user_fun)}; at {user_location()}"
+            )
+        new_carry, ys = out_tree.children
+        return j, consts, new_carry, ys
+
+    carry_avals = _operand_avals(init_flat)
+    j, consts, new_carry, ys = trace(carry_avals)
+    if new_carry == carry_tree:
+        init_flat, changed = _promote_weak_carry(init_flat, carry_avals, j.out_avals[: len(carry_avals)])
+        if changed:
+            carry_avals = _operand_avals(init_flat)
+            j, consts, new_carry, ys = trace(carry_avals)
+    nc = len(carry_avals)
+    if carry_skip:
+        user_tree = carry_tree.children[carry_skip]
+        out_user = new_carry.children[carry_skip] if len(new_carry.children) == len(carry_tree.children) else new_carry
+        _check_carry(api, fun_name, user_fun, carry_name, user_tree, carry_avals[carry_skip:], out_user, j.out_avals[carry_skip:nc])
+    else:
+        _check_carry(api, fun_name, user_fun, carry_name, carry_tree, carry_avals, new_carry, j.out_avals[:nc])
     outs = scan_p.bind(
         *consts, *init_flat, *xs_flat,
-        jaxpr=j, length=n, reverse=bool(reverse), num_consts=len(consts), num_carry=len(carry_avals),
+        jaxpr=j, length=n, reverse=bool(reverse), num_consts=len(consts), num_carry=nc,
         linear=(False,) * (len(consts) + len(init_flat) + len(xs_flat)), unroll=1,
     )
-    carry_out = tree_unflatten(carry_tree, outs[: len(carry_avals)])
-    assert ys is not None
-    return carry_out, tree_unflatten(ys, outs[len(carry_avals) :])
+    carry_out = tree_unflatten(carry_tree, outs[:nc])
+    return carry_out, tree_unflatten(ys, outs[nc:])

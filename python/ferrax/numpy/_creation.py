@@ -290,7 +290,8 @@ def arange(
         raise TypeError(
             f"arange does not accept dtype bool (integer and floating dtypes only), at {user_location()}"
         )
-    lo = _static_scalar(start, "arange", "start")
+    # arange(n) names n `stop`, as NumPy's and JAX's messages do.
+    lo = _static_scalar(start, "arange", "start" if stop is not None else "stop")
     hi = None if stop is None else _static_scalar(stop, "arange", "stop")
     st = 1 if step is None else _static_scalar(step, "arange", "step")
     if hi is None:
