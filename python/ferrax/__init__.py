@@ -17,6 +17,7 @@ from ferrax.errors import (
     LoweringError,
     ParseError,
     PassError,
+    ShapeError,
     TracerBoolConversionError,
     TypeCheckError,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "LoweringError",
     "ParseError",
     "PassError",
+    "ShapeError",
     "TracerBoolConversionError",
     "TypeCheckError",
     "config",

@@ -124,12 +124,14 @@ def supported(dtype: DTypeLike) -> np.dtype[Any]:
         return _bool
     if isinstance(dtype, str) and dtype in ("bfloat16", "bf16"):
         return bfloat16
+    from ferrax._core import user_location
+
     try:
         d = np.dtype(dtype)
     except TypeError as e:
-        raise TypeError(f"{dtype!r} is not a dtype") from e
+        raise TypeError(f"{dtype!r} is not a dtype, at {user_location()}") from e
     if d not in _SUPPORTED:
-        raise TypeError(f"dtype {d} is not supported by ferrax")
+        raise TypeError(f"dtype {d} is not supported by ferrax, at {user_location()}")
     return d
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "NonConcreteBooleanIndexError",
     "ParseError",
     "PassError",
+    "ShapeError",
     "TracerBoolConversionError",
     "TypeCheckError",
 ]
@@ -53,4 +54,12 @@ class NonConcreteBooleanIndexError(FerraxError, IndexError):
 
     ``x[mask]`` has as many elements as ``mask`` has true entries, so under ``jit`` the
     mask must be concrete. Like JAX's error of the same name it is also an ``IndexError``.
+    """
+
+
+class ShapeError(TypeCheckError, ValueError):
+    """Shapes that NumPy's rules need to agree do not (arrays that do not broadcast
+    together, ``stack`` of different shapes) in ``ferrax.numpy``.
+
+    A :class:`TypeCheckError`, and also the ``ValueError`` JAX raises for these.
     """

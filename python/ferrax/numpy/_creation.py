@@ -21,7 +21,7 @@ import numpy as np
 from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, Tracer, aval_of, to_numpy, user_location
-from ferrax.errors import ConcretizationError
+from ferrax.errors import ConcretizationError, FerraxError
 from ferrax.numpy._promotion import (
     ArrayLike,
     broadcast_to,
@@ -182,8 +182,15 @@ def _stack_nested(obj: Any, dtype: np.dtype[Any]) -> Array:
 
 
 def _shape(shape: Shape, name: str) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer, Array)) else tuple(shape)
-    out = tuple(operator.index(d) for d in dims)
+    try:
+        dims = (shape,) if isinstance(shape, (int, np.integer, Array)) else tuple(shape)
+        out = tuple(operator.index(d) for d in dims)
+    except TypeError as e:
+        if isinstance(e, FerraxError):  # a traced dimension says so itself
+            raise
+        raise TypeError(
+            f"{name}: a shape is an integer or a sequence of integers, got {shape!r}, at {user_location()}"
+        ) from None
     if builtins.any(d < 0 for d in out):
         raise ValueError(
             f"{name}: negative dimensions are not allowed (shape {list(out)}), at {user_location()}"

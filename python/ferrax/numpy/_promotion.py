@@ -17,7 +17,7 @@ import numpy as np
 from ferrax import _ir, dtypes, lax
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, aval_of, to_numpy, user_location
-from ferrax.errors import TypeCheckError
+from ferrax.errors import ShapeError, TypeCheckError
 
 __all__ = [
     "ArrayLike",
@@ -90,6 +90,12 @@ def as_array(x: ArrayLike, name: str = "asarray", position: int = 0) -> Array:
 def shape_error(message: str) -> TypeCheckError:
     """A :class:`~ferrax.TypeCheckError` for a shape mismatch, naming the user's line."""
     return TypeCheckError(f"{message}, at {user_location()}")
+
+
+def broadcast_error(message: str) -> ShapeError:
+    """Shapes that do not broadcast together: a :class:`~ferrax.errors.ShapeError`
+    (a ``TypeCheckError`` and, as JAX raises, a ``ValueError``), naming the user's line."""
+    return ShapeError(f"{message}, at {user_location()}")
 
 
 def result_type(*args: ArrayLike | DTypeLike | None) -> np.dtype[Any]:
@@ -214,7 +220,7 @@ def _broadcast_shape(name: str, avals: Sequence[_ir.ShapedArray]) -> tuple[int, 
         return tuple(np.broadcast_shapes(*(a.shape for a in avals)))
     except ValueError:
         types = " and ".join(a.str_short() for a in avals)
-        raise shape_error(
+        raise broadcast_error(
             f"{name}: shapes of {types} do not broadcast together (NumPy broadcasting: "
             "aligned from the right, each dimension equal or 1)"
         ) from None
@@ -243,7 +249,7 @@ def broadcast_to(array: ArrayLike, shape: Shape) -> Array:
         return as_array(array)
     lead = len(dst) - len(src)
     if lead < 0 or any(s not in (1, d) for s, d in zip(src, dst[lead:])):
-        raise shape_error(
+        raise broadcast_error(
             f"broadcast_to: {aval.str_short()} cannot be broadcast to shape {list(dst)}"
         )
     # broadcast_in_dim stretches size-1 dimensions itself.

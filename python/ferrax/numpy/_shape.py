@@ -17,7 +17,7 @@ import numpy as np
 from ferrax import lax
 from ferrax._array import Array
 from ferrax._core import user_location
-from ferrax.numpy._promotion import ArrayLike, Axis, Shape, as_array, promote_dtypes, shape_error
+from ferrax.numpy._promotion import ArrayLike, Axis, Shape, as_array, broadcast_error, promote_dtypes, shape_error
 
 __all__ = [
     "concatenate",
@@ -65,7 +65,7 @@ def reshape(a: ArrayLike, shape: Shape) -> Array:
     dims = [shape] if isinstance(shape, (int, np.integer)) else list(shape)
     dims = [operator.index(d) for d in dims]
     if dims.count(-1) > 1:
-        raise ValueError(f"reshape: only one dimension can be -1, got {dims}, at {user_location()}")
+        raise TypeError(f"reshape: only one dimension can be -1, got {dims}, at {user_location()}")
     if -1 in dims:
         known = 1
         for d in dims:
@@ -106,7 +106,7 @@ def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     else:
         perm = tuple(normalize_axis(i, x.ndim, "transpose") for i in axes)
         if sorted(perm) != list(range(x.ndim)):
-            raise ValueError(
+            raise TypeError(  # as JAX
                 f"transpose: axes {list(axes)} are not a permutation of the {x.ndim} axes, "
                 f"at {user_location()}"
             )
@@ -198,7 +198,7 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Array:
     shape = xs[0].shape
     if builtins.any(x.shape != shape for x in xs):
         shapes = ", ".join(str(list(x.shape)) for x in xs)
-        raise shape_error(f"stack: arrays must have one shape, got {shapes}")
+        raise broadcast_error(f"stack: arrays must have one shape, got {shapes}")
     dim = normalize_axis(axis, len(shape) + 1, "stack")
     return concatenate([insert_axes(x, (dim,)) for x in xs], dim)
 

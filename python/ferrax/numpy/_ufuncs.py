@@ -22,6 +22,7 @@ from ferrax.numpy._creation import full_like, zeros_like
 from ferrax.numpy._promotion import (
     ArrayLike,
     as_array,
+    broadcast_error,
     broadcast_operands,
     broadcast_to,
     convert,
@@ -29,7 +30,6 @@ from ferrax.numpy._promotion import (
     promote_args,
     promote_args_inexact,
     promote_dtypes,
-    shape_error,
 )
 
 __all__ = [
@@ -60,7 +60,7 @@ def _select(pred: Any, on_false: Any, on_true: Any) -> Array:
         shape = tuple(np.broadcast_shapes(*(a.shape for a in avals)))
     except ValueError:
         types = ", ".join(a.str_short() for a in avals)
-        raise shape_error(f"where: shapes of {types} do not broadcast together") from None
+        raise broadcast_error(f"where: shapes of {types} do not broadcast together") from None
     cases = [c if aval_of(c).shape == shape else broadcast_to(c, shape) for c in (on_false, on_true)]
     if avals[0].shape not in ((), shape):
         pred = broadcast_to(pred, shape)
