@@ -46,8 +46,10 @@ F45 = np.ones((4, 5), np.float32)
 I3 = np.arange(3, dtype=np.int32)
 
 
-def _first(f: Callable[..., Any]) -> Callable[..., Any]:
-    return f
+def _kept(store: list[Any], x: Any) -> Any:
+    """``x``, also stored in ``store`` (how a traced value escapes its tracing)."""
+    store.append(x)
+    return x
 
 
 # fmt: off
@@ -111,6 +113,10 @@ MISTAKES: list[Mistake] = [
     Mistake("reshape with two unknown sizes", lambda m: m.np.asarray(F3).reshape(-1, -1), TypeError),
     Mistake("a float shape", lambda m: m.np.ones(2.5), TypeError),
     Mistake("astype to an unknown dtype", lambda m: m.np.asarray(F3).astype("foo"), TypeError),
+    Mistake("a traced value used after its tracing", lambda m: (lambda s: [m.make_jaxpr(lambda a: _kept(s, a))(F3), s[0] + 1])([]), TypeError),
+    Mistake("a traced value used after its jit", lambda m: (lambda s: [m.jit(lambda a: _kept(s, a))(F3), m.np.sin(s[0])])([]), TypeError),
+    Mistake("a traced value used in another tracing", lambda m: (lambda s: [m.make_jaxpr(lambda a: _kept(s, a))(F3), m.jit(lambda b: b * s[0])(F3)])([]), TypeError),
+    Mistake("lax.add of a list", lambda m: m.lax.add([1.0], m.np.asarray(F3)), TypeError),
 ]
 # fmt: on
 

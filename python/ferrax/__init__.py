@@ -20,6 +20,7 @@ from ferrax.errors import (
     ShapeError,
     TracerBoolConversionError,
     TypeCheckError,
+    UnexpectedTracerError,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "ShapeError",
     "TracerBoolConversionError",
     "TypeCheckError",
+    "UnexpectedTracerError",
     "config",
     "cost_analysis",
     "enable_x64",

@@ -23,7 +23,13 @@ import numpy as np
 
 from ferrax import _ir, dtypes
 from ferrax._array import Array, array_repr
-from ferrax.errors import ConcretizationError, TracerBoolConversionError, TypeCheckError
+from ferrax.errors import (
+    ConcretizationError,
+    TracerBoolConversionError,
+    TypeCheckError,
+    UnexpectedTracerError,
+    escaped_tracer_message,
+)
 
 __all__ = [
     "ConcreteArray",
@@ -205,10 +211,7 @@ class Trace:
                 return value
             if level < self.main.level:
                 return self.lift(value)
-            raise ConcretizationError(
-                f"a value of an inner transformation escaped into an outer one "
-                f"(level {level} > {self.main.level}); at {user_location()}"
-            )
+            raise UnexpectedTracerError(escaped_tracer_message(value.aval.str_short(), user_location()))
         return self.pure(value)
 
 
@@ -482,7 +485,7 @@ def aval_of(x: Any) -> _ir.ShapedArray:
         return _ir.ShapedArray((), dtypes.default_int(), True)
     if isinstance(x, float):
         return _ir.ShapedArray((), dtypes.default_float(), True)
-    raise TypeError(f"{type(x).__name__} is not an array type ferrax understands: {x!r}")
+    raise TypeError(f"{type(x).__name__} is not an array type ferrax understands: {x!r}, at {user_location()}")
 
 
 # While staging: NumPy array -> (the array, its copy in its ferrax dtype), so that a

@@ -28,7 +28,7 @@ from ferrax._core import (
     to_numpy,
     user_location,
 )
-from ferrax.errors import TypeCheckError
+from ferrax.errors import BuilderError, TypeCheckError, UnexpectedTracerError, escaped_tracer_message
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["JaxprTracer", "StagingTrace", "make_jaxpr", "trace_to_jaxpr"]
@@ -227,6 +227,10 @@ class StagingTrace(Trace):
             )
         except TypeCheckError as e:
             raise TypeCheckError(f"{e}\n  while tracing, at {user_location()}") from None
+        except BuilderError:
+            # The jaxpr was built: these tracers escaped their tracing.
+            avals = ", ".join(t.aval.str_short() for t in tracers if isinstance(t, JaxprTracer))
+            raise UnexpectedTracerError(escaped_tracer_message(avals, user_location())) from None
 
     # ----------------------------------------------------------- operator fast paths
 

@@ -24,6 +24,7 @@ __all__ = [
     "ShapeError",
     "TracerBoolConversionError",
     "TypeCheckError",
+    "UnexpectedTracerError",
 ]
 
 # A type error found while tracing is a ``TypeError`` too, as JAX's are (``except
@@ -63,3 +64,20 @@ class ShapeError(TypeCheckError, ValueError):
 
     A :class:`TypeCheckError`, and also the ``ValueError`` JAX raises for these.
     """
+
+
+class UnexpectedTracerError(FerraxError, TypeError):
+    """A traced value was used after the tracing that made it had ended: it escaped
+    the function being traced (stored in a global, a list, an attribute) instead of being
+    returned. Like JAX's ``UnexpectedTracerError``, also a ``TypeError``.
+    """
+
+
+def escaped_tracer_message(aval: str, where: str) -> str:
+    """The message of an :class:`UnexpectedTracerError` for a value of type ``aval``
+    used at ``where``."""
+    return (
+        f"a traced value ({aval}) is used after the tracing that made it ended, at {where}. "
+        "It escaped the function being traced (a global, a list or an attribute kept it): "
+        "return it from the function instead."
+    )
