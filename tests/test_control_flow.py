@@ -212,6 +212,14 @@ def test_errors_inside_a_body_name_the_line_and_the_function() -> None:
     message = str(info.value)
     assert f"test_control_flow.py:{_line_of('nested-branch')}" in message
     assert message.index("while tracing true_fun of lax.cond") < message.index("while tracing body_fun of lax.fori_loop")
+    # Each context line names the user's function and file, never one of ferrax's.
+    for line in message.splitlines():
+        if "while tracing" in line:
+            assert f"at {__file__}:" in line and "ferrax" not in line, line
+    with pytest.raises(TypeError) as info:
+        lax.scan(lambda c, x: (c + np.ones(2, np.float32), x), X, X)
+    context = [line for line in str(info.value).splitlines() if "while tracing" in line]
+    assert len(context) == 1 and "f of lax.scan (" in context[0] and f"at {__file__}:" in context[0]
 
 
 def test_no_internal_names_in_tracer_errors() -> None:

@@ -189,14 +189,19 @@ def _tracing(what: str, f: Callable[..., Any]) -> Iterator[None]:
 
 
 def _trace(
-    fun: Callable[..., Any], avals: Sequence[_ir.ShapedArray], tree: PyTreeDef, what: str
+    fun: Callable[..., Any],
+    avals: Sequence[_ir.ShapedArray],
+    tree: PyTreeDef,
+    what: str,
+    user_fun: Callable[..., Any] | None = None,
 ) -> tuple[_ir.ClosedJaxpr, list[Any], PyTreeDef]:
     """``fun`` traced on these types; its constants become leading inputs. Returns the
-    constant-free jaxpr, the constants, and the output structure. ``what`` names ``fun``
-    in errors (``true_fun of lax.cond``)."""
+    constant-free jaxpr, the constants, and the output structure. ``what`` names the
+    user's function in errors (``true_fun of lax.cond``); ``user_fun`` is that function
+    when ``fun`` wraps it (else ``fun`` is)."""
     from ferrax._staging import trace_to_jaxpr
 
-    with _tracing(what, fun):
+    with _tracing(what, fun if user_fun is None else user_fun):
         closed, out_tree = trace_to_jaxpr(fun, avals, tree)
     hoisted = _ir.ClosedJaxpr(_ir.consts_to_invars(closed.jaxpr), [])
     return hoisted, list(closed.consts), out_tree
@@ -487,8 +492,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
     arg_tree = tree_flatten(((0, 0, init_val),))[1]
 
     def trace_both(avals: list[_ir.ShapedArray]) -> tuple[Any, ...]:
-        cj, cconsts, _ = _trace(cond_fun, avals, arg_tree, "the loop test of lax.fori_loop")
-        bj, bconsts, btree = _trace(body, avals, arg_tree, "body_fun of lax.fori_loop")
+        cj, cconsts, _ = _trace(cond_fun, avals, arg_tree, "body_fun of lax.fori_loop", body_fun)
+        bj, bconsts, btree = _trace(body, avals, arg_tree, "body_fun of lax.fori_loop", body_fun)
         return cj, cconsts, bj, bconsts, btree
 
     avals = _operand_avals([lo_t, hi_t, *flat])
@@ -575,7 +580,7 @@ def _scan(
 
     def trace(carry_avals: list[_ir.ShapedArray]) -> tuple[Any, ...]:
         pair_tree = tree_flatten((list(range(len(carry_avals))), list(range(len(x_avals)))))[1]
-        j, consts, out_tree = _trace(body, carry_avals + x_avals, pair_tree, f"{fun_name} of {api}")
+        j, consts, out_tree = _trace(body, carry_avals + x_avals, pair_tree, f"{fun_name} of {api}", user_fun)
         if out_tree.num_leaves == len(out_tree.children) == 0 or len(out_tree.children) != 2 or out_tree._kind not in (tuple, list):
             raise TypeCheckError(
                 f"{api}: {fun_name} must return a pair (carry, y), but it returns "
