@@ -423,3 +423,36 @@ def test_staged_like_jax() -> None:
     assert [p for p in pick(ours.jaxpr.eqns) if p in ("cond", "while", "scan")] == ["cond", "while", "scan"]
     assert [p for p in pick(theirs.jaxpr.eqns) if p in ("cond", "while", "scan")] == ["cond", "while", "scan"]
     assert [(a.shape, a.dtype) for a in ours.out_avals] == [(a.shape, a.dtype) for a in theirs.out_avals]
+
+
+# Branch outputs of every kind against each other: JAX's result types (those of the
+# false branch, weak types included) or its error class.
+OUTPUTS: dict[str, Any] = {
+    "int": 1,
+    "float": 1.5,
+    "np.float32": np.float32(1),
+    "np.int32": np.int32(1),
+    "f32[2]": np.ones(2, np.float32),
+    "pair": (1.0, np.float32(2)),
+}
+BRANCH_CASES = [(t, f) for t in OUTPUTS for f in OUTPUTS]
+
+
+@pytest.mark.parametrize("key", BRANCH_CASES, ids=["-".join(k) for k in BRANCH_CASES])
+def test_branch_output_types_as_jax(key: tuple[str, str]) -> None:
+    jax = pytest.importorskip("jax")
+    t, f = (OUTPUTS[k] for k in key)
+
+    def prog(lx: Any) -> Any:
+        return lambda p, i: (lx.cond(p, lambda: t, lambda: f), lx.switch(i, [lambda: f, lambda: t, lambda: f]))
+
+    try:
+        want: Any = _types(jax.make_jaxpr(prog(jax.lax))(True, 1).out_avals)
+    except TypeError:
+        want = TypeError
+    if want is TypeError:
+        with pytest.raises(TypeError, match="branches must return the same"):
+            fx.make_jaxpr(prog(lax))(True, 1)
+        return
+    assert _types(fx.make_jaxpr(prog(lax))(True, 1).out_avals) == want
+    assert _types(fx.tree_util.tree_leaves(prog(lax)(True, 1))) == want
