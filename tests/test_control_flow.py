@@ -255,16 +255,20 @@ BODIES: dict[str, Any] = {
     "pyint": lambda c: 2,
     "+f32[3]": lambda c: c + np.ones(3, np.float32),
 }
-LOOPS = ["fori_loop", "while_loop", "scan"]
+# fori_loop_n: the upper bound an argument, traced under make_jaxpr and jit (a while
+# loop there, as in JAX).
+LOOPS = ["fori_loop", "fori_loop_n", "while_loop", "scan"]
 WEAK_CASES = [(c, b, loop) for c in CARRIES for b in BODIES for loop in LOOPS]
 
 
 def _loop_program(lx: Any, np_: Any, body_key: str, loop: str) -> Any:
     bf = BODIES[body_key]
 
-    def prog(c0: Any) -> Any:
+    def prog(c0: Any, n: Any) -> Any:
         if loop == "fori_loop":
             return lx.fori_loop(0, 3, lambda i, c: bf(c), c0)
+        if loop == "fori_loop_n":
+            return lx.fori_loop(0, n, lambda i, c: bf(c), c0)
         if loop == "while_loop":
             return lx.while_loop(lambda kc: kc[0] < 3, lambda kc: (kc[0] + 1, bf(kc[1])), (0, c0))
         return lx.scan(lambda c, x: (bf(c), c), c0, None, length=3)
@@ -282,7 +286,7 @@ def _jax_types(key: tuple[str, str, str]) -> list[tuple[str, bool]] | type[BaseE
     jnp = pytest.importorskip("jax.numpy")
     carry, body, loop = key
     try:
-        closed = jax.make_jaxpr(_loop_program(jax.lax, jnp, body, loop))(CARRIES[carry])
+        closed = jax.make_jaxpr(_loop_program(jax.lax, jnp, body, loop))(CARRIES[carry], 3)
     except (TypeError, ValueError) as e:
         return TypeError if isinstance(e, TypeError) else ValueError
     return _types(closed.out_avals)
@@ -297,24 +301,24 @@ def test_weak_carries_as_jax(key: tuple[str, str, str]) -> None:
     if not isinstance(want, list):
         for run in (prog, fx.jit(prog), fx.make_jaxpr(prog)):
             with pytest.raises(want, match="carry"):
-                run(c0)
+                run(c0, 3)
         return
-    assert _types(fx.make_jaxpr(prog)(c0).out_avals) == want
-    eager = fx.tree_util.tree_leaves(prog(c0))
-    jitted = fx.tree_util.tree_leaves(fx.jit(prog)(c0))
+    assert _types(fx.make_jaxpr(prog)(c0, 3).out_avals) == want
+    eager = fx.tree_util.tree_leaves(prog(c0, 3))
+    jitted = fx.tree_util.tree_leaves(fx.jit(prog)(c0, 3))
     assert _types(eager) == want
     assert _types(jitted) == want
     for e, j in zip(eager, jitted):
         np.testing.assert_array_equal(np.asarray(e), np.asarray(j))
 
 
-@pytest.mark.parametrize("key", [("int", "+float", "fori_loop"), ("int", "pyfloat", "scan"), ("float", "+np.f16", "while_loop"), ("int", "+np.f32", "scan")])
+@pytest.mark.parametrize("key", [("int", "+float", "fori_loop"), ("int", "+float", "fori_loop_n"), ("int", "pyfloat", "scan"), ("float", "+np.f16", "while_loop"), ("int", "+np.f32", "scan")])
 def test_weak_carry_values_as_jax(key: tuple[str, str, str]) -> None:
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     carry, body, loop = key
-    theirs = jax.tree_util.tree_leaves(jax.jit(_loop_program(jax.lax, jnp, body, loop))(CARRIES[carry]))
-    ours = fx.tree_util.tree_leaves(_loop_program(lax, fnp, body, loop)(CARRIES[carry]))
+    theirs = jax.tree_util.tree_leaves(jax.jit(_loop_program(jax.lax, jnp, body, loop))(CARRIES[carry], 3))
+    ours = fx.tree_util.tree_leaves(_loop_program(lax, fnp, body, loop)(CARRIES[carry], 3))
     for a, b in zip(ours, theirs):
         assert np.asarray(a).dtype == np.asarray(b).dtype
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
