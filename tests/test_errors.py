@@ -174,9 +174,7 @@ def test_internal_names_are_found() -> None:
 
 
 # Mistakes ferrax does not report yet, and why.
-NOT_YET = {
-    "static_argnums beyond the arguments": "jit ignores static_argnums beyond the call's arguments; JAX raises ValueError",
-}
+NOT_YET: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(

@@ -342,8 +342,28 @@ def jit(
     if names and not nums:
         # Static names given positionally count too (as JAX resolves them).
         try:
-            params = list(inspect.signature(fun).parameters)
+            positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            params = [n for n, p in inspect.signature(fun).parameters.items() if p.kind in positional]
             nums = tuple(params.index(n) for n in names if n in params)
         except (TypeError, ValueError):
             pass
+    if callable(fun):
+        _check_static_argnums(fun, nums)
     return Jitted(fun, nums, names)
+
+
+def _check_static_argnums(fun: Callable[..., Any], nums: tuple[int, ...]) -> None:
+    """A ``ValueError`` (JAX's) for static positions ``fun`` cannot have: beyond its
+    positional parameters, unless it takes ``*args`` (or has no signature to read)."""
+    try:
+        params = inspect.signature(fun).parameters.values()
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return
+    n = sum(p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params)
+    if any(not -n <= i < n for i in nums):
+        raise ValueError(
+            f"jitted function has static_argnums={nums}, but only accepts {n} positional "
+            f"arguments, at {user_location()}"
+        )
