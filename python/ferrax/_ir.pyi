@@ -49,8 +49,9 @@ _Scalar: TypeAlias = bool | int | float | np.bool_ | np.integer[Any] | np.floati
 class FerraxError(Exception):
     """Base class of every error ferrax raises."""
 
-class TypeCheckError(FerraxError):
-    """A jaxpr, equation, type or value is not well formed or not well typed.
+class TypeCheckError(FerraxError, TypeError):
+    """A jaxpr, equation, type or value is not well formed or not well typed (a
+    ``TypeError`` too, as JAX's type errors are).
 
     Raised by the typechecker, by a shape rule refusing an equation (the message names
     the equation), for a variable of another jaxpr, an unknown primitive or dtype, a
