@@ -145,20 +145,28 @@ def check_against_numpy(ours: list[Any], call: Call, inputs: list[Any], rtol: fl
         assert_values(a, e, rtol)
 
 
-def check_staged(f: Call, *args: Any) -> ClosedJaxpr:
+def check_staged(f: Call, *args: Any, jax_f: Call | None = None) -> ClosedJaxpr:
     """Stages ``f``: the jaxpr round-trips through text, typechecks, has the eager
-    result's output types and evaluates to the eager values."""
+    result's output types and evaluates to the eager values. Where the staged types
+    differ from the eager ones, they must be what JAX stages for ``jax_f`` (JAX's own
+    eager and staged types differ there too: ``power(3, 2)`` is a weak int32 computed,
+    a strong one traced, since the exponent is no longer a concrete int)."""
     closed = ferrax.make_jaxpr(f)(*args)
     text = str(closed)
     parsed = parse_jaxpr(text)
     assert str(parsed) == text
     typecheck(parsed)
     eager = tree_leaves(f(*args))
-    assert closed.out_avals == [ShapedArray(e.shape, e.dtype, e.weak_type) for e in eager]
+    want = [ShapedArray(e.shape, e.dtype, e.weak_type) for e in eager]
+    if closed.out_avals != want and jax_f is not None:
+        with jax_mode(bool(ferrax.config.jax_enable_x64)):
+            theirs = jax.make_jaxpr(jax_f)(*args).out_avals
+        want = [ShapedArray(t.shape, t.dtype, t.weak_type) for t in theirs]
+    assert closed.out_avals == want
     staged = ferrax.eval_jaxpr(closed.jaxpr, closed.consts, *tree_leaves(args))
-    for s, e in zip(staged, eager, strict=True):
+    for s, e, w in zip(staged, eager, want, strict=True):
         # (An output that is an input comes back as given: asarray types it.)
-        assert type_of(fnp.asarray(s)) == type_of(e)
+        assert type_of(fnp.asarray(s)) == (w.dtype, w.weak_type, w.shape)
         assert_values(s, np.asarray(e))
     return closed
 
@@ -168,7 +176,7 @@ def run_case(call: Call, inputs: list[Any], rtol: float = 1.0) -> None:
         with ferrax.enable_x64(x64):
             ours = check_against_jax(call, inputs, x64)
             check_against_numpy(ours, call, inputs, rtol)
-            check_staged(lambda *xs: call(fnp, *xs), *inputs)
+            check_staged(lambda *xs: call(fnp, *xs), *inputs, jax_f=lambda *xs: call(jnp, *xs))
 
 
 # ----------------------------------------------------------------------- elementwise
@@ -801,7 +809,7 @@ def test_shape_errors_are_type_check_errors(label: str, bad: Callable[[], Any], 
         ("string operand", lambda: fnp.sin(cast(Any, "a")), TypeError, "type str"),
         ("bitwise float", lambda: fnp.bitwise_and(1.5, 2), TypeError, "integers"),
         ("negative bool", lambda: fnp.negative(np.ones(2, bool)), TypeError, "bool"),
-        ("int negative power", lambda: fnp.power(np.ones(2, np.int32), -1), ValueError, "negative"),
+        ("int negative power", lambda: fnp.power(np.ones(2, np.int32), -1), TypeError, "negative"),
         ("axis", lambda: fnp.sum(fnp.ones(3), axis=1), np.exceptions.AxisError, "out of bounds"),
         ("repeated axis", lambda: fnp.sum(fnp.ones((3, 3)), axis=(0, 0)), ValueError, "repeated"),
         ("squeeze", lambda: fnp.squeeze(fnp.ones((2, 1)), axis=0), ValueError, "size 2"),

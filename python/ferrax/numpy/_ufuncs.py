@@ -17,7 +17,7 @@ import numpy as np
 
 from ferrax import dtypes, lax
 from ferrax._array import Array
-from ferrax._core import aval_of, user_location
+from ferrax._core import Tracer, aval_of, user_location
 from ferrax.numpy._creation import full_like, zeros_like
 from ferrax.numpy._promotion import (
     ArrayLike,
@@ -65,6 +65,17 @@ def _select(pred: Any, on_false: Any, on_true: Any) -> Array:
     if avals[0].shape not in ((), shape):
         pred = broadcast_to(pred, shape)
     return lax.select_n(pred, *cases)
+
+
+def _numeric_args(name: str, x: Any, y: Any) -> list[Any]:
+    """The operands promoted (as :func:`promote_args`), bools then made the default
+    integer type, as ``jax.numpy``'s numeric promotion does (``True // True`` is an
+    int32 1)."""
+    a, b = promote_args(name, x, y)
+    if _is_bool(a):
+        default = dtypes.canonicalize(int)
+        a, b = convert(a, default), convert(b, default)
+    return [a, b]
 
 
 def _no_bool(name: str, x: Any) -> None:
@@ -115,8 +126,7 @@ def floor_divide(x: ArrayLike, y: ArrayLike, /) -> Array:
     For floats it is NumPy's ``(x - x % y) / y`` rounded to the nearest integer, which is
     exact where ``floor(x / y)`` is not (``1.0 // 0.1`` is 9).
     """
-    a, b = promote_args("floor_divide", x, y)
-    _no_bool("floor_divide", a)
+    a, b = _numeric_args("floor_divide", x, y)
     dtype = _dtype(a)
     if dtype.kind == "u":
         return lax.div(a, b)
@@ -149,8 +159,7 @@ def _round_near_integer(q: Array) -> Array:
 
 def remainder(x: ArrayLike, y: ArrayLike, /) -> Array:
     """``x % y``, with the sign of ``y`` (NumPy's); an integer ``x % 0`` is 0."""
-    a, b = promote_args("remainder", x, y)
-    _no_bool("remainder", a)
+    a, b = _numeric_args("remainder", x, y)
     dtype = _dtype(a)
     if dtypes.is_int(dtype):
         # lax.rem by 0 is x; NumPy's (and JAX's) integer remainder by 0 is 0. (A one of
@@ -235,31 +244,43 @@ def around(a: ArrayLike, decimals: int = 0, out: None = None) -> Array:
 
 
 def power(x: ArrayLike, y: ArrayLike, /) -> Array:
-    """``x ** y``.
+    """``x ** y``, as ``jax.numpy`` computes it.
 
-    A Python int exponent is ``integer_pow`` (``x ** 2``); float operands use ``pow``;
-    integer arrays to integer array powers are computed by repeated squaring (6 rounds, as
-    JAX: exponents past 63 overflow any integer dtype anyway unless ``|x| <= 1``), with
-    ``x ** -n`` the truncated integer result (0, or ±1 for ``x`` = ±1).
+    A concrete integer exponent (a Python or NumPy int, or a known 0-d integer array) is
+    ``integer_pow`` of ``x`` (bools made integers); an integer base (or bool, made the
+    default integer) with an integer exponent array is computed by repeated squaring (6
+    rounds, as JAX: exponents past 63 overflow any integer dtype anyway unless
+    ``|x| <= 1``), ``x ** -n`` the truncated integer result (0, or ±1 for ``x`` = ±1); a
+    float base with an integer exponent array is ``pow`` of the two as they are (the base's
+    dtype, strongly typed unless both are weak); other operands are promoted, then ``pow``.
     """
-    if isinstance(y, int) and not isinstance(y, (bool, np.generic)):
-        (a,) = promote_dtypes("power", x, y)[:1]
-        a = as_array(a, "power")
-        if y < 0 and not dtypes.is_float(a.dtype):
-            raise ValueError(
-                f"power: integers cannot be raised to negative integer powers ({y}), "
-                f"at {user_location()}"
-            )
-        return lax.integer_pow(a, y)
-    a, b = promote_args("power", x, y)
-    _no_bool("power", a)
-    if dtypes.is_float(_dtype(a)):
-        return lax.pow(a, b)
-    return _integer_power(a, b)
+    if not isinstance(y, Tracer):
+        try:
+            exponent = operator.index(y)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+        else:
+            (a,) = _numeric_args("power", x, x)[:1]
+            if exponent < 0 and not dtypes.is_float(_dtype(a)):
+                raise TypeError(
+                    f"power: integers cannot be raised to negative integer powers ({exponent}), "
+                    f"at {user_location()}"
+                )
+            return lax.integer_pow(as_array(a, "power"), exponent)
+    a, b = _numeric_args("power", x, y)
+    if not dtypes.is_float(_dtype(a)):
+        return _integer_power(a, b)
+    xa, ya = operand_aval("power", x), operand_aval("power", y, 1)
+    if dtypes.is_float(xa.dtype) and dtypes.is_int(ya.dtype):
+        base, exponent_array = broadcast_operands("power", [as_array(x, "power"), as_array(y, "power", 1)], [xa, ya])
+        return lax.pow(base, exponent_array)
+    return lax.pow(a, b)
 
 
 def _integer_power(x: Any, y: Any) -> Array:
     shape = tuple(np.broadcast_shapes(aval_of(x).shape, aval_of(y).shape))
+    # The result is strongly typed, as JAX's (its accumulator starts as a strong array).
+    x = convert(x, _dtype(x), False)
     base = x if aval_of(x).shape == shape else broadcast_to(x, shape)
     signed = _dtype(y).kind == "i"
     e = lax.abs(y) if signed else y
