@@ -6,11 +6,13 @@ pub mod cost;
 pub mod dce;
 mod rebuild;
 pub mod toposort;
+pub mod transpose;
 
 pub use closure::consts_to_invars;
 pub use cost::{cost, Cost};
 pub use dce::dce;
 pub use toposort::toposort;
+pub use transpose::transpose;
 
 use std::fmt;
 
@@ -26,6 +28,32 @@ pub enum PassError {
         /// How many were given.
         got: usize,
     },
+    /// [`transpose`]: a linear value is used where the result would not be linear in it
+    /// (`sin` of it, a product of two linear values, a linear divisor or predicate).
+    NonLinearUse {
+        /// The primitive of the equation.
+        primitive: String,
+        /// The equation's index.
+        eqn: usize,
+        /// The operand position holding the linear value.
+        operand: usize,
+    },
+    /// [`transpose`]: an equation is linear in an operand but its primitive has no
+    /// transpose rule yet.
+    NoTransposeRule {
+        /// The primitive.
+        primitive: String,
+        /// The equation's index.
+        eqn: usize,
+    },
+    /// A pass built an equation (or a jaxpr) that does not typecheck: a bug in the pass,
+    /// reported rather than panicking.
+    IllTyped {
+        /// The source equation being handled, if any.
+        eqn: Option<usize>,
+        /// The typechecker's message.
+        message: String,
+    },
     /// Placeholder while a pass is being written.
     NotImplemented,
 }
@@ -38,6 +66,30 @@ impl fmt::Display for PassError {
                 expected,
                 got,
             } => write!(f, "{what} has {got} flags but the jaxpr needs {expected}"),
+            PassError::NonLinearUse {
+                primitive,
+                eqn,
+                operand,
+            } => write!(
+                f,
+                "equation {eqn} ({primitive}) is not linear in its operand {operand}, \
+                 which depends on a linear input"
+            ),
+            PassError::NoTransposeRule { primitive, eqn } => write!(
+                f,
+                "equation {eqn} ({primitive}) is linear in an operand, but {primitive} \
+                 has no transpose rule yet"
+            ),
+            PassError::IllTyped {
+                eqn: Some(eqn),
+                message,
+            } => write!(
+                f,
+                "the pass built an ill-typed equation for equation {eqn}: {message}"
+            ),
+            PassError::IllTyped { eqn: None, message } => {
+                write!(f, "the pass built an ill-typed jaxpr: {message}")
+            }
             PassError::NotImplemented => f.write_str("not implemented"),
         }
     }

@@ -1,0 +1,676 @@
+//! The transpose pass: each rule, random compositions of them, fan-out, symbolic zeros
+//! and the errors, checked with the dot-product test `<ct, L(t)> == <L^T(ct), t>`
+//! through the reference evaluator.
+
+mod common_build;
+
+use common_build::*;
+use ferrax_ir::eval::{eval_jaxpr, HostArray};
+use ferrax_ir::gen::Rng;
+use ferrax_ir::passes::{transpose, PassError};
+use ferrax_ir::text::parse_jaxpr;
+use ferrax_ir::{
+    typecheck, AbstractValue, Atom, Builtin, DType, DotDimensionNumbers, Jaxpr, JaxprBuilder,
+    Param, Params, Shape, VarId,
+};
+use std::sync::Arc;
+
+fn uniform(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A random value of this type: floats in [lo, hi], bools, small integers.
+fn random_value(rng: &mut Rng, aval: &AbstractValue, lo: f64, hi: f64) -> HostArray {
+    let n = aval.shape.size() as usize;
+    let shape = aval.shape.clone();
+    match aval.dtype {
+        DType::Bool => HostArray::from_bool(shape, (0..n).map(|_| rng.chance(0.5)).collect()),
+        d if d.is_int() => {
+            HostArray::from_i64(shape, d, (0..n).map(|_| rng.below(3) as i64).collect())
+        }
+        d => HostArray::from_f64(shape, d, (0..n).map(|_| uniform(rng, lo, hi)).collect()),
+    }
+    .unwrap()
+}
+
+fn inner(a: &HostArray, b: &HostArray) -> f64 {
+    assert_eq!(a.aval().shape, b.aval().shape);
+    a.to_f64_vec()
+        .iter()
+        .zip(b.to_f64_vec())
+        .map(|(x, y)| x * y)
+        .sum()
+}
+
+/// Transposes `j` (linear in `linear`), typechecks the result, checks its signature and
+/// runs the dot-product test on a few random points.
+fn dot_test(j: &Jaxpr, linear: &[bool], seed: u64) -> Jaxpr {
+    let tj = transpose(j, linear).unwrap_or_else(|e| panic!("{e}\n{j}"));
+    typecheck(&tj).unwrap();
+    let in_avals = j.in_avals();
+    let nonlin: Vec<&AbstractValue> = in_avals
+        .iter()
+        .zip(linear)
+        .filter(|(_, &l)| !l)
+        .map(|(a, _)| a)
+        .collect();
+    let lin: Vec<&AbstractValue> = in_avals
+        .iter()
+        .zip(linear)
+        .filter(|(_, &l)| l)
+        .map(|(a, _)| a)
+        .collect();
+    let t_in = tj.in_avals();
+    assert_eq!(t_in.len(), nonlin.len() + j.outvars().len());
+    for (a, b) in t_in
+        .iter()
+        .zip(nonlin.iter().copied().chain(&j.out_avals()))
+    {
+        assert!(a.same_type(b), "{a} vs {b}");
+    }
+    let t_out = tj.out_avals();
+    assert_eq!(t_out.len(), lin.len());
+    for (a, b) in t_out.iter().zip(&lin) {
+        assert!(a.same_type(b), "{a} vs {b}\n{tj}");
+    }
+    let mut rng = Rng::new(seed);
+    for _ in 0..3 {
+        let consts: Vec<HostArray> = j
+            .const_avals()
+            .iter()
+            .map(|a| random_value(&mut rng, a, 0.5, 1.5))
+            .collect();
+        let mut args = Vec::new();
+        let mut nl_args = Vec::new();
+        let mut ts = Vec::new();
+        for (a, &l) in in_avals.iter().zip(linear) {
+            if l {
+                let t = random_value(&mut rng, a, -1.0, 1.0);
+                ts.push(t.clone());
+                args.push(t);
+            } else {
+                let x = random_value(&mut rng, a, 0.5, 1.5);
+                nl_args.push(x.clone());
+                args.push(x);
+            }
+        }
+        let ys = eval_jaxpr(j, &consts, &args).unwrap();
+        let cts: Vec<HostArray> = j
+            .out_avals()
+            .iter()
+            .map(|a| random_value(&mut rng, a, -1.0, 1.0))
+            .collect();
+        let lhs: f64 = cts.iter().zip(&ys).map(|(c, y)| inner(c, y)).sum();
+        let mut targs = nl_args;
+        targs.extend(cts.iter().cloned());
+        let tcts = eval_jaxpr(&tj, &consts, &targs).unwrap();
+        let rhs: f64 = tcts.iter().zip(&ts).map(|(c, t)| inner(c, t)).sum();
+        let scale = 1.0 + lhs.abs().max(rhs.abs());
+        assert!(
+            (lhs - rhs).abs() <= 1e-4 * scale,
+            "dot-product test failed: {lhs} vs {rhs}\n{j}\n{tj}"
+        );
+    }
+    tj
+}
+
+fn parse(text: &str) -> Jaxpr {
+    parse_jaxpr(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn prims(j: &Jaxpr) -> Vec<&str> {
+    j.eqns().iter().map(|e| e.primitive().name()).collect()
+}
+
+/// One small linear jaxpr per rule: (text, linear flags).
+const RULES: &[(&str, &[bool])] = &[
+    (
+        "{ lambda ; a:f32[3] b:f32[3]. let c:f32[3] = add a b in (c,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[3] b:f32[3]. let c:f32[3] = sub a b in (c,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3]. let c:f32[2,3] = neg a in (c,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3] b:f32[2,3]. let c:f32[2,3] = mul a b in (c,) }",
+        &[false, true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3] b:f32[2,3]. let c:f32[2,3] = mul b a in (c,) }",
+        &[false, true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3]. let c:f32[2,3] = mul a 3.0:f32[] in (c,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3] b:f32[2,3]. let c:f32[2,3] = div b a in (c,) }",
+        &[false, true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3]. let b:f64[2,3] = convert_element_type[new_dtype=float64 weak_type=False] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3]. let b:f32[2,3] = copy a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3,4]. let b:f32[3] = reduce_sum[axes=(0, 2)] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3]. let b:f32[] = reduce_sum[axes=(0, 1)] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[3]. let b:f32[2,3,4] = broadcast_in_dim[broadcast_dimensions=(1,) shape=(2, 3, 4) sharding=None] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[1,3]. let b:f32[2,4,3] = broadcast_in_dim[broadcast_dimensions=(1, 2) shape=(2, 4, 3) sharding=None] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[]. let b:f32[2,3] = broadcast_in_dim[broadcast_dimensions=() shape=(2, 3) sharding=None] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,6]. let b:f32[3,4] = reshape[dimensions=None new_sizes=(3, 4) sharding=None] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,6]. let b:f32[3,4] = reshape[dimensions=(1, 0) new_sizes=(3, 4) sharding=None] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3,4]. let b:f32[4,2,3] = transpose[permutation=(2, 0, 1)] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,1,3,1]. let b:f32[2,3] = squeeze[dimensions=(3, 1)] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3]. let b:f32[1,2,3,1] = expand_dims[dimensions=(0, 3)] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; p:bool[2,3] a:f32[2,3] b:f32[2,3]. let c:f32[2,3] = select_n p a b in (c,) }",
+        &[false, true, true],
+    ),
+    (
+        "{ lambda ; p:i32[] a:f32[2,3] b:f32[2,3] c:f32[2,3]. let d:f32[2,3] = select_n p a b c in (d,) }",
+        &[false, true, false, true],
+    ),
+    (
+        "{ lambda ; a:f32[3,4] b:f32[4,5]. let c:f32[3,5] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b in (c,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; a:f32[3,4] b:f32[4,5]. let c:f32[3,5] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b in (c,) }",
+        &[false, true],
+    ),
+    (
+        "{ lambda ; c:f32[2,3,4] d:f32[2,4,5]. let h:f32[2,3,5] = dot_general[dimension_numbers=(([2], [1]), ([0], [0]))] c d in (h,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; c:f32[2,3,4] d:f32[2,4,5]. let h:f32[2,3,5] = dot_general[dimension_numbers=(([2], [1]), ([0], [0]))] c d in (h,) }",
+        &[false, true],
+    ),
+    (
+        "{ lambda ; c:f32[4,2,3,5] d:f32[3,6,2,4]. let h:f32[2,5,6] = dot_general[dimension_numbers=(([0, 2], [3, 0]), ([1], [2]))] c d in (h,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; c:f32[4,2,3,5] d:f32[3,6,2,4]. let h:f32[2,5,6] = dot_general[dimension_numbers=(([0, 2], [3, 0]), ([1], [2]))] c d in (h,) }",
+        &[false, true],
+    ),
+    (
+        "{ lambda ; a:f32[3] b:f32[4]. let c:f32[3,4] = dot_general[dimension_numbers=(([], []), ([], []))] a b in (c,) }",
+        &[false, true],
+    ),
+    // Implicit broadcasting of binary operands: size-1 dimensions and rank 0.
+    (
+        "{ lambda ; a:f32[1,3] b:f32[4,3]. let c:f32[4,3] = add a b in (c,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,1] b:f32[1,3]. let c:f32[4,3] = sub a b in (c,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[] b:f32[4,3]. let c:f32[4,3] = add b a in (c,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[1,3]. let c:f32[4,3] = mul a b in (c,) }",
+        &[false, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[]. let c:f32[4,3] = mul a b in (c,) }",
+        &[false, true],
+    ),
+    (
+        "{ lambda ; a:f32[1,3] b:f32[4,1]. let c:f32[4,3] = div a b in (c,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[]. let c:f32[4,3] = mul b a in (c,) }",
+        &[true, false],
+    ),
+];
+
+#[test]
+fn every_rule_passes_the_dot_product_test() {
+    for (k, (text, linear)) in RULES.iter().enumerate() {
+        dot_test(&parse(text), linear, k as u64);
+    }
+}
+
+#[test]
+fn forward_equations_are_copied_and_constvars_kept() {
+    // exp depends only on the non-linear input: evaluated forward in the transpose.
+    let j = parse(
+        "{ lambda a:f32[3]; x:f32[3] t:f32[3]. let e:f32[3] = exp x; f:f32[3] = mul e a; \
+         g:f32[3] = mul t f in (g,) }",
+    );
+    let tj = dot_test(&j, &[false, true], 7);
+    assert_eq!(tj.constvars().len(), 1);
+    assert_eq!(prims(&tj), vec!["exp", "mul", "mul"]);
+}
+
+#[test]
+fn fan_out_is_summed_once_per_extra_use() {
+    let j = parse(
+        "{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] = mul x t; b:f32[3] = neg t; \
+         c:f32[3] = add a b; d:f32[3] = add c t in (d,) }",
+    );
+    let tj = dot_test(&j, &[false, true], 3);
+    // t is used 3 times: 2 adds accumulate its cotangent.
+    let adds = prims(&tj).iter().filter(|&&p| p == "add").count();
+    assert_eq!(adds, 2, "{tj}");
+}
+
+#[test]
+fn unused_linear_inputs_get_zeros() {
+    let j = parse("{ lambda ; t:f32[2,3] u:i32[4] s:f32[2]. let b:f32[2,3] = neg t in (b,) }");
+    let tj = dot_test(&j, &[true, true, true], 5);
+    assert_eq!(tj.out_avals()[1], i32s(&[4]));
+    let mut rng = Rng::new(1);
+    let ct = random_value(&mut rng, &f32s(&[2, 3]), -1.0, 1.0);
+    let outs = eval_jaxpr(&tj, &[], &[ct]).unwrap();
+    assert_eq!(outs[1].to_f64_vec(), vec![0.0; 4]);
+    assert_eq!(outs[2].to_f64_vec(), vec![0.0; 2]);
+}
+
+#[test]
+fn outputs_without_cotangent_paths_and_literal_outputs() {
+    // One output does not depend on t (a literal), one is t itself.
+    let j = parse("{ lambda ; t:f32[3]. let  in (1.0:f32[], t) }");
+    let tj = transpose(&j, &[true]).unwrap();
+    typecheck(&tj).unwrap();
+    assert_eq!(tj.in_avals(), vec![f32s(&[]), f32s(&[3])]);
+    assert!(tj.eqns().is_empty());
+}
+
+#[test]
+fn no_linear_inputs() {
+    let j = parse("{ lambda ; x:f32[3]. let y:f32[3] = sin x in (y,) }");
+    let tj = transpose(&j, &[false]).unwrap();
+    assert!(tj.outvars().is_empty());
+    assert_eq!(tj.in_avals().len(), 2);
+}
+
+/// A random chain of the rules over a linear input, with fan-out (earlier linear values
+/// added back in) and a second linear input.
+fn random_chain(seed: u64, steps: usize) -> (Jaxpr, Vec<bool>) {
+    let mut rng = Rng::new(seed);
+    let mut b = JaxprBuilder::new();
+    let mut linear = Vec::new();
+    let lin_invar = |b: &mut JaxprBuilder, linear: &mut Vec<bool>, av, l| {
+        linear.push(l);
+        b.add_invar(av)
+    };
+    let shape0 = [2i64, 3];
+    let mut x = lin_invar(&mut b, &mut linear, f32s(&shape0), true);
+    let second = lin_invar(&mut b, &mut linear, f32s(&shape0), true);
+    let mut seen: Vec<VarId> = vec![x];
+    let mut second_used = false;
+    for _ in 0..steps {
+        let av = b.var_aval(x).unwrap().clone();
+        let dims = av.shape.dims().to_vec();
+        let rank = dims.len();
+        let p = |pairs: Vec<(&str, Param)>| Params::new(pairs);
+        x = match rng.below(13) {
+            0 => op(&mut b, Builtin::Neg, &[v(x)]),
+            1 => {
+                let c = lin_invar(&mut b, &mut linear, av.clone(), false);
+                if rng.chance(0.5) {
+                    op(&mut b, Builtin::Mul, &[v(c), v(x)])
+                } else {
+                    op(&mut b, Builtin::Div, &[v(x), v(c)])
+                }
+            }
+            2 => {
+                // Fan-out: add an earlier linear value of the same shape (or `second`).
+                let same: Vec<VarId> = seen
+                    .iter()
+                    .copied()
+                    .filter(|&s| b.var_aval(s).unwrap().shape == av.shape)
+                    .collect();
+                let o = if !second_used && dims == shape0 {
+                    second_used = true;
+                    second
+                } else {
+                    same[rng.below(same.len())]
+                };
+                let prim = if rng.chance(0.5) {
+                    Builtin::Add
+                } else {
+                    Builtin::Sub
+                };
+                op(&mut b, prim, &[v(x), v(o)])
+            }
+            3 if rank >= 1 => {
+                let axis = rng.below(rank) as i64;
+                op_p(
+                    &mut b,
+                    Builtin::ReduceSum,
+                    &[v(x)],
+                    p(vec![("axes", Param::ints(&[axis]))]),
+                )[0]
+            }
+            4 if rank < 3 => {
+                let mut shape = vec![2i64];
+                shape.extend(&dims);
+                let bd: Vec<i64> = (1..=rank as i64).collect();
+                op_p(
+                    &mut b,
+                    Builtin::BroadcastInDim,
+                    &[v(x)],
+                    p(vec![
+                        ("shape", Param::ints(&shape)),
+                        ("broadcast_dimensions", Param::ints(&bd)),
+                    ]),
+                )[0]
+            }
+            5 if rank >= 2 => {
+                let perm: Vec<i64> = (0..rank as i64).rev().collect();
+                op_p(
+                    &mut b,
+                    Builtin::Transpose,
+                    &[v(x)],
+                    p(vec![("permutation", Param::ints(&perm))]),
+                )[0]
+            }
+            6 => {
+                let n: i64 = dims.iter().product();
+                op_p(
+                    &mut b,
+                    Builtin::Reshape,
+                    &[v(x)],
+                    p(vec![("new_sizes", Param::ints(&[n]))]),
+                )[0]
+            }
+            7 => {
+                let e = op_p(
+                    &mut b,
+                    Builtin::ExpandDims,
+                    &[v(x)],
+                    p(vec![("dimensions", Param::ints(&[0]))]),
+                )[0];
+                // Stretch the new size-1 dimension by an implicit broadcast.
+                let mut big = vec![3i64];
+                big.extend(&dims);
+                let c = lin_invar(&mut b, &mut linear, f32s(&big), false);
+                let m = op(&mut b, Builtin::Mul, &[v(e), v(c)]);
+                let s = op_p(
+                    &mut b,
+                    Builtin::ReduceSum,
+                    &[v(m)],
+                    p(vec![("axes", Param::ints(&[0]))]),
+                )[0];
+                let e2 = op_p(
+                    &mut b,
+                    Builtin::ExpandDims,
+                    &[v(s)],
+                    p(vec![("dimensions", Param::ints(&[rank as i64]))]),
+                )[0];
+                op_p(
+                    &mut b,
+                    Builtin::Squeeze,
+                    &[v(e2)],
+                    p(vec![("dimensions", Param::ints(&[rank as i64]))]),
+                )[0]
+            }
+            8 => {
+                let up = op_p(
+                    &mut b,
+                    Builtin::ConvertElementType,
+                    &[v(x)],
+                    p(vec![("new_dtype", Param::DType(DType::F64))]),
+                )[0];
+                op_p(
+                    &mut b,
+                    Builtin::ConvertElementType,
+                    &[v(up)],
+                    p(vec![("new_dtype", Param::DType(DType::F32))]),
+                )[0]
+            }
+            9 => {
+                let pav = AbstractValue::new(av.shape.clone(), DType::Bool);
+                let pred = lin_invar(&mut b, &mut linear, pav, false);
+                let other = seen[rng.below(seen.len())];
+                let other = if b.var_aval(other).unwrap().shape == av.shape {
+                    other
+                } else {
+                    op(&mut b, Builtin::Neg, &[v(x)])
+                };
+                op(&mut b, Builtin::SelectN, &[v(pred), v(x), v(other)])
+            }
+            10 if rank >= 1 => {
+                let last = dims[rank - 1];
+                let w = lin_invar(&mut b, &mut linear, f32s(&[last, 2]), false);
+                let dn = DotDimensionNumbers {
+                    lhs_contracting: vec![rank as i64 - 1],
+                    rhs_contracting: vec![0],
+                    lhs_batch: vec![],
+                    rhs_batch: vec![],
+                };
+                let (lhs, rhs) = if rng.chance(0.5) {
+                    (v(x), v(w))
+                } else {
+                    (v(w), v(x))
+                };
+                let dn = if lhs == v(x) {
+                    dn
+                } else {
+                    DotDimensionNumbers {
+                        lhs_contracting: vec![0],
+                        rhs_contracting: vec![rank as i64 - 1],
+                        lhs_batch: vec![],
+                        rhs_batch: vec![],
+                    }
+                };
+                op_p(
+                    &mut b,
+                    Builtin::DotGeneral,
+                    &[lhs, rhs],
+                    p(vec![("dimension_numbers", Param::DotDims(Arc::new(dn)))]),
+                )[0]
+            }
+            11 => {
+                // Implicit broadcast against a scalar non-linear operand.
+                let c = lin_invar(&mut b, &mut linear, f32s(&[]), false);
+                op(&mut b, Builtin::Mul, &[v(x), v(c)])
+            }
+            _ => op(&mut b, Builtin::Copy, &[v(x)]),
+        };
+        seen.push(x);
+    }
+    let outs = if rng.chance(0.5) {
+        vec![Atom::Var(x), Atom::Var(seen[rng.below(seen.len())])]
+    } else {
+        vec![Atom::Var(x)]
+    };
+    (b.build(outs).unwrap(), linear)
+}
+
+#[test]
+fn random_chains_pass_the_dot_product_test() {
+    for seed in 0..60 {
+        let (j, linear) = random_chain(seed, 4 + (seed as usize % 9));
+        dot_test(&j, &linear, 1000 + seed);
+    }
+}
+
+#[test]
+fn long_chain_is_linear_and_not_recursive() {
+    let n = 20_000;
+    let mut b = JaxprBuilder::new();
+    let x = b.add_invar(f32s(&[4]));
+    let mut t = b.add_invar(f32s(&[4]));
+    for _ in 0..n {
+        let m = op(&mut b, Builtin::Mul, &[v(x), v(t)]);
+        t = op(&mut b, Builtin::Add, &[v(m), v(t)]);
+    }
+    let j = b.build(vec![v(t)]).unwrap();
+    let tj = transpose(&j, &[false, true]).unwrap();
+    // Per step: a mul for the product's cotangent and an add for the fan-out of t.
+    assert_eq!(tj.eqns().len(), 2 * n);
+}
+
+fn err(text: &str, linear: &[bool]) -> PassError {
+    transpose(&parse(text), linear).unwrap_err()
+}
+
+#[test]
+fn wrong_flag_count_is_an_error() {
+    assert_eq!(
+        err("{ lambda ; t:f32[3]. let b:f32[3] = neg t in (b,) }", &[]),
+        PassError::FlagCount {
+            what: "linear",
+            expected: 1,
+            got: 0
+        }
+    );
+}
+
+#[test]
+fn non_linear_uses_are_errors() {
+    let cases: &[(&str, &[bool], &str, usize, usize)] = &[
+        (
+            "{ lambda ; t:f32[3]. let b:f32[3] = sin t in (b,) }",
+            &[true],
+            "sin",
+            0,
+            0,
+        ),
+        (
+            "{ lambda ; t:f32[3] u:f32[3]. let b:f32[3] = neg u; c:f32[3] = mul t b in (c,) }",
+            &[true, true],
+            "mul",
+            1,
+            1,
+        ),
+        (
+            "{ lambda ; x:f32[3] t:f32[3]. let c:f32[3] = div x t in (c,) }",
+            &[false, true],
+            "div",
+            0,
+            1,
+        ),
+        (
+            "{ lambda ; p:bool[3] t:f32[3]. let q:bool[3] = gt t 0.0:f32[]; c:f32[3] = select_n q t t in (c,) }",
+            &[false, true],
+            "gt",
+            0,
+            0,
+        ),
+        (
+            "{ lambda ; t:f32[3]. let c:i32[3] = convert_element_type[new_dtype=int32 weak_type=False] t in (c,) }",
+            &[true],
+            "convert_element_type",
+            0,
+            0,
+        ),
+        (
+            "{ lambda ; a:f32[3,4] b:f32[4,5]. let c:f32[3,5] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b in (c,) }",
+            &[true, true],
+            "dot_general",
+            0,
+            1,
+        ),
+    ];
+    for &(text, linear, prim, eqn, operand) in cases {
+        let e = err(text, linear);
+        assert_eq!(
+            e,
+            PassError::NonLinearUse {
+                primitive: prim.to_owned(),
+                eqn,
+                operand
+            },
+            "{text}"
+        );
+        assert!(e.to_string().contains(prim), "{e}");
+    }
+}
+
+#[test]
+fn select_n_with_a_linear_predicate_is_an_error() {
+    let e = err(
+        "{ lambda ; p:i32[] t:f32[3]. let c:f32[3] = select_n p t t in (c,) }",
+        &[true, true],
+    );
+    assert_eq!(
+        e,
+        PassError::NonLinearUse {
+            primitive: "select_n".to_owned(),
+            eqn: 0,
+            operand: 0
+        }
+    );
+}
+
+#[test]
+fn primitives_without_a_rule_are_errors() {
+    let e = err(
+        "{ lambda ; t:f32[3]. let b:f32[2] = slice[limit_indices=(2,) start_indices=(0,) strides=None] t in (b,) }",
+        &[true],
+    );
+    assert_eq!(
+        e,
+        PassError::NoTransposeRule {
+            primitive: "slice".to_owned(),
+            eqn: 0
+        }
+    );
+    let msg = e.to_string();
+    assert!(msg.contains("slice") && msg.contains("equation 0"), "{msg}");
+    let e = err(
+        "{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] = neg x; b:f32[3] = rev[dimensions=(0,)] t in (b,) }",
+        &[false, true],
+    );
+    assert_eq!(
+        e,
+        PassError::NoTransposeRule {
+            primitive: "rev".to_owned(),
+            eqn: 1
+        }
+    );
+}
+
+#[test]
+fn weak_typed_cotangents() {
+    let j = parse("{ lambda ; t:f32[3]. let b:f32[3] = mul t 2.0:f32[] in (b,) }");
+    let tj = dot_test(&j, &[true], 2);
+    assert_eq!(tj.out_avals()[0].shape, Shape::new(&[3]).unwrap());
+}
