@@ -10,8 +10,8 @@ use ferrax_ir::gen::Rng;
 use ferrax_ir::passes::{transpose, PassError};
 use ferrax_ir::text::parse_jaxpr;
 use ferrax_ir::{
-    typecheck, AbstractValue, Atom, Builtin, DType, DotDimensionNumbers, Jaxpr, JaxprBuilder,
-    Param, Params, Shape, VarId,
+    typecheck, AbstractValue, Atom, Builtin, DType, DotDimensionNumbers, ExtensionPrimitive, Jaxpr,
+    JaxprBuilder, Param, Params, Primitive, Shape, VarId,
 };
 use std::sync::Arc;
 
@@ -107,11 +107,26 @@ fn dot_test(j: &Jaxpr, linear: &[bool], seed: u64) -> Jaxpr {
         let rhs: f64 = tcts.iter().zip(&ts).map(|(c, t)| inner(c, t)).sum();
         let scale = 1.0 + lhs.abs().max(rhs.abs());
         assert!(
-            (lhs - rhs).abs() <= 1e-4 * scale,
+            (lhs - rhs).abs() <= tolerance(j) * scale,
             "dot-product test failed: {lhs} vs {rhs}\n{j}\n{tj}"
         );
     }
     tj
+}
+
+/// Relative tolerance of the dot-product test: half-precision values round the
+/// cotangents to 8 (bf16) or 11 (f16) bits.
+fn tolerance(j: &Jaxpr) -> f64 {
+    let half = j
+        .in_avals()
+        .iter()
+        .chain(&j.out_avals())
+        .any(|a| matches!(a.dtype, DType::BF16 | DType::F16));
+    if half {
+        2e-2
+    } else {
+        1e-4
+    }
 }
 
 fn parse(text: &str) -> Jaxpr {
@@ -235,6 +250,19 @@ const RULES: &[(&str, &[bool])] = &[
     (
         "{ lambda ; a:f32[3] b:f32[4]. let c:f32[3,4] = dot_general[dimension_numbers=(([], []), ([], []))] a b in (c,) }",
         &[false, true],
+    ),
+    // Mixed dtypes: the cotangent comes back in each operand's dtype.
+    (
+        "{ lambda ; a:f32[3,4] b:f64[4,5]. let c:f64[3,5] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b in (c,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; a:bf16[3,4] b:bf16[4,5]. let c:f32[3,5] = dot_general[dimension_numbers=(([1], [0]), ([], [])) preferred_element_type=float32] a b in (c,) }",
+        &[false, true],
+    ),
+    (
+        "{ lambda ; e:i8[4] f:i8[4]. let k:i32[] = dot_general[dimension_numbers=(([0], [0]), ([], [])) preferred_element_type=int32] e f in (k,) }",
+        &[true, false],
     ),
     // Implicit broadcasting of binary operands: size-1 dimensions and rank 0.
     (
@@ -525,9 +553,31 @@ fn random_chain(seed: u64, steps: usize) -> (Jaxpr, Vec<bool>) {
 
 #[test]
 fn random_chains_pass_the_dot_product_test() {
+    let mut seen = std::collections::BTreeSet::new();
     for seed in 0..60 {
         let (j, linear) = random_chain(seed, 4 + (seed as usize % 9));
         dot_test(&j, &linear, 1000 + seed);
+        seen.extend(prims(&j).into_iter().map(str::to_owned));
+    }
+    // The chains exercise every rule.
+    for p in [
+        "neg",
+        "mul",
+        "div",
+        "add",
+        "sub",
+        "reduce_sum",
+        "broadcast_in_dim",
+        "transpose",
+        "reshape",
+        "expand_dims",
+        "squeeze",
+        "convert_element_type",
+        "select_n",
+        "dot_general",
+        "copy",
+    ] {
+        assert!(seen.contains(p), "no random chain uses {p}");
     }
 }
 
@@ -673,4 +723,45 @@ fn weak_typed_cotangents() {
     let j = parse("{ lambda ; t:f32[3]. let b:f32[3] = mul t 2.0:f32[] in (b,) }");
     let tj = dot_test(&j, &[true], 2);
     assert_eq!(tj.out_avals()[0].shape, Shape::new(&[3]).unwrap());
+}
+
+/// `test_ext`: returns its operand's type.
+struct PassThrough;
+
+impl ExtensionPrimitive for PassThrough {
+    fn name(&self) -> &str {
+        "test_ext"
+    }
+    fn abstract_eval(
+        &self,
+        inputs: &[AbstractValue],
+        _params: &Params,
+    ) -> Result<Vec<AbstractValue>, String> {
+        Ok(inputs.to_vec())
+    }
+}
+
+#[test]
+fn extension_primitives_have_no_rule_yet() {
+    let mut b = JaxprBuilder::new();
+    let t = b.add_invar(f32s(&[3]));
+    let n = op(&mut b, Builtin::Neg, &[v(t)]);
+    let e = b
+        .add_eqn(
+            Primitive::Extension(Arc::new(PassThrough)),
+            vec![v(n)],
+            Params::empty(),
+        )
+        .unwrap()[0];
+    let j = b.build(vec![v(e)]).unwrap();
+    assert_eq!(
+        transpose(&j, &[true]).unwrap_err(),
+        PassError::NoTransposeRule {
+            primitive: "test_ext".to_owned(),
+            eqn: 1
+        }
+    );
+    // Applied to non-linear values only, it is copied forward.
+    let tj = transpose(&j, &[false]).unwrap();
+    assert_eq!(prims(&tj), vec!["neg", "test_ext"]);
 }

@@ -651,9 +651,25 @@ impl Transposer<'_> {
             params([
                 ("dimension_numbers", Param::DotDims(Arc::new(ct_dn))),
                 ("precision", Param::None),
-                ("preferred_element_type", Param::DType(l_aval.dtype)),
+                ("preferred_element_type", Param::None),
             ]),
         )?;
+        // The product is in the wider of the two dtypes; bring it to the operand's (a
+        // preferred element type could not narrow an integer product).
+        let r = if self.aval(r).dtype == l_aval.dtype {
+            r
+        } else {
+            self.emit1(
+                i,
+                Builtin::ConvertElementType,
+                vec![Atom::Var(r)],
+                params([
+                    ("new_dtype", Param::DType(l_aval.dtype)),
+                    ("weak_type", Param::Bool(l_aval.weak_type)),
+                    ("sharding", Param::None),
+                ]),
+            )?
+        };
         // The result's axes, as axes of the linear operand: its batch axes, its free
         // axes, then its contracting axes in the order of the other operand's axes.
         let mut o_con_sorted: Vec<(i64, i64)> = o_con
