@@ -251,6 +251,30 @@ const RULES: &[(&str, &[bool])] = &[
         "{ lambda ; a:f32[3] b:f32[4]. let c:f32[3,4] = dot_general[dimension_numbers=(([], []), ([], []))] a b in (c,) }",
         &[false, true],
     ),
+    (
+        "{ lambda ; a:f32[4,5]. let b:f32[4,5] = rev[dimensions=(1, 0)] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[2,3] b:f32[2,4] c:f32[2,1]. let d:f32[2,8] = concatenate[dimension=1] a b c in (d,) }",
+        &[true, true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,5]. let b:f32[2,3] = slice[limit_indices=(3, 5) start_indices=(1, 2) strides=None] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[4,5]. let b:f32[2,3] = slice[limit_indices=(3, 5) start_indices=(1, 2) strides=(1, 1)] a in (b,) }",
+        &[true],
+    ),
+    (
+        "{ lambda ; a:f32[4,5] i:i32[] j:i32[]. let b:f32[3,3] = dynamic_slice[slice_sizes=(3, 3)] a i j in (b,) }",
+        &[true, false, false],
+    ),
+    (
+        "{ lambda ; a:f32[4,5] u:f32[3,2] i:i32[] j:i32[]. let b:f32[4,5] = dynamic_update_slice a u i j in (b,) }",
+        &[true, true, false, false],
+    ),
     // Mixed dtypes: the cotangent comes back in each operand's dtype.
     (
         "{ lambda ; a:f32[3,4] b:f64[4,5]. let c:f64[3,5] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b in (c,) }",
@@ -376,7 +400,7 @@ fn random_chain(seed: u64, steps: usize) -> (Jaxpr, Vec<bool>) {
         let dims = av.shape.dims().to_vec();
         let rank = dims.len();
         let p = |pairs: Vec<(&str, Param)>| Params::new(pairs);
-        x = match rng.below(13) {
+        x = match rng.below(14) {
             0 => op(&mut b, Builtin::Neg, &[v(x)]),
             1 => {
                 let c = lin_invar(&mut b, &mut linear, av.clone(), false);
@@ -539,6 +563,42 @@ fn random_chain(seed: u64, steps: usize) -> (Jaxpr, Vec<bool>) {
                 let c = lin_invar(&mut b, &mut linear, f32s(&[]), false);
                 op(&mut b, Builtin::Mul, &[v(x), v(c)])
             }
+            12 if rank >= 1 => {
+                // rev, concatenate with itself (fan-out), a dynamic window back to the
+                // shape, then a static slice of all of it.
+                let r = op_p(
+                    &mut b,
+                    Builtin::Rev,
+                    &[v(x)],
+                    p(vec![("dimensions", Param::ints(&[0]))]),
+                )[0];
+                let c = op_p(
+                    &mut b,
+                    Builtin::Concatenate,
+                    &[v(r), v(x)],
+                    p(vec![("dimension", Param::Int(0))]),
+                )[0];
+                let mut idx = vec![v(c)];
+                for _ in 0..rank {
+                    idx.push(v(lin_invar(&mut b, &mut linear, i32s(&[]), false)));
+                }
+                let w = op_p(
+                    &mut b,
+                    Builtin::DynamicSlice,
+                    &idx,
+                    p(vec![("slice_sizes", Param::ints(&dims))]),
+                )[0];
+                let zeros = vec![0i64; rank];
+                op_p(
+                    &mut b,
+                    Builtin::Slice,
+                    &[v(w)],
+                    p(vec![
+                        ("start_indices", Param::ints(&zeros)),
+                        ("limit_indices", Param::ints(&dims)),
+                    ]),
+                )[0]
+            }
             _ => op(&mut b, Builtin::Copy, &[v(x)]),
         };
         seen.push(x);
@@ -576,6 +636,10 @@ fn random_chains_pass_the_dot_product_test() {
         "select_n",
         "dot_general",
         "copy",
+        "rev",
+        "concatenate",
+        "dynamic_slice",
+        "slice",
     ] {
         assert!(seen.contains(p), "no random chain uses {p}");
     }
@@ -693,27 +757,57 @@ fn select_n_with_a_linear_predicate_is_an_error() {
 #[test]
 fn primitives_without_a_rule_are_errors() {
     let e = err(
-        "{ lambda ; t:f32[3]. let b:f32[2] = slice[limit_indices=(2,) start_indices=(0,) strides=None] t in (b,) }",
+        "{ lambda ; t:f32[5]. let b:f32[2] = slice[limit_indices=(4,) start_indices=(0,) strides=(2,)] t in (b,) }",
         &[true],
     );
     assert_eq!(
         e,
         PassError::NoTransposeRule {
-            primitive: "slice".to_owned(),
+            primitive: "slice (with strides)".to_owned(),
             eqn: 0
         }
     );
     let msg = e.to_string();
     assert!(msg.contains("slice") && msg.contains("equation 0"), "{msg}");
     let e = err(
-        "{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] = neg x; b:f32[3] = rev[dimensions=(0,)] t in (b,) }",
+        "{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] = neg x; \
+         b:f32[3] = jit[jaxpr={ lambda ; c:f32[3]. let d:f32[3] = neg c in (d,) } name=f] t \
+         in (b,) }",
         &[false, true],
     );
     assert_eq!(
         e,
         PassError::NoTransposeRule {
-            primitive: "rev".to_owned(),
+            primitive: "jit".to_owned(),
             eqn: 1
+        }
+    );
+}
+
+#[test]
+fn linear_indices_are_errors() {
+    let e = err(
+        "{ lambda ; a:f32[4] i:i32[]. let b:f32[2] = dynamic_slice[slice_sizes=(2,)] a i in (b,) }",
+        &[true, true],
+    );
+    assert_eq!(
+        e,
+        PassError::NonLinearUse {
+            primitive: "dynamic_slice".to_owned(),
+            eqn: 0,
+            operand: 1
+        }
+    );
+    let e = err(
+        "{ lambda ; a:f32[4] u:f32[2] i:i32[]. let b:f32[4] = dynamic_update_slice a u i in (b,) }",
+        &[false, false, true],
+    );
+    assert_eq!(
+        e,
+        PassError::NonLinearUse {
+            primitive: "dynamic_update_slice".to_owned(),
+            eqn: 0,
+            operand: 2
         }
     );
 }

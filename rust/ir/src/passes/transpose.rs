@@ -41,7 +41,9 @@ use std::sync::Arc;
 /// Rules exist for `add`, `sub`, `neg`, `mul` and `div` by a non-linear operand,
 /// `convert_element_type` (between float dtypes), `copy`, `reduce_sum`,
 /// `broadcast_in_dim`, `reshape`, `transpose`, `squeeze`, `expand_dims`, `select_n` with
-/// a non-linear predicate and `dot_general` with one linear operand; the implicit
+/// a non-linear predicate, `dot_general` with one linear operand, `rev`, `concatenate`,
+/// `slice` (unit strides), `dynamic_slice` and `dynamic_update_slice` (non-linear
+/// indices); the implicit
 /// broadcasting of a binary operand (rank 0, or size-1 dimensions) is summed back.
 ///
 /// # Errors
@@ -158,18 +160,7 @@ fn is_linear_without_rule(p: Builtin) -> bool {
     use Builtin::*;
     matches!(
         p,
-        Concatenate
-            | Slice
-            | DynamicSlice
-            | DynamicUpdateSlice
-            | Gather
-            | Scatter
-            | ScatterAdd
-            | Rev
-            | Jit
-            | Cond
-            | While
-            | Scan
+        Gather | Scatter | ScatterAdd | Rev | Jit | Cond | While | Scan
     )
 }
 
@@ -191,7 +182,23 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     use Builtin::*;
     match p {
         Add | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose | Squeeze
-        | ExpandDims => Ok(()),
+        | ExpandDims | Rev | Concatenate => Ok(()),
+        Slice => match e.params().get("strides") {
+            Some(Param::Ints(st)) if st.iter().any(|&s| s != 1) => {
+                Err(PassError::NoTransposeRule {
+                    primitive: "slice (with strides)".to_owned(),
+                    eqn: index,
+                })
+            }
+            _ => Ok(()),
+        },
+        DynamicSlice | DynamicUpdateSlice => {
+            let first_index = if p == DynamicSlice { 1 } else { 2 };
+            match (first_index..lin_ops.len()).find(|&k| lin_ops[k]) {
+                Some(k) => Err(non_linear(k)),
+                None => Ok(()),
+            }
+        }
         Mul => {
             if lin_ops[0] && lin_ops[1] {
                 Err(non_linear(1))
@@ -592,6 +599,91 @@ impl Transposer<'_> {
                 }
             }
             DotGeneral => self.dot_general(i, e, g)?,
+            Rev => {
+                let r = self.emit1(i, Rev, vec![gv], e.params().clone())?;
+                self.give(i, ins[0], r)?;
+            }
+            Concatenate => {
+                let d = match e.params().get("dimension") {
+                    Some(&Param::Int(d)) => d as usize,
+                    _ => unreachable!("the typechecker requires concatenate's dimension"),
+                };
+                let out = self.aval(g).shape.dims().to_vec();
+                let mut offset = 0i64;
+                for (k, &a) in ins.iter().enumerate() {
+                    let x = in_aval(k);
+                    let size = x.shape.dims()[d];
+                    if self.atom_is_lin(a) {
+                        let mut start = vec![0i64; out.len()];
+                        let mut limit = out.clone();
+                        start[d] = offset;
+                        limit[d] = offset + size;
+                        let r = self.emit1(
+                            i,
+                            Slice,
+                            vec![gv],
+                            params([
+                                ("start_indices", Param::ints(&start)),
+                                ("limit_indices", Param::ints(&limit)),
+                                ("strides", Param::None),
+                            ]),
+                        )?;
+                        self.give(i, a, r)?;
+                    }
+                    offset += size;
+                }
+            }
+            Slice => {
+                let x = in_aval(0);
+                let start = ints(e.params(), "start_indices");
+                let dtype = if x.shape.dims().iter().all(|&n| i32::try_from(n).is_ok()) {
+                    DType::I32
+                } else {
+                    DType::I64
+                };
+                let mut operands = vec![Atom::Var(self.zeros(i, &x)?), gv];
+                for &s0 in &start {
+                    operands.push(self.out.literal(Literal {
+                        value: LitValue::Int(s0),
+                        dtype,
+                        weak_type: false,
+                    }));
+                }
+                let r = self.emit1(i, DynamicUpdateSlice, operands, Params::empty())?;
+                self.give(i, ins[0], r)?;
+            }
+            DynamicSlice => {
+                // dynamic_slice and dynamic_update_slice clamp the start indices alike.
+                let x = in_aval(0);
+                let mut operands = vec![Atom::Var(self.zeros(i, &x)?), gv];
+                for &a in &ins[1..] {
+                    operands.push(self.fwd_atom(a));
+                }
+                let r = self.emit1(i, DynamicUpdateSlice, operands, Params::empty())?;
+                self.give(i, ins[0], r)?;
+            }
+            DynamicUpdateSlice => {
+                let idx: Vec<Atom> = ins[2..].iter().map(|&a| self.fwd_atom(a)).collect();
+                if self.atom_is_lin(ins[0]) {
+                    let u = in_aval(1);
+                    let mut operands = vec![gv, Atom::Var(self.zeros(i, &u)?)];
+                    operands.extend(idx.iter().copied());
+                    let r = self.emit1(i, DynamicUpdateSlice, operands, Params::empty())?;
+                    self.give(i, ins[0], r)?;
+                }
+                if self.atom_is_lin(ins[1]) {
+                    let u = in_aval(1);
+                    let mut operands = vec![gv];
+                    operands.extend(idx.iter().copied());
+                    let r = self.emit1(
+                        i,
+                        DynamicSlice,
+                        operands,
+                        params([("slice_sizes", Param::ints(u.shape.dims()))]),
+                    )?;
+                    self.give(i, ins[1], r)?;
+                }
+            }
             _ => unreachable!("check_linear admits only primitives with a rule"),
         }
         Ok(())
