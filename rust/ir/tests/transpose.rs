@@ -275,6 +275,26 @@ const RULES: &[(&str, &[bool])] = &[
         "{ lambda ; a:f32[4,5] u:f32[3,2] i:i32[] j:i32[]. let b:f32[4,5] = dynamic_update_slice a u i j in (b,) }",
         &[true, true, false, false],
     ),
+    (
+        "{ lambda ; a:f32[3,4] b:i32[2,1]. let c:f32[2,4] = gather[dimension_numbers=GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,), operand_batching_dims=(), start_indices_batching_dims=()) mode=GatherScatterMode.CLIP slice_sizes=(1, 4)] a b in (c,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; a:f32[5,4] b:i32[3,1]. let c:f32[3,2,3] = gather[dimension_numbers=GatherDimensionNumbers(offset_dims=(1, 2), collapsed_slice_dims=(), start_index_map=(0,), operand_batching_dims=(), start_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP fill_value=None slice_sizes=(2, 3)] a b in (c,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; a:f32[2,3,4] b:i32[2,1]. let c:f32[2,4] = gather[dimension_numbers=GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(1,), start_index_map=(1,), operand_batching_dims=(0,), start_indices_batching_dims=(0,)) mode=GatherScatterMode.CLIP slice_sizes=(1, 1, 4)] a b in (c,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:i32[2,1] c:f32[2,3]. let d:f32[4,3] = scatter-add[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP] a b c in (d,) }",
+        &[true, false, true],
+    ),
+    (
+        "{ lambda ; a:f32[5,4] k:i32[3,2] f:f32[3]. let s:f32[5,4] = scatter-add[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0, 1), scatter_dims_to_operand_dims=(0, 1), operand_batching_dims=(), scatter_indices_batching_dims=()) indices_are_sorted=False mode=GatherScatterMode.CLIP unique_indices=False update_consts=() update_jaxpr=None] a k f in (s,) }",
+        &[true, false, true],
+    ),
     // Mixed dtypes: the cotangent comes back in each operand's dtype.
     (
         "{ lambda ; a:f32[3,4] b:f64[4,5]. let c:f64[3,5] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b in (c,) }",
@@ -786,6 +806,18 @@ fn primitives_without_a_rule_are_errors() {
 
 #[test]
 fn linear_indices_are_errors() {
+    let e = err(
+        "{ lambda ; a:f32[3,4] b:i32[2,1]. let c:f32[2,4] = gather[dimension_numbers=GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,), operand_batching_dims=(), start_indices_batching_dims=()) mode=GatherScatterMode.CLIP slice_sizes=(1, 4)] a b in (c,) }",
+        &[true, true],
+    );
+    assert_eq!(
+        e,
+        PassError::NonLinearUse {
+            primitive: "gather".to_owned(),
+            eqn: 0,
+            operand: 1
+        }
+    );
     let e = err(
         "{ lambda ; a:f32[4] i:i32[]. let b:f32[2] = dynamic_slice[slice_sizes=(2,)] a i in (b,) }",
         &[true, true],

@@ -26,7 +26,9 @@ use crate::aval::AbstractValue;
 use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
 use crate::jaxpr::{Atom, Eqn, Jaxpr, LitValue, Literal, VarId};
-use crate::params::{DotDimensionNumbers, Param, Params};
+use crate::params::{
+    DotDimensionNumbers, GatherDimensionNumbers, Param, Params, ScatterDimensionNumbers,
+};
 use crate::primitive::{Builtin, Primitive};
 use std::sync::Arc;
 
@@ -42,8 +44,8 @@ use std::sync::Arc;
 /// `convert_element_type` (between float dtypes), `copy`, `reduce_sum`,
 /// `broadcast_in_dim`, `reshape`, `transpose`, `squeeze`, `expand_dims`, `select_n` with
 /// a non-linear predicate, `dot_general` with one linear operand, `rev`, `concatenate`,
-/// `slice` (unit strides), `dynamic_slice` and `dynamic_update_slice` (non-linear
-/// indices); the implicit
+/// `slice` (unit strides), `dynamic_slice` and `dynamic_update_slice`, `gather` (to
+/// `scatter-add`) and `scatter-add` (non-linear indices); the implicit
 /// broadcasting of a binary operand (rank 0, or size-1 dimensions) is summed back.
 ///
 /// # Errors
@@ -192,6 +194,8 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
             }
             _ => Ok(()),
         },
+        Gather | ScatterAdd if lin_ops[1] => Err(non_linear(1)),
+        Gather | ScatterAdd => Ok(()),
         DynamicSlice | DynamicUpdateSlice => {
             let first_index = if p == DynamicSlice { 1 } else { 2 };
             match (first_index..lin_ops.len()).find(|&k| lin_ops[k]) {
@@ -599,6 +603,72 @@ impl Transposer<'_> {
                 }
             }
             DotGeneral => self.dot_general(i, e, g)?,
+            Gather => {
+                let Some(Param::GatherDims(dn)) = e.params().get("dimension_numbers") else {
+                    unreachable!("the typechecker requires gather's dimension numbers");
+                };
+                let sdn = ScatterDimensionNumbers {
+                    update_window_dims: dn.offset_dims.clone(),
+                    inserted_window_dims: dn.collapsed_slice_dims.clone(),
+                    scatter_dims_to_operand_dims: dn.start_index_map.clone(),
+                    operand_batching_dims: dn.operand_batching_dims.clone(),
+                    scatter_indices_batching_dims: dn.start_indices_batching_dims.clone(),
+                };
+                let x = in_aval(0);
+                let zeros = Atom::Var(self.zeros(i, &x)?);
+                let indices = self.fwd_atom(ins[1]);
+                let mut ps = vec![("dimension_numbers", Param::ScatterDims(Arc::new(sdn)))];
+                for name in ["mode", "indices_are_sorted", "unique_indices"] {
+                    if let Some(v) = e.params().get(name) {
+                        ps.push((name, v.clone()));
+                    }
+                }
+                let r = self.emit1(i, ScatterAdd, vec![zeros, indices, gv], Params::new(ps))?;
+                self.give(i, ins[0], r)?;
+            }
+            ScatterAdd => {
+                if self.atom_is_lin(ins[0]) {
+                    self.give(i, ins[0], g)?;
+                }
+                if self.atom_is_lin(ins[2]) {
+                    let Some(Param::ScatterDims(dn)) = e.params().get("dimension_numbers") else {
+                        unreachable!("the typechecker requires scatter's dimension numbers");
+                    };
+                    let x = in_aval(0);
+                    let u = in_aval(2);
+                    let mut window = dn.update_window_dims.iter();
+                    let slice_sizes: Vec<i64> = (0..x.shape.rank() as i64)
+                        .map(|d| {
+                            if dn.inserted_window_dims.contains(&d)
+                                || dn.operand_batching_dims.contains(&d)
+                            {
+                                1
+                            } else {
+                                window.next().map_or(1, |&w| u.shape.dims()[w as usize])
+                            }
+                        })
+                        .collect();
+                    let gdn = GatherDimensionNumbers {
+                        offset_dims: dn.update_window_dims.clone(),
+                        collapsed_slice_dims: dn.inserted_window_dims.clone(),
+                        start_index_map: dn.scatter_dims_to_operand_dims.clone(),
+                        operand_batching_dims: dn.operand_batching_dims.clone(),
+                        start_indices_batching_dims: dn.scatter_indices_batching_dims.clone(),
+                    };
+                    let indices = self.fwd_atom(ins[1]);
+                    let mut ps = vec![
+                        ("dimension_numbers", Param::GatherDims(Arc::new(gdn))),
+                        ("slice_sizes", Param::ints(&slice_sizes)),
+                    ];
+                    for name in ["mode", "indices_are_sorted", "unique_indices"] {
+                        if let Some(v) = e.params().get(name) {
+                            ps.push((name, v.clone()));
+                        }
+                    }
+                    let r = self.emit1(i, Gather, vec![gv, indices], Params::new(ps))?;
+                    self.give(i, ins[2], r)?;
+                }
+            }
             Rev => {
                 let r = self.emit1(i, Rev, vec![gv], e.params().clone())?;
                 self.give(i, ins[0], r)?;
