@@ -28,7 +28,7 @@ pub enum PassError {
         /// How many were given.
         got: usize,
     },
-    /// [`transpose`]: a linear value is used where the result would not be linear in it
+    /// [`transpose()`]: a linear value is used where the result would not be linear in it
     /// (`sin` of it, a product of two linear values, a linear divisor or predicate).
     NonLinearUse {
         /// The primitive of the equation.
@@ -38,7 +38,7 @@ pub enum PassError {
         /// The operand position holding the linear value.
         operand: usize,
     },
-    /// [`transpose`]: an equation is linear in an operand but its primitive has no
+    /// [`transpose()`]: an equation is linear in an operand but its primitive has no
     /// transpose rule yet.
     NoTransposeRule {
         /// The primitive.

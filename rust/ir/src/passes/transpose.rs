@@ -127,7 +127,7 @@ pub fn transpose(jaxpr: &Jaxpr, linear: &[bool]) -> Result<Jaxpr, PassError> {
     for (&o, &g) in jaxpr.outvars().iter().zip(&ct_ins) {
         if let Atom::Var(v) = o {
             if t.is_lin[v.index()] {
-                t.accumulate(usize::MAX, v, g)?;
+                t.accumulate(NO_EQN, v, g)?;
             }
         }
     }
@@ -147,7 +147,7 @@ pub fn transpose(jaxpr: &Jaxpr, linear: &[bool]) -> Result<Jaxpr, PassError> {
         }
         let g = match t.ct[v.index()] {
             Some(g) => g,
-            None => t.zeros(usize::MAX, jaxpr.var_aval(v))?,
+            None => t.zeros(NO_EQN, jaxpr.var_aval(v))?,
         };
         outs.push(Atom::Var(g));
     }
@@ -156,6 +156,10 @@ pub fn transpose(jaxpr: &Jaxpr, linear: &[bool]) -> Result<Jaxpr, PassError> {
         message: e.to_string(),
     })
 }
+
+/// The equation index of what the pass emits for no source equation (the outputs'
+/// cotangents and the zeros of unused linear inputs).
+const NO_EQN: usize = usize::MAX;
 
 /// Primitives linear in some operand whose transpose rule is not written yet.
 fn is_linear_without_rule(p: Builtin) -> bool {
@@ -313,7 +317,7 @@ impl Transposer<'_> {
         self.out
             .add_eqn(prim, inputs, params)
             .map_err(|e| PassError::IllTyped {
-                eqn: (eqn != usize::MAX).then_some(eqn),
+                eqn: (eqn != NO_EQN).then_some(eqn),
                 message: e.to_string(),
             })
     }
