@@ -339,31 +339,26 @@ def jit(
     arguments and pytree structure), lowered to StableHLO, compiled and cached."""
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    positional, var_positional = _positional_params(fun)
     if names and not nums:
         # Static names given positionally count too (as JAX resolves them).
-        try:
-            positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-            params = [n for n, p in inspect.signature(fun).parameters.items() if p.kind in positional]
-            nums = tuple(params.index(n) for n in names if n in params)
-        except (TypeError, ValueError):
-            pass
-    if callable(fun):
-        _check_static_argnums(fun, nums)
-    return Jitted(fun, nums, names)
-
-
-def _check_static_argnums(fun: Callable[..., Any], nums: tuple[int, ...]) -> None:
-    """A ``ValueError`` (JAX's) for static positions ``fun`` cannot have: beyond its
-    positional parameters, unless it takes ``*args`` (or has no signature to read)."""
-    try:
-        params = inspect.signature(fun).parameters.values()
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        return
-    n = sum(p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params)
-    if any(not -n <= i < n for i in nums):
+        nums = tuple(positional.index(n) for n in names if n in positional)
+    n = len(positional)
+    if callable(fun) and not var_positional and any(not -n <= i < n for i in nums):
         raise ValueError(
             f"jitted function has static_argnums={nums}, but only accepts {n} positional "
             f"arguments, at {user_location()}"
         )
+    return Jitted(fun, nums, names)
+
+
+def _positional_params(fun: Any) -> tuple[list[str], bool]:
+    """The names of ``fun``'s positional parameters, and whether it takes ``*args``
+    (which, like a signature that cannot be read, allows any static position)."""
+    try:
+        params = inspect.signature(fun).parameters
+    except (TypeError, ValueError):
+        return [], True
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [name for name, p in params.items() if p.kind in positional]
+    return names, any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params.values())
