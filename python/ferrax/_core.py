@@ -12,16 +12,14 @@ Rust for the result types, and staging gets them from the jaxpr builder.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from types import FrameType
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from ferrax import _ir, dtypes
+from ferrax._user_frames import user_location
 from ferrax._array import Array, array_repr
 from ferrax.errors import (
     ConcretizationError,
@@ -44,23 +42,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def user_location() -> str:
-    """``file:line`` and the source line of the innermost frame outside ferrax."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
-            import linecache
-
-            line = linecache.getline(filename, frame.f_lineno).strip()
-            return f"{filename}:{frame.f_lineno}" + (f": {line}" if line else "")
-        frame = frame.f_back
-    return "<unknown>"
-
 
 # ---------------------------------------------------------------------------- primitives
 

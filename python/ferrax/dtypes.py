@@ -25,8 +25,6 @@ int64, so no 64-bit type is formed from 32-bit operands.
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any, TypeAlias
@@ -35,6 +33,7 @@ import ml_dtypes
 import numpy as np
 
 from ferrax import _config
+from ferrax._user_frames import user_location, user_stacklevel
 
 __all__ = [
     "DTypeLike",
@@ -102,18 +101,9 @@ def canonical(d: np.dtype[Any]) -> np.dtype[Any]:
     return _TO_32.get(d, d)
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
 def _warn_at_user_line(message: str) -> None:
-    # The stack level of the innermost frame outside ferrax: the warning names the
-    # user's line, however deep in the package it was raised.
-    frame = sys._getframe(0)
-    level = 1
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
-        frame = frame.f_back
-        level += 1
-    warnings.warn(message, UserWarning, stacklevel=level)
+    # Named at the user's line, however deep in the package it was raised.
+    warnings.warn(message, UserWarning, stacklevel=user_stacklevel())
 
 
 def supported(dtype: DTypeLike) -> np.dtype[Any]:
@@ -124,8 +114,6 @@ def supported(dtype: DTypeLike) -> np.dtype[Any]:
         return _bool
     if isinstance(dtype, str) and dtype in ("bfloat16", "bf16"):
         return bfloat16
-    from ferrax._core import user_location
-
     try:
         d = np.dtype(dtype)
     except TypeError as e:

@@ -10,7 +10,6 @@ primitives run by evaluating their sub-jaxprs.
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 
 from ferrax import _ir, dtypes
 from ferrax._core import Primitive, Tracer, aval_of, user_location
+from ferrax._user_frames import in_ferrax
 from ferrax._lax._operands import scalar
 from ferrax.errors import FerraxError, TypeCheckError
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
@@ -76,7 +76,6 @@ def _scan_impl(
 
 # ----------------------------------------------------------------- names in messages
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _type_text(a: _ir.ShapedArray) -> str:
@@ -169,7 +168,7 @@ def _raised_by_ferrax(e: BaseException) -> bool:
         tb = tb.tb_next
     if last is None:
         return False
-    return os.path.abspath(last.tb_frame.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep)
+    return in_ferrax(last.tb_frame.f_code.co_filename)
 
 
 @contextmanager
