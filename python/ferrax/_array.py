@@ -433,13 +433,7 @@ class Array:
         """Elements at ``indices`` along ``axis`` (of the flattened array by default):
         ``ferrax.numpy.take``."""
         _no_out("take", out)
-        # ferrax.numpy.take comes with gather (getattr: until then, a clear error).
-        take = getattr(_fnp, "take", None)
-        if take is None:
-            raise NotImplementedError(
-                f"ferrax.numpy.take is not available yet (it needs the gather primitive){_at_user_line()}"
-            )
-        # Only the options given, so a take with fewer of JAX's options still serves.
+        # Only the options given, as JAX's method forwards them.
         options: dict[str, Any] = {"axis": axis}
         if mode is not None:
             options["mode"] = mode
@@ -449,8 +443,7 @@ class Array:
             options["indices_are_sorted"] = True
         if fill_value is not None:
             options["fill_value"] = fill_value
-        result: Array = take(self, indices, **options)
-        return result
+        return _fnp.take(self, indices, **options)
 
     def clip(self, min: Any = None, max: Any = None, out: None = None) -> Array:
         """The array limited to ``[min, max]`` (either may be None)."""

@@ -505,8 +505,6 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
             cj, cconsts, bj, bconsts, btree = trace_both(avals)
     out_carry_tree = btree.children[2] if btree.children and len(btree.children) == 3 else None
     _check_carry("lax.fori_loop", "body_fun", body_fun, carry_name, tree, avals[2:], out_carry_tree, bj.out_avals[2:])
-    # The index and bound keep their types (only the value is checked above).
-    _check_carry("lax.fori_loop", "body_fun", body_fun, "(i, upper)", tree_flatten((0, 0))[1], avals[:2], tree_flatten((0, 0))[1], bj.out_avals[:2])
     outs = while_p.bind(
         *cconsts, *bconsts, lo_t, hi_t, *flat,
         cond_jaxpr=cj, body_jaxpr=bj, cond_nconsts=len(cconsts), body_nconsts=len(bconsts),

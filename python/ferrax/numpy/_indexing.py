@@ -345,12 +345,10 @@ def _dynamic_slice(x: Array, items: list[_Item], mode: Mode) -> Array | None:
     rev_axes: list[int] = []
     squeeze_axes: list[int] = []
     new_axes: list[int] = []
-    trivial = True
     for position, it in enumerate(_expand_ellipsis(items, x.ndim)):
         if it.kind is _Kind.NONE:
             new_axes.append(len(starts) - len(squeeze_axes) + len(new_axes))
         elif it.kind in (_Kind.INT, _Kind.ARRAY):
-            trivial = False
             (axis,) = it.axes
             if x.shape[axis] == 0:
                 raise _empty_axis_error(axis)
@@ -359,8 +357,6 @@ def _dynamic_slice(x: Array, items: list[_Item], mode: Mode) -> Array | None:
             squeeze_axes.append(axis)
         else:
             (axis,) = it.axes
-            if it.value != slice(None):
-                trivial = False
             start, stop, step = _slice_indices(it.value, x.shape[axis], position)
             if step < 0:
                 first = stop + 1
@@ -372,7 +368,8 @@ def _dynamic_slice(x: Array, items: list[_Item], mode: Mode) -> Array | None:
                 sizes.append(builtins.max(0, stop - start))
     if len(starts) > 1:
         starts = [_as_index_dtype(s) for s in starts]
-    y = x if trivial else lax.dynamic_slice(x, starts, sizes)
+    # Reached only with a traced or out-of-range index (the static forms are slices).
+    y = lax.dynamic_slice(x, starts, sizes)
     if rev_axes:
         y = lax.rev(y, rev_axes)
     if squeeze_axes:

@@ -54,9 +54,6 @@ class ScalarType(type):
     def __eq__(cls, other: object) -> bool:
         return cls is other or bool(cls.dtype.type == other)
 
-    def __ne__(cls, other: object) -> bool:
-        return not cls == other
-
     def __hash__(cls) -> int:
         return hash(cls.dtype.type)
 

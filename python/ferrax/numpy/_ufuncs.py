@@ -67,15 +67,18 @@ def _select(pred: Any, on_false: Any, on_true: Any) -> Array:
     return lax.select_n(pred, *cases)
 
 
+def _bools_as_int(xs: list[Any]) -> list[Any]:
+    """Promoted operands, made the default integer type if they are bools, as
+    ``jax.numpy``'s numeric promotion does (``True // True`` is an int32 1)."""
+    if not _is_bool(xs[0]):
+        return xs
+    default = dtypes.default_int()
+    return [convert(v, default) for v in xs]
+
+
 def _numeric_args(name: str, x: Any, y: Any) -> list[Any]:
-    """The operands promoted (as :func:`promote_args`), bools then made the default
-    integer type, as ``jax.numpy``'s numeric promotion does (``True // True`` is an
-    int32 1)."""
-    a, b = promote_args(name, x, y)
-    if _is_bool(a):
-        default = dtypes.canonicalize(int)
-        a, b = convert(a, default), convert(b, default)
-    return [a, b]
+    """The operands promoted (as :func:`promote_args`), bools made integers."""
+    return _bools_as_int(promote_args(name, x, y))
 
 
 def _no_bool(name: str, x: Any) -> None:
@@ -501,11 +504,7 @@ def bitwise_xor(x: ArrayLike, y: ArrayLike, /) -> Array:
 def _shift_operands(name: str, x: Any, y: Any) -> list[Any]:
     """Integer operands of one dtype, as jax.numpy shifts them: bools become the default
     integer; floats are refused."""
-    xs = _integral(name, x, y)
-    if _dtype(xs[0]) == np.bool_:
-        default = dtypes.canonicalize(int)
-        xs = [convert(v, default) for v in xs]
-    return xs
+    return _bools_as_int(_integral(name, x, y))
 
 
 def left_shift(x: ArrayLike, y: ArrayLike, /) -> Array:
