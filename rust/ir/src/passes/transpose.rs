@@ -53,7 +53,8 @@ use std::sync::Arc;
 /// [`PassError::NonLinearUse`] if a linear value is used non-linearly (`sin` of it, the
 /// product of two linear values, a linear divisor or predicate);
 /// [`PassError::NoTransposeRule`] for a primitive linear in an operand that has no rule
-/// yet (`concatenate`, `slice`, `gather`, `jit`, `scan`, ... and extension primitives).
+/// yet (plain `scatter`, a strided `slice`, `jit`, `cond`, `while`, `scan`, and extension
+/// primitives).
 ///
 /// # Example
 /// ```
@@ -164,10 +165,7 @@ const NO_EQN: usize = usize::MAX;
 /// Primitives linear in some operand whose transpose rule is not written yet.
 fn is_linear_without_rule(p: Builtin) -> bool {
     use Builtin::*;
-    matches!(
-        p,
-        Gather | Scatter | ScatterAdd | Rev | Jit | Cond | While | Scan
-    )
+    matches!(p, Scatter | Jit | Cond | While | Scan)
 }
 
 /// Checks that equation `index` is linear in its linear operands and has a rule.

@@ -174,7 +174,7 @@ impl Module {
         let batch_dims = &idims[..idims.len() - 1];
         let all_ty = tensor_of(batch_dims, DType::Bool);
         let init = self.scalar_constant(f, "true", DType::Bool);
-        let all = self.reduce_and_last(f, &ok, &init, ivd, all_ty);
+        let all = self.reduce(f, &ok, &init, &[ivd], "stablehlo.and", DType::Bool, all_ty);
         let batch_in_out: Vec<i64> = (0..out.shape.rank() as i64)
             .filter(|i| !dn.offset_dims.contains(i))
             .collect();
@@ -195,30 +195,6 @@ impl Module {
             "",
             out_ty,
         )])
-    }
-
-    /// `and` over the last dimension of a bool tensor.
-    fn reduce_and_last(
-        &mut self,
-        f: &mut FuncState<'_>,
-        x: &Ssa,
-        init: &Ssa,
-        axis: i64,
-        out_ty: String,
-    ) -> Ssa {
-        let r = f.fresh();
-        let (a, c, s) = (f.fresh(), f.fresh(), f.fresh());
-        let st = tensor_of(&[], DType::Bool);
-        let _ = writeln!(
-            self.out,
-            "    {r} = \"stablehlo.reduce\"({}, {}) ({{\n    ^bb0({a}: {st}, {c}: {st}):\n      {s} = \"stablehlo.and\"({a}, {c}) : ({st}, {st}) -> {st}\n      \"stablehlo.return\"({s}) : ({st}) -> ()\n    }}) {{dimensions = {}}} : ({}, {}) -> {out_ty}",
-            x.name,
-            init.name,
-            i64_array(&[axis]),
-            x.ty,
-            init.ty
-        );
-        Ssa::new(r, out_ty)
     }
 
     pub(super) fn lower_scatter(

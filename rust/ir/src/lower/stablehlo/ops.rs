@@ -506,7 +506,7 @@ impl Module {
 
     /// A one-operand `stablehlo.reduce` with a combining op in its region.
     #[allow(clippy::too_many_arguments)]
-    fn reduce(
+    pub(super) fn reduce(
         &mut self,
         f: &mut FuncState<'_>,
         x: &Ssa,
