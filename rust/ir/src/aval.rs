@@ -36,7 +36,41 @@ impl fmt::Display for ShapeError {
 
 impl std::error::Error for ShapeError {}
 
+/// Why two shapes are not the operands of a binary element-wise primitive.
+pub(crate) enum BinaryMismatch {
+    /// Different ranks, neither of them 0.
+    Ranks,
+    /// Dimension `0` has sizes `1` and `2`, neither of them 1.
+    Dim(usize, i64, i64),
+}
+
 impl Shape {
+    /// The result dimensions of a binary element-wise primitive on operands of shapes
+    /// `self` and `other`, as JAX 0.10 types them: equal shapes; a rank-0 operand; for
+    /// equal ranks, each dimension the one that is not 1 (size-1 dimensions broadcast).
+    pub(crate) fn binary_broadcast(&self, other: &Shape) -> Result<Vec<i64>, BinaryMismatch> {
+        if self == other || other.rank() == 0 {
+            return Ok(self.dims().to_vec());
+        }
+        if self.rank() == 0 {
+            return Ok(other.dims().to_vec());
+        }
+        if self.rank() != other.rank() {
+            return Err(BinaryMismatch::Ranks);
+        }
+        self.dims()
+            .iter()
+            .zip(other.dims())
+            .enumerate()
+            .map(|(i, (&a, &b))| match (a, b) {
+                _ if a == b => Ok(a),
+                (1, _) => Ok(b),
+                (_, 1) => Ok(a),
+                _ => Err(BinaryMismatch::Dim(i, a, b)),
+            })
+            .collect()
+    }
+
     /// A shape from its dimensions, checked: no negative dimension, element count in `i64`.
     pub fn new(dims: &[i64]) -> Result<Shape, ShapeError> {
         let mut count: i64 = 1;

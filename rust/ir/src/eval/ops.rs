@@ -458,33 +458,12 @@ fn step_of(len: usize, n: usize) -> R<usize> {
 /// operand's shape when one is a scalar, or, for operands of equal rank, each dimension
 /// the one that is not 1.
 fn binary_shape(x: &HostArray, y: &HostArray) -> R<Shape> {
-    if x.shape == y.shape || y.shape.rank() == 0 {
-        return Ok(x.shape.clone());
-    }
-    if x.shape.rank() == 0 {
-        return Ok(y.shape.clone());
-    }
-    let mismatch = || {
+    let dims = x.shape.binary_broadcast(&y.shape).map_err(|_| {
         internal(format!(
             "shapes {} and {} do not broadcast",
             x.shape, y.shape
         ))
-    };
-    if x.shape.rank() != y.shape.rank() {
-        return Err(mismatch());
-    }
-    let dims = x
-        .shape
-        .dims()
-        .iter()
-        .zip(y.shape.dims())
-        .map(|(&a, &b)| match (a, b) {
-            _ if a == b => Ok(a),
-            (1, _) => Ok(b),
-            (_, 1) => Ok(a),
-            _ => Err(mismatch()),
-        })
-        .collect::<R<Vec<i64>>>()?;
+    })?;
     Shape::new(&dims).map_err(|e| internal(e.to_string()))
 }
 

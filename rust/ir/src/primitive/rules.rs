@@ -1,7 +1,7 @@
 //! Shape and dtype rules of the built-in primitives.
 
 use super::{Builtin, Family, ParamKind};
-use crate::aval::{AbstractValue, Shape, ShapeError};
+use crate::aval::{AbstractValue, BinaryMismatch, Shape, ShapeError};
 use crate::dtype::DType;
 use crate::jaxpr::ClosedJaxpr;
 use crate::params::{DotDimensionNumbers, Param, Params};
@@ -344,35 +344,19 @@ fn binary(
 /// each dimension the one that is not 1 (size-1 dimensions broadcast implicitly).
 /// Operands of different non-zero ranks are refused (JAX broadcasts them explicitly).
 fn binary_shape(x: &AbstractValue, y: &AbstractValue) -> Result<Shape, RuleError> {
-    if x.shape == y.shape || y.shape.rank() == 0 {
-        return Ok(x.shape.clone());
-    }
-    if x.shape.rank() == 0 {
-        return Ok(y.shape.clone());
-    }
-    if x.shape.rank() != y.shape.rank() {
-        return Err(operands(format!(
+    match x.shape.binary_broadcast(&y.shape) {
+        Ok(dims) => shape(&dims),
+        Err(BinaryMismatch::Ranks) => Err(operands(format!(
             "operand shapes {} and {} have different ranks (only a rank-0 operand, \
              or size-1 dimensions of an operand of equal rank, broadcast)",
             x.shape, y.shape
-        )));
+        ))),
+        Err(BinaryMismatch::Dim(i, a, b)) => Err(operands(format!(
+            "operand shapes {} and {} differ in dimension {i} ({a} and {b}, \
+             neither of them 1)",
+            x.shape, y.shape
+        ))),
     }
-    let mut dims = Vec::with_capacity(x.shape.rank());
-    for (i, (&a, &b)) in x.shape.dims().iter().zip(y.shape.dims()).enumerate() {
-        dims.push(match (a, b) {
-            _ if a == b => a,
-            (1, _) => b,
-            (_, 1) => a,
-            _ => {
-                return Err(operands(format!(
-                    "operand shapes {} and {} differ in dimension {i} ({a} and {b}, \
-                     neither of them 1)",
-                    x.shape, y.shape
-                )))
-            }
-        });
-    }
-    shape(&dims)
 }
 
 /// `pow`, as JAX types it: a float base, and an exponent of the base's dtype or of any
