@@ -5,6 +5,7 @@ The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 
 from ferrax import lax, numpy, tree_util
 from ferrax._array import Array
+from ferrax._autodiff import jvp
 from ferrax._config import config, enable_x64
 from ferrax._cost import cost_analysis
 from ferrax._jit import eval_jaxpr, jit
@@ -41,6 +42,7 @@ __all__ = [
     "device_put",
     "eval_jaxpr",
     "jit",
+    "jvp",
     "lax",
     "make_jaxpr",
     "numpy",

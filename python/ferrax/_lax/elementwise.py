@@ -10,7 +10,7 @@ out, and floating-point exceptions produce inf/NaN silently.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from ferrax import dtypes
 from ferrax._array import Array
 from ferrax._core import Primitive
+from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, canonical_dtype, is_array, pair, quiet, scalar, scalar_as
 
 __all__ = [
@@ -457,3 +458,192 @@ def convert_element_type(operand: Any, new_dtype: Any, weak_type: bool = False) 
     if isinstance(x, Array) and x.dtype == dtype and x.weak_type == bool(weak_type):
         return x
     return bind1(convert_element_type_p, x, new_dtype=dtype, weak_type=bool(weak_type))
+
+
+# -------------------------------------------------------------------------- derivatives
+# Forward-mode rules (``ferrax._interpreters.ad``), written with the functions above so
+# that they differentiate again (higher orders) and stage like user code. A rule's
+# tangent has the primal output's shape: an operand broadcast by the primitive (a
+# scalar, or size-1 axes) has its tangent broadcast too.
+
+
+def _out_shaped(t: Any, ans: Any) -> Any:
+    """A tangent broadcast to the output's shape (operands broadcast implicitly)."""
+    from ferrax._lax.structural import broadcast_in_dim
+
+    shape = ans.shape
+    if t.shape == shape:
+        return t
+    dims: Sequence[int] = ()
+    if t.ndim == len(shape):
+        # Size-1 axes stretched: drop them, then broadcast.
+        from ferrax._lax.structural import reshape
+
+        keep = [i for i, n in enumerate(t.shape) if n == shape[i]]
+        t = reshape(t, [t.shape[i] for i in keep])
+        dims = keep
+    return broadcast_in_dim(t, shape, tuple(dims))
+
+
+def _zeros(aval: Any) -> Any:
+    from ferrax._core import ConcreteArray
+    from ferrax._lax.structural import broadcast_in_dim
+
+    zero = ConcreteArray(np.zeros((), aval.dtype), aval.weak_type)
+    return zero if aval.shape == () else broadcast_in_dim(zero, aval.shape, ())
+
+
+def _zero_rule(primitive: Primitive) -> None:
+    """A primitive whose output has a zero derivative everywhere it has one."""
+
+    def rule(primals: Any, tangents: Any, **params: Any) -> tuple[Any, Any]:
+        ans = primitive.bind(*primals, **params)
+        return ans, ad.Zero(ans.aval)
+
+    primitive.def_jvp(rule)
+
+
+def _one(x: Any) -> Any:
+    return scalar_as(1, x)
+
+
+ad.register_tangent_ops(lambda a, b: bind1(add_p, a, b), _zeros)
+
+ad.deflinear(neg_p)
+_zero_rule(sign_p)
+ad.defjvp(abs_p, lambda g, ans, x: select_n(ge(x, scalar_as(0, x)), neg(g), g))
+ad.defjvp(exp_p, lambda g, ans, x, **_: mul(g, ans))
+ad.defjvp(log_p, lambda g, ans, x, **_: div(g, x))
+ad.defjvp(log1p_p, lambda g, ans, x, **_: div(g, add(x, _one(x))))
+ad.defjvp(expm1_p, lambda g, ans, x, **_: mul(g, add(ans, _one(x))))
+ad.defjvp(sin_p, lambda g, ans, x, **_: mul(g, cos(x)))
+ad.defjvp(cos_p, lambda g, ans, x, **_: neg(mul(g, sin(x))))
+ad.defjvp(tan_p, lambda g, ans, x, **_: mul(g, add(_one(x), square(ans))))
+ad.defjvp(tanh_p, lambda g, ans, x, **_: mul(add(g, mul(g, ans)), sub(_one(x), ans)))
+ad.defjvp(logistic_p, lambda g, ans, x, **_: mul(g, mul(ans, sub(_one(x), ans))))
+ad.defjvp(sqrt_p, lambda g, ans, x, **_: div(g, mul(scalar_as(2, x), ans)))
+ad.defjvp(rsqrt_p, lambda g, ans, x, **_: mul(g, mul(scalar_as(-0.5, x), div(ans, x))))
+ad.defjvp(square_p, lambda g, ans, x: mul(g, mul(scalar_as(2, x), x)))
+_zero_rule(not_p)
+
+
+def _integer_pow_jvp(g: Any, ans: Any, x: Any, *, y: int) -> Any:
+    if y == 0:
+        return ad.Zero(ans.aval)
+    jac = scalar_as(y, x) if y == 1 else mul(scalar_as(y, x), integer_pow(x, y - 1))
+    return mul(g, jac)
+
+
+ad.defjvp(integer_pow_p, _integer_pow_jvp)
+
+
+def _add_jvp(primals: Any, tangents: Any, *, negate: bool = False) -> tuple[Any, Any]:
+    x, y = primals
+    tx, ty = tangents
+    ans = bind1(sub_p if negate else add_p, x, y)
+    if type(ty) is ad.Zero:
+        return ans, _out_shaped(tx, ans)
+    if type(tx) is ad.Zero:
+        return ans, _out_shaped(neg(ty) if negate else ty, ans)
+    return ans, bind1(sub_p if negate else add_p, tx, ty)
+
+
+add_p.def_jvp(_add_jvp)
+sub_p.def_jvp(lambda primals, tangents: _add_jvp(primals, tangents, negate=True))
+ad.defjvp(mul_p, lambda g, ans, x, y: _out_shaped(mul(g, y), ans), lambda g, ans, x, y: _out_shaped(mul(x, g), ans))
+ad.defjvp(
+    div_p,
+    lambda g, ans, x, y: _out_shaped(div(g, y), ans),
+    lambda g, ans, x, y: _out_shaped(mul(mul(neg(g), x), integer_pow(y, -2)), ans),
+)
+# rem(x, y) = x - y * trunc(x / y): d/dy is -trunc(x / y) = (rem - x) / y.
+ad.defjvp(
+    rem_p,
+    lambda g, ans, x, y: _out_shaped(g, ans),
+    lambda g, ans, x, y: _out_shaped(mul(g, div(sub(ans, x), y)), ans),
+)
+
+
+def _pow_jvp_x(g: Any, ans: Any, x: Any, y: Any) -> Any:
+    zero = scalar_as(0, y)
+    if dtypes.is_int(y.dtype):
+        ym1 = sub(y, scalar_as(1, y))
+        jac = select_n(eq(y, zero), mul(convert_element_type(y, x.dtype), pow(x, ym1)), _zeros(ans.aval))
+    else:
+        jac = select_n(eq(y, zero), mul(y, pow(x, sub(y, _one(y)))), _zeros(ans.aval))
+    return mul(_out_shaped(g, ans), jac)
+
+
+def _pow_jvp_y(g: Any, ans: Any, x: Any, y: Any) -> Any:
+    # log(x) * x**y, with log(1) where x is 0 (the derivative there is 0, not NaN).
+    safe_x = select_n(eq(x, scalar_as(0, x)), x, _ones_like(x))
+    return mul(_out_shaped(g, ans), mul(log(safe_x), ans))
+
+
+def _ones_like(x: Any) -> Any:
+    from ferrax._core import ConcreteArray
+    from ferrax._lax.structural import broadcast_in_dim
+
+    one = ConcreteArray(np.ones((), x.dtype), x.weak_type)
+    return one if x.shape == () else broadcast_in_dim(one, x.shape, ())
+
+
+ad.defjvp(pow_p, _pow_jvp_x, _pow_jvp_y)
+
+
+def _balanced(x: Any, z: Any, y: Any) -> Any:
+    """1 where ``x`` is the extremum ``z`` alone, 1/2 where ``y`` ties with it, else 0
+    (the derivative of max/min at a tie is split evenly, as JAX does)."""
+    one, half, zero = _ones_like(z), mul(_ones_like(z), scalar_as(0.5, z)), _zeros(z.aval)
+    return select_n(eq(x, z), zero, select_n(eq(y, z), one, half))
+
+
+ad.defjvp(
+    max_p,
+    lambda g, ans, x, y: mul(_out_shaped(g, ans), _balanced(x, ans, y)),
+    lambda g, ans, x, y: mul(_out_shaped(g, ans), _balanced(y, ans, x)),
+)
+ad.defjvp(
+    min_p,
+    lambda g, ans, x, y: mul(_out_shaped(g, ans), _balanced(x, ans, y)),
+    lambda g, ans, x, y: mul(_out_shaped(g, ans), _balanced(y, ans, x)),
+)
+for _p in (and_p, or_p, xor_p, shift_left_p, shift_right_logical_p, shift_right_arithmetic_p,
+           eq_p, ne_p, lt_p, le_p, gt_p, ge_p):
+    _zero_rule(_p)
+
+
+def _select_n_jvp(primals: Any, tangents: Any) -> tuple[Any, Any]:
+    which, *cases = primals
+    ans = bind1(select_n_p, which, *cases)
+    return ans, bind1(select_n_p, which, *[ad.instantiate(t) for t in tangents[1:]])
+
+
+select_n_p.def_jvp(_select_n_jvp)
+
+
+def _clamp_jvp(primals: Any, tangents: Any) -> tuple[Any, Any]:
+    lo, x, hi = primals
+    tlo, tx, thi = tangents
+    ans: Any = bind1(clamp_p, lo, x, hi)
+    zeros = _zeros(ans.aval)
+    out: Any = ad.Zero(ans.aval)
+    if type(tlo) is not ad.Zero:
+        out = ad.add_tangents(out, select_n(bitwise_and(gt(lo, x), lt(lo, hi)), zeros, _out_shaped(tlo, ans)))
+    if type(tx) is not ad.Zero:
+        out = ad.add_tangents(out, select_n(bitwise_and(gt(x, lo), lt(x, hi)), zeros, tx))
+    if type(thi) is not ad.Zero:
+        out = ad.add_tangents(out, select_n(lt(hi, x), zeros, _out_shaped(thi, ans)))
+    return ans, out
+
+
+clamp_p.def_jvp(_clamp_jvp)
+
+
+def _convert_jvp(g: Any, ans: Any, x: Any, *, new_dtype: Any, weak_type: bool = False, sharding: None = None) -> Any:
+    if not ad.is_differentiable(np.dtype(new_dtype)):
+        return ad.Zero(ans.aval)
+    return bind1(convert_element_type_p, g, new_dtype=new_dtype, weak_type=weak_type)
+
+
+ad.defjvp(convert_element_type_p, _convert_jvp)

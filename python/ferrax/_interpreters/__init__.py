@@ -1,0 +1,1 @@
+"""The transformations, one module each: they know the core, not the primitives."""

@@ -1,0 +1,279 @@
+"""Forward-mode differentiation: the JVP trace, symbolic zeros, and rule helpers.
+
+A :class:`JVPTracer` carries a primal value and its tangent. The tangent is either a
+value or a :class:`Zero` (a symbolic zero: known to be zero, never materialized). A
+primitive whose tangents are all zero is applied to the primals alone, so unused and
+integer tangents cost nothing and never reach a jaxpr. Otherwise the primitive's
+``jvp_rule(primals, tangents, **params) -> (primal_outs, tangent_outs)`` runs; rules live
+next to their primitives (``ferrax._lax``), written with the helpers here.
+
+This module knows the core, not the primitives: the two tangent operations it needs
+(adding tangents, materializing a zero) are registered by ``ferrax._lax`` with
+:func:`register_tangent_ops`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ferrax import _ir, dtypes
+from ferrax._core import ConcreteArray, Primitive, Trace, Tracer, aval_of, to_numpy
+from ferrax.errors import FerraxError
+
+__all__ = [
+    "JVPTrace",
+    "JVPTracer",
+    "Zero",
+    "add_tangents",
+    "defjvp",
+    "deflinear",
+    "float0",
+    "instantiate",
+    "is_differentiable",
+    "jvp_flat",
+    "jvp_jaxpr",
+    "register_tangent_ops",
+]
+
+#: The dtype of the tangent of an integer or boolean value (JAX's ``float0``): no data.
+float0: np.dtype[Any] = np.dtype([("float0", np.void, 0)])
+
+
+class DifferentiationError(FerraxError):
+    """A primitive was differentiated that has no differentiation rule."""
+
+
+def is_differentiable(dtype: np.dtype[Any]) -> bool:
+    """Whether values of this dtype have tangents (floating and complex types)."""
+    return dtypes.is_float(dtype) or np.dtype(dtype).kind == "c"
+
+
+class Zero:
+    """A symbolic zero tangent for a value of type ``aval``."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: _ir.ShapedArray) -> None:
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"Zero({self.aval.str_short()})"
+
+
+# The tangent operations, registered by ferrax._lax (which owns the primitives).
+_add: Callable[[Any, Any], Any] | None = None
+_zeros: Callable[[_ir.ShapedArray], Any] | None = None
+
+
+def register_tangent_ops(add: Callable[[Any, Any], Any], zeros: Callable[[_ir.ShapedArray], Any]) -> None:
+    """Sets how tangents are added (``add_any``) and how a zero is materialized."""
+    global _add, _zeros
+    _add, _zeros = add, zeros
+
+
+def instantiate(t: Any) -> Any:
+    """A tangent as a value: a symbolic zero becomes an array of zeros."""
+    if type(t) is Zero:
+        assert _zeros is not None
+        return _zeros(t.aval)
+    return t
+
+
+def add_tangents(a: Any, b: Any) -> Any:
+    """The sum of two tangents of the same type, zeros kept symbolic."""
+    if type(a) is Zero:
+        return b
+    if type(b) is Zero:
+        return a
+    assert _add is not None
+    return _add(a, b)
+
+
+# -------------------------------------------------------------------------- the trace
+
+
+class JVPTracer(Tracer):
+    """A value being differentiated forward: a primal and its tangent."""
+
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, trace: JVPTrace, primal: Any, tangent: Any) -> None:
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self) -> _ir.ShapedArray:
+        return aval_of(self.primal)
+
+
+def _as_value(x: Any) -> Any:
+    """A constant as an array value (Python and NumPy scalars keep JAX's typing)."""
+    if isinstance(x, (Tracer, ConcreteArray)):
+        return x
+    return ConcreteArray(to_numpy(x), aval_of(x).weak_type)
+
+
+class JVPTrace(Trace):
+    """Applies primitives to (primal, tangent) pairs with each primitive's JVP rule."""
+
+    def pure(self, value: Any) -> JVPTracer:
+        value = _as_value(value)
+        return JVPTracer(self, value, Zero(aval_of(value)))
+
+    def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
+        primals = [t.primal for t in tracers]
+        tangents = [t.tangent for t in tracers]
+        if all(type(t) is Zero for t in tangents):
+            outs = primitive.bind(*primals, **params)
+            outs = list(outs) if primitive.multiple_results else [outs]
+            return [JVPTracer(self, o, Zero(aval_of(o))) for o in outs]
+        rule = primitive.jvp_rule
+        if rule is None:
+            raise DifferentiationError(
+                f"differentiation rule for '{primitive.name}' not implemented"
+            )
+        primal_out, tangent_out = rule(primals, tangents, **params)
+        if not primitive.multiple_results:
+            primal_out, tangent_out = [primal_out], [tangent_out]
+        results = []
+        for p, t in zip(primal_out, tangent_out, strict=True):
+            aval = aval_of(p)
+            if type(t) is not Zero and not is_differentiable(aval.dtype):
+                t = Zero(aval)
+            elif t is None:
+                t = Zero(aval)
+            results.append(JVPTracer(self, p, t))
+        return results
+
+
+# ---------------------------------------------------------------------- rule helpers
+
+JvpFn = Callable[..., Any]
+
+
+def defjvp(primitive: Primitive, *fns: JvpFn | None) -> None:
+    """Defines ``primitive``'s JVP one operand at a time: ``fns[i](t, ans, *primals,
+    **params)`` is the output tangent's part due to operand ``i``'s tangent ``t`` (``ans``
+    the primal output); ``None`` for an operand with no derivative. The parts of nonzero
+    tangents are added."""
+
+    def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+        ans = primitive.bind(*primals, **params)
+        out: Any = Zero(aval_of(ans))
+        for fn, t in zip(fns, tangents):
+            if fn is not None and type(t) is not Zero:
+                out = add_tangents(out, fn(t, ans, *primals, **params))
+        return ans, out
+
+    primitive.def_jvp(rule)
+
+
+def deflinear(primitive: Primitive, linear: Sequence[int] | None = None) -> None:
+    """``primitive`` is linear in the operands at positions ``linear`` (all when None)
+    jointly: its tangent is the primitive applied to those operands' tangents (zeros
+    materialized) and the other operands' primal values."""
+
+    def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+        ans = primitive.bind(*primals, **params)
+        positions = range(len(primals)) if linear is None else linear
+        args = list(primals)
+        for i in positions:
+            args[i] = instantiate(tangents[i])
+        return ans, primitive.bind(*args, **params)
+
+    primitive.def_jvp(rule)
+
+
+def zeros_float0(aval: _ir.ShapedArray) -> np.ndarray[Any, Any]:
+    """The tangent of an integer value: a float0 array of its shape."""
+    return np.zeros(aval.shape, dtype=float0)
+
+
+# ------------------------------------------------------------- jvp of a closed jaxpr
+
+_jvp_cache: dict[tuple[_ir.ClosedJaxpr, tuple[bool, ...], tuple[bool, ...]], tuple[_ir.ClosedJaxpr, list[bool]]] = {}
+
+
+def jvp_jaxpr(
+    closed: _ir.ClosedJaxpr, nonzeros: Sequence[bool], instantiate: Sequence[bool] | bool
+) -> tuple[_ir.ClosedJaxpr, list[bool]]:
+    """The JVP of a jaxpr, as a jaxpr: it takes the primal inputs, then the tangents of
+    the inputs flagged in ``nonzeros``; it returns the primal outputs, then the tangents
+    of the outputs that are not symbolically zero (flagged in the second result). An
+    output flagged in ``instantiate`` always gets a tangent (zeros if need be), unless its
+    type has none (integers)."""
+    n_out = len(closed.out_avals)
+    inst = (instantiate,) * n_out if isinstance(instantiate, bool) else tuple(instantiate)
+    key = (closed, tuple(nonzeros), inst)
+    hit = _jvp_cache.get(key)
+    if hit is not None:
+        return hit
+    from ferrax._staging import trace_to_jaxpr
+    from ferrax.tree_util import tree_flatten
+
+    in_avals = closed.in_avals
+    tangent_avals = [a for a, nz in zip(in_avals, nonzeros, strict=True) if nz]
+    out_nz: list[bool] = []
+
+    def fun(*args: Any) -> list[Any]:
+        primals = args[: len(in_avals)]
+        tangents = iter(args[len(in_avals) :])
+        ps, ts = jvp_flat(
+            lambda *xs: eval_closed(closed, *xs),
+            list(primals),
+            [next(tangents) if nz else Zero(a) for a, nz in zip(in_avals, nonzeros)],
+        )
+        outs_t = []
+        for t, want, p in zip(ts, inst, ps):
+            if type(t) is Zero and want and is_differentiable(aval_of(p).dtype):
+                t = instantiate_zero(t)
+            out_nz.append(type(t) is not Zero)
+            if type(t) is not Zero:
+                outs_t.append(t)
+        return [*ps, *outs_t]
+
+    avals = [*in_avals, *tangent_avals]
+    _, tree = tree_flatten(tuple(range(len(avals))))
+    jvp_closed, _ = trace_to_jaxpr(fun, avals, tree)
+    result = (jvp_closed, out_nz)
+    if len(_jvp_cache) > 4096:
+        _jvp_cache.clear()
+    _jvp_cache[key] = result
+    return result
+
+
+def instantiate_zero(t: Any) -> Any:
+    """Alias of :func:`instantiate` for readability in rules."""
+    return instantiate(t)
+
+
+def eval_closed(closed: _ir.ClosedJaxpr, *args: Any) -> list[Any]:
+    """Evaluates a closed jaxpr under the active transformations."""
+    from ferrax._jit import eval_jaxpr
+
+    return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
+
+def jvp_flat(fun: Callable[..., Sequence[Any]], primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Runs ``fun`` on (primal, tangent) pairs under a new JVP trace; returns the primal
+    outputs and their tangents (symbolic zeros kept as :class:`Zero`)."""
+    from ferrax._core import new_main
+
+    with new_main(JVPTrace) as main:
+        trace = main.trace
+        assert isinstance(trace, JVPTrace)
+        tracers = []
+        for p, t in zip(primals, tangents, strict=True):
+            p = _as_value(p)
+            if type(t) is not Zero and not is_differentiable(aval_of(p).dtype):
+                t = Zero(aval_of(p))
+            tracers.append(JVPTracer(trace, p, t))
+        outs = fun(*tracers)
+        raised = [trace.full_raise(o) for o in outs]
+        primal_out = [r.primal for r in raised]
+        tangent_out = [r.tangent for r in raised]
+    return primal_out, tangent_out
