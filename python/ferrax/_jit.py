@@ -16,6 +16,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from ferrax import _config, _core, _ir
 from ferrax._array import type_name
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
+from ferrax._interpreters import ad
 from ferrax._runtime import DeviceArray, Executable, buffer_of, compile_stablehlo
 from ferrax._staging import trace_to_jaxpr
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
@@ -33,6 +34,21 @@ _MISS = object()
 @jit_p.def_impl
 def _jit_impl(*args: Any, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> list[Any]:
     return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+
+
+def _jit_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> tuple[list[Any], list[Any]]:
+    # The call's jaxpr differentiated, still one call: primals and nonzero tangents in,
+    # primal outputs and nonzero tangents out.
+    nonzeros = [type(t) is not ad.Zero for t in tangents]
+    jvp_closed, out_nz = ad.jvp_jaxpr(jaxpr, nonzeros, False)
+    body, consts = ad.hoist_consts(jvp_closed)
+    outs = jit_p.bind(*consts, *primals, *[t for t in tangents if type(t) is not ad.Zero], jaxpr=body, name=name)
+    n = len(jaxpr.out_avals)
+    rest = iter(outs[n:])
+    return list(outs[:n]), [next(rest) if nz else ad.Zero(a) for nz, a in zip(out_nz, jaxpr.out_avals)]
+
+
+jit_p.def_jvp(_jit_jvp)
 
 
 def eval_jaxpr(jaxpr: _ir.Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:

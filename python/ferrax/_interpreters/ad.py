@@ -195,55 +195,86 @@ def zeros_float0(aval: _ir.ShapedArray) -> np.ndarray[Any, Any]:
 
 # ------------------------------------------------------------- jvp of a closed jaxpr
 
-_jvp_cache: dict[tuple[_ir.ClosedJaxpr, tuple[bool, ...], tuple[bool, ...]], tuple[_ir.ClosedJaxpr, list[bool]]] = {}
+_JvpKey = tuple[_ir.ClosedJaxpr, tuple[bool, ...], tuple[bool, ...], tuple[int, ...], tuple[int, ...]]
+_jvp_cache: dict[_JvpKey, tuple[_ir.ClosedJaxpr, list[bool]]] = {}
+
+
+def _interleave(groups: Sequence[int], primals: Sequence[Any], tangents: Sequence[Any], flags: Sequence[bool]) -> list[Any]:
+    """Each group of primals followed by the flagged tangents of that group."""
+    out: list[Any] = []
+    i = 0
+    for n in groups:
+        out.extend(primals[i : i + n])
+        out.extend(t for t, f in zip(tangents[i : i + n], flags[i : i + n]) if f)
+        i += n
+    return out
 
 
 def jvp_jaxpr(
-    closed: _ir.ClosedJaxpr, nonzeros: Sequence[bool], instantiate: Sequence[bool] | bool
+    closed: _ir.ClosedJaxpr,
+    nonzeros: Sequence[bool],
+    instantiate: Sequence[bool] | bool,
+    in_groups: Sequence[int] | None = None,
+    out_groups: Sequence[int] | None = None,
 ) -> tuple[_ir.ClosedJaxpr, list[bool]]:
-    """The JVP of a jaxpr, as a jaxpr: it takes the primal inputs, then the tangents of
-    the inputs flagged in ``nonzeros``; it returns the primal outputs, then the tangents
-    of the outputs that are not symbolically zero (flagged in the second result). An
-    output flagged in ``instantiate`` always gets a tangent (zeros if need be), unless its
-    type has none (integers)."""
-    n_out = len(closed.out_avals)
+    """The JVP of a jaxpr, as a jaxpr.
+
+    It takes the primal inputs, then the tangents of the inputs flagged in ``nonzeros``,
+    and returns the primal outputs, then the tangents of the outputs that are not
+    symbolically zero (flagged in the second result). An output flagged in
+    ``instantiate`` always gets a tangent (zeros if need be) unless its type has none
+    (integers). With ``in_groups`` (sizes summing to the input count) each group of
+    primal inputs is followed by its own tangents (a scan's consts, carry and xs); the
+    same for outputs with ``out_groups``.
+    """
+    in_avals = closed.in_avals
+    n_in, n_out = len(in_avals), len(closed.out_avals)
     inst = (instantiate,) * n_out if isinstance(instantiate, bool) else tuple(instantiate)
-    key = (closed, tuple(nonzeros), inst)
+    gin = tuple(in_groups) if in_groups is not None else (n_in,)
+    gout = tuple(out_groups) if out_groups is not None else (n_out,)
+    key = (closed, tuple(nonzeros), inst, gin, gout)
     hit = _jvp_cache.get(key)
     if hit is not None:
         return hit
     from ferrax._staging import trace_to_jaxpr
     from ferrax.tree_util import tree_flatten
 
-    in_avals = closed.in_avals
-    tangent_avals = [a for a, nz in zip(in_avals, nonzeros, strict=True) if nz]
     out_nz: list[bool] = []
+    # Where each primal and each flagged tangent sits among the inputs.
+    slots = _interleave(gin, [("p", i) for i in range(n_in)], [("t", i) for i in range(n_in)], nonzeros)
 
     def fun(*args: Any) -> list[Any]:
-        primals = args[: len(in_avals)]
-        tangents = iter(args[len(in_avals) :])
-        ps, ts = jvp_flat(
-            lambda *xs: eval_closed(closed, *xs),
-            list(primals),
-            [next(tangents) if nz else Zero(a) for a, nz in zip(in_avals, nonzeros)],
-        )
-        outs_t = []
-        for t, want, p in zip(ts, inst, ps):
-            if type(t) is Zero and want and is_differentiable(aval_of(p).dtype):
-                t = instantiate_zero(t)
-            out_nz.append(type(t) is not Zero)
-            if type(t) is not Zero:
-                outs_t.append(t)
-        return [*ps, *outs_t]
+        primals: list[Any] = [None] * n_in
+        tangents: list[Any] = [Zero(a) for a in in_avals]
+        for (kind, i), x in zip(slots, args):
+            if kind == "p":
+                primals[i] = x
+            else:
+                tangents[i] = x
+        ps, ts = jvp_flat(lambda *xs: eval_closed(closed, *xs), primals, tangents)
+        out_nz.clear()
+        for k, (t, p) in enumerate(zip(ts, ps)):
+            if type(t) is Zero and inst[k] and is_differentiable(aval_of(p).dtype):
+                ts[k] = instantiate_zero(t)
+            out_nz.append(type(ts[k]) is not Zero)
+        return _interleave(gout, ps, ts, out_nz)
 
-    avals = [*in_avals, *tangent_avals]
+    avals = [in_avals[i] for _, i in slots]
     _, tree = tree_flatten(tuple(range(len(avals))))
     jvp_closed, _ = trace_to_jaxpr(fun, avals, tree)
-    result = (jvp_closed, out_nz)
+    result = (jvp_closed, list(out_nz))
     if len(_jvp_cache) > 4096:
         _jvp_cache.clear()
     _jvp_cache[key] = result
     return result
+
+
+def hoist_consts(closed: _ir.ClosedJaxpr) -> tuple[_ir.ClosedJaxpr, list[Any]]:
+    """A closed jaxpr whose constants became leading inputs, and those constants (the
+    sub-jaxprs of calls and control flow take no constants)."""
+    if not closed.consts:
+        return closed, []
+    return _ir.ClosedJaxpr(_ir.consts_to_invars(closed.jaxpr), []), list(closed.consts)
 
 
 def instantiate_zero(t: Any) -> Any:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ferrax import _ir, dtypes
 from ferrax._core import Primitive, Tracer, aval_of, user_location
+from ferrax._interpreters import ad
 from ferrax._user_frames import in_ferrax
 from ferrax._lax._operands import scalar
 from ferrax.errors import FerraxError, TypeCheckError
@@ -607,3 +608,132 @@ def _scan(
     )
     carry_out = tree_unflatten(carry_tree, outs[:nc])
     return carry_out, tree_unflatten(ys, outs[nc:])
+
+
+# -------------------------------------------------------------------------- derivatives
+# Each control-flow primitive differentiates to itself, over JVP jaxprs of its
+# sub-jaxprs (``ad.jvp_jaxpr``): only nonzero tangents become operands. Constants a JVP
+# jaxpr captured become leading operands (sub-jaxprs take none).
+
+
+def _nonzero(ts: Sequence[Any]) -> list[bool]:
+    return [type(t) is not ad.Zero for t in ts]
+
+
+def _nonzero_values(ts: Sequence[Any]) -> list[Any]:
+    return [t for t in ts if type(t) is not ad.Zero]
+
+
+def _unpack(outs: Sequence[Any], flags: Sequence[bool], avals: Sequence[_ir.ShapedArray]) -> list[Any]:
+    it = iter(outs)
+    return [next(it) if f else ad.Zero(a) for f, a in zip(flags, avals)]
+
+
+def _cond_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, branches: tuple[_ir.ClosedJaxpr, ...]) -> tuple[list[Any], list[Any]]:
+    index, *ops = primals
+    nz = _nonzero(tangents[1:])
+    # An output with a tangent in some branch gets one in every branch.
+    out_nz = [False] * len(branches[0].out_avals)
+    for b in branches:
+        out_nz = [x or y for x, y in zip(out_nz, ad.jvp_jaxpr(b, nz, False)[1])]
+    jvps = [ad.hoist_consts(ad.jvp_jaxpr(b, nz, out_nz)[0]) for b in branches]
+    const_avals = [c_aval for j, cs in jvps for c_aval in j.in_avals[: len(cs)]]
+    consts = [c for _, cs in jvps for c in cs]
+    op_avals = jvps[0][0].in_avals[len(jvps[0][1]) :]
+    new_branches, start = [], 0
+    for j, cs in jvps:
+        new_branches.append(_with_unused_inputs(j, const_avals, start, len(cs), op_avals))
+        start += len(cs)
+    outs = cond_p.bind(index, *consts, *ops, *_nonzero_values(tangents[1:]), branches=tuple(new_branches))
+    n = len(branches[0].out_avals)
+    return list(outs[:n]), _unpack(outs[n:], out_nz, branches[0].out_avals)
+
+
+cond_p.def_jvp(_cond_jvp)
+
+
+def _carry_fixpoint(body: _ir.ClosedJaxpr, const_nz: list[bool], carry_nz: list[bool], rest_nz: list[bool], groups: list[int], out_groups: list[int]) -> list[bool]:
+    """The carries with tangents: those given one, and those the body gives one."""
+    nc = len(carry_nz)
+    while True:
+        _, out_nz = ad.jvp_jaxpr(body, const_nz + carry_nz + rest_nz, carry_nz + [False] * (len(body.out_avals) - nc), groups, out_groups)
+        new = [a or b for a, b in zip(carry_nz, out_nz[:nc])]
+        if new == carry_nz:
+            return carry_nz
+        carry_nz = new
+
+
+def _while_jvp(
+    primals: Sequence[Any], tangents: Sequence[Any], *, cond_jaxpr: _ir.ClosedJaxpr, body_jaxpr: _ir.ClosedJaxpr,
+    cond_nconsts: int, body_nconsts: int,
+) -> tuple[list[Any], list[Any]]:
+    cc, bc = cond_nconsts, body_nconsts
+    nz = _nonzero(tangents)
+    const_nz, carry_nz = nz[cc : cc + bc], nz[cc + bc :]
+    nc = len(carry_nz)
+    carry_nz = _carry_fixpoint(body_jaxpr, const_nz, carry_nz, [], [bc, nc], [nc])
+    body, extra = ad.hoist_consts(ad.jvp_jaxpr(body_jaxpr, const_nz + carry_nz, carry_nz, [bc, nc], [nc])[0])
+    carry_avals = body_jaxpr.out_avals
+    tangent_avals = [a for a, f in zip(carry_avals, carry_nz) if f]
+    # The predicate ignores the tangents.
+    cond = _ir.ClosedJaxpr(_append_unused(cond_jaxpr.jaxpr, tangent_avals), [])
+    carry_tangents = [ad.instantiate(t) if f else None for t, f in zip(tangents[cc + bc :], carry_nz)]
+    outs = while_p.bind(
+        *primals[:cc], *extra, *primals[cc : cc + bc], *_nonzero_values(tangents[cc : cc + bc]),
+        *primals[cc + bc :], *[t for t in carry_tangents if t is not None],
+        cond_jaxpr=cond, body_jaxpr=body, cond_nconsts=cc, body_nconsts=len(extra) + bc + sum(const_nz),
+    )
+    return list(outs[:nc]), _unpack(outs[nc:], carry_nz, carry_avals)
+
+
+def _append_unused(j: _ir.Jaxpr, avals: Sequence[_ir.ShapedArray]) -> _ir.Jaxpr:
+    """``j`` taking extra, unused trailing inputs of these types."""
+    if not avals:
+        return j
+    from ferrax._staging import trace_to_jaxpr
+
+    n = len(j.in_avals)
+    all_avals = [*j.in_avals, *avals]
+    tree = tree_flatten(tuple(range(len(all_avals))))[1]
+    closed, _ = trace_to_jaxpr(lambda *xs: ad.eval_closed(_ir.ClosedJaxpr(j, []), *xs[:n]), all_avals, tree)
+    return closed.jaxpr
+
+
+while_p.def_jvp(_while_jvp)
+
+
+def _scan_jvp(
+    primals: Sequence[Any], tangents: Sequence[Any], *, jaxpr: _ir.ClosedJaxpr, num_consts: int, num_carry: int,
+    **params: Any,
+) -> tuple[list[Any], list[Any]]:
+    k, nc = num_consts, num_carry
+    nx = len(primals) - k - nc
+    nz = _nonzero(tangents)
+    const_nz, carry_nz, xs_nz = nz[:k], nz[k : k + nc], nz[k + nc :]
+    ny = len(jaxpr.out_avals) - nc
+    carry_nz = _carry_fixpoint(jaxpr, const_nz, carry_nz, xs_nz, [k, nc, nx], [nc, ny])
+    jvp_closed, out_nz = ad.jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz, carry_nz + [False] * ny, [k, nc, nx], [nc, ny])
+    body, extra = ad.hoist_consts(jvp_closed)
+    carry_tangents = [ad.instantiate(t) for t, f in zip(tangents[k : k + nc], carry_nz) if f]
+    ops = [
+        *extra, *primals[:k], *_nonzero_values(tangents[:k]),
+        *primals[k : k + nc], *carry_tangents,
+        *primals[k + nc :], *_nonzero_values(tangents[k + nc :]),
+    ]
+    params = dict(params)
+    if "linear" in params:
+        params["linear"] = (False,) * len(ops)
+    outs = scan_p.bind(
+        *ops, jaxpr=body, num_consts=len(extra) + k + sum(const_nz), num_carry=nc + sum(carry_nz), **params
+    )
+    n_ct = sum(carry_nz)
+    carry_out, carry_t = outs[:nc], outs[nc : nc + n_ct]
+    ys, ys_t = outs[nc + n_ct : nc + n_ct + ny], outs[nc + n_ct + ny :]
+    y_avals = [_ir.ShapedArray((params["length"], *a.shape), a.dtype, a.weak_type) for a in jaxpr.out_avals[nc:]]
+    return (
+        [*carry_out, *ys],
+        [*_unpack(carry_t, carry_nz, jaxpr.out_avals[:nc]), *_unpack(ys_t, out_nz[nc:], y_avals)],
+    )
+
+
+scan_p.def_jvp(_scan_jvp)
