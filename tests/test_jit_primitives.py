@@ -13,6 +13,8 @@ import pytest
 
 import ferrax as fx
 from ferrax import TypeCheckError, _ir, lax
+from ferrax._lax._operands import bind1
+from ferrax._lax.elementwise import add_any_p
 
 @pytest.fixture(autouse=True)
 def x64() -> Iterator[None]:
@@ -67,6 +69,7 @@ CASES = [
         ("le", "le"), ("gt", "gt"), ("ge", "ge"),
     ]],
     _c("add", lax.add, S, ()),  # a rank-0 operand broadcasts
+    _c("add_any", lambda x, y: bind1(add_any_p, x, y), S, S),
     *[_c(n, getattr(lax, n), (4, 8), (4, 8), shift=True) for n in (
         "shift_left", "shift_right_logical", "shift_right_arithmetic",
     )],

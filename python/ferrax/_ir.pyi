@@ -34,6 +34,7 @@ __all__ = [
     "random_jaxpr",
     "reference_eval",
     "toposort",
+    "transpose",
     "typecheck",
 ]
 
@@ -341,6 +342,14 @@ def dce(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
 
 def toposort(jaxpr: Jaxpr) -> Jaxpr:
     """Reorders the equations by demand from the outputs."""
+
+def transpose(jaxpr: Jaxpr, linear: Sequence[bool]) -> Jaxpr:
+    """The transpose of a jaxpr linear in the inputs flagged in ``linear``.
+
+    The result takes the non-linear inputs (in order), then one cotangent per output,
+    and returns one cotangent per linear input. A wrong flag count, a non-linear use of
+    a linear value or a primitive without a transpose rule is a :class:`PassError`.
+    """
 
 def abstract_eval(
     primitive: str | ExtensionPrimitive,

@@ -170,6 +170,8 @@ def _shift_right_arithmetic(x: NDArray, y: NDArray) -> NDArray:
 
 
 add_p = _primitive("add", quiet(np.add))
+# JAX's add_jaxvals_p: sums two cotangents of one type (no broadcasting, no promotion).
+add_any_p = _primitive("add_any", quiet(np.add))
 sub_p = _primitive("sub", quiet(np.subtract))
 mul_p = _primitive("mul", quiet(np.multiply))
 div_p = _primitive("div", _div)

@@ -363,12 +363,13 @@ fn random_eqn(
             apply(b, UNARY[rng.below(UNARY.len())], vec![x], Params::empty())
         }
         2 | 3 => {
-            const BINARY: [Builtin; 5] = [
+            const BINARY: [Builtin; 6] = [
                 Builtin::Add,
                 Builtin::Sub,
                 Builtin::Mul,
                 Builtin::Max,
                 Builtin::Min,
+                Builtin::AddAny,
             ];
             let partners: Vec<Atom> = pool
                 .iter()
@@ -387,12 +388,20 @@ fn random_eqn(
                 partners[rng.below(partners.len())]
             };
             let (l, r) = if rng.chance(0.5) { (x, y) } else { (y, x) };
-            apply(
-                b,
-                BINARY[rng.below(BINARY.len())],
-                vec![l, r],
-                Params::empty(),
-            )
+            let mut op = BINARY[rng.below(BINARY.len())];
+            // `add_any` takes two operands of one type only (no implicit broadcasting).
+            let type_of = |b: &JaxprBuilder, a: Atom| match a {
+                Atom::Var(v) => b.var_aval(v).cloned(),
+                Atom::Lit(_) => Some(f32_of(&[])),
+            };
+            if op == Builtin::AddAny {
+                let (lt, rt) = (type_of(b, l), type_of(b, r));
+                let same = matches!((lt, rt), (Some(p), Some(q)) if p.shape == q.shape && p.dtype == q.dtype);
+                if !same {
+                    op = Builtin::Add;
+                }
+            }
+            apply(b, op, vec![l, r], Params::empty())
         }
         4 if xt.shape.rank() > 0 && rng.chance(0.5) => {
             indexing(b, rng, pool, (x, &xt)).and_then(|(p, ins, params)| apply(b, p, ins, params))

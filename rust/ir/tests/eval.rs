@@ -184,6 +184,7 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::ScatterMin, case_scatter),
     (Builtin::ScatterMax, case_scatter),
     (Builtin::Rev, case_rev),
+    (Builtin::AddAny, case_add_any),
     (Builtin::Jit, case_jit),
     (Builtin::Cond, case_cond),
     (Builtin::While, case_while),
@@ -1880,6 +1881,35 @@ fn case_rev() {
     assert_same(&r(&[0]), &ia(I32, &[2, 3], &[3, 4, 5, 0, 1, 2]));
     assert_same(&r(&[0, 1]), &ia(I32, &[2, 3], &[5, 4, 3, 2, 1, 0]));
     assert_same(&r(&[]), &x);
+}
+
+#[test]
+fn case_add_any() {
+    // Elementwise addition, rounded to the dtype and wrapping for integers, as `add`.
+    assert_same(
+        &bin(
+            Builtin::AddAny,
+            fa(F32, &[2, 2], &[1.0, 0.5, -2.0, 3.0]),
+            fa(F32, &[2, 2], &[1e-8, 0.25, 2.0, 0.5]),
+        ),
+        &fa(F32, &[2, 2], &[1.0, 0.75, 0.0, 3.5]),
+    );
+    assert_same(
+        &bin(
+            Builtin::AddAny,
+            ia(I8, &[2], &[100, 1]),
+            ia(I8, &[2], &[100, 2]),
+        ),
+        &ia(I8, &[2], &[-56, 3]),
+    );
+    assert_same(
+        &bin(
+            Builtin::AddAny,
+            fa(F64, &[], &[1.5]),
+            fa(F64, &[], &[-0.25]),
+        ),
+        &fa(F64, &[], &[1.25]),
+    );
 }
 
 #[test]

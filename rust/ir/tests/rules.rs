@@ -716,6 +716,65 @@ fn binary_cases(t: &mut Table) {
         );
     }
 
+    // add_any (JAX's add_jaxvals_p): two operands of exactly one type, the first's out.
+    let aa = Builtin::AddAny;
+    for d in [F32, BF16, I32, U8] {
+        t.ok(
+            "one type",
+            aa,
+            vec![a(d, &[2, 3]), a(d, &[2, 3])],
+            no_params(),
+            vec![a(d, &[2, 3])],
+        );
+    }
+    t.ok(
+        "the first operand's weak type",
+        aa,
+        vec![w(a(F32, &[])), a(F32, &[])],
+        no_params(),
+        vec![w(a(F32, &[]))],
+    );
+    t.err(
+        "no broadcasting of a scalar",
+        aa,
+        vec![a(F32, &[3]), a(F32, &[])],
+        no_params(),
+        Variant::Operands,
+        &["add_any sums two values of one type", "f32[3]", "f32[]"],
+    );
+    t.err(
+        "no size-1 broadcasting",
+        aa,
+        vec![a(F32, &[2, 3]), a(F32, &[1, 3])],
+        no_params(),
+        Variant::Operands,
+        &["f32[2,3]", "f32[1,3]"],
+    );
+    t.err(
+        "two dtypes",
+        aa,
+        vec![a(F32, &[3]), a(F64, &[3])],
+        no_params(),
+        Variant::Operands,
+        &["f32[3]", "f64[3]"],
+    );
+    t.err(
+        "bool",
+        aa,
+        vec![a(BOOL, &[2]), a(BOOL, &[2])],
+        no_params(),
+        Variant::DType,
+        &["operand 0 has dtype bool", "numeric"],
+    );
+    t.err(
+        "one operand",
+        aa,
+        vec![a(F32, &[3])],
+        no_params(),
+        Variant::Arity,
+        &["takes 2"],
+    );
+
     // pow: a float base; the exponent of the base's dtype or any integer dtype.
     binary_common(t, Builtin::Pow, F32, F32);
     t.ok(

@@ -289,6 +289,7 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             vec![f32s(&[2, 3])],
             params(vec![("dimensions", Param::ints(&[1]))]),
         ),
+        AddAny => (vec![f32s(&[2, 3]), f32s(&[2, 3])], params(vec![])),
         #[allow(unreachable_patterns)]
         other => panic!("add a test case for the new built-in {other:?}"),
     }

@@ -32,6 +32,7 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(passes::typecheck, m)?)?;
     m.add_function(wrap_pyfunction!(passes::dce, m)?)?;
     m.add_function(wrap_pyfunction!(passes::toposort, m)?)?;
+    m.add_function(wrap_pyfunction!(passes::transpose, m)?)?;
     m.add_function(wrap_pyfunction!(passes::abstract_eval, m)?)?;
     m.add_function(wrap_pyfunction!(passes::builtin_primitives, m)?)?;
     m.add_function(wrap_pyfunction!(passes::lower_to_stablehlo, m)?)?;

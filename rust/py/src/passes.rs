@@ -51,6 +51,19 @@ pub fn dce(jaxpr: PyRef<'_, Jaxpr>, used_outputs: Vec<bool>) -> Result<(Jaxpr, V
     Ok((Jaxpr::new(Arc::new(out)), used_inputs))
 }
 
+/// Transposes a jaxpr linear in the inputs flagged in `linear` (one flag per input): the
+/// backward half of reverse-mode differentiation. The result takes the non-linear inputs
+/// (in order), then one cotangent per output of `jaxpr`, and returns one cotangent per
+/// linear input (zeros for a linear input nothing depends on); constvars stay constvars.
+/// A wrong number of flags, a linear value used non-linearly (`sin` of it, a product of
+/// two linear values) or a primitive without a transpose rule is a `PassError`.
+#[pyfunction]
+#[pyo3(signature = (jaxpr, linear))]
+pub fn transpose(jaxpr: PyRef<'_, Jaxpr>, linear: Vec<bool>) -> Result<Jaxpr> {
+    let out = ferrax_ir::passes::transpose(&jaxpr.inner, &linear)?;
+    Ok(Jaxpr::new(Arc::new(out)))
+}
+
 /// Reorders the equations by demand: depth-first from the outputs, each equation right
 /// after what it needs; equations no output needs keep their order at the end.
 #[pyfunction]

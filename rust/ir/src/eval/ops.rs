@@ -228,6 +228,9 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         | ShiftRightLogical | ShiftRightArithmetic | Eq | Ne | Lt | Le | Gt | Ge => {
             binary(prim, arg(ins, 0)?, arg(ins, 1)?)?
         }
+        // The shape rule makes both operands of one type, so this is add without
+        // broadcasting.
+        AddAny => binary(Add, arg(ins, 0)?, arg(ins, 1)?)?,
         SelectN => select_n(arg(ins, 0)?, ins.get(1..).unwrap_or(&[]))?,
         Clamp => {
             let lower = binary(Max, arg(ins, 1)?, arg(ins, 0)?)?;

@@ -12,9 +12,8 @@
 //!    cotangents of its linear operands.
 //!
 //! Cotangents are accumulated per variable: the first contribution is kept as it is and
-//! each further one (a value used more than once) is added with `add`. JAX uses a
-//! dedicated `add_any` primitive there, which is not in the catalogue yet, so `add` stands
-//! in for it. A variable that receives no cotangent is a symbolic zero: its equation
+//! each further one (a value used more than once) is added with `add_any`, as JAX does.
+//! A variable that receives no cotangent is a symbolic zero: its equation
 //! contributes nothing, and a linear input left without one gets zeros made with
 //! `broadcast_in_dim` of a `0` literal of its dtype.
 //!
@@ -40,7 +39,7 @@ use std::sync::Arc;
 /// input's type). Constvars are kept as they are. Equations depending only on non-linear
 /// values are copied first; the linear ones are transposed in reverse order.
 ///
-/// Rules exist for `add`, `sub`, `neg`, `mul` and `div` by a non-linear operand,
+/// Rules exist for `add`, `add_any`, `sub`, `neg`, `mul` and `div` by a non-linear operand,
 /// `convert_element_type` (between float dtypes), `copy`, `reduce_sum`,
 /// `broadcast_in_dim`, `reshape`, `transpose`, `squeeze`, `expand_dims`, `select_n` with
 /// a non-linear predicate, `dot_general` with one linear operand, `rev`, `concatenate`,
@@ -185,8 +184,8 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     };
     use Builtin::*;
     match p {
-        Add | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose | Squeeze
-        | ExpandDims | Rev | Concatenate => Ok(()),
+        Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
+        | Squeeze | ExpandDims | Rev | Concatenate => Ok(()),
         Slice => match e.params().get("strides") {
             Some(Param::Ints(st)) if st.iter().any(|&s| s != 1) => {
                 Err(PassError::NoTransposeRule {
@@ -337,7 +336,7 @@ impl Transposer<'_> {
             Some(prev) => {
                 let sum = self.emit1(
                     eqn,
-                    Builtin::Add,
+                    Builtin::AddAny,
                     vec![Atom::Var(prev), Atom::Var(g)],
                     Params::empty(),
                 )?;
@@ -449,6 +448,10 @@ impl Transposer<'_> {
                     let gk = self.unbroadcast(i, gk, &in_aval(k))?;
                     self.give(i, a, gk)?;
                 }
+            }
+            AddAny => {
+                self.give(i, ins[0], g)?;
+                self.give(i, ins[1], g)?;
             }
             Neg => {
                 let n = self.emit1(i, Neg, vec![gv], Params::empty())?;

@@ -215,6 +215,7 @@ builtins! {
     ScatterMin => "scatter-min",
     ScatterMax => "scatter-max",
     Rev => "rev",
+    AddAny => "add_any",
     Jit => "jit",
     Cond => "cond",
     While => "while",

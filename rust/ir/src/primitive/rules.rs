@@ -506,6 +506,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             check_axes("dimensions", dims, inputs[0].shape.rank())?;
             Ok(vec![inputs[0].clone()])
         }
+        AddAny => add_any(inputs),
         Jit => {
             let j = jaxpr(params, "jaxpr")?;
             let expected = j.in_avals();
@@ -525,6 +526,21 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         Scan => scan(inputs, params),
         _ => Err(operands(format!("no rule for {}", prim.name()))),
     }
+}
+
+/// `add_any` (JAX's `add_jaxvals_p`, which sums cotangents): two operands of exactly the
+/// same numeric type, no implicit broadcasting; the first operand's type (weak type
+/// included) out.
+fn add_any(inputs: &[AbstractValue]) -> Rule {
+    arity(inputs, 2)?;
+    let (x, y) = (&inputs[0], &inputs[1]);
+    check_dtype(inputs, 0, |d| d != DType::Bool, "a numeric dtype")?;
+    if x.shape != y.shape || x.dtype != y.dtype {
+        return Err(operands(format!(
+            "add_any sums two values of one type, got {x} and {y}"
+        )));
+    }
+    Ok(vec![x.clone()])
 }
 
 fn select_n(inputs: &[AbstractValue]) -> Rule {

@@ -450,6 +450,10 @@ impl Module {
             | Builtin::ScatterMul
             | Builtin::ScatterMin
             | Builtin::ScatterMax => self.lower_scatter(f, b, e, inputs, in_avals),
+            // Operands of one type: a plain add, no broadcasting.
+            Builtin::AddAny => {
+                one(self.op1(f, "stablehlo.add", &[&inputs[0], &inputs[1]], "", out_ty))
+            }
             Builtin::Rev => {
                 let dims = ints(e, b, "dimensions")?;
                 let attrs = format!("dimensions = {}", i64_array(dims));
