@@ -5,7 +5,7 @@ The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 
 from ferrax import lax, numpy, tree_util
 from ferrax._array import Array
-from ferrax._autodiff import jvp
+from ferrax._autodiff import grad, jvp, linearize, value_and_grad, vjp
 from ferrax._config import config, enable_x64
 from ferrax._cost import cost_analysis
 from ferrax._jit import eval_jaxpr, jit
@@ -41,10 +41,14 @@ __all__ = [
     "enable_x64",
     "device_put",
     "eval_jaxpr",
+    "grad",
     "jit",
     "jvp",
+    "linearize",
     "lax",
     "make_jaxpr",
     "numpy",
     "tree_util",
+    "value_and_grad",
+    "vjp",
 ]

@@ -1,5 +1,7 @@
-"""The differentiation API: ``jvp`` (and, as they land, ``linearize``, ``vjp``,
-``grad``), with JAX's names, conventions and errors."""
+"""The differentiation API, with JAX's names, conventions and errors: ``jvp``
+(forward mode, online), ``linearize`` (the JVP partially evaluated: primal values
+computed now, the tangent computation recorded as a linear jaxpr), ``vjp`` (that jaxpr
+transposed by the Rust pass), ``grad`` and ``value_and_grad``."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ import numpy as np
 
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, aval_of, user_location
+from ferrax import _ir
 from ferrax._interpreters import ad
+from ferrax._interpreters.partial_eval import Recipe, trace_linear
 from ferrax.tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["jvp"]
+__all__ = ["grad", "jvp", "linearize", "value_and_grad", "vjp"]
 
 
 def _tangent_value(t: Any, aval: Any) -> Any:
@@ -109,3 +113,236 @@ def jvp(
     if has_aux:
         return (*result, out_tree_cell[1])
     return result
+
+
+# ------------------------------------------------------------------------ reverse mode
+
+
+class _Linearized:
+    """A function's primal outputs and the recorded linear map of its JVP, flat."""
+
+    __slots__ = ("in_avals", "diff", "primals_out", "out_avals", "out_unknown", "out_known", "recipe", "_transposed")
+
+    def __init__(self, flat_fun: Callable[..., list[Any]], flat_primals: list[Any]) -> None:
+        self.in_avals = [aval_of(p) for p in flat_primals]
+        self.diff = [ad.is_differentiable(a.dtype) for a in self.in_avals]
+        tangent_avals = [a for a, d in zip(self.in_avals, self.diff) if d]
+
+        def fun(unknowns: list[Any]) -> tuple[list[Any], list[Any]]:
+            it = iter(unknowns)
+            tangents = [next(it) if d else ad.Zero(a) for a, d in zip(self.in_avals, self.diff)]
+            return ad.jvp_flat(flat_fun, flat_primals, tangents)
+
+        self.primals_out, self.out_known, self.out_unknown, self.recipe = self._trace(fun, tangent_avals)
+        self.out_avals = [aval_of(p) for p in self.primals_out]
+        self._transposed: _ir.Jaxpr | None = None
+
+    @staticmethod
+    def _trace(fun: Callable[[list[Any]], tuple[list[Any], list[Any]]], avals: list[_ir.ShapedArray]) -> tuple[list[Any], list[Any], list[bool], Recipe]:
+        return trace_linear(fun, avals)
+
+    def tangents_out(self, tangents: Sequence[Any]) -> list[Any]:
+        """The linear map applied to the differentiable inputs' tangents."""
+        from ferrax._jit import eval_jaxpr
+
+        recorded = iter(eval_jaxpr(self.recipe.jaxpr, self.recipe.residuals, *tangents))
+        outs = []
+        for known, unknown, aval in zip(self.out_known, self.out_unknown, self.out_avals):
+            outs.append(next(recorded) if unknown else _tangent_value(known, aval))
+        return outs
+
+    def cotangents_in(self, cotangents: Sequence[Any]) -> list[Any]:
+        """The transposed map: output cotangents to the differentiable inputs' ones."""
+        from ferrax._jit import eval_jaxpr
+
+        if self._transposed is None:
+            jaxpr = self.recipe.jaxpr
+            n_res = len(jaxpr.constvars)
+            flat = _ir.consts_to_invars(jaxpr)
+            self._transposed = _ir.transpose(flat, [False] * n_res + [True] * len(jaxpr.invars))
+        cts = [ct for ct, u in zip(cotangents, self.out_unknown) if u]
+        return eval_jaxpr(self._transposed, [], *self.recipe.residuals, *cts)
+
+
+def _flatten_fun(fun: Callable[..., Any], in_tree: Any, has_aux: bool, api: str) -> tuple[Callable[..., list[Any]], list[Any]]:
+    """``fun`` on flat leaves returning flat outputs; the cell gets the output tree
+    (and the aux value with ``has_aux``)."""
+    cell: list[Any] = []
+
+    def flat_fun(*leaves: Any) -> list[Any]:
+        out = fun(*tree_unflatten(in_tree, list(leaves)))
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError(
+                    f"{api} with has_aux=True requires the function to return a pair "
+                    f"(output, aux), got {type(out).__name__}, at {user_location()}"
+                )
+            out, aux = out
+            cell.append(aux)
+        flat_out, out_tree = tree_flatten(out)
+        cell.insert(0, out_tree)
+        return flat_out
+
+    return flat_fun, cell
+
+
+def _strip_aux(aux: Any) -> Any:
+    """Aux outputs as plain values: differentiation tracers of transformations that have
+    ended give their primal values."""
+    from ferrax._core import _stack
+
+    live = {id(m) for m in _stack}
+    leaves, tree = tree_flatten(aux)
+    out = []
+    for x in leaves:
+        while isinstance(x, ad.JVPTracer) and id(x._trace.main) not in live:
+            x = x.primal
+        out.append(x)
+    return tree_unflatten(tree, out)
+
+
+def linearize(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
+    """``fun(*primals)`` and its JVP as a function of the tangents alone: the primal
+    values are computed once, the tangent computation is recorded as a linear jaxpr.
+    Returns ``(primals_out, f_jvp)``, plus ``aux`` with ``has_aux``."""
+    flat, in_tree = tree_flatten(primals)
+    flat_fun, cell = _flatten_fun(fun, in_tree, has_aux, "linearize")
+    lin = _Linearized(flat_fun, flat)
+    out_tree = cell[0]
+
+    def f_jvp(*tangents: Any) -> Any:
+        flat_t, t_tree = tree_flatten(tangents)
+        if t_tree != in_tree:
+            raise TypeError(
+                f"linearized function called with tangent structure {t_tree}, but the primals "
+                f"had structure {in_tree}, at {user_location()}"
+            )
+        checked = [_check_tangent(i, p, t) for i, (p, t) in enumerate(zip(flat, flat_t))]
+        diff_t = [t for t, d in zip(checked, lin.diff) if d]
+        return tree_unflatten(out_tree, lin.tangents_out(diff_t))
+
+    out = tree_unflatten(out_tree, lin.primals_out)
+    if has_aux:
+        return out, f_jvp, _strip_aux(cell[1])
+    return out, f_jvp
+
+
+def _check_cotangent(i: int, ct: Any, aval: _ir.ShapedArray) -> Any:
+    want = ad.float0 if not ad.is_differentiable(aval.dtype) else aval.dtype
+    got_dtype = np.dtype(ct.dtype) if hasattr(ct, "dtype") else aval_of(ct).dtype
+    got_shape = tuple(np.shape(ct))
+    if got_shape != tuple(aval.shape) or (got_dtype != want and want != ad.float0):
+        got = f"{got_dtype}{list(got_shape)}"
+        raise ValueError(
+            f"unexpected type (shape/dtype) for argument to the vjp function: got {got}, but "
+            f"expected {aval.str_short()} because the corresponding output of the function "
+            f"(leaf {i}) has type {aval.str_short()}, at {user_location()}"
+        )
+    return ct
+
+
+def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
+    """``fun(*primals)`` and its VJP: a function taking a cotangent shaped like the
+    output and returning one cotangent per primal argument (a tuple). Returns
+    ``(primals_out, vjp_fn)``, plus ``aux`` with ``has_aux``."""
+    flat, in_tree = tree_flatten(primals)
+    flat_fun, cell = _flatten_fun(fun, in_tree, has_aux, "vjp")
+    lin = _Linearized(flat_fun, flat)
+    out_tree = cell[0]
+
+    def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
+        flat_ct, ct_tree = tree_flatten(cotangent)
+        if ct_tree != out_tree:
+            raise TypeError(
+                f"Tree structure of cotangent input {ct_tree}, does not match structure of "
+                f"primal output {out_tree}, at {user_location()}"
+            )
+        cts = [_check_cotangent(i, ct, a) for i, (ct, a) in enumerate(zip(flat_ct, lin.out_avals))]
+        cts = [ct if d else None for ct, d in zip(cts, (ad.is_differentiable(a.dtype) for a in lin.out_avals))]
+        diff_cts = iter(lin.cotangents_in(cts))
+        out = [next(diff_cts) if d else ad.zeros_float0(a) for a, d in zip(lin.in_avals, lin.diff)]
+        return tuple(tree_unflatten(in_tree, out))
+
+    out = tree_unflatten(out_tree, lin.primals_out)
+    if has_aux:
+        return out, vjp_fn, _strip_aux(cell[1])
+    return out, vjp_fn
+
+
+def _argnums(argnums: int | Sequence[int], nargs: int, api: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for n in nums:
+        if not -nargs <= n < nargs:
+            raise TypeError(
+                f"differentiating with respect to argnums={argnums} requires at least "
+                f"{max(nums) + 1 if n >= 0 else -n} positional arguments to be passed by the "
+                f"caller, but got only {nargs} positional arguments, at {user_location()}"
+            )
+    return tuple(n % nargs for n in nums)
+
+
+def value_and_grad(
+    fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False
+) -> Callable[..., Any]:
+    """A function returning ``fun``'s value and its gradient with respect to the
+    arguments ``argnums`` (pytrees of float arrays); ``fun`` must return a real scalar
+    (or ``(scalar, aux)`` with ``has_aux``, giving ``((value, aux), grad)``)."""
+
+    def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
+        nums = _argnums(argnums, len(args), "grad")
+        for n in nums:
+            for leaf in tree_flatten(args[n])[0]:
+                dtype = aval_of(leaf).dtype
+                if not ad.is_differentiable(dtype) and not allow_int:
+                    raise TypeError(
+                        "grad requires real- or complex-valued inputs (input dtype that is a "
+                        f"sub-dtype of np.inexact), but got {dtype.name}. If you want to use "
+                        "Boolean- or integer-valued inputs, use vjp or set allow_int to True."
+                        f" At {user_location()}"
+                    )
+
+        def partial(*diff_args: Any) -> Any:
+            full = list(args)
+            for n, a in zip(nums, diff_args):
+                full[n] = a
+            return fun(*full, **kwargs)
+
+        res = vjp(partial, *[args[n] for n in nums], has_aux=has_aux)
+        out, pullback = res[0], res[1]
+        ans = out
+        aval = aval_of(ans) if not isinstance(ans, (tuple, list, dict)) else None
+        if aval is None or aval.shape != ():
+            shape = aval.shape if aval is not None else type(ans).__name__
+            raise TypeError(
+                f"Gradient only defined for scalar-output functions. Output had shape: {shape}, "
+                f"at {user_location()}"
+            )
+        if not ad.is_differentiable(aval.dtype):
+            raise TypeError(
+                "grad requires real-valued outputs (output dtype that is a sub-dtype of "
+                f"np.floating), but got {aval.dtype.name}. For holomorphic differentiation, "
+                f"pass holomorphic=True. At {user_location()}"
+            )
+        g = pullback(ConcreteArray(np.ones((), aval.dtype), aval.weak_type))
+        grads = g[0] if isinstance(argnums, int) else tuple(g)
+        if has_aux:
+            return (ans, res[2]), grads
+        return ans, grads
+
+    return value_and_grad_f
+
+
+def grad(
+    fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False
+) -> Callable[..., Any]:
+    """A function returning the gradient of ``fun`` (a real scalar function) with respect
+    to the arguments ``argnums``; with ``has_aux``, ``(gradient, aux)``."""
+    vg = value_and_grad(fun, argnums, has_aux, allow_int)
+
+    def grad_f(*args: Any, **kwargs: Any) -> Any:
+        value, g = vg(*args, **kwargs)
+        if has_aux:
+            return g, value[1]
+        return g
+
+    return grad_f

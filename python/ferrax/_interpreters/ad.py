@@ -15,6 +15,7 @@ This module knows the core, not the primitives: the two tangent operations it ne
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import operator
 from typing import Any
 
 import numpy as np
@@ -108,6 +109,29 @@ class JVPTracer(Tracer):
     @property
     def aval(self) -> _ir.ShapedArray:
         return aval_of(self.primal)
+
+    # Python control flow on concrete primal values works (as in JAX): the concrete
+    # conversions read the primal, and fail as it fails when it is itself traced.
+    def __bool__(self) -> bool:
+        return bool(self.primal)
+
+    def __int__(self) -> int:
+        return int(self.primal)
+
+    def __float__(self) -> float:
+        return float(self.primal)
+
+    def __index__(self) -> int:
+        return operator.index(self.primal)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        return np.asarray(self.primal, dtype=dtype)
+
+    def tolist(self) -> Any:
+        return np.asarray(self.primal).tolist()
+
+    def item(self, *args: int) -> Any:
+        return np.asarray(self.primal).item(*args)
 
 
 def _as_value(x: Any) -> Any:

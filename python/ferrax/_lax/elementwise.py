@@ -509,7 +509,8 @@ def _one(x: Any) -> Any:
     return scalar_as(1, x)
 
 
-ad.register_tangent_ops(lambda a, b: bind1(add_p, a, b), _zeros)
+ad.register_tangent_ops(lambda a, b: bind1(add_any_p, a, b), _zeros)
+ad.deflinear(add_any_p)
 
 ad.deflinear(neg_p)
 _zero_rule(sign_p)

@@ -1,0 +1,99 @@
+"""Partial evaluation at trace time: known values computed now, unknown ones recorded.
+
+This is how ``linearize`` (and so ``vjp`` and ``grad``) splits a JVP: the primal values
+are known and computed eagerly (or by whatever transformation is below), the tangents
+are unknown and their operations are recorded into a Rust jaxpr builder, the recipe of
+the linear function. A known value an unknown operation uses becomes a constant of the
+recipe: a residual. Only operations touching an unknown value reach this trace, so the
+recipe holds exactly the tangent computation.
+
+Primitives whose operands mix known and unknown values and that hold sub-jaxprs
+(``jit``, control flow) register a rule in :data:`partial_eval_rules` that splits them
+into a known part, run now, and an unknown part, recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ferrax import _ir
+from ferrax._core import MainTrace, Primitive, Tracer, new_main
+from ferrax._staging import JaxprTracer, StagingTrace, _Staging
+
+__all__ = ["KnownTracer", "PartialEvalTrace", "Recipe", "partial_eval_rules", "trace_linear"]
+
+
+class KnownTracer(JaxprTracer):
+    """A known value entering the recipe: its residual (or literal) and the value."""
+
+    __slots__ = ("known",)
+
+    def __init__(self, trace: StagingTrace, atom: _ir.Var | _ir.Literal, aval: _ir.ShapedArray, known: Any) -> None:
+        super().__init__(trace, atom, aval)
+        self.known = known
+
+
+PartialEvalRule = Callable[["PartialEvalTrace", Primitive, list[Any], dict[str, Any]], list[Any]]
+
+#: Rules of primitives that split into a known and an unknown part, by name:
+#: ``rule(trace, primitive, tracers, params) -> outputs`` (known outputs as values,
+#: unknown ones as tracers of ``trace``).
+partial_eval_rules: dict[str, PartialEvalRule] = {}
+
+
+class PartialEvalTrace(StagingTrace):
+    """Records the operations on unknown values; known operands become residuals."""
+
+    def pure(self, value: Any) -> JaxprTracer:
+        t = super().pure(value)
+        return KnownTracer(self, t.atom, t.aval, value)
+
+    def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
+        rule = partial_eval_rules.get(primitive.name)
+        if rule is not None:
+            return rule(self, primitive, tracers, params)
+        return super().process_primitive(primitive, tracers, params)
+
+    def is_known(self, t: Any) -> bool:
+        """Whether a tracer of this trace holds a known value."""
+        return isinstance(t, KnownTracer)
+
+
+class Recipe:
+    """The recorded linear function: residuals (known values) as constants, the unknown
+    inputs as inputs, the unknown outputs as outputs."""
+
+    __slots__ = ("jaxpr", "residuals")
+
+    def __init__(self, jaxpr: _ir.Jaxpr, residuals: list[Any]) -> None:
+        self.jaxpr = jaxpr
+        self.residuals = residuals
+
+
+def trace_linear(
+    fun: Callable[[list[Any]], tuple[list[Any], list[Any]]], unknown_avals: Sequence[_ir.ShapedArray]
+) -> tuple[list[Any], list[Any], list[bool], Recipe]:
+    """Runs ``fun`` on unknown inputs of these types under a partial-evaluation trace.
+
+    ``fun(unknowns) -> (known_outputs, maybe_unknown_outputs)``. Returns the known
+    outputs, the other outputs (each either a known value, or None where it is unknown),
+    flags saying which of those are unknown, and the recipe computing the unknown ones
+    from the unknown inputs.
+    """
+    state = _Staging()
+    main: MainTrace
+    with new_main(PartialEvalTrace, state) as main:
+        trace = main.trace
+        assert isinstance(trace, PartialEvalTrace)
+        shared: dict[_ir.ShapedArray, _ir.ShapedArray] = {}
+        ins = [JaxprTracer(trace, state.builder.add_invar(a), shared.setdefault(a, a)) for a in unknown_avals]
+        known_outs, outs = fun(ins)
+        unknown = [
+            isinstance(o, Tracer) and not isinstance(o, KnownTracer) and getattr(o, "_trace", None) is trace
+            for o in outs
+        ]
+        atoms = [o.atom for o, u in zip(outs, unknown) if u]
+        jaxpr = state.builder.build(atoms)
+    values = [None if u else o for o, u in zip(outs, unknown)]
+    return known_outs, values, unknown, Recipe(jaxpr, list(state.consts))
