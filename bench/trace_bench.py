@@ -26,6 +26,10 @@ CASES: list[tuple[str, int, int]] = [
     ("mlp", 64, 7),
     ("wide", 1_000, 11),
     ("wide", 10_000, 5),
+    ("grad_chain", 1_000, 7),
+    ("grad_chain", 10_000, 3),
+    ("grad_mlp", 8, 7),
+    ("grad_mlp", 64, 5),
 ]
 
 
@@ -101,13 +105,14 @@ class System:
     numpy: Any
     make_jaxpr: Callable[..., Any]
     count_eqns: Callable[[Any], int]
+    grad: Callable[..., Any]
 
 
 def ferrax_system() -> System:
     import ferrax
     import ferrax.numpy as fnp
 
-    return System("ferrax", fnp, ferrax.make_jaxpr, lambda cj: len(cj.jaxpr.eqns))
+    return System("ferrax", fnp, ferrax.make_jaxpr, lambda cj: len(cj.jaxpr.eqns), ferrax.grad)
 
 
 def jax_system() -> System | None:
@@ -118,7 +123,7 @@ def jax_system() -> System | None:
     except ImportError:
         return None
     jax.config.update("jax_platforms", "cpu")
-    return System("jax", jnp, jax.make_jaxpr, lambda cj: len(cj.jaxpr.eqns))
+    return System("jax", jnp, jax.make_jaxpr, lambda cj: len(cj.jaxpr.eqns), jax.grad)
 
 
 # ------------------------------------------------------------------------------- timing
@@ -150,7 +155,11 @@ class Timing:
 
 def _time_once(system: System, program: str, size: int) -> tuple[float, Any]:
     # A fresh function object (and fresh jaxpr) every repetition defeats trace caches.
-    f, args = PROGRAMS[program](system.numpy, size)
+    # `grad_P`: the gradient of program P (with respect to its first argument), traced.
+    differentiate = program.startswith("grad_")
+    f, args = PROGRAMS[program.removeprefix("grad_")](system.numpy, size)
+    if differentiate:
+        f = system.grad(f)
     gc.collect()
     gc.disable()
     try:
@@ -185,7 +194,7 @@ def run_trace(
     """Times every case on every system, alternating systems repetition by repetition."""
     # Warm up each system and program once (imports, first-call initialization).
     for system in systems:
-        for program in PROGRAMS:
+        for program in [*PROGRAMS, *(f"grad_{p}" for p in PROGRAMS)]:
             try:
                 _time_once(system, program, 4)
             except Exception:  # noqa: BLE001 - reported when the case itself runs
@@ -217,6 +226,8 @@ def run_trace(
 
 
 def _case_name(program: str, size: int) -> str:
+    if program.startswith("grad_"):
+        return "grad " + _case_name(program.removeprefix("grad_"), size)
     if program == "mlp":
         return f"mlp(depth {size})"
     exp = len(str(size)) - 1

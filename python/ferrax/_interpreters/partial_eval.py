@@ -21,7 +21,7 @@ from ferrax import _ir
 from ferrax._core import MainTrace, Primitive, Tracer, new_main
 from ferrax._staging import JaxprTracer, StagingTrace, _Staging
 
-__all__ = ["KnownTracer", "PartialEvalTrace", "Recipe", "partial_eval_rules", "trace_linear"]
+__all__ = ["KnownTracer", "PartialEvalTrace", "Recipe", "partial_eval_rules", "split_by_pass", "trace_linear"]
 
 
 class KnownTracer(JaxprTracer):
@@ -58,6 +58,50 @@ class PartialEvalTrace(StagingTrace):
     def is_known(self, t: Any) -> bool:
         """Whether a tracer of this trace holds a known value."""
         return isinstance(t, KnownTracer)
+
+
+def split_by_pass(trace: PartialEvalTrace, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
+    """The partial-evaluation rule of primitives holding sub-jaxprs: the equation is split
+    by the Rust pass (``_ir.partial_eval``, which knows ``jit``, ``cond``, ``scan`` and
+    ``while``); the known part runs now on the known operands, giving known outputs and
+    residuals; the unknown part is recorded, taking the residuals and unknown operands."""
+    from ferrax._jit import eval_jaxpr
+
+    unknowns = [not isinstance(t, KnownTracer) for t in tracers]
+    b = _ir.JaxprBuilder()
+    ins = [b.add_invar(t.aval) for t in tracers]
+    outs = b.add_eqn(primitive.name, ins, params)
+    eqn_jaxpr = b.build(outs)
+    known, unknown, out_unknowns, n_res = _ir.partial_eval(eqn_jaxpr, unknowns, [False] * len(outs))
+    known_outs = eval_jaxpr(known, [], *[t.known for t in tracers if isinstance(t, KnownTracer)])
+    n_known = len(known_outs) - n_res
+    residuals = known_outs[n_known:]
+    recorded = _record(trace, unknown, [*residuals, *[t for t, u in zip(tracers, unknowns) if u]])
+    known_it, unknown_it = iter(known_outs[:n_known]), iter(recorded)
+    return [next(unknown_it) if u else next(known_it) for u in out_unknowns]
+
+
+def _record(trace: PartialEvalTrace, jaxpr: _ir.Jaxpr, args: Sequence[Any]) -> list[Any]:
+    """Records the equations of ``jaxpr`` applied to ``args`` in the trace's recipe (as
+    they are: no partial-evaluation rule runs again on them)."""
+    from ferrax._core import ConcreteArray
+    from ferrax._lax.registry import primitive_named
+
+    import numpy as np
+
+    env: dict[_ir.Var, Any] = dict(zip(jaxpr.invars, args))
+
+    def read(a: _ir.Var | _ir.Literal) -> Any:
+        if isinstance(a, _ir.Literal):
+            return ConcreteArray(np.asarray(a.val, dtype=a.aval.dtype), a.aval.weak_type)
+        return env[a]
+
+    for eqn in jaxpr.eqns:
+        prim = primitive_named(eqn.primitive)
+        tracers = [trace.full_raise(read(a)) for a in eqn.inputs]
+        outs = StagingTrace.process_primitive(trace, prim, tracers, eqn.params)
+        env.update(zip(eqn.outvars, outs))
+    return [trace.full_raise(read(a)) for a in jaxpr.outvars]
 
 
 class Recipe:
