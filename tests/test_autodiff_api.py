@@ -1,0 +1,695 @@
+"""The differentiation API (``jvp``, ``linearize``, ``vjp``, ``grad``,
+``value_and_grad``) against JAX's on a suite of programs.
+
+Each program is written once, as a function of a namespace ``m`` holding either
+ferrax's modules and transformations (``m.np`` = ``ferrax.numpy``, ``m.lax`` =
+``ferrax.lax``, ``m.jit``, ``m.grad``, ...) or JAX's, so both systems run the same
+source. Every program is differentiated in each of its modes by both systems with the
+same primals, tangents and cotangents, and the results must agree: tree structure,
+dtypes (float0 for integer leaves), weak types and values.
+
+Then transformations composed with each other (jit of grad, grad of grad of jit,
+argnums tuples, has_aux, Hessian-vector products, ...), the cost of reverse mode (the
+gradient's jaxpr grows linearly in the program's length) and the primitive sequence of
+``make_jaxpr(grad(f))`` against JAX's.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+import ferrax as fx
+import ferrax.numpy as fnp
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+
+def _ns(np_: Any, lax_: Any, api: Any) -> types.SimpleNamespace:
+    return types.SimpleNamespace(
+        np=np_,
+        lax=lax_,
+        jit=api.jit,
+        grad=api.grad,
+        value_and_grad=api.value_and_grad,
+        vjp=api.vjp,
+        jvp=api.jvp,
+        linearize=api.linearize,
+        make_jaxpr=api.make_jaxpr,
+    )
+
+
+FX = _ns(fnp, fx.lax, fx)
+JX = _ns(jnp, jax.lax, jax)
+FLOAT0 = jax.dtypes.float0
+
+_RNG = np.random.default_rng(0)
+
+
+def _f32(*shape: int, positive: bool = False) -> np.ndarray[Any, Any]:
+    x = _RNG.standard_normal(shape).astype(np.float32)
+    return np.abs(x) + np.float32(0.5) if positive else x
+
+
+# ------------------------------------------------------------------ comparing results
+
+
+def _leaf_dtype(x: Any) -> np.dtype[Any]:
+    if isinstance(x, bool):
+        return np.dtype(np.bool_)
+    if isinstance(x, int):
+        return np.dtype(np.int32)
+    if isinstance(x, float):
+        return np.dtype(np.float32)
+    dtype: np.dtype[Any] = np.dtype(x.dtype)
+    return dtype
+
+
+def _is_float(dtype: np.dtype[Any]) -> bool:
+    return bool(np.issubdtype(dtype, np.inexact)) or dtype.name == "bfloat16"
+
+
+def _random_like(x: Any, rng: np.random.Generator) -> Any:
+    """A tangent or cotangent for the leaf ``x``: random of its dtype, float0 zeros for
+    integer and boolean leaves."""
+    dtype = _leaf_dtype(x)
+    shape = np.shape(x)
+    if not _is_float(dtype):
+        return np.zeros(shape, FLOAT0)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _weak(x: Any) -> bool:
+    return bool(getattr(x, "weak_type", False))
+
+
+def _assert_same(got: Any, want: Any, rtol: float = 2e-5, atol: float = 1e-6) -> None:
+    """ferrax's result equals JAX's: tree structure, dtype, shape, weak type, values."""
+    g_leaves, g_tree = jax.tree_util.tree_flatten(got)
+    w_leaves, w_tree = jax.tree_util.tree_flatten(want)
+    assert g_tree == w_tree, f"tree {g_tree} != JAX's {w_tree}"
+    for i, (g, w) in enumerate(zip(g_leaves, w_leaves)):
+        ga, wa = np.asarray(g), np.asarray(w)
+        assert ga.dtype == wa.dtype, f"leaf {i}: dtype {ga.dtype} != JAX's {wa.dtype}"
+        assert ga.shape == wa.shape, f"leaf {i}: shape {ga.shape} != JAX's {wa.shape}"
+        assert _weak(g) == _weak(w), f"leaf {i}: weak_type {_weak(g)} != JAX's {_weak(w)}"
+        if wa.dtype == FLOAT0 or not _is_float(wa.dtype):
+            np.testing.assert_array_equal(ga, wa) if wa.dtype != FLOAT0 else None
+            continue
+        np.testing.assert_allclose(ga.astype(np.float64), wa.astype(np.float64), rtol=rtol, atol=atol, err_msg=f"leaf {i}")
+
+
+# ------------------------------------------------------------------------ the programs
+
+
+def _jit(m: Any, f: Callable[..., Any]) -> Callable[..., Any]:
+    jitted: Callable[..., Any] = m.jit(f)
+    return jitted
+
+
+class Program(NamedTuple):
+    name: str
+    make: Callable[[Any], Callable[..., Any]]
+    args: tuple[Any, ...]
+    argnums: int | tuple[int, ...] = 0
+    # Which of jvp, linearize, vjp, grad apply (grad: the output is a real scalar).
+    modes: frozenset[str] = frozenset({"jvp", "linearize", "vjp", "grad"})
+    rtol: float = 2e-5
+    # JAX's reference runs eagerly (Python control flow on values), not under jit.
+    jax_eager: bool = False
+
+
+FORWARD = frozenset({"jvp", "linearize"})
+NO_GRAD = frozenset({"jvp", "linearize", "vjp"})
+
+
+def mlp(m: Any) -> Callable[..., Any]:
+    def f(params: Any, x: Any, y: Any) -> Any:
+        (w1, b1), (w2, b2) = params
+        h = m.np.tanh(x @ w1 + b1)
+        return m.np.mean((h @ w2 + b2 - y) ** 2)
+
+    return f
+
+
+def softmax_cross_entropy(m: Any) -> Callable[..., Any]:
+    def f(logits: Any, labels: Any) -> Any:
+        z = logits - m.lax.stop_gradient(m.np.max(logits, axis=-1, keepdims=True))
+        logp = z - m.np.log(m.np.sum(m.np.exp(z), axis=-1, keepdims=True))
+        return -m.np.mean(m.np.sum(labels * logp, axis=-1))
+
+    return f
+
+
+def layer_norm(m: Any) -> Callable[..., Any]:
+    def f(x: Any, g: Any, b: Any) -> Any:
+        mu = m.np.mean(x, axis=-1, keepdims=True)
+        var = m.np.mean((x - mu) ** 2, axis=-1, keepdims=True)
+        y = (x - mu) / m.np.sqrt(var + 1e-5) * g + b
+        return m.np.sum(y * m.np.sin(y))
+
+    return f
+
+
+def attention(m: Any) -> Callable[..., Any]:
+    def f(q: Any, k: Any, v: Any) -> Any:
+        s = q @ m.np.transpose(k) / np.float32(np.sqrt(8.0))
+        s = s - m.np.max(s, axis=-1, keepdims=True)
+        p = m.np.exp(s)
+        p = p / m.np.sum(p, axis=-1, keepdims=True)
+        return m.np.sum((p @ v) ** 2)
+
+    return f
+
+
+def rnn_scan(m: Any) -> Callable[..., Any]:
+    def f(params: Any, xs: Any, h0: Any) -> Any:
+        w, u, b = params
+
+        def step(h: Any, x: Any) -> Any:
+            h = m.np.tanh(h @ w + x @ u + b)
+            return h, m.np.sum(h)
+
+        h, ys = m.lax.scan(step, h0, xs)
+        return m.np.sum(h) + m.np.sum(ys**2)
+
+    return f
+
+
+def scan_reverse_pytree(m: Any) -> Callable[..., Any]:
+    def f(c0: Any, a: Any, b: Any) -> Any:
+        def step(c: Any, ab: Any) -> Any:
+            x, y = ab
+            c = c * m.np.cos(x) + y
+            return c, {"out": c * x}
+
+        c, ys = m.lax.scan(step, c0, (a, b), reverse=True)
+        return c + m.np.sum(ys["out"])
+
+    return f
+
+
+def fori_static(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum(m.lax.fori_loop(0, 4, lambda i, c: m.np.sin(c) * x + i, x))
+
+    return f
+
+
+def fori_in_jit_indexing(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.lax.fori_loop(0, 3, lambda i, c: c * x[i] + m.np.sin(c), 1.0)
+
+    return _jit(m, f)
+
+
+def fori_pytree_carry(m: Any) -> Callable[..., Any]:
+    def f(w: Any, h: Any) -> Any:
+        def body(i: Any, c: Any) -> Any:
+            h, acc = c
+            h = m.np.tanh(w @ h)
+            return h, acc + m.np.sum(h) * (i + 1)
+
+        h, acc = m.lax.fori_loop(0, 5, body, (h, 0.0))
+        return acc + m.np.sum(h)
+
+    return f
+
+
+def cond_in_jit(m: Any) -> Callable[..., Any]:
+    def f(p: Any, x: Any) -> Any:
+        y = m.lax.cond(p > 0, lambda x: m.np.sin(x) * x, lambda x: m.np.cos(x), x)
+        return m.np.sum(y * p)
+
+    return _jit(m, f)
+
+
+def cond_two_operands(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        out = m.lax.cond(m.np.sum(x) > m.np.sum(y), lambda a, b: a * b, lambda a, b: a + m.np.exp(b), x, y)
+        return m.np.sum(out)
+
+    return _jit(m, f)
+
+
+def switch_in_jit(m: Any) -> Callable[..., Any]:
+    def f(i: Any, x: Any) -> Any:
+        branches = [lambda x: m.np.sin(x), lambda x: m.np.cos(x) * x, lambda x: x**2]
+        return m.np.sum(m.lax.switch(i, branches, x))
+
+    return _jit(m, f)
+
+
+def cond_in_scan(m: Any) -> Callable[..., Any]:
+    def f(c0: Any, xs: Any) -> Any:
+        def step(c: Any, x: Any) -> Any:
+            c = m.lax.cond(x > 0, lambda c: c * x, lambda c: c + m.np.sin(x), c)
+            return c, c
+
+        c, ys = m.lax.scan(step, c0, xs)
+        return c + m.np.sum(ys)
+
+    return _jit(m, f)
+
+
+def while_loop_fwd(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        def body(c: Any) -> Any:
+            i, v = c
+            return i + 1, v * 1.5 + m.np.sin(v)
+
+        return m.lax.while_loop(lambda c: c[0] < 5, body, (0, x))[1]
+
+    return f
+
+
+def while_in_jit_fwd(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.lax.while_loop(lambda v: m.np.sum(v) < 10.0, lambda v: v * 2.0 + m.np.tanh(v), x)
+
+    return _jit(m, f)
+
+
+def jitted(m: Any) -> Callable[..., Any]:
+    return _jit(m, lambda x, y: m.np.sum(m.np.sin(x) * y))
+
+
+def nested_jit(m: Any) -> Callable[..., Any]:
+    inner = m.jit(lambda z: z * m.np.exp(z))
+
+    def f(x: Any) -> Any:
+        return m.np.sum(inner(x) + inner(x * 2.0))
+
+    return _jit(m, f)
+
+
+def elementwise_chain(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        y = m.np.exp(x) + m.np.log(x) + m.np.sin(x) * m.np.cos(x) + m.np.tanh(x)
+        y = y + m.lax.logistic(x) + m.np.sqrt(x) + m.lax.rsqrt(x) + m.np.tan(x * 0.3)
+        return m.np.sum(y)
+
+    return f
+
+
+def powers(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        return m.np.sum(x**3 + x**y + 2.0**y + m.np.square(y) + x**-2)
+
+    return f
+
+
+def division(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        return m.np.sum(x / y + 1.0 / x - y / 3.0)
+
+    return f
+
+
+def piecewise(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        z = m.np.maximum(x, y) + m.np.minimum(x, 0.25) + m.np.abs(x) + m.np.where(x > 0, x * y, y)
+        return m.np.sum(z + m.np.clip(y, -0.5, 0.5) + m.np.sign(x) * y)
+
+    return f
+
+
+def reductions(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return (
+            m.np.sum(m.np.sum(x, axis=0) ** 2)
+            + m.np.mean(x)
+            + m.np.sum(m.np.max(x, axis=1))
+            + m.np.min(x)
+            + m.np.prod(x[0])
+        )
+
+    return f
+
+
+def structural(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        a = m.np.reshape(x, (3, 4))
+        b = m.np.transpose(a)
+        c = m.np.expand_dims(m.np.sum(b, axis=1), 0)
+        d = m.np.concatenate([m.np.squeeze(c, 0), x[0]])
+        e = m.np.stack([x[1], x[0] * 2.0])
+        g = m.np.broadcast_to(x[2], (5, 4))
+        return m.np.sum(d**2) + m.np.sum(e * m.np.sin(e)) + m.np.sum(g * m.np.arange(20.0, dtype=np.float32).reshape(5, 4))
+
+    return f
+
+
+def slicing(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum(x[1:3] ** 2) + x[-1] * x[0] + m.np.sum(x[::-1] * m.np.arange(6.0, dtype=np.float32)) + m.np.sum(x[:, None] * x[None, :4])
+
+    return f
+
+
+def strided_slice(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum(x[::2] * x[1::2]) + m.np.sum(x[::-2] ** 2)
+
+    return f
+
+
+IDX = np.array([3, 0, 3, 1], np.int32)
+
+
+def gather(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        a = x[IDX]
+        b = m.np.take_along_axis(m.np.reshape(x, (2, 3)), np.array([[2, 0], [1, 1]], np.int32), axis=1)
+        return m.np.sum(a * m.np.sin(a)) + m.np.sum(b**2)
+
+    return f
+
+
+def scatter(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        a = x.at[np.array([1, 4], np.int32)].set(y)
+        b = x.at[IDX].add(m.np.concatenate([y, y]))
+        c = x.at[2].mul(3.0)
+        return m.np.sum(a * b) + m.np.sum(c**2)
+
+    return f
+
+
+def dynamic_index(m: Any) -> Callable[..., Any]:
+    def f(x: Any, i: Any, y: Any) -> Any:
+        a = m.lax.dynamic_slice(x, (i,), (2,))
+        b = m.lax.dynamic_update_slice(x, y * a, (i + 1,))
+        return m.np.sum(a * b[i]) + m.np.sum(b**2)
+
+    return _jit(m, f)
+
+
+def dtype_round_trip(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        h = (x.astype(np.float16) * 2.0).astype(np.float32)
+        return m.np.sum(h * x)
+
+    return f
+
+
+def float16_program(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        return m.np.sum(m.np.sin(x) * y + x * x)
+
+    return f
+
+
+def weak_scalar(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return x * 2.0 + x**2 + m.np.sin(x)
+
+    return f
+
+
+def stop_gradient(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum(x * m.lax.stop_gradient(x) + m.lax.stop_gradient(m.np.sin(x)) * m.np.cos(x))
+
+    return f
+
+
+def python_branch(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        if m.np.sum(x) > 0:
+            return m.np.sum(m.np.sin(x) * x)
+        return m.np.sum(m.np.cos(x))
+
+    return f
+
+
+def python_loop(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        y = x
+        while m.np.max(m.np.abs(y)) < 10.0:
+            y = y * 1.7 + 0.1
+        return m.np.sum(y)
+
+    return f
+
+
+def integer_argument(m: Any) -> Callable[..., Any]:
+    def f(x: Any, n: Any, y: Any) -> Any:
+        return m.np.sum(x * n + y * m.np.sin(x) ** n)
+
+    return f
+
+
+def dict_input(m: Any) -> Callable[..., Any]:
+    def f(d: Any) -> Any:
+        return m.np.sum(d["a"] * d["b"]) + m.np.sum(m.np.tanh(d["c"][0]) * d["c"][1])
+
+    return f
+
+
+def dict_output(m: Any) -> Callable[..., Any]:
+    def f(d: Any) -> Any:
+        return {"s": m.np.sum(d["a"] * d["b"]), "v": (d["a"] - d["b"], m.np.exp(d["a"]))}
+
+    return f
+
+
+def integer_output(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return x * 2.0, m.np.argmax(x), (x > 0)
+
+    return f
+
+
+C = _f32(5)
+
+
+def closure_constant(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum((x - C) ** 2 * C)
+
+    return f
+
+
+def matmuls(m: Any) -> Callable[..., Any]:
+    def f(v: Any, a: Any, b: Any) -> Any:
+        return m.np.dot(v, v) + m.np.sum(a @ v) + m.np.sum(m.np.matmul(b, m.np.swapaxes(b, 1, 2)) ** 2)
+
+    return f
+
+
+def special(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum(m.np.expm1(x) * m.np.log1p(x * x) + m.np.log1p(m.np.exp(x)))
+
+    return f
+
+
+def statistics(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum(m.np.var(x, axis=0)) + m.np.std(x)
+
+    return f
+
+
+def outer_broadcast(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        return m.np.sum(m.np.sin(x[:, None] * y[None, :]) + x[:, None])
+
+    return f
+
+
+def fan_out(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        y = m.np.sin(x)
+        z = y * y + y
+        return m.np.sum(z * z + y)
+
+    return f
+
+
+def logsumexp(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        mx = m.np.max(x, axis=-1, keepdims=True)
+        return m.np.sum(m.np.log(m.np.sum(m.np.exp(x - mx), axis=-1)) + m.np.squeeze(mx, -1))
+
+    return f
+
+
+def argmax_index(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return x[m.np.argmax(x)] * m.np.sum(x)
+
+    return f
+
+
+def vector_output(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        return m.np.tanh(x @ y) * 3.0
+
+    return f
+
+
+def lax_primitives(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        a = m.lax.mul(m.lax.add(x, y), m.lax.sub(x, y))
+        b = m.lax.div(a, m.lax.exp(y)) + m.lax.neg(x)
+        c = m.lax.select_n(x > y, a, b)
+        d = m.lax.reduce_sum(m.lax.integer_pow(c, 2), (0,))
+        return d + m.lax.reduce_max(m.lax.rev(b, (0,)), (0,))
+
+    return f
+
+
+P_MLP = ((_f32(4, 8), _f32(8)), (_f32(8, 1), _f32(1)))
+LABELS = np.eye(5, dtype=np.float32)[np.array([0, 3, 1, 4])]
+
+# fmt: off
+PROGRAMS: list[Program] = [
+    Program("mlp", mlp, (P_MLP, _f32(16, 4), _f32(16, 1)), rtol=1e-4),
+    Program("softmax cross-entropy", softmax_cross_entropy, (_f32(4, 5), LABELS)),
+    Program("layer norm", layer_norm, (_f32(3, 8), _f32(8), _f32(8)), argnums=(0, 1, 2), rtol=1e-4),
+    Program("attention", attention, (_f32(4, 8), _f32(4, 8), _f32(4, 8)), argnums=(0, 1, 2), rtol=1e-4),
+    Program("rnn by scan", rnn_scan, ((_f32(4, 4) * 0.5, _f32(3, 4) * 0.5, _f32(4)), _f32(6, 3), _f32(4)), argnums=(0, 2), rtol=1e-4),
+    Program("reverse scan over a pytree", scan_reverse_pytree, (np.float32(0.5), _f32(5), _f32(5)), argnums=(0, 1, 2)),
+    Program("fori_loop static bounds", fori_static, (_f32(3),)),
+    Program("fori_loop in jit, indexing by i", fori_in_jit_indexing, (_f32(3),)),
+    Program("fori_loop pytree carry", fori_pytree_carry, (_f32(3, 3), _f32(3)), argnums=(0, 1), rtol=1e-4),
+    Program("cond in jit, true branch", cond_in_jit, (np.float32(1.5), _f32(4)), argnums=1),
+    Program("cond in jit, false branch", cond_in_jit, (np.float32(-1.5), _f32(4)), argnums=(0, 1)),
+    Program("cond with two operands", cond_two_operands, (_f32(4), _f32(4)), argnums=(0, 1)),
+    Program("switch in jit, branch 0", switch_in_jit, (np.int32(0), _f32(4)), argnums=1),
+    Program("switch in jit, branch 1", switch_in_jit, (np.int32(1), _f32(4)), argnums=1),
+    Program("switch in jit, clamped index", switch_in_jit, (np.int32(7), _f32(4)), argnums=1),
+    Program("cond in scan in jit", cond_in_scan, (np.float32(0.3), _f32(6)), argnums=(0, 1)),
+    Program("while_loop (forward mode)", while_loop_fwd, (_f32(3),), modes=FORWARD),
+    Program("while_loop in jit (forward mode)", while_in_jit_fwd, (_f32(3, positive=True),), modes=FORWARD),
+    Program("jit", jitted, (_f32(5), _f32(5)), argnums=(0, 1)),
+    Program("nested jit", nested_jit, (_f32(5),)),
+    Program("elementwise chain", elementwise_chain, (_f32(6, positive=True),), rtol=1e-4),
+    Program("powers", powers, (_f32(5, positive=True), _f32(5)), argnums=(0, 1), rtol=1e-4),
+    Program("division", division, (_f32(5, positive=True), _f32(5, positive=True)), argnums=(0, 1)),
+    Program("max, min, abs, where, clip, sign", piecewise, (_f32(6), _f32(6)), argnums=(0, 1)),
+    Program("reductions", reductions, (_f32(3, 4),), rtol=1e-4),
+    Program("reshape, transpose, concatenate, stack", structural, (_f32(3, 4),)),
+    Program("slicing", slicing, (_f32(6),)),
+    Program("strided slices", strided_slice, (_f32(6),)),
+    Program("gather", gather, (_f32(6),)),
+    Program("scatter: at[].set/add/mul", scatter, (_f32(6), _f32(2)), argnums=(0, 1)),
+    Program("dynamic_slice and dynamic_update_slice", dynamic_index, (_f32(6), np.int32(2), _f32(2)), argnums=(0, 2)),
+    Program("convert_element_type round trip", dtype_round_trip, (_f32(5),), rtol=2e-3),
+    Program("float16", float16_program, (_f32(4).astype(np.float16), _f32(4).astype(np.float16)), argnums=(0, 1), rtol=5e-3),
+    Program("weak-typed Python scalar", weak_scalar, (1.5,)),
+    Program("stop_gradient", stop_gradient, (_f32(5),)),
+    Program("Python if on a concrete value, taken", python_branch, (np.abs(_f32(4)),), jax_eager=True),
+    Program("Python if on a concrete value, not taken", python_branch, (-np.abs(_f32(4)),), jax_eager=True),
+    Program("Python while on concrete values", python_loop, (_f32(3),), jax_eager=True),
+    Program("integer argument, argnums elsewhere", integer_argument, (_f32(4), np.array([1, 2, 3, 0], np.int32), _f32(4)), argnums=(0, 2)),
+    Program("dict input", dict_input, ({"a": _f32(3), "b": _f32(3), "c": (_f32(2), _f32(2))},)),
+    Program("dict and tuple output", dict_output, ({"a": _f32(3), "b": _f32(3)},), modes=NO_GRAD),
+    Program("integer and boolean outputs", integer_output, (_f32(4),), modes=NO_GRAD),
+    Program("closure over a constant", closure_constant, (_f32(5),)),
+    Program("matmuls, batched", matmuls, (_f32(3), _f32(4, 3), _f32(2, 3, 4)), argnums=(0, 1, 2), rtol=1e-4),
+    Program("expm1, log1p", special, (_f32(5),), rtol=1e-4),
+    Program("var and std", statistics, (_f32(4, 3),), rtol=1e-4),
+    Program("outer broadcast", outer_broadcast, (_f32(3), _f32(4)), argnums=(0, 1)),
+    Program("fan-out", fan_out, (_f32(5),)),
+    Program("logsumexp", logsumexp, (_f32(3, 4),)),
+    Program("argmax as an index", argmax_index, (_f32(5),)),
+    Program("vector output", vector_output, (_f32(3, 4), _f32(4)), modes=NO_GRAD),
+    Program("lax primitives", lax_primitives, (_f32(5), _f32(5)), argnums=(0, 1)),
+]
+# fmt: on
+
+
+def _params(mode: str) -> list[Any]:
+    return [pytest.param(p, id=p.name) for p in PROGRAMS if mode in p.modes]
+
+
+_BY_NAME = {p.name: p for p in PROGRAMS}
+
+
+class Inputs(NamedTuple):
+    tangents: list[Any]  # three sets of tangents, one per primal leaf
+    cotangent: Any  # one cotangent per output leaf
+
+
+@functools.cache
+def _inputs(name: str) -> Inputs:
+    prog = _BY_NAME[name]
+    rng = np.random.default_rng(sum(map(ord, prog.name)))
+    tangents = [jax.tree_util.tree_map(lambda x: _random_like(x, rng), prog.args) for _ in range(3)]
+    f = prog.make(JX)
+    out = f(*prog.args) if prog.jax_eager else jax.eval_shape(f, *prog.args)
+    cotangent = jax.tree_util.tree_map(lambda x: _random_like(np.zeros(x.shape, x.dtype), rng), out)
+    return Inputs(tangents, cotangent)
+
+
+@functools.cache
+def _reference(name: str) -> dict[str, Any]:
+    """JAX's results for every mode of ``prog``, computed in one compiled function
+    (JAX's op-by-op dispatch would compile each operation instead), the inputs closed
+    over so that they keep their Python types (weak scalars stay weak). Programs with
+    Python control flow on values run eagerly."""
+    prog = _BY_NAME[name]
+    inputs = _inputs(name)
+
+    def run() -> dict[str, Any]:
+        f = prog.make(JX)
+        res: dict[str, Any] = {}
+        if "jvp" in prog.modes:
+            res["jvp"] = jax.jvp(f, prog.args, inputs.tangents[0])
+        if "linearize" in prog.modes:
+            out, f_jvp = jax.linearize(f, *prog.args)
+            res["linearize"] = (out, [f_jvp(*t) for t in inputs.tangents])
+        if "vjp" in prog.modes:
+            out, f_vjp = jax.vjp(f, *prog.args)
+            res["vjp"] = (out, f_vjp(inputs.cotangent))
+        if "grad" in prog.modes:
+            res["grad"] = jax.value_and_grad(f, argnums=prog.argnums)(*prog.args)
+        return res
+
+    return run() if prog.jax_eager else jax.jit(run)()
+
+
+def test_the_suite_is_large_enough() -> None:
+    assert len(PROGRAMS) >= 40
+    assert len({p.name for p in PROGRAMS}) == len(PROGRAMS)
+
+
+@pytest.mark.parametrize("prog", _params("jvp"))
+def test_jvp(prog: Program) -> None:
+    want = _reference(prog.name)["jvp"]
+    got = fx.jvp(prog.make(FX), prog.args, _inputs(prog.name).tangents[0])
+    _assert_same(got, want, prog.rtol)
+
+
+@pytest.mark.parametrize("prog", _params("linearize"))
+def test_linearize_then_several_tangents(prog: Program) -> None:
+    want_out, want_tangents = _reference(prog.name)["linearize"]
+    got_out, f_jvp = fx.linearize(prog.make(FX), *prog.args)
+    _assert_same(got_out, want_out, prog.rtol)
+    for tangents, want in zip(_inputs(prog.name).tangents, want_tangents):
+        _assert_same(f_jvp(*tangents), want, prog.rtol)
+
+
+@pytest.mark.parametrize("prog", _params("vjp"))
+def test_vjp(prog: Program) -> None:
+    want_out, want_cts = _reference(prog.name)["vjp"]
+    got_out, f_vjp = fx.vjp(prog.make(FX), *prog.args)
+    _assert_same(got_out, want_out, prog.rtol)
+    _assert_same(f_vjp(_inputs(prog.name).cotangent), want_cts, prog.rtol)
+
+
+@pytest.mark.parametrize("prog", _params("grad"))
+def test_grad_and_value_and_grad(prog: Program) -> None:
+    want = _reference(prog.name)["grad"]
+    got = fx.value_and_grad(prog.make(FX), argnums=prog.argnums)(*prog.args)
+    _assert_same(got, want, prog.rtol)
+    _assert_same(fx.grad(prog.make(FX), argnums=prog.argnums)(*prog.args), want[1], prog.rtol)
