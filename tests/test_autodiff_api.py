@@ -42,7 +42,18 @@ def _ns(np_: Any, lax_: Any, api: Any) -> types.SimpleNamespace:
         jvp=api.jvp,
         linearize=api.linearize,
         make_jaxpr=api.make_jaxpr,
+        custom_jvp=getattr(api, "custom_jvp", _missing("custom_jvp")),
+        custom_vjp=getattr(api, "custom_vjp", _missing("custom_vjp")),
     )
+
+
+def _missing(name: str) -> Callable[..., Any]:
+    """Stands for an API ferrax does not have yet: using it fails the test that does."""
+
+    def missing(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"ferrax.{name} does not exist yet")
+
+    return missing
 
 
 FX = _ns(fnp, fx.lax, fx)
@@ -547,6 +558,81 @@ def lax_primitives(m: Any) -> Callable[..., Any]:
     return f
 
 
+def bfloat16_program(m: Any) -> Callable[..., Any]:
+    def f(x: Any, w: Any) -> Any:
+        return m.np.sum(m.np.tanh(x @ w) * x[:, :1])
+
+    return f
+
+
+def unused_argument(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any, z: Any) -> Any:
+        return m.np.sum(m.np.sin(x) * z)
+
+    return f
+
+
+def constant_outputs(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        return {"x": x, "c": m.np.ones(3) * 2.0, "y": m.np.zeros_like(y), "z": x * 0.0}
+
+    return f
+
+
+def custom_jvp_softplus(m: Any) -> Callable[..., Any]:
+    def softplus(x: Any) -> Any:
+        return m.np.log1p(m.np.exp(x))
+
+    def softplus_jvp(primals: Any, tangents: Any) -> Any:
+        (x,), (t,) = primals, tangents
+        # Deliberately not the true derivative, so the rule is seen to be used.
+        return sp(x), t * m.lax.logistic(x) * 2.0
+
+    sp = m.custom_jvp(softplus)
+    sp.defjvp(softplus_jvp)
+
+    def f(x: Any) -> Any:
+        return m.np.sum(sp(x) * x)
+
+    return f
+
+
+def custom_jvp_nondiff(m: Any) -> Callable[..., Any]:
+    def power(n: int, x: Any) -> Any:
+        return x**n
+
+    def power_jvp(n: int, primals: Any, tangents: Any) -> Any:
+        (x,), (t,) = primals, tangents
+        return power(n, x), n * x ** (n - 1) * t + 1.0
+
+    pw = m.custom_jvp(power, nondiff_argnums=(0,))
+    pw.defjvp(power_jvp)
+
+    def f(x: Any) -> Any:
+        return m.np.sum(pw(3, x) + pw(2, m.np.sin(x)))
+
+    return f
+
+
+def custom_vjp_clip_gradient(m: Any) -> Callable[..., Any]:
+    def identity(x: Any) -> Any:
+        return x * 1.0
+
+    def fwd(x: Any) -> Any:
+        return x * 1.0, m.np.sign(x)
+
+    def bwd(sign: Any, g: Any) -> Any:
+        return (m.np.clip(g, -0.5, 0.5) * sign,)
+
+    clipped = m.custom_vjp(identity)
+    clipped.defvjp(fwd, bwd)
+
+    def f(x: Any, y: Any) -> Any:
+        return m.np.sum(clipped(x * 3.0) * y)
+
+    return f
+
+
 P_MLP = ((_f32(4, 8), _f32(8)), (_f32(8, 1), _f32(1)))
 LABELS = np.eye(5, dtype=np.float32)[np.array([0, 3, 1, 4])]
 
@@ -604,6 +690,12 @@ PROGRAMS: list[Program] = [
     Program("argmax as an index", argmax_index, (_f32(5),)),
     Program("vector output", vector_output, (_f32(3, 4), _f32(4)), modes=NO_GRAD),
     Program("lax primitives", lax_primitives, (_f32(5), _f32(5)), argnums=(0, 1)),
+    Program("bfloat16", bfloat16_program, (_f32(3, 4).astype(jnp.bfloat16), _f32(4, 2).astype(jnp.bfloat16)), argnums=(0, 1), rtol=3e-2),
+    Program("unused arguments", unused_argument, (_f32(4), _f32(4), _f32(4)), argnums=(0, 1, 2)),
+    Program("identity, constant and zero outputs", constant_outputs, (_f32(3), _f32(3)), modes=NO_GRAD),
+    Program("custom_jvp", custom_jvp_softplus, (_f32(4),)),
+    Program("custom_jvp with nondiff_argnums", custom_jvp_nondiff, (_f32(4),)),
+    Program("custom_vjp", custom_vjp_clip_gradient, (_f32(4), _f32(4)), argnums=(0, 1), modes=frozenset({"vjp", "grad"})),
 ]
 # fmt: on
 

@@ -39,7 +39,17 @@ def _ns(np_: Any, lax_: Any, api: Any) -> types.SimpleNamespace:
         vjp=api.vjp,
         jvp=api.jvp,
         linearize=api.linearize,
+        custom_vjp=getattr(api, "custom_vjp", _missing("custom_vjp")),
     )
+
+
+def _missing(name: str) -> Callable[..., Any]:
+    """Stands for an API ferrax does not have yet: using it fails the test that does."""
+
+    def missing(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"ferrax.{name} does not exist yet")
+
+    return missing
 
 
 FERRAX = _ns(fnp, fx.lax, fx)
@@ -51,6 +61,13 @@ I3 = np.arange(3, dtype=np.int32)
 
 def _while(m: Any, x: Any) -> Any:
     return m.lax.while_loop(lambda c: c < 10.0, lambda c: c * 2.0, x)
+
+
+def _custom_vjp(m: Any, bwd: Callable[[Any, Any], Any]) -> Any:
+    """``x * 2`` as a custom_vjp function with the backward rule ``bwd``."""
+    f = m.custom_vjp(lambda x: x * 2.0)
+    f.defvjp(lambda x: (x * 2.0, None), bwd)
+    return f
 
 
 # fmt: off
@@ -90,6 +107,10 @@ MISTAKES: list[Mistake] = [
     Mistake("argnums tuple beyond the arguments", lambda m: m.grad(lambda x, y: x * y, argnums=(0, 3))(1.0, 2.0), TypeError),
     Mistake("negative argnums beyond the arguments", lambda m: m.value_and_grad(lambda x: x * 2.0, argnums=-2)(1.0), ValueError),
     Mistake("negative argnums in a tuple beyond the arguments", lambda m: m.grad(lambda x, y: x * y, argnums=(0, -3))(1.0, 2.0), ValueError),
+    Mistake("custom_vjp bwd returning a bare cotangent", lambda m: m.grad(_custom_vjp(m, lambda r, g: g))(1.0), TypeError),
+    Mistake("custom_vjp bwd returning too many cotangents", lambda m: m.grad(_custom_vjp(m, lambda r, g: (g, g)))(1.0), TypeError),
+    Mistake("custom_vjp bwd returning a cotangent of the wrong shape", lambda m: m.grad(_custom_vjp(m, lambda r, g: (m.np.ones(3),)))(1.0), ValueError),
+    Mistake("jvp of a custom_vjp function", lambda m: m.jvp(_custom_vjp(m, lambda r, g: (g,)), (1.0,), (1.0,)), TypeError),
     Mistake("grad through while_loop", lambda m: m.grad(lambda x: _while(m, x))(1.0), ValueError),
     Mistake("vjp through while_loop in jit", lambda m: m.vjp(m.jit(lambda x: _while(m, x) * 3.0), 1.0)[1](1.0), ValueError),
     Mistake("grad through fori_loop with traced bounds", lambda m: m.grad(m.jit(lambda x, n: m.lax.fori_loop(0, n, lambda i, c: c * x, 1.0)))(2.0, 3), ValueError),
