@@ -872,6 +872,11 @@ CASES: list[Case] = [
     Case("nested jvp: no perturbation confusion", lambda m: m.jvp(lambda x: m.jvp(lambda y: x * y, (x,), (np.float32(1.0),))[1], (np.float32(2.0),), (np.float32(1.0),))),
     Case("grad through cond closing over a traced value", lambda m: m.grad(lambda x: m.jit(lambda p: m.lax.cond(p > 0, lambda: x * p, lambda: x - p))(x * 2.0))(np.float32(0.5))),
     Case("jvp of scan with an integer carry", lambda m: m.jvp(lambda x: m.lax.scan(lambda c, _: ((c[0] + 1, c[1] * x), None), (0, 1.0), None, length=3)[0], (np.float32(2.0),), (np.float32(1.0),))),
+    Case("vjp with a float64 NumPy cotangent (x64 off)", lambda m: _vjp_applied(m, lambda x: m.np.sin(x), T5.astype(np.float64), X5)),
+    Case("jvp with a float64 NumPy tangent for a weak scalar", lambda m: m.jvp(lambda x: x * 3.0, (2.0,), (np.float64(1.0),))),
+    Case("grad of a constant function: weak zero", lambda m: m.grad(lambda x: 1.0)(1.0)),
+    Case("grad of a function ignoring a strong argument", lambda m: m.grad(lambda x, y: m.np.sum(y * 2.0))(X5, T5)),
+    Case("grad with has_aux: list pair, Python aux", lambda m: m.grad(lambda x: [m.np.sum(x * x), (1, "label")], has_aux=True)(X5)),
     Case("jit of value_and_grad of mlp", lambda m: m.jit(m.value_and_grad(mlp(m)))(P_MLP, *XS_MLP), rtol=1e-4),
 ]
 # fmt: on
