@@ -967,3 +967,48 @@ def test_gradient_jaxpr_has_jax_primitive_sequence(s: Structure) -> None:
     got = [e.primitive for e in fx.make_jaxpr(fx.grad(s.make(FX), argnums=s.argnums))(*s.args).jaxpr.eqns]
     want = [e.primitive.name for e in jax.make_jaxpr(jax.grad(s.make(JX), argnums=s.argnums))(*s.args).jaxpr.eqns]
     assert got == want
+
+
+# --------------------------------------------- staged transformations: their types
+
+
+def _avals(avals: Any) -> list[tuple[tuple[int, ...], str, bool]]:
+    return [(tuple(a.shape), np.dtype(a.dtype).name, bool(a.weak_type)) for a in avals]
+
+
+# fmt: off
+STAGED: list[Case] = [
+    Case("grad, argnums tuple, weak scalar", lambda m: m.make_jaxpr(m.grad(lambda x, y: m.np.sum(m.np.sin(x) * y), argnums=(0, 1)))(X5, 2.0)),
+    Case("value_and_grad of a weak scalar", lambda m: m.make_jaxpr(m.value_and_grad(lambda x: x * 2.0))(2.0)),
+    Case("jvp, weak primal, strong tangent", lambda m: m.make_jaxpr(lambda x, t: m.jvp(lambda x: x * 2.0, (x,), (t,)))(2.0, np.float32(1))),
+    Case("vjp, weak primal", lambda m: m.make_jaxpr(lambda x, t: m.vjp(lambda x: x * 2.0, x)[1](t))(2.0, np.float32(1))),
+    Case("grad of a float16 function", lambda m: m.make_jaxpr(m.grad(lambda x: m.np.sum(x * x)))(X5.astype(np.float16))),
+    Case("jvp with an integer input", lambda m: m.make_jaxpr(lambda x, n: m.jvp(lambda x, n: x * n, (x, n), (x, np.zeros((), FLOAT0))))(X5, np.int32(2))),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("case", STAGED, ids=[c.name for c in STAGED])
+def test_staged_types(case: Case) -> None:
+    got, want = case.run(FX), case.run(JX)
+    assert _avals(got.in_avals) == _avals(want.in_avals)
+    assert _avals(got.out_avals) == _avals(want.out_avals)
+
+
+# --------------------------------------- linearize and vjp trace the function once
+
+
+def test_linearized_and_vjp_functions_do_not_trace_again() -> None:
+    calls: list[int] = []
+
+    def f(x: Any) -> Any:
+        calls.append(1)
+        return loss(FX)(x)
+
+    _, f_jvp = fx.linearize(f, X5)
+    _, f_vjp = fx.vjp(f, X5)
+    assert len(calls) == 2
+    for t in TANGENTS:
+        _assert_same(f_jvp(t), jax.linearize(loss(JX), X5)[1](t))
+        _assert_same(f_vjp(np.float32(1.5)), jax.vjp(loss(JX), X5)[1](np.float32(1.5)))
+    assert len(calls) == 2
