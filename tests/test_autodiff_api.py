@@ -1012,3 +1012,27 @@ def test_linearized_and_vjp_functions_do_not_trace_again() -> None:
         _assert_same(f_jvp(t), jax.linearize(loss(JX), X5)[1](t))
         _assert_same(f_vjp(np.float32(1.5)), jax.vjp(loss(JX), X5)[1](np.float32(1.5)))
     assert len(calls) == 2
+
+
+# ------------------------------------------------------------------------- x64 mode
+
+X5_64 = X5.astype(np.float64)
+
+# fmt: off
+X64_CASES: list[Case] = [
+    Case("grad of a float64 function", lambda m: m.value_and_grad(lambda x: m.np.sum(m.np.tanh(x) * x**2))(X5_64)),
+    Case("grad of a weak Python float is weak float64", lambda m: m.grad(lambda x: x * m.np.sin(x) + 1.0)(0.5)),
+    Case("float32 stays float32", lambda m: m.value_and_grad(lambda x: m.np.sum(x * 2.0 + m.np.exp(x)))(X5)),
+    Case("mixed float32 and float64", lambda m: m.grad(lambda x, y: m.np.sum(x * y), argnums=(0, 1))(X5, X5_64)),
+    Case("vjp with an int64 input", lambda m: _vjp_applied(m, lambda x, n: x * n, X5_64, X5_64, np.arange(5))),
+    Case("jvp of float64 in a jitted scan", lambda m: m.jvp(m.jit(lambda x: m.lax.scan(lambda c, y: (c * y, c), 1.0, x)), (X5_64,), (X5_64,))),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("case", X64_CASES, ids=[c.name for c in X64_CASES])
+def test_x64(case: Case) -> None:
+    with jax.enable_x64(True), fx.enable_x64(True):
+        want = case.run(JX)
+        got = case.run(FX)
+        _assert_same(got, want, 1e-12 if "float64" in case.name else case.rtol)
