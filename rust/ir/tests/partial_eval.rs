@@ -806,3 +806,37 @@ fn shared_sub_jaxprs_keep_the_pass_linear() {
     typecheck(&pe.known).unwrap();
     typecheck(&pe.unknown).unwrap();
 }
+
+#[test]
+fn scan_residuals_computed_from_consts_alone_are_computed_once() {
+    let j = parse(
+        "{ lambda ; k:f32[3] c:f32[3] xs:f32[4,3]. let
+            c2:f32[3] ys:f32[4,3] = scan[
+              jaxpr={ lambda ; k:f32[3] c:f32[3] x:f32[3]. let
+                  s:f32[3] = sin k
+                  t:f32[3] = cos c
+                  u:f32[3] = mul s x
+                  w:f32[3] = mul u t
+                  c1:f32[3] = add c 1.0:f32[]
+                in (c1, w) }
+              length=4
+              num_carry=1
+              num_consts=1
+              reverse=False
+            ] k c xs
+          in (c2, ys) }",
+    );
+    let mut rng = Rng::new(13);
+    let args = args_of(&j, &mut rng);
+    let pe = check(&j, &[], &args, &[false, false, true], &[false; 2], "hoist");
+    // sin(k) once, before the loop; cos(c) stacked.
+    assert_eq!(names(&pe.known), vec!["jit", "scan"]);
+    assert_eq!(names(sub(&pe.known.eqns()[0], "jaxpr")), vec!["sin"]);
+    let ks = &pe.known.eqns()[1];
+    assert_eq!(names(sub(ks, "jaxpr")), vec!["cos", "add"]);
+    assert_eq!(ks.outvars().len(), 2);
+    let us = &pe.unknown.eqns()[0];
+    assert_eq!(int(us, "num_consts"), 1);
+    assert_eq!(names(sub(us, "jaxpr")), vec!["mul", "mul"]);
+    check_all_masks(&j, &[], 13, "hoist");
+}

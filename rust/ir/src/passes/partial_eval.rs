@@ -17,7 +17,9 @@
 //!   (a fixpoint); the known scan stacks the per-iteration residuals as extra `ys`, which
 //!   the unknown scan reads as extra `xs`. A residual that is a known const of the body
 //!   is passed to the unknown scan as a const, and one that is a known `xs` element as the
-//!   same `xs`, instead of being stacked;
+//!   same `xs`, instead of being stacked; one computed from the known consts alone is
+//!   computed once before the loop (by a `jit` of the body pruned to it) and passed as a
+//!   const;
 //! * `while`: if any carry is unknown (on entry or through the body) or the condition
 //!   depends on an unknown value, the whole loop is unknown; otherwise it is known (its
 //!   unknown consts, which then no carry depends on, are dropped).
@@ -831,11 +833,17 @@ impl<'a> Frame<'a> {
                 need,
             )));
         }
-        self.split_scan(eqn, body_j, &in_uk(self, &carry_uk), &r);
+        self.split_scan(eqn, body_j, &in_uk(self, &carry_uk), &r)?;
         Ok(None)
     }
 
-    fn split_scan(&mut self, eqn: usize, body_j: &ClosedJaxpr, in_uk: &[bool], r: &Sub) {
+    fn split_scan(
+        &mut self,
+        eqn: usize,
+        body_j: &ClosedJaxpr,
+        in_uk: &[bool],
+        r: &Sub,
+    ) -> Result<(), PassError> {
         self.dirty |= r.dirty;
         let src = self.src;
         let e = &src.eqns()[eqn];
@@ -849,7 +857,8 @@ impl<'a> Frame<'a> {
         let known = &r.known;
         let nk_out = known.outvars().len() - nres;
         // Where each residual comes from: a known const or xs input of the body is
-        // forwarded from the scan's operand; anything else is stacked.
+        // forwarded from the scan's operand; one computed from the consts alone is
+        // computed once, before the loop; anything else is stacked.
         let known_inputs: Vec<usize> = (0..in_uk.len()).filter(|&i| !in_uk[i]).collect();
         let mut invar_pos: HashMap<VarId, usize> = HashMap::new();
         for (p, &v) in known.invars().iter().enumerate() {
@@ -859,7 +868,24 @@ impl<'a> Frame<'a> {
         enum Res {
             Const(usize),
             Xs(usize),
+            Hoisted,
             Stacked,
+        }
+        let nk_consts = (0..nc).filter(|&i| !in_uk[i]).count();
+        let mut invariant = vec![false; known.num_vars()];
+        for &v in known.constvars().iter().chain(&known.invars()[..nk_consts]) {
+            invariant[v.index()] = true;
+        }
+        for be in known.eqns() {
+            let inv = be.inputs().iter().all(|a| match a {
+                Atom::Var(v) => invariant[v.index()],
+                Atom::Lit(_) => true,
+            });
+            if inv {
+                for o in be.outvars() {
+                    invariant[o.index()] = true;
+                }
+            }
         }
         let kinds: Vec<Res> = known.outvars()[nk_out..]
             .iter()
@@ -867,7 +893,9 @@ impl<'a> Frame<'a> {
                 Atom::Var(v) => match invar_pos.get(v) {
                     Some(&q) if q < nc => Res::Const(q),
                     Some(&q) if q >= nc + ncarry => Res::Xs(q),
-                    _ => Res::Stacked,
+                    Some(_) => Res::Stacked,
+                    None if invariant[v.index()] => Res::Hoisted,
+                    None => Res::Stacked,
                 },
                 Atom::Lit(_) => Res::Stacked,
             })
@@ -882,7 +910,57 @@ impl<'a> Frame<'a> {
                 .filter(|(_, &k)| k == Res::Stacked)
                 .map(|(&a, _)| a),
         );
-        let known_body = with_outputs(known, outs);
+        let hoisted: Vec<bool> = kinds.iter().map(|&k| k == Res::Hoisted).collect();
+        let known_body = if hoisted.contains(&true) {
+            // What only the hoisted residuals needed is dead in the loop now.
+            let all = vec![true; known.invars().len()];
+            let mut used = vec![true; nk_out];
+            used.extend(kinds.iter().map(|&k| k == Res::Stacked));
+            let (pruned, used_in) = dce(known, &used)?;
+            widen(pruned, &used_in, &all, &known.in_avals())
+        } else {
+            with_outputs(known, outs)
+        };
+        // The hoisted residuals: the body pruned to them, called on the known consts.
+        let mut hoisted_vars: Vec<u32> = Vec::new();
+        if hoisted.contains(&true) {
+            let mut used = vec![false; nk_out];
+            used.extend_from_slice(&hoisted);
+            let (pruned, used_in) = dce(known, &used)?;
+            let inputs: Vec<X> = e
+                .inputs()
+                .iter()
+                .zip(in_uk)
+                .filter(|(_, &u)| !u)
+                .zip(&used_in)
+                .filter(|(_, &k)| k)
+                .map(|((&a, _), _)| self.x(a))
+                .collect();
+            hoisted_vars = r
+                .res_avals
+                .iter()
+                .zip(&hoisted)
+                .filter(|(_, &h)| h)
+                .map(|(a, _)| self.new_var(a.clone()))
+                .collect();
+            let params = Params::new([
+                (
+                    "jaxpr",
+                    Param::Jaxpr(closed(&Arc::new(pruned), Some(body_j))),
+                ),
+                ("name", Param::Str("scan_invariants".into())),
+            ]);
+            self.items.push((
+                false,
+                Item::New {
+                    prim: Builtin::Jit.into(),
+                    inputs,
+                    outs: hoisted_vars.clone(),
+                    params,
+                },
+            ));
+        }
+        let mut next_hoisted = hoisted_vars.into_iter();
         let mut known_ins = Vec::new();
         let mut unknown_consts = Vec::new();
         let mut unknown_carry = Vec::new();
@@ -914,6 +992,11 @@ impl<'a> Frame<'a> {
         for (a, &k) in r.res_avals.iter().zip(&kinds) {
             match k {
                 Res::Const(q) => res_consts.push(self.x(e.inputs()[q])),
+                Res::Hoisted => {
+                    if let Some(v) = next_hoisted.next() {
+                        res_consts.push(X::Var(v));
+                    }
+                }
                 Res::Xs(q) => res_xs.push(self.x(e.inputs()[q])),
                 Res::Stacked => {
                     let mut dims = vec![length];
@@ -966,7 +1049,7 @@ impl<'a> Frame<'a> {
         let nuc = unknown_consts.len();
         let nucarry = unknown_carry.len();
         for (j, &k) in kinds.iter().enumerate() {
-            if matches!(k, Res::Const(_)) {
+            if matches!(k, Res::Const(_) | Res::Hoisted) {
                 rb.invar(uin[j]);
             }
         }
@@ -974,7 +1057,7 @@ impl<'a> Frame<'a> {
             rb.invar(v);
         }
         for (j, &k) in kinds.iter().enumerate() {
-            if !matches!(k, Res::Const(_)) {
+            if !matches!(k, Res::Const(_) | Res::Hoisted) {
                 rb.invar(uin[j]);
             }
         }
@@ -1032,6 +1115,7 @@ impl<'a> Frame<'a> {
                 params: uparams,
             },
         ));
+        Ok(())
     }
 
     /// Splits the frame's items into the two jaxprs, dropping what nothing needs.
