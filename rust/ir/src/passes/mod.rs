@@ -4,6 +4,7 @@
 pub mod closure;
 pub mod cost;
 pub mod dce;
+pub mod partial_eval;
 mod rebuild;
 pub mod toposort;
 pub mod transpose;
@@ -11,6 +12,7 @@ pub mod transpose;
 pub use closure::consts_to_invars;
 pub use cost::{cost, Cost};
 pub use dce::dce;
+pub use partial_eval::{partial_eval, PartialEval};
 pub use toposort::toposort;
 pub use transpose::transpose;
 
