@@ -5,6 +5,11 @@
 //! ferrax-jaxpr fmt FILE              print in the canonical format
 //! ferrax-jaxpr dce FILE [--used 1,0] prune (all outputs used by default)
 //! ferrax-jaxpr toposort FILE         reorder equations by demand
+//! ferrax-jaxpr transpose FILE --linear 1,0
+//!                                    transpose a jaxpr linear in the flagged inputs: the
+//!                                    result takes the non-linear inputs, then one
+//!                                    cotangent per output, and returns one cotangent per
+//!                                    linear input
 //! ferrax-jaxpr lower FILE [--name m] lower to a StableHLO module
 //! ferrax-jaxpr partial-eval FILE --unknown 1,0 [--instantiate 0,1]
 //!                                    split into known and unknown jaxprs
@@ -13,14 +18,14 @@
 //! (2 for bad usage).
 
 use ferrax_ir::lower::stablehlo::lower_jaxpr;
-use ferrax_ir::passes::{dce, partial_eval, toposort};
+use ferrax_ir::passes::{dce, partial_eval, toposort, transpose};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
 use ferrax_ir::{typecheck, AbstractValue, Jaxpr};
 use std::io::Read;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: ferrax-jaxpr (check|fmt|dce|toposort|lower|partial-eval) FILE \
-     [--used FLAGS] [--name NAME] [--unknown FLAGS] [--instantiate FLAGS]";
+const USAGE: &str = "usage: ferrax-jaxpr (check|fmt|dce|toposort|transpose|lower|partial-eval) \
+     FILE [--used FLAGS] [--linear FLAGS] [--name NAME] [--unknown FLAGS] [--instantiate FLAGS]";
 
 fn read(path: &str) -> Result<String, String> {
     if path == "-" {
@@ -65,6 +70,7 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
         _ => return Err(usage("missing arguments")),
     };
     let mut used: Option<String> = None;
+    let mut linear: Option<String> = None;
     let mut name = "ferrax".to_owned();
     let mut unknown: Option<String> = None;
     let mut instantiate: Option<String> = None;
@@ -72,6 +78,7 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
     while let Some(a) = rest.next() {
         match (a.as_str(), rest.next()) {
             ("--used", Some(v)) => used = Some(v.clone()),
+            ("--linear", Some(v)) => linear = Some(v.clone()),
             ("--name", Some(v)) => name = v.clone(),
             ("--unknown", Some(v)) => unknown = Some(v.clone()),
             ("--instantiate", Some(v)) => instantiate = Some(v.clone()),
@@ -96,6 +103,16 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
             Ok(print_jaxpr(&pruned))
         }
         "toposort" => Ok(print_jaxpr(&toposort(&jaxpr))),
+        "transpose" => {
+            let Some(l) = linear else {
+                return Err(usage(
+                    "transpose needs --linear FLAGS (one 0/1 flag per input)",
+                ));
+            };
+            let linear = flags(&l, jaxpr.invars().len(), "--linear", "inputs").map_err(fail)?;
+            let t = transpose(&jaxpr, &linear).map_err(|e| fail(e.to_string()))?;
+            Ok(print_jaxpr(&t))
+        }
         "lower" => lower_jaxpr(&jaxpr, &name).map_err(|e| fail(e.to_string())),
         "partial-eval" => {
             let Some(unknown) = unknown else {

@@ -48,6 +48,12 @@ pub enum PassError {
         /// The equation's index.
         eqn: usize,
     },
+    /// [`transpose()`]: a `while` loop carries a linear value. Its trip count depends on
+    /// data, so reverse mode would need every iteration's values: not supported.
+    WhileLoop {
+        /// The equation's index.
+        eqn: usize,
+    },
     /// A pass built an equation (or a jaxpr) that does not typecheck: a bug in the pass,
     /// reported rather than panicking.
     IllTyped {
@@ -81,6 +87,12 @@ impl fmt::Display for PassError {
                 f,
                 "equation {eqn} ({primitive}) is linear in an operand, but {primitive} \
                  has no transpose rule yet"
+            ),
+            PassError::WhileLoop { eqn } => write!(
+                f,
+                "equation {eqn} (while) carries a linear value: reverse-mode \
+                 differentiation of a while loop is not supported; use scan, or fori_loop \
+                 with static (Python int) bounds, which becomes a scan"
             ),
             PassError::IllTyped {
                 eqn: Some(eqn),
