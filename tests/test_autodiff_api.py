@@ -110,8 +110,10 @@ def _assert_same(got: Any, want: Any, rtol: float = 2e-5, atol: float = 1e-6) ->
         assert ga.dtype == wa.dtype, f"leaf {i}: dtype {ga.dtype} != JAX's {wa.dtype}"
         assert ga.shape == wa.shape, f"leaf {i}: shape {ga.shape} != JAX's {wa.shape}"
         assert _weak(g) == _weak(w), f"leaf {i}: weak_type {_weak(g)} != JAX's {_weak(w)}"
-        if wa.dtype == FLOAT0 or not _is_float(wa.dtype):
-            np.testing.assert_array_equal(ga, wa) if wa.dtype != FLOAT0 else None
+        if wa.dtype == FLOAT0:
+            continue
+        if not _is_float(wa.dtype):
+            np.testing.assert_array_equal(ga, wa, err_msg=f"leaf {i}")
             continue
         np.testing.assert_allclose(ga.astype(np.float64), wa.astype(np.float64), rtol=rtol, atol=atol, err_msg=f"leaf {i}")
 
@@ -558,6 +560,28 @@ def lax_primitives(m: Any) -> Callable[..., Any]:
     return f
 
 
+def lax_primitives_more(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        a = m.lax.clamp(np.float32(-0.5), x, np.float32(0.5)) + m.lax.pow(m.lax.abs(y) + 1.0, x)
+        b = m.lax.select_n(m.lax.convert_element_type(x > 0, np.int32) + m.lax.convert_element_type(y > 0, np.int32), x, y, a)
+        c = m.lax.reduce_min(m.lax.expand_dims(b, (0,)), (1,)) + m.lax.reduce_prod(m.lax.square(x[:3]), (0,))
+        d = m.lax.dot_general(m.lax.reshape(x, (1, 5)), m.lax.reshape(y, (5, 1)), (((1,), (0,)), ((), ())))
+        e = m.lax.concatenate([m.lax.sin(x), m.lax.tan(y * 0.3)], 0)
+        g = m.lax.rem(x, np.float32(0.7)) + m.lax.sqrt(m.lax.abs(y) + 1.0) + m.lax.log1p(m.lax.abs(x)) + m.lax.expm1(y)
+        return m.np.sum(c) + m.np.sum(d) + m.np.sum(e**2) + m.np.sum(g * m.lax.sign(y))
+
+    return f
+
+
+def dynamic_slicing_eager(m: Any) -> Callable[..., Any]:
+    def f(x: Any, i: Any, y: Any) -> Any:
+        a = m.lax.dynamic_slice(x, (i,), (2,))
+        b = m.lax.dynamic_update_slice(x, y * a, (i + 1,))
+        return m.np.sum(a * b[i]) + m.np.sum(b**2)
+
+    return f
+
+
 def bfloat16_program(m: Any) -> Callable[..., Any]:
     def f(x: Any, w: Any) -> Any:
         return m.np.sum(m.np.tanh(x @ w) * x[:, :1])
@@ -690,6 +714,8 @@ PROGRAMS: list[Program] = [
     Program("argmax as an index", argmax_index, (_f32(5),)),
     Program("vector output", vector_output, (_f32(3, 4), _f32(4)), modes=NO_GRAD),
     Program("lax primitives", lax_primitives, (_f32(5), _f32(5)), argnums=(0, 1)),
+    Program("more lax primitives", lax_primitives_more, (_f32(5), _f32(5)), argnums=(0, 1), rtol=1e-4),
+    Program("dynamic_slice and dynamic_update_slice, eager", dynamic_slicing_eager, (_f32(6), np.int32(2), _f32(2)), argnums=(0, 2)),
     Program("bfloat16", bfloat16_program, (_f32(3, 4).astype(jnp.bfloat16), _f32(4, 2).astype(jnp.bfloat16)), argnums=(0, 1), rtol=3e-2),
     Program("unused arguments", unused_argument, (_f32(4), _f32(4), _f32(4)), argnums=(0, 1, 2)),
     Program("identity, constant and zero outputs", constant_outputs, (_f32(3), _f32(3)), modes=NO_GRAD),
