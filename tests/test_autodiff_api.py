@@ -395,6 +395,24 @@ def scatter(m: Any) -> Callable[..., Any]:
     return f
 
 
+def scatter_updates(m: Any) -> Callable[..., Any]:
+    def f(x: Any, y: Any) -> Any:
+        a = x.at[np.array([1, 9], np.int32)].add(y)  # index 9 is out of range: dropped
+        b = x.at[np.array([3, 4], np.int32)].set(y * y)
+        return m.np.sum(a**2) + m.np.sum(b * x)
+
+    return f
+
+
+def gather_out_of_range(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        a = x[np.array([-1, 7, 2, 2], np.int32)]  # 7 is clamped
+        b = x.at[np.array([0, 8], np.int32)].get(mode="fill", fill_value=0.0)
+        return m.np.sum(a**2) + m.np.sum(b * m.np.sin(b))
+
+    return f
+
+
 def dynamic_index(m: Any) -> Callable[..., Any]:
     def f(x: Any, i: Any, y: Any) -> Any:
         a = m.lax.dynamic_slice(x, (i,), (2,))
@@ -715,6 +733,8 @@ PROGRAMS: list[Program] = [
     Program("vector output", vector_output, (_f32(3, 4), _f32(4)), modes=NO_GRAD),
     Program("lax primitives", lax_primitives, (_f32(5), _f32(5)), argnums=(0, 1)),
     Program("more lax primitives", lax_primitives_more, (_f32(5), _f32(5)), argnums=(0, 1), rtol=1e-4),
+    Program("scatter: updates differentiated, out-of-range dropped", scatter_updates, (_f32(6), _f32(2)), argnums=(0, 1)),
+    Program("gather: negative, clamped and filled indices", gather_out_of_range, (_f32(6),)),
     Program("dynamic_slice and dynamic_update_slice, eager", dynamic_slicing_eager, (_f32(6), np.int32(2), _f32(2)), argnums=(0, 2)),
     Program("bfloat16", bfloat16_program, (_f32(3, 4).astype(jnp.bfloat16), _f32(4, 2).astype(jnp.bfloat16)), argnums=(0, 1), rtol=3e-2),
     Program("unused arguments", unused_argument, (_f32(4), _f32(4), _f32(4)), argnums=(0, 1, 2)),
