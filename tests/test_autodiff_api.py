@@ -600,6 +600,62 @@ def dynamic_slicing_eager(m: Any) -> Callable[..., Any]:
     return f
 
 
+# Zeros and ties: where derivatives have kinks and conventions.
+CORNERS = np.array([0.0, 1.5, -2.0, 1.5, 0.0], np.float32)
+I35 = np.arange(15, dtype=np.int32).reshape(3, 5)
+
+
+def prod_with_zeros(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.prod(x) + m.np.prod(x[1:]) + m.np.sum(m.np.prod(m.np.reshape(x[1:], (2, 2)), axis=1))
+
+    return f
+
+
+def max_min_ties(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        y = m.np.reshape(m.np.concatenate([x, x[::-1]]), (2, 5))
+        return m.np.max(x) + m.np.min(x[1:4]) + m.np.sum(m.np.max(y, axis=0)) + m.np.sum(m.np.min(y, axis=1))
+
+    return f
+
+
+def kinks(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum(m.np.abs(x) + m.np.maximum(x, 0.0) + m.np.minimum(x, x) + m.np.clip(x, 0.0, 1.5) + m.np.where(x > 0, x, 0.0))
+
+    return f
+
+
+def integer_cuts(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum(x * x.astype(np.int32) + m.np.round(x) * x + (x > 0) * x)
+
+    return f
+
+
+def array_methods(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        a = (x.reshape(-1, 1).T @ x.reshape(5, 1)).sum() + x.ravel().mean()
+        return a + m.np.swapaxes(m.np.reshape(x, (1, 5)), 0, 1).sum(axis=0)[0] + m.np.repeat(x, 2).sum() + m.np.take(x, np.array([4, 0])).sum()
+
+    return f
+
+
+def integer_promotion(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum((I35 @ x) / 2) + m.np.sum(x / 2 + 3 * x)
+
+    return f
+
+
+def float_exponents(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum((m.np.abs(x) + 0.1) ** 0.5 + x**2.0 + (m.np.abs(x) + 1) ** 1.5)
+
+    return f
+
+
 def bfloat16_program(m: Any) -> Callable[..., Any]:
     def f(x: Any, w: Any) -> Any:
         return m.np.sum(m.np.tanh(x @ w) * x[:, :1])
@@ -736,6 +792,13 @@ PROGRAMS: list[Program] = [
     Program("scatter: updates differentiated, out-of-range dropped", scatter_updates, (_f32(6), _f32(2)), argnums=(0, 1)),
     Program("gather: negative, clamped and filled indices", gather_out_of_range, (_f32(6),)),
     Program("dynamic_slice and dynamic_update_slice, eager", dynamic_slicing_eager, (_f32(6), np.int32(2), _f32(2)), argnums=(0, 2)),
+    Program("prod with zeros", prod_with_zeros, (CORNERS,)),
+    Program("max and min with ties", max_min_ties, (CORNERS,)),
+    Program("kinks at zero and ties", kinks, (CORNERS,)),
+    Program("integer conversions cut the gradient", integer_cuts, (CORNERS,)),
+    Program("array methods", array_methods, (CORNERS,)),
+    Program("integer operands promoted", integer_promotion, (CORNERS,)),
+    Program("float exponents", float_exponents, (CORNERS,)),
     Program("bfloat16", bfloat16_program, (_f32(3, 4).astype(jnp.bfloat16), _f32(4, 2).astype(jnp.bfloat16)), argnums=(0, 1), rtol=3e-2),
     Program("unused arguments", unused_argument, (_f32(4), _f32(4), _f32(4)), argnums=(0, 1, 2)),
     Program("identity, constant and zero outputs", constant_outputs, (_f32(3), _f32(3)), modes=NO_GRAD),
