@@ -12,6 +12,7 @@ import numpy as np
 from ferrax import dtypes
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of, to_numpy
+from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, canonical_dtype, is_python_scalar, quiet, scalar, scalar_as
 from ferrax._lax.elementwise import float_to_int
 
@@ -345,3 +346,33 @@ copy_p.def_impl(lambda x: np.array(x, copy=True))
 def copy(x: Any) -> Array:
     """A copy of ``x`` (the ``copy`` primitive; staged, it keeps a copy JAX would make)."""
     return bind1(copy_p, scalar(x))
+
+
+# -------------------------------------------------------------------------- derivatives
+# Forward-mode rules (``ferrax._interpreters.ad``). Every primitive here but iota and
+# dot_general is linear in its array operand(s): the tangent is the primitive applied to
+# the tangents (zeros materialized where an operand of concatenate or
+# dynamic_update_slice has none); start indices are integers and keep their primal value.
+
+for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, expand_dims_p, concatenate_p, slice_p, copy_p):
+    ad.deflinear(_p)
+ad.deflinear(dynamic_slice_p, [0])
+ad.deflinear(dynamic_update_slice_p, [0, 1])
+
+
+def _iota_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    # iota has no operands, so its (all zero) tangents never reach a rule; registered
+    # so that every primitive of the catalogue has one.
+    ans = bind1(iota_p, **params)
+    return ans, ad.Zero(aval_of(ans))
+
+
+iota_p.def_jvp(_iota_jvp)
+
+# Bilinear: d(x . y) = dx . y + x . dy, in that order (as JAX's rule), with the same
+# parameters (a preferred element type included).
+ad.defjvp(
+    dot_general_p,
+    lambda g, ans, x, y, **params: bind1(dot_general_p, g, y, **params),
+    lambda g, ans, x, y, **params: bind1(dot_general_p, x, g, **params),
+)
