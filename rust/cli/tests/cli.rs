@@ -135,3 +135,13 @@ fn partial_eval_prints_both_halves() {
     assert_eq!(code, 1);
     assert!(err.contains("--instantiate takes 0/1 flags"), "{err}");
 }
+
+#[test]
+fn partial_eval_of_a_jaxpr_without_inputs() {
+    let (code, out, err) = run(
+        &["partial-eval", "-", "--unknown", ""],
+        "{ lambda ; . let  in (1.0:f32[],) }",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("residuals: 0\nunknown outputs: 0\n"), "{out}");
+}
