@@ -289,6 +289,62 @@ def while_in_jit_fwd(m: Any) -> Callable[..., Any]:
     return _jit(m, f)
 
 
+def cond_integer_outputs(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.lax.cond(m.np.sum(x) > 0, lambda x: (x * 2.0, m.np.argmax(x)), lambda x: (m.np.sin(x), m.np.argmin(x)), x)
+
+    return f
+
+
+def switch_pytree(m: Any) -> Callable[..., Any]:
+    def f(i: Any, d: Any) -> Any:
+        branches = [
+            lambda d: {"u": d["a"] * d["b"], "v": d["a"]},
+            lambda d: {"u": m.np.sin(d["a"]), "v": d["b"] * 3.0},
+            lambda d: {"u": d["b"], "v": m.np.exp(d["a"])},
+        ]
+        return m.lax.switch(i, branches, d)
+
+    return f
+
+
+def scan_length_only(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        def step(c: Any, _: Any) -> Any:
+            i, v = c
+            return (i + 1, v * x + m.np.sin(v)), {"v": v, "i": i}
+
+        return m.lax.scan(step, (0, x), None, length=4, reverse=True)
+
+    return f
+
+
+def while_closed_over(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        # The carry starts constant; its tangent comes only from x, closed over.
+        return m.lax.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, c[1] * x + 1.0), (0, m.np.ones(3)))[1]
+
+    return f
+
+
+def nested_control_flow(m: Any) -> Callable[..., Any]:
+    def f(x: Any, xs: Any) -> Any:
+        def step(c: Any, y: Any) -> Any:
+            inner = m.lax.while_loop(lambda v: v[0] < 2, lambda v: (v[0] + 1, m.lax.cond(y > 0, lambda u: u * y, lambda u: u + x, v[1])), (0, c))
+            return inner[1], inner[1] * x
+
+        return m.lax.scan(step, x, xs)
+
+    return f
+
+
+def cond_on_differentiated_predicate(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.lax.cond(x > 0.5, lambda x: x**2, lambda x: -x, x) + m.lax.cond(x < 0, lambda: x * 3.0, lambda: x * 5.0)
+
+    return f
+
+
 def jitted(m: Any) -> Callable[..., Any]:
     return _jit(m, lambda x, y: m.np.sum(m.np.sin(x) * y))
 
@@ -754,6 +810,12 @@ PROGRAMS: list[Program] = [
     Program("cond in scan in jit", cond_in_scan, (np.float32(0.3), _f32(6)), argnums=(0, 1)),
     Program("while_loop (forward mode)", while_loop_fwd, (_f32(3),), modes=FORWARD),
     Program("while_loop in jit (forward mode)", while_in_jit_fwd, (_f32(3, positive=True),), modes=FORWARD),
+    Program("cond with integer outputs", cond_integer_outputs, (_f32(4),), modes=NO_GRAD),
+    Program("switch over pytrees", switch_pytree, (np.int32(1), {"a": _f32(3), "b": _f32(3)}), modes=NO_GRAD),
+    Program("scan by length, reverse, integer carry", scan_length_only, (_f32(3),), modes=NO_GRAD),
+    Program("while_loop, tangent only from a closed-over value", while_closed_over, (_f32(3),), modes=FORWARD),
+    Program("scan of while of cond (forward mode)", nested_control_flow, (np.float32(0.7), _f32(3)), modes=FORWARD),
+    Program("cond on a differentiated predicate", cond_on_differentiated_predicate, (np.float32(0.7),)),
     Program("jit", jitted, (_f32(5), _f32(5)), argnums=(0, 1)),
     Program("nested jit", nested_jit, (_f32(5),)),
     Program("elementwise chain", elementwise_chain, (_f32(6, positive=True),), rtol=1e-4),
