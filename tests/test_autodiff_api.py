@@ -1120,6 +1120,14 @@ STRUCTURES: list[Structure] = [
     Structure("dense layer", lambda m: lambda w, b: m.np.sum(m.np.tanh(M23 @ w + b)), (W34, X5[:4]), (0, 1)),
     Structure("reshape and transpose", lambda m: lambda x: m.np.sum(m.np.transpose(m.np.reshape(m.np.sin(x), (3, 2))) * M23), (_f32(6),)),
     Structure("chain of 5", lambda m: _chain(5), (1.5, 0.5), (0, 1)),
+    Structure("jit", lambda m: m.jit(lambda x: m.np.sum(m.np.sin(x) * x)), (X5,)),
+    Structure("cond", lambda m: lambda x: m.lax.cond(x > 0, m.np.sin, m.np.cos, x), (1.0,)),
+    Structure("scan", lambda m: lambda x: m.lax.scan(lambda c, y: (c * m.np.sin(y), None), x, X5)[0], (1.0,)),
+    Structure(
+        "fori_loop closing over x", lambda m: lambda x: m.lax.fori_loop(0, 3, lambda i, c: c * x, 1.0), (1.0,),
+        differs="the backward scan's initial cotangent for the closed-over x: ferrax makes the zero with "
+        "broadcast_in_dim of a scalar to shape (), JAX passes the literal 0.0 as the operand",
+    ),
     Structure(
         "maximum", lambda m: lambda x: m.np.sum(m.np.maximum(x, 0.5)), (X5,),
         differs="ties: JAX divides the cotangent by the number of tied operands (select_n of 1 and 2, "
