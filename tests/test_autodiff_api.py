@@ -966,6 +966,7 @@ class Case(NamedTuple):
     # Runs the transformations of the namespace ``m`` and returns what they give.
     run: Callable[[Any], Any]
     rtol: float = 2e-5
+    atol: float = 1e-6
 
 
 X5 = _f32(5)
@@ -974,6 +975,9 @@ TANGENTS = [_f32(5) for _ in range(3)]
 W34 = _f32(3, 4)
 V3 = _f32(3)
 XS_MLP = (_f32(16, 4), _f32(16, 1))
+W33 = _f32(3, 3)
+RNN_ARGS = ((_f32(4, 4) * 0.5, _f32(3, 4) * 0.5, _f32(4)), _f32(6, 3), _f32(4))
+RNN_TANGENT = (_f32(4, 4), _f32(3, 4), _f32(4))
 
 
 def loss(m: Any) -> Callable[..., Any]:
@@ -1048,6 +1052,15 @@ CASES: list[Case] = [
     Case("grad of a constant function: weak zero", lambda m: m.grad(lambda x: 1.0)(1.0)),
     Case("grad of a function ignoring a strong argument", lambda m: m.grad(lambda x, y: m.np.sum(y * 2.0))(X5, T5)),
     Case("grad with has_aux: list pair, Python aux", lambda m: m.grad(lambda x: [m.np.sum(x * x), (1, "label")], has_aux=True)(X5)),
+    Case("grad of grad through scan", lambda m: m.grad(m.grad(lambda x: m.lax.scan(lambda c, y: (m.np.sin(c * y), c), x, X5)[0]))(np.float32(0.4)), rtol=1e-4),
+    Case("grad of grad through cond", lambda m: m.grad(m.grad(lambda x: m.lax.cond(x > 0, lambda x: m.np.sin(x) * x, lambda x: x**3, x)))(np.float32(0.4))),
+    Case("Hessian-vector product of an RNN by scan", lambda m: m.jvp(lambda p: m.grad(rnn_scan(m))(p, *RNN_ARGS[1:]), (RNN_ARGS[0],), (RNN_TANGENT,)), rtol=1e-4, atol=1e-4),
+    Case("jit of grad of jit with cond", lambda m: m.jit(m.grad(m.jit(lambda x, p: m.np.sum(m.lax.cond(p, lambda: m.np.sin(x), lambda: x * x))), argnums=0))(X5, True)),
+    Case("grad of scan over integer xs closing over x", lambda m: m.grad(lambda x: m.lax.scan(lambda c, i: (c + x * i, None), 0.0, np.arange(4, dtype=np.int32))[0])(np.float32(0.7))),
+    Case("grad through switch closing over values", lambda m: m.grad(lambda x, y: m.lax.switch(1, [lambda: x, lambda: x * y, lambda: y], ), argnums=(0, 1))(np.float32(0.7), np.float32(1.3))),
+    Case("grad of fori_loop with a pytree carry in jit", lambda m: m.jit(m.grad(fori_pytree_carry(m), argnums=(0, 1)))(W33, V3), rtol=1e-4),
+    Case("vjp of jit with float and integer outputs", lambda m: _vjp_applied(m, m.jit(lambda x: (x * 2.0, m.np.argmax(x))), (T5, np.zeros((), FLOAT0)), X5)),
+    Case("linearize of jit with cond, several tangents", lambda m: _linearize_applied(m, m.jit(lambda x: m.lax.cond(m.np.sum(x) > 0, m.np.sin, m.np.cos, x)), TANGENTS, X5)),
     Case("jit of value_and_grad of mlp", lambda m: m.jit(m.value_and_grad(mlp(m)))(P_MLP, *XS_MLP), rtol=1e-4),
 ]
 # fmt: on
@@ -1062,7 +1075,7 @@ def test_the_cases_are_distinct() -> None:
 def test_composed(case: Case) -> None:
     want = case.run(JX)
     got = case.run(FX)
-    _assert_same(got, want, case.rtol)
+    _assert_same(got, want, case.rtol, case.atol)
 
 
 # ------------------------------------------------------------- cost of reverse mode
