@@ -26,6 +26,7 @@ import pytest
 
 import ferrax as fx
 import ferrax.numpy as fnp
+from ferrax.core import parse_jaxpr, typecheck
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -956,6 +957,25 @@ def test_grad_and_value_and_grad(prog: Program) -> None:
     got = fx.value_and_grad(prog.make(FX), argnums=prog.argnums)(*prog.args)
     _assert_same(got, want, prog.rtol)
     _assert_same(fx.grad(prog.make(FX), argnums=prog.argnums)(*prog.args), want[1], prog.rtol)
+
+
+def _staged_params() -> list[Any]:
+    return [pytest.param(p, id=p.name) for p in PROGRAMS if "grad" in p.modes and not p.jax_eager]
+
+
+@pytest.mark.parametrize("prog", _staged_params())
+def test_jit_of_value_and_grad(prog: Program) -> None:
+    want = _reference(prog.name)["grad"]
+    got = fx.jit(fx.value_and_grad(prog.make(FX), argnums=prog.argnums))(*prog.args)
+    _assert_same(got, want, prog.rtol)
+
+
+@pytest.mark.parametrize("prog", _staged_params())
+def test_gradient_jaxpr_prints_parses_and_typechecks(prog: Program) -> None:
+    closed = fx.make_jaxpr(fx.grad(prog.make(FX), argnums=prog.argnums))(*prog.args)
+    text = str(closed.jaxpr)
+    assert str(parse_jaxpr(text)) == text
+    typecheck(closed.jaxpr)
 
 
 # ------------------------------------------------------- transformations composed
