@@ -828,12 +828,13 @@ NO_TRANSPOSE_YET = {
     "scatter": "scatter has no transpose rule",
     "scatter-sub": "scatter-sub has no transpose rule",
     "scatter-mul": "scatter-mul has no transpose rule",
-    # The gather that transposes scatter-add has no fill_value param (JAX's has 0), so
-    # evaluating it fails: gather at second order, scatter-add/min/max at first.
-    "gather": "transposed scatter-add's gather lacks fill_value",
-    "scatter-add": "transposed scatter-add's gather lacks fill_value",
-    "scatter-min": "transposed scatter-add's gather lacks fill_value",
-    "scatter-max": "transposed scatter-add's gather lacks fill_value",
+    # The gather that transposes scatter-add has no fill_value param (JAX's has 0): its
+    # eager rule refuses it (gather, at second order), or, given a default, fills the
+    # cotangents of dropped out-of-range updates with NaN (scatter-add/min/max).
+    "gather": "the gather transposing scatter-add has no fill_value",
+    "scatter-add": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
+    "scatter-min": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
+    "scatter-max": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
 }
 
 
