@@ -758,6 +758,9 @@ STRUCTURE: list[tuple[str, Op, tuple[tuple[int, ...], ...]]] = [
     ("reduce_sum", lambda L: lambda a: L.reduce_sum(a, (1,)), ((3, 4),)),
     ("broadcast_in_dim", lambda L: lambda a: L.broadcast_in_dim(a, (2, 3, 4), (1, 2)), ((3, 4),)),
     ("reduce_max", lambda L: lambda a: L.reduce_max(a, (1,)), ((3, 4),)),
+    # The pairwise-product tree (an even size: JAX pads odd halves, ferrax concatenates).
+    ("reduce_prod", lambda L: lambda a: L.reduce_prod(a, (1,)), ((3, 4),)),
+    ("concatenate", lambda L: lambda a: L.concatenate([a, np.zeros((1, 4), np.float32)], 0), ((3, 4),)),
     ("gather", lambda L: lambda a: L.gather(a, np.array([[1], [0]], np.int32), L.GatherDimensionNumbers((1,), (0,), (0,)), (1, 4), mode="clip"), ((3, 4),)),
 ]
 
@@ -773,6 +776,16 @@ def test_jvp_jaxpr_structure_matches_jax(name: str, op: Op, shapes: tuple[tuple[
     ours = str(ferrax.make_jaxpr(jvp_of(ferrax.jvp, op(lax)))(*args, *args))
     theirs = str(jax.make_jaxpr(jvp_of(jax.jvp, op(jlax)))(*args, *args))
     assert primitive_names(ours) == without_add_any(primitive_names(theirs)), f"{ours}\n{theirs}"
+
+
+def test_scatter_mul_updates_tangent_needs_unique_indices() -> None:
+    # As JAX: the updates' tangent of scatter-mul is only defined with unique_indices.
+    x, u = np.ones((5, 3), np.float32), np.ones((4, 3), np.float32)
+    with pytest.raises(NotImplementedError, match="unique_indices"):
+        jax.jvp(lambda b: scatter_op("scatter_mul", SCATTER_IDX)(jlax)(x, b), (u,), (u,))
+    with pytest.raises(NotImplementedError, match="unique_indices") as info:
+        ferrax.jvp(lambda b: scatter_op("scatter_mul", SCATTER_IDX)(lax)(x, b), (u,), (u,))
+    assert "test_jvp_primitives.py" in str(info.value)  # the user's line
 
 
 # ------------------------------------------------------------------- check_grads itself
