@@ -15,7 +15,7 @@ from ferrax._core import ConcreteArray, aval_of, user_location
 from ferrax import _ir
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import Recipe, trace_linear
-from ferrax.tree_util import tree_flatten, tree_unflatten
+from ferrax.tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["grad", "jvp", "linearize", "value_and_grad", "vjp"]
 
@@ -29,10 +29,18 @@ def _tangent_value(t: Any, aval: Any) -> Any:
     return t
 
 
+def _leaf_dtype(x: Any) -> np.dtype[Any]:
+    """A tangent's or cotangent's dtype as ferrax types it (float64 NumPy values are
+    float32 without x64, as JAX canonicalizes them); float0 stays float0."""
+    if isinstance(x, np.ndarray) and x.dtype == ad.float0:
+        return ad.float0
+    return aval_of(x).dtype
+
+
 def _check_tangent(i: int, primal: Any, tangent: Any) -> Any:
     """The input tangent for one primal leaf, checked as JAX checks it."""
     p = aval_of(primal)
-    t_dtype = np.dtype(tangent.dtype) if hasattr(tangent, "dtype") else aval_of(tangent).dtype
+    t_dtype = _leaf_dtype(tangent)
     t_shape = tuple(np.shape(tangent))
     if not ad.is_differentiable(p.dtype):
         if t_dtype != ad.float0:
@@ -83,7 +91,9 @@ def jvp(
             f"primals have tree structure {tree_p} whereas tangents have tree structure "
             f"{tree_t}, at {user_location()}"
         )
-    checked = [_check_tangent(i, p, t) for i, (p, t) in enumerate(zip(flat_p, flat_t))]
+    # A tangent takes its primal's weak type, as it does in JAX's jvp (through
+    # jax.numpy's promotion, which converts it along with the primal).
+    checked = [_like_primal(_check_tangent(i, p, t), p) for i, (p, t) in enumerate(zip(flat_p, flat_t))]
     out_tree_cell: list[Any] = []
 
     def flat_fun(*leaves: Any) -> list[Any]:
@@ -126,7 +136,8 @@ class _Linearized:
     def __init__(self, flat_fun: Callable[..., list[Any]], flat_primals: list[Any]) -> None:
         self.in_avals = [aval_of(p) for p in flat_primals]
         self.diff = [ad.is_differentiable(a.dtype) for a in self.in_avals]
-        tangent_avals = [a for a, d in zip(self.in_avals, self.diff) if d]
+        # Tangents are strongly typed (a weak primal's too), as JAX's linearize types them.
+        tangent_avals = [_ir.ShapedArray(a.shape, a.dtype, False) for a, d in zip(self.in_avals, self.diff) if d]
 
         def fun(unknowns: list[Any]) -> tuple[list[Any], list[Any]]:
             it = iter(unknowns)
@@ -229,7 +240,7 @@ def linearize(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> 
 
 def _check_cotangent(i: int, ct: Any, aval: _ir.ShapedArray) -> Any:
     want = ad.float0 if not ad.is_differentiable(aval.dtype) else aval.dtype
-    got_dtype = np.dtype(ct.dtype) if hasattr(ct, "dtype") else aval_of(ct).dtype
+    got_dtype = _leaf_dtype(ct)
     got_shape = tuple(np.shape(ct))
     if got_shape != tuple(aval.shape) or (got_dtype != want and want != ad.float0):
         got = f"{got_dtype}{list(got_shape)}"
@@ -267,6 +278,16 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
     if has_aux:
         return out, vjp_fn, _strip_aux(cell[1])
     return out, vjp_fn
+
+
+def _like_primal(g: Any, primal: Any) -> Any:
+    """A gradient leaf with its primal's weak type."""
+    p = aval_of(primal)
+    if type(g) is ad.Zero or not ad.is_differentiable(p.dtype) or aval_of(g).weak_type == p.weak_type:
+        return g
+    from ferrax._lax.elementwise import convert_element_type
+
+    return convert_element_type(g, p.dtype, weak_type=p.weak_type)
 
 
 def _argnums(argnums: int | Sequence[int], nargs: int, api: str) -> tuple[int, ...]:
@@ -324,6 +345,8 @@ def value_and_grad(
                 f"pass holomorphic=True. At {user_location()}"
             )
         g = pullback(ConcreteArray(np.ones((), aval.dtype), aval.weak_type))
+        # As JAX: a gradient has its argument's type, weak type included.
+        g = tuple(tree_map(_like_primal, gi, args[n]) for gi, n in zip(g, nums))
         grads = g[0] if isinstance(argnums, int) else tuple(g)
         if has_aux:
             return (ans, res[2]), grads

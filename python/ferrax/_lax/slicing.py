@@ -161,7 +161,7 @@ def _gather_impl(
     indices_are_sorted: bool,
     unique_indices: bool,
     mode: GatherScatterMode,
-    fill_value: Any,
+    fill_value: Any = None,
 ) -> NDArray:
     dn = dimension_numbers
     rank = operand.ndim

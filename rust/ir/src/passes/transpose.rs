@@ -795,7 +795,8 @@ impl Transposer<'_> {
         let zero = self.out.literal(Literal {
             value,
             dtype: aval.dtype,
-            weak_type: false,
+            // A zero cotangent has its input's type, weak type included (JAX's).
+            weak_type: aval.weak_type,
         });
         self.emit1(
             eqn,
