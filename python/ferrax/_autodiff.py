@@ -15,9 +15,15 @@ from ferrax._core import ConcreteArray, aval_of, user_location
 from ferrax import _ir
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import Recipe, trace_linear
+from ferrax.errors import PassError, ReverseModeError
 from ferrax.tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["grad", "jvp", "linearize", "value_and_grad", "vjp"]
+
+
+def _check_callable(fun: Any, api: str) -> None:
+    if not callable(fun):
+        raise TypeError(f"{api}: expected a callable value, got {fun!r:.60}, at {user_location()}")
 
 
 def _tangent_value(t: Any, aval: Any) -> Any:
@@ -78,13 +84,14 @@ def jvp(
     ``tangents`` (a tuple or list like ``primals``, one tangent per array leaf, of the
     leaf's shape and dtype; ``float0`` for integer and boolean leaves). Returns
     ``(primals_out, tangents_out)``, plus ``aux`` with ``has_aux``."""
+    _check_callable(fun, "jvp")
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError(
             "primal and tangent arguments to ferrax.jvp must be tuples or lists; found "
             f"{type(primals).__name__} and {type(tangents).__name__}, at {user_location()}"
         )
-    flat_p, tree_p = tree_flatten(tuple(primals))
-    flat_t, tree_t = tree_flatten(tuple(tangents))
+    flat_p, tree_p = tree_flatten(primals)
+    flat_t, tree_t = tree_flatten(tangents)
     if tree_p != tree_t:
         raise TypeError(
             "primal and tangent arguments to ferrax.jvp must have the same tree structure; "
@@ -170,7 +177,17 @@ class _Linearized:
             jaxpr = self.recipe.jaxpr
             n_res = len(jaxpr.constvars)
             flat = _ir.consts_to_invars(jaxpr)
-            self._transposed = _ir.transpose(flat, [False] * n_res + [True] * len(jaxpr.invars))
+            try:
+                self._transposed = _ir.transpose(flat, [False] * n_res + [True] * len(jaxpr.invars))
+            except PassError as e:
+                lead = ""
+                if "(while)" in str(e):
+                    lead = (
+                        "Reverse-mode differentiation does not work for lax.while_loop (nor "
+                        "fori_loop with traced bounds): use lax.scan, or lax.fori_loop with "
+                        "static (Python int) bounds, which becomes a scan.\n  "
+                    )
+                raise ReverseModeError(f"{lead}{e}\n  (reverse-mode differentiation, at {user_location()})") from e
         cts = [ct for ct, u in zip(cotangents, self.out_unknown) if u]
         return eval_jaxpr(self._transposed, [], *self.recipe.residuals, *cts)
 
@@ -216,6 +233,7 @@ def linearize(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> 
     """``fun(*primals)`` and its JVP as a function of the tangents alone: the primal
     values are computed once, the tangent computation is recorded as a linear jaxpr.
     Returns ``(primals_out, f_jvp)``, plus ``aux`` with ``has_aux``."""
+    _check_callable(fun, "linearize")
     flat, in_tree = tree_flatten(primals)
     flat_fun, cell = _flatten_fun(fun, in_tree, has_aux, "linearize")
     lin = _Linearized(flat_fun, flat)
@@ -228,7 +246,7 @@ def linearize(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> 
                 f"linearized function called with tangent structure {t_tree}, but the primals "
                 f"had structure {in_tree}, at {user_location()}"
             )
-        checked = [_check_tangent(i, p, t) for i, (p, t) in enumerate(zip(flat, flat_t))]
+        checked = [_check_linear_tangent(i, p, t) for i, (p, t) in enumerate(zip(flat, flat_t))]
         diff_t = [t for t, d in zip(checked, lin.diff) if d]
         return tree_unflatten(out_tree, lin.tangents_out(diff_t))
 
@@ -236,6 +254,15 @@ def linearize(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> 
     if has_aux:
         return out, f_jvp, _strip_aux(cell[1])
     return out, f_jvp
+
+
+def _check_linear_tangent(i: int, primal: Any, tangent: Any) -> Any:
+    """A tangent given to a linearized function: as jvp checks it, but a type mismatch is
+    a ValueError (JAX's)."""
+    try:
+        return _check_tangent(i, primal, tangent)
+    except TypeError as e:
+        raise ValueError(str(e).replace("ferrax.jvp", "the linearized function")) from None
 
 
 def _check_cotangent(i: int, ct: Any, aval: _ir.ShapedArray) -> Any:
@@ -256,15 +283,21 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
     """``fun(*primals)`` and its VJP: a function taking a cotangent shaped like the
     output and returning one cotangent per primal argument (a tuple). Returns
     ``(primals_out, vjp_fn)``, plus ``aux`` with ``has_aux``."""
+    _check_callable(fun, "vjp")
     flat, in_tree = tree_flatten(primals)
     flat_fun, cell = _flatten_fun(fun, in_tree, has_aux, "vjp")
     lin = _Linearized(flat_fun, flat)
     out_tree = cell[0]
 
-    def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
-        flat_ct, ct_tree = tree_flatten(cotangent)
-        if ct_tree != out_tree:
+    def vjp_fn(*args: Any) -> tuple[Any, ...]:
+        if len(args) != 1:
             raise TypeError(
+                f"the vjp function takes one cotangent (shaped like the function's output), "
+                f"got {len(args)} arguments, at {user_location()}"
+            )
+        flat_ct, ct_tree = tree_flatten(args[0])
+        if ct_tree != out_tree:
+            raise ValueError(
                 f"Tree structure of cotangent input {ct_tree}, does not match structure of "
                 f"primal output {out_tree}, at {user_location()}"
             )
@@ -290,10 +323,24 @@ def _like_primal(g: Any, primal: Any) -> Any:
     return convert_element_type(g, p.dtype, weak_type=p.weak_type)
 
 
-def _argnums(argnums: int | Sequence[int], nargs: int, api: str) -> tuple[int, ...]:
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+def _argnums(argnums: Any, nargs: int, api: str) -> tuple[int, ...]:
+    if isinstance(argnums, int) and not isinstance(argnums, bool):
+        nums: tuple[Any, ...] = (argnums,)
+    elif isinstance(argnums, (tuple, list)):
+        nums = tuple(argnums)
+    else:
+        nums = ()
+    if not nums or not all(isinstance(n, int) and not isinstance(n, bool) for n in nums):
+        raise TypeError(
+            f"argnums must be an int or a tuple of ints, got {argnums!r}, at {user_location()}"
+        )
     for n in nums:
-        if not -nargs <= n < nargs:
+        if n < -nargs:
+            raise ValueError(
+                f"argnums={argnums} refers to argument {n}, but the function was called with "
+                f"only {nargs} positional arguments, at {user_location()}"
+            )
+        if n >= nargs:
             raise TypeError(
                 f"differentiating with respect to argnums={argnums} requires at least "
                 f"{max(nums) + 1 if n >= 0 else -n} positional arguments to be passed by the "
@@ -308,6 +355,8 @@ def value_and_grad(
     """A function returning ``fun``'s value and its gradient with respect to the
     arguments ``argnums`` (pytrees of float arrays); ``fun`` must return a real scalar
     (or ``(scalar, aux)`` with ``has_aux``, giving ``((value, aux), grad)``)."""
+
+    _check_callable(fun, "value_and_grad")
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args), "grad")
@@ -360,6 +409,7 @@ def grad(
 ) -> Callable[..., Any]:
     """A function returning the gradient of ``fun`` (a real scalar function) with respect
     to the arguments ``argnums``; with ``has_aux``, ``(gradient, aux)``."""
+    _check_callable(fun, "grad")
     vg = value_and_grad(fun, argnums, has_aux, allow_int)
 
     def grad_f(*args: Any, **kwargs: Any) -> Any:
