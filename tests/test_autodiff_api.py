@@ -959,11 +959,31 @@ def test_grad_and_value_and_grad(prog: Program) -> None:
     _assert_same(fx.grad(prog.make(FX), argnums=prog.argnums)(*prog.args), want[1], prog.rtol)
 
 
-def _staged_params() -> list[Any]:
-    return [pytest.param(p, id=p.name) for p in PROGRAMS if "grad" in p.modes and not p.jax_eager]
+def _staged_params(names: set[str] | None = None) -> list[Any]:
+    return [
+        pytest.param(p, id=p.name)
+        for p in PROGRAMS
+        if "grad" in p.modes and not p.jax_eager and (names is None or p.name in names)
+    ]
 
 
-@pytest.mark.parametrize("prog", _staged_params())
+# Each compiles with XLA: a sample of the programs (jit of grad of the rest is the
+# same composition, covered by test_composed).
+# fmt: off
+COMPILED = {
+    "mlp", "softmax cross-entropy", "layer norm", "attention", "rnn by scan", "fori_loop pytree carry",
+    "cond in jit, false branch", "switch in jit, clamped index", "cond in scan in jit", "weak-typed Python scalar",
+    "integer argument, argnums elsewhere", "dict input", "scatter: updates differentiated, out-of-range dropped",
+    "gather: negative, clamped and filled indices", "bfloat16", "float16", "stop_gradient",
+}
+# fmt: on
+
+
+def test_the_compiled_sample_names_programs() -> None:
+    assert COMPILED <= {p.name for p in PROGRAMS}
+
+
+@pytest.mark.parametrize("prog", _staged_params(COMPILED))
 def test_jit_of_value_and_grad(prog: Program) -> None:
     want = _reference(prog.name)["grad"]
     got = fx.jit(fx.value_and_grad(prog.make(FX), argnums=prog.argnums))(*prog.args)
