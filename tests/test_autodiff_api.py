@@ -713,6 +713,14 @@ def float_exponents(m: Any) -> Callable[..., Any]:
     return f
 
 
+def mixed_widths(m: Any) -> Callable[..., Any]:
+    def f(h: Any, x: Any, b: Any, u: Any) -> Any:
+        # float16 * float32 promotes; bool and uint8 operands promote to float.
+        return m.np.sum(h * x + m.np.where(b, h, x) * u + b * x + h.astype(np.float32) ** 2)
+
+    return f
+
+
 def bfloat16_program(m: Any) -> Callable[..., Any]:
     def f(x: Any, w: Any) -> Any:
         return m.np.sum(m.np.tanh(x @ w) * x[:, :1])
@@ -862,6 +870,7 @@ PROGRAMS: list[Program] = [
     Program("array methods", array_methods, (CORNERS,)),
     Program("integer operands promoted", integer_promotion, (CORNERS,)),
     Program("float exponents", float_exponents, (CORNERS,)),
+    Program("float16, float32, bool and uint8 mixed", mixed_widths, (_f32(4).astype(np.float16), _f32(4), _f32(4) > 0, np.arange(4, dtype=np.uint8)), argnums=(0, 1), rtol=2e-3),
     Program("bfloat16", bfloat16_program, (_f32(3, 4).astype(jnp.bfloat16), _f32(4, 2).astype(jnp.bfloat16)), argnums=(0, 1), rtol=3e-2),
     Program("unused arguments", unused_argument, (_f32(4), _f32(4), _f32(4)), argnums=(0, 1, 2)),
     Program("identity, constant and zero outputs", constant_outputs, (_f32(3), _f32(3)), modes=NO_GRAD),
