@@ -877,12 +877,13 @@ def test_vjp_check_grads(name: str) -> None:
 
 
 def float64_failures() -> list[str]:
-    """check_grads in both modes to second order over the table in float64, where finite
-    differences are precise (run with x64 on: :func:`test_check_grads_in_float64`)."""
+    """check_grads in every mode (forward, reverse, and forward through ``linearize``)
+    to second order over the table in float64, where finite differences are precise (run
+    with x64 on: :func:`test_check_grads_in_float64`)."""
     f64 = np.dtype(np.float64)
     found = []
     for name in CASES:
-        modes = ("fwd",) if name in NO_TRANSPOSE_YET else ("fwd", "rev")
+        modes = ("fwd", "lin") if name in NO_TRANSPOSE_YET else ("fwd", "rev", "lin")
         for c in cases_of(name, f64):
             checked = of_floats(c)
             if checked is None:
