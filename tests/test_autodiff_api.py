@@ -691,6 +691,13 @@ def integer_cuts(m: Any) -> Callable[..., Any]:
     return f
 
 
+def rounding(m: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        return m.np.sum(m.np.round(x) * 2.0 + m.np.round(x * 0.5))
+
+    return f
+
+
 def array_methods(m: Any) -> Callable[..., Any]:
     def f(x: Any) -> Any:
         a = (x.reshape(-1, 1).T @ x.reshape(5, 1)).sum() + x.ravel().mean()
@@ -868,6 +875,7 @@ PROGRAMS: list[Program] = [
     Program("kinks at zero and ties", kinks, (CORNERS,)),
     Program("integer conversions cut the gradient", integer_cuts, (CORNERS,)),
     Program("array methods", array_methods, (CORNERS,)),
+    Program("round, halves and large values", rounding, (np.array([-2.5, 0.5, 1.5, 0.2, 1e9, -3e8], np.float32),)),
     Program("integer operands promoted", integer_promotion, (CORNERS,)),
     Program("float exponents", float_exponents, (CORNERS,)),
     Program("float16, float32, bool and uint8 mixed", mixed_widths, (_f32(4).astype(np.float16), _f32(4), _f32(4) > 0, np.arange(4, dtype=np.uint8)), argnums=(0, 1), rtol=2e-3),
