@@ -844,10 +844,8 @@ NO_TRANSPOSE_YET = {
     "scatter": "scatter has no transpose rule",
     "scatter-sub": "scatter-sub has no transpose rule",
     "scatter-mul": "scatter-mul has no transpose rule",
-    # The gather that transposes scatter-add has no fill_value param (JAX's has 0): its
-    # eager rule refuses it (gather, at second order), or, given a default, fills the
-    # cotangents of dropped out-of-range updates with NaN (scatter-add/min/max).
-    "gather": "the gather transposing scatter-add has no fill_value",
+    # The gather that transposes scatter-add has no fill_value (JAX's has 0): the
+    # cotangents of updates dropped out of range are NaN instead of 0 (the "drop" cases).
     "scatter-add": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
     "scatter-min": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
     "scatter-max": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
