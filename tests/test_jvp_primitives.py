@@ -597,6 +597,8 @@ def tolerance(dtype: np.dtype[Any]) -> float:
 
 
 def assert_same(actual: Any, expected: Any, dtype: np.dtype[Any], what: str) -> None:
+    weak, j_weak = getattr(actual, "weak_type", False), getattr(expected, "weak_type", False)
+    assert weak == j_weak, f"{what}: weak_type {weak}, JAX's is {j_weak}"
     a, e = np.asarray(actual), np.asarray(expected)
     assert a.dtype == e.dtype, f"{what}: dtype {a.dtype}, JAX's is {e.dtype}"
     assert a.shape == e.shape, f"{what}: shape {a.shape}, JAX's is {e.shape}"
