@@ -62,8 +62,9 @@ use std::sync::Arc;
 /// `convert_element_type` (between float dtypes), `copy`, `reduce_sum`,
 /// `broadcast_in_dim`, `reshape`, `transpose`, `squeeze`, `expand_dims`, `select_n` with
 /// a non-linear predicate, `dot_general` with one linear operand, `rev`, `concatenate`,
-/// `slice` (unit strides), `dynamic_slice` and `dynamic_update_slice`, `gather` (to
-/// `scatter-add`) and `scatter-add` (non-linear indices), `jit`, `cond` (non-linear
+/// `slice` (to a `pad`, with interior padding for strides), `pad`, `dynamic_slice` and
+/// `dynamic_update_slice`, `gather` (to `scatter-add`) and `scatter-add` (non-linear
+/// indices), `jit`, `cond` (non-linear
 /// index) and `scan` (a scan in the other direction); the implicit broadcasting of a
 /// binary operand (rank 0, or size-1 dimensions) is summed back. Output cotangents that
 /// a higher-order equation needs but nobody gives are zeros.
@@ -73,7 +74,7 @@ use std::sync::Arc;
 /// [`PassError::NonLinearUse`] if a linear value is used non-linearly (`sin` of it, the
 /// product of two linear values, a linear divisor or predicate);
 /// [`PassError::NoTransposeRule`] for a primitive linear in an operand that has no rule
-/// yet (plain `scatter`, a strided `slice`, and extension primitives);
+/// yet (plain `scatter` and extension primitives);
 /// [`PassError::WhileLoop`] for a `while` loop with a linear operand. Errors inside a
 /// sub-jaxpr name the equation of the sub-jaxpr.
 ///
@@ -178,15 +179,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     match p {
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
         | Squeeze | ExpandDims | Rev | Concatenate => Ok(()),
-        Slice => match e.params().get("strides") {
-            Some(Param::Ints(st)) if st.iter().any(|&s| s != 1) => {
-                Err(PassError::NoTransposeRule {
-                    primitive: "slice (with strides)".to_owned(),
-                    eqn: index,
-                })
-            }
-            _ => Ok(()),
-        },
+        Slice | Pad => Ok(()),
         Jit | Scan => Ok(()),
         Cond if lin_ops[0] => Err(non_linear(0)),
         Cond => Ok(()),
@@ -1141,24 +1134,29 @@ impl Transposer<'_> {
                 }
             }
             Slice => {
+                // As JAX: zeros padded around (and, for strides, between) the cotangent.
                 let x = in_aval(0);
                 let start = ints(e.params(), "start_indices");
-                let dtype = if x.shape.dims().iter().all(|&n| i32::try_from(n).is_ok()) {
-                    DType::I32
-                } else {
-                    DType::I64
+                let strides = match e.params().get("strides") {
+                    Some(Param::Ints(s)) => s.to_vec(),
+                    _ => vec![1; start.len()],
                 };
-                let mut operands = vec![Atom::Var(self.zeros(i, &x)?), gv];
-                for &s0 in &start {
-                    operands.push(self.out.literal(Literal {
-                        value: LitValue::Int(s0),
-                        dtype,
-                        weak_type: false,
-                    }));
-                }
-                let r = self.emit1(i, DynamicUpdateSlice, operands, Params::empty())?;
+                let gd = self.aval(g).shape.dims().to_vec();
+                let config: Vec<(i64, i64, i64)> = (0..start.len())
+                    .map(|a| {
+                        let reach = if gd[a] == 0 {
+                            0
+                        } else {
+                            1 + (gd[a] - 1) * strides[a]
+                        };
+                        let high = x.shape.dims()[a] - start[a] - reach;
+                        (start[a], high, strides[a] - 1)
+                    })
+                    .collect();
+                let r = self.pad_with_zero(i, g, config)?;
                 self.give(i, ins[0], r)?;
             }
+            Pad => self.transpose_pad(i, e, g)?,
             DynamicSlice => {
                 // dynamic_slice and dynamic_update_slice clamp the start indices alike.
                 let x = in_aval(0);
@@ -1192,6 +1190,94 @@ impl Transposer<'_> {
                 }
             }
             _ => unreachable!("check_linear admits only primitives with a rule"),
+        }
+        Ok(())
+    }
+
+    /// `pad` of `g` with a zero of its dtype.
+    fn pad_with_zero(
+        &mut self,
+        i: usize,
+        g: VarId,
+        config: Vec<(i64, i64, i64)>,
+    ) -> Result<VarId, PassError> {
+        let dtype = self.aval(g).dtype;
+        let zero = self.out.literal(Literal {
+            value: if dtype.is_float() {
+                LitValue::Float(0.0)
+            } else {
+                LitValue::Int(0)
+            },
+            dtype,
+            weak_type: false,
+        });
+        self.emit1(
+            i,
+            Builtin::Pad,
+            vec![Atom::Var(g), zero],
+            params([("padding_config", Param::Padding(config.into()))]),
+        )
+    }
+
+    /// `pad`: the operand's cotangent is the cotangent with the padding cut off (negative
+    /// padding undone first) and the interior dropped by a strided slice; the padding
+    /// value's is the sum of the rest, `sum(ct) - sum(operand's cotangent)`.
+    fn transpose_pad(&mut self, i: usize, e: &Eqn, g: VarId) -> Result<(), PassError> {
+        let ins = e.inputs();
+        let config: Vec<(i64, i64, i64)> = match e.params().get("padding_config") {
+            Some(Param::Padding(c)) => c.to_vec(),
+            _ => unreachable!("the typechecker requires pad's padding_config"),
+        };
+        let unpadded = if config.iter().all(|&(lo, hi, _)| lo == 0 && hi == 0) {
+            g
+        } else {
+            let undo: Vec<(i64, i64, i64)> =
+                config.iter().map(|&(lo, hi, _)| (-lo, -hi, 0)).collect();
+            self.pad_with_zero(i, g, undo)?
+        };
+        let t_op = if config.iter().all(|&(_, _, interior)| interior == 0) {
+            unpadded
+        } else {
+            let dims = self.aval(unpadded).shape.dims().to_vec();
+            let strides: Vec<i64> = config
+                .iter()
+                .map(|&(_, _, interior)| interior + 1)
+                .collect();
+            self.emit1(
+                i,
+                Builtin::Slice,
+                vec![Atom::Var(unpadded)],
+                params([
+                    ("start_indices", Param::ints(&vec![0; dims.len()])),
+                    ("limit_indices", Param::ints(&dims)),
+                    ("strides", Param::ints(&strides)),
+                ]),
+            )?
+        };
+        self.give(i, ins[0], t_op)?;
+        if self.atom_is_lin(ins[1]) {
+            let total = |t: &mut Self, v: VarId| -> Result<VarId, PassError> {
+                let rank = t.aval(v).shape.rank() as i64;
+                if rank == 0 {
+                    return Ok(v);
+                }
+                let axes: Vec<i64> = (0..rank).collect();
+                t.emit1(
+                    i,
+                    Builtin::ReduceSum,
+                    vec![Atom::Var(v)],
+                    params([("axes", Param::ints(&axes)), ("out_sharding", Param::None)]),
+                )
+            };
+            let all = total(self, g)?;
+            let inner = total(self, t_op)?;
+            let r = self.emit1(
+                i,
+                Builtin::Sub,
+                vec![Atom::Var(all), Atom::Var(inner)],
+                Params::empty(),
+            )?;
+            self.give(i, ins[1], r)?;
         }
         Ok(())
     }
