@@ -1059,12 +1059,14 @@ fn higher_order_rules_pass_the_dot_product_test() {
 
 #[test]
 fn transposed_control_flow_keeps_its_shape() {
-    // jit stays a jit of the transposed jaxpr (its name kept).
+    // jit stays a jit of the transposed jaxpr (its name kept). As in JAX, the output
+    // nobody uses has a symbolic zero cotangent: the call takes x and the two others.
     let tj = transpose(&parse(HIGHER_ORDER[0].0), HIGHER_ORDER[0].1).unwrap();
-    // (Zeros for the output nobody uses.)
-    assert_eq!(prims(&tj), vec!["broadcast_in_dim", "jit", "add_any"]);
-    let p = tj.eqns()[1].params();
+    assert_eq!(prims(&tj), vec!["jit", "add_any"]);
+    let p = tj.eqns()[0].params();
     assert_eq!(p.get("name"), Some(&Param::Str("f".into())));
+    assert_eq!(tj.eqns()[0].inputs().len(), 3);
+    assert_eq!(tj.eqns()[0].outvars().len(), 2);
     // cond stays a cond with as many branches, returning one cotangent per linear operand.
     let tj = transpose(&parse(HIGHER_ORDER[2].0), HIGHER_ORDER[2].1).unwrap();
     assert_eq!(prims(&tj), vec!["cond"]);
@@ -1087,6 +1089,43 @@ fn transposed_control_flow_keeps_its_shape() {
         scan.unwrap().params().get("reverse"),
         Some(&Param::Bool(false))
     );
+}
+
+#[test]
+fn symbolic_zeros_stay_out_of_calls_and_branches() {
+    // A jit whose linear operand u gets no cotangent returns none for it; its transpose
+    // takes only the output's cotangent that is not zero.
+    let text = "{ lambda ; t:f32[3] u:f32[3]. let a:f32[3] b:f32[3] = jit[jaxpr={ lambda ; \
+                c:f32[3] d:f32[3]. let e:f32[3] = neg c; f:f32[3] = neg d in (e, f) } name=g] t u \
+                in (a,) }";
+    let tj = dot_test(&parse(text), &[true, true], 21);
+    // The jit returns t's cotangent only; u's zeros are made outside it.
+    assert_eq!(prims(&tj), vec!["jit", "broadcast_in_dim"]);
+    let jit = &tj.eqns()[0];
+    assert_eq!((jit.inputs().len(), jit.outvars().len()), (1, 1));
+    // No cotangent reaches the call at all: no call.
+    let text = "{ lambda ; t:f32[3]. let a:f32[3] = jit[jaxpr={ lambda ; c:f32[3]. let \
+                e:f32[3] = neg c in (e,) } name=g] t; b:f32[3] = neg t in (b,) }";
+    let tj = dot_test(&parse(text), &[true], 22);
+    assert_eq!(prims(&tj), vec!["neg"]);
+    // cond: a branch without a cotangent for u gets zeros inside it; an operand no branch
+    // gives a cotangent (v) is not an output of the cond.
+    let text = "{ lambda ; p:i32[] t:f32[3] u:f32[3] v:f32[3]. let a:f32[3] = cond[branches=(\
+                { lambda ; c:f32[3] d:f32[3] e:f32[3]. let f:f32[3] = neg c in (f,) } \
+                { lambda ; g:f32[3] h:f32[3] i:f32[3]. let j:f32[3] = sub g h in (j,) })] \
+                p t u v in (a,) }";
+    let tj = dot_test(&parse(text), &[false, true, true, true], 23);
+    let cond = tj
+        .eqns()
+        .iter()
+        .find(|e| e.primitive().name() == "cond")
+        .unwrap();
+    assert_eq!(cond.outvars().len(), 2, "{tj}");
+    let Some(Param::Jaxprs(brs)) = cond.params().get("branches") else {
+        panic!("{tj}");
+    };
+    assert!(prims(brs[0].jaxpr()).contains(&"broadcast_in_dim"), "{tj}");
+    assert!(!prims(brs[1].jaxpr()).contains(&"broadcast_in_dim"), "{tj}");
 }
 
 #[test]
