@@ -1126,6 +1126,15 @@ fn symbolic_zeros_stay_out_of_calls_and_branches() {
     };
     assert!(prims(brs[0].jaxpr()).contains(&"broadcast_in_dim"), "{tj}");
     assert!(!prims(brs[1].jaxpr()).contains(&"broadcast_in_dim"), "{tj}");
+    // scan: the ys nobody uses have no cotangent xs in the transposed scan; its carry
+    // is there (instantiated).
+    let text = "{ lambda ; c0:f32[] xs:f32[5]. let c:f32[] ys:f32[5] = scan[jaxpr={ lambda ; \
+                a:f32[] b:f32[]. let d:f32[] = add a b in (d, d) } length=5 num_carry=1 \
+                num_consts=0 reverse=False unroll=1] c0 xs in (c,) }";
+    let tj = dot_test(&parse(text), &[true, true], 24);
+    assert_eq!(prims(&tj), vec!["scan"]);
+    assert_eq!(tj.eqns()[0].inputs().len(), 1, "{tj}");
+    assert_eq!(tj.eqns()[0].outvars().len(), 2, "{tj}");
 }
 
 #[test]

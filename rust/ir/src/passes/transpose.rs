@@ -448,10 +448,11 @@ impl<'a> Transposer<'a> {
                 let e = &src.eqns()[eqn];
                 let body = sub_jaxpr(e, "jaxpr")?;
                 let Some(t) = child else {
-                    // The carries' cotangents flow round the loop: all are instantiated.
+                    // The carries' cotangents flow round the loop: all are instantiated;
+                    // the ys' zero cotangents stay out (as in JAX).
                     let request = Request {
                         linear: self.scan_body_flags(e),
-                        cts: vec![true; e.outvars().len()],
+                        cts: self.scan_body_cts(e),
                         drop_zeros: false,
                     };
                     return Ok(Some((p, body.jaxpr(), request)));
@@ -539,14 +540,6 @@ impl<'a> Transposer<'a> {
             Some(g) => Ok(g),
             None => self.zeros(eqn, self.src.var_aval(v)),
         }
-    }
-
-    /// The cotangents of an equation's outputs, zeros where there are none.
-    fn out_cts(&mut self, eqn: usize, e: &Eqn) -> Result<Vec<Atom>, PassError> {
-        e.outvars()
-            .iter()
-            .map(|&o| self.ct_or_zeros(eqn, o).map(Atom::Var))
-            .collect()
     }
 
     /// The non-linear operands of an equation, in order, as atoms of the result.
@@ -663,10 +656,19 @@ impl<'a> Transposer<'a> {
         flags
     }
 
+    /// Which outputs of a `scan` body get a cotangent: every carry, and the ys that have
+    /// one.
+    fn scan_body_cts(&self, e: &Eqn) -> Vec<bool> {
+        let ncarry = int_param(e, "num_carry");
+        let mut cts = vec![true; ncarry];
+        cts.extend(self.has_ct(&e.outvars()[ncarry..]));
+        cts
+    }
+
     /// `scan`: a scan in the other direction. Its consts are the non-linear consts; its
     /// carry the linear consts' accumulated cotangents (from zeros) and the carry's
-    /// cotangents (from those of the final carry); its xs the cotangents of the ys and the
-    /// non-linear xs; its ys the cotangents of the linear xs.
+    /// cotangents (from those of the final carry); its xs the cotangents of the ys (those
+    /// that are not zero) and the non-linear xs; its ys the cotangents of the linear xs.
     fn emit_scan(
         &mut self,
         i: usize,
@@ -695,7 +697,8 @@ impl<'a> Transposer<'a> {
         let nlc_avals = pick(&body_in[..nc], const_lin, false);
         let lc_avals = pick(&body_in[..nc], const_lin, true);
         let carry_avals = body_in[nc..nc + ncarry].to_vec();
-        let ys_avals = body_out[ncarry..].to_vec();
+        let ys_given = self.scan_body_cts(e);
+        let ys_avals = pick(&body_out[ncarry..], &ys_given[ncarry..], true);
         let nlx_avals = pick(&body_in[nc + ncarry..], xs_lin, false);
 
         // The new body: (nlc; acc, ct_carry; ct_ys, nlx) -> (acc + d_lc, d_carry; d_lx).
@@ -749,7 +752,10 @@ impl<'a> Transposer<'a> {
                 operands.push(Atom::Var(z));
             }
         }
-        operands.extend(self.out_cts(i, e)?);
+        for &o in &e.outvars()[..ncarry] {
+            operands.push(Atom::Var(self.ct_or_zeros(i, o)?));
+        }
+        operands.extend(self.present_cts(&e.outvars()[ncarry..]));
         operands.extend(self.non_linear_operands(xs));
         let n_ops = operands.len();
         let reverse = matches!(e.params().get("reverse"), Some(Param::Bool(true)));
