@@ -290,6 +290,13 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             params(vec![("dimensions", Param::ints(&[1]))]),
         ),
         AddAny => (vec![f32s(&[2, 3]), f32s(&[2, 3])], params(vec![])),
+        Pad => (
+            vec![f32s(&[2, 3]), f32s(&[])],
+            params(vec![(
+                "padding_config",
+                Param::Padding(vec![(1, -1, 1), (0, 2, 0)].into()),
+            )]),
+        ),
         #[allow(unreachable_patterns)]
         other => panic!("add a test case for the new built-in {other:?}"),
     }

@@ -51,6 +51,8 @@ pub enum ParamKind {
     OptScalar,
     /// A jaxpr or `None` (`scatter`'s `update_jaxpr`).
     OptJaxpr,
+    /// A tuple of `(low, high, interior)` triples (`pad`'s `padding_config`).
+    PaddingConfig,
 }
 
 impl fmt::Display for ParamKind {
@@ -75,6 +77,7 @@ impl fmt::Display for ParamKind {
             ParamKind::GatherMode => "GatherScatterMode",
             ParamKind::OptScalar => "scalar or None",
             ParamKind::OptJaxpr => "jaxpr or None",
+            ParamKind::PaddingConfig => "tuple of (low, high, interior) triples",
         };
         f.write_str(s)
     }
@@ -216,6 +219,7 @@ builtins! {
     ScatterMax => "scatter-max",
     Rev => "rev",
     AddAny => "add_any",
+    Pad => "pad",
     Jit => "jit",
     Cond => "cond",
     While => "while",
@@ -360,6 +364,7 @@ impl Builtin {
                 opt("update_consts", K::Ints),
             ],
             Rev => specs![req("dimensions", K::Ints)],
+            Pad => specs![req("padding_config", K::PaddingConfig)],
             Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
             Cond => specs![req("branches", K::Jaxprs)],
             While => specs![
