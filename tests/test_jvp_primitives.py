@@ -766,6 +766,9 @@ STRUCTURE: list[tuple[str, Op, tuple[tuple[int, ...], ...]]] = [
     # The pairwise-product tree (an even size: JAX pads odd halves, ferrax concatenates).
     ("reduce_prod", lambda L: lambda a: L.reduce_prod(a, (1,)), ((3, 4),)),
     ("concatenate", lambda L: lambda a: L.concatenate([a, np.zeros((1, 4), np.float32)], 0), ((3, 4),)),
+    ("scatter", lambda L: lambda a, u: scatter_op("scatter", UNIQUE_IDX)(L)(a, u), ((5, 3), (4, 3))),
+    ("scatter-max", lambda L: lambda a, u: scatter_op("scatter_max", SCATTER_IDX)(L)(a, u), ((5, 3), (4, 3))),
+    ("scatter-add", lambda L: lambda a, u: scatter_op("scatter_add", SCATTER_IDX)(L)(a, u), ((5, 3), (4, 3))),
     ("gather", lambda L: lambda a: L.gather(a, np.array([[1], [0]], np.int32), L.GatherDimensionNumbers((1,), (0,), (0,)), (1, 4), mode="clip"), ((3, 4),)),
 ]
 

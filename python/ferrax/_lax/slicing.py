@@ -587,7 +587,8 @@ ad.defjvp(
 
 def _scatter_extremal_jvp(primitive: Primitive) -> Callable[..., tuple[Any, Any]]:
     """scatter-min/max: an element's tangent is averaged over the candidates (the
-    operand's element and the updates written there) equal to the result, as JAX's."""
+    operand's element and the updates written there) equal to the result, as JAX's
+    (the same equations in the same order)."""
 
     def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
         operand, indices, updates = primals
@@ -600,18 +601,28 @@ def _scatter_extremal_jvp(primitive: Primitive) -> Callable[..., tuple[Any, Any]
         def read(x: Any) -> Any:
             return gather(x, indices, gdn, sizes, mode=mode, fill_value=fill)
 
-        def count(x: Any) -> Any:
-            return read(scatter_add(_full(operand.shape, 0, operand.dtype), indices, x, dn, mode=mode))
+        def count(x: Callable[[], Any]) -> Any:
+            zeros = _full(operand.shape, 0, operand.dtype)
+            return read(scatter_add(zeros, indices, x(), dn, mode=mode))
 
-        zeros_u, ones_u = _full(updates.shape, 0, updates.dtype), _full(updates.shape, 1, updates.dtype)
+        def ones_u() -> Any:
+            return _full(updates.shape, 1, updates.dtype)
+
+        def zeros_u() -> Any:
+            return _full(updates.shape, 0, updates.dtype)
+
         initial, target = read(operand), read(ans)
         successful = eq(updates, target)
         retained = eq(initial, target)
-        num_updates = count(select_n(successful, zeros_u, ones_u))
+        num_updates = count(lambda: select_n(successful, zeros_u(), ones_u()))
         num_refs = count(ones_u)
-        updates_normalizer = select_n(retained, div(1.0, num_updates), div(1.0, add(num_updates, 1.0)))
-        updates_coef = select_n(successful, zeros_u, updates_normalizer)
-        operand_normalizer = select_n(retained, zeros_u, div(1.0, add(num_updates, 1.0)))
+        # Where the operand's element is retained, it shares the tangent with the
+        # updates (1 / (n + 1) each). Computed twice, as JAX does, for the same jaxpr.
+        with_operand = div(1.0, add(num_updates, 1.0))
+        updates_normalizer = select_n(retained, div(1.0, num_updates), with_operand)
+        updates_coef = select_n(successful, zeros_u(), updates_normalizer)
+        with_operand = div(1.0, add(num_updates, 1.0))
+        operand_normalizer = select_n(retained, zeros_u(), with_operand)
         operand_coef = div(add(-1.0, operand_normalizer), num_refs)
         tangent_updates = add(mul(read(g_operand), operand_coef), mul(g_updates, updates_coef))
         tangent = scatter_add(
@@ -628,11 +639,12 @@ scatter_max_p.def_jvp(_scatter_extremal_jvp(scatter_max_p))
 
 
 def _scatter_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
-    """Plain scatter (JAX's rule). With unique indices the tangents are scattered like
-    the values. Otherwise the update that wins each element is found by scattering
-    distinct ids and reading them back; the operand and the updates are masked to what
-    the result keeps, and the result and its tangent are scatter-adds of the masked
-    values (so that only scatter-add needs a transpose rule)."""
+    """Plain scatter (JAX's rule, the same equations in the same order). With unique
+    indices the tangents are scattered like the values. Otherwise the update that wins
+    each element is found by scattering distinct ids and reading them back; the operand
+    and the updates are masked to what the result keeps, and the result and its tangent
+    are scatter-adds of the masked values (so that only scatter-add needs a transpose
+    rule)."""
     operand, indices, updates = primals
     g_operand, g_updates = ad.instantiate(tangents[0]), ad.instantiate(tangents[2])
     if params["unique_indices"]:
@@ -650,18 +662,21 @@ def _scatter_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any)
     )
     gdn, sizes = _inverse_gather(dn, operand.shape, updates.shape)
     gathered_ids = gather(scattered_ids, indices, gdn, sizes)
-    untouched = eq(scattered_ids, _full(operand.shape, 0, id_dtype))
-    winning = eq(update_ids, gathered_ids)
 
-    def masked(x: Any, keep: Any) -> Any:
-        return select_n(keep, _full(x.shape, 0, x.dtype), x)
+    def untouched(x: Any) -> Any:  # x where no update landed, else 0
+        kept = eq(scattered_ids, _full(operand.shape, 0, id_dtype))
+        return select_n(kept, _full(x.shape, 0, x.dtype), x)
+
+    def winning(u: Any) -> Any:  # the updates that the result keeps, others 0
+        kept = eq(update_ids, gathered_ids)
+        return select_n(kept, _full(u.shape, 0, u.dtype), u)
+
+    masked = untouched(operand), winning(updates), untouched(g_operand), winning(g_updates)
 
     def scatter_added(x: Any, u: Any) -> Any:
         return scatter_add(x, indices, u, dn, indices_are_sorted=sorted_, unique_indices=unique, mode=mode)
 
-    ans = scatter_added(masked(operand, untouched), masked(updates, winning))
-    tangent = scatter_added(masked(g_operand, untouched), masked(g_updates, winning))
-    return ans, tangent
+    return scatter_added(masked[0], masked[1]), scatter_added(masked[2], masked[3])
 
 
 scatter_p.def_jvp(_scatter_jvp)
