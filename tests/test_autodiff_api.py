@@ -8,10 +8,18 @@ source. Every program is differentiated in each of its modes by both systems wit
 same primals, tangents and cotangents, and the results must agree: tree structure,
 dtypes (float0 for integer leaves), weak types and values.
 
-Then transformations composed with each other (jit of grad, grad of grad of jit,
-argnums tuples, has_aux, Hessian-vector products, ...), the cost of reverse mode (the
-gradient's jaxpr grows linearly in the program's length) and the primitive sequence of
-``make_jaxpr(grad(f))`` against JAX's.
+Then: jit of value_and_grad of a sample of the programs; every gradient jaxpr prints,
+parses back and typechecks; transformations composed with each other (jit of grad,
+grad of grad of jit, argnums tuples, has_aux, Hessian-vector products, custom rules,
+...); the cost of reverse mode (the gradient's jaxpr grows linearly in the program's
+length); the primitive sequences of ``make_jaxpr(grad(f))`` and of the staged linear
+maps of ``linearize`` and ``vjp`` against JAX's (where they differ, the reason is
+written next to the list); the types of staged transformations; x64 mode.
+
+JAX's results are computed under one ``jax.jit`` per program or case (JAX's op-by-op
+dispatch would compile every operation), with the inputs closed over so that Python
+scalars stay weakly typed; a missing ferrax API (``custom_jvp``, ``custom_vjp`` until
+they land) fails the tests that use it with ``NotImplementedError``.
 """
 
 from __future__ import annotations
