@@ -53,6 +53,7 @@ def _ns(np_: Any, lax_: Any, api: Any) -> types.SimpleNamespace:
         make_jaxpr=api.make_jaxpr,
         custom_jvp=getattr(api, "custom_jvp", _missing("custom_jvp")),
         custom_vjp=getattr(api, "custom_vjp", _missing("custom_vjp")),
+        checkpoint=getattr(api, "checkpoint", _missing("checkpoint")),
     )
 
 
@@ -818,6 +819,18 @@ def custom_vjp_clip_gradient(m: Any) -> Callable[..., Any]:
     return f
 
 
+def checkpointed(m: Any) -> Callable[..., Any]:
+    def block(x: Any, w: Any) -> Any:
+        return m.np.tanh(m.np.sin(x @ w) @ w)
+
+    remat_block = m.checkpoint(block)
+
+    def f(x: Any, w: Any) -> Any:
+        return m.np.sum(remat_block(remat_block(x, w), w) ** 2)
+
+    return f
+
+
 P_MLP = ((_f32(4, 8), _f32(8)), (_f32(8, 1), _f32(1)))
 LABELS = np.eye(5, dtype=np.float32)[np.array([0, 3, 1, 4])]
 
@@ -900,6 +913,7 @@ PROGRAMS: list[Program] = [
     Program("identity, constant and zero outputs", constant_outputs, (_f32(3), _f32(3)), modes=NO_GRAD),
     Program("custom_jvp", custom_jvp_softplus, (_f32(4),)),
     Program("custom_jvp with nondiff_argnums", custom_jvp_nondiff, (_f32(4),)),
+    Program("checkpoint", checkpointed, (_f32(2, 3), _f32(3, 3)), argnums=(0, 1), rtol=1e-4),
     Program("custom_vjp", custom_vjp_clip_gradient, (_f32(4), _f32(4)), argnums=(0, 1), modes=frozenset({"vjp", "grad"})),
 ]
 # fmt: on
@@ -1219,6 +1233,7 @@ STRUCTURES: list[Structure] = [
         differs="the backward scan's initial cotangent for the closed-over x: ferrax makes the zero with "
         "broadcast_in_dim of a scalar to shape (), JAX passes the literal 0.0 as the operand",
     ),
+    Structure("checkpoint", lambda m: m.checkpoint(lambda x: m.np.sin(m.np.sin(x))), (1.0,)),
     Structure(
         "maximum", lambda m: lambda x: m.np.sum(m.np.maximum(x, 0.5)), (X5,),
         differs="ties: JAX divides the cotangent by the number of tied operands (select_n of 1 and 2, "
@@ -1267,6 +1282,15 @@ def test_linear_maps_have_jax_primitive_sequence(name: str) -> None:
         got_eqns = fx.make_jaxpr(got)(*args).jaxpr.eqns
         want_eqns = jax.make_jaxpr(want)(*args).jaxpr.eqns
         assert [e.primitive for e in got_eqns] == [str(e.primitive) for e in want_eqns]
+
+
+@pytest.mark.parametrize("prog", ["custom_jvp", "custom_vjp", "checkpoint"])
+def test_custom_rules_and_checkpoint_stage_as_jax_primitives(prog: str) -> None:
+    p = _BY_NAME[prog]
+    got = [e.primitive for e in fx.make_jaxpr(p.make(FX))(*p.args).jaxpr.eqns]
+    want = [str(e.primitive) for e in jax.make_jaxpr(p.make(JX))(*p.args).jaxpr.eqns]
+    assert got == want
+    assert {"custom_jvp_call", "custom_vjp_call", "remat2"} & set(got)
 
 
 # --------------------------------------------- staged transformations: their types
