@@ -14,7 +14,7 @@ from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, canonical_dtype, quiet, scalar
 from ferrax._lax.elementwise import convert_element_type, div, eq, mul
 from ferrax._lax.elementwise import _zero_rule as zero_rule
-from ferrax._lax.structural import broadcast_in_dim, concatenate, reshape, slice, squeeze
+from ferrax._lax.structural import broadcast_in_dim, pad, reshape, slice, squeeze
 
 __all__ = ["argmax", "argmin", "reduce_max", "reduce_min", "reduce_prod", "reduce_sum"]
 
@@ -130,6 +130,10 @@ ad.defjvp(reduce_max_p, _chooser_jvp)
 ad.defjvp(reduce_min_p, _chooser_jvp)
 
 
+def _scalar(value: int, like: Any) -> Any:
+    return ConcreteArray(np.asarray(value, like.dtype), False)
+
+
 def _filled(value: int, like: Any, shape: Sequence[int]) -> Any:
     """An array of ``shape`` and ``like``'s dtype full of ``value``."""
     return broadcast_in_dim(ConcreteArray(np.asarray(value, like.dtype), False), shape, ())
@@ -159,8 +163,9 @@ def _reduce_prod_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, axes: t
         p2 = slice(p, [half] + [0] * full_dims, hi)
         t2 = slice(tp, [half] + [0] * full_dims, hi)
         if n - half != half:  # odd: the second half gets a 1 (tangent 0) at its end
-            p2 = concatenate([p2, _filled(1, x, [1, *rest_shape])], 0)
-            t2 = concatenate([t2, _filled(0, x, [1, *rest_shape])], 0)
+            config = [(0, 1, 0)] + [(0, 0, 0)] * full_dims
+            p2 = pad(p2, _scalar(1, x), config)
+            t2 = pad(t2, _scalar(0, x), config)
         p, tp = mul(p1, p2), ad.add_tangents(mul(t1, p2), mul(p1, t2))
     return squeeze(p, (0,)), squeeze(tp, (0,))
 

@@ -400,11 +400,12 @@ def copy(x: Any) -> Array:
 # -------------------------------------------------------------------------- derivatives
 # Forward-mode rules (``ferrax._interpreters.ad``). Every primitive here but iota and
 # dot_general is linear in its array operand(s): the tangent is the primitive applied to
-# the tangents (zeros materialized where an operand of concatenate or
+# the tangents (zeros materialized where an operand of concatenate, pad or
 # dynamic_update_slice has none); start indices are integers and keep their primal value.
 
 for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, expand_dims_p, concatenate_p, slice_p, copy_p):
     ad.deflinear(_p)
+ad.deflinear(pad_p)  # jointly in the operand and the padding value
 ad.deflinear(dynamic_slice_p, [0])
 ad.deflinear(dynamic_update_slice_p, [0, 1])
 
