@@ -1152,6 +1152,10 @@ CASES: list[Case] = [
     Case("grad of fori_loop with a pytree carry in jit", lambda m: m.jit(m.grad(fori_pytree_carry(m), argnums=(0, 1)))(W33, V3), rtol=1e-4),
     Case("vjp of jit with float and integer outputs", lambda m: _vjp_applied(m, m.jit(lambda x: (x * 2.0, m.np.argmax(x))), (T5, np.zeros((), FLOAT0)), X5)),
     Case("linearize of jit with cond, several tangents", lambda m: _linearize_applied(m, m.jit(lambda x: m.lax.cond(m.np.sum(x) > 0, m.np.sin, m.np.cos, x)), TANGENTS, X5)),
+    Case("grad of a weak scalar through a scan carry", lambda m: m.grad(lambda x: m.lax.scan(lambda c, y: (c * y, None), x, X5)[0])(0.7)),
+    Case("grad of a weak scalar times a strong array", lambda m: m.grad(lambda x: m.np.sum(x * X5))(0.7)),
+    Case("vjp of a weak scalar into a strong output", lambda m: _vjp_applied(m, lambda x: x * X5, np.float32(1.0) * T5, 0.7)),
+    Case("jvp of a weak scalar into a strong output", lambda m: m.jvp(lambda x: x * X5, (0.7,), (np.float32(1.0),))),
     Case("jit of value_and_grad of mlp", lambda m: m.jit(m.value_and_grad(mlp(m)))(P_MLP, *XS_MLP), rtol=1e-4),
 ]
 # fmt: on
