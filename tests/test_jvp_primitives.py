@@ -394,6 +394,13 @@ def gen_dot_general(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case
     ]
     w = normal(rng, (4, 2), dtype)
     cases.append(Case("constant_rhs", lambda L: lambda a: L.dot_general(a, w, mm), (normal(rng, (3, 4), dtype),)))
+    i = rng.integers(-3, 4, (3, 4)).astype(np.int32)
+    cases += [
+        # Mixed dtypes (the result is the wider; checked against JAX only: differences
+        # in a float16 operand are its rounding) and an integer operand (no tangent).
+        Case("mixed", lambda L: lambda a, b: L.dot_general(a, b, mm), (normal(rng, (3, 4), F16), normal(rng, (4, 5), dtype)), grads=False),
+        Case("int_lhs", lambda L: lambda a, b: L.dot_general(a, b, mm, preferred_element_type=dtype), (i, normal(rng, (4, 5), dtype))),
+    ]
     if dtype == F16:
         cases.append(
             Case(
