@@ -193,6 +193,12 @@ def gen_pow(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     cases = binary("pow", in_range(0.5, 2.0), in_range(-1.5, 1.5))(rng, dtype)
     n = rng.integers(-2, 4, (2, 3)).astype(np.int32)
     cases.append(Case("int_exponent", lambda L: L.pow, (uniform(rng, (2, 3), 0.5, 2.0, dtype), n)))
+    # A zero base with positive exponents, a zero exponent.
+    zero_base = np.array([0.0, 0.0, 1.5], dtype), np.array([1.0, 2.5, 0.0], dtype)
+    cases.append(Case("zero_base", lambda L: L.pow, zero_base, grads=False))
+    zero_zero = np.array([0.0], dtype), np.array([0.0], dtype)
+    note = "JAX's d/dx x**y at x = y = 0 is NaN for a float y (y * x**(y - 1)); ferrax's is 0"
+    cases.append(Case("zero_to_zero", lambda L: L.pow, zero_zero, grads=False, jax_differs=note))
     return cases
 
 
