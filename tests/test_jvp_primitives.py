@@ -274,6 +274,10 @@ def reduction(name: str, *, ties: bool = False, zeros: bool = False) -> Gen:
         if ties:
             x = np.tile(normal(rng, (1, 3), dtype), (4, 1))
             cases.append(Case("ties", lambda L: lambda a: getattr(L, name)(a, (0,)), (x,), grads=False))
+            # A NaN is the extremum, equal to nothing: NaN tangents, as JAX's; infinities.
+            x = normal(rng, (3, 4), dtype)
+            x[0, 1], x[1, 2], x[2, 0] = np.nan, np.inf, -np.inf
+            cases.append(Case("nan_inf", lambda L: lambda a: getattr(L, name)(a, (1,)), (x,), grads=False))
         if zeros:
             x = normal(rng, (3, 5), dtype)
             x[0, 1] = x[1, 1] = x[1, 3] = 0
