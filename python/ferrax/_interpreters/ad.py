@@ -95,16 +95,15 @@ def add_tangents(a: Any, b: Any) -> Any:
 class JVPTracer(Tracer):
     """A value being differentiated forward: a primal and its tangent."""
 
-    __slots__ = ("primal", "tangent")
+    __slots__ = ("primal", "tangent", "aval")
+    aval: _ir.ShapedArray
 
     def __init__(self, trace: JVPTrace, primal: Any, tangent: Any) -> None:
         self._trace = trace
         self.primal = primal
         self.tangent = tangent
-
-    @property
-    def aval(self) -> _ir.ShapedArray:
-        return aval_of(self.primal)
+        # The primal's type, read once (tracers are immutable).
+        self.aval = primal.aval if isinstance(primal, (Tracer, ConcreteArray)) else aval_of(primal)
 
     # Python control flow on concrete primal values works (as in JAX): the concrete
     # conversions read the primal, and fail as it fails when it is itself traced.
