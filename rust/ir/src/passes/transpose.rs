@@ -1407,32 +1407,24 @@ impl Transposer<'_> {
             Some(Param::Padding(c)) => c.to_vec(),
             _ => unreachable!("the typechecker requires pad's padding_config"),
         };
-        let unpadded = if config.iter().all(|&(lo, hi, _)| lo == 0 && hi == 0) {
-            g
-        } else {
-            let undo: Vec<(i64, i64, i64)> =
-                config.iter().map(|&(lo, hi, _)| (-lo, -hi, 0)).collect();
-            self.pad_with_zero(i, g, undo)?
-        };
-        let t_op = if config.iter().all(|&(_, _, interior)| interior == 0) {
-            unpadded
-        } else {
-            let dims = self.aval(unpadded).shape.dims().to_vec();
-            let strides: Vec<i64> = config
-                .iter()
-                .map(|&(_, _, interior)| interior + 1)
-                .collect();
-            self.emit1(
-                i,
-                Builtin::Slice,
-                vec![Atom::Var(unpadded)],
-                params([
-                    ("start_indices", Param::ints(&vec![0; dims.len()])),
-                    ("limit_indices", Param::ints(&dims)),
-                    ("strides", Param::ints(&strides)),
-                ]),
-            )?
-        };
+        // Both steps even where one is the identity: the equations JAX makes.
+        let undo: Vec<(i64, i64, i64)> = config.iter().map(|&(lo, hi, _)| (-lo, -hi, 0)).collect();
+        let unpadded = self.pad_with_zero(i, g, undo)?;
+        let dims = self.aval(unpadded).shape.dims().to_vec();
+        let strides: Vec<i64> = config
+            .iter()
+            .map(|&(_, _, interior)| interior + 1)
+            .collect();
+        let t_op = self.emit1(
+            i,
+            Builtin::Slice,
+            vec![Atom::Var(unpadded)],
+            params([
+                ("start_indices", Param::ints(&vec![0; dims.len()])),
+                ("limit_indices", Param::ints(&dims)),
+                ("strides", Param::ints(&strides)),
+            ]),
+        )?;
         self.give(i, ins[0], t_op)?;
         if self.atom_is_lin(ins[1]) {
             let total = |t: &mut Self, v: VarId| -> Result<VarId, PassError> {
