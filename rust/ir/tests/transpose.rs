@@ -825,6 +825,29 @@ fn non_linear_uses_are_errors() {
 }
 
 #[test]
+fn linear_booleans_are_used_non_linearly() {
+    let e = err(
+        "{ lambda ; p:bool[3] q:bool[3]. let c:bool[6] = concatenate[dimension=0] p q in (c,) }",
+        &[true, false],
+    );
+    assert_eq!(
+        e,
+        PassError::NonLinearUse {
+            primitive: "concatenate".to_owned(),
+            eqn: 0,
+            operand: 0
+        }
+    );
+    // An unused linear bool gets a zero (false) cotangent.
+    let tj = transpose(
+        &parse("{ lambda ; p:bool[3] t:f32[3]. let c:f32[3] = neg t in (c,) }"),
+        &[true, true],
+    )
+    .unwrap();
+    assert_eq!(tj.out_avals()[0].dtype, DType::Bool);
+}
+
+#[test]
 fn select_n_with_a_linear_predicate_is_an_error() {
     let e = err(
         "{ lambda ; p:i32[] t:f32[3]. let c:f32[3] = select_n p t t in (c,) }",
@@ -1343,5 +1366,83 @@ fn control_flow_errors_name_the_equation() {
             eqn: 0,
             operand: 1
         }
+    );
+}
+
+/// Every valid jaxpr of the text corpus, with each input linear in turn and with all of
+/// them linear: the pass returns a well-typed jaxpr or an error, never panics.
+#[test]
+fn corpus_jaxprs_transpose_or_fail_cleanly() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jaxprs");
+    let (mut ok, mut failed) = (0, 0);
+    let mut bad = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // The jaxpr is what precedes the first directive.
+        let body: String = text
+            .lines()
+            .filter(|l| !l.starts_with(";;"))
+            .take_while(|l| !l.starts_with("; "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let Ok(j) = parse_jaxpr(&body) else {
+            continue;
+        };
+        let n = j.invars().len();
+        let mut patterns: Vec<Vec<bool>> =
+            (0..n).map(|k| (0..n).map(|i| i == k).collect()).collect();
+        patterns.push(vec![true; n]);
+        for linear in patterns {
+            match transpose(&j, &linear) {
+                Ok(tj) => {
+                    typecheck(&tj).unwrap_or_else(|e| panic!("{}: {e}\n{tj}", path.display()));
+                    ok += 1;
+                }
+                Err(e) => {
+                    if matches!(e, PassError::IllTyped { .. }) {
+                        bad.push(format!("{} {linear:?}: {e}", path.display()));
+                    }
+                    failed += 1;
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert!(ok > 20 && failed > 20, "{ok} transposed, {failed} refused");
+}
+
+/// The generator's random programs (nested jit, cond, while, scan, gather, scatter, pad,
+/// ...) with random linear flags: a well-typed transpose or a clean refusal.
+#[test]
+fn random_programs_transpose_or_fail_cleanly() {
+    use ferrax_ir::gen::{random_jaxpr, RandomOptions};
+    let mut rng = Rng::new(99);
+    let (mut ok, mut refused) = (0, 0);
+    for seed in 0..300 {
+        let opts = RandomOptions {
+            eqns: 10,
+            max_depth: 2,
+            inputs: 3,
+        };
+        let j = random_jaxpr(seed, opts);
+        let linear: Vec<bool> = j.invars().iter().map(|_| rng.chance(0.5)).collect();
+        match transpose(&j, &linear) {
+            Ok(tj) => {
+                typecheck(&tj).unwrap_or_else(|e| panic!("{e}\n{j}\n{tj}"));
+                ok += 1;
+            }
+            Err(e) => {
+                assert!(
+                    !matches!(e, PassError::IllTyped { .. }),
+                    "{e}\n{linear:?}\n{j}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        ok > 10 && refused > 10,
+        "{ok} transposed, {refused} refused"
     );
 }

@@ -202,6 +202,13 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
         operand,
     };
     let first_lin = lin_ops.iter().position(|&l| l).unwrap_or(0);
+    // Booleans cannot be summed: a linear bool is used non-linearly wherever it is used
+    // (in JAX their tangents are float0 zeros).
+    if let Some(k) = (0..lin_ops.len())
+        .find(|&k| lin_ops[k] && src.atom_aval(e.inputs()[k]).dtype == DType::Bool)
+    {
+        return Err(non_linear(k));
+    }
     let &Primitive::Builtin(p) = e.primitive() else {
         return Err(PassError::NoTransposeRule {
             primitive: name,
