@@ -825,6 +825,28 @@ fn non_linear_uses_are_errors() {
 }
 
 #[test]
+fn dropped_scatter_windows_have_zero_cotangents() {
+    // Index 5 is out of bounds for 4 rows: FILL_OR_DROP drops that update window, so its
+    // cotangent is 0 (not the NaN a FILL_OR_DROP gather fills with by default).
+    let text = "{ lambda ; a:f32[4,3] b:f32[2,3]. let i:i32[2,1] = iota[dimension=0 dtype=int32 \
+                shape=(2, 1) sharding=None]; k:i32[2,1] = mul i 5:i32[]; \
+                d:f32[4,3] = scatter-add[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), \
+                inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), \
+                scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP] a k b in (d,) }";
+    let j = parse(text);
+    let tj = dot_test(&j, &[true, true], 31);
+    let gather = tj
+        .eqns()
+        .iter()
+        .find(|e| e.primitive().name() == "gather")
+        .unwrap();
+    assert_eq!(gather.params().get("fill_value"), Some(&Param::Int(0)));
+    let ct = HostArray::from_f64(Shape::new(&[4, 3]).unwrap(), DType::F32, vec![1.0; 12]).unwrap();
+    let outs = eval_jaxpr(&tj, &[], &[ct]).unwrap();
+    assert_eq!(outs[1].to_f64_vec(), vec![1.0, 1.0, 1.0, 0.0, 0.0, 0.0]);
+}
+
+#[test]
 fn linear_booleans_are_used_non_linearly() {
     let e = err(
         "{ lambda ; p:bool[3] q:bool[3]. let c:bool[6] = concatenate[dimension=0] p q in (c,) }",

@@ -1272,9 +1272,13 @@ impl Transposer<'_> {
                         start_indices_batching_dims: dn.scatter_indices_batching_dims.clone(),
                     };
                     let indices = self.fwd_atom(ins[1]);
+                    // A window the scatter dropped (out of bounds) received nothing: its
+                    // cotangent is 0, as JAX's fill_value=0 says (the default fill of a
+                    // FILL_OR_DROP gather is NaN).
                     let mut ps = vec![
                         ("dimension_numbers", Param::GatherDims(Arc::new(gdn))),
                         ("slice_sizes", Param::ints(&slice_sizes)),
+                        ("fill_value", Param::Int(0)),
                     ];
                     for name in ["mode", "indices_are_sorted", "unique_indices"] {
                         if let Some(v) = e.params().get(name) {
