@@ -327,6 +327,36 @@ const RULES: &[(&str, &[bool])] = &[
         "{ lambda ; a:f32[5,4] k:i32[3,2] f:f32[3]. let s:f32[5,4] = scatter-add[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0, 1), scatter_dims_to_operand_dims=(0, 1), operand_batching_dims=(), scatter_indices_batching_dims=()) indices_are_sorted=False mode=GatherScatterMode.CLIP unique_indices=False update_consts=() update_jaxpr=None] a k f in (s,) }",
         &[true, false, true],
     ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 2:i32[]; d:f32[4,3] = scatter[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP unique_indices=True] a k b in (d,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 2:i32[]; d:f32[4,3] = scatter[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.CLIP unique_indices=True] a k b in (d,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 1:i32[]; d:f32[4,3] = scatter-sub[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP] a k b in (d,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 0:i32[]; d:f32[4,3] = scatter-sub[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.CLIP] a k b in (d,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 0:i32[]; d:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.CLIP] a k b in (d,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 2:i32[]; d:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP unique_indices=True] a k b in (d,) }",
+        &[true, false],
+    ),
+    // Linear in the updates, the map is affine (x outside the windows): its linear part
+    // is the difference with the updates zero.
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 2:i32[]; d:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP unique_indices=True] a k b; z:f32[3,3] = broadcast_in_dim[broadcast_dimensions=() shape=(3, 3) sharding=None] 0.0:f32[]; e:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP unique_indices=True] a k z; f:f32[4,3] = sub d e in (f,) }",
+        &[false, true],
+    ),
     // Mixed dtypes: the cotangent comes back in each operand's dtype.
     (
         "{ lambda ; a:f32[3,4] b:f64[4,5]. let c:f64[3,5] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b in (c,) }",
@@ -825,6 +855,36 @@ fn non_linear_uses_are_errors() {
 }
 
 #[test]
+fn scatter_mul_and_scatter_refusals() {
+    let text = |extra: &str| {
+        format!(
+            "{{ lambda ; a:f32[4,3] k:i32[3,1] b:f32[3,3]. let d:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) \
+             mode=GatherScatterMode.CLIP{extra}] a k b in (d,) }}"
+        )
+    };
+    // A product of two linear values.
+    assert_eq!(
+        err(&text(" unique_indices=True"), &[true, false, true]),
+        PassError::NonLinearUse {
+            primitive: "scatter-mul".to_owned(),
+            eqn: 0,
+            operand: 2
+        }
+    );
+    // The updates' cotangent needs unique indices (as JAX).
+    let e = err(&text(""), &[false, false, true]);
+    assert_eq!(
+        e,
+        PassError::NoTransposeRule {
+            primitive: "scatter-mul without unique_indices".to_owned(),
+            eqn: 0
+        }
+    );
+    // Linear in the operand only, any indices do.
+    transpose(&parse(&text("")), &[true, false, false]).unwrap();
+}
+
+#[test]
 fn dropped_scatter_windows_have_zero_cotangents() {
     // Index 5 is out of bounds for 4 rows: FILL_OR_DROP drops that update window, so its
     // cotangent is 0 (not the NaN a FILL_OR_DROP gather fills with by default).
@@ -897,7 +957,7 @@ fn primitives_without_a_rule_are_errors() {
     assert_eq!(
         e,
         PassError::NoTransposeRule {
-            primitive: "scatter".to_owned(),
+            primitive: "scatter without unique_indices".to_owned(),
             eqn: 1
         }
     );
