@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import ferrax as fx
 from ferrax import PassError, _ir
 from ferrax._runtime import buffer_of, compile_stablehlo
 
@@ -119,6 +120,30 @@ def test_transposed_jaxprs_compile_and_agree_with_the_reference(text: str, linea
     want = _eval(tj, [], args)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g.astype(np.float64), w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("text", "linear"), LINEAR, ids=range(len(LINEAR)))
+def test_transposed_jaxprs_run_eagerly(text: str, linear: list[bool]) -> None:
+    """ferrax.eval_jaxpr (each primitive's NumPy implementation: add_any, a reversed
+    scan, cond, ...) gives the reference evaluator's values for the transposed jaxpr."""
+    tj = _ir.transpose(_ir.parse_jaxpr(text), linear)
+    rng = np.random.default_rng(2)
+    consts = [_random(v.aval, rng, 0.5, 1.5) for v in tj.constvars]
+    args = [_random(a, rng, -1.0, 1.0) for a in tj.in_avals]
+    got = fx.eval_jaxpr(tj, consts, *args)
+    want = _eval(tj, consts, args)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g).astype(np.float64), w, rtol=1e-5, atol=1e-5)
+
+
+def test_pad_and_strided_slice_transpose_into_each_other() -> None:
+    pad = "{ lambda ; a:f32[2,3] v:f32[]. let b:f32[3,5] = pad[padding_config=((1, -1, 1), (0, 2, 0))] a v in (b,) }"
+    tj = check_dot_product(_ir.parse_jaxpr(pad), [True, True])
+    assert [e.primitive for e in tj.eqns][:2] == ["pad", "slice"]
+    sl = "{ lambda ; a:f32[7,5]. let b:f32[3,2] = slice[limit_indices=(7, 5) start_indices=(1, 0) strides=(2, 3)] a in (b,) }"
+    tj = check_dot_product(_ir.parse_jaxpr(sl), [True])
+    ((eqn,),) = [tj.eqns]
+    assert eqn.primitive == "pad" and eqn.params["padding_config"] == ((1, 1, 1), (0, 1, 2))
 
 
 def test_fan_out_is_summed_with_add_any() -> None:

@@ -327,6 +327,36 @@ const RULES: &[(&str, &[bool])] = &[
         "{ lambda ; a:f32[5,4] k:i32[3,2] f:f32[3]. let s:f32[5,4] = scatter-add[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0, 1), scatter_dims_to_operand_dims=(0, 1), operand_batching_dims=(), scatter_indices_batching_dims=()) indices_are_sorted=False mode=GatherScatterMode.CLIP unique_indices=False update_consts=() update_jaxpr=None] a k f in (s,) }",
         &[true, false, true],
     ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 2:i32[]; d:f32[4,3] = scatter[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP unique_indices=True] a k b in (d,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 2:i32[]; d:f32[4,3] = scatter[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.CLIP unique_indices=True] a k b in (d,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 1:i32[]; d:f32[4,3] = scatter-sub[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP] a k b in (d,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 0:i32[]; d:f32[4,3] = scatter-sub[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.CLIP] a k b in (d,) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 0:i32[]; d:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.CLIP] a k b in (d,) }",
+        &[true, false],
+    ),
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 2:i32[]; d:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP unique_indices=True] a k b in (d,) }",
+        &[true, false],
+    ),
+    // Linear in the updates, the map is affine (x outside the windows): its linear part
+    // is the difference with the updates zero.
+    (
+        "{ lambda ; a:f32[4,3] b:f32[3,3]. let i:i32[3,1] = iota[dimension=0 dtype=int32 shape=(3, 1) sharding=None]; k:i32[3,1] = mul i 2:i32[]; d:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP unique_indices=True] a k b; z:f32[3,3] = broadcast_in_dim[broadcast_dimensions=() shape=(3, 3) sharding=None] 0.0:f32[]; e:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP unique_indices=True] a k z; f:f32[4,3] = sub d e in (f,) }",
+        &[false, true],
+    ),
     // Mixed dtypes: the cotangent comes back in each operand's dtype.
     (
         "{ lambda ; a:f32[3,4] b:f64[4,5]. let c:f64[3,5] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b in (c,) }",
@@ -825,6 +855,81 @@ fn non_linear_uses_are_errors() {
 }
 
 #[test]
+fn scatter_mul_and_scatter_refusals() {
+    let text = |extra: &str| {
+        format!(
+            "{{ lambda ; a:f32[4,3] k:i32[3,1] b:f32[3,3]. let d:f32[4,3] = scatter-mul[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), scatter_indices_batching_dims=()) \
+             mode=GatherScatterMode.CLIP{extra}] a k b in (d,) }}"
+        )
+    };
+    // A product of two linear values.
+    assert_eq!(
+        err(&text(" unique_indices=True"), &[true, false, true]),
+        PassError::NonLinearUse {
+            primitive: "scatter-mul".to_owned(),
+            eqn: 0,
+            operand: 2
+        }
+    );
+    // The updates' cotangent needs unique indices (as JAX).
+    let e = err(&text(""), &[false, false, true]);
+    assert_eq!(
+        e,
+        PassError::NoTransposeRule {
+            primitive: "scatter-mul without unique_indices".to_owned(),
+            eqn: 0
+        }
+    );
+    // Linear in the operand only, any indices do.
+    transpose(&parse(&text("")), &[true, false, false]).unwrap();
+}
+
+#[test]
+fn dropped_scatter_windows_have_zero_cotangents() {
+    // Index 5 is out of bounds for 4 rows: FILL_OR_DROP drops that update window, so its
+    // cotangent is 0 (not the NaN a FILL_OR_DROP gather fills with by default).
+    let text = "{ lambda ; a:f32[4,3] b:f32[2,3]. let i:i32[2,1] = iota[dimension=0 dtype=int32 \
+                shape=(2, 1) sharding=None]; k:i32[2,1] = mul i 5:i32[]; \
+                d:f32[4,3] = scatter-add[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), \
+                inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), \
+                scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP] a k b in (d,) }";
+    let j = parse(text);
+    let tj = dot_test(&j, &[true, true], 31);
+    let gather = tj
+        .eqns()
+        .iter()
+        .find(|e| e.primitive().name() == "gather")
+        .unwrap();
+    assert_eq!(gather.params().get("fill_value"), Some(&Param::Int(0)));
+    let ct = HostArray::from_f64(Shape::new(&[4, 3]).unwrap(), DType::F32, vec![1.0; 12]).unwrap();
+    let outs = eval_jaxpr(&tj, &[], &[ct]).unwrap();
+    assert_eq!(outs[1].to_f64_vec(), vec![1.0, 1.0, 1.0, 0.0, 0.0, 0.0]);
+}
+
+#[test]
+fn linear_booleans_are_used_non_linearly() {
+    let e = err(
+        "{ lambda ; p:bool[3] q:bool[3]. let c:bool[6] = concatenate[dimension=0] p q in (c,) }",
+        &[true, false],
+    );
+    assert_eq!(
+        e,
+        PassError::NonLinearUse {
+            primitive: "concatenate".to_owned(),
+            eqn: 0,
+            operand: 0
+        }
+    );
+    // An unused linear bool gets a zero (false) cotangent.
+    let tj = transpose(
+        &parse("{ lambda ; p:bool[3] t:f32[3]. let c:f32[3] = neg t in (c,) }"),
+        &[true, true],
+    )
+    .unwrap();
+    assert_eq!(tj.out_avals()[0].dtype, DType::Bool);
+}
+
+#[test]
 fn select_n_with_a_linear_predicate_is_an_error() {
     let e = err(
         "{ lambda ; p:i32[] t:f32[3]. let c:f32[3] = select_n p t t in (c,) }",
@@ -852,7 +957,7 @@ fn primitives_without_a_rule_are_errors() {
     assert_eq!(
         e,
         PassError::NoTransposeRule {
-            primitive: "scatter".to_owned(),
+            primitive: "scatter without unique_indices".to_owned(),
             eqn: 1
         }
     );
@@ -1343,5 +1448,83 @@ fn control_flow_errors_name_the_equation() {
             eqn: 0,
             operand: 1
         }
+    );
+}
+
+/// Every valid jaxpr of the text corpus, with each input linear in turn and with all of
+/// them linear: the pass returns a well-typed jaxpr or an error, never panics.
+#[test]
+fn corpus_jaxprs_transpose_or_fail_cleanly() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jaxprs");
+    let (mut ok, mut failed) = (0, 0);
+    let mut bad = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // The jaxpr is what precedes the first directive.
+        let body: String = text
+            .lines()
+            .filter(|l| !l.starts_with(";;"))
+            .take_while(|l| !l.starts_with("; "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let Ok(j) = parse_jaxpr(&body) else {
+            continue;
+        };
+        let n = j.invars().len();
+        let mut patterns: Vec<Vec<bool>> =
+            (0..n).map(|k| (0..n).map(|i| i == k).collect()).collect();
+        patterns.push(vec![true; n]);
+        for linear in patterns {
+            match transpose(&j, &linear) {
+                Ok(tj) => {
+                    typecheck(&tj).unwrap_or_else(|e| panic!("{}: {e}\n{tj}", path.display()));
+                    ok += 1;
+                }
+                Err(e) => {
+                    if matches!(e, PassError::IllTyped { .. }) {
+                        bad.push(format!("{} {linear:?}: {e}", path.display()));
+                    }
+                    failed += 1;
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert!(ok > 20 && failed > 20, "{ok} transposed, {failed} refused");
+}
+
+/// The generator's random programs (nested jit, cond, while, scan, gather, scatter, pad,
+/// ...) with random linear flags: a well-typed transpose or a clean refusal.
+#[test]
+fn random_programs_transpose_or_fail_cleanly() {
+    use ferrax_ir::gen::{random_jaxpr, RandomOptions};
+    let mut rng = Rng::new(99);
+    let (mut ok, mut refused) = (0, 0);
+    for seed in 0..300 {
+        let opts = RandomOptions {
+            eqns: 10,
+            max_depth: 2,
+            inputs: 3,
+        };
+        let j = random_jaxpr(seed, opts);
+        let linear: Vec<bool> = j.invars().iter().map(|_| rng.chance(0.5)).collect();
+        match transpose(&j, &linear) {
+            Ok(tj) => {
+                typecheck(&tj).unwrap_or_else(|e| panic!("{e}\n{j}\n{tj}"));
+                ok += 1;
+            }
+            Err(e) => {
+                assert!(
+                    !matches!(e, PassError::IllTyped { .. }),
+                    "{e}\n{linear:?}\n{j}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        ok > 10 && refused > 10,
+        "{ok} transposed, {refused} refused"
     );
 }

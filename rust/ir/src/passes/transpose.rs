@@ -67,9 +67,10 @@ use std::sync::Arc;
 /// `broadcast_in_dim`, `reshape`, `transpose`, `squeeze`, `expand_dims`, `select_n` with
 /// a non-linear predicate, `dot_general` with one linear operand, `rev`, `concatenate`,
 /// `slice` (to a `pad`, with interior padding for strides), `pad`, `dynamic_slice` and
-/// `dynamic_update_slice`, `gather` (to `scatter-add`) and `scatter-add` (non-linear
-/// indices), `jit`, `cond` (non-linear
-/// index) and `scan` (a scan in the other direction); the implicit broadcasting of a
+/// `dynamic_update_slice`, `gather` (to `scatter-add`), `scatter-add` and `scatter-sub`
+/// (to `gather`), `scatter-mul` (linear in the operand, or with unique indices in the
+/// updates) and `scatter` (unique indices) with non-linear indices, `jit`, `cond`
+/// (non-linear index) and `scan` (a scan in the other direction); the implicit broadcasting of a
 /// binary operand (rank 0, or size-1 dimensions) is summed back. Output cotangents that
 /// a higher-order equation needs but nobody gives are zeros.
 ///
@@ -78,7 +79,8 @@ use std::sync::Arc;
 /// [`PassError::NonLinearUse`] if a linear value is used non-linearly (`sin` of it, the
 /// product of two linear values, a linear divisor or predicate);
 /// [`PassError::NoTransposeRule`] for a primitive linear in an operand that has no rule
-/// yet (plain `scatter` and extension primitives);
+/// yet (extension primitives; `scatter`, and `scatter-mul` linear in its updates,
+/// without `unique_indices=True`, as in JAX);
 /// [`PassError::WhileLoop`] for a `while` loop with a linear operand. Errors inside a
 /// sub-jaxpr name the equation of the sub-jaxpr.
 ///
@@ -187,12 +189,6 @@ enum Pending {
 /// cotangents and the zeros of unused linear inputs).
 const NO_EQN: usize = usize::MAX;
 
-/// Primitives linear in some operand whose transpose rule is not written yet.
-fn is_linear_without_rule(p: Builtin) -> bool {
-    use Builtin::*;
-    matches!(p, Scatter)
-}
-
 /// Checks that equation `index` is linear in its linear operands and has a rule.
 fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<(), PassError> {
     let name = e.primitive().name().to_owned();
@@ -202,6 +198,13 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
         operand,
     };
     let first_lin = lin_ops.iter().position(|&l| l).unwrap_or(0);
+    // Booleans cannot be summed: a linear bool is used non-linearly wherever it is used
+    // (in JAX their tangents are float0 zeros).
+    if let Some(k) = (0..lin_ops.len())
+        .find(|&k| lin_ops[k] && src.atom_aval(e.inputs()[k]).dtype == DType::Bool)
+    {
+        return Err(non_linear(k));
+    }
     let &Primitive::Builtin(p) = e.primitive() else {
         return Err(PassError::NoTransposeRule {
             primitive: name,
@@ -217,8 +220,17 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
         Cond if lin_ops[0] => Err(non_linear(0)),
         Cond => Ok(()),
         While => Err(PassError::WhileLoop { eqn: index }),
-        Gather | ScatterAdd if lin_ops[1] => Err(non_linear(1)),
-        Gather | ScatterAdd => Ok(()),
+        Gather | ScatterAdd | ScatterSub | ScatterMul | Scatter if lin_ops[1] => Err(non_linear(1)),
+        Gather | ScatterAdd | ScatterSub => Ok(()),
+        ScatterMul if lin_ops[0] && lin_ops[2] => Err(non_linear(2)),
+        // As JAX: the updates' cotangent needs each window written once.
+        Scatter | ScatterMul if !unique_indices(e) && (p == Scatter || lin_ops[2]) => {
+            Err(PassError::NoTransposeRule {
+                primitive: format!("{name} without unique_indices"),
+                eqn: index,
+            })
+        }
+        Scatter | ScatterMul => Ok(()),
         DynamicSlice | DynamicUpdateSlice => {
             let first_index = if p == DynamicSlice { 1 } else { 2 };
             match (first_index..lin_ops.len()).find(|&k| lin_ops[k]) {
@@ -263,10 +275,6 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
                 Err(non_linear(0))
             }
         }
-        p if is_linear_without_rule(p) => Err(PassError::NoTransposeRule {
-            primitive: name,
-            eqn: index,
-        }),
         _ => Err(non_linear(first_lin)),
     }
 }
@@ -785,6 +793,10 @@ impl<'a> Transposer<'a> {
     }
 }
 
+fn unique_indices(e: &Eqn) -> bool {
+    matches!(e.params().get("unique_indices"), Some(Param::Bool(true)))
+}
+
 fn sub_jaxpr<'e>(e: &'e Eqn, name: &str) -> Result<&'e ClosedJaxpr, PassError> {
     match e.params().get(name) {
         Some(Param::Jaxpr(cj)) => Ok(cj),
@@ -1236,46 +1248,41 @@ impl Transposer<'_> {
                 let r = self.emit1(i, ScatterAdd, vec![zeros, indices, gv], Params::new(ps))?;
                 self.give(i, ins[0], r)?;
             }
-            ScatterAdd => {
+            ScatterAdd | ScatterSub => {
+                self.give(i, ins[0], g)?;
+                if self.atom_is_lin(ins[2]) {
+                    let mut r = self.gather_windows(i, e, gv)?;
+                    if p == ScatterSub {
+                        r = self.emit1(i, Neg, vec![Atom::Var(r)], Params::empty())?;
+                    }
+                    self.give(i, ins[2], r)?;
+                }
+            }
+            ScatterMul => {
+                // Linear in the operand or (with unique indices) in the updates, never both.
+                let indices = self.fwd_atom(ins[1]);
                 if self.atom_is_lin(ins[0]) {
-                    self.give(i, ins[0], g)?;
+                    let u = self.fwd_atom(ins[2]);
+                    let r = self.emit1(i, ScatterMul, vec![gv, indices, u], e.params().clone())?;
+                    self.give(i, ins[0], r)?;
+                } else {
+                    let x = self.fwd_atom(ins[0]);
+                    let m = self.emit1(i, Mul, vec![gv, x], Params::empty())?;
+                    let r = self.gather_windows(i, e, Atom::Var(m))?;
+                    self.give(i, ins[2], r)?;
+                }
+            }
+            Scatter => {
+                // Unique indices: the written windows get the updates' cotangents, the
+                // operand the rest (its written windows zeroed).
+                let indices = self.fwd_atom(ins[1]);
+                if self.atom_is_lin(ins[0]) {
+                    let zeros = Atom::Var(self.zeros(i, &in_aval(2))?);
+                    let r = self.emit1(i, Scatter, vec![gv, indices, zeros], e.params().clone())?;
+                    self.give(i, ins[0], r)?;
                 }
                 if self.atom_is_lin(ins[2]) {
-                    let Some(Param::ScatterDims(dn)) = e.params().get("dimension_numbers") else {
-                        unreachable!("the typechecker requires scatter's dimension numbers");
-                    };
-                    let x = in_aval(0);
-                    let u = in_aval(2);
-                    let mut window = dn.update_window_dims.iter();
-                    let slice_sizes: Vec<i64> = (0..x.shape.rank() as i64)
-                        .map(|d| {
-                            if dn.inserted_window_dims.contains(&d)
-                                || dn.operand_batching_dims.contains(&d)
-                            {
-                                1
-                            } else {
-                                window.next().map_or(1, |&w| u.shape.dims()[w as usize])
-                            }
-                        })
-                        .collect();
-                    let gdn = GatherDimensionNumbers {
-                        offset_dims: dn.update_window_dims.clone(),
-                        collapsed_slice_dims: dn.inserted_window_dims.clone(),
-                        start_index_map: dn.scatter_dims_to_operand_dims.clone(),
-                        operand_batching_dims: dn.operand_batching_dims.clone(),
-                        start_indices_batching_dims: dn.scatter_indices_batching_dims.clone(),
-                    };
-                    let indices = self.fwd_atom(ins[1]);
-                    let mut ps = vec![
-                        ("dimension_numbers", Param::GatherDims(Arc::new(gdn))),
-                        ("slice_sizes", Param::ints(&slice_sizes)),
-                    ];
-                    for name in ["mode", "indices_are_sorted", "unique_indices"] {
-                        if let Some(v) = e.params().get(name) {
-                            ps.push((name, v.clone()));
-                        }
-                    }
-                    let r = self.emit1(i, Gather, vec![gv, indices], Params::new(ps))?;
+                    let r = self.gather_windows(i, e, gv)?;
                     self.give(i, ins[2], r)?;
                 }
             }
@@ -1374,6 +1381,47 @@ impl Transposer<'_> {
         Ok(())
     }
 
+    /// The update windows of scatter equation `e` read out of `t` (of the operand's type):
+    /// the gather with the scatter's dimension numbers, mode and index flags, and a fill of
+    /// 0 for windows out of bounds (a scatter drops those; the default fill of a
+    /// `FILL_OR_DROP` gather is NaN), as JAX transposes a scatter.
+    fn gather_windows(&mut self, i: usize, e: &Eqn, t: Atom) -> Result<VarId, PassError> {
+        let Some(Param::ScatterDims(dn)) = e.params().get("dimension_numbers") else {
+            unreachable!("the typechecker requires scatter's dimension numbers");
+        };
+        let x = self.src.atom_aval(e.inputs()[0]);
+        let u = self.src.atom_aval(e.inputs()[2]);
+        let mut window = dn.update_window_dims.iter();
+        let slice_sizes: Vec<i64> = (0..x.shape.rank() as i64)
+            .map(|d| {
+                if dn.inserted_window_dims.contains(&d) || dn.operand_batching_dims.contains(&d) {
+                    1
+                } else {
+                    window.next().map_or(1, |&w| u.shape.dims()[w as usize])
+                }
+            })
+            .collect();
+        let gdn = GatherDimensionNumbers {
+            offset_dims: dn.update_window_dims.clone(),
+            collapsed_slice_dims: dn.inserted_window_dims.clone(),
+            start_index_map: dn.scatter_dims_to_operand_dims.clone(),
+            operand_batching_dims: dn.operand_batching_dims.clone(),
+            start_indices_batching_dims: dn.scatter_indices_batching_dims.clone(),
+        };
+        let indices = self.fwd_atom(e.inputs()[1]);
+        let mut ps = vec![
+            ("dimension_numbers", Param::GatherDims(Arc::new(gdn))),
+            ("slice_sizes", Param::ints(&slice_sizes)),
+            ("fill_value", Param::Int(0)),
+        ];
+        for name in ["mode", "indices_are_sorted", "unique_indices"] {
+            if let Some(v) = e.params().get(name) {
+                ps.push((name, v.clone()));
+            }
+        }
+        self.emit1(i, Builtin::Gather, vec![t, indices], Params::new(ps))
+    }
+
     /// `pad` of `g` with a zero of its dtype.
     fn pad_with_zero(
         &mut self,
@@ -1408,32 +1456,24 @@ impl Transposer<'_> {
             Some(Param::Padding(c)) => c.to_vec(),
             _ => unreachable!("the typechecker requires pad's padding_config"),
         };
-        let unpadded = if config.iter().all(|&(lo, hi, _)| lo == 0 && hi == 0) {
-            g
-        } else {
-            let undo: Vec<(i64, i64, i64)> =
-                config.iter().map(|&(lo, hi, _)| (-lo, -hi, 0)).collect();
-            self.pad_with_zero(i, g, undo)?
-        };
-        let t_op = if config.iter().all(|&(_, _, interior)| interior == 0) {
-            unpadded
-        } else {
-            let dims = self.aval(unpadded).shape.dims().to_vec();
-            let strides: Vec<i64> = config
-                .iter()
-                .map(|&(_, _, interior)| interior + 1)
-                .collect();
-            self.emit1(
-                i,
-                Builtin::Slice,
-                vec![Atom::Var(unpadded)],
-                params([
-                    ("start_indices", Param::ints(&vec![0; dims.len()])),
-                    ("limit_indices", Param::ints(&dims)),
-                    ("strides", Param::ints(&strides)),
-                ]),
-            )?
-        };
+        // Both steps even where one is the identity: the equations JAX makes.
+        let undo: Vec<(i64, i64, i64)> = config.iter().map(|&(lo, hi, _)| (-lo, -hi, 0)).collect();
+        let unpadded = self.pad_with_zero(i, g, undo)?;
+        let dims = self.aval(unpadded).shape.dims().to_vec();
+        let strides: Vec<i64> = config
+            .iter()
+            .map(|&(_, _, interior)| interior + 1)
+            .collect();
+        let t_op = self.emit1(
+            i,
+            Builtin::Slice,
+            vec![Atom::Var(unpadded)],
+            params([
+                ("start_indices", Param::ints(&vec![0; dims.len()])),
+                ("limit_indices", Param::ints(&dims)),
+                ("strides", Param::ints(&strides)),
+            ]),
+        )?;
         self.give(i, ins[0], t_op)?;
         if self.atom_is_lin(ins[1]) {
             let total = |t: &mut Self, v: VarId| -> Result<VarId, PassError> {
