@@ -13,7 +13,7 @@ primitive takes them: indices, shifts, comparisons). Each case checks:
 (c) the same jvp staged under ``ferrax.jit`` equals the eager one.
 
 Reverse mode (``check_grads(..., order=2, modes=("rev",))``, float32) runs over the same
-table, with the primitives whose transposition rules are missing as strict xfails. Plus
+table (a primitive without a transposition rule would be a strict xfail). Plus
 a few jaxpr-structure checks against ``jax.make_jaxpr`` of the same jvp, and tests of
 ``check_grads`` itself (it fails on wrong rules, first and second order).
 
@@ -879,18 +879,10 @@ def test_check_grads_tolerances_and_pytrees() -> None:
 
 # ------------------------------------------------------------------------ reverse mode
 
-#: Reverse mode needs transposition rules (Rust, ``ferrax-ir``) that are not there yet:
-#: strict xfails, so that whoever adds one removes its line here.
-NO_TRANSPOSE_YET = {
-    "scatter": "scatter has no transpose rule",
-    "scatter-sub": "scatter-sub has no transpose rule",
-    "scatter-mul": "scatter-mul has no transpose rule",
-    # The gather that transposes scatter-add has no fill_value (JAX's has 0): the
-    # cotangents of updates dropped out of range are NaN instead of 0 (the "drop" cases).
-    "scatter-add": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
-    "scatter-min": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
-    "scatter-max": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
-}
+#: Reverse mode needs transposition rules (Rust, ``ferrax-ir``): a primitive without one
+#: would be listed here as a strict xfail (whoever adds the rule removes its line). Every
+#: primitive of the table has one now.
+NO_TRANSPOSE_YET: dict[str, str] = {}
 
 
 def rev_params() -> list[Any]:
