@@ -172,6 +172,9 @@ class JaxprEqn:
         ``None``, ``bool``, ``int``, ``float``, ``str``, tuples of ints or bools,
         ``numpy.dtype``, ``ClosedJaxpr``, tuples of ``ClosedJaxpr``, and ``dot_general``'s
         dimension numbers as ``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``.
+        Opaque params (``custom_jvp_call``'s ``jvp``, ``custom_vjp_call``'s ``fwd`` and
+        ``bwd``, ``remat2``'s ``policy``) are the very objects given when the equation was
+        made, or their names (``str``) when it was read from text.
         """
 
 @final

@@ -29,12 +29,19 @@
 //! - `fill_value`: `None`, a bool, an int or a float. `update_jaxpr`: `None` or a
 //!   `ClosedJaxpr` (two scalars of the operand's dtype to one; informative only: the
 //!   combiner is the primitive's own); `update_consts`: `()`.
+//!
+//! Opaque params (`custom_jvp_call`'s `jvp`, `custom_vjp_call`'s `fwd` and `bwd`,
+//! `remat2`'s `policy`): from Python, any object other than `None` is kept as it is
+//! (a `str` named by itself, another object by its `__name__` if that is a `str`, else by
+//! its `repr`); to Python, the same
+//! object. An opaque value read from text has no object: it comes back as its name, a
+//! `str`.
 
 use crate::avals::{describe, dtype_from_py, dtype_to_py, is_numpy_dtype, type_name};
 use crate::errors::{self, Result};
 use crate::jaxpr::ClosedJaxpr;
 use ferrax_ir::params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque, Param, Params,
     ScatterDimensionNumbers,
 };
 use ferrax_ir::primitive::{ParamKind, Primitive};
@@ -99,7 +106,27 @@ pub fn param_to_py<'py>(py: Python<'py>, p: &Param) -> PyResult<Bound<'py, PyAny
                 .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, items)?.into_any()
         }
+        Param::Opaque(o) => match o.object().and_then(|x| x.downcast_ref::<Py<PyAny>>()) {
+            Some(obj) => obj.clone_ref(py).into_bound(py),
+            None => PyString::new(py, o.name()).into_any(),
+        },
     })
+}
+
+/// Keeps a Python object as an opaque param: named by its `__name__` (a `str`), else by
+/// its `repr`; its identity is the object's address (stable while the param holds it).
+fn opaque_of(v: &Bound<'_, PyAny>) -> Result<Opaque> {
+    let name = if let Some(s) = str_of(v)? {
+        s.to_string()
+    } else {
+        match v.getattr("__name__") {
+            Ok(n) if n.is_instance_of::<PyString>() => n.extract::<String>()?,
+            _ => v.repr()?.extract::<String>()?,
+        }
+    };
+    let identity = v.as_ptr() as usize;
+    let object: Arc<dyn std::any::Any + Send + Sync> = Arc::new(v.clone().unbind());
+    Ok(Opaque::with_object(&name, identity, object))
 }
 
 /// A class of `ferrax.lax`, if the module imports and has it.
@@ -214,6 +241,9 @@ fn param_of_kind(kind: ParamKind, v: &Bound<'_, PyAny>) -> Result<Option<Param>>
         K::OptScalar => scalar_of(v)?,
         K::OptJaxpr if v.is_none() => Some(Param::None),
         K::OptJaxpr => jaxpr_of(v).map(Param::Jaxpr),
+        K::OptOpaque if v.is_none() => Some(Param::None),
+        K::Opaque | K::OptOpaque if v.is_none() => None,
+        K::Opaque | K::OptOpaque => Some(Param::Opaque(opaque_of(v)?)),
         #[allow(unreachable_patterns)] // Kinds the crate may add later.
         _ => None,
     })

@@ -276,7 +276,8 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
             super::indexing::scatter(prim, arg(ins, 0)?, arg(ins, 1)?, arg(ins, 2)?, params)?
         }
         Rev => super::indexing::rev(arg(ins, 0)?, param_ints(params, "dimensions")?)?,
-        Jit | Cond | While | Scan => {
+        StopGradient => arg(ins, 0)?.clone(),
+        Jit | Cond | While | Scan | CustomJvpCall | CustomVjpCall | Remat => {
             return Err(internal(format!(
                 "{} is higher-order: the frame machine evaluates it",
                 prim.name()

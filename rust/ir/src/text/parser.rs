@@ -63,7 +63,7 @@ use crate::dtype::DType;
 use crate::error::{Site, TypeError};
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque, Param, Params,
     ScatterDimensionNumbers,
 };
 use crate::primitive::{Builtin, ParamKind, Primitive, Registry};
@@ -406,6 +406,8 @@ enum Val<'a> {
     Record {
         name: Tok<'a>,
         fields: Vec<(Tok<'a>, Val<'a>)>,
+        /// The record's source text, name to `)` (an opaque param's name).
+        text: &'a str,
     },
 }
 
@@ -975,9 +977,15 @@ impl<'a, 'r> Parser<'a, 'r> {
                             }
                             self.bump();
                             let name = c.record.unwrap_or(c.open);
+                            let text = self
+                                .lx
+                                .source()
+                                .get(name.start..t.start + t.text.len())
+                                .unwrap_or(name.text);
                             self.deliver(Val::Record {
                                 name,
                                 fields: c.field_names.into_iter().zip(c.items).collect(),
+                                text,
                             })?;
                         }
                         Some(c)
@@ -1435,7 +1443,24 @@ fn by_kind(kind: ParamKind, v: &Val<'_>, shared: &Shared<'_>) -> Result<Option<P
         },
         K::OptJaxpr if is_none(v) => Some(Param::None),
         K::OptJaxpr => as_jaxpr(v, shared).map(Param::Jaxpr),
+        K::OptOpaque if is_none(v) => Some(Param::None),
+        K::Opaque | K::OptOpaque => as_opaque(v).map(Param::Opaque),
     })
+}
+
+/// An opaque value named by the text: a word other than `None` (`f_jvp`, `<lambda>`), a
+/// quoted string, a record (`DotsSaveable(only_if_no_batch_dims=False)`) or a tuple of
+/// words. It holds no object.
+fn as_opaque(v: &Val<'_>) -> Option<Opaque> {
+    match v {
+        Val::Word(t) if t.text != "None" => Some(Opaque::named(t.text)),
+        Val::Str(s) => Some(Opaque::named(s)),
+        Val::Record { text, .. } => Some(Opaque::named(text)),
+        Val::Seq { items, bracket, .. } => {
+            word_seq_text(items, *bracket).map(|s| Opaque::named(&s))
+        }
+        _ => None,
+    }
 }
 
 /// The five int-tuple fields of a dimension-numbers record, in `names` order; `None` if
@@ -1446,7 +1471,7 @@ fn as_record(
     record: &str,
     names: &[&str; 5],
 ) -> Result<Option<[Vec<i64>; 5]>, ReadError> {
-    let Val::Record { name, fields } = v else {
+    let Val::Record { name, fields, .. } = v else {
         return Ok(None);
     };
     if name.text != record {

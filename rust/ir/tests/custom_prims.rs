@@ -1,0 +1,177 @@
+//! `custom_jvp_call`, `custom_vjp_call`, `remat2` and `stop_gradient` through every pass:
+//! JAX's printouts evaluate, DCE keeps the custom calls whole and prunes `remat2` like a
+//! `jit`, transposition refuses a linear value reaching the custom calls or
+//! `stop_gradient`, lowering makes calls, cost counts the called jaxprs; and the opaque
+//! params' equality.
+
+use ferrax_ir::eval::{eval_jaxpr, HostArray};
+use ferrax_ir::lower::stablehlo::lower_jaxpr;
+use ferrax_ir::passes::{cost, dce, transpose, PassError};
+use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
+use ferrax_ir::{typecheck, DType, Opaque, Param, Shape};
+use std::sync::Arc;
+
+fn scalar(x: f64) -> HostArray {
+    HostArray::from_f64(Shape::scalar(), DType::F32, vec![x]).unwrap()
+}
+
+fn value(a: &HostArray) -> Vec<f64> {
+    match &a.data {
+        ferrax_ir::eval::HostData::Float(v) => v.clone(),
+        other => panic!("not float data: {other:?}"),
+    }
+}
+
+/// JAX 0.10.2's `make_jaxpr(k)(1.0, 2.0)` for
+/// `k(x, y) = f(x) + g(y) + checkpoint(sin . sin)(x) + stop_gradient(x)` with `f` a
+/// `custom_jvp` and `g` a `custom_vjp` of `sin`.
+const JAX_CUSTOM_CALLS: &str = "{ lambda ; a:f32[] b:f32[]. let
+    c:f32[] = custom_jvp_call[
+      name=f
+      call_jaxpr={ lambda ; d:f32[]. let e:f32[] = sin d in (e,) }
+      jvp=f_jvp
+      symbolic_zeros=False
+    ] a
+    f:f32[] = custom_vjp_call[
+      name=g
+      bwd=<lambda>
+      call_jaxpr={ lambda ; g:f32[]. let h:f32[] = sin g in (h,) }
+      fwd=<lambda>
+      symbolic_zeros=False
+    ] b
+    i:f32[] = add c f
+    j:f32[] = remat2[
+      differentiated=False
+      jaxpr={ lambda ; k:f32[]. let l:f32[] = sin k; m:f32[] = sin l in (m,) }
+      policy=None
+      prevent_cse=True
+    ] a
+    n:f32[] = add i j
+    o:f32[] = stop_gradient a
+    p:f32[] = add n o
+  in (p,) }";
+
+#[test]
+fn jax_printout_round_trips_and_evaluates() {
+    let j = parse_jaxpr(JAX_CUSTOM_CALLS).unwrap();
+    typecheck(&j).unwrap();
+    assert_eq!(print_jaxpr(&j), JAX_CUSTOM_CALLS);
+    let e = &j.eqns()[0];
+    assert_eq!(
+        e.params().get("jvp"),
+        Some(&Param::Opaque(Opaque::named("f_jvp")))
+    );
+    let got = eval_jaxpr(&j, &[], &[scalar(1.0), scalar(2.0)]).unwrap();
+    let (x, y) = (1.0f64, 2.0f64);
+    let want = x.sin() + y.sin() + x.sin().sin() + x;
+    let v = value(&got[0]);
+    assert!((v[0] - want).abs() < 1e-5, "{v:?} vs {want}");
+}
+
+#[test]
+fn dce_keeps_custom_calls_whole_and_prunes_remat_inside() {
+    for (prim, extra) in [
+        (
+            "custom_jvp_call",
+            "name=f jvp=f_jvp symbolic_zeros=False call_jaxpr=",
+        ),
+        (
+            "custom_vjp_call",
+            "name=f fwd=fwd bwd=bwd symbolic_zeros=False call_jaxpr=",
+        ),
+        (
+            "remat2",
+            "differentiated=False policy=None prevent_cse=True jaxpr=",
+        ),
+    ] {
+        let text = format!(
+            "{{ lambda ; a:f32[3]. let
+    b:f32[3] c:f32[3] = {prim}[{extra}{{ lambda ; x:f32[3]. let y:f32[3] = sin x; z:f32[3] = cos x in (y, z) }}] a
+    d:f32[3] = neg a
+  in (b,) }}"
+        );
+        let j = parse_jaxpr(&text).unwrap();
+        let (pruned, used_inputs) = dce(&j, &[true]).unwrap();
+        typecheck(&pruned).unwrap();
+        assert_eq!(used_inputs, vec![true]);
+        assert_eq!(pruned.eqns().len(), 1, "{prim}: the dead neg goes");
+        let e = &pruned.eqns()[0];
+        let inner = e.sub_jaxprs().next().unwrap().jaxpr().clone();
+        if prim == "remat2" {
+            // Like jit: the unused output and what computes it are gone.
+            assert_eq!(e.outvars().len(), 1, "{}", print_jaxpr(&pruned));
+            assert_eq!(inner.eqns().len(), 1);
+            assert_eq!(inner.outvars().len(), 1);
+        } else {
+            // The custom rules see the whole function: nothing inside is pruned.
+            assert_eq!(e.outvars().len(), 2, "{}", print_jaxpr(&pruned));
+            assert_eq!(inner.eqns().len(), 2);
+        }
+        // Nobody uses the call: it goes.
+        let (none_used, _) = dce(&j, &[false]).unwrap();
+        assert!(none_used.eqns().is_empty(), "{prim}");
+    }
+}
+
+#[test]
+fn custom_calls_and_stop_gradient_are_not_linear() {
+    let cases = [
+        "c:f32[] = custom_jvp_call[name=f call_jaxpr={ lambda ; x:f32[]. let y:f32[] = neg x in (y,) } jvp=r symbolic_zeros=False] b",
+        "c:f32[] = custom_vjp_call[name=f bwd=r call_jaxpr={ lambda ; x:f32[]. let y:f32[] = neg x in (y,) } fwd=r symbolic_zeros=False] b",
+        "c:f32[] = stop_gradient b",
+    ];
+    for eqn in cases {
+        let text = format!("{{ lambda ; a:f32[] b:f32[]. let {eqn}; d:f32[] = mul c a in (d,) }}");
+        let j = parse_jaxpr(&text).unwrap();
+        match transpose(&j, &[false, true]) {
+            Err(PassError::NonLinearUse {
+                primitive, eqn: 0, ..
+            }) => assert!(eqn.contains(primitive.as_str()), "{primitive}"),
+            other => panic!("{eqn}: {other:?}"),
+        }
+        // On a non-linear value they are evaluated forward, as any equation is.
+        let t = transpose(&j, &[true, false]).unwrap();
+        typecheck(&t).unwrap();
+    }
+}
+
+#[test]
+fn lowering_calls_the_jaxprs_and_stop_gradient_is_the_identity() {
+    let j = parse_jaxpr(JAX_CUSTOM_CALLS).unwrap();
+    let text = lower_jaxpr(&j, "m").unwrap();
+    // Three calls (f, g and remat2's jaxpr), no op for stop_gradient.
+    assert_eq!(text.matches("func.func private").count(), 3, "{text}");
+    assert_eq!(text.matches("func.call").count(), 3, "{text}");
+    assert!(text.contains("@f_"), "{text}");
+    assert!(text.contains("@g_"), "{text}");
+    assert!(text.contains("@remat2_"), "{text}");
+    assert_eq!(text.matches("stablehlo.sine").count(), 4, "{text}");
+    assert_eq!(text.matches("stablehlo.add").count(), 3, "{text}");
+}
+
+#[test]
+fn cost_counts_the_called_jaxprs_and_nothing_for_stop_gradient() {
+    let j = parse_jaxpr(JAX_CUSTOM_CALLS).unwrap();
+    // sin (f) + sin (g) + 2 sin (remat2) + 3 adds; stop_gradient is free.
+    assert_eq!(cost(&j).flops, 7.0);
+}
+
+#[test]
+fn opaque_values_are_equal_by_object_identity_else_by_name() {
+    let obj: Arc<dyn std::any::Any + Send + Sync> = Arc::new(5u8);
+    let a = Opaque::with_object("f", 1, obj.clone());
+    let same_object = Opaque::with_object("renamed", 1, Arc::new(6u8));
+    let other_object = Opaque::with_object("f", 2, obj);
+    assert_eq!(a, same_object);
+    assert_ne!(a, other_object);
+    assert_ne!(a, Opaque::named("f"));
+    assert_eq!(Opaque::named("f"), Opaque::named("f"));
+    assert_ne!(Opaque::named("f"), Opaque::named("g"));
+    assert_eq!(a.name(), "f");
+    assert_eq!(a.identity(), Some(1));
+    assert_eq!(
+        a.object().and_then(|o| o.downcast_ref::<u8>()).copied(),
+        Some(5)
+    );
+    assert!(Opaque::named("f").object().is_none());
+}
