@@ -175,3 +175,50 @@ fn opaque_values_are_equal_by_object_identity_else_by_name() {
     );
     assert!(Opaque::named("f").object().is_none());
 }
+
+#[test]
+fn any_opaque_name_round_trips_through_text() {
+    use ferrax_ir::{AbstractValue, Atom, Builtin, JaxprBuilder, Params};
+    let sin = {
+        let mut b = JaxprBuilder::new();
+        let x = b.add_invar(AbstractValue::scalar(DType::F32));
+        let y = b
+            .add_eqn(Builtin::Sin.into(), vec![Atom::Var(x)], Params::empty())
+            .unwrap()[0];
+        ferrax_ir::ClosedJaxpr::with_unknown_consts(Arc::new(b.build(vec![Atom::Var(y)]).unwrap()))
+    };
+    for (name, printed) in [
+        ("f_jvp", "jvp=f_jvp"),
+        ("<lambda>", "jvp=<lambda>"),
+        ("True", "jvp=True"),
+        ("1.5", "jvp=1.5"),
+        ("float32", "jvp=float32"),
+        ("None", "jvp='None'"),
+        ("", "jvp=''"),
+        ("a b", "jvp='a b'"),
+        ("x\ny", "jvp='x\\ny'"),
+        ("(a, b)", "jvp=(a, b)"),
+        ("Saveable(names=(a, b))", "jvp='Saveable(names=(a, b))'"),
+        ("Policy()", "jvp=Policy()"),
+        ("P(a=1, b=x)", "jvp=P(a=1, b=x)"),
+        ("it's", "jvp='it\\'s'"),
+    ] {
+        let mut b = JaxprBuilder::new();
+        let x = b.add_invar(AbstractValue::scalar(DType::F32));
+        let params = ferrax_ir::gen::custom_jvp_params(Param::Jaxpr(sin.clone()), "f")
+            .with("jvp", Param::Opaque(Opaque::named(name)));
+        let outs = b
+            .add_eqn(Builtin::CustomJvpCall.into(), vec![Atom::Var(x)], params)
+            .unwrap();
+        let j = b.build(outs.into_iter().map(Atom::Var).collect()).unwrap();
+        let text = print_jaxpr(&j);
+        assert!(text.contains(printed), "{name:?}: {text}");
+        let back = parse_jaxpr(&text).unwrap_or_else(|e| panic!("{name:?}: {e}\n{text}"));
+        assert_eq!(print_jaxpr(&back), text);
+        assert_eq!(
+            back.eqns()[0].params().get("jvp"),
+            Some(&Param::Opaque(Opaque::named(name))),
+            "{text}"
+        );
+    }
+}
