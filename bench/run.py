@@ -2,7 +2,7 @@
 
 Sections:
   ir     Rust timings of the IR crate on chain jaxprs (build, typecheck, print, parse,
-         DCE, toposort, memory), from the release binary `ferrax-bench-ir`.
+         DCE, toposort, partial evaluation of a JVP-shaped chain, memory), from the release binary `ferrax-bench-ir`.
   jit    lowering to StableHLO text, XLA compile, compiled run and dispatch, ferrax
          against JAX (see bench/jit_bench.py).
   trace  `make_jaxpr(f)(x)`, ferrax against JAX, on chain(10^2..10^4), mlp(depth 8, 64)
@@ -32,6 +32,7 @@ IR_TARGETS: dict[str, float] = {
     "typecheck": 1000.0,
     "dce": 1000.0,
     "toposort": 1000.0,
+    "partial_eval": 1000.0,
     "print": 2000.0,
     "parse": 2000.0,
     "memory": 256.0,
@@ -60,7 +61,7 @@ def run_ir(sizes: str) -> list[dict[str, Any]]:
 def ir_table(rows: list[dict[str, Any]]) -> str:
     """One row per operation, one column per size: ns per equation (median, min-max)."""
     sizes = sorted({int(r["eqns"]) for r in rows})
-    ops = ["build", "typecheck", "print", "parse", "dce", "toposort", "memory"]
+    ops = ["build", "typecheck", "print", "parse", "dce", "toposort", "partial_eval", "memory"]
     head = "| operation | " + " | ".join(f"{s:,} eqns" for s in sizes) + " | target |"
     sep = "|---" * (len(sizes) + 2) + "|"
     lines = [head, sep]

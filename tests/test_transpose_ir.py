@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from ferrax import PassError, _ir
+from ferrax._runtime import buffer_of, compile_stablehlo
 
 NDArray = np.ndarray[Any, Any]
 
@@ -35,6 +36,27 @@ LINEAR = [
     ("{ lambda ; t:f32[3] x:f32[3] u:f32[2]. let c:f32[3] = div t x in (c,) }", [True, False, True]),
     # Constants stay constants of the transposed jaxpr.
     ("{ lambda k:f32[3]; t:f32[3]. let c:f32[3] = mul k t in (c,) }", [True]),
+    # jit: stays a call of the transposed jaxpr.
+    (
+        "{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] b:f32[3] = jit[jaxpr={ lambda ; c:f32[3] d:f32[3]. "
+        "let e:f32[3] = mul c d; f:f32[3] = neg d in (e, f) } name=f] x t in (a,) }",
+        [False, True],
+    ),
+    # cond: a non-linear index, a branch that leaves one linear operand unused.
+    (
+        "{ lambda ; p:i32[] t:f32[3] u:f32[3]. let a:f32[3] = cond[branches=("
+        "{ lambda ; c:f32[3] d:f32[3]. let e:f32[3] = neg c in (e,) } "
+        "{ lambda ; f:f32[3] g:f32[3]. let h:f32[3] = sub f g in (h,) })] p t u in (a,) }",
+        [False, True, True],
+    ),
+    # scan: a non-linear const, a linear const, a linear carry, linear xs, non-linear xs.
+    (
+        "{ lambda ; w:f32[3] k:f32[3] c0:f32[3] xs:f32[4,3] rs:f32[4,3]. let "
+        "cf:f32[3] ys:f32[4,3] = scan[jaxpr={ lambda ; a:f32[3] b:f32[3] c:f32[3] x:f32[3] r:f32[3]. let "
+        "d:f32[3] = mul a c; e:f32[3] = add d x; f:f32[3] = add e b; g:f32[3] = mul r f in (f, g) } "
+        "length=4 num_carry=1 num_consts=2 reverse=False unroll=1] w k c0 xs rs in (cf, ys) }",
+        [False, True, True, True, False],
+    ),
 ]
 
 
@@ -83,10 +105,34 @@ def test_dot_product_identity(text: str, linear: list[bool]) -> None:
     check_dot_product(_ir.parse_jaxpr(text), linear)
 
 
+_NO_CONSTS = [c for c in LINEAR if "lambda ;" in c[0]]
+
+
+@pytest.mark.parametrize(("text", "linear"), _NO_CONSTS, ids=range(len(_NO_CONSTS)))
+def test_transposed_jaxprs_compile_and_agree_with_the_reference(text: str, linear: list[bool]) -> None:
+    """The transposed jaxpr lowered to StableHLO and run by XLA gives the reference's values."""
+    tj = _ir.transpose(_ir.parse_jaxpr(text), linear)
+    rng = np.random.default_rng(1)
+    args = [_random(a, rng, -1.0, 1.0) for a in tj.in_avals]
+    exe = compile_stablehlo(_ir.lower_to_stablehlo(tj, "transposed"), tj.out_avals)
+    got = [np.asarray(o) for o in exe([buffer_of(x, a) for x, a in zip(args, tj.in_avals)])]
+    want = _eval(tj, [], args)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.astype(np.float64), w, rtol=1e-5, atol=1e-5)
+
+
 def test_fan_out_is_summed_with_add_any() -> None:
     j = _ir.parse_jaxpr("{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] = mul x t; b:f32[3] = add a t in (b,) }")
     tj = check_dot_product(j, [False, True])
     assert [e.primitive for e in tj.eqns].count("add_any") == 1, str(tj)
+
+
+def test_scan_transposes_to_a_reversed_scan() -> None:
+    tj = _ir.transpose(_ir.parse_jaxpr(LINEAR[-1][0]), LINEAR[-1][1])
+    (scan,) = [e for e in tj.eqns if e.primitive == "scan"]
+    assert scan.params["reverse"] is True
+    # consts: w; carry: k's and the carry's cotangents; xs: the ys' cotangents and rs.
+    assert (scan.params["num_consts"], scan.params["num_carry"]) == (1, 2)
 
 
 def test_transposed_text_round_trips() -> None:
@@ -103,6 +149,14 @@ def test_transposed_text_round_trips() -> None:
             "{ lambda ; t:f32[3] u:f32[3]. let b:f32[3] = mul t u in (b,) }",
             [True, True],
             "equation 0 (mul) is not linear in its operand 1",
+        ),
+        (
+            "{ lambda ; t:f32[3]. let a:i32[] b:f32[3] = while[body_jaxpr={ lambda ; c:i32[] d:f32[3]. let "
+            "e:i32[] = add c 1:i32[]; f:f32[3] = neg d in (e, f) } body_nconsts=0 cond_jaxpr={ lambda ; "
+            "g:i32[] h:f32[3]. let i:bool[] = lt g 3:i32[] in (i,) } cond_nconsts=0] 0:i32[] t in (b,) }",
+            [True],
+            "equation 0 (while) carries a linear value: reverse-mode differentiation of a while loop "
+            "is not supported; use scan, or fori_loop with static (Python int) bounds",
         ),
     ],
 )

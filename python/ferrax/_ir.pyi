@@ -31,6 +31,7 @@ __all__ = [
     "dce",
     "lower_to_stablehlo",
     "parse_jaxpr",
+    "partial_eval",
     "random_jaxpr",
     "reference_eval",
     "toposort",
@@ -390,3 +391,15 @@ def reference_eval(
 def cost_analysis(jaxpr: Jaxpr) -> dict[str, Any]:
     """``{"flops": float, "while_loops": int}``: floating-point operations counted from
     the types, one iteration per ``while`` loop (their trip counts depend on data)."""
+
+def partial_eval(
+    jaxpr: Jaxpr, unknowns: Sequence[bool], instantiate: Sequence[bool]
+) -> tuple[Jaxpr, Jaxpr, list[bool], int]:
+    """Splits ``jaxpr`` for inputs of which those flagged in ``unknowns`` are unknown.
+
+    Returns ``(known, unknown, out_unknowns, num_residuals)``: ``known`` takes the known
+    inputs and returns the known outputs, then the residuals; ``unknown`` takes the
+    residuals, then the unknown inputs, and returns the unknown outputs; ``out_unknowns``
+    flags the outputs ``unknown`` returns (those depending on an unknown input, and those
+    flagged in ``instantiate``). A wrong flag count is a :class:`PassError`.
+    """

@@ -17,6 +17,7 @@ from ferrax import _config, _core, _ir
 from ferrax._array import type_name
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
 from ferrax._interpreters import ad
+from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
 from ferrax._runtime import DeviceArray, Executable, buffer_of, compile_stablehlo
 from ferrax._staging import trace_to_jaxpr
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
@@ -49,6 +50,8 @@ def _jit_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, jaxpr: _ir.Clos
 
 
 jit_p.def_jvp(_jit_jvp)
+# With some operands known and others not (reverse mode), the call splits in two.
+partial_eval_rules["jit"] = split_by_pass
 
 
 def eval_jaxpr(jaxpr: _ir.Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]:

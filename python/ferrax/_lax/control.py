@@ -19,6 +19,7 @@ import numpy as np
 from ferrax import _ir, dtypes
 from ferrax._core import Primitive, Tracer, aval_of, user_location
 from ferrax._interpreters import ad
+from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
 from ferrax._user_frames import in_ferrax
 from ferrax._lax._operands import scalar
 from ferrax.errors import FerraxError, TypeCheckError
@@ -737,3 +738,9 @@ def _scan_jvp(
 
 
 scan_p.def_jvp(_scan_jvp)
+
+# With some operands known and others not (reverse mode), each splits into a known and an
+# unknown equation by the Rust pass: a cond per branch with joined residuals, a scan into
+# two scans with residuals stacked, a while loop wholly unknown once any carry is.
+for _name in ("cond", "scan", "while"):
+    partial_eval_rules[_name] = split_by_pass

@@ -5,20 +5,27 @@
 //! ferrax-jaxpr fmt FILE              print in the canonical format
 //! ferrax-jaxpr dce FILE [--used 1,0] prune (all outputs used by default)
 //! ferrax-jaxpr toposort FILE         reorder equations by demand
+//! ferrax-jaxpr transpose FILE --linear 1,0
+//!                                    transpose a jaxpr linear in the flagged inputs: the
+//!                                    result takes the non-linear inputs, then one
+//!                                    cotangent per output, and returns one cotangent per
+//!                                    linear input
 //! ferrax-jaxpr lower FILE [--name m] lower to a StableHLO module
+//! ferrax-jaxpr partial-eval FILE --unknown 1,0 [--instantiate 0,1]
+//!                                    split into known and unknown jaxprs
 //! ```
 //! `FILE` may be `-` for standard input. Errors go to standard error with exit code 1
 //! (2 for bad usage).
 
 use ferrax_ir::lower::stablehlo::lower_jaxpr;
-use ferrax_ir::passes::{dce, toposort};
+use ferrax_ir::passes::{dce, partial_eval, toposort, transpose};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
 use ferrax_ir::{typecheck, AbstractValue, Jaxpr};
 use std::io::Read;
 use std::process::ExitCode;
 
-const USAGE: &str =
-    "usage: ferrax-jaxpr (check|fmt|dce|toposort|lower) FILE [--used FLAGS] [--name NAME]";
+const USAGE: &str = "usage: ferrax-jaxpr (check|fmt|dce|toposort|transpose|lower|partial-eval) \
+     FILE [--used FLAGS] [--linear FLAGS] [--name NAME] [--unknown FLAGS] [--instantiate FLAGS]";
 
 fn read(path: &str) -> Result<String, String> {
     if path == "-" {
@@ -37,18 +44,19 @@ fn types(avals: &[AbstractValue]) -> String {
     format!("({})", v.join(", "))
 }
 
-fn flags(text: &str, n: usize) -> Result<Vec<bool>, String> {
+/// Parses `1,0,...` flags given to `option`, one per input or output (`what`).
+fn flags(text: &str, n: usize, option: &str, what: &str) -> Result<Vec<bool>, String> {
     let v: Vec<bool> = text
         .split(',')
         .map(|f| match f.trim() {
             "1" | "true" => Ok(true),
             "0" | "false" => Ok(false),
-            other => Err(format!("--used takes 0/1 flags, got '{other}'")),
+            other => Err(format!("{option} takes 0/1 flags, got '{other}'")),
         })
         .collect::<Result<_, _>>()?;
     if v.len() != n {
         return Err(format!(
-            "--used has {} flags but the jaxpr has {n} outputs",
+            "{option} has {} flags but the jaxpr has {n} {what}",
             v.len()
         ));
     }
@@ -62,12 +70,18 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
         _ => return Err(usage("missing arguments")),
     };
     let mut used: Option<String> = None;
+    let mut linear: Option<String> = None;
     let mut name = "ferrax".to_owned();
+    let mut unknown: Option<String> = None;
+    let mut instantiate: Option<String> = None;
     let mut rest = args[2..].iter();
     while let Some(a) = rest.next() {
         match (a.as_str(), rest.next()) {
             ("--used", Some(v)) => used = Some(v.clone()),
+            ("--linear", Some(v)) => linear = Some(v.clone()),
             ("--name", Some(v)) => name = v.clone(),
+            ("--unknown", Some(v)) => unknown = Some(v.clone()),
+            ("--instantiate", Some(v)) => instantiate = Some(v.clone()),
             _ => return Err(usage(&format!("unexpected argument '{a}'"))),
         }
     }
@@ -82,14 +96,50 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
         "fmt" => Ok(print_jaxpr(&jaxpr)),
         "dce" => {
             let used = match used {
-                Some(u) => flags(&u, jaxpr.outvars().len()).map_err(fail)?,
+                Some(u) => flags(&u, jaxpr.outvars().len(), "--used", "outputs").map_err(fail)?,
                 None => vec![true; jaxpr.outvars().len()],
             };
             let (pruned, _) = dce(&jaxpr, &used).map_err(|e| fail(e.to_string()))?;
             Ok(print_jaxpr(&pruned))
         }
         "toposort" => Ok(print_jaxpr(&toposort(&jaxpr))),
+        "transpose" => {
+            let Some(l) = linear else {
+                return Err(usage(
+                    "transpose needs --linear FLAGS (one 0/1 flag per input)",
+                ));
+            };
+            let linear = flags(&l, jaxpr.invars().len(), "--linear", "inputs").map_err(fail)?;
+            let t = transpose(&jaxpr, &linear).map_err(|e| fail(e.to_string()))?;
+            Ok(print_jaxpr(&t))
+        }
         "lower" => lower_jaxpr(&jaxpr, &name).map_err(|e| fail(e.to_string())),
+        "partial-eval" => {
+            let Some(unknown) = unknown else {
+                return Err(usage("partial-eval needs --unknown FLAGS (one per input)"));
+            };
+            let n_out = jaxpr.outvars().len();
+            let unknowns =
+                flags(&unknown, jaxpr.invars().len(), "--unknown", "inputs").map_err(fail)?;
+            let instantiate = match instantiate {
+                Some(i) => flags(&i, n_out, "--instantiate", "outputs").map_err(fail)?,
+                None => vec![false; n_out],
+            };
+            let pe =
+                partial_eval(&jaxpr, &unknowns, &instantiate).map_err(|e| fail(e.to_string()))?;
+            let mask: Vec<&str> = pe
+                .out_unknowns
+                .iter()
+                .map(|&u| if u { "1" } else { "0" })
+                .collect();
+            Ok(format!(
+                "known:\n{}\nunknown:\n{}\nresiduals: {}\nunknown outputs: {}\n",
+                print_jaxpr(&pe.known).trim_end(),
+                print_jaxpr(&pe.unknown).trim_end(),
+                pe.num_residuals,
+                mask.join(",")
+            ))
+        }
         other => Err(usage(&format!("unknown command '{other}'"))),
     }
 }

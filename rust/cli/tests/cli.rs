@@ -78,3 +78,90 @@ fn errors_are_reported_with_exit_codes() {
     let (code, _, _) = run(&["check", "/no/such/file"], "");
     assert_eq!(code, 1);
 }
+
+#[test]
+fn partial_eval_prints_both_halves() {
+    let text = "{ lambda ; x:f32[3] y:f32[3]. let a:f32[3] = sin x; b:f32[3] = mul a y \
+                in (b, a) }";
+    let (code, out, err) = run(&["partial-eval", "-", "--unknown", "0,1"], text);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "known:\n{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b, b) }\n\
+         unknown:\n{ lambda ; a:f32[3] b:f32[3]. let c:f32[3] = mul a b in (c,) }\n\
+         residuals: 1\nunknown outputs: 1,0\n"
+    );
+
+    // Instantiated, the known output comes out of the unknown jaxpr too.
+    let (code, out, _) = run(
+        &[
+            "partial-eval",
+            "-",
+            "--unknown",
+            "0,1",
+            "--instantiate",
+            "0,1",
+        ],
+        text,
+    );
+    assert_eq!(code, 0);
+    assert!(
+        out.ends_with("residuals: 1\nunknown outputs: 1,1\n"),
+        "{out}"
+    );
+
+    let (code, _, err) = run(&["partial-eval", "-"], text);
+    assert_eq!(code, 2);
+    assert!(err.contains("--unknown"), "{err}");
+
+    let (code, _, err) = run(&["partial-eval", "-", "--unknown", "1"], text);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--unknown has 1 flags but the jaxpr has 2 inputs"),
+        "{err}"
+    );
+
+    let (code, _, err) = run(
+        &[
+            "partial-eval",
+            "-",
+            "--unknown",
+            "1,0",
+            "--instantiate",
+            "1,x",
+        ],
+        text,
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("--instantiate takes 0/1 flags"), "{err}");
+}
+
+#[test]
+fn transpose_prints_the_transposed_jaxpr() {
+    // f(x, t) = x * t + t, linear in t: its transpose maps ct to ct * x + ct.
+    let text = "{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] = mul x t; b:f32[3] = add a t in (b,) }";
+    let (code, out, err) = run(&["transpose", "-", "--linear", "0,1"], text);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "{ lambda ; a:f32[3] b:f32[3]. let\n    c:f32[3] = mul b a\n    d:f32[3] = add_any b c\n  in (d,) }\n"
+    );
+    // The output reads back (and typechecks).
+    let (code, out2, _) = run(&["check", "-"], &out);
+    assert_eq!(code, 0);
+    assert_eq!(out2, "ok: (f32[3], f32[3]) -> (f32[3])\n");
+
+    // Bad flags and non-linear uses are errors.
+    let (code, _, err) = run(&["transpose", "-", "--linear", "1"], text);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--linear has 1 flags but the jaxpr has 2 inputs"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["transpose", "-", "--linear", "1,1"], text);
+    assert_eq!(code, 1);
+    assert!(err.contains("equation 0 (mul) is not linear"), "{err}");
+    let (code, _, err) = run(&["transpose", "-"], text);
+    assert_eq!(code, 2);
+    assert!(err.contains("--linear") && err.contains("usage:"), "{err}");
+}

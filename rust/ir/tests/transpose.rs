@@ -796,15 +796,16 @@ fn primitives_without_a_rule_are_errors() {
     let msg = e.to_string();
     assert!(msg.contains("slice") && msg.contains("equation 0"), "{msg}");
     let e = err(
-        "{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] = neg x; \
-         b:f32[3] = jit[jaxpr={ lambda ; c:f32[3]. let d:f32[3] = neg c in (d,) } name=f] t \
-         in (b,) }",
-        &[false, true],
+        "{ lambda ; x:f32[3] a:f32[4,3] b:i32[2,1] c:f32[2,3]. let y:f32[3] = neg x; \
+         d:f32[4,3] = scatter[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(1,), \
+         inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), operand_batching_dims=(), \
+         scatter_indices_batching_dims=()) mode=GatherScatterMode.FILL_OR_DROP] a b c in (d,) }",
+        &[false, true, false, true],
     );
     assert_eq!(
         e,
         PassError::NoTransposeRule {
-            primitive: "jit".to_owned(),
+            primitive: "scatter".to_owned(),
             eqn: 1
         }
     );
@@ -896,4 +897,351 @@ fn extension_primitives_have_no_rule_yet() {
     // Applied to non-linear values only, it is copied forward.
     let tj = transpose(&j, &[false]).unwrap();
     assert_eq!(prims(&tj), vec!["neg", "test_ext"]);
+}
+
+// ----- Higher-order primitives -----
+
+/// `(text, linear flags)` of linear jaxprs with `jit`, `cond` and `scan`.
+const HIGHER_ORDER: &[(&str, &[bool])] = &[
+    // jit: one output has no cotangent use downstream (zeros go in), one operand is
+    // non-linear, one linear operand is passed twice.
+    (
+        "{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] b:f32[3] c:f32[3] = jit[jaxpr={ lambda ; \
+         c:f32[3] d:f32[3] e:f32[3]. let f:f32[3] = mul c d; g:f32[3] = neg e; h:f32[3] = add d e \
+         in (f, g, h) } name=f] x t t; i:f32[3] = add a c in (i,) }",
+        &[false, true],
+    ),
+    // jit in jit.
+    (
+        "{ lambda ; x:f32[2,3] t:f32[2,3]. let a:f32[3] = jit[jaxpr={ lambda ; c:f32[2,3] \
+         d:f32[2,3]. let e:f32[2,3] = jit[jaxpr={ lambda ; f:f32[2,3] g:f32[2,3]. let \
+         h:f32[2,3] = div g f in (h,) } name=inner] c d; i:f32[3] = reduce_sum[axes=(0,)] e \
+         in (i,) } name=outer] x t in (a,) }",
+        &[false, true],
+    ),
+    // cond: branch 0 does not use u (its cotangent is zeros there); the index and x are
+    // non-linear.
+    (
+        "{ lambda ; p:i32[] x:f32[3] t:f32[3] u:f32[3]. let a:f32[3] b:f32[3] = cond[branches=(\
+         { lambda ; c:f32[3] d:f32[3] e:f32[3]. let f:f32[3] = mul c d in (f, d) } \
+         { lambda ; g:f32[3] h:f32[3] i:f32[3]. let j:f32[3] = neg i; k:f32[3] = add h i \
+         in (j, k) })] p x t u in (a, b) }",
+        &[false, false, true, true],
+    ),
+    // cond with three branches, one returning its operand unchanged.
+    (
+        "{ lambda ; p:i32[] t:f32[2]. let a:f32[2] = cond[branches=(\
+         { lambda ; c:f32[2]. let d:f32[2] = neg c in (d,) } \
+         { lambda ; e:f32[2]. let  in (e,) } \
+         { lambda ; f:f32[2]. let g:f32[2] = mul f 3.0:f32[] in (g,) })] p t in (a,) }",
+        &[false, true],
+    ),
+    // scan: a non-linear const w, a linear const k, a linear carry, linear xs and
+    // non-linear xs r.
+    (
+        "{ lambda ; w:f32[3] k:f32[3] c0:f32[3] xs:f32[4,3] rs:f32[4,3]. let \
+         cf:f32[3] ys:f32[4,3] = scan[jaxpr={ lambda ; a:f32[3] b:f32[3] c:f32[3] x:f32[3] \
+         r:f32[3]. let d:f32[3] = mul a c; e:f32[3] = add d x; f:f32[3] = add e b; \
+         g:f32[3] = mul r f in (f, g) } length=4 linear=(False, False, False, False, False) \
+         num_carry=1 num_consts=2 reverse=False unroll=1 _split_transpose=False] w k c0 xs rs \
+         in (cf, ys) }",
+        &[false, true, true, true, false],
+    ),
+    // The same in reverse, with the carry's final value unused.
+    (
+        "{ lambda ; w:f32[3] k:f32[3] c0:f32[3] xs:f32[4,3] rs:f32[4,3]. let \
+         cf:f32[3] ys:f32[4,3] = scan[jaxpr={ lambda ; a:f32[3] b:f32[3] c:f32[3] x:f32[3] \
+         r:f32[3]. let d:f32[3] = mul a c; e:f32[3] = add d x; f:f32[3] = add e b; \
+         g:f32[3] = mul r f in (f, g) } length=4 num_carry=1 num_consts=2 reverse=True \
+         unroll=1] w k c0 xs rs in (ys,) }",
+        &[false, true, true, true, false],
+    ),
+    // Two carries that swap (with a scale), no xs, no ys; an RNN-like step with a matrix.
+    (
+        "{ lambda ; m:f32[2,2] h0:f32[2] g0:f32[2]. let h:f32[2] g:f32[2] = scan[jaxpr={ lambda ; \
+         a:f32[2,2] b:f32[2] c:f32[2]. let d:f32[2] = dot_general[dimension_numbers=(([1], [0]), \
+         ([], []))] a b; e:f32[2] = mul c 0.5:f32[] in (e, d) } length=3 num_carry=2 \
+         num_consts=1 reverse=False unroll=1] m h0 g0 in (h, g) }",
+        &[false, true, true],
+    ),
+    // A linear xs only (a cumulative sum), and zero-length scans.
+    (
+        "{ lambda ; c0:f32[] xs:f32[5]. let c:f32[] ys:f32[5] = scan[jaxpr={ lambda ; a:f32[] \
+         b:f32[]. let d:f32[] = add a b in (d, d) } length=5 num_carry=1 num_consts=0 \
+         reverse=False unroll=1] c0 xs in (c, ys) }",
+        &[true, true],
+    ),
+    (
+        "{ lambda ; c0:f32[] xs:f32[0]. let c:f32[] ys:f32[0] = scan[jaxpr={ lambda ; a:f32[] \
+         b:f32[]. let d:f32[] = add a b in (d, d) } length=0 num_carry=1 num_consts=0 \
+         reverse=False unroll=1] c0 xs in (c, ys) }",
+        &[true, true],
+    ),
+    // scan in cond in jit, with a non-linear value computed forward inside.
+    (
+        "{ lambda ; p:i32[] x:f32[3] t:f32[3]. let a:f32[3] = jit[jaxpr={ lambda ; q:i32[] \
+         y:f32[3] u:f32[3]. let b:f32[3] = cond[branches=(\
+         { lambda ; c:f32[3] d:f32[3]. let e:f32[3] = neg d in (e,) } \
+         { lambda ; f:f32[3] g:f32[3]. let h:f32[3] = sin f; i:f32[3] j:f32[2,3] = scan[\
+         jaxpr={ lambda ; k:f32[3] l:f32[3]. let m:f32[3] = mul k l in (m, l) } length=2 \
+         num_carry=1 num_consts=1 reverse=False unroll=1] h g in (i,) })] q y u in (b,) } \
+         name=f] p x t in (a,) }",
+        &[false, false, true],
+    ),
+];
+
+#[test]
+fn higher_order_rules_pass_the_dot_product_test() {
+    for (k, &(text, linear)) in HIGHER_ORDER.iter().enumerate() {
+        let j = parse(text);
+        let tj = dot_test(&j, linear, 300 + k as u64);
+        // The transposed jaxpr reads back as itself.
+        let printed = ferrax_ir::text::print_jaxpr(&tj);
+        assert_eq!(
+            ferrax_ir::text::print_jaxpr(&parse(&printed)),
+            printed,
+            "{printed}"
+        );
+    }
+}
+
+#[test]
+fn transposed_control_flow_keeps_its_shape() {
+    // jit stays a jit of the transposed jaxpr (its name kept).
+    let tj = transpose(&parse(HIGHER_ORDER[0].0), HIGHER_ORDER[0].1).unwrap();
+    // (Zeros for the output nobody uses.)
+    assert_eq!(prims(&tj), vec!["broadcast_in_dim", "jit", "add_any"]);
+    let p = tj.eqns()[1].params();
+    assert_eq!(p.get("name"), Some(&Param::Str("f".into())));
+    // cond stays a cond with as many branches, returning one cotangent per linear operand.
+    let tj = transpose(&parse(HIGHER_ORDER[2].0), HIGHER_ORDER[2].1).unwrap();
+    assert_eq!(prims(&tj), vec!["cond"]);
+    let Some(Param::Jaxprs(brs)) = tj.eqns()[0].params().get("branches") else {
+        panic!("{tj}");
+    };
+    assert_eq!(brs.len(), 2);
+    assert_eq!(tj.eqns()[0].outvars().len(), 2);
+    // scan runs the other way, the linear const's cotangent a carry.
+    let tj = transpose(&parse(HIGHER_ORDER[4].0), HIGHER_ORDER[4].1).unwrap();
+    assert_eq!(prims(&tj), vec!["broadcast_in_dim", "scan"]);
+    let p = tj.eqns()[1].params();
+    assert_eq!(p.get("reverse"), Some(&Param::Bool(true)));
+    assert_eq!(p.get("num_consts"), Some(&Param::Int(1)));
+    assert_eq!(p.get("num_carry"), Some(&Param::Int(2)));
+    assert_eq!(p.get("length"), Some(&Param::Int(4)));
+    let tj = transpose(&parse(HIGHER_ORDER[5].0), HIGHER_ORDER[5].1).unwrap();
+    let scan = tj.eqns().iter().find(|e| e.primitive().name() == "scan");
+    assert_eq!(
+        scan.unwrap().params().get("reverse"),
+        Some(&Param::Bool(false))
+    );
+}
+
+#[test]
+fn shared_sub_jaxprs_are_transposed_once() {
+    // Two jit equations (and a cond's two branches) share one jaxpr.
+    let mut ib = JaxprBuilder::new();
+    let a = ib.add_invar(f32s(&[3]));
+    let n = op(&mut ib, Builtin::Neg, &[v(a)]);
+    let inner = close(ib.build(vec![v(n)]).unwrap());
+    let call = Params::new([
+        ("jaxpr", Param::Jaxpr(inner.clone())),
+        ("name", Param::Str("f".into())),
+    ]);
+    let mut b = JaxprBuilder::new();
+    let p = b.add_invar(i32s(&[]));
+    let t = b.add_invar(f32s(&[3]));
+    let x = op_p(&mut b, Builtin::Jit, &[v(t)], call.clone())[0];
+    let y = op_p(&mut b, Builtin::Jit, &[v(x)], call)[0];
+    let branches = Param::Jaxprs(Arc::new(vec![inner.clone(), inner]));
+    let z = op_p(
+        &mut b,
+        Builtin::Cond,
+        &[v(p), v(y)],
+        Params::new([("branches", branches)]),
+    )[0];
+    let j = b.build(vec![v(z)]).unwrap();
+    let tj = dot_test(&j, &[false, true], 11);
+    let subs: Vec<&Arc<Jaxpr>> = tj
+        .eqns()
+        .iter()
+        .flat_map(|e| e.sub_jaxprs())
+        .map(|cj| cj.jaxpr())
+        .collect();
+    assert_eq!(subs.len(), 4, "{tj}");
+    for s in &subs[1..] {
+        assert!(Arc::ptr_eq(subs[0], s), "{tj}");
+    }
+}
+
+#[test]
+fn deep_nests_transpose_without_recursion() {
+    let depth = 20_000;
+    let mut inner: Option<ferrax_ir::ClosedJaxpr> = None;
+    for _ in 0..depth {
+        let mut b = JaxprBuilder::new();
+        let x = b.add_invar(f32s(&[2]));
+        let mut y = op(&mut b, Builtin::Neg, &[v(x)]);
+        if let Some(j) = inner.take() {
+            y = op_p(
+                &mut b,
+                Builtin::Jit,
+                &[v(y)],
+                Params::new([("jaxpr", Param::Jaxpr(j)), ("name", Param::Str("f".into()))]),
+            )[0];
+        }
+        inner = Some(close(b.build(vec![v(y)]).unwrap()));
+    }
+    let j = inner.unwrap();
+    let tj = transpose(j.jaxpr(), &[true]).unwrap();
+    // Walk down the transposed nest: a jit, then a neg, at every level but the last.
+    let mut level: Arc<Jaxpr> = Arc::new(tj);
+    for d in 0..depth {
+        let names = prims(&level);
+        if d + 1 == depth {
+            assert_eq!(names, vec!["neg"]);
+            break;
+        }
+        assert_eq!(names, vec!["jit", "neg"], "level {d}");
+        let Some(Param::Jaxpr(next)) = level.eqns()[0].params().get("jaxpr") else {
+            panic!("level {d}");
+        };
+        level = next.jaxpr().clone();
+    }
+}
+
+/// Puts a random chain inside a `jit`, a `cond` (both branches the chain) or a `scan`
+/// (its linear inputs scanned over, its non-linear ones consts).
+fn wrapped(j: Jaxpr, linear: &[bool], kind: u64) -> (Jaxpr, Vec<bool>) {
+    let avals = j.in_avals();
+    let inner = close(j);
+    let mut b = JaxprBuilder::new();
+    let mut flags = Vec::new();
+    let outs = match kind {
+        0 => {
+            let args: Vec<Atom> = avals.into_iter().map(|a| v(b.add_invar(a))).collect();
+            flags.extend_from_slice(linear);
+            let p = Params::new([
+                ("jaxpr", Param::Jaxpr(inner)),
+                ("name", Param::Str("chain".into())),
+            ]);
+            op_p(&mut b, Builtin::Jit, &args, p)
+        }
+        1 => {
+            let mut args = vec![v(b.add_invar(i32s(&[])))];
+            flags.push(false);
+            args.extend(avals.into_iter().map(|a| v(b.add_invar(a))));
+            flags.extend_from_slice(linear);
+            let branches = Param::Jaxprs(Arc::new(vec![inner.clone(), inner]));
+            op_p(
+                &mut b,
+                Builtin::Cond,
+                &args,
+                Params::new([("branches", branches)]),
+            )
+        }
+        _ => {
+            // The body takes the chain's inputs in their order: non-linear ones as consts
+            // need them first, so the body is the chain with its inputs permuted.
+            let order: Vec<usize> = (0..avals.len())
+                .filter(|&k| !linear[k])
+                .chain((0..avals.len()).filter(|&k| linear[k]))
+                .collect();
+            let mut bb = JaxprBuilder::new();
+            let mut slot: Vec<Option<Atom>> = vec![None; avals.len()];
+            for &k in &order {
+                slot[k] = Some(v(bb.add_invar(avals[k].clone())));
+            }
+            let args: Vec<Atom> = slot.into_iter().map(Option::unwrap).collect();
+            let p = Params::new([
+                ("jaxpr", Param::Jaxpr(inner)),
+                ("name", Param::Str("chain".into())),
+            ]);
+            let o = op_p(&mut bb, Builtin::Jit, &args, p);
+            let body = close(bb.build(o.into_iter().map(v).collect()).unwrap());
+            let mut ops = Vec::new();
+            for &k in &order {
+                let a = &avals[k];
+                if linear[k] {
+                    let mut dims = vec![2i64];
+                    dims.extend(a.shape.dims());
+                    let stacked = AbstractValue::new(Shape::new(&dims).unwrap(), a.dtype);
+                    ops.push(v(b.add_invar(stacked)));
+                } else {
+                    ops.push(v(b.add_invar(a.clone())));
+                }
+                flags.push(linear[k]);
+            }
+            let nc = linear.iter().filter(|&&l| !l).count() as i64;
+            let p = Params::new([
+                ("jaxpr", Param::Jaxpr(body)),
+                ("length", Param::Int(2)),
+                ("reverse", Param::Bool(kind == 3)),
+                ("num_consts", Param::Int(nc)),
+                ("num_carry", Param::Int(0)),
+            ]);
+            op_p(&mut b, Builtin::Scan, &ops, p)
+        }
+    };
+    (b.build(outs.into_iter().map(v).collect()).unwrap(), flags)
+}
+
+#[test]
+fn random_chains_in_control_flow_pass_the_dot_product_test() {
+    for seed in 0..40 {
+        let (j, linear) = random_chain(seed, 3 + (seed as usize % 7));
+        let (w, flags) = wrapped(j, &linear, seed % 4);
+        dot_test(&w, &flags, 2000 + seed);
+    }
+}
+
+#[test]
+fn while_loops_are_refused_with_advice() {
+    let text = "{ lambda ; x:f32[3] t:f32[3]. let n:f32[3] = neg x; a:i32[] b:f32[3] = while[\
+                body_jaxpr={ lambda ; c:i32[] d:f32[3]. let e:i32[] = add c 1:i32[]; \
+                f:f32[3] = neg d in (e, f) } body_nconsts=0 \
+                cond_jaxpr={ lambda ; g:i32[] h:f32[3]. let i:bool[] = lt g 3:i32[] in (i,) } \
+                cond_nconsts=0] 0:i32[] t in (b,) }";
+    let e = err(text, &[false, true]);
+    assert_eq!(e, PassError::WhileLoop { eqn: 1 });
+    let msg = e.to_string();
+    for part in [
+        "equation 1 (while)",
+        "while loop is not supported",
+        "scan",
+        "fori_loop",
+    ] {
+        assert!(msg.contains(part), "{msg}");
+    }
+    // A while loop over non-linear values only is copied forward.
+    let tj = transpose(&parse(text), &[true, false]).unwrap();
+    assert!(prims(&tj).contains(&"while"), "{tj}");
+}
+
+#[test]
+fn control_flow_errors_name_the_equation() {
+    // A linear cond index.
+    let text = "{ lambda ; t:i32[] u:f32[3]. let a:f32[3] = cond[branches=(\
+                { lambda ; c:f32[3]. let  in (c,) } { lambda ; d:f32[3]. let  in (d,) })] t u \
+                in (a,) }";
+    assert_eq!(
+        err(text, &[true, true]),
+        PassError::NonLinearUse {
+            primitive: "cond".to_owned(),
+            eqn: 0,
+            operand: 0
+        }
+    );
+    // A non-linear use inside a scan body (the carry used as a divisor).
+    let text = "{ lambda ; c0:f32[] xs:f32[3]. let c:f32[] = scan[jaxpr={ lambda ; a:f32[] \
+                b:f32[]. let d:f32[] = div b a in (d,) } length=3 num_carry=1 num_consts=0 \
+                reverse=False unroll=1] c0 xs in (c,) }";
+    assert_eq!(
+        err(text, &[true, false]),
+        PassError::NonLinearUse {
+            primitive: "div".to_owned(),
+            eqn: 0,
+            operand: 1
+        }
+    );
 }

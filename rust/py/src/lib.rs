@@ -38,6 +38,7 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(passes::lower_to_stablehlo, m)?)?;
     m.add_function(wrap_pyfunction!(passes::consts_to_invars, m)?)?;
     m.add_function(wrap_pyfunction!(passes::cost_analysis, m)?)?;
+    m.add_function(wrap_pyfunction!(passes::partial_eval, m)?)?;
     m.add_function(wrap_pyfunction!(testing::random_jaxpr, m)?)?;
     m.add_function(wrap_pyfunction!(testing::reference_eval, m)?)?;
     Ok(())

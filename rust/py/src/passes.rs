@@ -137,3 +137,26 @@ pub fn cost_analysis<'py>(
     d.set_item("while_loops", c.while_loops)?;
     Ok(d)
 }
+
+/// Partial evaluation: splits a jaxpr for inputs of which those flagged in `unknowns`
+/// (one flag per input; constvars are known) are not known yet. Returns `(known, unknown,
+/// out_unknowns, num_residuals)`: `known` takes the known inputs and returns the known
+/// outputs then the residuals; `unknown` takes the residuals then the unknown inputs and
+/// returns the unknown outputs; `out_unknowns` flags the outputs `unknown` returns (those
+/// depending on an unknown input, and those flagged in `instantiate`, one flag per
+/// output). A wrong number of flags is a `PassError`.
+#[pyfunction]
+#[pyo3(signature = (jaxpr, unknowns, instantiate))]
+pub fn partial_eval(
+    jaxpr: PyRef<'_, Jaxpr>,
+    unknowns: Vec<bool>,
+    instantiate: Vec<bool>,
+) -> Result<(Jaxpr, Jaxpr, Vec<bool>, usize)> {
+    let pe = ferrax_ir::passes::partial_eval(&jaxpr.inner, &unknowns, &instantiate)?;
+    Ok((
+        Jaxpr::new(Arc::new(pe.known)),
+        Jaxpr::new(Arc::new(pe.unknown)),
+        pe.out_unknowns,
+        pe.num_residuals,
+    ))
+}

@@ -3,9 +3,11 @@
 //!
 //! Usage: `ferrax-bench-ir [--sizes 1000,10000,100000,1000000] [--reps N]`.
 
-use ferrax_ir::passes::{dce, toposort};
+use ferrax_ir::passes::{dce, partial_eval, toposort};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
-use ferrax_ir::{gen, typecheck, Jaxpr};
+use ferrax_ir::{
+    gen, typecheck, Atom, Builtin, DType, Jaxpr, JaxprBuilder, LitValue, Literal, Params,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -39,6 +41,48 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
+
+/// The shape of the JVP of the chain: primal `x` and tangent `t` over `f32[size]`, each
+/// step `x = sin(x) * 1.5 + x` and `t = t * cos(x) * 1.5 + t` (7 equations), then the
+/// sums of both. Partially evaluated with `t` unknown, the primal half is known.
+fn jvp_chain(steps: usize, size: i64) -> Jaxpr {
+    let mut b = JaxprBuilder::new();
+    let aval = ferrax_ir::AbstractValue::new(
+        ferrax_ir::Shape::new(&[size]).expect("a valid shape"),
+        DType::F32,
+    );
+    let mut x = Atom::Var(b.add_invar(aval.clone()));
+    let mut t = Atom::Var(b.add_invar(aval));
+    let op = |b: &mut JaxprBuilder, p: Builtin, ins: Vec<Atom>| {
+        Atom::Var(
+            b.add_eqn(p.into(), ins, Params::empty())
+                .expect("well typed")[0],
+        )
+    };
+    for _ in 0..steps {
+        let k = b.literal(Literal {
+            value: LitValue::Float(1.5),
+            dtype: DType::F32,
+            weak_type: false,
+        });
+        let s = op(&mut b, Builtin::Sin, vec![x]);
+        let c = op(&mut b, Builtin::Cos, vec![x]);
+        let m = op(&mut b, Builtin::Mul, vec![s, k]);
+        let tc = op(&mut b, Builtin::Mul, vec![t, c]);
+        let tm = op(&mut b, Builtin::Mul, vec![tc, k]);
+        x = op(&mut b, Builtin::Add, vec![m, x]);
+        t = op(&mut b, Builtin::Add, vec![tm, t]);
+    }
+    let axes = Params::new([("axes", ferrax_ir::Param::ints(&[0]))]);
+    let sx = b
+        .add_eqn(Builtin::ReduceSum.into(), vec![x], axes.clone())
+        .expect("sum")[0];
+    let st = b
+        .add_eqn(Builtin::ReduceSum.into(), vec![t], axes)
+        .expect("sum")[0];
+    b.build(vec![Atom::Var(sx), Atom::Var(st)])
+        .expect("well typed")
+}
 
 fn median_and_spread(mut xs: Vec<f64>) -> (f64, f64, f64) {
     xs.sort_by(f64::total_cmp);
@@ -114,5 +158,11 @@ fn main() {
         }
         report("dce", eqns, time(reps, || dce(&j, &[true])));
         report("toposort", eqns, time(reps, || toposort(&j)));
+        let jvp = jvp_chain((target / 7).max(1), 128);
+        report(
+            "partial_eval",
+            jvp.eqns().len(),
+            time(reps, || partial_eval(&jvp, &[false, true], &[false, false])),
+        );
     }
 }

@@ -146,7 +146,7 @@ fn reclose(pruned: Jaxpr, like: &ClosedJaxpr) -> ClosedJaxpr {
 
 /// Gives a pruned jaxpr back some inputs: `had` says which original inputs it kept, `want`
 /// which it must take (a superset); the others come back as unused inputs.
-fn widen(pruned: Jaxpr, had: &[bool], want: &[bool], orig: &[AbstractValue]) -> Jaxpr {
+pub(super) fn widen(pruned: Jaxpr, had: &[bool], want: &[bool], orig: &[AbstractValue]) -> Jaxpr {
     if had == want {
         return pruned;
     }

@@ -4,6 +4,7 @@
 pub mod closure;
 pub mod cost;
 pub mod dce;
+pub mod partial_eval;
 mod rebuild;
 pub mod toposort;
 pub mod transpose;
@@ -11,6 +12,7 @@ pub mod transpose;
 pub use closure::consts_to_invars;
 pub use cost::{cost, Cost};
 pub use dce::dce;
+pub use partial_eval::{partial_eval, PartialEval};
 pub use toposort::toposort;
 pub use transpose::transpose;
 
@@ -43,6 +45,12 @@ pub enum PassError {
     NoTransposeRule {
         /// The primitive.
         primitive: String,
+        /// The equation's index.
+        eqn: usize,
+    },
+    /// [`transpose()`]: a `while` loop carries a linear value. Its trip count depends on
+    /// data, so reverse mode would need every iteration's values: not supported.
+    WhileLoop {
         /// The equation's index.
         eqn: usize,
     },
@@ -79,6 +87,12 @@ impl fmt::Display for PassError {
                 f,
                 "equation {eqn} ({primitive}) is linear in an operand, but {primitive} \
                  has no transpose rule yet"
+            ),
+            PassError::WhileLoop { eqn } => write!(
+                f,
+                "equation {eqn} (while) carries a linear value: reverse-mode \
+                 differentiation of a while loop is not supported; use scan, or fori_loop \
+                 with static (Python int) bounds, which becomes a scan"
             ),
             PassError::IllTyped {
                 eqn: Some(eqn),

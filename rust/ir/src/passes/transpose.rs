@@ -11,6 +11,24 @@
 //! 2. backwards over the linear equations, each turning the cotangent of its output into
 //!    cotangents of its linear operands.
 //!
+//! `jit`, `cond` and `scan` transpose their sub-jaxprs with the same pass. Each jaxpr
+//! being transposed is a frame of an explicit stack: a frame that meets such an equation
+//! in its backward sweep asks for the sub-jaxpr's transpose and resumes with it, so
+//! nesting depth costs heap, not stack. A sub-jaxpr shared by several equations (with the
+//! same linear flags) is transposed once and the result shared.
+//!
+//! - `jit` stays a `jit` of the transposed jaxpr: it takes the non-linear operands and
+//!   the outputs' cotangents and returns the linear operands' cotangents.
+//! - `cond` (with a non-linear index) stays a `cond` of the transposed branches; each
+//!   returns a cotangent (zeros if it has none) for every linear operand.
+//! - `scan` becomes a scan in the other direction (JAX's `_scan_transpose`): its consts
+//!   are the non-linear consts, its carry the linear consts' cotangents (accumulated from
+//!   zeros with `add_any`) and the carry's cotangents, its xs the ys' cotangents and the
+//!   non-linear xs; it returns the linear xs' cotangents as ys. Every carried value is
+//!   taken as linear (a non-linear one, such as a counter used as an index, is refused
+//!   where it is used).
+//! - `while` is refused ([`PassError::WhileLoop`]): its trip count depends on data.
+//!
 //! Cotangents are accumulated per variable: the first contribution is kept as it is and
 //! each further one (a value used more than once) is added with `add_any`, as JAX does.
 //! A variable that receives no cotangent is a symbolic zero: its equation
@@ -24,11 +42,12 @@ use super::PassError;
 use crate::aval::AbstractValue;
 use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
-use crate::jaxpr::{Atom, Eqn, Jaxpr, LitValue, Literal, VarId};
+use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
     DotDimensionNumbers, GatherDimensionNumbers, Param, Params, ScatterDimensionNumbers,
 };
 use crate::primitive::{Builtin, Primitive};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Transposes `jaxpr`, which is linear in the inputs flagged in `linear` (one flag per
@@ -44,16 +63,19 @@ use std::sync::Arc;
 /// `broadcast_in_dim`, `reshape`, `transpose`, `squeeze`, `expand_dims`, `select_n` with
 /// a non-linear predicate, `dot_general` with one linear operand, `rev`, `concatenate`,
 /// `slice` (unit strides), `dynamic_slice` and `dynamic_update_slice`, `gather` (to
-/// `scatter-add`) and `scatter-add` (non-linear indices); the implicit
-/// broadcasting of a binary operand (rank 0, or size-1 dimensions) is summed back.
+/// `scatter-add`) and `scatter-add` (non-linear indices), `jit`, `cond` (non-linear
+/// index) and `scan` (a scan in the other direction); the implicit broadcasting of a
+/// binary operand (rank 0, or size-1 dimensions) is summed back. Output cotangents that
+/// a higher-order equation needs but nobody gives are zeros.
 ///
 /// # Errors
 /// [`PassError::FlagCount`] if `linear` has not one flag per input;
 /// [`PassError::NonLinearUse`] if a linear value is used non-linearly (`sin` of it, the
 /// product of two linear values, a linear divisor or predicate);
 /// [`PassError::NoTransposeRule`] for a primitive linear in an operand that has no rule
-/// yet (plain `scatter`, a strided `slice`, `jit`, `cond`, `while`, `scan`, and extension
-/// primitives).
+/// yet (plain `scatter`, a strided `slice`, and extension primitives);
+/// [`PassError::WhileLoop`] for a `while` loop with a linear operand. Errors inside a
+/// sub-jaxpr name the equation of the sub-jaxpr.
 ///
 /// # Example
 /// ```
@@ -71,90 +93,60 @@ use std::sync::Arc;
 /// assert_eq!(tj.out_avals(), j.in_avals()[1..].to_vec());
 /// ```
 pub fn transpose(jaxpr: &Jaxpr, linear: &[bool]) -> Result<Jaxpr, PassError> {
-    let invars = jaxpr.invars();
-    if linear.len() != invars.len() {
+    if linear.len() != jaxpr.invars().len() {
         return Err(PassError::FlagCount {
             what: "linear",
-            expected: invars.len(),
+            expected: jaxpr.invars().len(),
             got: linear.len(),
         });
     }
-    let mut t = Transposer {
-        src: jaxpr,
-        out: JaxprBuilder::new(),
-        is_lin: vec![false; jaxpr.num_vars()],
-        fwd: vec![None; jaxpr.num_vars()],
-        ct: vec![None; jaxpr.num_vars()],
-    };
-    for &c in jaxpr.constvars() {
-        let nv = t.out.add_constvar(jaxpr.var_aval(c).clone());
-        t.fwd[c.index()] = Some(nv);
-    }
-    for (&v, &lin) in invars.iter().zip(linear) {
-        if lin {
-            t.is_lin[v.index()] = true;
-        } else {
-            let nv = t.out.add_invar(jaxpr.var_aval(v).clone());
-            t.fwd[v.index()] = Some(nv);
-        }
-    }
-    let ct_ins: Vec<VarId> = jaxpr
-        .out_avals()
-        .into_iter()
-        .map(|av| t.out.add_invar(av))
-        .collect();
-
-    // Forward sweep: copy non-linear equations, check linear ones.
-    let mut linear_eqns: Vec<usize> = Vec::new();
-    for (i, e) in jaxpr.eqns().iter().enumerate() {
-        let lin_ops: Vec<bool> = e.inputs().iter().map(|&a| t.atom_is_lin(a)).collect();
-        if lin_ops.iter().any(|&l| l) {
-            check_linear(jaxpr, i, e, &lin_ops)?;
-            for &o in e.outvars() {
-                t.is_lin[o.index()] = true;
-            }
-            linear_eqns.push(i);
-        } else {
-            let inputs: Vec<Atom> = e.inputs().iter().map(|&a| t.fwd_atom(a)).collect();
-            let outs = t.emit(i, e.primitive().clone(), inputs, e.params().clone())?;
-            for (&o, n) in e.outvars().iter().zip(outs) {
-                t.fwd[o.index()] = Some(n);
-            }
-        }
-    }
-
-    // Backward sweep.
-    for (&o, &g) in jaxpr.outvars().iter().zip(&ct_ins) {
-        if let Atom::Var(v) = o {
-            if t.is_lin[v.index()] {
-                t.accumulate(NO_EQN, v, g)?;
-            }
-        }
-    }
-    for &i in linear_eqns.iter().rev() {
-        let e = &jaxpr.eqns()[i];
-        let out = e.outvars()[0];
-        let Some(g) = t.ct[out.index()] else {
-            continue;
+    // One frame per jaxpr being transposed; a frame that meets a `jit`, `cond` or `scan`
+    // asks for its sub-jaxprs and resumes with their transposes, so nesting depth costs
+    // heap, not stack. A sub-jaxpr shared by several equations (with the same linear
+    // flags) is transposed once.
+    let mut memo: HashMap<(*const Jaxpr, Vec<bool>), Arc<Jaxpr>> = HashMap::new();
+    let mut stack = vec![Transposer::start(jaxpr, linear.to_vec())?];
+    let mut child: Option<Arc<Jaxpr>> = None;
+    loop {
+        let Some(top) = stack.last_mut() else {
+            unreachable!("the stack holds the top frame until it returns");
         };
-        t.transpose_eqn(i, e, g)?;
-    }
-
-    let mut outs: Vec<Atom> = Vec::new();
-    for (&v, &lin) in invars.iter().zip(linear) {
-        if !lin {
-            continue;
+        match top.step(child.take())? {
+            Step::Need(sub, flags) => {
+                let key = (sub as *const Jaxpr, flags);
+                match memo.get(&key) {
+                    Some(done) => child = Some(done.clone()),
+                    None => stack.push(Transposer::start(sub, key.1)?),
+                }
+            }
+            Step::Done(result) => {
+                let Some(frame) = stack.pop() else {
+                    unreachable!("a frame returned");
+                };
+                if stack.is_empty() {
+                    return Ok(result);
+                }
+                let result = Arc::new(result);
+                memo.insert((frame.src as *const Jaxpr, frame.linear), result.clone());
+                child = Some(result);
+            }
         }
-        let g = match t.ct[v.index()] {
-            Some(g) => g,
-            None => t.zeros(NO_EQN, jaxpr.var_aval(v))?,
-        };
-        outs.push(Atom::Var(g));
     }
-    t.out.build(outs).map_err(|e| PassError::IllTyped {
-        eqn: None,
-        message: e.to_string(),
-    })
+}
+
+/// What a frame asks of the driver.
+enum Step<'a> {
+    /// Transpose this sub-jaxpr with these linear flags, then resume me with the result.
+    Need(&'a Jaxpr, Vec<bool>),
+    /// This frame's transposed jaxpr.
+    Done(Jaxpr),
+}
+
+/// A higher-order equation waiting for the transposes of its sub-jaxprs.
+enum Pending {
+    Jit { eqn: usize },
+    Cond { eqn: usize, done: Vec<Arc<Jaxpr>> },
+    Scan { eqn: usize },
 }
 
 /// The equation index of what the pass emits for no source equation (the outputs'
@@ -164,7 +156,7 @@ const NO_EQN: usize = usize::MAX;
 /// Primitives linear in some operand whose transpose rule is not written yet.
 fn is_linear_without_rule(p: Builtin) -> bool {
     use Builtin::*;
-    matches!(p, Scatter | Jit | Cond | While | Scan)
+    matches!(p, Scatter)
 }
 
 /// Checks that equation `index` is linear in its linear operands and has a rule.
@@ -195,6 +187,10 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
             }
             _ => Ok(()),
         },
+        Jit | Scan => Ok(()),
+        Cond if lin_ops[0] => Err(non_linear(0)),
+        Cond => Ok(()),
+        While => Err(PassError::WhileLoop { eqn: index }),
         Gather | ScatterAdd if lin_ops[1] => Err(non_linear(1)),
         Gather | ScatterAdd => Ok(()),
         DynamicSlice | DynamicUpdateSlice => {
@@ -251,6 +247,8 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
 
 struct Transposer<'a> {
     src: &'a Jaxpr,
+    /// The linear flag of each input of `src`.
+    linear: Vec<bool>,
     out: JaxprBuilder,
     /// Per source variable: depends on a linear input.
     is_lin: Vec<bool>,
@@ -258,6 +256,12 @@ struct Transposer<'a> {
     fwd: Vec<Option<VarId>>,
     /// Per linear source variable: its accumulated cotangent in the result.
     ct: Vec<Option<VarId>>,
+    /// The equations with a linear operand, in order.
+    linear_eqns: Vec<usize>,
+    /// How many of `linear_eqns` the backward sweep has still to visit.
+    pos: usize,
+    /// The higher-order equation being transposed.
+    pending: Option<Pending>,
 }
 
 fn ints(params: &Params, name: &str) -> Vec<i64> {
@@ -277,6 +281,434 @@ fn inverse_perm(perm: &[i64]) -> Vec<i64> {
         inv[p as usize] = i as i64;
     }
     inv
+}
+
+impl<'a> Transposer<'a> {
+    /// Sets up the frame of `jaxpr` and runs the forward sweep: copies the equations that
+    /// depend on no linear input, checks the others, and seeds the outputs' cotangents.
+    fn start(jaxpr: &'a Jaxpr, linear: Vec<bool>) -> Result<Transposer<'a>, PassError> {
+        let mut t = Transposer {
+            src: jaxpr,
+            linear,
+            out: JaxprBuilder::new(),
+            is_lin: vec![false; jaxpr.num_vars()],
+            fwd: vec![None; jaxpr.num_vars()],
+            ct: vec![None; jaxpr.num_vars()],
+            linear_eqns: Vec::new(),
+            pos: 0,
+            pending: None,
+        };
+        for &c in jaxpr.constvars() {
+            let nv = t.out.add_constvar(jaxpr.var_aval(c).clone());
+            t.fwd[c.index()] = Some(nv);
+        }
+        for (k, &v) in jaxpr.invars().iter().enumerate() {
+            if t.linear[k] {
+                t.is_lin[v.index()] = true;
+            } else {
+                let nv = t.out.add_invar(jaxpr.var_aval(v).clone());
+                t.fwd[v.index()] = Some(nv);
+            }
+        }
+        let ct_ins: Vec<VarId> = jaxpr
+            .out_avals()
+            .into_iter()
+            .map(|av| t.out.add_invar(av))
+            .collect();
+        for (i, e) in jaxpr.eqns().iter().enumerate() {
+            let lin_ops: Vec<bool> = e.inputs().iter().map(|&a| t.atom_is_lin(a)).collect();
+            if lin_ops.iter().any(|&l| l) {
+                check_linear(jaxpr, i, e, &lin_ops)?;
+                for &o in e.outvars() {
+                    t.is_lin[o.index()] = true;
+                }
+                t.linear_eqns.push(i);
+            } else {
+                let inputs: Vec<Atom> = e.inputs().iter().map(|&a| t.fwd_atom(a)).collect();
+                let outs = t.emit(i, e.primitive().clone(), inputs, e.params().clone())?;
+                for (&o, n) in e.outvars().iter().zip(outs) {
+                    t.fwd[o.index()] = Some(n);
+                }
+            }
+        }
+        for (&o, &g) in jaxpr.outvars().iter().zip(&ct_ins) {
+            if let Atom::Var(v) = o {
+                if t.is_lin[v.index()] {
+                    t.accumulate(NO_EQN, v, g)?;
+                }
+            }
+        }
+        t.pos = t.linear_eqns.len();
+        Ok(t)
+    }
+
+    /// Runs the backward sweep until it needs a sub-jaxpr transposed, or is done.
+    fn step(&mut self, mut child: Option<Arc<Jaxpr>>) -> Result<Step<'a>, PassError> {
+        let src = self.src;
+        loop {
+            if let Some(p) = self.pending.take() {
+                if let Some((p, sub, flags)) = self.advance(p, child.take())? {
+                    self.pending = Some(p);
+                    return Ok(Step::Need(sub, flags));
+                }
+            }
+            if self.pos == 0 {
+                return self.finish().map(Step::Done);
+            }
+            self.pos -= 1;
+            let i = self.linear_eqns[self.pos];
+            let e = &src.eqns()[i];
+            // An equation whose outputs all have zero cotangents contributes nothing.
+            let Some(g) = e.outvars().iter().find_map(|o| self.ct[o.index()]) else {
+                continue;
+            };
+            match e.primitive() {
+                Primitive::Builtin(Builtin::Jit) => self.pending = Some(Pending::Jit { eqn: i }),
+                Primitive::Builtin(Builtin::Cond) => {
+                    self.pending = Some(Pending::Cond {
+                        eqn: i,
+                        done: Vec::new(),
+                    })
+                }
+                Primitive::Builtin(Builtin::Scan) => self.pending = Some(Pending::Scan { eqn: i }),
+                _ => self.transpose_eqn(i, e, g)?,
+            }
+        }
+    }
+
+    /// Moves a higher-order equation on: asks for the next sub-jaxpr's transpose, or
+    /// emits the transposed equation once all are there.
+    #[allow(clippy::type_complexity)]
+    fn advance(
+        &mut self,
+        p: Pending,
+        child: Option<Arc<Jaxpr>>,
+    ) -> Result<Option<(Pending, &'a Jaxpr, Vec<bool>)>, PassError> {
+        let src = self.src;
+        match p {
+            Pending::Jit { eqn } => {
+                let e = &src.eqns()[eqn];
+                let inner = sub_jaxpr(e, "jaxpr")?;
+                let Some(t) = child else {
+                    let flags = self.lin_flags(e.inputs());
+                    return Ok(Some((p, inner.jaxpr(), flags)));
+                };
+                self.emit_jit(eqn, e, inner, t)?;
+            }
+            Pending::Cond { eqn, mut done } => {
+                let e = &src.eqns()[eqn];
+                let Some(Param::Jaxprs(branches)) = e.params().get("branches") else {
+                    unreachable!("the typechecker requires cond's branches");
+                };
+                done.extend(child);
+                if done.len() < branches.len() {
+                    let next: &'a Jaxpr = branches[done.len()].jaxpr();
+                    let flags = self.lin_flags(&e.inputs()[1..]);
+                    return Ok(Some((Pending::Cond { eqn, done }, next, flags)));
+                }
+                self.emit_cond(eqn, e, branches, done)?;
+            }
+            Pending::Scan { eqn } => {
+                let e = &src.eqns()[eqn];
+                let body = sub_jaxpr(e, "jaxpr")?;
+                let Some(t) = child else {
+                    let flags = self.scan_body_flags(e);
+                    return Ok(Some((p, body.jaxpr(), flags)));
+                };
+                self.emit_scan(eqn, e, body, &t)?;
+            }
+        }
+        Ok(None)
+    }
+
+    /// The result: one cotangent per linear input (zeros where none arrived).
+    fn finish(&mut self) -> Result<Jaxpr, PassError> {
+        let src = self.src;
+        let mut outs: Vec<Atom> = Vec::new();
+        for (k, &v) in src.invars().iter().enumerate() {
+            if !self.linear[k] {
+                continue;
+            }
+            let g = self.ct_or_zeros(NO_EQN, v)?;
+            outs.push(Atom::Var(g));
+        }
+        let out = std::mem::take(&mut self.out);
+        out.build(outs).map_err(|e| PassError::IllTyped {
+            eqn: None,
+            message: e.to_string(),
+        })
+    }
+
+    fn lin_flags(&self, atoms: &[Atom]) -> Vec<bool> {
+        atoms.iter().map(|&a| self.atom_is_lin(a)).collect()
+    }
+
+    /// The cotangent of a linear source variable, zeros if it has none.
+    fn ct_or_zeros(&mut self, eqn: usize, v: VarId) -> Result<VarId, PassError> {
+        match self.ct[v.index()] {
+            Some(g) => Ok(g),
+            None => self.zeros(eqn, self.src.var_aval(v)),
+        }
+    }
+
+    /// The cotangents of an equation's outputs, zeros where there are none.
+    fn out_cts(&mut self, eqn: usize, e: &Eqn) -> Result<Vec<Atom>, PassError> {
+        e.outvars()
+            .iter()
+            .map(|&o| self.ct_or_zeros(eqn, o).map(Atom::Var))
+            .collect()
+    }
+
+    /// The non-linear operands of an equation, in order, as atoms of the result.
+    fn non_linear_operands(&mut self, ops: &[Atom]) -> Vec<Atom> {
+        let mut out = Vec::new();
+        for &a in ops {
+            if !self.atom_is_lin(a) {
+                out.push(self.fwd_atom(a));
+            }
+        }
+        out
+    }
+
+    /// Gives each linear operand its cotangent from `cts` (one per linear operand).
+    fn give_linear(
+        &mut self,
+        eqn: usize,
+        ops: &[Atom],
+        cts: impl IntoIterator<Item = VarId>,
+    ) -> Result<(), PassError> {
+        let lin: Vec<Atom> = ops
+            .iter()
+            .copied()
+            .filter(|&a| self.atom_is_lin(a))
+            .collect();
+        for (a, g) in lin.into_iter().zip(cts) {
+            self.give(eqn, a, g)?;
+        }
+        Ok(())
+    }
+
+    /// `jit`: a call of the transposed jaxpr, on the non-linear operands and the
+    /// outputs' cotangents, returning the linear operands' cotangents.
+    fn emit_jit(
+        &mut self,
+        i: usize,
+        e: &Eqn,
+        inner: &ClosedJaxpr,
+        t: Arc<Jaxpr>,
+    ) -> Result<(), PassError> {
+        let mut operands = self.non_linear_operands(e.inputs());
+        operands.extend(self.out_cts(i, e)?);
+        let params = e.params().with(
+            "jaxpr",
+            Param::Jaxpr(ClosedJaxpr::from_parts(t, inner.consts().to_vec())),
+        );
+        let outs = self.emit(i, e.primitive().clone(), operands, params)?;
+        self.give_linear(i, e.inputs(), outs)
+    }
+
+    /// `cond`: the same index picks among the transposed branches, which all take the
+    /// non-linear operands and the outputs' cotangents and return one cotangent per linear
+    /// operand (zeros from a branch that gives it none).
+    fn emit_cond(
+        &mut self,
+        i: usize,
+        e: &Eqn,
+        branches: &[ClosedJaxpr],
+        done: Vec<Arc<Jaxpr>>,
+    ) -> Result<(), PassError> {
+        let ops = &e.inputs()[1..];
+        let mut operands = vec![self.fwd_atom(e.inputs()[0])];
+        operands.extend(self.non_linear_operands(ops));
+        operands.extend(self.out_cts(i, e)?);
+        let new_branches: Vec<ClosedJaxpr> = done
+            .into_iter()
+            .zip(branches)
+            .map(|(t, b)| ClosedJaxpr::from_parts(t, b.consts().to_vec()))
+            .collect();
+        let params = e
+            .params()
+            .with("branches", Param::Jaxprs(Arc::new(new_branches)));
+        let outs = self.emit(i, e.primitive().clone(), operands, params)?;
+        self.give_linear(i, ops, outs)
+    }
+
+    /// A `scan` body's linear flags: the consts' and xs' own, and every carry linear (a
+    /// carried value is a cotangent carry of the transposed scan; a non-linear one, such
+    /// as a loop counter used as an index, is refused where it is used).
+    fn scan_body_flags(&self, e: &Eqn) -> Vec<bool> {
+        let nc = int_param(e, "num_consts");
+        let ncarry = int_param(e, "num_carry");
+        let mut flags = self.lin_flags(e.inputs());
+        for f in flags.iter_mut().skip(nc).take(ncarry) {
+            *f = true;
+        }
+        flags
+    }
+
+    /// `scan`: a scan in the other direction. Its consts are the non-linear consts; its
+    /// carry the linear consts' accumulated cotangents (from zeros) and the carry's
+    /// cotangents (from those of the final carry); its xs the cotangents of the ys and the
+    /// non-linear xs; its ys the cotangents of the linear xs.
+    fn emit_scan(
+        &mut self,
+        i: usize,
+        e: &Eqn,
+        body: &ClosedJaxpr,
+        t: &Jaxpr,
+    ) -> Result<(), PassError> {
+        let src = self.src;
+        let nc = int_param(e, "num_consts");
+        let ncarry = int_param(e, "num_carry");
+        let flags = self.scan_body_flags(e);
+        let ins = e.inputs();
+        let (consts, rest) = ins.split_at(nc);
+        let (carry, xs) = rest.split_at(ncarry);
+        let (const_lin, xs_lin) = (&flags[..nc], &flags[nc + ncarry..]);
+        let body_in = body.jaxpr().in_avals();
+        let body_out = body.jaxpr().out_avals();
+        let pick = |avals: &[AbstractValue], lin: &[bool], want: bool| -> Vec<AbstractValue> {
+            avals
+                .iter()
+                .zip(lin)
+                .filter(|(_, &l)| l == want)
+                .map(|(a, _)| a.clone())
+                .collect()
+        };
+        let nlc_avals = pick(&body_in[..nc], const_lin, false);
+        let lc_avals = pick(&body_in[..nc], const_lin, true);
+        let carry_avals = body_in[nc..nc + ncarry].to_vec();
+        let ys_avals = body_out[ncarry..].to_vec();
+        let nlx_avals = pick(&body_in[nc + ncarry..], xs_lin, false);
+
+        // The new body: (nlc; acc, ct_carry; ct_ys, nlx) -> (acc + d_lc, d_carry; d_lx).
+        let mut b = JaxprBuilder::new();
+        let tconsts: Vec<Atom> = t
+            .constvars()
+            .iter()
+            .map(|&c| Atom::Var(b.add_constvar(t.var_aval(c).clone())))
+            .collect();
+        let fresh = |b: &mut JaxprBuilder, avals: &[AbstractValue]| -> Vec<Atom> {
+            avals
+                .iter()
+                .map(|a| Atom::Var(b.add_invar(a.clone())))
+                .collect()
+        };
+        let nlc = fresh(&mut b, &nlc_avals);
+        let acc = fresh(&mut b, &lc_avals);
+        let ct_carry = fresh(&mut b, &carry_avals);
+        let ct_ys = fresh(&mut b, &ys_avals);
+        let nlx = fresh(&mut b, &nlx_avals);
+        let mut args = nlc;
+        args.extend(nlx);
+        args.extend(ct_carry);
+        args.extend(ct_ys);
+        let d = inline(&mut b, t, &tconsts, &args).map_err(|message| PassError::IllTyped {
+            eqn: Some(i),
+            message,
+        })?;
+        let (d_lc, rest) = d.split_at(lc_avals.len());
+        let mut new_outs = Vec::with_capacity(d.len());
+        for (&a, &g) in acc.iter().zip(d_lc) {
+            let sum = b
+                .add_eqn(Builtin::AddAny.into(), vec![a, g], Params::empty())
+                .map_err(|err| PassError::IllTyped {
+                    eqn: Some(i),
+                    message: err.to_string(),
+                })?;
+            new_outs.push(Atom::Var(sum[0]));
+        }
+        new_outs.extend_from_slice(rest);
+        let new_body = b.build(new_outs).map_err(|err| PassError::IllTyped {
+            eqn: Some(i),
+            message: err.to_string(),
+        })?;
+
+        // The operands of the new scan.
+        let mut operands = self.non_linear_operands(consts);
+        for &a in consts {
+            if self.atom_is_lin(a) {
+                let z = self.zeros(i, &src.atom_aval(a))?;
+                operands.push(Atom::Var(z));
+            }
+        }
+        operands.extend(self.out_cts(i, e)?);
+        operands.extend(self.non_linear_operands(xs));
+        let n_ops = operands.len();
+        let reverse = matches!(e.params().get("reverse"), Some(Param::Bool(true)));
+        let mut params = e
+            .params()
+            .with(
+                "jaxpr",
+                Param::Jaxpr(ClosedJaxpr::from_parts(
+                    Arc::new(new_body),
+                    body.consts().to_vec(),
+                )),
+            )
+            .with("reverse", Param::Bool(!reverse))
+            .with("num_consts", Param::Int(nlc_avals.len() as i64))
+            .with("num_carry", Param::Int((lc_avals.len() + ncarry) as i64));
+        if e.params().get("linear").is_some() {
+            params = params.with("linear", Param::Bools(vec![false; n_ops].into()));
+        }
+        let outs = self.emit(i, e.primitive().clone(), operands, params)?;
+        let (d_consts, rest) = outs.split_at(lc_avals.len());
+        let (d_carry, d_xs) = rest.split_at(ncarry);
+        self.give_linear(i, consts, d_consts.iter().copied())?;
+        for (&a, &g) in carry.iter().zip(d_carry) {
+            self.give(i, a, g)?;
+        }
+        self.give_linear(i, xs, d_xs.iter().copied())
+    }
+}
+
+fn sub_jaxpr<'e>(e: &'e Eqn, name: &str) -> Result<&'e ClosedJaxpr, PassError> {
+    match e.params().get(name) {
+        Some(Param::Jaxpr(cj)) => Ok(cj),
+        _ => unreachable!("the typechecker requires the {name} param"),
+    }
+}
+
+fn int_param(e: &Eqn, name: &str) -> usize {
+    match e.params().get(name) {
+        Some(&Param::Int(n)) => usize::try_from(n).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Copies the equations of `j` into `b`, its constvars and invars bound to `consts` and
+/// `args` (atoms of `b`); returns its outputs as atoms of `b`.
+fn inline(
+    b: &mut JaxprBuilder,
+    j: &Jaxpr,
+    consts: &[Atom],
+    args: &[Atom],
+) -> Result<Vec<Atom>, String> {
+    let mut map: Vec<Option<Atom>> = vec![None; j.num_vars()];
+    for (&v, &a) in j
+        .constvars()
+        .iter()
+        .zip(consts)
+        .chain(j.invars().iter().zip(args))
+    {
+        map[v.index()] = Some(a);
+    }
+    let atom = |map: &[Option<Atom>], b: &mut JaxprBuilder, a: Atom| -> Atom {
+        match a {
+            Atom::Var(v) => map[v.index()].expect("a well-typed jaxpr defines before use"),
+            Atom::Lit(l) => b.literal(*j.literal(l)),
+        }
+    };
+    for e in j.eqns() {
+        let inputs: Vec<Atom> = e.inputs().iter().map(|&a| atom(&map, b, a)).collect();
+        let outs = b
+            .add_eqn(e.primitive().clone(), inputs, e.params().clone())
+            .map_err(|err| err.to_string())?;
+        for (&o, n) in e.outvars().iter().zip(outs) {
+            map[o.index()] = Some(Atom::Var(n));
+        }
+    }
+    Ok(j.outvars().iter().map(|&a| atom(&map, b, a)).collect())
 }
 
 impl Transposer<'_> {

@@ -1,0 +1,1447 @@
+//! Partial evaluation: splitting a jaxpr into what can be computed now (from the known
+//! inputs) and what must wait for the unknown ones.
+//!
+//! [`partial_eval`] walks the equations forwards, marking every variable that depends on
+//! an unknown input. An equation with no unknown operand is *known*: it goes to the known
+//! jaxpr. Any other equation is *unknown* and goes to the unknown jaxpr, except the
+//! higher-order ones, which are split themselves:
+//! * `jit`: the called jaxpr is partially evaluated; a known `jit` computes its known
+//!   outputs and residuals, an unknown `jit` takes those residuals and the unknown
+//!   operands;
+//! * `cond` with a known index: every branch is partially evaluated with the same operand
+//!   flags, an output unknown in any branch is made unknown in all, and the branches'
+//!   residuals are merged into slots (one per residual type and occurrence) so that every
+//!   known branch returns the same residual types, zeros in the slots it does not fill;
+//!   the unknown `cond` takes the index, the slots and the unknown operands;
+//! * `scan`: a carry is unknown if it is unknown on entry or the body makes it unknown
+//!   (a fixpoint); the known scan stacks the per-iteration residuals as extra `ys`, which
+//!   the unknown scan reads as extra `xs`. A residual that is a known const of the body
+//!   is passed to the unknown scan as a const, and one that is a known `xs` element as the
+//!   same `xs`, instead of being stacked; one computed from the known consts alone is
+//!   computed once before the loop (by a `jit` of the body pruned to it) and passed as a
+//!   const;
+//! * `while`: if any carry is unknown (on entry or through the body) or the condition
+//!   depends on an unknown value, the whole loop is unknown; otherwise it is known (its
+//!   unknown consts, which then no carry depends on, are dropped).
+//!
+//! The known values an unknown equation uses are the *residuals*: the known jaxpr returns
+//! them after its outputs and the unknown jaxpr takes them before its inputs.
+//!
+//! Sub-jaxprs are partially evaluated on an explicit stack of frames (nesting depth costs
+//! heap, not stack), and each (sub-jaxpr, flags) pair is done once however often it is
+//! shared.
+
+use super::dce::{dce, widen};
+use super::rebuild::Rebuilder;
+use super::PassError;
+use crate::aval::AbstractValue;
+use crate::builder::JaxprBuilder;
+use crate::dtype::DType;
+use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
+use crate::params::{Param, Params};
+use crate::primitive::{Builtin, Primitive};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// The two halves of a partially evaluated jaxpr (see [`partial_eval`]).
+#[derive(Debug)]
+pub struct PartialEval {
+    /// Known inputs (in order) to known outputs (in order), then the residuals. It has the
+    /// original jaxpr's constvars.
+    pub known: Jaxpr,
+    /// Residuals, then unknown inputs (in order), to unknown outputs (in order). It has no
+    /// constvars (constants an unknown equation uses are residuals).
+    pub unknown: Jaxpr,
+    /// Per output of the original jaxpr: whether it is an output of `unknown`.
+    pub out_unknowns: Vec<bool>,
+    /// How many residuals `known` returns after its outputs and `unknown` takes first.
+    pub num_residuals: usize,
+}
+
+/// Partially evaluates `jaxpr` for inputs of which those flagged in `unknowns` are not
+/// known yet (one flag per input; constvars are known).
+///
+/// Returns a `known` jaxpr, taking the known inputs and returning the known outputs then
+/// the residuals, and an `unknown` jaxpr, taking the residuals then the unknown inputs and
+/// returning the unknown outputs. An output is unknown when it depends on an unknown
+/// input, or when it is flagged in `instantiate` (one flag per output): a known output so
+/// flagged is returned by the unknown jaxpr (its value as a residual; a literal stays a
+/// literal). Residuals are the known values (equation outputs, known inputs, constants)
+/// the unknown jaxpr uses, each once. Both jaxprs are free of dead code; `known` keeps
+/// the original constvars, `unknown` has none.
+///
+/// `jit`, `cond`, `scan` and `while` are split as the [module docs](self) describe.
+/// Linear in the size of the jaxpr (loops: times the number of carried values, for the
+/// fixpoint), with no recursion over nesting depth.
+///
+/// # Errors
+/// [`PassError::FlagCount`] if `unknowns` has not one flag per input or `instantiate`
+/// not one per output; [`PassError::IllTyped`] if the pass built an ill-typed equation
+/// (a bug).
+///
+/// # Example
+/// ```
+/// use ferrax_ir::passes::partial_eval;
+/// use ferrax_ir::text::parse_jaxpr;
+///
+/// // f(x, y) = sin(x) * y with x known and y unknown.
+/// let j = parse_jaxpr(
+///     "{ lambda ; x:f32[3] y:f32[3]. let s:f32[3] = sin x; z:f32[3] = mul s y in (z, s) }",
+/// )
+/// .unwrap();
+/// let pe = partial_eval(&j, &[false, true], &[false, false]).unwrap();
+/// // The known jaxpr computes sin(x): the known output s, then s again as a residual.
+/// assert_eq!(pe.known.eqns().len(), 1);
+/// assert_eq!(pe.known.outvars().len(), 2);
+/// assert_eq!(pe.num_residuals, 1);
+/// // The unknown jaxpr takes the residual and y, and multiplies.
+/// assert_eq!(pe.unknown.invars().len(), 2);
+/// assert_eq!(pe.unknown.eqns()[0].primitive().name(), "mul");
+/// assert_eq!(pe.out_unknowns, vec![true, false]);
+/// ```
+pub fn partial_eval(
+    jaxpr: &Jaxpr,
+    unknowns: &[bool],
+    instantiate: &[bool],
+) -> Result<PartialEval, PassError> {
+    if unknowns.len() != jaxpr.invars().len() {
+        return Err(PassError::FlagCount {
+            what: "unknowns",
+            expected: jaxpr.invars().len(),
+            got: unknowns.len(),
+        });
+    }
+    if instantiate.len() != jaxpr.outvars().len() {
+        return Err(PassError::FlagCount {
+            what: "instantiate",
+            expected: jaxpr.outvars().len(),
+            got: instantiate.len(),
+        });
+    }
+    let (fin, dirty) = run(jaxpr, unknowns.to_vec(), instantiate.to_vec())?;
+    if dirty {
+        prune_deep(fin)
+    } else {
+        Ok(fin)
+    }
+}
+
+/// Each frame drops the equations of its own level that nothing needs, but keeps a
+/// higher-order equation whole when any of its outputs is needed. When one of them (at
+/// any depth) has an output nothing needs, one dead-code pass over both results at the
+/// end removes the rest (unused outputs of nested jaxprs, and the residuals only they
+/// needed). A jaxpr free of dead code gives results free of it without that pass, whose
+/// copies would not keep shared sub-jaxprs shared.
+fn prune_deep(pe: PartialEval) -> Result<PartialEval, PassError> {
+    let PartialEval {
+        known,
+        unknown,
+        out_unknowns,
+        num_residuals: nres,
+    } = pe;
+    let (u, u_used) = dce(&unknown, &vec![true; unknown.outvars().len()])?;
+    let keep_res = u_used[..nres].to_vec();
+    let mut want_u = keep_res.clone();
+    want_u.resize(u_used.len(), true);
+    let unknown = widen(u, &u_used, &want_u, &unknown.in_avals());
+    let nk_out = known.outvars().len() - nres;
+    let mut used_k = vec![true; nk_out];
+    used_k.extend_from_slice(&keep_res);
+    let (k, k_used) = dce(&known, &used_k)?;
+    let known = widen(k, &k_used, &vec![true; k_used.len()], &known.in_avals());
+    Ok(PartialEval {
+        known,
+        unknown,
+        out_unknowns,
+        num_residuals: keep_res.iter().filter(|&&k| k).count(),
+    })
+}
+
+/// A partially evaluated sub-jaxpr, shared between the equations that call it.
+struct Sub {
+    known: Arc<Jaxpr>,
+    unknown: Arc<Jaxpr>,
+    out_uk: Vec<bool>,
+    res_avals: Vec<AbstractValue>,
+    /// Some higher-order equation in it (at any depth) has an output nothing needs.
+    dirty: bool,
+}
+
+impl Sub {
+    fn num_res(&self) -> usize {
+        self.res_avals.len()
+    }
+}
+
+/// What a frame waits for: this sub-jaxpr, partially evaluated with these unknown inputs
+/// and instantiated outputs.
+type Need<'a> = (&'a Jaxpr, Vec<bool>, Vec<bool>);
+
+enum Step<'a> {
+    Need(Need<'a>),
+    Done(Box<PartialEval>, bool),
+}
+
+type MemoKey = (usize, Vec<bool>, Vec<bool>);
+
+fn run(
+    jaxpr: &Jaxpr,
+    unknowns: Vec<bool>,
+    instantiate: Vec<bool>,
+) -> Result<(PartialEval, bool), PassError> {
+    let mut memo: HashMap<MemoKey, Rc<Sub>> = HashMap::new();
+    let mut stack: Vec<(Frame<'_>, Option<MemoKey>)> =
+        vec![(Frame::new(jaxpr, &unknowns, instantiate), None)];
+    let mut child: Option<Rc<Sub>> = None;
+    loop {
+        let Some((top, _)) = stack.last_mut() else {
+            unreachable!("the stack holds the top frame until it returns");
+        };
+        match top.step(child.take())? {
+            Step::Need((sub, uk, inst)) => {
+                let key: MemoKey = (sub as *const Jaxpr as usize, uk, inst);
+                if let Some(done) = memo.get(&key) {
+                    child = Some(Rc::clone(done));
+                    continue;
+                }
+                let frame = Frame::new(sub, &key.1, key.2.clone());
+                stack.push((frame, Some(key)));
+            }
+            Step::Done(pe, dirty) => {
+                let Some((_, key)) = stack.pop() else {
+                    unreachable!("a frame returned");
+                };
+                let Some(key) = key else {
+                    return Ok((*pe, dirty));
+                };
+                let nres = pe.num_residuals;
+                let res_avals = pe.unknown.in_avals()[..nres].to_vec();
+                let sub = Rc::new(Sub {
+                    known: Arc::new(pe.known),
+                    unknown: Arc::new(pe.unknown),
+                    out_uk: pe.out_unknowns,
+                    res_avals,
+                    dirty,
+                });
+                memo.insert(key, Rc::clone(&sub));
+                child = Some(sub);
+            }
+        }
+    }
+}
+
+/// An operand of an equation the pass makes: a variable (an index into the frame's
+/// extended variable space: the source's variables, then new ones) or a literal.
+#[derive(Clone, Copy)]
+enum X {
+    Var(u32),
+    Lit(Literal),
+}
+
+/// An equation of one of the two results.
+enum Item {
+    /// A source equation, as it is.
+    Src(usize),
+    /// A new equation (half of a split higher-order one).
+    New {
+        prim: Primitive,
+        inputs: Vec<X>,
+        outs: Vec<u32>,
+        params: Params,
+    },
+}
+
+/// A higher-order equation part-way through being split.
+enum Pending {
+    Jit {
+        eqn: usize,
+    },
+    Cond {
+        eqn: usize,
+        ops_uk: Vec<bool>,
+        results: Vec<Rc<Sub>>,
+        /// The joined output flags, once every branch is done once.
+        join: Option<Vec<bool>>,
+        /// The branch being redone with `join` instantiated.
+        redo: usize,
+    },
+    While {
+        eqn: usize,
+        body: Option<Rc<Sub>>,
+    },
+    Scan {
+        eqn: usize,
+        carry_uk: Vec<bool>,
+    },
+}
+
+struct Frame<'a> {
+    src: &'a Jaxpr,
+    instantiate: Vec<bool>,
+    /// Per variable of the extended space: depends on an unknown input.
+    uk: Vec<bool>,
+    /// Types of the new variables (index `src.num_vars() + i`).
+    extra: Vec<AbstractValue>,
+    /// The equations of both results in order; `true` for the unknown side.
+    items: Vec<(bool, Item)>,
+    pos: usize,
+    pending: Option<Pending>,
+    /// A sub-jaxpr used is dirty (see [`Sub::dirty`]).
+    dirty: bool,
+}
+
+fn int_param(params: &Params, name: &str) -> usize {
+    match params.get(name) {
+        Some(Param::Int(n)) => usize::try_from(*n).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn jaxpr_param<'a>(params: &'a Params, name: &str) -> Option<&'a ClosedJaxpr> {
+    match params.get(name) {
+        Some(Param::Jaxpr(cj)) => Some(cj),
+        _ => None,
+    }
+}
+
+fn count(flags: &[bool]) -> i64 {
+    flags.iter().filter(|&&f| f).count() as i64
+}
+
+fn closed(j: &Arc<Jaxpr>, like: Option<&ClosedJaxpr>) -> ClosedJaxpr {
+    let consts = like.map(|c| c.consts().to_vec()).unwrap_or_default();
+    ClosedJaxpr::from_parts(Arc::clone(j), consts)
+}
+
+fn ill_typed(eqn: usize, e: impl ToString) -> PassError {
+    PassError::IllTyped {
+        eqn: Some(eqn),
+        message: e.to_string(),
+    }
+}
+
+/// Zeros of a type: a literal for a scalar, else a `broadcast_in_dim` of one.
+fn zeros(b: &mut JaxprBuilder, aval: &AbstractValue, eqn: usize) -> Result<Atom, PassError> {
+    let value = match aval.dtype {
+        DType::Bool => LitValue::Bool(false),
+        d if d.is_int() => LitValue::Int(0),
+        _ => LitValue::Float(0.0),
+    };
+    let lit = b.literal(Literal {
+        value,
+        dtype: aval.dtype,
+        weak_type: aval.weak_type,
+    });
+    if aval.shape.rank() == 0 {
+        return Ok(lit);
+    }
+    let params = Params::new([
+        ("shape", Param::ints(aval.shape.dims())),
+        ("broadcast_dimensions", Param::ints(&[])),
+    ]);
+    let outs = b
+        .add_eqn(Builtin::BroadcastInDim.into(), vec![lit], params)
+        .map_err(|e| ill_typed(eqn, e))?;
+    Ok(Atom::Var(outs[0]))
+}
+
+impl<'a> Frame<'a> {
+    fn new(src: &'a Jaxpr, unknowns: &[bool], instantiate: Vec<bool>) -> Frame<'a> {
+        let mut uk = vec![false; src.num_vars()];
+        for (&v, &u) in src.invars().iter().zip(unknowns) {
+            uk[v.index()] = u;
+        }
+        Frame {
+            src,
+            instantiate,
+            uk,
+            extra: Vec::new(),
+            items: Vec::new(),
+            pos: 0,
+            pending: None,
+            dirty: false,
+        }
+    }
+
+    fn atom_uk(&self, a: Atom) -> bool {
+        match a {
+            Atom::Var(v) => self.uk[v.index()],
+            Atom::Lit(_) => false,
+        }
+    }
+
+    fn x(&self, a: Atom) -> X {
+        match a {
+            Atom::Var(v) => X::Var(v.index() as u32),
+            Atom::Lit(l) => X::Lit(*self.src.literal(l)),
+        }
+    }
+
+    fn new_var(&mut self, aval: AbstractValue) -> u32 {
+        let id = (self.uk.len()) as u32;
+        self.uk.push(false);
+        self.extra.push(aval);
+        id
+    }
+
+    fn step(&mut self, mut child: Option<Rc<Sub>>) -> Result<Step<'a>, PassError> {
+        loop {
+            if let Some(p) = self.pending.take() {
+                if let Some((p, need)) = self.advance(p, child.take())? {
+                    self.pending = Some(p);
+                    return Ok(Step::Need(need));
+                }
+            }
+            if self.pos == self.src.eqns().len() {
+                return self
+                    .finish()
+                    .map(|(pe, dirty)| Step::Done(Box::new(pe), dirty));
+            }
+            let i = self.pos;
+            self.pos += 1;
+            self.start(i);
+        }
+    }
+
+    fn known_src(&mut self, i: usize) {
+        self.items.push((false, Item::Src(i)));
+    }
+
+    fn unknown_src(&mut self, i: usize) {
+        for &o in self.src.eqns()[i].outvars() {
+            self.uk[o.index()] = true;
+        }
+        self.items.push((true, Item::Src(i)));
+    }
+
+    fn start(&mut self, i: usize) {
+        let src = self.src;
+        let e = &src.eqns()[i];
+        if !e.inputs().iter().any(|&a| self.atom_uk(a)) {
+            self.known_src(i);
+            return;
+        }
+        self.pending = match e.primitive().as_builtin() {
+            Some(Builtin::Jit) if jaxpr_param(e.params(), "jaxpr").is_some() => {
+                Some(Pending::Jit { eqn: i })
+            }
+            Some(Builtin::Cond) if !self.atom_uk(e.inputs()[0]) => Some(Pending::Cond {
+                eqn: i,
+                ops_uk: e.inputs()[1..].iter().map(|&a| self.atom_uk(a)).collect(),
+                results: Vec::new(),
+                join: None,
+                redo: 0,
+            }),
+            Some(Builtin::While) => {
+                let skip =
+                    int_param(e.params(), "cond_nconsts") + int_param(e.params(), "body_nconsts");
+                if e.inputs()[skip..].iter().any(|&a| self.atom_uk(a)) {
+                    None
+                } else {
+                    Some(Pending::While { eqn: i, body: None })
+                }
+            }
+            Some(Builtin::Scan) => {
+                let nc = int_param(e.params(), "num_consts");
+                let ncarry = int_param(e.params(), "num_carry");
+                Some(Pending::Scan {
+                    eqn: i,
+                    carry_uk: e.inputs()[nc..nc + ncarry]
+                        .iter()
+                        .map(|&a| self.atom_uk(a))
+                        .collect(),
+                })
+            }
+            _ => None,
+        };
+        if self.pending.is_none() {
+            self.unknown_src(i);
+        }
+    }
+
+    /// Resumes a pending equation; `Some` to wait for another sub-jaxpr.
+    #[allow(clippy::type_complexity)]
+    fn advance(
+        &mut self,
+        p: Pending,
+        child: Option<Rc<Sub>>,
+    ) -> Result<Option<(Pending, Need<'a>)>, PassError> {
+        let src = self.src;
+        match p {
+            Pending::Jit { eqn } => {
+                let e = &src.eqns()[eqn];
+                let Some(inner) = jaxpr_param(e.params(), "jaxpr") else {
+                    self.unknown_src(eqn);
+                    return Ok(None);
+                };
+                let Some(r) = child else {
+                    let uk = e.inputs().iter().map(|&a| self.atom_uk(a)).collect();
+                    let need = (&**inner.jaxpr(), uk, vec![false; e.outvars().len()]);
+                    return Ok(Some((Pending::Jit { eqn }, need)));
+                };
+                self.split_jit(eqn, inner, &r);
+                Ok(None)
+            }
+            Pending::Cond {
+                eqn,
+                ops_uk,
+                mut results,
+                mut join,
+                mut redo,
+            } => {
+                let e = &src.eqns()[eqn];
+                let Some(Param::Jaxprs(branches)) = e.params().get("branches") else {
+                    self.unknown_src(eqn);
+                    return Ok(None);
+                };
+                let nouts = e.outvars().len();
+                match (&join, child) {
+                    (None, Some(r)) => results.push(r),
+                    (Some(_), Some(r)) => {
+                        results[redo] = r;
+                        redo += 1;
+                    }
+                    _ => {}
+                }
+                if join.is_none() {
+                    if results.len() < branches.len() {
+                        let need = (
+                            &**branches[results.len()].jaxpr(),
+                            ops_uk.clone(),
+                            vec![false; nouts],
+                        );
+                        return Ok(Some((
+                            Pending::Cond {
+                                eqn,
+                                ops_uk,
+                                results,
+                                join,
+                                redo,
+                            },
+                            need,
+                        )));
+                    }
+                    let mut j = vec![false; nouts];
+                    for r in &results {
+                        for (a, &b) in j.iter_mut().zip(&r.out_uk) {
+                            *a |= b;
+                        }
+                    }
+                    join = Some(j);
+                }
+                let Some(j) = join else {
+                    unreachable!("join was just set");
+                };
+                while redo < results.len() && results[redo].out_uk == j {
+                    redo += 1;
+                }
+                if redo < results.len() {
+                    let need = (&**branches[redo].jaxpr(), ops_uk.clone(), j.clone());
+                    return Ok(Some((
+                        Pending::Cond {
+                            eqn,
+                            ops_uk,
+                            results,
+                            join: Some(j),
+                            redo,
+                        },
+                        need,
+                    )));
+                }
+                self.split_cond(eqn, branches, &ops_uk, &results, &j)?;
+                Ok(None)
+            }
+            Pending::While { eqn, body } => self.advance_while(eqn, body, child),
+            Pending::Scan { eqn, carry_uk } => self.advance_scan(eqn, carry_uk, child),
+        }
+    }
+
+    fn split_jit(&mut self, eqn: usize, inner: &ClosedJaxpr, r: &Sub) {
+        self.dirty |= r.dirty;
+        let src = self.src;
+        let e = &src.eqns()[eqn];
+        let mut known_ins = Vec::new();
+        let mut unknown_ins = Vec::new();
+        for &a in e.inputs() {
+            if self.atom_uk(a) {
+                unknown_ins.push(self.x(a));
+            } else {
+                known_ins.push(self.x(a));
+            }
+        }
+        let mut known_outs = Vec::new();
+        let mut unknown_outs = Vec::new();
+        for (&o, &u) in e.outvars().iter().zip(&r.out_uk) {
+            if u {
+                unknown_outs.push(o.index() as u32);
+            } else {
+                known_outs.push(o.index() as u32);
+            }
+        }
+        let res: Vec<u32> = r
+            .res_avals
+            .iter()
+            .map(|a| self.new_var(a.clone()))
+            .collect();
+        known_outs.extend_from_slice(&res);
+        let mut res_ins: Vec<X> = res.iter().map(|&v| X::Var(v)).collect();
+        res_ins.extend(unknown_ins);
+        for &o in &unknown_outs {
+            self.uk[o as usize] = true;
+        }
+        let prim = e.primitive().clone();
+        let known = Item::New {
+            prim: prim.clone(),
+            inputs: known_ins,
+            outs: known_outs,
+            params: e
+                .params()
+                .with("jaxpr", Param::Jaxpr(closed(&r.known, Some(inner)))),
+        };
+        let unknown = Item::New {
+            prim,
+            inputs: res_ins,
+            outs: unknown_outs,
+            params: e
+                .params()
+                .with("jaxpr", Param::Jaxpr(closed(&r.unknown, None))),
+        };
+        self.items.push((false, known));
+        self.items.push((true, unknown));
+    }
+
+    fn split_cond(
+        &mut self,
+        eqn: usize,
+        branches: &[ClosedJaxpr],
+        ops_uk: &[bool],
+        results: &[Rc<Sub>],
+        join: &[bool],
+    ) -> Result<(), PassError> {
+        self.dirty |= results.iter().any(|r| r.dirty);
+        let src = self.src;
+        let e = &src.eqns()[eqn];
+        // Residual slots: the n-th residual of a type in a branch goes to the n-th slot of
+        // that type.
+        let mut slots: Vec<AbstractValue> = Vec::new();
+        let mut by_type: HashMap<AbstractValue, Vec<usize>> = HashMap::new();
+        let mut slot_of: Vec<Vec<usize>> = Vec::with_capacity(results.len());
+        for r in results {
+            let mut seen: HashMap<AbstractValue, usize> = HashMap::new();
+            let mut mine = Vec::with_capacity(r.num_res());
+            for a in &r.res_avals {
+                let key = a.clone().with_weak_type(false);
+                let n = seen.entry(key.clone()).or_insert(0);
+                let list = by_type.entry(key).or_default();
+                if *n == list.len() {
+                    list.push(slots.len());
+                    slots.push(a.clone());
+                }
+                mine.push(list[*n]);
+                *n += 1;
+            }
+            slot_of.push(mine);
+        }
+        let nk_out = join.iter().filter(|&&u| !u).count();
+        let mut known_branches = Vec::with_capacity(results.len());
+        let mut unknown_branches = Vec::with_capacity(results.len());
+        for ((r, mine), b) in results.iter().zip(&slot_of).zip(branches) {
+            let kj = known_branch(&r.known, nk_out, mine, &slots, eqn)?;
+            known_branches.push(closed(&Arc::new(kj), Some(b)));
+            let uj = unknown_branch(&r.unknown, r.num_res(), mine, &slots);
+            unknown_branches.push(closed(&Arc::new(uj), None));
+        }
+        let index = self.x(e.inputs()[0]);
+        let mut known_ins = vec![index];
+        let mut unknown_ins = vec![index];
+        let slot_vars: Vec<u32> = slots.iter().map(|a| self.new_var(a.clone())).collect();
+        unknown_ins.extend(slot_vars.iter().map(|&v| X::Var(v)));
+        for (&a, &u) in e.inputs()[1..].iter().zip(ops_uk) {
+            if u {
+                unknown_ins.push(self.x(a));
+            } else {
+                known_ins.push(self.x(a));
+            }
+        }
+        let mut known_outs = Vec::new();
+        let mut unknown_outs = Vec::new();
+        for (&o, &u) in e.outvars().iter().zip(join) {
+            if u {
+                unknown_outs.push(o.index() as u32);
+                self.uk[o.index()] = true;
+            } else {
+                known_outs.push(o.index() as u32);
+            }
+        }
+        known_outs.extend_from_slice(&slot_vars);
+        let prim = e.primitive().clone();
+        self.items.push((
+            false,
+            Item::New {
+                prim: prim.clone(),
+                inputs: known_ins,
+                outs: known_outs,
+                params: e
+                    .params()
+                    .with("branches", Param::Jaxprs(Arc::new(known_branches))),
+            },
+        ));
+        self.items.push((
+            true,
+            Item::New {
+                prim,
+                inputs: unknown_ins,
+                outs: unknown_outs,
+                params: e
+                    .params()
+                    .with("branches", Param::Jaxprs(Arc::new(unknown_branches))),
+            },
+        ));
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn advance_while(
+        &mut self,
+        eqn: usize,
+        body: Option<Rc<Sub>>,
+        child: Option<Rc<Sub>>,
+    ) -> Result<Option<(Pending, Need<'a>)>, PassError> {
+        let src = self.src;
+        let e = &src.eqns()[eqn];
+        let (Some(cond_j), Some(body_j)) = (
+            jaxpr_param(e.params(), "cond_jaxpr"),
+            jaxpr_param(e.params(), "body_jaxpr"),
+        ) else {
+            self.unknown_src(eqn);
+            return Ok(None);
+        };
+        let cn = int_param(e.params(), "cond_nconsts");
+        let bn = int_param(e.params(), "body_nconsts");
+        let ncarry = e.inputs().len() - cn - bn;
+        let flags = |f: &Frame<'_>, consts: std::ops::Range<usize>| -> Vec<bool> {
+            let mut v: Vec<bool> = e.inputs()[consts].iter().map(|&a| f.atom_uk(a)).collect();
+            v.resize(v.len() + ncarry, false);
+            v
+        };
+        let Some(body) = body else {
+            // Every carry is known on entry (else the loop is unknown from the start).
+            return match child {
+                None => {
+                    let need = (
+                        &**body_j.jaxpr(),
+                        flags(self, cn..cn + bn),
+                        vec![false; ncarry],
+                    );
+                    Ok(Some((Pending::While { eqn, body: None }, need)))
+                }
+                Some(b) if b.out_uk.iter().any(|&u| u) => {
+                    self.unknown_src(eqn);
+                    Ok(None)
+                }
+                Some(b) => {
+                    let need = (&**cond_j.jaxpr(), flags(self, 0..cn), vec![false]);
+                    Ok(Some((Pending::While { eqn, body: Some(b) }, need)))
+                }
+            };
+        };
+        let Some(cond) = child else {
+            unreachable!("the condition was asked for");
+        };
+        if cond.out_uk[0] || cond.num_res() != 0 || body.num_res() != 0 {
+            self.unknown_src(eqn);
+            return Ok(None);
+        }
+        // Known: the unknown consts feed nothing the loop computes.
+        self.dirty |= cond.dirty || body.dirty;
+        let known_ins: Vec<X> = e
+            .inputs()
+            .iter()
+            .filter(|&&a| !self.atom_uk(a))
+            .map(|&a| self.x(a))
+            .collect();
+        let cond_uk = flags(self, 0..cn);
+        let body_uk = flags(self, cn..cn + bn);
+        let params = Params::new([
+            (
+                "cond_jaxpr",
+                Param::Jaxpr(closed(&cond.known, Some(cond_j))),
+            ),
+            (
+                "body_jaxpr",
+                Param::Jaxpr(closed(&body.known, Some(body_j))),
+            ),
+            ("cond_nconsts", Param::Int(cn as i64 - count(&cond_uk))),
+            ("body_nconsts", Param::Int(bn as i64 - count(&body_uk))),
+        ]);
+        self.items.push((
+            false,
+            Item::New {
+                prim: e.primitive().clone(),
+                inputs: known_ins,
+                outs: e.outvars().iter().map(|v| v.index() as u32).collect(),
+                params,
+            },
+        ));
+        Ok(None)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn advance_scan(
+        &mut self,
+        eqn: usize,
+        carry_uk: Vec<bool>,
+        child: Option<Rc<Sub>>,
+    ) -> Result<Option<(Pending, Need<'a>)>, PassError> {
+        let src = self.src;
+        let e = &src.eqns()[eqn];
+        let Some(body_j) = jaxpr_param(e.params(), "jaxpr") else {
+            self.unknown_src(eqn);
+            return Ok(None);
+        };
+        let nc = int_param(e.params(), "num_consts");
+        let ncarry = carry_uk.len();
+        let nys = e.outvars().len() - ncarry;
+        let in_uk = |f: &Frame<'_>, carry_uk: &[bool]| -> Vec<bool> {
+            let mut v: Vec<bool> = e.inputs()[..nc].iter().map(|&a| f.atom_uk(a)).collect();
+            v.extend_from_slice(carry_uk);
+            v.extend(e.inputs()[nc + ncarry..].iter().map(|&a| f.atom_uk(a)));
+            v
+        };
+        let inst = |carry_uk: &[bool]| -> Vec<bool> {
+            let mut v = carry_uk.to_vec();
+            v.resize(ncarry + nys, false);
+            v
+        };
+        let Some(r) = child else {
+            let need = (&**body_j.jaxpr(), in_uk(self, &carry_uk), inst(&carry_uk));
+            return Ok(Some((Pending::Scan { eqn, carry_uk }, need)));
+        };
+        let grown: Vec<bool> = carry_uk
+            .iter()
+            .zip(&r.out_uk)
+            .map(|(&a, &b)| a || b)
+            .collect();
+        if grown != carry_uk {
+            let need = (&**body_j.jaxpr(), in_uk(self, &grown), inst(&grown));
+            return Ok(Some((
+                Pending::Scan {
+                    eqn,
+                    carry_uk: grown,
+                },
+                need,
+            )));
+        }
+        self.split_scan(eqn, body_j, &in_uk(self, &carry_uk), &r)?;
+        Ok(None)
+    }
+
+    fn split_scan(
+        &mut self,
+        eqn: usize,
+        body_j: &ClosedJaxpr,
+        in_uk: &[bool],
+        r: &Sub,
+    ) -> Result<(), PassError> {
+        self.dirty |= r.dirty;
+        let src = self.src;
+        let e = &src.eqns()[eqn];
+        let nc = int_param(e.params(), "num_consts");
+        let ncarry = int_param(e.params(), "num_carry");
+        let length = match e.params().get("length") {
+            Some(Param::Int(n)) => *n,
+            _ => 0,
+        };
+        let nres = r.num_res();
+        let known = &r.known;
+        let nk_out = known.outvars().len() - nres;
+        // Where each residual comes from: a known const or xs input of the body is
+        // forwarded from the scan's operand; one computed from the consts alone is
+        // computed once, before the loop; anything else is stacked.
+        let known_inputs: Vec<usize> = (0..in_uk.len()).filter(|&i| !in_uk[i]).collect();
+        let mut invar_pos: HashMap<VarId, usize> = HashMap::new();
+        for (p, &v) in known.invars().iter().enumerate() {
+            invar_pos.insert(v, known_inputs[p]);
+        }
+        #[derive(Clone, Copy, PartialEq)]
+        enum Res {
+            Const(usize),
+            Xs(usize),
+            Hoisted,
+            Stacked,
+        }
+        let nk_consts = (0..nc).filter(|&i| !in_uk[i]).count();
+        let mut invariant = vec![false; known.num_vars()];
+        for &v in known.constvars().iter().chain(&known.invars()[..nk_consts]) {
+            invariant[v.index()] = true;
+        }
+        for be in known.eqns() {
+            let inv = be.inputs().iter().all(|a| match a {
+                Atom::Var(v) => invariant[v.index()],
+                Atom::Lit(_) => true,
+            });
+            if inv {
+                for o in be.outvars() {
+                    invariant[o.index()] = true;
+                }
+            }
+        }
+        let kinds: Vec<Res> = known.outvars()[nk_out..]
+            .iter()
+            .map(|a| match a {
+                Atom::Var(v) => match invar_pos.get(v) {
+                    Some(&q) if q < nc => Res::Const(q),
+                    Some(&q) if q >= nc + ncarry => Res::Xs(q),
+                    Some(_) => Res::Stacked,
+                    None if invariant[v.index()] => Res::Hoisted,
+                    None => Res::Stacked,
+                },
+                Atom::Lit(_) => Res::Stacked,
+            })
+            .collect();
+
+        // The known scan: its body returns the stacked residuals as extra ys.
+        let mut outs: Vec<Atom> = known.outvars()[..nk_out].to_vec();
+        outs.extend(
+            known.outvars()[nk_out..]
+                .iter()
+                .zip(&kinds)
+                .filter(|(_, &k)| k == Res::Stacked)
+                .map(|(&a, _)| a),
+        );
+        let hoisted: Vec<bool> = kinds.iter().map(|&k| k == Res::Hoisted).collect();
+        let known_body = if hoisted.contains(&true) {
+            // What only the hoisted residuals needed is dead in the loop now.
+            let all = vec![true; known.invars().len()];
+            let mut used = vec![true; nk_out];
+            used.extend(kinds.iter().map(|&k| k == Res::Stacked));
+            let (pruned, used_in) = dce(known, &used)?;
+            widen(pruned, &used_in, &all, &known.in_avals())
+        } else {
+            with_outputs(known, outs)
+        };
+        // The hoisted residuals: the body pruned to them, called on the known consts.
+        let mut hoisted_vars: Vec<u32> = Vec::new();
+        if hoisted.contains(&true) {
+            let mut used = vec![false; nk_out];
+            used.extend_from_slice(&hoisted);
+            let (pruned, used_in) = dce(known, &used)?;
+            let inputs: Vec<X> = e
+                .inputs()
+                .iter()
+                .zip(in_uk)
+                .filter(|(_, &u)| !u)
+                .zip(&used_in)
+                .filter(|(_, &k)| k)
+                .map(|((&a, _), _)| self.x(a))
+                .collect();
+            hoisted_vars = r
+                .res_avals
+                .iter()
+                .zip(&hoisted)
+                .filter(|(_, &h)| h)
+                .map(|(a, _)| self.new_var(a.clone()))
+                .collect();
+            let params = Params::new([
+                (
+                    "jaxpr",
+                    Param::Jaxpr(closed(&Arc::new(pruned), Some(body_j))),
+                ),
+                ("name", Param::Str("scan_invariants".into())),
+            ]);
+            self.items.push((
+                false,
+                Item::New {
+                    prim: Builtin::Jit.into(),
+                    inputs,
+                    outs: hoisted_vars.clone(),
+                    params,
+                },
+            ));
+        }
+        let mut next_hoisted = hoisted_vars.into_iter();
+        let mut known_ins = Vec::new();
+        let mut unknown_consts = Vec::new();
+        let mut unknown_carry = Vec::new();
+        let mut unknown_xs = Vec::new();
+        for (i, (&a, &u)) in e.inputs().iter().zip(in_uk).enumerate() {
+            if !u {
+                known_ins.push(self.x(a));
+            } else if i < nc {
+                unknown_consts.push(self.x(a));
+            } else if i < nc + ncarry {
+                unknown_carry.push(self.x(a));
+            } else {
+                unknown_xs.push(self.x(a));
+            }
+        }
+        let out_uk = &r.out_uk;
+        let mut known_outs = Vec::new();
+        let mut unknown_outs = Vec::new();
+        for (&o, &u) in e.outvars().iter().zip(out_uk) {
+            if u {
+                unknown_outs.push(o.index() as u32);
+                self.uk[o.index()] = true;
+            } else {
+                known_outs.push(o.index() as u32);
+            }
+        }
+        let mut res_consts = Vec::new();
+        let mut res_xs = Vec::new();
+        for (a, &k) in r.res_avals.iter().zip(&kinds) {
+            match k {
+                Res::Const(q) => res_consts.push(self.x(e.inputs()[q])),
+                Res::Hoisted => {
+                    if let Some(v) = next_hoisted.next() {
+                        res_consts.push(X::Var(v));
+                    }
+                }
+                Res::Xs(q) => res_xs.push(self.x(e.inputs()[q])),
+                Res::Stacked => {
+                    let mut dims = vec![length];
+                    dims.extend_from_slice(a.shape.dims());
+                    let stacked = AbstractValue::new(
+                        crate::aval::Shape::new(&dims).unwrap_or_default(),
+                        a.dtype,
+                    )
+                    .with_weak_type(a.weak_type);
+                    let v = self.new_var(stacked);
+                    known_outs.push(v);
+                    res_xs.push(X::Var(v));
+                }
+            }
+        }
+        let lin: Option<Vec<bool>> = match e.params().get("linear") {
+            Some(Param::Bools(l)) if l.len() == in_uk.len() => Some(l.to_vec()),
+            Some(_) => Some(vec![false; in_uk.len()]),
+            None => None,
+        };
+        let nk_consts = (0..nc).filter(|&i| !in_uk[i]).count();
+        let nk_carry = (nc..nc + ncarry).filter(|&i| !in_uk[i]).count();
+        let mut kparams = e
+            .params()
+            .with(
+                "jaxpr",
+                Param::Jaxpr(closed(&Arc::new(known_body), Some(body_j))),
+            )
+            .with("num_consts", Param::Int(nk_consts as i64))
+            .with("num_carry", Param::Int(nk_carry as i64));
+        if let Some(l) = &lin {
+            let mut kl: Vec<bool> = l
+                .iter()
+                .zip(in_uk)
+                .filter(|(_, &u)| !u)
+                .map(|(&b, _)| b)
+                .collect();
+            kl.resize(known_ins.len(), false);
+            kparams = kparams.with("linear", Param::Bools(kl.into()));
+        }
+
+        // The unknown scan: consts are the forwarded const residuals then the unknown
+        // consts; xs are the stacked or forwarded xs residuals then the unknown xs.
+        let unknown = &r.unknown;
+        let uin = unknown.invars();
+        let mut rb = Rebuilder::new(unknown);
+        for &v in unknown.constvars() {
+            rb.constvar(v);
+        }
+        let nuc = unknown_consts.len();
+        let nucarry = unknown_carry.len();
+        for (j, &k) in kinds.iter().enumerate() {
+            if matches!(k, Res::Const(_) | Res::Hoisted) {
+                rb.invar(uin[j]);
+            }
+        }
+        for &v in &uin[nres..nres + nuc + nucarry] {
+            rb.invar(v);
+        }
+        for (j, &k) in kinds.iter().enumerate() {
+            if !matches!(k, Res::Const(_) | Res::Hoisted) {
+                rb.invar(uin[j]);
+            }
+        }
+        for &v in &uin[nres + nuc + nucarry..] {
+            rb.invar(v);
+        }
+        for eq in unknown.eqns() {
+            rb.eqn(eq);
+        }
+        let unknown_body = rb.finish(unknown.outvars().iter().copied());
+        let mut unknown_ins = res_consts;
+        let n_uconsts = unknown_ins.len() + nuc;
+        unknown_ins.extend(unknown_consts);
+        unknown_ins.extend(unknown_carry);
+        let n_res_xs = res_xs.len();
+        unknown_ins.extend(res_xs);
+        unknown_ins.extend(unknown_xs);
+        let mut uparams = e
+            .params()
+            .with("jaxpr", Param::Jaxpr(closed(&Arc::new(unknown_body), None)))
+            .with("num_consts", Param::Int(n_uconsts as i64))
+            .with("num_carry", Param::Int(nucarry as i64));
+        if let Some(l) = &lin {
+            let ul: Vec<bool> = l
+                .iter()
+                .zip(in_uk)
+                .filter(|(_, &u)| u)
+                .map(|(&b, _)| b)
+                .collect();
+            let (lc, rest) = ul.split_at(nuc);
+            let (lcarry, lxs) = rest.split_at(nucarry);
+            let mut full = vec![false; n_uconsts - nuc];
+            full.extend_from_slice(lc);
+            full.extend_from_slice(lcarry);
+            full.resize(full.len() + n_res_xs, false);
+            full.extend_from_slice(lxs);
+            uparams = uparams.with("linear", Param::Bools(full.into()));
+        }
+        let prim = e.primitive().clone();
+        self.items.push((
+            false,
+            Item::New {
+                prim: prim.clone(),
+                inputs: known_ins,
+                outs: known_outs,
+                params: kparams,
+            },
+        ));
+        self.items.push((
+            true,
+            Item::New {
+                prim,
+                inputs: unknown_ins,
+                outs: unknown_outs,
+                params: uparams,
+            },
+        ));
+        Ok(())
+    }
+
+    /// Splits the frame's items into the two jaxprs, dropping what nothing needs.
+    fn finish(&mut self) -> Result<(PartialEval, bool), PassError> {
+        let src = self.src;
+        let n = self.uk.len();
+        let out_uk: Vec<bool> = src
+            .outvars()
+            .iter()
+            .zip(&self.instantiate)
+            .map(|(&a, &i)| i || self.atom_uk(a))
+            .collect();
+        let items = std::mem::take(&mut self.items);
+        let ins_of = |item: &Item, f: &mut dyn FnMut(u32)| match item {
+            Item::Src(i) => {
+                for a in src.eqns()[*i].inputs() {
+                    if let Atom::Var(v) = a {
+                        f(v.index() as u32);
+                    }
+                }
+            }
+            Item::New { inputs, .. } => {
+                for x in inputs {
+                    if let X::Var(v) = x {
+                        f(*v);
+                    }
+                }
+            }
+        };
+        let any_out = |item: &Item, live: &[bool]| match item {
+            Item::Src(i) => src.eqns()[*i].outvars().iter().any(|v| live[v.index()]),
+            Item::New { outs, .. } => outs.iter().any(|&v| live[v as usize]),
+        };
+
+        // The unknown side, backwards from its outputs; the known values it reaches are
+        // the residuals.
+        let mut live = vec![false; n];
+        for (&a, &u) in src.outvars().iter().zip(&out_uk) {
+            if let (Atom::Var(v), true) = (a, u) {
+                live[v.index()] = true;
+            }
+        }
+        let mut keep = vec![false; items.len()];
+        for (k, (unknown, item)) in items.iter().enumerate().rev() {
+            if *unknown && any_out(item, &live) {
+                keep[k] = true;
+                self.dirty |= has_prunable_output(src, item, &live);
+                ins_of(item, &mut |v| live[v as usize] = true);
+            }
+        }
+        let residuals: Vec<u32> = (0..n as u32)
+            .filter(|&v| live[v as usize] && !self.uk[v as usize])
+            .collect();
+        let mut unknown = Emit::new(src, &self.extra);
+        for &r in &residuals {
+            let nv = unknown.var(r);
+            unknown.out.push_invar(nv);
+        }
+        for &v in src.invars() {
+            if self.uk[v.index()] {
+                let nv = unknown.var(v.index() as u32);
+                unknown.out.push_invar(nv);
+            }
+        }
+        for (k, (_, item)) in items.iter().enumerate() {
+            if keep[k] {
+                unknown.item(item);
+            }
+        }
+        let outs: Vec<Atom> = src
+            .outvars()
+            .iter()
+            .zip(&out_uk)
+            .filter(|(_, &u)| u)
+            .map(|(&a, _)| unknown.src_atom(a))
+            .collect();
+        let unknown_j = unknown.out.build_trusted(outs);
+
+        // The known side, backwards from its outputs and the residuals.
+        live.iter_mut().for_each(|l| *l = false);
+        for (&a, &u) in src.outvars().iter().zip(&out_uk) {
+            if let (Atom::Var(v), false) = (a, u) {
+                live[v.index()] = true;
+            }
+        }
+        for &r in &residuals {
+            live[r as usize] = true;
+        }
+        keep.iter_mut().for_each(|k| *k = false);
+        for (k, (unknown, item)) in items.iter().enumerate().rev() {
+            if !*unknown && any_out(item, &live) {
+                keep[k] = true;
+                self.dirty |= has_prunable_output(src, item, &live);
+                ins_of(item, &mut |v| live[v as usize] = true);
+            }
+        }
+        let mut known = Emit::new(src, &self.extra);
+        for &c in src.constvars() {
+            let nv = known.var(c.index() as u32);
+            known.out.push_constvar(nv);
+        }
+        for &v in src.invars() {
+            if !self.uk[v.index()] {
+                let nv = known.var(v.index() as u32);
+                known.out.push_invar(nv);
+            }
+        }
+        for (k, (_, item)) in items.iter().enumerate() {
+            if keep[k] {
+                known.item(item);
+            }
+        }
+        let mut outs: Vec<Atom> = src
+            .outvars()
+            .iter()
+            .zip(&out_uk)
+            .filter(|(_, &u)| !u)
+            .map(|(&a, _)| known.src_atom(a))
+            .collect();
+        outs.extend(residuals.iter().map(|&r| Atom::Var(known.var(r))));
+        let known_j = known.out.build_trusted(outs);
+        Ok((
+            PartialEval {
+                known: known_j,
+                unknown: unknown_j,
+                out_unknowns: out_uk,
+                num_residuals: residuals.len(),
+            },
+            self.dirty,
+        ))
+    }
+}
+
+/// Whether a kept equation has an output nothing needs that [`dce`] would remove from
+/// inside it: any output of `jit` and `cond`, the `ys` of `scan` (carried values are
+/// needed by the loop itself).
+fn has_prunable_output(src: &Jaxpr, item: &Item, live: &[bool]) -> bool {
+    let (prim, params, outs): (&Primitive, &Params, Vec<u32>) = match item {
+        Item::Src(i) => {
+            let e = &src.eqns()[*i];
+            let outs = e.outvars().iter().map(|v| v.index() as u32).collect();
+            (e.primitive(), e.params(), outs)
+        }
+        Item::New {
+            prim, params, outs, ..
+        } => (prim, params, outs.clone()),
+    };
+    let from = match prim.as_builtin() {
+        Some(Builtin::Jit | Builtin::Cond) => 0,
+        Some(Builtin::Scan) => int_param(params, "num_carry"),
+        _ => return false,
+    };
+    outs.get(from..)
+        .is_some_and(|o| o.iter().any(|&v| !live[v as usize]))
+}
+
+/// A copy of `j` with other outputs (atoms of `j`).
+fn with_outputs(j: &Jaxpr, outs: Vec<Atom>) -> Jaxpr {
+    let mut rb = Rebuilder::new(j);
+    for &v in j.constvars() {
+        rb.constvar(v);
+    }
+    for &v in j.invars() {
+        rb.invar(v);
+    }
+    for e in j.eqns() {
+        rb.eqn(e);
+    }
+    rb.finish(outs.into_iter())
+}
+
+/// A known `cond` branch returning its known outputs, then every residual slot: its own
+/// residuals where they go, zeros elsewhere.
+fn known_branch(
+    known: &Jaxpr,
+    nk_out: usize,
+    slot_of: &[usize],
+    slots: &[AbstractValue],
+    eqn: usize,
+) -> Result<Jaxpr, PassError> {
+    let mut rb = Rebuilder::new(known);
+    for &v in known.constvars() {
+        rb.constvar(v);
+    }
+    for &v in known.invars() {
+        rb.invar(v);
+    }
+    for e in known.eqns() {
+        rb.eqn(e);
+    }
+    let mut outs: Vec<Atom> = known.outvars()[..nk_out]
+        .iter()
+        .map(|&a| rb.atom(a))
+        .collect();
+    let mut filled: Vec<Option<Atom>> = vec![None; slots.len()];
+    for (j, &s) in slot_of.iter().enumerate() {
+        filled[s] = Some(rb.atom(known.outvars()[nk_out + j]));
+    }
+    for (s, f) in filled.into_iter().enumerate() {
+        outs.push(match f {
+            Some(a) => a,
+            None => zeros(&mut rb.out, &slots[s], eqn)?,
+        });
+    }
+    Ok(rb.out.build_trusted(outs))
+}
+
+/// An unknown `cond` branch taking every residual slot (ignoring those of the other
+/// branches), then the unknown operands.
+fn unknown_branch(
+    unknown: &Jaxpr,
+    nres: usize,
+    slot_of: &[usize],
+    slots: &[AbstractValue],
+) -> Jaxpr {
+    let mut rb = Rebuilder::new(unknown);
+    for &v in unknown.constvars() {
+        rb.constvar(v);
+    }
+    let mut by_slot: Vec<Option<VarId>> = vec![None; slots.len()];
+    for (j, &s) in slot_of.iter().enumerate() {
+        by_slot[s] = Some(unknown.invars()[j]);
+    }
+    for (s, v) in by_slot.into_iter().enumerate() {
+        match v {
+            Some(v) => rb.invar(v),
+            None => rb.fresh_invar(slots[s].clone()),
+        }
+    }
+    for &v in &unknown.invars()[nres..] {
+        rb.invar(v);
+    }
+    for e in unknown.eqns() {
+        rb.eqn(e);
+    }
+    rb.finish(unknown.outvars().iter().copied())
+}
+
+const UNMAPPED: u32 = u32::MAX;
+
+/// Emits one of the two results: maps the frame's extended variables to new ones.
+struct Emit<'s> {
+    src: &'s Jaxpr,
+    extra: &'s [AbstractValue],
+    map: Vec<u32>,
+    aval_map: Vec<u32>,
+    out: JaxprBuilder,
+}
+
+impl<'s> Emit<'s> {
+    fn new(src: &'s Jaxpr, extra: &'s [AbstractValue]) -> Emit<'s> {
+        Emit {
+            src,
+            extra,
+            map: vec![UNMAPPED; src.num_vars() + extra.len()],
+            aval_map: vec![UNMAPPED; src.avals.len()],
+            out: JaxprBuilder::new(),
+        }
+    }
+
+    fn var(&mut self, x: u32) -> VarId {
+        let slot = self.map[x as usize];
+        if slot != UNMAPPED {
+            return VarId::from_index(slot as usize);
+        }
+        let n = self.src.num_vars();
+        let id = if (x as usize) < n {
+            let a = self.src.var_avals[x as usize].index();
+            match self.aval_map[a] {
+                UNMAPPED => {
+                    let id = self.out.intern_aval(&self.src.avals[a]);
+                    self.aval_map[a] = id.index() as u32;
+                    id
+                }
+                known => AvalId::from_index(known as usize),
+            }
+        } else {
+            self.out.intern_aval(&self.extra[x as usize - n])
+        };
+        let nv = self.out.new_var_of(id);
+        self.map[x as usize] = nv.index() as u32;
+        nv
+    }
+
+    fn src_atom(&mut self, a: Atom) -> Atom {
+        match a {
+            Atom::Var(v) => Atom::Var(self.var(v.index() as u32)),
+            Atom::Lit(l) => self.out.literal(*self.src.literal(l)),
+        }
+    }
+
+    fn x(&mut self, x: X) -> Atom {
+        match x {
+            X::Var(v) => Atom::Var(self.var(v)),
+            X::Lit(l) => self.out.literal(l),
+        }
+    }
+
+    fn item(&mut self, item: &Item) {
+        match item {
+            Item::Src(i) => {
+                let e = &self.src.eqns()[*i];
+                let inputs: Vec<Atom> = e.inputs().iter().map(|&a| self.src_atom(a)).collect();
+                let outs: Vec<VarId> = e
+                    .outvars()
+                    .iter()
+                    .map(|v| self.var(v.index() as u32))
+                    .collect();
+                self.out.add_eqn_with_outvars(
+                    e.primitive().clone(),
+                    inputs,
+                    e.params().clone(),
+                    outs,
+                );
+            }
+            Item::New {
+                prim,
+                inputs,
+                outs,
+                params,
+            } => {
+                let inputs: Vec<Atom> = inputs.iter().map(|&x| self.x(x)).collect();
+                let outs: Vec<VarId> = outs.iter().map(|&v| self.var(v)).collect();
+                self.out
+                    .add_eqn_with_outvars(prim.clone(), inputs, params.clone(), outs);
+            }
+        }
+    }
+}
