@@ -222,3 +222,64 @@ fn any_opaque_name_round_trips_through_text() {
         );
     }
 }
+
+/// `f(a, t)`: a `remat2` linear in `t` (sin of the non-linear `a` recomputed inside),
+/// with a second output nobody uses and the linear value also used outside.
+const REMAT_LINEAR: &str = "{ lambda ; a:f32[3] t:f32[3]. let
+    b:f32[3] c:f32[3] = remat2[
+      differentiated=False
+      jaxpr={ lambda ; x:f32[3] y:f32[3]. let
+          s:f32[3] = sin x
+          z:f32[3] = mul y s
+          w:f32[3] = neg z
+          k:f32[3] = cos x
+        in (w, k) }
+      policy=None
+      prevent_cse=True
+    ] a t
+    d:f32[3] = mul a t
+    e:f32[3] = add_any b d
+  in (e,) }";
+
+#[test]
+fn remat_transposes_like_jit_into_a_differentiated_remat() {
+    let j = parse_jaxpr(REMAT_LINEAR).unwrap();
+    let tj = transpose(&j, &[false, true]).unwrap();
+    typecheck(&tj).unwrap();
+    let remats: Vec<_> = tj
+        .eqns()
+        .iter()
+        .filter(|e| e.primitive().name() == "remat2")
+        .collect();
+    // The forward remat2 computes the non-linear output; the transposed one is marked.
+    let flags: Vec<Option<&Param>> = remats
+        .iter()
+        .map(|e| e.params().get("differentiated"))
+        .collect();
+    assert!(
+        flags.contains(&Some(&Param::Bool(true))),
+        "{}",
+        print_jaxpr(&tj)
+    );
+    // The dot-product test: <ct, f(a, t)> = <f^T(a, ct), t>.
+    let a =
+        HostArray::from_f64(Shape::new(&[3]).unwrap(), DType::F32, vec![0.5, 1.0, 1.5]).unwrap();
+    let t =
+        HostArray::from_f64(Shape::new(&[3]).unwrap(), DType::F32, vec![-1.0, 0.25, 2.0]).unwrap();
+    let ct =
+        HostArray::from_f64(Shape::new(&[3]).unwrap(), DType::F32, vec![0.75, -0.5, 1.0]).unwrap();
+    let dot = |x: &HostArray, y: &HostArray| -> f64 {
+        x.to_f64_vec()
+            .iter()
+            .zip(y.to_f64_vec())
+            .map(|(p, q)| p * q)
+            .sum()
+    };
+    let ys = eval_jaxpr(&j, &[], &[a.clone(), t.clone()]).unwrap();
+    let cts = eval_jaxpr(&tj, &[], &[a, ct.clone()]).unwrap();
+    let (lhs, rhs) = (dot(&ct, &ys[0]), dot(&cts[0], &t));
+    assert!(
+        (lhs - rhs).abs() < 1e-5 * (1.0 + lhs.abs()),
+        "{lhs} vs {rhs}"
+    );
+}

@@ -18,7 +18,10 @@
 //! same linear flags) is transposed once and the result shared.
 //!
 //! - `jit` stays a `jit` of the transposed jaxpr: it takes the non-linear operands and
-//!   the outputs' cotangents and returns the linear operands' cotangents.
+//!   the outputs' cotangents and returns the linear operands' cotangents. `remat2` does
+//!   the same and becomes `differentiated=True`.
+//! - `custom_jvp_call`, `custom_vjp_call` and `stop_gradient` are not linear (autodiff
+//!   replaces them before transposing): a linear operand is a [`PassError::NonLinearUse`].
 //! - `cond` (with a non-linear index) stays a `cond` of the transposed branches; each
 //!   returns a cotangent (zeros if it has none) for every linear operand.
 //! - `scan` becomes a scan in the other direction (JAX's `_scan_transpose`): its consts
@@ -63,8 +66,8 @@ use std::sync::Arc;
 /// `broadcast_in_dim`, `reshape`, `transpose`, `squeeze`, `expand_dims`, `select_n` with
 /// a non-linear predicate, `dot_general` with one linear operand, `rev`, `concatenate`,
 /// `slice` (unit strides), `dynamic_slice` and `dynamic_update_slice`, `gather` (to
-/// `scatter-add`) and `scatter-add` (non-linear indices), `jit`, `cond` (non-linear
-/// index) and `scan` (a scan in the other direction); the implicit broadcasting of a
+/// `scatter-add`) and `scatter-add` (non-linear indices), `jit` and `remat2`, `cond`
+/// (non-linear index) and `scan` (a scan in the other direction); the implicit broadcasting of a
 /// binary operand (rank 0, or size-1 dimensions) is summed back. Output cotangents that
 /// a higher-order equation needs but nobody gives are zeros.
 ///
@@ -187,7 +190,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
             }
             _ => Ok(()),
         },
-        Jit | Scan => Ok(()),
+        Jit | Remat | Scan => Ok(()),
         Cond if lin_ops[0] => Err(non_linear(0)),
         Cond => Ok(()),
         While => Err(PassError::WhileLoop { eqn: index }),
@@ -363,7 +366,9 @@ impl<'a> Transposer<'a> {
                 continue;
             };
             match e.primitive() {
-                Primitive::Builtin(Builtin::Jit) => self.pending = Some(Pending::Jit { eqn: i }),
+                Primitive::Builtin(Builtin::Jit | Builtin::Remat) => {
+                    self.pending = Some(Pending::Jit { eqn: i })
+                }
                 Primitive::Builtin(Builtin::Cond) => {
                     self.pending = Some(Pending::Cond {
                         eqn: i,
@@ -489,7 +494,8 @@ impl<'a> Transposer<'a> {
     }
 
     /// `jit`: a call of the transposed jaxpr, on the non-linear operands and the
-    /// outputs' cotangents, returning the linear operands' cotangents.
+    /// outputs' cotangents, returning the linear operands' cotangents. `remat2` the same,
+    /// marked `differentiated=True` (as JAX marks the backward pass of a checkpoint).
     fn emit_jit(
         &mut self,
         i: usize,
@@ -499,10 +505,13 @@ impl<'a> Transposer<'a> {
     ) -> Result<(), PassError> {
         let mut operands = self.non_linear_operands(e.inputs());
         operands.extend(self.out_cts(i, e)?);
-        let params = e.params().with(
+        let mut params = e.params().with(
             "jaxpr",
             Param::Jaxpr(ClosedJaxpr::from_parts(t, inner.consts().to_vec())),
         );
+        if e.primitive().as_builtin() == Some(Builtin::Remat) {
+            params = params.with("differentiated", Param::Bool(true));
+        }
         let outs = self.emit(i, e.primitive().clone(), operands, params)?;
         self.give_linear(i, e.inputs(), outs)
     }
