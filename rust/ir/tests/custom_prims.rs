@@ -8,7 +8,7 @@ use ferrax_ir::eval::{eval_jaxpr, HostArray};
 use ferrax_ir::lower::stablehlo::lower_jaxpr;
 use ferrax_ir::passes::{cost, dce, transpose, PassError};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
-use ferrax_ir::{typecheck, DType, Opaque, Param, Shape};
+use ferrax_ir::{typecheck, Atom, DType, Opaque, Param, Shape};
 use std::sync::Arc;
 
 fn scalar(x: f64) -> HostArray {
@@ -282,4 +282,109 @@ fn remat_transposes_like_jit_into_a_differentiated_remat() {
         (lhs - rhs).abs() < 1e-5 * (1.0 + lhs.abs()),
         "{lhs} vs {rhs}"
     );
+}
+
+/// A checkpointed function's JVP: `y = sin(sin(x))` and its tangent
+/// `ty = t * cos(x) * cos(sin(x))`, all inside one `remat2`.
+const REMAT_JVP: &str = "{ lambda ; x:f32[3] t:f32[3]. let
+    y:f32[3] ty:f32[3] = remat2[
+      differentiated=False
+      jaxpr={ lambda ; a:f32[3] b:f32[3]. let
+          s:f32[3] = sin a
+          c:f32[3] = sin s
+          d:f32[3] = cos a
+          e:f32[3] = cos s
+          f:f32[3] = mul b d
+          g:f32[3] = mul f e
+        in (c, g) }
+      policy=None
+      prevent_cse=True
+    ] x t
+  in (y, ty) }";
+
+fn vec3(xs: [f64; 3]) -> HostArray {
+    HostArray::from_f64(Shape::new(&[3]).unwrap(), DType::F32, xs.to_vec()).unwrap()
+}
+
+fn prims(j: &ferrax_ir::Jaxpr) -> Vec<String> {
+    j.eqns()
+        .iter()
+        .map(|e| e.primitive().name().to_owned())
+        .collect()
+}
+
+#[test]
+fn remat_splits_into_known_outputs_and_a_recomputing_unknown_remat() {
+    use ferrax_ir::passes::partial_eval;
+    let j = parse_jaxpr(REMAT_JVP).unwrap();
+    let pe = partial_eval(&j, &[false, true], &[false, false]).unwrap();
+    typecheck(&pe.known).unwrap();
+    typecheck(&pe.unknown).unwrap();
+    assert_eq!(pe.out_unknowns, vec![false, true]);
+    // The one residual is the known operand x itself, not sin(x) or the cosines.
+    assert_eq!(pe.num_residuals, 1);
+    assert_eq!(pe.known.outvars()[1], Atom::Var(pe.known.invars()[0]));
+    // Known: a remat2 computing y alone (two sines).
+    assert_eq!(prims(&pe.known), ["remat2"]);
+    let k = &pe.known.eqns()[0];
+    assert_eq!(k.params().get("differentiated"), Some(&Param::Bool(false)));
+    assert_eq!(
+        prims(k.sub_jaxprs().next().unwrap().jaxpr()),
+        ["sin", "sin"]
+    );
+    // Unknown: a differentiated remat2 of x and t recomputing sin(x) for the tangent.
+    assert_eq!(prims(&pe.unknown), ["remat2"]);
+    let u = &pe.unknown.eqns()[0];
+    assert_eq!(u.params().get("differentiated"), Some(&Param::Bool(true)));
+    assert_eq!(u.inputs().len(), 2);
+    assert_eq!(
+        prims(u.sub_jaxprs().next().unwrap().jaxpr()),
+        ["sin", "cos", "cos", "mul", "mul"]
+    );
+    // Together they compute what the original does.
+    let (x, t) = (vec3([0.5, 1.0, -2.0]), vec3([1.0, -0.5, 0.25]));
+    let want = eval_jaxpr(&j, &[], &[x.clone(), t.clone()]).unwrap();
+    let known = eval_jaxpr(&pe.known, &[], &[x]).unwrap();
+    let unknown = eval_jaxpr(&pe.unknown, &[], &[known[1].clone(), t]).unwrap();
+    assert_eq!(known[0].to_f64_vec(), want[0].to_f64_vec());
+    assert_eq!(unknown[0].to_f64_vec(), want[1].to_f64_vec());
+    // All known or all unknown: nothing to split.
+    let all_known = partial_eval(&j, &[false, false], &[false, false]).unwrap();
+    assert_eq!(prims(&all_known.known), ["remat2"]);
+    assert!(all_known.unknown.eqns().is_empty());
+    let all_unknown = partial_eval(&j, &[true, true], &[false, false]).unwrap();
+    assert!(all_unknown.known.eqns().is_empty());
+    assert_eq!(all_unknown.num_residuals, 0);
+}
+
+#[test]
+fn custom_calls_and_stop_gradient_are_never_split() {
+    use ferrax_ir::passes::partial_eval;
+    for eqn in [
+        "c:f32[] d:f32[] = custom_jvp_call[name=f call_jaxpr={ lambda ; x:f32[] y:f32[]. let z:f32[] = sin x in (z, y) } jvp=r symbolic_zeros=False] a b",
+        "c:f32[] d:f32[] = custom_vjp_call[name=f bwd=r call_jaxpr={ lambda ; x:f32[] y:f32[]. let z:f32[] = sin x in (z, y) } fwd=r symbolic_zeros=False] a b",
+    ] {
+        let text = format!("{{ lambda ; a:f32[] b:f32[]. let {eqn} in (c, d) }}");
+        let j = parse_jaxpr(&text).unwrap();
+        // Output c depends on the known a only, yet the whole call is unknown.
+        let pe = partial_eval(&j, &[false, true], &[false, false]).unwrap();
+        assert_eq!(pe.out_unknowns, vec![true, true], "{eqn}");
+        assert!(pe.known.eqns().is_empty());
+        assert_eq!(pe.unknown.eqns().len(), 1);
+        let e = &pe.unknown.eqns()[0];
+        assert_eq!(e.params(), j.eqns()[0].params());
+        assert_eq!(pe.num_residuals, 1);
+        // Known operands only: the call is known.
+        let pe = partial_eval(&j, &[false, false], &[false, false]).unwrap();
+        assert_eq!(pe.out_unknowns, vec![false, false]);
+        assert_eq!(pe.known.eqns().len(), 1);
+    }
+    let j = parse_jaxpr(
+        "{ lambda ; a:f32[] b:f32[]. let c:f32[] = stop_gradient a; d:f32[] = stop_gradient b in (c, d) }",
+    )
+    .unwrap();
+    let pe = partial_eval(&j, &[false, true], &[false, false]).unwrap();
+    assert_eq!(pe.out_unknowns, vec![false, true]);
+    assert_eq!(prims(&pe.known), ["stop_gradient"]);
+    assert_eq!(prims(&pe.unknown), ["stop_gradient"]);
 }

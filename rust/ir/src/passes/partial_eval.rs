@@ -8,6 +8,9 @@
 //! * `jit`: the called jaxpr is partially evaluated; a known `jit` computes its known
 //!   outputs and residuals, an unknown `jit` takes those residuals and the unknown
 //!   operands;
+//! * `remat2` (a checkpoint) stores no intermediate value: the known `remat2` computes
+//!   only the known outputs, and the unknown one (`differentiated=True`) takes the
+//!   operands, known ones as residuals, and recomputes what it needs;
 //! * `cond` with a known index: every branch is partially evaluated with the same operand
 //!   flags, an output unknown in any branch is made unknown in all, and the branches'
 //!   residuals are merged into slots (one per residual type and occurrence) so that every
@@ -23,6 +26,10 @@
 //! * `while`: if any carry is unknown (on entry or through the body) or the condition
 //!   depends on an unknown value, the whole loop is unknown; otherwise it is known (its
 //!   unknown consts, which then no carry depends on, are dropped).
+//!
+//! `custom_jvp_call` and `custom_vjp_call` are never split (their rules see the whole
+//! function): like `stop_gradient` and every first-order equation, they are known when
+//! all their operands are, else wholly unknown.
 //!
 //! The known values an unknown equation uses are the *residuals*: the known jaxpr returns
 //! them after its outputs and the unknown jaxpr takes them before its inputs.
@@ -71,7 +78,7 @@ pub struct PartialEval {
 /// the unknown jaxpr uses, each once. Both jaxprs are free of dead code; `known` keeps
 /// the original constvars, `unknown` has none.
 ///
-/// `jit`, `cond`, `scan` and `while` are split as the [module docs](self) describe.
+/// `jit`, `remat2`, `cond`, `scan` and `while` are split as the [module docs](self) describe.
 /// Linear in the size of the jaxpr (loops: times the number of carried values, for the
 /// fixpoint), with no recursion over nesting depth.
 ///
@@ -423,7 +430,7 @@ impl<'a> Frame<'a> {
             return;
         }
         self.pending = match e.primitive().as_builtin() {
-            Some(Builtin::Jit) if jaxpr_param(e.params(), "jaxpr").is_some() => {
+            Some(Builtin::Jit | Builtin::Remat) if jaxpr_param(e.params(), "jaxpr").is_some() => {
                 Some(Pending::Jit { eqn: i })
             }
             Some(Builtin::Cond) if !self.atom_uk(e.inputs()[0]) => Some(Pending::Cond {
@@ -480,7 +487,11 @@ impl<'a> Frame<'a> {
                     let need = (&**inner.jaxpr(), uk, vec![false; e.outvars().len()]);
                     return Ok(Some((Pending::Jit { eqn }, need)));
                 };
-                self.split_jit(eqn, inner, &r);
+                if e.primitive().as_builtin() == Some(Builtin::Remat) {
+                    self.split_remat(eqn, inner, &r)?;
+                } else {
+                    self.split_jit(eqn, inner, &r);
+                }
                 Ok(None)
             }
             Pending::Cond {
@@ -609,6 +620,74 @@ impl<'a> Frame<'a> {
         };
         self.items.push((false, known));
         self.items.push((true, unknown));
+    }
+
+    /// `remat2` (a checkpoint) keeps no intermediate value: the known `remat2` computes
+    /// only the known outputs (its jaxpr pruned to them), and the unknown one, marked
+    /// `differentiated=True` as JAX marks it, computes the unknown outputs from the
+    /// operands, known ones included (those are the residuals), recomputing what it
+    /// needs. `r` only says which outputs are unknown.
+    fn split_remat(&mut self, eqn: usize, inner: &ClosedJaxpr, r: &Sub) -> Result<(), PassError> {
+        self.dirty |= r.dirty;
+        let src = self.src;
+        let e = &src.eqns()[eqn];
+        let known_outs: Vec<bool> = r.out_uk.iter().map(|&u| !u).collect();
+        let half = |used_outs: &[bool]| -> Result<(Vec<X>, Vec<u32>, Params), PassError> {
+            let (pruned, used_ins) = dce(inner.jaxpr(), used_outs)?;
+            let inputs = e
+                .inputs()
+                .iter()
+                .zip(&used_ins)
+                .filter(|(_, &u)| u)
+                .map(|(&a, _)| self.x(a))
+                .collect();
+            let outs = e
+                .outvars()
+                .iter()
+                .zip(used_outs)
+                .filter(|(_, &u)| u)
+                .map(|(&o, _)| o.index() as u32)
+                .collect();
+            let params = e.params().with(
+                "jaxpr",
+                Param::Jaxpr(closed(&Arc::new(pruned), Some(inner))),
+            );
+            Ok((inputs, outs, params))
+        };
+        let mut items = Vec::new();
+        if known_outs.iter().any(|&k| k) {
+            let (inputs, outs, params) = half(&known_outs)?;
+            if inputs
+                .iter()
+                .any(|x| matches!(x, X::Var(v) if self.uk[*v as usize]))
+            {
+                // The known outputs' pruned jaxpr still reads an unknown operand (a
+                // callee kept whole by DCE): the equation stays unknown as it is.
+                self.unknown_src(eqn);
+                return Ok(());
+            }
+            items.push((false, inputs, outs, params));
+        }
+        if r.out_uk.iter().any(|&u| u) {
+            let (inputs, outs, params) = half(&r.out_uk)?;
+            let params = params.with("differentiated", Param::Bool(true));
+            items.push((true, inputs, outs, params));
+        }
+        for (unknown, inputs, outs, params) in items {
+            if unknown {
+                for &o in &outs {
+                    self.uk[o as usize] = true;
+                }
+            }
+            let item = Item::New {
+                prim: e.primitive().clone(),
+                inputs,
+                outs,
+                params,
+            };
+            self.items.push((unknown, item));
+        }
+        Ok(())
     }
 
     fn split_cond(
@@ -1264,7 +1343,7 @@ fn has_prunable_output(src: &Jaxpr, item: &Item, live: &[bool]) -> bool {
         } => (prim, params, outs.clone()),
     };
     let from = match prim.as_builtin() {
-        Some(Builtin::Jit | Builtin::Cond) => 0,
+        Some(Builtin::Jit | Builtin::Cond | Builtin::Remat) => 0,
         Some(Builtin::Scan) => int_param(params, "num_carry"),
         _ => return false,
     };
