@@ -111,6 +111,28 @@ def test_policy_none_stays_none_and_a_policy_object_is_kept() -> None:
         assert eqn.params["differentiated"] is False and eqn.params["prevent_cse"] is True
 
 
+def everything_saveable(*args: Any, **params: Any) -> bool:
+    """A policy named as JAX's ``checkpoint_policies.everything_saveable``."""
+    return True
+
+
+def test_a_policy_prints_as_jax_prints_it_with_the_address_masked() -> None:
+    def ours(x: Any) -> Any:
+        jaxpr = _sin_jaxpr()
+        return remat_p.bind(x, jaxpr=jaxpr, differentiated=False, policy=everything_saveable, prevent_cse=True)[0]
+
+    expected = str(jax.make_jaxpr(jax.checkpoint(jnp.sin, policy=jax.checkpoint_policies.everything_saveable))(1.0))
+    got = fx.make_jaxpr(ours)(np.float32(1))
+    assert "policy=<function everything_saveable at 0xXXXX" in str(got)
+    assert str(got) == expected
+    (eqn,) = got.jaxpr.eqns
+    assert eqn.params["policy"] is everything_saveable
+    # JAX's text reads back: the policy is its printed name.
+    back = _ir.parse_jaxpr(expected)
+    assert str(back) == expected
+    assert back.eqns[0].params["policy"] == expected.split("policy=")[1].split("\n")[0]
+
+
 def test_a_rule_must_be_given() -> None:
     with pytest.raises(TypeCheckError, match="param 'jvp' must be a host object"):
         fx.make_jaxpr(_jvp_call(None))(np.float32(1))

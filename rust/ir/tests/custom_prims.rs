@@ -202,6 +202,17 @@ fn any_opaque_name_round_trips_through_text() {
         ("Policy()", "jvp=Policy()"),
         ("P(a=1, b=x)", "jvp=P(a=1, b=x)"),
         ("it's", "jvp='it\\'s'"),
+        (
+            "<function f at 0xXXXXXXXXXXXX>",
+            "jvp=<function f at 0xXXXXXXXXXXXX>",
+        ),
+        (
+            "<function g.<locals>.<lambda> at 0xXXXX>",
+            "jvp=<function g.<locals>.<lambda> at 0xXXXX>",
+        ),
+        ("<a b", "jvp='<a b'"),
+        ("<a> b", "jvp='<a> b'"),
+        ("<a  b>", "jvp='<a  b>'"),
     ] {
         let mut b = JaxprBuilder::new();
         let x = b.add_invar(AbstractValue::scalar(DType::F32));

@@ -509,6 +509,27 @@ impl<'a, 'r> Parser<'a, 'r> {
         self.nxt = self.lx.next_token();
     }
 
+    /// A value word that opens more `<` than it closes (`<function f at 0xXXXX>`, as JAX
+    /// prints a Python function as a param) runs on over the following words of its line
+    /// until its angle brackets balance: the span is one word. Leaves `cur` on its last
+    /// word.
+    fn angle_span(&mut self, t: Tok<'a>) -> Tok<'a> {
+        let mut depth = angle_depth(t.text);
+        if !t.text.starts_with('<') || depth <= 0 {
+            return t;
+        }
+        let mut end = t.start + t.text.len();
+        while depth > 0 && self.nxt.kind == Kind::Word && !self.nxt.line_start {
+            self.bump();
+            depth += angle_depth(self.cur.text);
+            end = self.cur.start + self.cur.text.len();
+        }
+        match self.lx.source().get(t.start..end) {
+            Some(text) => Tok { text, ..t },
+            None => t,
+        }
+    }
+
     fn expect(&mut self, kind: Kind, what: &str) -> Result<Tok<'a>, ReadError> {
         if self.cur.kind == kind {
             let t = self.cur;
@@ -1067,6 +1088,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                     self.expect(Kind::Eq, "'=' after a field name")?;
                 }
                 Kind::Word => {
+                    let t = self.angle_span(t);
                     self.bump();
                     self.deliver(Val::Word(t))?;
                 }
@@ -1372,6 +1394,15 @@ fn as_str(v: &Val<'_>) -> Option<Arc<str>> {
         Val::Seq { items, bracket, .. } => word_seq_text(items, *bracket).map(Arc::from),
         _ => None,
     }
+}
+
+/// How many more `<` than `>` a word has.
+pub(crate) fn angle_depth(s: &str) -> i64 {
+    s.bytes().fold(0, |d, b| match b {
+        b'<' => d + 1,
+        b'>' => d - 1,
+        _ => d,
+    })
 }
 
 /// `(A, B)`, `(A,)`, `[A, B]` for a non-empty sequence of plain words.

@@ -809,11 +809,38 @@ fn write_str_param(out: &mut String, s: &str) {
 /// `DotsSaveable(only_if_no_batch_dims=False)`) when the parser reads that text back as
 /// one value, otherwise quoted Python-style.
 fn write_opaque_param(out: &mut String, name: &str) {
-    if (is_single_word(name) && name != "None") || is_word_seq(name) || is_simple_record(name) {
+    if (is_single_word(name) && name != "None")
+        || is_word_seq(name)
+        || is_simple_record(name)
+        || is_angle_span(name)
+    {
         out.push_str(name);
     } else {
         quote_into(out, name);
     }
+}
+
+/// True for words separated by single spaces, the first opening with `<`, whose angle
+/// brackets balance only at the end (`<function f at 0xXXXXXXXXXXXX>`): the parser reads
+/// such a span as one value.
+fn is_angle_span(s: &str) -> bool {
+    use crate::text::parser::angle_depth;
+    if !s.starts_with('<') || !s.contains(' ') {
+        return false;
+    }
+    let words: Vec<&str> = s.split(' ').collect();
+    let mut depth = 0;
+    for (i, w) in words.iter().enumerate() {
+        if !is_single_word(w) {
+            return false;
+        }
+        depth += angle_depth(w);
+        let last = i + 1 == words.len();
+        if (depth <= 0) != last {
+            return false;
+        }
+    }
+    depth == 0
 }
 
 /// True for `Name(field=value, ...)` whose name, fields and values are single words (a
