@@ -8,9 +8,10 @@
 //! * `jit`: the called jaxpr is partially evaluated; a known `jit` computes its known
 //!   outputs and residuals, an unknown `jit` takes those residuals and the unknown
 //!   operands;
-//! * `remat2` (a checkpoint) stores no intermediate value: the known `remat2` computes
-//!   only the known outputs, and the unknown one (`differentiated=True`) takes the
-//!   operands, known ones as residuals, and recomputes what it needs;
+//! * `remat2` (a checkpoint) stores no intermediate value: its jaxpr pruned to the known
+//!   outputs is inlined in the known jaxpr (as JAX evaluates it), and the unknown
+//!   `remat2` (`differentiated=True`) takes the operands, known ones as residuals, and
+//!   recomputes what it needs;
 //! * `cond` with a known index: every branch is partially evaluated with the same operand
 //!   flags, an output unknown in any branch is made unknown in all, and the branches'
 //!   residuals are merged into slots (one per residual type and occurrence) so that every
@@ -622,17 +623,18 @@ impl<'a> Frame<'a> {
         self.items.push((true, unknown));
     }
 
-    /// `remat2` (a checkpoint) keeps no intermediate value: the known `remat2` computes
-    /// only the known outputs (its jaxpr pruned to them), and the unknown one, marked
-    /// `differentiated=True` as JAX marks it, computes the unknown outputs from the
-    /// operands, known ones included (those are the residuals), recomputing what it
-    /// needs. `r` only says which outputs are unknown.
+    /// `remat2` (a checkpoint) keeps no intermediate value: the known outputs are
+    /// computed by the `remat2`'s jaxpr pruned to them, inlined as JAX evaluates it (or a
+    /// known `remat2` of it, when its outputs are not distinct variables its equations
+    /// define, or it has constants); the unknown `remat2`, marked `differentiated=True`
+    /// as JAX marks it, computes the unknown outputs from the operands, known ones
+    /// included (those are the residuals), recomputing what it needs. `r` only says which
+    /// outputs are unknown.
     fn split_remat(&mut self, eqn: usize, inner: &ClosedJaxpr, r: &Sub) -> Result<(), PassError> {
         self.dirty |= r.dirty;
         let src = self.src;
         let e = &src.eqns()[eqn];
-        let known_outs: Vec<bool> = r.out_uk.iter().map(|&u| !u).collect();
-        let half = |used_outs: &[bool]| -> Result<(Vec<X>, Vec<u32>, Params), PassError> {
+        let half = |used_outs: &[bool]| -> Result<(Jaxpr, Vec<X>, Vec<u32>), PassError> {
             let (pruned, used_ins) = dce(inner.jaxpr(), used_outs)?;
             let inputs = e
                 .inputs()
@@ -648,15 +650,11 @@ impl<'a> Frame<'a> {
                 .filter(|(_, &u)| u)
                 .map(|(&o, _)| o.index() as u32)
                 .collect();
-            let params = e.params().with(
-                "jaxpr",
-                Param::Jaxpr(closed(&Arc::new(pruned), Some(inner))),
-            );
-            Ok((inputs, outs, params))
+            Ok((pruned, inputs, outs))
         };
-        let mut items = Vec::new();
-        if known_outs.iter().any(|&k| k) {
-            let (inputs, outs, params) = half(&known_outs)?;
+        let known_outs: Vec<bool> = r.out_uk.iter().map(|&u| !u).collect();
+        let known = if known_outs.contains(&true) {
+            let (pruned, inputs, outs) = half(&known_outs)?;
             if inputs
                 .iter()
                 .any(|x| matches!(x, X::Var(v) if self.uk[*v as usize]))
@@ -666,28 +664,109 @@ impl<'a> Frame<'a> {
                 self.unknown_src(eqn);
                 return Ok(());
             }
-            items.push((false, inputs, outs, params));
-        }
-        if r.out_uk.iter().any(|&u| u) {
-            let (inputs, outs, params) = half(&r.out_uk)?;
-            let params = params.with("differentiated", Param::Bool(true));
-            items.push((true, inputs, outs, params));
-        }
-        for (unknown, inputs, outs, params) in items {
-            if unknown {
-                for &o in &outs {
-                    self.uk[o as usize] = true;
-                }
+            Some((pruned, inputs, outs))
+        } else {
+            None
+        };
+        let unknown = if r.out_uk.contains(&true) {
+            Some(half(&r.out_uk)?)
+        } else {
+            None
+        };
+        if let Some((pruned, inputs, outs)) = known {
+            if !self.inline_known(&pruned, &inputs, &outs) {
+                let params = e.params().with(
+                    "jaxpr",
+                    Param::Jaxpr(closed(&Arc::new(pruned), Some(inner))),
+                );
+                let item = Item::New {
+                    prim: e.primitive().clone(),
+                    inputs,
+                    outs,
+                    params,
+                };
+                self.items.push((false, item));
             }
+        }
+        if let Some((pruned, inputs, outs)) = unknown {
+            for &o in &outs {
+                self.uk[o as usize] = true;
+            }
+            let params = e
+                .params()
+                .with(
+                    "jaxpr",
+                    Param::Jaxpr(closed(&Arc::new(pruned), Some(inner))),
+                )
+                .with("differentiated", Param::Bool(true));
             let item = Item::New {
                 prim: e.primitive().clone(),
                 inputs,
                 outs,
                 params,
             };
-            self.items.push((unknown, item));
+            self.items.push((true, item));
         }
         Ok(())
+    }
+
+    /// Adds the equations of `j` (without constvars) to the known side, its invars being
+    /// `ins` and its outputs the variables `outs`. Returns false, adding nothing, when an
+    /// output is not a variable one of its equations defines or appears twice (a value
+    /// passed through has no equation to define it here) or `j` has constvars.
+    fn inline_known(&mut self, j: &Jaxpr, ins: &[X], outs: &[u32]) -> bool {
+        if !j.constvars().is_empty() || ins.len() != j.invars().len() {
+            return false;
+        }
+        let mut target: Vec<Option<u32>> = vec![None; j.num_vars()];
+        let mut is_input = vec![false; j.num_vars()];
+        for &v in j.invars() {
+            is_input[v.index()] = true;
+        }
+        for (&a, &o) in j.outvars().iter().zip(outs) {
+            match a {
+                Atom::Var(v) if !is_input[v.index()] && target[v.index()].is_none() => {
+                    target[v.index()] = Some(o);
+                }
+                _ => return false,
+            }
+        }
+        let mut map: Vec<Option<X>> = vec![None; j.num_vars()];
+        for (&v, &x) in j.invars().iter().zip(ins) {
+            map[v.index()] = Some(x);
+        }
+        let mut items = Vec::with_capacity(j.eqns().len());
+        for e in j.eqns() {
+            let mut inputs = Vec::with_capacity(e.inputs().len());
+            for &a in e.inputs() {
+                let x = match a {
+                    Atom::Var(v) => map[v.index()],
+                    Atom::Lit(l) => Some(X::Lit(*j.literal(l))),
+                };
+                let Some(x) = x else {
+                    return false;
+                };
+                inputs.push(x);
+            }
+            let mut eqn_outs = Vec::with_capacity(e.outvars().len());
+            for &v in e.outvars() {
+                let o = match target[v.index()] {
+                    Some(o) => o,
+                    None => self.new_var(j.var_aval(v).clone()),
+                };
+                map[v.index()] = Some(X::Var(o));
+                eqn_outs.push(o);
+            }
+            items.push(Item::New {
+                prim: e.primitive().clone(),
+                inputs,
+                outs: eqn_outs,
+                params: e.params().clone(),
+            });
+        }
+        self.items
+            .extend(items.into_iter().map(|item| (false, item)));
+        true
     }
 
     fn split_cond(
