@@ -408,7 +408,7 @@ impl<'a> Frame<'a> {
             }
             let i = self.pos;
             self.pos += 1;
-            self.start(i);
+            self.start(i)?;
         }
     }
 
@@ -423,12 +423,19 @@ impl<'a> Frame<'a> {
         self.items.push((true, Item::Src(i)));
     }
 
-    fn start(&mut self, i: usize) {
+    fn start(&mut self, i: usize) -> Result<(), PassError> {
         let src = self.src;
         let e = &src.eqns()[i];
         if !e.inputs().iter().any(|&a| self.atom_uk(a)) {
-            self.known_src(i);
-            return;
+            match jaxpr_param(e.params(), "jaxpr") {
+                // A known checkpoint is inlined too, as JAX evaluates it.
+                Some(inner) if e.primitive().as_builtin() == Some(Builtin::Remat) => {
+                    let known = vec![false; e.outvars().len()];
+                    self.split_remat(i, inner, &known, false)?;
+                }
+                _ => self.known_src(i),
+            }
+            return Ok(());
         }
         self.pending = match e.primitive().as_builtin() {
             Some(Builtin::Jit | Builtin::Remat) if jaxpr_param(e.params(), "jaxpr").is_some() => {
@@ -466,6 +473,7 @@ impl<'a> Frame<'a> {
         if self.pending.is_none() {
             self.unknown_src(i);
         }
+        Ok(())
     }
 
     /// Resumes a pending equation; `Some` to wait for another sub-jaxpr.
@@ -489,7 +497,7 @@ impl<'a> Frame<'a> {
                     return Ok(Some((Pending::Jit { eqn }, need)));
                 };
                 if e.primitive().as_builtin() == Some(Builtin::Remat) {
-                    self.split_remat(eqn, inner, &r)?;
+                    self.split_remat(eqn, inner, &r.out_uk, r.dirty)?;
                 } else {
                     self.split_jit(eqn, inner, &r);
                 }
@@ -628,10 +636,16 @@ impl<'a> Frame<'a> {
     /// known `remat2` of it, when its outputs are not distinct variables its equations
     /// define, or it has constants); the unknown `remat2`, marked `differentiated=True`
     /// as JAX marks it, computes the unknown outputs from the operands, known ones
-    /// included (those are the residuals), recomputing what it needs. `r` only says which
-    /// outputs are unknown.
-    fn split_remat(&mut self, eqn: usize, inner: &ClosedJaxpr, r: &Sub) -> Result<(), PassError> {
-        self.dirty |= r.dirty;
+    /// included (those are the residuals), recomputing what it needs. `out_uk` says which
+    /// outputs are unknown (`dirty` is the partially evaluated jaxpr's flag).
+    fn split_remat(
+        &mut self,
+        eqn: usize,
+        inner: &ClosedJaxpr,
+        out_uk: &[bool],
+        dirty: bool,
+    ) -> Result<(), PassError> {
+        self.dirty |= dirty;
         let src = self.src;
         let e = &src.eqns()[eqn];
         let half = |used_outs: &[bool]| -> Result<(Jaxpr, Vec<X>, Vec<u32>), PassError> {
@@ -652,7 +666,7 @@ impl<'a> Frame<'a> {
                 .collect();
             Ok((pruned, inputs, outs))
         };
-        let known_outs: Vec<bool> = r.out_uk.iter().map(|&u| !u).collect();
+        let known_outs: Vec<bool> = out_uk.iter().map(|&u| !u).collect();
         let known = if known_outs.contains(&true) {
             let (pruned, inputs, outs) = half(&known_outs)?;
             if inputs
@@ -668,8 +682,8 @@ impl<'a> Frame<'a> {
         } else {
             None
         };
-        let unknown = if r.out_uk.contains(&true) {
-            Some(half(&r.out_uk)?)
+        let unknown = if out_uk.contains(&true) {
+            Some(half(out_uk)?)
         } else {
             None
         };
