@@ -260,6 +260,12 @@ enum Item {
     },
 }
 
+/// A jaxpr pruned to some outputs, and which of its inputs it still takes.
+type Pruned = (Arc<Jaxpr>, Vec<bool>);
+
+/// Half of a split `remat2`: its pruned jaxpr, operands and output variables.
+type RematHalf = (Arc<Jaxpr>, Vec<X>, Vec<u32>);
+
 /// A higher-order equation part-way through being split.
 enum Pending {
     Jit {
@@ -297,6 +303,9 @@ struct Frame<'a> {
     pending: Option<Pending>,
     /// A sub-jaxpr used is dirty (see [`Sub::dirty`]).
     dirty: bool,
+    /// `remat2` jaxprs pruned to some outputs (by jaxpr and used outputs), so that
+    /// equations sharing a jaxpr prune it once and share the result.
+    pruned: HashMap<(usize, Vec<bool>), Pruned>,
 }
 
 fn int_param(params: &Params, name: &str) -> usize {
@@ -369,6 +378,7 @@ impl<'a> Frame<'a> {
             pos: 0,
             pending: None,
             dirty: false,
+            pruned: HashMap::new(),
         }
     }
 
@@ -648,12 +658,29 @@ impl<'a> Frame<'a> {
         self.dirty |= dirty;
         let src = self.src;
         let e = &src.eqns()[eqn];
-        let half = |used_outs: &[bool]| -> Result<(Jaxpr, Vec<X>, Vec<u32>), PassError> {
-            let (pruned, used_ins) = dce(inner.jaxpr(), used_outs)?;
+        let key_of = |used: &[bool]| (Arc::as_ptr(inner.jaxpr()) as usize, used.to_vec());
+        for used in [
+            out_uk.iter().map(|&u| !u).collect::<Vec<bool>>(),
+            out_uk.to_vec(),
+        ] {
+            if used.contains(&true) && !self.pruned.contains_key(&key_of(&used)) {
+                let (pruned, used_ins) = dce(inner.jaxpr(), &used)?;
+                self.pruned
+                    .insert(key_of(&used), (Arc::new(pruned), used_ins));
+            }
+        }
+        let half = |used_outs: &[bool]| -> Result<RematHalf, PassError> {
+            let Some((pruned, used_ins)) = self.pruned.get(&key_of(used_outs)) else {
+                return Err(PassError::IllTyped {
+                    eqn: Some(eqn),
+                    message: "remat2: a pruned jaxpr is missing (internal)".to_owned(),
+                });
+            };
+            let pruned = Arc::clone(pruned);
             let inputs = e
                 .inputs()
                 .iter()
-                .zip(&used_ins)
+                .zip(used_ins)
                 .filter(|(_, &u)| u)
                 .map(|(&a, _)| self.x(a))
                 .collect();
@@ -689,10 +716,9 @@ impl<'a> Frame<'a> {
         };
         if let Some((pruned, inputs, outs)) = known {
             if !self.inline_known(&pruned, &inputs, &outs) {
-                let params = e.params().with(
-                    "jaxpr",
-                    Param::Jaxpr(closed(&Arc::new(pruned), Some(inner))),
-                );
+                let params = e
+                    .params()
+                    .with("jaxpr", Param::Jaxpr(closed(&pruned, Some(inner))));
                 let item = Item::New {
                     prim: e.primitive().clone(),
                     inputs,
@@ -708,10 +734,7 @@ impl<'a> Frame<'a> {
             }
             let params = e
                 .params()
-                .with(
-                    "jaxpr",
-                    Param::Jaxpr(closed(&Arc::new(pruned), Some(inner))),
-                )
+                .with("jaxpr", Param::Jaxpr(closed(&pruned, Some(inner))))
                 .with("differentiated", Param::Bool(true));
             let item = Item::New {
                 prim: e.primitive().clone(),
