@@ -7,8 +7,11 @@ Sections:
          against JAX (see bench/jit_bench.py).
   trace  `make_jaxpr(f)(x)`, ferrax against JAX, on chain(10^2..10^4), mlp(depth 8, 64)
          and wide(10^3, 10^4) (see bench/trace_bench.py).
+  ad     autodiff, ferrax against JAX: partial evaluation of chain(10^4)'s JVP jaxpr,
+         transposition of its linear part, XLA compile and compiled run of jit(grad(f))
+         for mlp(64) and rnn(1000) by scan (see bench/ad_bench.py).
 
-Usage: python bench/run.py [--section ir|trace|jit|all] [--sizes 1000,10000,100000,1000000]
+Usage: python bench/run.py [--section ir|trace|jit|ad|all] [--sizes 1000,10000,100000,1000000]
                            [--reps-scale 1.0] [--no-jax] [--out bench/results]
 JAX is optional: sections that compare against it print ferrax's figures alone when it
 is not installed (or with --no-jax).
@@ -167,12 +170,47 @@ def section_jit(out_dir: pathlib.Path, use_jax: bool) -> None:
     print(table)
 
 
+def section_ad(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import ad_bench
+
+    start = time.perf_counter()
+    rows = ad_bench.run_ad(
+        use_jax=use_jax, reps_scale=rep_scale, progress=lambda line: print(line, file=sys.stderr)
+    )
+    elapsed = time.perf_counter() - start
+    table = ad_bench.ad_table(rows)
+    jax_version = None
+    if any("jax" in r for r in rows):
+        import jax as jax_module
+
+        jax_version = jax_module.__version__
+    peer = f"JAX {jax_version} (CPU)" if jax_version else "no JAX"
+    header = (
+        f"{_machine()}; {peer}. partial_eval: the Rust pass on chain(10^4)'s JVP jaxpr, "
+        "tangent unknown, against JAX's `partial_eval_jaxpr_nounits` on its own JVP jaxpr "
+        "(a fresh ClosedJaxpr every run); transpose: the Rust pass on the unknown (linear) "
+        "jaxpr, against JAX's `backward_pass` staged with `make_jaxpr` on its own; compile: "
+        "XLA compile of `jit(grad(f))` (fresh function every run); run: steady-state "
+        "compiled call of it (20 calls per timing). Medians (min-max), GC off inside timed "
+        "regions, ferrax and JAX alternating run by run; the ratio is ferrax's median over "
+        "JAX's (in parentheses the range of per-run ratios). "
+        f"Section time {elapsed:.0f} s; command: `python bench/run.py --section ad`."
+    )
+    meta = {"machine": _machine(), "jax": jax_version, "gc": "off in timed regions", "rep_scale": rep_scale, "elapsed_s": elapsed, "command": "python bench/run.py --section ad"}
+    (out_dir / "ad.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (out_dir / "ad.md").write_text(header + "\n\n" + table + "\n")
+    print(header)
+    print()
+    print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["ir", "trace", "jit", "all"], default="all")
+    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "all"], default="all")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="ir section sizes")
     parser.add_argument(
-        "--reps-scale", type=float, default=1.0, help="trace section: scale the repetitions (min 3)"
+        "--reps-scale", type=float, default=1.0, help="trace and ad sections: scale the repetitions (min 3)"
     )
     parser.add_argument("--no-jax", action="store_true", help="ferrax's figures only")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -190,6 +228,10 @@ def main() -> None:
         print()
     if args.section in ("jit", "all"):
         section_jit(out_dir, not args.no_jax)
+    if args.section == "all":
+        print()
+    if args.section in ("ad", "all"):
+        section_ad(out_dir, args.reps_scale, not args.no_jax)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""ferrax quickstart: trace a small model to a jaxpr, lower it to StableHLO, run it under
-jit; then work with the IR directly (parse, typecheck, prune, build)."""
+"""ferrax quickstart: trace a small model to a jaxpr, differentiate it, lower it to
+StableHLO, train it for a few steps under jit; then work with the IR directly (parse,
+typecheck, prune, build)."""
 
 import numpy as np
 
@@ -30,15 +31,30 @@ y = rng.standard_normal((16, 1), dtype=np.float32)
 # 1. Trace: the jaxpr of the loss (params flattened into inputs).
 print(fx.make_jaxpr(loss)(params, x, y))
 
-# 2. Lower: the StableHLO module jit compiles.
+# 2. Differentiate: the gradient's jaxpr (the forward pass, then the transposed tangents).
+print(fx.make_jaxpr(fx.grad(loss))(params, x, y))
+
+# 3. Lower: the StableHLO module jit compiles.
 fast_loss = fx.jit(loss)
 print(fast_loss.lower(params, x, y).as_text()[:400], "...")
 
-# 3. Run: compiled with XLA, the result stays on the device until NumPy asks.
+# 4. Run: compiled with XLA, the result stays on the device until NumPy asks.
 value = fast_loss(params, x, y)
 print("loss:", float(np.asarray(value)), "(eager:", float(np.asarray(loss(params, x, y))), ")")
 
-# 4. The IR itself: parse JAX's text format, typecheck, prune, print.
+
+# 5. Train: a few steps of gradient descent, each step one compiled jit(grad) call.
+@fx.jit
+def step(params, x, y):
+    grads = fx.grad(loss)(params, x, y)
+    return fx.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+
+
+for i in range(5):
+    params = step(params, x, y)
+    print(f"step {i + 1}: loss {float(np.asarray(fast_loss(params, x, y))):.4f}")
+
+# 6. The IR itself: parse JAX's text format, typecheck, prune, print.
 jaxpr = core.parse_jaxpr(
     """{ lambda c:f32[8]; x:f32[8] y:f32[]. let
     a:f32[8] = mul x c

@@ -40,6 +40,7 @@ def _ns(np_: Any, lax_: Any, api: Any) -> types.SimpleNamespace:
         jvp=api.jvp,
         linearize=api.linearize,
         custom_vjp=getattr(api, "custom_vjp", _missing("custom_vjp")),
+        custom_jvp=getattr(api, "custom_jvp", _missing("custom_jvp")),
     )
 
 
@@ -67,6 +68,14 @@ def _custom_vjp(m: Any, bwd: Callable[[Any, Any], Any]) -> Any:
     """``x * 2`` as a custom_vjp function with the backward rule ``bwd``."""
     f = m.custom_vjp(lambda x: x * 2.0)
     f.defvjp(lambda x: (x * 2.0, None), bwd)
+    return f
+
+
+def _custom_jvp(m: Any, rule: Callable[[Any, Any], Any] | None) -> Any:
+    """``x * 2`` as a custom_jvp function with the JVP rule ``rule`` (none if None)."""
+    f = m.custom_jvp(lambda x: x * 2.0)
+    if rule is not None:
+        f.defjvp(rule)
     return f
 
 
@@ -121,6 +130,12 @@ MISTAKES: list[Mistake] = [
     Mistake("custom_vjp bwd returning too many cotangents", lambda m: m.grad(_custom_vjp(m, lambda r, g: (g, g)))(1.0), TypeError),
     Mistake("custom_vjp bwd returning a cotangent of the wrong shape", lambda m: m.grad(_custom_vjp(m, lambda r, g: (m.np.ones(3),)))(1.0), ValueError),
     Mistake("jvp of a custom_vjp function", lambda m: m.jvp(_custom_vjp(m, lambda r, g: (g,)), (1.0,), (1.0,)), TypeError),
+    Mistake("custom_vjp fwd returning no pair", lambda m: (lambda f: (f.defvjp(lambda x: x, lambda r, g: (g,)), m.grad(f)(1.0)))(m.custom_vjp(lambda x: x * 2.0)), TypeError),
+    Mistake("custom_jvp rule returning a tangent of the wrong shape", lambda m: m.jvp(_custom_jvp(m, lambda p, t: (p[0] * 2.0, m.np.ones(3))), (1.0,), (1.0,)), TypeError),
+    Mistake("custom_jvp rule returning a tangent of the wrong dtype", lambda m: m.jvp(_custom_jvp(m, lambda p, t: (p[0] * 2.0, m.np.ones((), np.float16))), (1.0,), (1.0,)), TypeError),
+    Mistake("custom_jvp rule returning no pair", lambda m: m.jvp(_custom_jvp(m, lambda p, t: p[0] * 2.0), (1.0,), (1.0,)), TypeError),
+    Mistake("custom_jvp rule returning primal and tangent of different trees", lambda m: m.jvp(_custom_jvp(m, lambda p, t: ((p[0], p[0]), t[0])), (1.0,), (1.0,)), TypeError),
+    Mistake("custom_jvp function differentiated without a rule", lambda m: m.grad(_custom_jvp(m, None))(1.0), AttributeError),
     Mistake("grad through while_loop", lambda m: m.grad(lambda x: _while(m, x))(1.0), ValueError),
     Mistake("vjp through while_loop in jit", lambda m: m.vjp(m.jit(lambda x: _while(m, x) * 3.0), 1.0)[1](1.0), ValueError),
     Mistake("grad through fori_loop with traced bounds", lambda m: m.grad(m.jit(lambda x, n: m.lax.fori_loop(0, n, lambda i, c: c * x, 1.0)))(2.0, 3), ValueError),

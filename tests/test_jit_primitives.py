@@ -137,6 +137,8 @@ CASES = [
         # Clamped, the rows collide: which write wins is unspecified for a plain scatter.
         if (name, m) != ("scatter", "clip")
     ],
+    _c("pad", lambda x, v: lax.pad(x, v, ((1, -1, 1), (0, 2, 0))), S, ()),
+    _c("pad", lambda x, v: lax.pad(x, v, ((-1, 0, 0), (2, -3, 2))), S, ()),
     _c("rev", lambda x: lax.rev(x, (0, 1)), S),
     _c("rev", lambda x: lax.rev(x, (1,)), S),
     *[_c(name, _called(name), S) for name in ("custom_jvp_call", "custom_vjp_call", "remat2")],

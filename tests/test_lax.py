@@ -266,6 +266,14 @@ for d in STRUCTURAL_DTYPES:
     case("concatenate", f"{s}-one", lambda L, x: L.concatenate([x], 0), m34)
     case("slice", f"{s}", lambda L, x: L.slice(x, (0, 1), (3, 4)), m34, numpy=lambda x: x[0:3, 1:4])
     case("slice", f"{s}-strides", lambda L, x: L.slice(x, (0, 1), (3, 4), (2, 2)), m34, numpy=lambda x: x[0:3:2, 1:4:2])
+    pv = v3[1]
+    case("pad", f"{s}", lambda L, x, v: L.pad(x, v, ((1, 2, 0), (0, 1, 0))), m34, pv,
+         numpy=lambda x, v: np.pad(x, ((1, 2), (0, 1)), constant_values=v))
+    case("pad", f"{s}-interior-negative", lambda L, x, v: L.pad(x, v, ((1, -1, 1), (-2, 2, 2))), m34, pv)
+    case("pad", f"{s}-crop", lambda L, x, v: L.pad(x, v, ((-1, -2, 0), (0, -4, 0))), m34, pv)
+    case("pad", f"{s}-scalar", lambda L, x, v: L.pad(x, v, ()), pv, pv)
+    # A Python int takes its own dtype: fine for int32 only, a dtype mismatch otherwise.
+    case("pad", f"{s}-python-int", lambda L, x: L.pad(x, 0, ((0, 1, 1), (1, 0, 0))), m34)
     for starts in [(1, 2), (-1, 0), (5, -9), (2, 3)] if d == F32 else [(-1, 3)]:
         label = f"{s}-{starts}".replace(" ", "")
         case("dynamic_slice", label, lambda L, x, st=starts: L.dynamic_slice(x, st, (2, 2)), m34)

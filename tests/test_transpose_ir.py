@@ -155,8 +155,9 @@ def test_transposed_text_round_trips() -> None:
             "e:i32[] = add c 1:i32[]; f:f32[3] = neg d in (e, f) } body_nconsts=0 cond_jaxpr={ lambda ; "
             "g:i32[] h:f32[3]. let i:bool[] = lt g 3:i32[] in (i,) } cond_nconsts=0] 0:i32[] t in (b,) }",
             [True],
-            "equation 0 (while) carries a linear value: reverse-mode differentiation of a while loop "
-            "is not supported; use scan, or fori_loop with static (Python int) bounds",
+            "equation 0 (while) carries a linear value: reverse-mode differentiation does not work for "
+            "lax.while_loop or lax.fori_loop with dynamic start/stop values; use lax.scan, or fori_loop "
+            "with static",
         ),
     ],
 )

@@ -15,9 +15,15 @@ from ferrax._core import ConcreteArray, aval_of, user_location
 from ferrax import _ir
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import Recipe, trace_linear
-from ferrax.tree_util import tree_flatten, tree_unflatten
+from ferrax.errors import PassError, ReverseModeError
+from ferrax.tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["grad", "jvp", "linearize", "value_and_grad", "vjp"]
+
+
+def _check_callable(fun: Any, api: str) -> None:
+    if not callable(fun):
+        raise TypeError(f"{api}: expected a callable value, got {fun!r:.60}, at {user_location()}")
 
 
 def _tangent_value(t: Any, aval: Any) -> Any:
@@ -29,10 +35,18 @@ def _tangent_value(t: Any, aval: Any) -> Any:
     return t
 
 
+def _leaf_dtype(x: Any) -> np.dtype[Any]:
+    """A tangent's or cotangent's dtype as ferrax types it (float64 NumPy values are
+    float32 without x64, as JAX canonicalizes them); float0 stays float0."""
+    if isinstance(x, np.ndarray) and x.dtype == ad.float0:
+        return ad.float0
+    return aval_of(x).dtype
+
+
 def _check_tangent(i: int, primal: Any, tangent: Any) -> Any:
     """The input tangent for one primal leaf, checked as JAX checks it."""
     p = aval_of(primal)
-    t_dtype = np.dtype(tangent.dtype) if hasattr(tangent, "dtype") else aval_of(tangent).dtype
+    t_dtype = _leaf_dtype(tangent)
     t_shape = tuple(np.shape(tangent))
     if not ad.is_differentiable(p.dtype):
         if t_dtype != ad.float0:
@@ -70,20 +84,23 @@ def jvp(
     ``tangents`` (a tuple or list like ``primals``, one tangent per array leaf, of the
     leaf's shape and dtype; ``float0`` for integer and boolean leaves). Returns
     ``(primals_out, tangents_out)``, plus ``aux`` with ``has_aux``."""
+    _check_callable(fun, "jvp")
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError(
             "primal and tangent arguments to ferrax.jvp must be tuples or lists; found "
             f"{type(primals).__name__} and {type(tangents).__name__}, at {user_location()}"
         )
-    flat_p, tree_p = tree_flatten(tuple(primals))
-    flat_t, tree_t = tree_flatten(tuple(tangents))
+    flat_p, tree_p = tree_flatten(primals)
+    flat_t, tree_t = tree_flatten(tangents)
     if tree_p != tree_t:
         raise TypeError(
             "primal and tangent arguments to ferrax.jvp must have the same tree structure; "
             f"primals have tree structure {tree_p} whereas tangents have tree structure "
             f"{tree_t}, at {user_location()}"
         )
-    checked = [_check_tangent(i, p, t) for i, (p, t) in enumerate(zip(flat_p, flat_t))]
+    # A tangent takes its primal's weak type, as it does in JAX's jvp (through
+    # jax.numpy's promotion, which converts it along with the primal).
+    checked = [_like_primal(_check_tangent(i, p, t), p) for i, (p, t) in enumerate(zip(flat_p, flat_t))]
     out_tree_cell: list[Any] = []
 
     def flat_fun(*leaves: Any) -> list[Any]:
@@ -126,7 +143,8 @@ class _Linearized:
     def __init__(self, flat_fun: Callable[..., list[Any]], flat_primals: list[Any]) -> None:
         self.in_avals = [aval_of(p) for p in flat_primals]
         self.diff = [ad.is_differentiable(a.dtype) for a in self.in_avals]
-        tangent_avals = [a for a, d in zip(self.in_avals, self.diff) if d]
+        # Tangents are strongly typed (a weak primal's too), as JAX's linearize types them.
+        tangent_avals = [_ir.ShapedArray(a.shape, a.dtype, False) for a, d in zip(self.in_avals, self.diff) if d]
 
         def fun(unknowns: list[Any]) -> tuple[list[Any], list[Any]]:
             it = iter(unknowns)
@@ -159,7 +177,17 @@ class _Linearized:
             jaxpr = self.recipe.jaxpr
             n_res = len(jaxpr.constvars)
             flat = _ir.consts_to_invars(jaxpr)
-            self._transposed = _ir.transpose(flat, [False] * n_res + [True] * len(jaxpr.invars))
+            try:
+                self._transposed = _ir.transpose(flat, [False] * n_res + [True] * len(jaxpr.invars))
+            except PassError as e:
+                lead = ""
+                if "(while)" in str(e):
+                    lead = (
+                        "Reverse-mode differentiation does not work for lax.while_loop (nor "
+                        "fori_loop with traced bounds): use lax.scan, or lax.fori_loop with "
+                        "static (Python int) bounds, which becomes a scan.\n  "
+                    )
+                raise ReverseModeError(f"{lead}{e}\n  (reverse-mode differentiation, at {user_location()})") from e
         cts = [ct for ct, u in zip(cotangents, self.out_unknown) if u]
         return eval_jaxpr(self._transposed, [], *self.recipe.residuals, *cts)
 
@@ -205,6 +233,7 @@ def linearize(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> 
     """``fun(*primals)`` and its JVP as a function of the tangents alone: the primal
     values are computed once, the tangent computation is recorded as a linear jaxpr.
     Returns ``(primals_out, f_jvp)``, plus ``aux`` with ``has_aux``."""
+    _check_callable(fun, "linearize")
     flat, in_tree = tree_flatten(primals)
     flat_fun, cell = _flatten_fun(fun, in_tree, has_aux, "linearize")
     lin = _Linearized(flat_fun, flat)
@@ -217,7 +246,7 @@ def linearize(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> 
                 f"linearized function called with tangent structure {t_tree}, but the primals "
                 f"had structure {in_tree}, at {user_location()}"
             )
-        checked = [_check_tangent(i, p, t) for i, (p, t) in enumerate(zip(flat, flat_t))]
+        checked = [_check_linear_tangent(i, p, t) for i, (p, t) in enumerate(zip(flat, flat_t))]
         diff_t = [t for t, d in zip(checked, lin.diff) if d]
         return tree_unflatten(out_tree, lin.tangents_out(diff_t))
 
@@ -227,9 +256,18 @@ def linearize(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> 
     return out, f_jvp
 
 
+def _check_linear_tangent(i: int, primal: Any, tangent: Any) -> Any:
+    """A tangent given to a linearized function: as jvp checks it, but a type mismatch is
+    a ValueError (JAX's)."""
+    try:
+        return _check_tangent(i, primal, tangent)
+    except TypeError as e:
+        raise ValueError(str(e).replace("ferrax.jvp", "the linearized function")) from None
+
+
 def _check_cotangent(i: int, ct: Any, aval: _ir.ShapedArray) -> Any:
     want = ad.float0 if not ad.is_differentiable(aval.dtype) else aval.dtype
-    got_dtype = np.dtype(ct.dtype) if hasattr(ct, "dtype") else aval_of(ct).dtype
+    got_dtype = _leaf_dtype(ct)
     got_shape = tuple(np.shape(ct))
     if got_shape != tuple(aval.shape) or (got_dtype != want and want != ad.float0):
         got = f"{got_dtype}{list(got_shape)}"
@@ -245,15 +283,21 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
     """``fun(*primals)`` and its VJP: a function taking a cotangent shaped like the
     output and returning one cotangent per primal argument (a tuple). Returns
     ``(primals_out, vjp_fn)``, plus ``aux`` with ``has_aux``."""
+    _check_callable(fun, "vjp")
     flat, in_tree = tree_flatten(primals)
     flat_fun, cell = _flatten_fun(fun, in_tree, has_aux, "vjp")
     lin = _Linearized(flat_fun, flat)
     out_tree = cell[0]
 
-    def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
-        flat_ct, ct_tree = tree_flatten(cotangent)
-        if ct_tree != out_tree:
+    def vjp_fn(*args: Any) -> tuple[Any, ...]:
+        if len(args) != 1:
             raise TypeError(
+                f"the vjp function takes one cotangent (shaped like the function's output), "
+                f"got {len(args)} arguments, at {user_location()}"
+            )
+        flat_ct, ct_tree = tree_flatten(args[0])
+        if ct_tree != out_tree:
+            raise ValueError(
                 f"Tree structure of cotangent input {ct_tree}, does not match structure of "
                 f"primal output {out_tree}, at {user_location()}"
             )
@@ -269,10 +313,34 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
     return out, vjp_fn
 
 
-def _argnums(argnums: int | Sequence[int], nargs: int, api: str) -> tuple[int, ...]:
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+def _like_primal(g: Any, primal: Any) -> Any:
+    """A gradient leaf with its primal's weak type."""
+    p = aval_of(primal)
+    if type(g) is ad.Zero or not ad.is_differentiable(p.dtype) or aval_of(g).weak_type == p.weak_type:
+        return g
+    from ferrax._lax.elementwise import convert_element_type
+
+    return convert_element_type(g, p.dtype, weak_type=p.weak_type)
+
+
+def _argnums(argnums: Any, nargs: int, api: str) -> tuple[int, ...]:
+    if isinstance(argnums, int) and not isinstance(argnums, bool):
+        nums: tuple[Any, ...] = (argnums,)
+    elif isinstance(argnums, (tuple, list)):
+        nums = tuple(argnums)
+    else:
+        nums = ()
+    if not nums or not all(isinstance(n, int) and not isinstance(n, bool) for n in nums):
+        raise TypeError(
+            f"argnums must be an int or a tuple of ints, got {argnums!r}, at {user_location()}"
+        )
     for n in nums:
-        if not -nargs <= n < nargs:
+        if n < -nargs:
+            raise ValueError(
+                f"argnums={argnums} refers to argument {n}, but the function was called with "
+                f"only {nargs} positional arguments, at {user_location()}"
+            )
+        if n >= nargs:
             raise TypeError(
                 f"differentiating with respect to argnums={argnums} requires at least "
                 f"{max(nums) + 1 if n >= 0 else -n} positional arguments to be passed by the "
@@ -287,6 +355,8 @@ def value_and_grad(
     """A function returning ``fun``'s value and its gradient with respect to the
     arguments ``argnums`` (pytrees of float arrays); ``fun`` must return a real scalar
     (or ``(scalar, aux)`` with ``has_aux``, giving ``((value, aux), grad)``)."""
+
+    _check_callable(fun, "value_and_grad")
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args), "grad")
@@ -324,6 +394,8 @@ def value_and_grad(
                 f"pass holomorphic=True. At {user_location()}"
             )
         g = pullback(ConcreteArray(np.ones((), aval.dtype), aval.weak_type))
+        # As JAX: a gradient has its argument's type, weak type included.
+        g = tuple(tree_map(_like_primal, gi, args[n]) for gi, n in zip(g, nums))
         grads = g[0] if isinstance(argnums, int) else tuple(g)
         if has_aux:
             return (ans, res[2]), grads
@@ -337,6 +409,7 @@ def grad(
 ) -> Callable[..., Any]:
     """A function returning the gradient of ``fun`` (a real scalar function) with respect
     to the arguments ``argnums``; with ``has_aux``, ``(gradient, aux)``."""
+    _check_callable(fun, "grad")
     vg = value_and_grad(fun, argnums, has_aux, allow_int)
 
     def grad_f(*args: Any, **kwargs: Any) -> Any:

@@ -14,6 +14,8 @@ from ferrax._ir import (
 )
 
 __all__ = [
+    "DifferentiationError",
+    "ReverseModeError",
     "BuilderError",
     "ConcretizationError",
     "FerraxError",
@@ -64,6 +66,16 @@ class ShapeError(TypeCheckError, ValueError):
 
     A :class:`TypeCheckError`, and also the ``ValueError`` JAX raises for these.
     """
+
+
+class DifferentiationError(FerraxError, NotImplementedError):
+    """A primitive was differentiated that has no differentiation rule (JAX raises
+    ``NotImplementedError`` for these)."""
+
+
+class ReverseModeError(FerraxError, ValueError):
+    """Reverse-mode differentiation met a computation it cannot transpose (a
+    ``while_loop``: JAX raises ``ValueError``); the message says what to use instead."""
 
 
 class UnexpectedTracerError(FerraxError, TypeError):

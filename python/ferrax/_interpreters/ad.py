@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ferrax import _ir, dtypes
-from ferrax._core import ConcreteArray, Primitive, Trace, Tracer, aval_of, to_numpy
-from ferrax.errors import FerraxError
+from ferrax._core import ConcreteArray, Primitive, Trace, Tracer, aval_of, to_numpy, user_location
+from ferrax.errors import DifferentiationError
 
 __all__ = [
     "JVPTrace",
@@ -41,10 +41,6 @@ __all__ = [
 
 #: The dtype of the tangent of an integer or boolean value (JAX's ``float0``): no data.
 float0: np.dtype[Any] = np.dtype([("float0", np.void, 0)])
-
-
-class DifferentiationError(FerraxError):
-    """A primitive was differentiated that has no differentiation rule."""
 
 
 def is_differentiable(dtype: np.dtype[Any]) -> bool:
@@ -158,7 +154,7 @@ class JVPTrace(Trace):
         rule = primitive.jvp_rule
         if rule is None:
             raise DifferentiationError(
-                f"differentiation rule for '{primitive.name}' not implemented"
+                f"Differentiation rule for '{primitive.name}' not implemented, at {user_location()}"
             )
         primal_out, tangent_out = rule(primals, tangents, **params)
         if not primitive.multiple_results:

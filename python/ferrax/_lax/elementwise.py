@@ -571,9 +571,9 @@ def _pow_jvp_x(g: Any, ans: Any, x: Any, y: Any) -> Any:
     zero = scalar_as(0, y)
     if dtypes.is_int(y.dtype):
         ym1 = sub(y, scalar_as(1, y))
-        jac = select_n(eq(y, zero), mul(convert_element_type(y, x.dtype), pow(x, ym1)), _zeros(ans.aval))
+        jac = select_n(_out_shaped(eq(y, zero), ans), mul(convert_element_type(y, x.dtype), pow(x, ym1)), _zeros(ans.aval))
     else:
-        jac = select_n(eq(y, zero), mul(y, pow(x, sub(y, _one(y)))), _zeros(ans.aval))
+        jac = select_n(_out_shaped(eq(y, zero), ans), mul(y, pow(x, sub(y, _one(y)))), _zeros(ans.aval))
     return mul(_out_shaped(g, ans), jac)
 
 

@@ -9,8 +9,12 @@ import numpy as np
 
 from ferrax import dtypes
 from ferrax._array import Array
-from ferrax._core import Primitive
+from ferrax._core import ConcreteArray, Primitive
+from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, canonical_dtype, quiet, scalar
+from ferrax._lax.elementwise import convert_element_type, div, eq, mul
+from ferrax._lax.elementwise import _zero_rule as zero_rule
+from ferrax._lax.structural import broadcast_in_dim, pad, reshape, slice, squeeze
 
 __all__ = ["argmax", "argmin", "reduce_max", "reduce_min", "reduce_prod", "reduce_sum"]
 
@@ -104,3 +108,68 @@ def argmax(operand: Any, axis: int, index_dtype: Any) -> Array:
 def argmin(operand: Any, axis: int, index_dtype: Any) -> Array:
     """Index of the minimum along ``axis``: the first one on ties, the first NaN if any."""
     return bind1(argmin_p, scalar(operand), axes=(int(axis),), index_dtype=canonical_dtype(index_dtype, "argmin"))
+
+
+# -------------------------------------------------------------------------- derivatives
+# Forward-mode rules (``ferrax._interpreters.ad``), written with the ``lax`` functions so
+# that they differentiate again and stage like user code.
+
+ad.deflinear(reduce_sum_p)
+
+
+def _chooser_jvp(g: Any, ans: Any, operand: Any, *, axes: tuple[int, ...]) -> Any:
+    """max/min: the tangent averaged over the positions equal to the result (JAX's rule:
+    ties share the derivative evenly)."""
+    kept = [1 if i in axes else d for i, d in enumerate(operand.shape)]
+    where = convert_element_type(eq(operand, reshape(ans, kept)), g.dtype)
+    counts = reduce_sum(where, axes)
+    return div(reduce_sum(mul(g, where), axes), counts)
+
+
+ad.defjvp(reduce_max_p, _chooser_jvp)
+ad.defjvp(reduce_min_p, _chooser_jvp)
+
+
+def _scalar(value: int, like: Any) -> Any:
+    return ConcreteArray(np.asarray(value, like.dtype), False)
+
+
+def _filled(value: int, like: Any, shape: Sequence[int]) -> Any:
+    """An array of ``shape`` and ``like``'s dtype full of ``value``."""
+    return broadcast_in_dim(ConcreteArray(np.asarray(value, like.dtype), False), shape, ())
+
+
+def _reduce_prod_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, axes: tuple[int, ...]) -> tuple[Any, Any]:
+    """The product and its tangent by a balanced tree of pairwise products (JAX's
+    scheme): each level is ``(p1 p2, t1 p2 + p1 t2)``, exact where elements are zero
+    (unlike ``prod / x``), with depth log2 of the reduced size."""
+    (x,), (t,) = primals, tangents
+    t = ad.instantiate(t)
+    rest = [d for d in range(x.ndim) if d not in axes]
+    rest_shape = [x.shape[d] for d in rest]
+    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    perm = [*axes, *rest]
+    dims = None if perm == list(range(x.ndim)) else perm
+    p, tp = reshape(x, [n, *rest_shape], dims), reshape(t, [n, *rest_shape], dims)
+    if n == 0:
+        return _filled(1, x, rest_shape), _filled(0, x, rest_shape)
+    while p.shape[0] > 1:
+        n = p.shape[0]
+        half = (n + 1) // 2
+        full_dims = len(rest_shape)
+        lo, hi = [0] * (full_dims + 1), [n, *rest_shape]
+        p1 = slice(p, lo, [half, *rest_shape])
+        t1 = slice(tp, lo, [half, *rest_shape])
+        p2 = slice(p, [half] + [0] * full_dims, hi)
+        t2 = slice(tp, [half] + [0] * full_dims, hi)
+        if n - half != half:  # odd: the second half gets a 1 (tangent 0) at its end
+            config = [(0, 1, 0)] + [(0, 0, 0)] * full_dims
+            p2 = pad(p2, _scalar(1, x), config)
+            t2 = pad(t2, _scalar(0, x), config)
+        p, tp = mul(p1, p2), ad.add_tangents(mul(t1, p2), mul(p1, t2))
+    return squeeze(p, (0,)), squeeze(tp, (0,))
+
+
+reduce_prod_p.def_jvp(_reduce_prod_jvp)
+zero_rule(argmax_p)
+zero_rule(argmin_p)

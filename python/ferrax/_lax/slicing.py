@@ -28,8 +28,11 @@ import numpy as np
 
 from ferrax import dtypes
 from ferrax._array import Array
-from ferrax._core import Primitive
+from ferrax._core import ConcreteArray, Primitive, user_location
+from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, quiet, scalar, scalar_as
+from ferrax._lax.elementwise import add, div, eq, mul, select_n
+from ferrax._lax.structural import broadcast_in_dim, iota, reshape
 
 __all__ = [
     "GatherDimensionNumbers",
@@ -158,7 +161,7 @@ def _gather_impl(
     indices_are_sorted: bool,
     unique_indices: bool,
     mode: GatherScatterMode,
-    fill_value: Any,
+    fill_value: Any = None,
 ) -> NDArray:
     dn = dimension_numbers
     rank = operand.ndim
@@ -515,3 +518,165 @@ def rev(operand: Any, dimensions: Sequence[int]) -> Array:
     if not dims and isinstance(x, Array):
         return x
     return bind1(rev_p, x, dimensions=dims)
+
+
+# -------------------------------------------------------------------------- derivatives
+# Forward-mode rules (``ferrax._interpreters.ad``), JAX's, written with the functions
+# above so that they differentiate again and stage like user code. Indices are integers:
+# they have no tangent and keep their primal value.
+
+
+def _full(shape: Sequence[int], value: Any, dtype: Any) -> Any:
+    return broadcast_in_dim(ConcreteArray(np.asarray(value, dtype), False), shape, ())
+
+
+def _gather_jvp(g: Any, ans: Any, operand: Any, indices: Any, **params: Any) -> Any:
+    # Linear in the operand; windows out of range (FILL_OR_DROP) have a zero tangent.
+    if params["mode"] == GatherScatterMode.FILL_OR_DROP:
+        params = {**params, "fill_value": 0}
+    return bind1(gather_p, g, indices, **params)
+
+
+ad.defjvp(gather_p, _gather_jvp, None)
+ad.deflinear(scatter_add_p, [0, 2])
+ad.deflinear(scatter_sub_p, [0, 2])
+ad.deflinear(rev_p)
+
+
+def _inverse_gather(
+    dn: ScatterDimensionNumbers, operand_shape: Sequence[int], updates_shape: Sequence[int]
+) -> tuple[GatherDimensionNumbers, list[int]]:
+    """The gather that reads back, for every update element, the operand element the
+    scatter ``dn`` writes it to: its dimension numbers and slice sizes."""
+    gdn = GatherDimensionNumbers(
+        offset_dims=dn.update_window_dims,
+        collapsed_slice_dims=dn.inserted_window_dims,
+        start_index_map=dn.scatter_dims_to_operand_dims,
+        operand_batching_dims=dn.operand_batching_dims,
+        start_indices_batching_dims=dn.scatter_indices_batching_dims,
+    )
+    windows = iter(dn.update_window_dims)
+    sizes = [
+        1 if d in dn.inserted_window_dims or d in dn.operand_batching_dims else updates_shape[next(windows)]
+        for d in range(len(operand_shape))
+    ]
+    return gdn, sizes
+
+
+def _scatter_mul_jvp_updates(g: Any, ans: Any, x: Any, i: Any, y: Any, **params: Any) -> Any:
+    if not params["unique_indices"]:
+        raise NotImplementedError(
+            "scatter_mul gradients are only implemented if `unique_indices=True`, "
+            f"at {user_location()}"
+        )
+    dn, mode = params["dimension_numbers"], params["mode"]
+    spread = scatter_add(
+        _full(x.shape, 0, x.dtype), i, g, dn,
+        indices_are_sorted=params["indices_are_sorted"], unique_indices=True, mode=mode,
+    )
+    return mul(x, spread)
+
+
+ad.defjvp(
+    scatter_mul_p,
+    lambda g, ans, x, i, y, **params: bind1(scatter_mul_p, g, i, y, **params),
+    None,
+    _scatter_mul_jvp_updates,
+)
+
+
+def _scatter_extremal_jvp(primitive: Primitive) -> Callable[..., tuple[Any, Any]]:
+    """scatter-min/max: an element's tangent is averaged over the candidates (the
+    operand's element and the updates written there) equal to the result, as JAX's
+    (the same equations in the same order)."""
+
+    def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+        operand, indices, updates = primals
+        ans = bind1(primitive, operand, indices, updates, **params)
+        g_operand, g_updates = ad.instantiate(tangents[0]), ad.instantiate(tangents[2])
+        dn, mode = params["dimension_numbers"], params["mode"]
+        gdn, sizes = _inverse_gather(dn, operand.shape, updates.shape)
+        fill = 0 if mode == GatherScatterMode.FILL_OR_DROP else None
+
+        def read(x: Any) -> Any:
+            return gather(x, indices, gdn, sizes, mode=mode, fill_value=fill)
+
+        def count(x: Callable[[], Any]) -> Any:
+            zeros = _full(operand.shape, 0, operand.dtype)
+            return read(scatter_add(zeros, indices, x(), dn, mode=mode))
+
+        def ones_u() -> Any:
+            return _full(updates.shape, 1, updates.dtype)
+
+        def zeros_u() -> Any:
+            return _full(updates.shape, 0, updates.dtype)
+
+        initial, target = read(operand), read(ans)
+        successful = eq(updates, target)
+        retained = eq(initial, target)
+        num_updates = count(lambda: select_n(successful, zeros_u(), ones_u()))
+        num_refs = count(ones_u)
+        # Where the operand's element is retained, it shares the tangent with the
+        # updates (1 / (n + 1) each). Computed twice, as JAX does, for the same jaxpr.
+        with_operand = div(1.0, add(num_updates, 1.0))
+        updates_normalizer = select_n(retained, div(1.0, num_updates), with_operand)
+        updates_coef = select_n(successful, zeros_u(), updates_normalizer)
+        with_operand = div(1.0, add(num_updates, 1.0))
+        operand_normalizer = select_n(retained, zeros_u(), with_operand)
+        operand_coef = div(add(-1.0, operand_normalizer), num_refs)
+        tangent_updates = add(mul(read(g_operand), operand_coef), mul(g_updates, updates_coef))
+        tangent = scatter_add(
+            g_operand, indices, tangent_updates, dn,
+            indices_are_sorted=params["indices_are_sorted"], unique_indices=params["unique_indices"], mode=mode,
+        )
+        return ans, tangent
+
+    return rule
+
+
+scatter_min_p.def_jvp(_scatter_extremal_jvp(scatter_min_p))
+scatter_max_p.def_jvp(_scatter_extremal_jvp(scatter_max_p))
+
+
+def _scatter_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    """Plain scatter (JAX's rule, the same equations in the same order). With unique
+    indices the tangents are scattered like the values. Otherwise the update that wins
+    each element is found by scattering distinct ids and reading them back; the operand
+    and the updates are masked to what the result keeps, and the result and its tangent
+    are scatter-adds of the masked values (so that only scatter-add needs a transpose
+    rule)."""
+    operand, indices, updates = primals
+    g_operand, g_updates = ad.instantiate(tangents[0]), ad.instantiate(tangents[2])
+    if params["unique_indices"]:
+        ans = bind1(scatter_p, operand, indices, updates, **params)
+        return ans, bind1(scatter_p, g_operand, indices, g_updates, **params)
+    dn, mode = params["dimension_numbers"], params["mode"]
+    sorted_, unique = params["indices_are_sorted"], params["unique_indices"]
+    ids_shape = [1 if a in dn.update_window_dims else n for a, n in enumerate(updates.shape)]
+    num_ids = int(np.prod(ids_shape, dtype=np.int64))
+    id_dtype = np.dtype(np.uint32)
+    update_ids = add(reshape(iota(id_dtype, num_ids), ids_shape), _full(updates.shape, 1, id_dtype))
+    scattered_ids = scatter(
+        _full(operand.shape, 0, id_dtype), indices, update_ids, dn,
+        indices_are_sorted=sorted_, unique_indices=unique, mode=mode,
+    )
+    gdn, sizes = _inverse_gather(dn, operand.shape, updates.shape)
+    gathered_ids = gather(scattered_ids, indices, gdn, sizes)
+
+    def untouched(x: Any) -> Any:  # x where no update landed, else 0
+        kept = eq(scattered_ids, _full(operand.shape, 0, id_dtype))
+        return select_n(kept, _full(x.shape, 0, x.dtype), x)
+
+    def winning(u: Any) -> Any:  # the updates that the result keeps, others 0
+        kept = eq(update_ids, gathered_ids)
+        return select_n(kept, _full(u.shape, 0, u.dtype), u)
+
+    masked = untouched(operand), winning(updates), untouched(g_operand), winning(g_updates)
+
+    def scatter_added(x: Any, u: Any) -> Any:
+        return scatter_add(x, indices, u, dn, indices_are_sorted=sorted_, unique_indices=unique, mode=mode)
+
+    return scatter_added(masked[0], masked[1]), scatter_added(masked[2], masked[3])
+
+
+scatter_p.def_jvp(_scatter_jvp)

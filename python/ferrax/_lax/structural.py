@@ -1,5 +1,5 @@
 """Primitives that move data: broadcast, reshape, transpose, squeeze, expand_dims,
-concatenate, slices, iota, and dot_general."""
+concatenate, slices, pad, iota, and dot_general."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import numpy as np
 from ferrax import dtypes
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of, to_numpy
+from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, canonical_dtype, is_python_scalar, quiet, scalar, scalar_as
 from ferrax._lax.elementwise import float_to_int
 
 __all__ = [
     "broadcast_in_dim", "broadcasted_iota", "concatenate", "dot_general", "dynamic_slice",
-    "dynamic_update_slice", "expand_dims", "iota", "reshape", "slice", "squeeze", "transpose",
+    "dynamic_update_slice", "expand_dims", "iota", "pad", "reshape", "slice", "squeeze", "transpose",
 ]
 
 NDArray = np.ndarray[Any, Any]
@@ -74,6 +75,24 @@ def _slice_impl(
 ) -> Any:
     steps = strides or (1,) * x.ndim
     return x[tuple(builtins.slice(s, l, st) for s, l, st in zip(start_indices, limit_indices, steps))]
+
+
+pad_p = Primitive.builtin("pad")
+
+
+@pad_p.def_impl
+def _pad_impl(x: NDArray, value: NDArray, *, padding_config: tuple[tuple[int, int, int], ...]) -> Any:
+    # Interior padding first (the operand strided into a buffer of the padding value),
+    # then low/high: positive ones extend with the value, negative ones crop.
+    dilated = [0 if d == 0 else (d - 1) * (i + 1) + 1 for d, (_, _, i) in zip(x.shape, padding_config)]
+    out = np.full(dilated, value, dtype=x.dtype)
+    out[tuple(builtins.slice(None, None, i + 1) for _, _, i in padding_config)] = x
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi, _ in padding_config]
+    out = np.pad(out, grow, mode="constant", constant_values=value) if out.ndim else out
+    crop = tuple(
+        builtins.slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi, _), n in zip(padding_config, out.shape)
+    )
+    return out[crop]
 
 
 def _clamped_starts(shape: Sequence[int], sizes: Sequence[int], starts: Sequence[Any]) -> list[int]:
@@ -255,6 +274,37 @@ def slice(
     )
 
 
+def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> Array:
+    """``operand`` with ``padding_value`` inserted: per dimension ``(low, high, interior)``
+    elements before, after and between neighbours (negative ``low``/``high`` crop).
+
+    As JAX: the padding value must be a scalar of the operand's dtype (a Python scalar
+    takes its own default dtype, so ``pad(float32_array, 0, ...)`` is a ``TypeError``);
+    a config of the wrong length, negative interior padding or a dimension cropped below
+    zero is a ``ValueError``.
+    """
+    x = scalar(operand)
+    value = scalar(padding_value)
+    config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
+    shape = aval_of(x).shape
+    if aval_of(value).shape != ():
+        raise ValueError(f"padding_value must be a scalar; got shape {aval_of(value).shape}")
+    if len(config) != len(shape):
+        raise ValueError(
+            "length of padding_config must equal the number of axes of operand, got "
+            f"padding_config {config} for operand shape {shape}"
+        )
+    if any(i < 0 for _, _, i in config):
+        raise ValueError(f"interior padding in padding_config must be nonnegative, got padding_config {config}")
+    result = tuple(lo + hi + (0 if d == 0 else (d - 1) * (i + 1) + 1) for (lo, hi, i), d in zip(config, shape))
+    if any(d < 0 for d in result):
+        raise ValueError(
+            f"Dimension size after padding is not at least 0, got result shape {result}, "
+            f"for padding_config {config} and operand shape {shape}"
+        )
+    return bind1(pad_p, x, value, padding_config=config)
+
+
 def _start_indices(shape: Sequence[int], indices: Sequence[Any], what: str) -> list[Any]:
     """Start indices of one integer dtype, negative ones counted from the end (statically
     for concrete indices; with ``lt``, ``add`` and ``select_n`` for traced ones, as JAX)."""
@@ -345,3 +395,34 @@ copy_p.def_impl(lambda x: np.array(x, copy=True))
 def copy(x: Any) -> Array:
     """A copy of ``x`` (the ``copy`` primitive; staged, it keeps a copy JAX would make)."""
     return bind1(copy_p, scalar(x))
+
+
+# -------------------------------------------------------------------------- derivatives
+# Forward-mode rules (``ferrax._interpreters.ad``). Every primitive here but iota and
+# dot_general is linear in its array operand(s): the tangent is the primitive applied to
+# the tangents (zeros materialized where an operand of concatenate, pad or
+# dynamic_update_slice has none); start indices are integers and keep their primal value.
+
+for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, expand_dims_p, concatenate_p, slice_p, copy_p):
+    ad.deflinear(_p)
+ad.deflinear(pad_p)  # jointly in the operand and the padding value
+ad.deflinear(dynamic_slice_p, [0])
+ad.deflinear(dynamic_update_slice_p, [0, 1])
+
+
+def _iota_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    # iota has no operands, so its (all zero) tangents never reach a rule; registered
+    # so that every primitive of the catalogue has one.
+    ans = bind1(iota_p, **params)
+    return ans, ad.Zero(aval_of(ans))
+
+
+iota_p.def_jvp(_iota_jvp)
+
+# Bilinear: d(x . y) = dx . y + x . dy, in that order (as JAX's rule), with the same
+# parameters (a preferred element type included).
+ad.defjvp(
+    dot_general_p,
+    lambda g, ans, x, y, **params: bind1(dot_general_p, g, y, **params),
+    lambda g, ans, x, y, **params: bind1(dot_general_p, x, g, **params),
+)

@@ -46,8 +46,10 @@ fn types(avals: &[AbstractValue]) -> String {
 
 /// Parses `1,0,...` flags given to `option`, one per input or output (`what`).
 fn flags(text: &str, n: usize, option: &str, what: &str) -> Result<Vec<bool>, String> {
+    // An empty list is no flags (a jaxpr without inputs or outputs).
     let v: Vec<bool> = text
         .split(',')
+        .filter(|f| !(f.trim().is_empty() && text.trim().is_empty()))
         .map(|f| match f.trim() {
             "1" | "true" => Ok(true),
             "0" | "false" => Ok(false),

@@ -165,3 +165,13 @@ fn transpose_prints_the_transposed_jaxpr() {
     assert_eq!(code, 2);
     assert!(err.contains("--linear") && err.contains("usage:"), "{err}");
 }
+
+#[test]
+fn partial_eval_of_a_jaxpr_without_inputs() {
+    let (code, out, err) = run(
+        &["partial-eval", "-", "--unknown", ""],
+        "{ lambda ; . let  in (1.0:f32[],) }",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("residuals: 0\nunknown outputs: 0\n"), "{out}");
+}

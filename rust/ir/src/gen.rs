@@ -264,9 +264,33 @@ fn indexing(
 ) -> Option<(Builtin, Vec<Atom>, Params)> {
     use crate::params::{GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers};
     let rank = xt.shape.rank();
-    if rng.chance(0.3) {
+    if rng.chance(0.15) {
         let dims = Param::ints(&[rng.below(rank) as i64]);
         return Some((Builtin::Rev, vec![x], Params::new([("dimensions", dims)])));
+    }
+    if rng.chance(0.15) {
+        // A pad that keeps the shape along one axis: a shift by one (padding on one side,
+        // cropping the other), or interior padding with the excess cropped.
+        let axis = rng.below(rank);
+        let d = xt.shape.dims()[axis];
+        let mut config = vec![(0i64, 0i64, 0i64); rank];
+        config[axis] = match rng.below(4) {
+            0 => (1, -1, 0),
+            1 => (-1, 1, 0),
+            2 if d >= 2 => (-(d - 1), 0, 1),
+            _ => (0, 0, 0),
+        };
+        let value = b.literal(Literal {
+            value: if xt.dtype.is_float() {
+                LitValue::Float(0.5)
+            } else {
+                LitValue::Int(1)
+            },
+            dtype: xt.dtype,
+            weak_type: false,
+        });
+        let params = Params::new([("padding_config", Param::Padding(config.into()))]);
+        return Some((Builtin::Pad, vec![x, value], params));
     }
     let last = rank - 1;
     let n = xt.shape.dims()[last];

@@ -301,6 +301,9 @@ impl fmt::Display for Opaque {
     }
 }
 
+/// One dimension of `pad`'s padding config: `(low, high, interior)`.
+pub type PadDim = (i64, i64, i64);
+
 /// One parameter value.
 #[derive(Clone, Debug)]
 pub enum Param {
@@ -328,6 +331,8 @@ pub enum Param {
     ScatterDims(Arc<ScatterDimensionNumbers>),
     /// `gather`'s and `scatter`'s index mode.
     Mode(GatherScatterMode),
+    /// `pad`'s padding config: `(low, high, interior)` per dimension.
+    Padding(Arc<[PadDim]>),
     /// A sub-jaxpr.
     Jaxpr(ClosedJaxpr),
     /// A tuple of sub-jaxprs (`cond`'s branches).
@@ -351,6 +356,7 @@ impl PartialEq for Param {
             (Param::GatherDims(a), Param::GatherDims(b)) => a == b,
             (Param::ScatterDims(a), Param::ScatterDims(b)) => a == b,
             (Param::Mode(a), Param::Mode(b)) => a == b,
+            (Param::Padding(a), Param::Padding(b)) => a == b,
             (Param::Jaxpr(a), Param::Jaxpr(b)) => a.ptr_eq(b),
             (Param::Opaque(a), Param::Opaque(b)) => a == b,
             (Param::Jaxprs(a), Param::Jaxprs(b)) => {
@@ -377,6 +383,7 @@ impl Param {
             Param::GatherDims(_) => "gather dimension numbers",
             Param::ScatterDims(_) => "scatter dimension numbers",
             Param::Mode(_) => "gather/scatter mode",
+            Param::Padding(_) => "padding config",
             Param::Jaxpr(_) => "jaxpr",
             Param::Jaxprs(_) => "tuple of jaxprs",
             Param::Opaque(_) => "host object (opaque)",

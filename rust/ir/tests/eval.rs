@@ -185,6 +185,7 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::ScatterMax, case_scatter),
     (Builtin::Rev, case_rev),
     (Builtin::AddAny, case_add_any),
+    (Builtin::Pad, case_pad),
     (Builtin::Jit, case_jit),
     (Builtin::Cond, case_cond),
     (Builtin::While, case_while),
@@ -1885,6 +1886,53 @@ fn case_rev() {
     assert_same(&r(&[0]), &ia(I32, &[2, 3], &[3, 4, 5, 0, 1, 2]));
     assert_same(&r(&[0, 1]), &ia(I32, &[2, 3], &[5, 4, 3, 2, 1, 0]));
     assert_same(&r(&[]), &x);
+}
+
+#[test]
+fn case_pad() {
+    let x = ia(I32, &[2, 3], &[1, 2, 3, 4, 5, 6]);
+    let v = ia(I32, &[], &[0]);
+    let p = |config: Vec<(i64, i64, i64)>, x: &HostArray| {
+        run1(
+            Builtin::Pad,
+            params(vec![("padding_config", Param::Padding(config.into()))]),
+            &[x.clone(), v.clone()],
+        )
+    };
+    // Low and high padding, and interior padding between neighbours.
+    assert_same(
+        &p(vec![(1, 0, 0), (0, 1, 1)], &x),
+        &ia(
+            I32,
+            &[3, 6],
+            &[0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0],
+        ),
+    );
+    // Negative padding crops (after interior padding): JAX's lax.pad gives
+    // [[0 0 0 0 0] [0 1 2 0 0] [0 0 0 0 0]] for ((1, -1, 1), (0, 2, 0)) of arange(6).
+    let a = ia(I32, &[2, 3], &[0, 1, 2, 3, 4, 5]);
+    assert_same(
+        &p(vec![(1, -1, 1), (0, 2, 0)], &a),
+        &ia(I32, &[3, 5], &[0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0]),
+    );
+    assert_same(
+        &p(vec![(-1, 0, 0), (-1, -1, 0)], &x),
+        &ia(I32, &[1, 1], &[5]),
+    );
+    // Everything cropped, a scalar, a float padding value.
+    assert_same(&p(vec![(-2, 0, 0), (0, 0, 0)], &x), &ia(I32, &[0, 3], &[]));
+    assert_same(&p(vec![], &v), &v);
+    assert_same(
+        &run1(
+            Builtin::Pad,
+            params(vec![(
+                "padding_config",
+                Param::Padding(vec![(1, 1, 0)].into()),
+            )]),
+            &[fa(F32, &[1], &[2.0]), fa(F32, &[], &[-0.5])],
+        ),
+        &fa(F32, &[3], &[-0.5, 2.0, -0.5]),
+    );
 }
 
 #[test]

@@ -1458,6 +1458,99 @@ fn reduction_cases(t: &mut Table) {
 // Shape manipulation.
 
 fn shape_cases(t: &mut Table) {
+    // pad: JAX's rule (operand and a scalar padding value of one dtype, interior >= 0,
+    // negative low/high crop, no dimension below 0).
+    let pd = Builtin::Pad;
+    let pc = |c: &[(i64, i64, i64)]| ps([("padding_config", Param::Padding(c.to_vec().into()))]);
+    t.ok(
+        "low, high and interior",
+        pd,
+        vec![a(F32, &[2, 3]), a(F32, &[])],
+        pc(&[(1, -1, 1), (0, 2, 0)]),
+        vec![a(F32, &[3, 5])],
+    );
+    t.ok(
+        "cropped to nothing, an empty operand, weak only if both are",
+        pd,
+        vec![w(a(I32, &[2, 0])), w(a(I32, &[]))],
+        pc(&[(-1, -1, 0), (1, 0, 3)]),
+        vec![w(a(I32, &[0, 1]))],
+    );
+    t.ok(
+        "a weak operand and a strong value",
+        pd,
+        vec![w(a(F32, &[2])), a(F32, &[])],
+        pc(&[(0, 0, 2)]),
+        vec![a(F32, &[4])],
+    );
+    t.ok(
+        "a scalar",
+        pd,
+        vec![a(BOOL, &[]), a(BOOL, &[])],
+        pc(&[]),
+        vec![a(BOOL, &[])],
+    );
+    // JAX: "pad operand and padding_value must be same dtype: got float32 and int32."
+    t.err(
+        "two dtypes",
+        pd,
+        vec![a(F32, &[2]), a(I32, &[])],
+        pc(&[(0, 0, 0)]),
+        Variant::Operands,
+        &["pad operand and padding_value must be same dtype: got f32 and i32"],
+    );
+    t.err(
+        "a padding value that is not a scalar",
+        pd,
+        vec![a(F32, &[2]), a(F32, &[1])],
+        pc(&[(0, 0, 0)]),
+        Variant::Operands,
+        &["padding_value must be a scalar, got f32[1]"],
+    );
+    t.err(
+        "config of another rank",
+        pd,
+        vec![a(F32, &[2, 3]), a(F32, &[])],
+        pc(&[(0, 0, 0)]),
+        Variant::BadParam,
+        &["has 1 entries but the operand f32[2,3] has rank 2"],
+    );
+    t.err(
+        "negative interior",
+        pd,
+        vec![a(F32, &[2]), a(F32, &[])],
+        pc(&[(0, 0, -1)]),
+        Variant::BadParam,
+        &["interior padding must be nonnegative, got ((0, 0, -1))"],
+    );
+    t.err(
+        "cropped below zero",
+        pd,
+        vec![a(F32, &[2, 3]), a(F32, &[])],
+        pc(&[(-2, -1, 0), (0, 0, 0)]),
+        Variant::BadParam,
+        &[
+            "dimension size after padding is not at least 0",
+            "((-2, -1, 0), (0, 0, 0))",
+        ],
+    );
+    t.err(
+        "overflowing",
+        pd,
+        vec![a(F32, &[3]), a(F32, &[])],
+        pc(&[(i64::MAX, 0, 1)]),
+        Variant::BadParam,
+        &["not at least 0"],
+    );
+    t.err(
+        "one operand",
+        pd,
+        vec![a(F32, &[3])],
+        pc(&[(0, 0, 0)]),
+        Variant::Arity,
+        &["takes 2"],
+    );
+
     let bid = |shape: &[i64], dims: &[i64]| {
         ps([
             ("shape", ints(shape)),

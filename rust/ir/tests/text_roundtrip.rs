@@ -290,6 +290,13 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             params(vec![("dimensions", Param::ints(&[1]))]),
         ),
         AddAny => (vec![f32s(&[2, 3]), f32s(&[2, 3])], params(vec![])),
+        Pad => (
+            vec![f32s(&[2, 3]), f32s(&[])],
+            params(vec![(
+                "padding_config",
+                Param::Padding(vec![(1, -1, 1), (0, 2, 0)].into()),
+            )]),
+        ),
         CustomJvpCall | CustomVjpCall | Remat => {
             let j = Param::Jaxpr(sub(&[f32s(&[3])], |b, xs| {
                 vec![eqn1(b, Sin, vec![xs[0]], Params::empty())]

@@ -99,6 +99,13 @@ pub fn param_to_py<'py>(py: Python<'py>, p: &Param) -> PyResult<Bound<'py, PyAny
             Some(cls) => cls.get_item(m.jax_name())?,
             None => PyString::new(py, &m.to_string()).into_any(),
         },
+        Param::Padding(c) => {
+            let triples = c
+                .iter()
+                .map(|&(lo, hi, interior)| PyTuple::new(py, [lo, hi, interior]))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, triples)?.into_any()
+        }
         Param::Jaxpr(cj) => Bound::new(py, ClosedJaxpr::new(cj.clone()))?.into_any(),
         Param::Jaxprs(cjs) => {
             let items = cjs
@@ -264,6 +271,7 @@ fn param_of_kind(kind: ParamKind, v: &Bound<'_, PyAny>) -> Result<Option<Param>>
         K::OptScalar => scalar_of(v)?,
         K::OptJaxpr if v.is_none() => Some(Param::None),
         K::OptJaxpr => jaxpr_of(v).map(Param::Jaxpr),
+        K::PaddingConfig => padding_of(v)?.map(Param::Padding),
         K::OptOpaque if v.is_none() => Some(Param::None),
         K::Opaque if v.is_none() => None,
         K::Opaque => Some(Param::Opaque(opaque_of(v, rule_name(v)?)?)),
@@ -422,6 +430,21 @@ fn ints_of(v: &Bound<'_, PyAny>) -> Result<Option<Arc<[i64]>>> {
             .collect::<Option<Vec<i64>>>()
             .map(Arc::from)
     }))
+}
+
+/// `pad`'s config: a sequence of `(low, high, interior)` int triples.
+fn padding_of(v: &Bound<'_, PyAny>) -> Result<Option<Arc<[ferrax_ir::params::PadDim]>>> {
+    let Some(items) = sequence_items(v)? else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for it in &items {
+        match ints_of(it)?.as_deref() {
+            Some(&[lo, hi, interior]) => out.push((lo, hi, interior)),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(out.into()))
 }
 
 fn bools_of(v: &Bound<'_, PyAny>) -> Result<Option<Arc<[bool]>>> {

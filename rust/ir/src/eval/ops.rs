@@ -276,6 +276,7 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
             super::indexing::scatter(prim, arg(ins, 0)?, arg(ins, 1)?, arg(ins, 2)?, params)?
         }
         Rev => super::indexing::rev(arg(ins, 0)?, param_ints(params, "dimensions")?)?,
+        Pad => pad(arg(ins, 0)?, arg(ins, 1)?, params)?,
         StopGradient => arg(ins, 0)?.clone(),
         Jit | Cond | While | Scan | CustomJvpCall | CustomVjpCall | Remat => {
             return Err(internal(format!(
@@ -1024,6 +1025,70 @@ fn dynamic_slice(x: &HostArray, idx: &[&HostArray], sizes: &[i64]) -> R<HostArra
         shape: shape_of(&sizes)?,
         dtype: x.dtype,
         data: gather(x, &pos)?,
+    })
+}
+
+fn pad_t<T: Elem>(x: &HostData, v: &HostData, positions: &[Option<usize>]) -> R<HostData> {
+    let (Some(x), Some(&[v])) = (T::slice(x), T::slice(v)) else {
+        return Err(internal("pad's operand and padding value differ in kind"));
+    };
+    let out = positions
+        .iter()
+        .map(|p| match p {
+            Some(p) => x
+                .get(*p)
+                .copied()
+                .ok_or_else(|| internal("pad position out of range")),
+            None => Ok(v),
+        })
+        .collect::<R<Vec<T>>>()?;
+    Ok(T::data(out))
+}
+
+/// `pad`: each result element is the operand element it lands on (after `low` elements,
+/// `interior` between neighbours; negative `low`/`high` crop), else the padding value.
+fn pad(x: &HostArray, v: &HostArray, params: &Params) -> R<HostArray> {
+    let config: &[(i64, i64, i64)] = match params.get("padding_config") {
+        Some(Param::Padding(c)) => c,
+        _ => return Err(internal("param 'padding_config' is missing")),
+    };
+    let xd = dims_of(&x.shape);
+    if config.len() != xd.len() {
+        return Err(internal("padding_config does not fit the operand's rank"));
+    }
+    let mut out_dims = Vec::with_capacity(xd.len());
+    for (&(lo, hi, interior), &d) in config.iter().zip(&xd) {
+        let d = d as i64;
+        let n = lo
+            + hi
+            + if d == 0 {
+                0
+            } else {
+                (d - 1) * (interior + 1) + 1
+            };
+        out_dims.push(usize::try_from(n).map_err(|_| internal("negative padded size"))?);
+    }
+    let xs = strides(&xd);
+    let mut pos = Vec::with_capacity(out_dims.iter().product());
+    for_each_index(&out_dims, |o| {
+        let mut p = Some(0usize);
+        for (a, &(lo, _, interior)) in config.iter().enumerate() {
+            let j = o[a] as i64 - lo;
+            let step = interior + 1;
+            let k = j / step;
+            if j < 0 || j % step != 0 || k >= xd[a] as i64 {
+                p = None;
+                break;
+            }
+            p = p.map(|p| p + k as usize * xs[a]);
+        }
+        pos.push(p);
+    });
+    let data = by_kind!(&x.data, pad_t(&x.data, &v.data, &pos))?;
+    Ok(HostArray {
+        shape: shape_of(&out_dims)?,
+        dtype: x.dtype,
+        data,
     })
 }
 

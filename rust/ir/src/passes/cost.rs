@@ -149,7 +149,7 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                     Cost::default()
                 }
             }
-            // Gather, scatter and rev move data; a combining scatter does one operation
+            // Gather, scatter, rev and pad move data; a combining scatter does one operation
             // per update element.
             Builtin::ScatterAdd
             | Builtin::ScatterSub

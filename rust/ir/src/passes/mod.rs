@@ -91,8 +91,9 @@ impl fmt::Display for PassError {
             PassError::WhileLoop { eqn } => write!(
                 f,
                 "equation {eqn} (while) carries a linear value: reverse-mode \
-                 differentiation of a while loop is not supported; use scan, or fori_loop \
-                 with static (Python int) bounds, which becomes a scan"
+                 differentiation does not work for lax.while_loop or lax.fori_loop with \
+                 dynamic start/stop values; use lax.scan, or fori_loop with static \
+                 (Python int) start/stop, which becomes a scan"
             ),
             PassError::IllTyped {
                 eqn: Some(eqn),

@@ -15,15 +15,19 @@
 //! being transposed is a frame of an explicit stack: a frame that meets such an equation
 //! in its backward sweep asks for the sub-jaxpr's transpose and resumes with it, so
 //! nesting depth costs heap, not stack. A sub-jaxpr shared by several equations (with the
-//! same linear flags) is transposed once and the result shared.
+//! same linear flags and symbolic zeros) is transposed once and the result shared.
 //!
 //! - `jit` stays a `jit` of the transposed jaxpr: it takes the non-linear operands and
-//!   the outputs' cotangents and returns the linear operands' cotangents. `remat2` does
-//!   the same and becomes `differentiated=True`.
+//!   the outputs' cotangents and returns the linear operands' cotangents. As in JAX,
+//!   symbolic zeros stay out of the call: outputs without a cotangent have no input, and
+//!   linear operands the call gives none are not among its outputs (no call at all if
+//!   there is nothing to return). `remat2` does the same and becomes
+//!   `differentiated=True`.
 //! - `custom_jvp_call`, `custom_vjp_call` and `stop_gradient` are not linear (autodiff
 //!   replaces them before transposing): a linear operand is a [`PassError::NonLinearUse`].
-//! - `cond` (with a non-linear index) stays a `cond` of the transposed branches; each
-//!   returns a cotangent (zeros if it has none) for every linear operand.
+//! - `cond` (with a non-linear index) stays a `cond` of the transposed branches; they
+//!   return a cotangent for each linear operand some branch gives one (zeros in the
+//!   branches that do not), and take only the outputs' cotangents that are not zero.
 //! - `scan` becomes a scan in the other direction (JAX's `_scan_transpose`): its consts
 //!   are the non-linear consts, its carry the linear consts' cotangents (accumulated from
 //!   zeros with `add_any`) and the carry's cotangents, its xs the ys' cotangents and the
@@ -65,9 +69,10 @@ use std::sync::Arc;
 /// `convert_element_type` (between float dtypes), `copy`, `reduce_sum`,
 /// `broadcast_in_dim`, `reshape`, `transpose`, `squeeze`, `expand_dims`, `select_n` with
 /// a non-linear predicate, `dot_general` with one linear operand, `rev`, `concatenate`,
-/// `slice` (unit strides), `dynamic_slice` and `dynamic_update_slice`, `gather` (to
-/// `scatter-add`) and `scatter-add` (non-linear indices), `jit` and `remat2`, `cond`
-/// (non-linear index) and `scan` (a scan in the other direction); the implicit broadcasting of a
+/// `slice` (to a `pad`, with interior padding for strides), `pad`, `dynamic_slice` and
+/// `dynamic_update_slice`, `gather` (to `scatter-add`) and `scatter-add` (non-linear
+/// indices), `jit` and `remat2`, `cond` (non-linear
+/// index) and `scan` (a scan in the other direction); the implicit broadcasting of a
 /// binary operand (rank 0, or size-1 dimensions) is summed back. Output cotangents that
 /// a higher-order equation needs but nobody gives are zeros.
 ///
@@ -76,7 +81,7 @@ use std::sync::Arc;
 /// [`PassError::NonLinearUse`] if a linear value is used non-linearly (`sin` of it, the
 /// product of two linear values, a linear divisor or predicate);
 /// [`PassError::NoTransposeRule`] for a primitive linear in an operand that has no rule
-/// yet (plain `scatter`, a strided `slice`, and extension primitives);
+/// yet (plain `scatter` and extension primitives);
 /// [`PassError::WhileLoop`] for a `while` loop with a linear operand. Errors inside a
 /// sub-jaxpr name the equation of the sub-jaxpr.
 ///
@@ -105,50 +110,79 @@ pub fn transpose(jaxpr: &Jaxpr, linear: &[bool]) -> Result<Jaxpr, PassError> {
     }
     // One frame per jaxpr being transposed; a frame that meets a `jit`, `cond` or `scan`
     // asks for its sub-jaxprs and resumes with their transposes, so nesting depth costs
-    // heap, not stack. A sub-jaxpr shared by several equations (with the same linear
-    // flags) is transposed once.
-    let mut memo: HashMap<(*const Jaxpr, Vec<bool>), Arc<Jaxpr>> = HashMap::new();
-    let mut stack = vec![Transposer::start(jaxpr, linear.to_vec())?];
-    let mut child: Option<Arc<Jaxpr>> = None;
+    // heap, not stack. A sub-jaxpr shared by several equations (with the same request)
+    // is transposed once.
+    let top = Request {
+        linear: linear.to_vec(),
+        cts: vec![true; jaxpr.outvars().len()],
+        drop_zeros: false,
+    };
+    let mut memo: HashMap<(*const Jaxpr, Request), Transposed> = HashMap::new();
+    let mut stack = vec![Transposer::start(jaxpr, top)?];
+    let mut child: Option<Transposed> = None;
     loop {
         let Some(top) = stack.last_mut() else {
             unreachable!("the stack holds the top frame until it returns");
         };
         match top.step(child.take())? {
-            Step::Need(sub, flags) => {
-                let key = (sub as *const Jaxpr, flags);
+            Step::Need(sub, request) => {
+                let key = (sub as *const Jaxpr, request);
                 match memo.get(&key) {
                     Some(done) => child = Some(done.clone()),
                     None => stack.push(Transposer::start(sub, key.1)?),
                 }
             }
-            Step::Done(result) => {
+            Step::Done(jaxpr, present) => {
                 let Some(frame) = stack.pop() else {
                     unreachable!("a frame returned");
                 };
                 if stack.is_empty() {
-                    return Ok(result);
+                    return Ok(jaxpr);
                 }
-                let result = Arc::new(result);
-                memo.insert((frame.src as *const Jaxpr, frame.linear), result.clone());
+                let result = Transposed {
+                    jaxpr: Arc::new(jaxpr),
+                    present,
+                };
+                memo.insert((frame.src as *const Jaxpr, frame.request), result.clone());
                 child = Some(result);
             }
         }
     }
 }
 
+/// How to transpose a (sub-)jaxpr.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Request {
+    /// Per input: linear.
+    linear: Vec<bool>,
+    /// Per output: whether a cotangent comes in (the others are symbolic zeros, and the
+    /// transposed jaxpr has no input for them).
+    cts: Vec<bool>,
+    /// Whether a linear input that receives no cotangent is left out of the outputs
+    /// (instead of getting zeros).
+    drop_zeros: bool,
+}
+
+/// A transposed sub-jaxpr.
+#[derive(Clone)]
+struct Transposed {
+    jaxpr: Arc<Jaxpr>,
+    /// Per linear input: whether the jaxpr returns its cotangent.
+    present: Vec<bool>,
+}
+
 /// What a frame asks of the driver.
 enum Step<'a> {
-    /// Transpose this sub-jaxpr with these linear flags, then resume me with the result.
-    Need(&'a Jaxpr, Vec<bool>),
-    /// This frame's transposed jaxpr.
-    Done(Jaxpr),
+    /// Transpose this sub-jaxpr so, then resume me with the result.
+    Need(&'a Jaxpr, Request),
+    /// This frame's transposed jaxpr, and which linear inputs' cotangents it returns.
+    Done(Jaxpr, Vec<bool>),
 }
 
 /// A higher-order equation waiting for the transposes of its sub-jaxprs.
 enum Pending {
     Jit { eqn: usize },
-    Cond { eqn: usize, done: Vec<Arc<Jaxpr>> },
+    Cond { eqn: usize, done: Vec<Transposed> },
     Scan { eqn: usize },
 }
 
@@ -181,15 +215,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     match p {
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
         | Squeeze | ExpandDims | Rev | Concatenate => Ok(()),
-        Slice => match e.params().get("strides") {
-            Some(Param::Ints(st)) if st.iter().any(|&s| s != 1) => {
-                Err(PassError::NoTransposeRule {
-                    primitive: "slice (with strides)".to_owned(),
-                    eqn: index,
-                })
-            }
-            _ => Ok(()),
-        },
+        Slice | Pad => Ok(()),
         Jit | Remat | Scan => Ok(()),
         Cond if lin_ops[0] => Err(non_linear(0)),
         Cond => Ok(()),
@@ -250,8 +276,8 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
 
 struct Transposer<'a> {
     src: &'a Jaxpr,
-    /// The linear flag of each input of `src`.
-    linear: Vec<bool>,
+    /// What to make of `src`.
+    request: Request,
     out: JaxprBuilder,
     /// Per source variable: depends on a linear input.
     is_lin: Vec<bool>,
@@ -289,10 +315,10 @@ fn inverse_perm(perm: &[i64]) -> Vec<i64> {
 impl<'a> Transposer<'a> {
     /// Sets up the frame of `jaxpr` and runs the forward sweep: copies the equations that
     /// depend on no linear input, checks the others, and seeds the outputs' cotangents.
-    fn start(jaxpr: &'a Jaxpr, linear: Vec<bool>) -> Result<Transposer<'a>, PassError> {
+    fn start(jaxpr: &'a Jaxpr, request: Request) -> Result<Transposer<'a>, PassError> {
         let mut t = Transposer {
             src: jaxpr,
-            linear,
+            request,
             out: JaxprBuilder::new(),
             is_lin: vec![false; jaxpr.num_vars()],
             fwd: vec![None; jaxpr.num_vars()],
@@ -306,17 +332,18 @@ impl<'a> Transposer<'a> {
             t.fwd[c.index()] = Some(nv);
         }
         for (k, &v) in jaxpr.invars().iter().enumerate() {
-            if t.linear[k] {
+            if t.request.linear[k] {
                 t.is_lin[v.index()] = true;
             } else {
                 let nv = t.out.add_invar(jaxpr.var_aval(v).clone());
                 t.fwd[v.index()] = Some(nv);
             }
         }
-        let ct_ins: Vec<VarId> = jaxpr
+        let ct_ins: Vec<Option<VarId>> = jaxpr
             .out_avals()
             .into_iter()
-            .map(|av| t.out.add_invar(av))
+            .zip(t.request.cts.clone())
+            .map(|(av, given)| given.then(|| t.out.add_invar(av)))
             .collect();
         for (i, e) in jaxpr.eqns().iter().enumerate() {
             let lin_ops: Vec<bool> = e.inputs().iter().map(|&a| t.atom_is_lin(a)).collect();
@@ -335,7 +362,7 @@ impl<'a> Transposer<'a> {
             }
         }
         for (&o, &g) in jaxpr.outvars().iter().zip(&ct_ins) {
-            if let Atom::Var(v) = o {
+            if let (Atom::Var(v), Some(g)) = (o, g) {
                 if t.is_lin[v.index()] {
                     t.accumulate(NO_EQN, v, g)?;
                 }
@@ -346,7 +373,7 @@ impl<'a> Transposer<'a> {
     }
 
     /// Runs the backward sweep until it needs a sub-jaxpr transposed, or is done.
-    fn step(&mut self, mut child: Option<Arc<Jaxpr>>) -> Result<Step<'a>, PassError> {
+    fn step(&mut self, mut child: Option<Transposed>) -> Result<Step<'a>, PassError> {
         let src = self.src;
         loop {
             if let Some(p) = self.pending.take() {
@@ -356,7 +383,7 @@ impl<'a> Transposer<'a> {
                 }
             }
             if self.pos == 0 {
-                return self.finish().map(Step::Done);
+                return self.finish().map(|(j, present)| Step::Done(j, present));
             }
             self.pos -= 1;
             let i = self.linear_eqns[self.pos];
@@ -387,16 +414,21 @@ impl<'a> Transposer<'a> {
     fn advance(
         &mut self,
         p: Pending,
-        child: Option<Arc<Jaxpr>>,
-    ) -> Result<Option<(Pending, &'a Jaxpr, Vec<bool>)>, PassError> {
+        child: Option<Transposed>,
+    ) -> Result<Option<(Pending, &'a Jaxpr, Request)>, PassError> {
         let src = self.src;
         match p {
             Pending::Jit { eqn } => {
                 let e = &src.eqns()[eqn];
                 let inner = sub_jaxpr(e, "jaxpr")?;
                 let Some(t) = child else {
-                    let flags = self.lin_flags(e.inputs());
-                    return Ok(Some((p, inner.jaxpr(), flags)));
+                    // As JAX: zero cotangents are not passed in, zero results not out.
+                    let request = Request {
+                        linear: self.lin_flags(e.inputs()),
+                        cts: self.has_ct(e.outvars()),
+                        drop_zeros: true,
+                    };
+                    return Ok(Some((p, inner.jaxpr(), request)));
                 };
                 self.emit_jit(eqn, e, inner, t)?;
             }
@@ -408,8 +440,12 @@ impl<'a> Transposer<'a> {
                 done.extend(child);
                 if done.len() < branches.len() {
                     let next: &'a Jaxpr = branches[done.len()].jaxpr();
-                    let flags = self.lin_flags(&e.inputs()[1..]);
-                    return Ok(Some((Pending::Cond { eqn, done }, next, flags)));
+                    let request = Request {
+                        linear: self.lin_flags(&e.inputs()[1..]),
+                        cts: self.has_ct(e.outvars()),
+                        drop_zeros: true,
+                    };
+                    return Ok(Some((Pending::Cond { eqn, done }, next, request)));
                 }
                 self.emit_cond(eqn, e, branches, done)?;
             }
@@ -417,31 +453,86 @@ impl<'a> Transposer<'a> {
                 let e = &src.eqns()[eqn];
                 let body = sub_jaxpr(e, "jaxpr")?;
                 let Some(t) = child else {
-                    let flags = self.scan_body_flags(e);
-                    return Ok(Some((p, body.jaxpr(), flags)));
+                    // The carries' cotangents flow round the loop: all are instantiated;
+                    // the ys' zero cotangents stay out (as in JAX).
+                    let request = Request {
+                        linear: self.scan_body_flags(e),
+                        cts: self.scan_body_cts(e),
+                        drop_zeros: false,
+                    };
+                    return Ok(Some((p, body.jaxpr(), request)));
                 };
-                self.emit_scan(eqn, e, body, &t)?;
+                self.emit_scan(eqn, e, body, &t.jaxpr)?;
             }
         }
         Ok(None)
     }
 
-    /// The result: one cotangent per linear input (zeros where none arrived).
-    fn finish(&mut self) -> Result<Jaxpr, PassError> {
+    /// The result: one cotangent per linear input (zeros where none arrived, or nothing
+    /// if the request drops zeros), and which linear inputs have one.
+    fn finish(&mut self) -> Result<(Jaxpr, Vec<bool>), PassError> {
         let src = self.src;
         let mut outs: Vec<Atom> = Vec::new();
+        let mut present = Vec::new();
         for (k, &v) in src.invars().iter().enumerate() {
-            if !self.linear[k] {
+            if !self.request.linear[k] {
                 continue;
             }
-            let g = self.ct_or_zeros(NO_EQN, v)?;
+            let g = match self.ct[v.index()] {
+                Some(g) => g,
+                None if self.request.drop_zeros => {
+                    present.push(false);
+                    continue;
+                }
+                None => self.zeros(NO_EQN, src.var_aval(v))?,
+            };
+            present.push(true);
             outs.push(Atom::Var(g));
         }
         let out = std::mem::take(&mut self.out);
-        out.build(outs).map_err(|e| PassError::IllTyped {
+        let j = out.build(outs).map_err(|e| PassError::IllTyped {
             eqn: None,
             message: e.to_string(),
-        })
+        })?;
+        Ok((j, present))
+    }
+
+    /// Per variable: whether it has a cotangent.
+    fn has_ct(&self, vars: &[VarId]) -> Vec<bool> {
+        vars.iter().map(|v| self.ct[v.index()].is_some()).collect()
+    }
+
+    /// The cotangents of these variables that are not symbolic zeros, in order.
+    fn present_cts(&self, vars: &[VarId]) -> Vec<Atom> {
+        vars.iter()
+            .filter_map(|v| self.ct[v.index()].map(Atom::Var))
+            .collect()
+    }
+
+    /// Gives the linear operands flagged in `present` (one flag per linear operand) their
+    /// cotangents from `cts`, in order.
+    fn give_present(
+        &mut self,
+        eqn: usize,
+        ops: &[Atom],
+        present: &[bool],
+        cts: &[VarId],
+    ) -> Result<(), PassError> {
+        let lin: Vec<Atom> = ops
+            .iter()
+            .copied()
+            .filter(|&a| self.atom_is_lin(a))
+            .collect();
+        let mut cts = cts.iter();
+        for (a, &p) in lin.into_iter().zip(present) {
+            if p {
+                let Some(&g) = cts.next() else {
+                    unreachable!("one result per present cotangent");
+                };
+                self.give(eqn, a, g)?;
+            }
+        }
+        Ok(())
     }
 
     fn lin_flags(&self, atoms: &[Atom]) -> Vec<bool> {
@@ -454,14 +545,6 @@ impl<'a> Transposer<'a> {
             Some(g) => Ok(g),
             None => self.zeros(eqn, self.src.var_aval(v)),
         }
-    }
-
-    /// The cotangents of an equation's outputs, zeros where there are none.
-    fn out_cts(&mut self, eqn: usize, e: &Eqn) -> Result<Vec<Atom>, PassError> {
-        e.outvars()
-            .iter()
-            .map(|&o| self.ct_or_zeros(eqn, o).map(Atom::Var))
-            .collect()
     }
 
     /// The non-linear operands of an equation, in order, as atoms of the result.
@@ -494,52 +577,79 @@ impl<'a> Transposer<'a> {
     }
 
     /// `jit`: a call of the transposed jaxpr, on the non-linear operands and the
-    /// outputs' cotangents, returning the linear operands' cotangents. `remat2` the same,
-    /// marked `differentiated=True` (as JAX marks the backward pass of a checkpoint).
+    /// outputs' non-zero cotangents, returning the linear operands' non-zero cotangents
+    /// (no call at all if there are none). `remat2` the same, marked
+    /// `differentiated=True` (as JAX marks the backward pass of a checkpoint).
     fn emit_jit(
         &mut self,
         i: usize,
         e: &Eqn,
         inner: &ClosedJaxpr,
-        t: Arc<Jaxpr>,
+        t: Transposed,
     ) -> Result<(), PassError> {
+        if !t.present.iter().any(|&p| p) {
+            return Ok(());
+        }
         let mut operands = self.non_linear_operands(e.inputs());
-        operands.extend(self.out_cts(i, e)?);
+        operands.extend(self.present_cts(e.outvars()));
         let mut params = e.params().with(
             "jaxpr",
-            Param::Jaxpr(ClosedJaxpr::from_parts(t, inner.consts().to_vec())),
+            Param::Jaxpr(ClosedJaxpr::from_parts(t.jaxpr, inner.consts().to_vec())),
         );
         if e.primitive().as_builtin() == Some(Builtin::Remat) {
             params = params.with("differentiated", Param::Bool(true));
         }
         let outs = self.emit(i, e.primitive().clone(), operands, params)?;
-        self.give_linear(i, e.inputs(), outs)
+        self.give_present(i, e.inputs(), &t.present, &outs)
     }
 
     /// `cond`: the same index picks among the transposed branches, which all take the
-    /// non-linear operands and the outputs' cotangents and return one cotangent per linear
-    /// operand (zeros from a branch that gives it none).
+    /// non-linear operands and the outputs' non-zero cotangents and return a cotangent for
+    /// each linear operand some branch gives one (zeros from the branches that do not).
     fn emit_cond(
         &mut self,
         i: usize,
         e: &Eqn,
         branches: &[ClosedJaxpr],
-        done: Vec<Arc<Jaxpr>>,
+        done: Vec<Transposed>,
     ) -> Result<(), PassError> {
         let ops = &e.inputs()[1..];
+        let n_lin = done.first().map_or(0, |t| t.present.len());
+        let union: Vec<bool> = (0..n_lin)
+            .map(|k| done.iter().any(|t| t.present[k]))
+            .collect();
+        if !union.iter().any(|&p| p) {
+            return Ok(());
+        }
+        let lin_avals: Vec<AbstractValue> = ops
+            .iter()
+            .filter(|&&a| self.atom_is_lin(a))
+            .map(|&a| self.src.atom_aval(a))
+            .collect();
+        let mut new_branches = Vec::with_capacity(done.len());
+        for (t, b) in done.into_iter().zip(branches) {
+            let j = if t.present == union {
+                t.jaxpr
+            } else {
+                Arc::new(
+                    with_zero_outputs(&t, &union, &lin_avals).map_err(|message| {
+                        PassError::IllTyped {
+                            eqn: Some(i),
+                            message,
+                        }
+                    })?,
+                )
+            };
+            new_branches.push(ClosedJaxpr::from_parts(j, b.consts().to_vec()));
+        }
         let mut operands = vec![self.fwd_atom(e.inputs()[0])];
         operands.extend(self.non_linear_operands(ops));
-        operands.extend(self.out_cts(i, e)?);
-        let new_branches: Vec<ClosedJaxpr> = done
-            .into_iter()
-            .zip(branches)
-            .map(|(t, b)| ClosedJaxpr::from_parts(t, b.consts().to_vec()))
-            .collect();
+        operands.extend(self.present_cts(e.outvars()));
         let params = e
             .params()
             .with("branches", Param::Jaxprs(Arc::new(new_branches)));
         let outs = self.emit(i, e.primitive().clone(), operands, params)?;
-        self.give_linear(i, ops, outs)
+        self.give_present(i, ops, &union, &outs)
     }
 
     /// A `scan` body's linear flags: the consts' and xs' own, and every carry linear (a
@@ -555,10 +665,19 @@ impl<'a> Transposer<'a> {
         flags
     }
 
+    /// Which outputs of a `scan` body get a cotangent: every carry, and the ys that have
+    /// one.
+    fn scan_body_cts(&self, e: &Eqn) -> Vec<bool> {
+        let ncarry = int_param(e, "num_carry");
+        let mut cts = vec![true; ncarry];
+        cts.extend(self.has_ct(&e.outvars()[ncarry..]));
+        cts
+    }
+
     /// `scan`: a scan in the other direction. Its consts are the non-linear consts; its
     /// carry the linear consts' accumulated cotangents (from zeros) and the carry's
-    /// cotangents (from those of the final carry); its xs the cotangents of the ys and the
-    /// non-linear xs; its ys the cotangents of the linear xs.
+    /// cotangents (from those of the final carry); its xs the cotangents of the ys (those
+    /// that are not zero) and the non-linear xs; its ys the cotangents of the linear xs.
     fn emit_scan(
         &mut self,
         i: usize,
@@ -587,7 +706,8 @@ impl<'a> Transposer<'a> {
         let nlc_avals = pick(&body_in[..nc], const_lin, false);
         let lc_avals = pick(&body_in[..nc], const_lin, true);
         let carry_avals = body_in[nc..nc + ncarry].to_vec();
-        let ys_avals = body_out[ncarry..].to_vec();
+        let ys_given = self.scan_body_cts(e);
+        let ys_avals = pick(&body_out[ncarry..], &ys_given[ncarry..], true);
         let nlx_avals = pick(&body_in[nc + ncarry..], xs_lin, false);
 
         // The new body: (nlc; acc, ct_carry; ct_ys, nlx) -> (acc + d_lc, d_carry; d_lx).
@@ -641,7 +761,10 @@ impl<'a> Transposer<'a> {
                 operands.push(Atom::Var(z));
             }
         }
-        operands.extend(self.out_cts(i, e)?);
+        for &o in &e.outvars()[..ncarry] {
+            operands.push(Atom::Var(self.ct_or_zeros(i, o)?));
+        }
+        operands.extend(self.present_cts(&e.outvars()[ncarry..]));
         operands.extend(self.non_linear_operands(xs));
         let n_ops = operands.len();
         let reverse = matches!(e.params().get("reverse"), Some(Param::Bool(true)));
@@ -682,6 +805,60 @@ fn int_param(e: &Eqn, name: &str) -> usize {
     match e.params().get(name) {
         Some(&Param::Int(n)) => usize::try_from(n).unwrap_or(0),
         _ => 0,
+    }
+}
+
+/// A transposed branch returning the cotangents flagged in `want` (a superset of those
+/// it has): zeros for the others.
+fn with_zero_outputs(
+    t: &Transposed,
+    want: &[bool],
+    avals: &[AbstractValue],
+) -> Result<Jaxpr, String> {
+    let j = &t.jaxpr;
+    let mut b = JaxprBuilder::new();
+    let consts: Vec<Atom> = j
+        .constvars()
+        .iter()
+        .map(|&c| Atom::Var(b.add_constvar(j.var_aval(c).clone())))
+        .collect();
+    let args: Vec<Atom> = j
+        .invars()
+        .iter()
+        .map(|&v| Atom::Var(b.add_invar(j.var_aval(v).clone())))
+        .collect();
+    let mut have = inline(&mut b, j, &consts, &args)?.into_iter();
+    let mut outs = Vec::new();
+    for ((&p, &w), aval) in t.present.iter().zip(want).zip(avals) {
+        if p {
+            outs.extend(have.next());
+        } else if w {
+            let zero = b.literal(Literal {
+                value: zero_value(aval.dtype),
+                dtype: aval.dtype,
+                weak_type: false,
+            });
+            let z = b
+                .add_eqn(
+                    Builtin::BroadcastInDim.into(),
+                    vec![zero],
+                    Params::new([
+                        ("shape", Param::ints(aval.shape.dims())),
+                        ("broadcast_dimensions", Param::ints(&[])),
+                    ]),
+                )
+                .map_err(|e| e.to_string())?;
+            outs.push(Atom::Var(z[0]));
+        }
+    }
+    b.build(outs).map_err(|e| e.to_string())
+}
+
+fn zero_value(dtype: DType) -> LitValue {
+    match dtype {
+        DType::Bool => LitValue::Bool(false),
+        d if d.is_int() => LitValue::Int(0),
+        _ => LitValue::Float(0.0),
     }
 }
 
@@ -796,15 +973,11 @@ impl Transposer<'_> {
     }
 
     fn zeros(&mut self, eqn: usize, aval: &AbstractValue) -> Result<VarId, PassError> {
-        let value = match aval.dtype {
-            DType::Bool => LitValue::Bool(false),
-            d if d.is_int() => LitValue::Int(0),
-            _ => LitValue::Float(0.0),
-        };
         let zero = self.out.literal(Literal {
-            value,
+            value: zero_value(aval.dtype),
             dtype: aval.dtype,
-            weak_type: false,
+            // A zero cotangent has its input's type, weak type included (JAX's).
+            weak_type: aval.weak_type,
         });
         self.emit1(
             eqn,
@@ -1150,24 +1323,29 @@ impl Transposer<'_> {
                 }
             }
             Slice => {
+                // As JAX: zeros padded around (and, for strides, between) the cotangent.
                 let x = in_aval(0);
                 let start = ints(e.params(), "start_indices");
-                let dtype = if x.shape.dims().iter().all(|&n| i32::try_from(n).is_ok()) {
-                    DType::I32
-                } else {
-                    DType::I64
+                let strides = match e.params().get("strides") {
+                    Some(Param::Ints(s)) => s.to_vec(),
+                    _ => vec![1; start.len()],
                 };
-                let mut operands = vec![Atom::Var(self.zeros(i, &x)?), gv];
-                for &s0 in &start {
-                    operands.push(self.out.literal(Literal {
-                        value: LitValue::Int(s0),
-                        dtype,
-                        weak_type: false,
-                    }));
-                }
-                let r = self.emit1(i, DynamicUpdateSlice, operands, Params::empty())?;
+                let gd = self.aval(g).shape.dims().to_vec();
+                let config: Vec<(i64, i64, i64)> = (0..start.len())
+                    .map(|a| {
+                        let reach = if gd[a] == 0 {
+                            0
+                        } else {
+                            1 + (gd[a] - 1) * strides[a]
+                        };
+                        let high = x.shape.dims()[a] - start[a] - reach;
+                        (start[a], high, strides[a] - 1)
+                    })
+                    .collect();
+                let r = self.pad_with_zero(i, g, config)?;
                 self.give(i, ins[0], r)?;
             }
+            Pad => self.transpose_pad(i, e, g)?,
             DynamicSlice => {
                 // dynamic_slice and dynamic_update_slice clamp the start indices alike.
                 let x = in_aval(0);
@@ -1201,6 +1379,94 @@ impl Transposer<'_> {
                 }
             }
             _ => unreachable!("check_linear admits only primitives with a rule"),
+        }
+        Ok(())
+    }
+
+    /// `pad` of `g` with a zero of its dtype.
+    fn pad_with_zero(
+        &mut self,
+        i: usize,
+        g: VarId,
+        config: Vec<(i64, i64, i64)>,
+    ) -> Result<VarId, PassError> {
+        let dtype = self.aval(g).dtype;
+        let zero = self.out.literal(Literal {
+            value: if dtype.is_float() {
+                LitValue::Float(0.0)
+            } else {
+                LitValue::Int(0)
+            },
+            dtype,
+            weak_type: false,
+        });
+        self.emit1(
+            i,
+            Builtin::Pad,
+            vec![Atom::Var(g), zero],
+            params([("padding_config", Param::Padding(config.into()))]),
+        )
+    }
+
+    /// `pad`: the operand's cotangent is the cotangent with the padding cut off (negative
+    /// padding undone first) and the interior dropped by a strided slice; the padding
+    /// value's is the sum of the rest, `sum(ct) - sum(operand's cotangent)`.
+    fn transpose_pad(&mut self, i: usize, e: &Eqn, g: VarId) -> Result<(), PassError> {
+        let ins = e.inputs();
+        let config: Vec<(i64, i64, i64)> = match e.params().get("padding_config") {
+            Some(Param::Padding(c)) => c.to_vec(),
+            _ => unreachable!("the typechecker requires pad's padding_config"),
+        };
+        let unpadded = if config.iter().all(|&(lo, hi, _)| lo == 0 && hi == 0) {
+            g
+        } else {
+            let undo: Vec<(i64, i64, i64)> =
+                config.iter().map(|&(lo, hi, _)| (-lo, -hi, 0)).collect();
+            self.pad_with_zero(i, g, undo)?
+        };
+        let t_op = if config.iter().all(|&(_, _, interior)| interior == 0) {
+            unpadded
+        } else {
+            let dims = self.aval(unpadded).shape.dims().to_vec();
+            let strides: Vec<i64> = config
+                .iter()
+                .map(|&(_, _, interior)| interior + 1)
+                .collect();
+            self.emit1(
+                i,
+                Builtin::Slice,
+                vec![Atom::Var(unpadded)],
+                params([
+                    ("start_indices", Param::ints(&vec![0; dims.len()])),
+                    ("limit_indices", Param::ints(&dims)),
+                    ("strides", Param::ints(&strides)),
+                ]),
+            )?
+        };
+        self.give(i, ins[0], t_op)?;
+        if self.atom_is_lin(ins[1]) {
+            let total = |t: &mut Self, v: VarId| -> Result<VarId, PassError> {
+                let rank = t.aval(v).shape.rank() as i64;
+                if rank == 0 {
+                    return Ok(v);
+                }
+                let axes: Vec<i64> = (0..rank).collect();
+                t.emit1(
+                    i,
+                    Builtin::ReduceSum,
+                    vec![Atom::Var(v)],
+                    params([("axes", Param::ints(&axes)), ("out_sharding", Param::None)]),
+                )
+            };
+            let all = total(self, g)?;
+            let inner = total(self, t_op)?;
+            let r = self.emit1(
+                i,
+                Builtin::Sub,
+                vec![Atom::Var(all), Atom::Var(inner)],
+                Params::empty(),
+            )?;
+            self.give(i, ins[1], r)?;
         }
         Ok(())
     }

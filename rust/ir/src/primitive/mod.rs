@@ -55,6 +55,8 @@ pub enum ParamKind {
     Opaque,
     /// An opaque host value or `None` (`remat2`'s `policy`).
     OptOpaque,
+    /// A tuple of `(low, high, interior)` triples (`pad`'s `padding_config`).
+    PaddingConfig,
 }
 
 impl fmt::Display for ParamKind {
@@ -81,6 +83,7 @@ impl fmt::Display for ParamKind {
             ParamKind::OptJaxpr => "jaxpr or None",
             ParamKind::Opaque => "host object (opaque)",
             ParamKind::OptOpaque => "host object (opaque) or None",
+            ParamKind::PaddingConfig => "tuple of (low, high, interior) triples",
         };
         f.write_str(s)
     }
@@ -222,6 +225,7 @@ builtins! {
     ScatterMax => "scatter-max",
     Rev => "rev",
     AddAny => "add_any",
+    Pad => "pad",
     Jit => "jit",
     Cond => "cond",
     While => "while",
@@ -388,6 +392,7 @@ impl Builtin {
                 opt("update_consts", K::Ints),
             ],
             Rev => specs![req("dimensions", K::Ints)],
+            Pad => specs![req("padding_config", K::PaddingConfig)],
             Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
             Cond => specs![req("branches", K::Jaxprs)],
             CustomJvpCall => specs![

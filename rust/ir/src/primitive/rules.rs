@@ -131,6 +131,7 @@ fn param_fits(kind: ParamKind, value: &Param) -> bool {
             | (K::GatherDims, Param::GatherDims(_))
             | (K::ScatterDims, Param::ScatterDims(_))
             | (K::GatherMode, Param::Mode(_))
+            | (K::PaddingConfig, Param::Padding(_))
             | (
                 K::OptScalar,
                 Param::None | Param::Bool(_) | Param::Int(_) | Param::Float(_)
@@ -509,6 +510,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             Ok(vec![inputs[0].clone()])
         }
         AddAny => add_any(inputs),
+        Pad => pad(inputs, params),
         Jit | CustomJvpCall | CustomVjpCall | Remat => {
             let j = jaxpr(params, prim.call_jaxpr_param().unwrap_or("jaxpr"))?;
             if let Some(Param::Int(n)) = params.get("num_consts") {
@@ -551,6 +553,83 @@ fn add_any(inputs: &[AbstractValue]) -> Rule {
         )));
     }
     Ok(vec![x.clone()])
+}
+
+/// `pad`, as JAX and XLA type it: an operand and a scalar padding value of one dtype;
+/// per dimension `(low, high, interior)` with `interior >= 0` and negative `low`/`high`
+/// cropping; every result dimension `low + high + d + max(d - 1, 0) * interior` at least 0.
+fn pad(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 2)?;
+    let (x, v) = (&inputs[0], &inputs[1]);
+    if x.dtype != v.dtype {
+        return Err(operands(format!(
+            "pad operand and padding_value must be same dtype: got {} and {}",
+            x.dtype, v.dtype
+        )));
+    }
+    if v.shape.rank() != 0 {
+        return Err(operands(format!("padding_value must be a scalar, got {v}")));
+    }
+    let config: &[(i64, i64, i64)] = match params.get("padding_config") {
+        Some(Param::Padding(c)) => c,
+        _ => {
+            return Err(RuleError::MissingParam {
+                name: "padding_config",
+            })
+        }
+    };
+    let show = || {
+        let parts: Vec<String> = config
+            .iter()
+            .map(|(l, h, i)| format!("({l}, {h}, {i})"))
+            .collect();
+        format!("({})", parts.join(", "))
+    };
+    if config.len() != x.shape.rank() {
+        return Err(bad(
+            "padding_config",
+            format!(
+                "has {} entries but the operand {x} has rank {}",
+                config.len(),
+                x.shape.rank()
+            ),
+        ));
+    }
+    if config.iter().any(|&(_, _, i)| i < 0) {
+        return Err(bad(
+            "padding_config",
+            format!("interior padding must be nonnegative, got {}", show()),
+        ));
+    }
+    let mut dims = Vec::with_capacity(config.len());
+    for (&(lo, hi, interior), &d) in config.iter().zip(x.shape.dims()) {
+        let dilated = if d == 0 {
+            Some(0)
+        } else {
+            (d - 1)
+                .checked_mul(interior + 1)
+                .and_then(|n| n.checked_add(1))
+        };
+        let n = dilated
+            .and_then(|n| n.checked_add(lo))
+            .and_then(|n| n.checked_add(hi));
+        match n {
+            Some(n) if n >= 0 => dims.push(n),
+            _ => {
+                return Err(bad(
+                    "padding_config",
+                    format!(
+                        "dimension size after padding is not at least 0 for padding_config \
+                         {} and operand {x}",
+                        show()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(vec![
+        AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type && v.weak_type)
+    ])
 }
 
 fn select_n(inputs: &[AbstractValue]) -> Rule {

@@ -1358,6 +1358,21 @@ fn as_jaxprs(v: &Val<'_>, shared: &Shared<'_>) -> Option<Vec<ClosedJaxpr>> {
     seq(v)?.iter().map(|x| as_jaxpr(x, shared)).collect()
 }
 
+/// `pad`'s config: a tuple of `(low, high, interior)` triples.
+fn as_padding(v: &Val<'_>) -> Result<Option<Vec<crate::params::PadDim>>, ReadError> {
+    let Some(items) = seq(v) else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        match as_ints(it)?.as_deref() {
+            Some(&[lo, hi, interior]) => out.push((lo, hi, interior)),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(out))
+}
+
 fn as_dotdims(v: &Val<'_>) -> Result<Option<DotDimensionNumbers>, ReadError> {
     type Pair = Option<(Vec<i64>, Vec<i64>)>;
     let pair = |v: &Val<'_>| -> Result<Pair, ReadError> {
@@ -1474,6 +1489,7 @@ fn by_kind(kind: ParamKind, v: &Val<'_>, shared: &Shared<'_>) -> Result<Option<P
         },
         K::OptJaxpr if is_none(v) => Some(Param::None),
         K::OptJaxpr => as_jaxpr(v, shared).map(Param::Jaxpr),
+        K::PaddingConfig => as_padding(v)?.map(|c| Param::Padding(c.into())),
         K::OptOpaque if is_none(v) => Some(Param::None),
         K::Opaque | K::OptOpaque => as_opaque(v).map(Param::Opaque),
     })

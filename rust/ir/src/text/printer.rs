@@ -787,6 +787,17 @@ fn write_param_flat(out: &mut String, p: &Param) -> bool {
         Param::Mode(m) => {
             let _ = write!(out, "{m}");
         }
+        // JAX prints the config as a tuple of tuples: ((1, -1, 1), (0, 2, 0)).
+        Param::Padding(c) => {
+            out.push('(');
+            for (i, (lo, hi, interior)) in c.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "({lo}, {hi}, {interior})");
+            }
+            out.push_str(if c.len() == 1 { ",)" } else { ")" });
+        }
         Param::Jaxprs(js) if js.is_empty() => out.push_str("()"),
         Param::Jaxpr(_) | Param::Jaxprs(_) => return false,
         Param::Opaque(o) => write_opaque_param(out, o.name()),

@@ -454,6 +454,27 @@ impl Module {
             Builtin::AddAny => {
                 one(self.op1(f, "stablehlo.add", &[&inputs[0], &inputs[1]], "", out_ty))
             }
+            Builtin::Pad => {
+                let config: &[(i64, i64, i64)] = match e.params().get("padding_config") {
+                    Some(Param::Padding(c)) => c,
+                    _ => return Err(bad(b, "padding_config")),
+                };
+                let part =
+                    |k: usize| -> Vec<i64> { config.iter().map(|t| [t.0, t.1, t.2][k]).collect() };
+                let attrs = format!(
+                    "edge_padding_low = {}, edge_padding_high = {}, interior_padding = {}",
+                    i64_array(&part(0)),
+                    i64_array(&part(1)),
+                    i64_array(&part(2))
+                );
+                one(self.op1(
+                    f,
+                    "stablehlo.pad",
+                    &[&inputs[0], &inputs[1]],
+                    &attrs,
+                    out_ty,
+                ))
+            }
             Builtin::Rev => {
                 let dims = ints(e, b, "dimensions")?;
                 let attrs = format!("dimensions = {}", i64_array(dims));

@@ -1,0 +1,938 @@
+"""Forward-mode rules of every built-in primitive, generated over the primitive table.
+
+Each primitive name of ``ferrax._ir.builtin_primitives()`` has a case generator (a test
+fails when one is missing, so the table stays complete). A case is a ``lax`` function
+written once for both libraries (``op(ferrax.lax)`` and ``op(jax.lax)``) with operands
+of a few shapes, random values, float32 and float16 (integer operands where the
+primitive takes them: indices, shifts, comparisons). Each case checks:
+
+(a) ``ferrax.jvp`` equals ``jax.jvp`` on the same inputs (values and dtypes; float0
+    tangents for integer and boolean outputs);
+(b) ``ferrax.test_util.check_grads(..., order=2, modes=("fwd",))`` (against finite
+    differences; float16 with a larger step);
+(c) the same jvp staged under ``ferrax.jit`` equals the eager one.
+
+Reverse mode (``check_grads(..., order=2, modes=("rev",))``, float32) runs over the same
+table, with the primitives whose transposition rules are missing as strict xfails. Plus
+a few jaxpr-structure checks against ``jax.make_jaxpr`` of the same jvp, and tests of
+``check_grads`` itself (it fails on wrong rules, first and second order).
+
+JAX's references are computed in one ``jax.jit`` per dtype, and ferrax's staged jvps in
+one ``ferrax.jit`` per dtype: compilations, not the checks, dominate the run time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import zlib
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+import ferrax
+from ferrax import lax
+from ferrax._interpreters.ad import float0
+from ferrax._lax import structural
+from ferrax.core import Primitive, ShapedArray
+from ferrax.test_util import check_grads
+
+jax = pytest.importorskip("jax")
+jlax = pytest.importorskip("jax.lax")
+
+NDArray = np.ndarray[Any, Any]
+Op = Callable[[Any], Callable[..., Any]]
+
+#: The control-flow primitives and add_any have their rules and tests with the lead's
+#: work on calls, control flow and reverse mode; they are the only exceptions.
+LEAD_OWNED = {"jit", "cond", "while", "scan", "add_any"}
+
+F32: np.dtype[Any] = np.dtype(np.float32)
+F16: np.dtype[Any] = np.dtype(np.float16)
+FLOATS = [F32, F16]
+
+
+class Case(NamedTuple):
+    """``op(L)(*args)`` for ``L`` = ``ferrax.lax`` or ``jax.lax``."""
+
+    label: str
+    op: Op
+    args: tuple[NDArray, ...]
+    grads: bool = True  # False where finite differences are meaningless (ties)
+    jax_differs: str = ""  # why JAX's jvp is not the reference here (checked by (b))
+
+
+Gen = Callable[[np.random.Generator, np.dtype[Any]], list[Case]]
+
+
+def call(name: str, *params: Any, **kw: Any) -> Op:
+    """The op ``L.name(*operands, *params, **kw)``."""
+    return lambda L: lambda *xs: getattr(L, name)(*xs, *params, **kw)
+
+
+# ------------------------------------------------------------------------ operand makers
+
+
+def normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> NDArray:
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def uniform(rng: np.random.Generator, shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype[Any]) -> NDArray:
+    return rng.uniform(lo, hi, shape).astype(dtype)
+
+
+def away_from_zero(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> NDArray:
+    x: NDArray = (rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)).astype(dtype)
+    return x
+
+
+def int_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The integer dtype paired with a float dtype in the integer-operand cases."""
+    return np.dtype(np.int32 if dtype == F32 else np.int8)
+
+
+SHAPES: list[tuple[int, ...]] = [(), (3,), (2, 3)]
+
+
+def shapes(dtype: np.dtype[Any]) -> list[tuple[int, ...]]:
+    """Every shape in float32; in float16 (a dtype, not a shape, to check) the largest."""
+    return SHAPES if dtype == F32 else SHAPES[-1:]
+
+
+def unary(name: str, draw: Callable[[np.random.Generator, tuple[int, ...], np.dtype[Any]], NDArray]) -> Gen:
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        return [Case(str(s), lambda L: getattr(L, name), (draw(rng, s, dtype),)) for s in shapes(dtype)]
+
+    return gen
+
+
+def in_range(lo: float, hi: float) -> Callable[[np.random.Generator, tuple[int, ...], np.dtype[Any]], NDArray]:
+    return lambda rng, s, d: uniform(rng, s, lo, hi, d)
+
+
+def binary(
+    name: str,
+    draw_x: Callable[[np.random.Generator, tuple[int, ...], np.dtype[Any]], NDArray] = normal,
+    draw_y: Callable[[np.random.Generator, tuple[int, ...], np.dtype[Any]], NDArray] = normal,
+) -> Gen:
+    """Same shapes, then a scalar and a size-1 axis broadcast against a matrix."""
+
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        pairs = [((), ()), ((3,), (3,)), ((2, 3), (2, 3)), ((2, 3), ()), ((2, 3), (1, 3))]
+        pairs = pairs if dtype == F32 else pairs[2:]
+        return [
+            Case(f"{a}x{b}", lambda L: getattr(L, name), (draw_x(rng, a, dtype), draw_y(rng, b, dtype)))
+            for a, b in pairs
+        ]
+
+    return gen
+
+
+def integer_binary(name: str, *, shifts: bool = False) -> Gen:
+    """Integer (and boolean, for logic) operands: the tangents are float0."""
+
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        it = int_dtype(dtype)
+        hi = 8 if shifts else 100
+        x = rng.integers(-100, 100, (2, 3)).astype(it)
+        y = rng.integers(0, hi, (2, 3)).astype(it)
+        cases = [Case("int", lambda L: getattr(L, name), (x, y))]
+        if not shifts:
+            b = rng.integers(0, 2, (2, 3)).astype(bool), rng.integers(0, 2, (2, 3)).astype(bool)
+            cases.append(Case("bool", lambda L: getattr(L, name), b))
+        return cases
+
+    return gen
+
+
+def comparison(name: str) -> Gen:
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        x = normal(rng, (2, 3), dtype)
+        y = x.copy()
+        y[0] = normal(rng, (3,), dtype)  # some equal, some not
+        i = rng.integers(-3, 3, (4,)).astype(int_dtype(dtype))
+        return [
+            Case("float", lambda L: getattr(L, name), (x, y)),
+            Case("int", lambda L: getattr(L, name), (i, i[::-1].copy())),
+        ]
+
+    return gen
+
+
+# ------------------------------------------------------------------- elementwise cases
+
+
+def gen_not(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = rng.integers(-100, 100, (3,)).astype(int_dtype(dtype))
+    return [Case("int", lambda L: L.bitwise_not, (x,)), Case("bool", lambda L: L.bitwise_not, (x > 0,))]
+
+
+def gen_integer_pow(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    return [
+        Case(f"y={y}", call("integer_pow", y), (away_from_zero(rng, (2, 3), dtype),))
+        for y in (0, 1, 2, 3, -2)
+    ]
+
+
+def gen_rem(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    # x = y * (k + f) with f away from the jumps at integers.
+    def draw(shape: tuple[int, ...]) -> tuple[NDArray, NDArray]:
+        y = rng.uniform(1.5, 2.5, shape) * rng.choice([-1.0, 1.0], shape)
+        x = y * (rng.integers(-2, 3, shape) + rng.uniform(0.2, 0.8, shape))
+        return x.astype(dtype), y.astype(dtype)
+
+    # float16 differences of x near 5 are a few ulps: checked against JAX only.
+    return [Case(str(s), lambda L: L.rem, draw(s), grads=dtype != F16) for s in shapes(dtype)]
+
+
+def gen_pow(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    cases = binary("pow", in_range(0.5, 2.0), in_range(-1.5, 1.5))(rng, dtype)
+    n = rng.integers(-2, 4, (2, 3)).astype(np.int32)
+    cases.append(Case("int_exponent", lambda L: L.pow, (uniform(rng, (2, 3), 0.5, 2.0, dtype), n)))
+    return cases
+
+
+def extremum(name: str) -> Gen:
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        cases = binary(name)(rng, dtype)
+        x = normal(rng, (4,), dtype)
+        y = x.copy()
+        y[1::2] = normal(rng, (2,), dtype)
+        cases.append(Case("ties", lambda L: getattr(L, name), (x, y), grads=False))
+        return cases
+
+    return gen
+
+
+def gen_select_n(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x, y, z = (normal(rng, (2, 3), dtype) for _ in range(3))
+    which_bool = rng.integers(0, 2, (2, 3)).astype(bool)
+    which_int = rng.integers(0, 3, (2, 3)).astype(np.int32)
+    return [
+        Case("bool", lambda L: L.select_n, (which_bool, x, y)),
+        Case("int32", lambda L: L.select_n, (which_int, x, y, z)),
+        Case("scalar_pred", lambda L: L.select_n, (np.array(True), x, y)),
+        Case("one_constant_case", lambda L: lambda p, a: L.select_n(p, a, np.ones((2, 3), dtype)), (which_bool, x)),
+    ]
+
+
+def gen_clamp(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (2, 3), dtype) * np.asarray(2, dtype)
+    lo = uniform(rng, (2, 3), -1.0, -0.1, dtype)
+    hi = uniform(rng, (2, 3), 0.1, 1.0, dtype)
+    return [
+        Case("arrays", lambda L: L.clamp, (lo, x, hi)),
+        Case("scalar_bounds", lambda L: lambda a: L.clamp(np.asarray(-0.5, dtype), a, np.asarray(0.7, dtype)), (x,)),
+        Case(
+            "scalar_bounds_with_tangents",
+            lambda L: L.clamp,
+            (np.asarray(-0.5, dtype), x, np.asarray(0.7, dtype)),
+            jax_differs="JAX's clamp JVP raises for scalar bounds with tangents (select of unequal shapes)",
+        ),
+    ]
+
+
+def gen_convert(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    # Narrowing is checked against JAX, not by finite differences (the differences
+    # would be the narrower type's rounding).
+    other = F16 if dtype == F32 else F32
+    x = normal(rng, (2, 3), dtype) * np.asarray(10, dtype)
+    i = rng.integers(-9, 9, (2, 3)).astype(np.int32)
+    return [
+        Case("to_float", lambda L: lambda a: L.convert_element_type(a, other), (x,), grads=other.itemsize >= dtype.itemsize),
+        Case("to_int", lambda L: lambda a: L.convert_element_type(a, np.int32), (x,)),
+        Case("from_int", lambda L: lambda a: L.convert_element_type(a, dtype), (i,)),
+    ]
+
+
+# -------------------------------------------------------------------- reduction cases
+
+REDUCTION_SHAPES = [((3, 4), (1,)), ((3, 5), (0, 1)), ((2, 3, 4), (0, 2)), ((4,), (0,))]
+
+
+def reduction(name: str, *, ties: bool = False, zeros: bool = False) -> Gen:
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        # float16 differences of a product of many elements are mostly rounding: those
+        # are checked against JAX only.
+        def grads(shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
+            return dtype != F16 or not zeros or int(np.prod([shape[a] for a in axes])) <= 4
+
+        cases = [
+            Case(f"{s}{axes}", call(name, axes), (normal(rng, s, dtype),), grads(s, axes))
+            for s, axes in REDUCTION_SHAPES
+        ]
+        if ties:
+            x = np.tile(normal(rng, (1, 3), dtype), (4, 1))
+            cases.append(Case("ties", lambda L: lambda a: getattr(L, name)(a, (0,)), (x,), grads=False))
+        if zeros:
+            x = normal(rng, (3, 5), dtype)
+            x[0, 1] = x[1, 1] = x[1, 3] = 0
+            cases.append(Case("zeros", lambda L: lambda a: getattr(L, name)(a, (1,)), (x,), grads((3, 5), (1,))))
+            odd = normal(rng, (7, 2), dtype)
+            cases.append(Case("odd", lambda L: lambda a: getattr(L, name)(a, (0,)), (odd,), grads((7, 2), (0,))))
+        return cases
+
+    return gen
+
+
+def arg_reduction(name: str) -> Gen:
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        x = normal(rng, (3, 4), dtype)
+        return [
+            Case(f"axis{a}", call(name, a, np.int32), (x,)) for a in (0, 1)
+        ]
+
+    return gen
+
+
+# ------------------------------------------------------------------- structural cases
+
+
+def gen_broadcast_in_dim(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    specs = [((3,), (2, 3), (1,)), ((), (2, 2), ()), ((3, 1), (3, 4), (0, 1)), ((2, 3), (2, 4, 3), (0, 2))]
+    return [
+        Case(f"{a}to{s}", call("broadcast_in_dim", s, d), (normal(rng, a, dtype),))
+        for a, s, d in specs
+    ]
+
+
+def gen_reshape(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (2, 3), dtype)
+    return [
+        Case("rows", lambda L: lambda a: L.reshape(a, (3, 2)), (x,)),
+        Case("dimensions", lambda L: lambda a: L.reshape(a, (6,), (1, 0)), (x,)),
+        Case("scalar", lambda L: lambda a: L.reshape(a, (1, 1)), (normal(rng, (), dtype),)),
+    ]
+
+
+def gen_transpose(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    return [
+        Case("3d", lambda L: lambda a: L.transpose(a, (2, 0, 1)), (normal(rng, (2, 3, 4), dtype),)),
+        Case("2d", lambda L: lambda a: L.transpose(a, (1, 0)), (normal(rng, (2, 3), dtype),)),
+    ]
+
+
+def gen_squeeze(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    return [
+        Case("two_axes", lambda L: lambda a: L.squeeze(a, (0, 2)), (normal(rng, (1, 3, 1), dtype),)),
+        Case("to_scalar", lambda L: lambda a: L.squeeze(a, (0,)), (normal(rng, (1,), dtype),)),
+    ]
+
+
+def gen_expand_dims(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    return [
+        Case("front", lambda L: lambda a: L.expand_dims(a, (0,)), (normal(rng, (3,), dtype),)),
+        Case("two", lambda L: lambda a: L.expand_dims(a, (0, 2)), (normal(rng, (2, 3), dtype),)),
+    ]
+
+
+def gen_concatenate(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x, y, c = normal(rng, (2, 3), dtype), normal(rng, (2, 1), dtype), normal(rng, (1, 3), dtype)
+    return [
+        Case("two", lambda L: lambda a, b: L.concatenate([a, b], 1), (x, y)),
+        # An operand without a tangent (a constant): its tangent is zeros.
+        Case("constant", lambda L: lambda a: L.concatenate([c, a, c], 0), (x,)),
+    ]
+
+
+def gen_pad(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x, v = normal(rng, (3, 4), dtype), normal(rng, (), dtype)
+    return [
+        Case("edges", call("pad", ((1, 2, 0), (0, 1, 0))), (x, v)),
+        Case("interior_and_crop", call("pad", ((0, 0, 1), (-1, 2, 2))), (x, v)),
+        Case("constant_value", lambda L: lambda a: L.pad(a, np.asarray(0, dtype), ((2, 0, 1), (1, -2, 0))), (x,)),
+        Case("value_only", lambda L: lambda b: L.pad(x, b, ((1, 1, 1), (0, 0, 0))), (v,)),
+    ]
+
+
+def gen_slice(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (5, 4), dtype)
+    return [
+        Case("unit", lambda L: lambda a: L.slice(a, (1, 0), (4, 3)), (x,)),
+        Case("strided", lambda L: lambda a: L.slice(a, (0, 1), (5, 4), (2, 2)), (x,)),
+    ]
+
+
+def gen_dynamic_slice(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (5, 4), dtype)
+    i, j = np.asarray(3, np.int32), np.asarray(-1, np.int32)
+    return [
+        Case("static", lambda L: lambda a: L.dynamic_slice(a, (1, 2), (2, 2)), (x,)),
+        # Indices as operands (traced under jit; float0 tangents), one past the end.
+        Case("operands", lambda L: lambda a, p, q: L.dynamic_slice(a, (p, q), (3, 2)), (x, i, j)),
+    ]
+
+
+def gen_dynamic_update_slice(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x, u = normal(rng, (5, 4), dtype), normal(rng, (2, 3), dtype)
+    return [
+        Case("both", lambda L: lambda a, b: L.dynamic_update_slice(a, b, (1, 1)), (x, u)),
+        Case("operand_only", lambda L: lambda a: L.dynamic_update_slice(a, u, (2, 0)), (x,)),
+        Case("update_only", lambda L: lambda b, p: L.dynamic_update_slice(x, b, (p, 1)), (u, np.asarray(3, np.int32))),
+    ]
+
+
+def gen_iota(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    return [
+        Case("float", lambda L: lambda: L.iota(dtype, 5), ()),
+        Case("broadcasted", lambda L: lambda: L.broadcasted_iota(np.int32, (2, 3), 1), ()),
+        Case("times_x", lambda L: lambda a: L.mul(a, L.iota(dtype, 4)), (normal(rng, (4,), dtype),)),
+    ]
+
+
+def gen_dot_general(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    mm = (((1,), (0,)), ((), ()))
+    batched = (((2,), (1,)), ((0,), (0,)))
+    cases = [
+        Case("matmul", lambda L: lambda a, b: L.dot_general(a, b, mm), (normal(rng, (3, 4), dtype), normal(rng, (4, 5), dtype))),
+        Case("batched", lambda L: lambda a, b: L.dot_general(a, b, batched), (normal(rng, (2, 3, 4), dtype), normal(rng, (2, 4, 5), dtype))),
+        Case("vector", lambda L: lambda a, b: L.dot_general(a, b, (((0,), (0,)), ((), ()))), (normal(rng, (4,), dtype), normal(rng, (4,), dtype))),
+    ]
+    w = normal(rng, (4, 2), dtype)
+    cases.append(Case("constant_rhs", lambda L: lambda a: L.dot_general(a, w, mm), (normal(rng, (3, 4), dtype),)))
+    i = rng.integers(-3, 4, (3, 4)).astype(np.int32)
+    cases += [
+        # Mixed dtypes (the result is the wider; checked against JAX only: differences
+        # in a float16 operand are its rounding) and an integer operand (no tangent).
+        Case("mixed", lambda L: lambda a, b: L.dot_general(a, b, mm), (normal(rng, (3, 4), F16), normal(rng, (4, 5), dtype)), grads=False),
+        Case("int_lhs", lambda L: lambda a, b: L.dot_general(a, b, mm, preferred_element_type=dtype), (i, normal(rng, (4, 5), dtype))),
+    ]
+    if dtype == F16:
+        cases.append(
+            Case(
+                "preferred_f32",
+                lambda L: lambda a, b: L.dot_general(a, b, mm, preferred_element_type=np.float32),
+                (normal(rng, (3, 4), dtype), normal(rng, (4, 5), dtype)),
+            )
+        )
+    return cases
+
+
+def gen_copy(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    def op(L: Any) -> Callable[..., Any]:
+        return structural.copy if L is lax else L.copy_p.bind
+
+    return [Case(str(s), op, (normal(rng, s, dtype),)) for s in shapes(dtype)]
+
+
+# ------------------------------------------------------------------ gather and scatter
+
+
+def gen_gather(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (5, 3), dtype)
+    rows = np.array([[0], [4], [2], [2]], np.int32)
+    out_of_range = np.array([[0], [7], [-2]], np.int32)
+    points = np.array([[0, 1], [4, 2], [3, 0]], np.int32)
+
+    def rows_of(idx: NDArray, mode: str, **kw: Any) -> Op:
+        return lambda L: lambda a: L.gather(a, idx, L.GatherDimensionNumbers((1,), (0,), (0,)), (1, 3), mode=mode, **kw)
+
+    def elements(L: Any) -> Callable[..., Any]:
+        return lambda a, i: L.gather(a, i, L.GatherDimensionNumbers((), (0, 1), (0, 1)), (1, 1), mode="clip")
+
+    return [
+        Case("rows", rows_of(rows, "promise_in_bounds"), (x,)),
+        Case("clip", rows_of(out_of_range, "clip"), (x,)),
+        Case("fill", rows_of(out_of_range, "fill", fill_value=0.5), (x,)),
+        # NaN filling (the default) has NaN differences: checked against JAX only.
+        Case("fill_nan", rows_of(out_of_range, "fill"), (x,), grads=False),
+        Case("indices_operand", elements, (x, points)),
+    ]
+
+
+SCATTER_IDX = np.array([[0], [2], [2], [4]], np.int32)  # a repeated position
+UNIQUE_IDX = np.array([[0], [2], [3], [4]], np.int32)
+OUT_OF_RANGE_IDX = np.array([[1], [7], [3], [-3]], np.int32)
+
+
+def scatter_op(name: str, idx: NDArray, **kw: Any) -> Op:
+    def op(L: Any) -> Callable[..., Any]:
+        dn = L.ScatterDimensionNumbers((1,), (0,), (0,))
+        return lambda a, u: getattr(L, name)(a, idx, u, dn, **kw)
+
+    return op
+
+
+def scatter_gen(name: str, *, extremal: bool = False) -> Gen:
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        x, u = normal(rng, (5, 3), dtype), normal(rng, (4, 3), dtype)
+        clip_note = (
+            "JAX's scatter-min/max rule reads the operand back with FILL_OR_DROP gathers "
+            "whatever the mode: NaN tangents where a clipped index is out of range"
+        )
+        cases = [
+            Case("repeated", scatter_op(name, SCATTER_IDX), (x, u)),
+            Case("clip", scatter_op(name, OUT_OF_RANGE_IDX, mode="clip"), (x, u), jax_differs=clip_note if extremal else ""),
+            Case("drop", scatter_op(name, OUT_OF_RANGE_IDX), (x, u)),
+            Case("updates_only", lambda L: lambda b: scatter_op(name, SCATTER_IDX)(L)(x, b), (u,)),
+        ]
+        if extremal:
+            tied_u = u.copy()
+            tied_u[2] = tied_u[1]  # two updates tie at row 2
+            tied_x = x.copy()
+            tied_x[0] = tied_u[0]  # an update ties with the operand at row 0
+            cases.append(Case("ties", scatter_op(name, SCATTER_IDX), (tied_x, tied_u), grads=False))
+        return cases
+
+    return gen
+
+
+def gen_scatter_mul(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x, u = normal(rng, (5, 3), dtype), normal(rng, (4, 3), dtype)
+    return [
+        Case("unique", scatter_op("scatter_mul", UNIQUE_IDX, unique_indices=True), (x, u)),
+        # Repeated positions: only the operand may have a tangent (as in JAX).
+        Case("operand_only", lambda L: lambda a: scatter_op("scatter_mul", SCATTER_IDX)(L)(a, u), (x,)),
+    ]
+
+
+def gen_scatter(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x, u = normal(rng, (5, 3), dtype), normal(rng, (4, 3), dtype)
+    # Positions are distinct (which of repeated updates wins is unspecified), but only
+    # the first case promises it: the others take JAX's general rule.
+    return [
+        Case("unique", scatter_op("scatter", UNIQUE_IDX, unique_indices=True), (x, u)),
+        Case("general", scatter_op("scatter", UNIQUE_IDX), (x, u)),
+        Case("drop", scatter_op("scatter", OUT_OF_RANGE_IDX), (x, u)),
+        Case("updates_only", lambda L: lambda b: scatter_op("scatter", UNIQUE_IDX)(L)(x, b), (u,)),
+    ]
+
+
+def gen_rev(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (3, 4), dtype)
+    return [Case(str(d), call("rev", d), (x,)) for d in [(0,), (1,), (0, 1)]]
+
+
+# ------------------------------------------------------------------------- the table
+
+CASES: dict[str, Gen] = {
+    "neg": unary("neg", normal),
+    "abs": unary("abs", away_from_zero),
+    "sign": unary("sign", away_from_zero),
+    "exp": unary("exp", normal),
+    "log": unary("log", in_range(0.5, 2.0)),
+    "log1p": unary("log1p", in_range(-0.5, 1.0)),
+    "expm1": unary("expm1", normal),
+    "sin": unary("sin", normal),
+    "cos": unary("cos", normal),
+    "tan": unary("tan", in_range(-1.0, 1.0)),
+    "tanh": unary("tanh", normal),
+    "logistic": unary("logistic", normal),
+    "sqrt": unary("sqrt", in_range(0.5, 2.0)),
+    "rsqrt": unary("rsqrt", in_range(0.5, 2.0)),
+    "square": unary("square", normal),
+    "not": gen_not,
+    "integer_pow": gen_integer_pow,
+    "add": binary("add"),
+    "sub": binary("sub"),
+    "mul": binary("mul"),
+    "div": binary("div", normal, away_from_zero),
+    "rem": gen_rem,
+    "pow": gen_pow,
+    "max": extremum("max"),
+    "min": extremum("min"),
+    "and": integer_binary("bitwise_and"),
+    "or": integer_binary("bitwise_or"),
+    "xor": integer_binary("bitwise_xor"),
+    "shift_left": integer_binary("shift_left", shifts=True),
+    "shift_right_logical": integer_binary("shift_right_logical", shifts=True),
+    "shift_right_arithmetic": integer_binary("shift_right_arithmetic", shifts=True),
+    "eq": comparison("eq"),
+    "ne": comparison("ne"),
+    "lt": comparison("lt"),
+    "le": comparison("le"),
+    "gt": comparison("gt"),
+    "ge": comparison("ge"),
+    "select_n": gen_select_n,
+    "clamp": gen_clamp,
+    "convert_element_type": gen_convert,
+    "reduce_sum": reduction("reduce_sum"),
+    "reduce_max": reduction("reduce_max", ties=True),
+    "reduce_min": reduction("reduce_min", ties=True),
+    "reduce_prod": reduction("reduce_prod", zeros=True),
+    "argmax": arg_reduction("argmax"),
+    "argmin": arg_reduction("argmin"),
+    "broadcast_in_dim": gen_broadcast_in_dim,
+    "reshape": gen_reshape,
+    "transpose": gen_transpose,
+    "squeeze": gen_squeeze,
+    "expand_dims": gen_expand_dims,
+    "concatenate": gen_concatenate,
+    "pad": gen_pad,
+    "slice": gen_slice,
+    "dynamic_slice": gen_dynamic_slice,
+    "dynamic_update_slice": gen_dynamic_update_slice,
+    "dot_general": gen_dot_general,
+    "iota": gen_iota,
+    "copy": gen_copy,
+    "gather": gen_gather,
+    "scatter": gen_scatter,
+    "scatter-add": scatter_gen("scatter_add"),
+    "scatter-sub": scatter_gen("scatter_sub"),
+    "scatter-mul": gen_scatter_mul,
+    "scatter-min": scatter_gen("scatter_min", extremal=True),
+    "scatter-max": scatter_gen("scatter_max", extremal=True),
+    "rev": gen_rev,
+}
+
+
+def test_every_primitive_has_cases() -> None:
+    table = set(ferrax._ir.builtin_primitives())
+    missing = sorted(table - LEAD_OWNED - set(CASES))
+    assert not missing, f"primitives without JVP cases: {missing}"
+    assert not set(CASES) - table, "cases for primitives that are not in the table"
+    rng = np.random.default_rng(0)
+    for name, gen in CASES.items():
+        assert all(gen(rng, d) for d in FLOATS), f"{name} generates no case"
+
+
+def test_every_primitive_has_a_jvp_rule() -> None:
+    # The whole table, the lead's primitives included (their behaviour is tested with
+    # calls and control flow).
+    from ferrax._lax.registry import primitive_named
+
+    names = ferrax._ir.builtin_primitives()
+    assert [n for n in names if primitive_named(n).jvp_rule is None] == []
+
+
+def cases_of(name: str, dtype: np.dtype[Any]) -> list[Case]:
+    """The cases of one primitive and dtype (seeded by both: reproducible)."""
+    return CASES[name](np.random.default_rng(zlib.crc32(f"{name}-{dtype.name}".encode())), dtype)
+
+
+# ------------------------------------------------------------------------- the checks
+
+
+def is_float(x: Any) -> bool:
+    return bool(np.dtype(x.dtype).kind == "f")
+
+
+def tangents_for(rng: np.random.Generator, args: tuple[NDArray, ...]) -> tuple[NDArray, ...]:
+    """A random tangent per float operand, float0 zeros for the others."""
+    return tuple(
+        np.asarray(rng.standard_normal(a.shape)).astype(a.dtype) if is_float(a) else np.zeros(a.shape, float0) for a in args
+    )
+
+
+def tolerance(dtype: np.dtype[Any]) -> float:
+    return 2e-5 if dtype == F32 else 1e-2
+
+
+def assert_same(actual: Any, expected: Any, dtype: np.dtype[Any], what: str) -> None:
+    weak, j_weak = getattr(actual, "weak_type", False), getattr(expected, "weak_type", False)
+    assert weak == j_weak, f"{what}: weak_type {weak}, JAX's is {j_weak}"
+    a, e = np.asarray(actual), np.asarray(expected)
+    assert a.dtype == e.dtype, f"{what}: dtype {a.dtype}, JAX's is {e.dtype}"
+    assert a.shape == e.shape, f"{what}: shape {a.shape}, JAX's is {e.shape}"
+    if a.dtype == float0:
+        return
+    if a.dtype.kind in "biu":
+        np.testing.assert_array_equal(a, e, err_msg=what)
+    else:
+        tol = tolerance(dtype)
+        np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), rtol=tol, atol=tol, err_msg=what)
+
+
+def staged_jvp(jvp: Callable[..., Any], f: Callable[..., Any], tangents: tuple[Any, ...]) -> Callable[..., Any]:
+    """``jvp(f, args, tangents)`` as a function of the operands and of the float
+    operands' tangents (the float0 ones are made inside): for ``jit``."""
+    floats = [i for i, t in enumerate(tangents) if t.dtype != float0]
+
+    def run(args: tuple[Any, ...], float_tangents: tuple[Any, ...]) -> Any:
+        ts = list(tangents)
+        for i, t in zip(floats, float_tangents):
+            ts[i] = t
+        p, t = jvp(f, tuple(args), tuple(ts))
+        # ferrax.jit cannot return float0 arrays (JAX's jit can): integer outputs'
+        # tangents are compared eagerly only.
+        return p, t if is_float(p) else None
+
+    return run
+
+
+def float_parts(tangents: tuple[NDArray, ...]) -> tuple[NDArray, ...]:
+    return tuple(t for t in tangents if t.dtype != float0)
+
+
+def tangents_of(cases: list[Case]) -> list[tuple[NDArray, ...]]:
+    rng = np.random.default_rng(1)
+    return [tangents_for(rng, c.args) for c in cases]
+
+
+def run_staged(
+    jit: Callable[..., Any], jvp: Callable[..., Any], L: Any, cases: list[Case], tangents: list[tuple[NDArray, ...]]
+) -> list[Any]:
+    """The jvps of ``cases`` in one ``jit`` (integer operands traced)."""
+    fns = [staged_jvp(jvp, c.op(L), t) for c, t in zip(cases, tangents)]
+    staged = jit(lambda argss, tss: [fn(a, t) for fn, a, t in zip(fns, argss, tss)])
+    return list(staged([c.args for c in cases], [float_parts(t) for t in tangents]))
+
+
+@functools.cache
+def staged_table(library: str, dtype: np.dtype[Any]) -> dict[str, list[Any]] | None:
+    """Every case of every primitive (JAX's: those compared with JAX) staged in one
+    ``jit`` of ``library``, results by primitive name; None if that fails (each test
+    then stages its own cases, to report its own error). One compilation instead of one
+    per primitive (or per primitive JAX runs eagerly) takes most of this file's time."""
+    names, cases, tangents = [], [], []
+    for name in CASES:
+        cs = cases_of(name, dtype)
+        ts = tangents_of(cs)
+        for c, t in zip(cs, ts):
+            if library == "ferrax" or not c.jax_differs:
+                names.append(name)
+                cases.append(c)
+                tangents.append(t)
+    try:
+        if library == "jax":
+            results = run_staged(jax.jit, jax.jvp, jlax, cases, tangents)
+        else:
+            results = run_staged(ferrax.jit, ferrax.jvp, lax, cases, tangents)
+    except Exception:
+        return None
+    table: dict[str, list[Any]] = {}
+    for name, r in zip(names, results):
+        table.setdefault(name, []).append(r)
+    return table
+
+
+@pytest.mark.parametrize("name, dtype", [pytest.param(n, d, id=f"{n}-{d.name}") for n in CASES for d in FLOATS])
+def test_jvp_matches_jax(name: str, dtype: np.dtype[Any]) -> None:
+    cases = cases_of(name, dtype)
+    tangents = tangents_of(cases)
+    eager = [ferrax.jvp(c.op(lax), c.args, t) for c, t in zip(cases, tangents)]
+    # (a) values and dtypes as JAX's (float0 tangents for integer and boolean outputs),
+    # JAX's staged with every other primitive's.
+    compared = [k for k, c in enumerate(cases) if not c.jax_differs]
+    jax_table = staged_table("jax", dtype)
+    theirs = (
+        jax_table[name]
+        if jax_table is not None
+        else run_staged(jax.jit, jax.jvp, jlax, [cases[k] for k in compared], [tangents[k] for k in compared])
+    )
+    for k, (j_out, j_t_out) in zip(compared, theirs, strict=True):
+        out, t_out = eager[k]
+        assert_same(out, j_out, dtype, f"{cases[k].label}: primal")
+        if is_float(out):
+            assert_same(t_out, j_t_out, dtype, f"{cases[k].label}: tangent")
+        else:  # JAX's tangent of an integer output: float0 zeros of its shape
+            assert_same(t_out, np.zeros(j_out.shape, float0), dtype, f"{cases[k].label}: tangent")
+    # (c) the same jvps staged under ferrax.jit equal the eager ones.
+    fx_table = staged_table("ferrax", dtype)
+    staged = fx_table[name] if fx_table is not None else run_staged(ferrax.jit, ferrax.jvp, lax, cases, tangents)
+    for c, (out, t_out), (s_out, s_t_out) in zip(cases, eager, staged, strict=True):
+        assert_same(s_out, out, dtype, f"{c.label}: staged primal")
+        if is_float(out):
+            assert_same(s_t_out, t_out, dtype, f"{c.label}: staged tangent")
+    # (b) against finite differences.
+    for c in cases:
+        check_grads_fwd(c, dtype)
+
+
+def of_floats(case: Case) -> tuple[Callable[..., Any], list[NDArray]] | None:
+    """The case as a function of its float operands (the others closed over: integers
+    have no tangent to check) and those operands; None when there is nothing to check
+    against finite differences (no float operand or output, or ``grads`` off)."""
+    f = case.op(lax)
+    floats = [i for i, a in enumerate(case.args) if is_float(a)]
+    if not (case.grads and floats and is_float(f(*case.args))):
+        return None
+
+    def fun(*xs: Any) -> Any:
+        args = list(case.args)
+        for i, x in zip(floats, xs):
+            args[i] = x
+        return f(*args)
+
+    return fun, [case.args[i] for i in floats]
+
+
+def check_grads_fwd(case: Case, dtype: np.dtype[Any]) -> None:
+    checked = of_floats(case)
+    if checked is None:
+        return
+    fun, args = checked
+    # float16 has too few bits for second differences: first order, with a larger step
+    # and tolerance (differences of float16 values are good to a few percent).
+    if dtype == F32:
+        check_grads(fun, args, order=2, modes=("fwd",))
+    else:
+        check_grads(fun, args, order=1, modes=("fwd",), eps=1e-2, atol=5e-2, rtol=5e-2)
+
+
+# --------------------------------------------------------------- structure against JAX
+
+
+def primitive_names(jaxpr_text: str) -> list[str]:
+    """The primitive of each equation, in order (from the printed jaxpr)."""
+    names = []
+    for line in jaxpr_text.splitlines():
+        if " = " in line and "lambda" not in line:
+            rhs = line.split(" = ", 1)[1].strip()
+            names.append(rhs.split("[", 1)[0].split(" ", 1)[0])
+    return names
+
+
+def without_add_any(names: list[str]) -> list[str]:
+    # Until add_any joins the catalogue, tangents are summed by add.
+    if "add_any" in ferrax._ir.builtin_primitives():
+        return names
+    return ["add" if n == "add_any" else n for n in names]
+
+
+STRUCTURE: list[tuple[str, Op, tuple[tuple[int, ...], ...]]] = [
+    ("dot_general", lambda L: lambda a, b: L.dot_general(a, b, (((1,), (0,)), ((), ()))), ((3, 4), (4, 5))),
+    ("reduce_sum", lambda L: lambda a: L.reduce_sum(a, (1,)), ((3, 4),)),
+    ("broadcast_in_dim", lambda L: lambda a: L.broadcast_in_dim(a, (2, 3, 4), (1, 2)), ((3, 4),)),
+    ("reduce_max", lambda L: lambda a: L.reduce_max(a, (1,)), ((3, 4),)),
+    # The pairwise-product tree (odd halves padded with a 1).
+    ("reduce_prod", lambda L: lambda a: L.reduce_prod(a, (1,)), ((3, 5),)),
+    ("pad", lambda L: lambda a, v: L.pad(a, v, ((1, 2, 1), (0, -1, 0))), ((3, 4), ())),
+    ("concatenate", lambda L: lambda a: L.concatenate([a, np.zeros((1, 4), np.float32)], 0), ((3, 4),)),
+    ("scatter", lambda L: lambda a, u: scatter_op("scatter", UNIQUE_IDX)(L)(a, u), ((5, 3), (4, 3))),
+    ("scatter-max", lambda L: lambda a, u: scatter_op("scatter_max", SCATTER_IDX)(L)(a, u), ((5, 3), (4, 3))),
+    ("scatter-add", lambda L: lambda a, u: scatter_op("scatter_add", SCATTER_IDX)(L)(a, u), ((5, 3), (4, 3))),
+    ("gather", lambda L: lambda a: L.gather(a, np.array([[1], [0]], np.int32), L.GatherDimensionNumbers((1,), (0,), (0,)), (1, 4), mode="clip"), ((3, 4),)),
+]
+
+
+@pytest.mark.parametrize("name, op, shapes", STRUCTURE, ids=[s[0] for s in STRUCTURE])
+def test_jvp_jaxpr_structure_matches_jax(name: str, op: Op, shapes: tuple[tuple[int, ...], ...]) -> None:
+    args = [np.ones(s, np.float32) for s in shapes]
+    n = len(args)
+
+    def jvp_of(jvp: Callable[..., Any], f: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda *xs: jvp(f, tuple(xs[:n]), tuple(xs[n:]))
+
+    ours = str(ferrax.make_jaxpr(jvp_of(ferrax.jvp, op(lax)))(*args, *args))
+    theirs = str(jax.make_jaxpr(jvp_of(jax.jvp, op(jlax)))(*args, *args))
+    assert primitive_names(ours) == without_add_any(primitive_names(theirs)), f"{ours}\n{theirs}"
+
+
+def test_scatter_mul_updates_tangent_needs_unique_indices() -> None:
+    # As JAX: the updates' tangent of scatter-mul is only defined with unique_indices.
+    x, u = np.ones((5, 3), np.float32), np.ones((4, 3), np.float32)
+    with pytest.raises(NotImplementedError, match="unique_indices"):
+        jax.jvp(lambda b: scatter_op("scatter_mul", SCATTER_IDX)(jlax)(x, b), (u,), (u,))
+    with pytest.raises(NotImplementedError, match="unique_indices") as info:
+        ferrax.jvp(lambda b: scatter_op("scatter_mul", SCATTER_IDX)(lax)(x, b), (u,), (u,))
+    assert "test_jvp_primitives.py" in str(info.value)  # the user's line
+
+
+# ------------------------------------------------------------------- check_grads itself
+
+
+def extension(name: str, impl: Callable[[NDArray], NDArray]) -> Primitive:
+    p = Primitive(name)
+    p.def_impl(impl)
+    p.def_abstract_eval(lambda x: ShapedArray(x.shape, x.dtype))
+    return p
+
+
+def test_check_grads_passes_a_right_rule_and_fails_a_wrong_one() -> None:
+    cube = extension("cube_for_test", lambda x: x**3)
+    cube.def_jvp(lambda ps, ts: (cube.bind(ps[0]), lax.mul(ts[0], lax.mul(3.0, lax.square(ps[0])))))
+    x = np.linspace(-1.0, 1.0, 5, dtype=np.float32)
+    check_grads(cube.bind, (x,), order=2, modes=("fwd",))
+    wrong = extension("cube_wrong_for_test", lambda x: x**3)
+    wrong.def_jvp(lambda ps, ts: (wrong.bind(ps[0]), lax.mul(ts[0], lax.mul(2.0, lax.square(ps[0])))))
+    with pytest.raises(AssertionError, match="JVP tangent"):
+        check_grads(wrong.bind, (x,), order=1, modes=("fwd",))
+
+
+def test_check_grads_checks_the_second_order() -> None:
+    # cube's rule uses three_x2 (3x^2), whose own rule is wrong (5x instead of 6x):
+    # the first order is right, the second is not.
+    three_x2 = extension("three_x2_for_test", lambda x: 3 * x * x)
+    three_x2.def_jvp(lambda ps, ts: (three_x2.bind(ps[0]), lax.mul(ts[0], lax.mul(5.0, ps[0]))))
+    cube = extension("cube2_for_test", lambda x: x**3)
+    cube.def_jvp(lambda ps, ts: (cube.bind(ps[0]), lax.mul(ts[0], three_x2.bind(ps[0]))))
+    x = np.linspace(0.5, 1.5, 4, dtype=np.float32)
+    check_grads(cube.bind, (x,), order=1, modes=("fwd",))
+    with pytest.raises(AssertionError, match="JVP of JVP"):
+        check_grads(cube.bind, (x,), order=2, modes=("fwd",))
+
+
+def test_check_grads_tolerances_and_pytrees() -> None:
+    # Pytree arguments and outputs, explicit tolerances (a number or per dtype).
+    def f(d: dict[str, Any]) -> tuple[Any, Any]:
+        return lax.sin(d["a"]), lax.mul(d["a"], d["b"])
+
+    args = ({"a": np.float32(0.3) + np.zeros(3, np.float32), "b": np.arange(3, dtype=np.float32)},)
+    check_grads(f, args, order=2, modes=("fwd",), atol=1e-2, rtol=1e-2)
+    check_grads(f, args, order=1, modes=("fwd",), atol={np.float32: 1e-2}, rtol={np.float32: 1e-2}, eps=1e-3)
+
+
+# ------------------------------------------------------------------------ reverse mode
+
+#: Reverse mode needs transposition rules (Rust, ``ferrax-ir``) that are not there yet:
+#: strict xfails, so that whoever adds one removes its line here.
+NO_TRANSPOSE_YET = {
+    "scatter": "scatter has no transpose rule",
+    "scatter-sub": "scatter-sub has no transpose rule",
+    "scatter-mul": "scatter-mul has no transpose rule",
+    # The gather that transposes scatter-add has no fill_value (JAX's has 0): the
+    # cotangents of updates dropped out of range are NaN instead of 0 (the "drop" cases).
+    "scatter-add": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
+    "scatter-min": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
+    "scatter-max": "the gather transposing scatter-add has no fill_value (JAX's is 0)",
+}
+
+
+def rev_params() -> list[Any]:
+    params = []
+    for name in CASES:
+        reason = NO_TRANSPOSE_YET.get(name)
+        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+        params.append(pytest.param(name, id=name, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("name", rev_params())
+def test_vjp_check_grads(name: str) -> None:
+    # check_grads in reverse mode (ferrax.vjp), to second order, in float32 only:
+    # float16 inner products of finite differences are too coarse to check anything.
+    for c in cases_of(name, F32):
+        checked = of_floats(c)
+        if checked is not None:
+            check_grads(*checked, order=2, modes=("rev",))
+
+
+# ---------------------------------------------------------------------------- float64
+
+
+def float64_failures() -> list[str]:
+    """check_grads in every mode (forward, reverse, and forward through ``linearize``)
+    to second order over the table in float64, where finite differences are precise (run
+    with x64 on: :func:`test_check_grads_in_float64`)."""
+    f64 = np.dtype(np.float64)
+    found = []
+    for name in CASES:
+        modes = ("fwd", "lin") if name in NO_TRANSPOSE_YET else ("fwd", "rev", "lin")
+        for c in cases_of(name, f64):
+            checked = of_floats(c)
+            if checked is None:
+                continue
+            try:
+                check_grads(*checked, order=2, modes=modes)
+            except Exception as e:  # reported together, by case
+                found.append(f"{name} {c.label}: {type(e).__name__}: {str(e)[:400]}")
+    return found
+
+
+def test_check_grads_in_float64() -> None:
+    env = dict(os.environ, JAX_ENABLE_X64="1", TF_CPP_MIN_LOG_LEVEL="3")
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import test_jvp_primitives as t; "
+        "import ferrax; assert ferrax.config.jax_enable_x64; "
+        "found = t.float64_failures(); print(len(found)); print('\\n'.join(found))"
+    )
+    here = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run([sys.executable, "-c", script, here], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    count, _, listing = done.stdout.partition("\n")
+    assert count.strip() == "0", f"{count.strip()} float64 checks failed:\n{listing}"
