@@ -14,6 +14,7 @@ import pytest
 import ferrax as fx
 from ferrax import TypeCheckError, _ir, lax
 from ferrax._lax._operands import bind1
+from ferrax._lax.custom import custom_jvp_call_p, custom_vjp_call_p, remat_p, stop_gradient_p
 from ferrax._lax.elementwise import add_any_p
 
 @pytest.fixture(autouse=True)
@@ -56,6 +57,28 @@ _GATHER_POINTS = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims
 _SCATTER_ROWS = lax.ScatterDimensionNumbers(
     update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,)
 )
+def _rule(*args: Any) -> Any:
+    """A custom rule the call primitives carry (evaluation never calls it)."""
+    raise AssertionError("a custom rule was called")
+
+
+def _called(prim: str) -> Callable[[Any], Any]:
+    """``x -> rev(x)`` through one of the call primitives (bound directly), whose jaxpr is
+    traced for x's type and has a second output the caller drops."""
+
+    def fun(x: Any) -> Any:
+        inner = fx.make_jaxpr(lambda y: (lax.rev(y, (1,)), y))(np.zeros(x.shape, x.dtype))
+        if prim == "custom_jvp_call":
+            outs = custom_jvp_call_p.bind(x, name="f", call_jaxpr=inner, jvp=_rule, symbolic_zeros=False)
+        elif prim == "custom_vjp_call":
+            outs = custom_vjp_call_p.bind(x, name="f", call_jaxpr=inner, fwd=_rule, bwd=_rule, symbolic_zeros=False)
+        else:
+            outs = remat_p.bind(x, jaxpr=inner, differentiated=False, policy=None, prevent_cse=True)
+        return outs[0]
+
+    return fun
+
+
 CASES = [
     *[_c(n, getattr(lax, f), S) for n, f in [
         ("neg", "neg"), ("abs", "abs"), ("sign", "sign"), ("exp", "exp"), ("sin", "sin"),
@@ -118,6 +141,8 @@ CASES = [
     _c("pad", lambda x, v: lax.pad(x, v, ((-1, 0, 0), (2, -3, 2))), S, ()),
     _c("rev", lambda x: lax.rev(x, (0, 1)), S),
     _c("rev", lambda x: lax.rev(x, (1,)), S),
+    *[_c(name, _called(name), S) for name in ("custom_jvp_call", "custom_vjp_call", "remat2")],
+    _c("stop_gradient", lambda x: bind1(stop_gradient_p, x), S),
 ]
 
 

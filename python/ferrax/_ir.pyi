@@ -174,6 +174,9 @@ class JaxprEqn:
         ``numpy.dtype``, ``ClosedJaxpr``, tuples of ``ClosedJaxpr``, ``dot_general``'s
         dimension numbers as ``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``,
         and ``pad``'s ``padding_config`` as a tuple of ``(low, high, interior)`` triples.
+        Opaque params (``custom_jvp_call``'s ``jvp``, ``custom_vjp_call``'s ``fwd`` and
+        ``bwd``, ``remat2``'s ``policy``) are the very objects given when the equation was
+        made, or their names (``str``) when it was read from text.
         """
 
 @final

@@ -4,7 +4,7 @@ use crate::aval::{AbstractValue, Shape};
 use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal};
-use crate::params::{Param, Params};
+use crate::params::{Opaque, Param, Params};
 use crate::primitive::Builtin;
 use std::sync::Arc;
 
@@ -66,6 +66,39 @@ pub fn nested_jits(depth: usize) -> ClosedJaxpr {
     inner.unwrap_or_else(|| unreachable!("depth.max(1) >= 1"))
 }
 
+/// `remat2`'s params for this jaxpr (no policy, `prevent_cse=True`).
+pub fn remat_params(jaxpr: Param, differentiated: bool) -> Params {
+    Params::new([
+        ("jaxpr", jaxpr),
+        ("differentiated", Param::Bool(differentiated)),
+        ("policy", Param::None),
+        ("prevent_cse", Param::Bool(true)),
+    ])
+}
+
+/// `custom_jvp_call`'s params for this jaxpr, the rule an opaque value named
+/// `{name}_jvp`.
+pub fn custom_jvp_params(call_jaxpr: Param, name: &str) -> Params {
+    Params::new([
+        ("name", Param::Str(name.into())),
+        ("call_jaxpr", call_jaxpr),
+        ("jvp", Param::Opaque(Opaque::named(&format!("{name}_jvp")))),
+        ("symbolic_zeros", Param::Bool(false)),
+    ])
+}
+
+/// `custom_vjp_call`'s params for this jaxpr, the rules opaque values named
+/// `{name}_fwd` and `{name}_bwd`.
+pub fn custom_vjp_params(call_jaxpr: Param, name: &str) -> Params {
+    Params::new([
+        ("name", Param::Str(name.into())),
+        ("bwd", Param::Opaque(Opaque::named(&format!("{name}_bwd")))),
+        ("call_jaxpr", call_jaxpr),
+        ("fwd", Param::Opaque(Opaque::named(&format!("{name}_fwd")))),
+        ("symbolic_zeros", Param::Bool(false)),
+    ])
+}
+
 /// A small deterministic random number generator (xorshift64*), so generated programs
 /// are reproducible from a seed without dependencies.
 #[derive(Clone, Debug)]
@@ -123,7 +156,8 @@ fn f32_of(dims: &[i64]) -> AbstractValue {
 }
 
 /// A random well-typed f32 jaxpr: elementwise math, literals, comparisons with
-/// `select_n`, reductions, broadcasts, and nested `jit`, `cond`, `while` and `scan`
+/// `select_n`, reductions, broadcasts, `stop_gradient`, and nested calls (`jit`,
+/// `remat2`, `custom_jvp_call`, `custom_vjp_call`), `cond`, `while` and `scan`
 /// equations; some equations are dead. The same seed gives the same jaxpr. Values stay
 /// bounded (sin, tanh, logistic, ...), so evaluating it gives finite numbers.
 pub fn random_jaxpr(seed: u64, opts: RandomOptions) -> Jaxpr {
@@ -375,7 +409,7 @@ fn random_eqn(
     let nested = depth < opts.max_depth;
     match rng.below(if nested { 12 } else { 8 }) {
         0 | 1 => {
-            const UNARY: [Builtin; 7] = [
+            const UNARY: [Builtin; 8] = [
                 Builtin::Sin,
                 Builtin::Cos,
                 Builtin::Tanh,
@@ -383,6 +417,7 @@ fn random_eqn(
                 Builtin::Abs,
                 Builtin::Logistic,
                 Builtin::Square,
+                Builtin::StopGradient,
             ];
             apply(b, UNARY[rng.below(UNARY.len())], vec![x], Params::empty())
         }
@@ -471,17 +506,26 @@ fn random_eqn(
                 (0..1 + rng.below(2)).map(|_| pick(rng, pool)).collect();
             let avals: Vec<AbstractValue> = args.iter().map(|(_, t)| t.clone()).collect();
             let nouts = 1 + rng.below(2);
-            let inner = random_level(rng, &avals, None, nouts, opts, depth + 1);
-            let params = Params::new([
-                ("jaxpr", Param::Jaxpr(closed(inner))),
-                ("name", Param::Str("inner".into())),
-            ]);
-            apply(
-                b,
-                Builtin::Jit,
-                args.into_iter().map(|(a, _)| a).collect(),
-                params,
-            )
+            let inner = Param::Jaxpr(closed(random_level(
+                rng,
+                &avals,
+                None,
+                nouts,
+                opts,
+                depth + 1,
+            )));
+            // A call: `jit` mostly, sometimes one of the calls autodiff makes (the
+            // custom rules are opaque names here).
+            let (prim, params) = match rng.below(8) {
+                0 => (Builtin::Remat, remat_params(inner, rng.chance(0.5))),
+                1 => (Builtin::CustomJvpCall, custom_jvp_params(inner, "inner")),
+                2 => (Builtin::CustomVjpCall, custom_vjp_params(inner, "inner")),
+                _ => (
+                    Builtin::Jit,
+                    Params::new([("jaxpr", inner), ("name", Param::Str("inner".into()))]),
+                ),
+            };
+            apply(b, prim, args.into_iter().map(|(a, _)| a).collect(), params)
         }
         9 => {
             // cond on a comparison of two scalars (or a reduced value).

@@ -2,7 +2,8 @@
 //!
 //! A [`Jaxpr`] is a typed, first-order program: constant variables, input variables, a
 //! list of equations `outs = primitive[params] inputs`, and outputs. Sub-programs of
-//! higher-order primitives (`jit`, `cond`, `while`, `scan`) are [`ClosedJaxpr`] params.
+//! higher-order primitives (`jit`, `cond`, `while`, `scan`, `custom_jvp_call`,
+//! `custom_vjp_call`, `remat2`) are [`ClosedJaxpr`] params.
 //!
 //! # Invariants
 //! Every [`Jaxpr`] holds these; the builder checks them and every pass relies on them:
@@ -40,7 +41,7 @@ pub use dtype::DType;
 pub use error::{Site, TypeError};
 pub use jaxpr::{Atom, ClosedJaxpr, Const, Eqn, EqnId, Jaxpr, LitId, LitValue, Literal, VarId};
 pub use params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque, Param, Params,
     ScatterDimensionNumbers,
 };
 pub use primitive::{Builtin, ExtensionPrimitive, ParamKind, Primitive, Registry, RuleError};

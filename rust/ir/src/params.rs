@@ -2,6 +2,7 @@
 
 use crate::dtype::DType;
 use crate::jaxpr::ClosedJaxpr;
+use std::any::Any;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -228,6 +229,78 @@ impl fmt::Display for ScatterDimensionNumbers {
     }
 }
 
+/// A host value the IR carries but does not interpret: the Python function given as
+/// `custom_jvp_call`'s `jvp`, `custom_vjp_call`'s `fwd` and `bwd`, a checkpoint policy.
+/// It has a display name (what the printer prints: `f_jvp`, `<lambda>`) and, when it came
+/// from the host, the host's object with an identity. Text read back has the name only.
+///
+/// Two opaque values are equal when both hold objects of the same identity, or both hold
+/// none and have the same name.
+#[derive(Clone)]
+pub struct Opaque {
+    name: Arc<str>,
+    object: Option<(usize, Arc<dyn Any + Send + Sync>)>,
+}
+
+impl Opaque {
+    /// An opaque value with a name and no object (as read from text).
+    pub fn named(name: &str) -> Opaque {
+        Opaque {
+            name: Arc::from(name),
+            object: None,
+        }
+    }
+
+    /// An opaque value holding a host object; `identity` tells objects apart (the bindings
+    /// use the Python object's address, stable while the object is held here).
+    pub fn with_object(name: &str, identity: usize, object: Arc<dyn Any + Send + Sync>) -> Opaque {
+        Opaque {
+            name: Arc::from(name),
+            object: Some((identity, object)),
+        }
+    }
+
+    /// The display name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The host object, if any.
+    pub fn object(&self) -> Option<&Arc<dyn Any + Send + Sync>> {
+        self.object.as_ref().map(|(_, o)| o)
+    }
+
+    /// The host object's identity, if there is an object.
+    pub fn identity(&self) -> Option<usize> {
+        self.object.as_ref().map(|(id, _)| *id)
+    }
+}
+
+impl PartialEq for Opaque {
+    fn eq(&self, other: &Opaque) -> bool {
+        match (self.identity(), other.identity()) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => self.name == other.name,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Debug for Opaque {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.identity() {
+            Some(id) => write!(f, "Opaque({:?} @ {id:#x})", self.name),
+            None => write!(f, "Opaque({:?})", self.name),
+        }
+    }
+}
+
+impl fmt::Display for Opaque {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
 /// One dimension of `pad`'s padding config: `(low, high, interior)`.
 pub type PadDim = (i64, i64, i64);
 
@@ -264,6 +337,8 @@ pub enum Param {
     Jaxpr(ClosedJaxpr),
     /// A tuple of sub-jaxprs (`cond`'s branches).
     Jaxprs(Arc<Vec<ClosedJaxpr>>),
+    /// A host value the IR does not interpret (a Python function, a policy).
+    Opaque(Opaque),
 }
 
 impl PartialEq for Param {
@@ -283,6 +358,7 @@ impl PartialEq for Param {
             (Param::Mode(a), Param::Mode(b)) => a == b,
             (Param::Padding(a), Param::Padding(b)) => a == b,
             (Param::Jaxpr(a), Param::Jaxpr(b)) => a.ptr_eq(b),
+            (Param::Opaque(a), Param::Opaque(b)) => a == b,
             (Param::Jaxprs(a), Param::Jaxprs(b)) => {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.ptr_eq(y))
             }
@@ -310,6 +386,7 @@ impl Param {
             Param::Padding(_) => "padding config",
             Param::Jaxpr(_) => "jaxpr",
             Param::Jaxprs(_) => "tuple of jaxprs",
+            Param::Opaque(_) => "host object (opaque)",
         }
     }
 

@@ -190,6 +190,10 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Cond, case_cond),
     (Builtin::While, case_while),
     (Builtin::Scan, case_scan),
+    (Builtin::CustomJvpCall, case_calls),
+    (Builtin::CustomVjpCall, case_calls),
+    (Builtin::Remat, case_calls),
+    (Builtin::StopGradient, case_stop_gradient),
 ];
 
 #[test]
@@ -2314,6 +2318,63 @@ fn case_jit() {
     let got = eval_jaxpr(&j, &[], &[fa(F32, &[2], &[0.5, 1.0])]).unwrap();
     assert_same(&got[0], &fa(F32, &[2], &[2.0, -2.0]));
     assert_same(&got[1], &fa(F32, &[2], &[0.5, 1.0]));
+}
+
+#[test]
+fn case_calls() {
+    // custom_jvp_call, custom_vjp_call and remat2 evaluate as calls of their jaxpr (the
+    // rules and the policy play no part): inner(x) = (x * c + 1, x) with a constant c.
+    let mut b = JaxprBuilder::new();
+    let c = Atom::Var(b.add_constvar(av(F32, &[2])));
+    let x = invar(&mut b, av(F32, &[2]));
+    let m = eqn1(&mut b, Builtin::Mul, vec![x, c], none());
+    let one = lit(&mut b, LitValue::Float(1.0), F32);
+    let y = eqn1(&mut b, Builtin::Add, vec![m, one], none());
+    let inner = Param::Jaxpr(
+        ClosedJaxpr::new(
+            Arc::new(b.build(vec![y, x]).unwrap()),
+            vec![host_const(fa(F32, &[2], &[2.0, -3.0]))],
+        )
+        .unwrap(),
+    );
+    for (prim, ps) in [
+        (
+            Builtin::CustomJvpCall,
+            ferrax_ir::gen::custom_jvp_params(inner.clone(), "f"),
+        ),
+        (
+            Builtin::CustomVjpCall,
+            ferrax_ir::gen::custom_vjp_params(inner.clone(), "f"),
+        ),
+        (
+            Builtin::Remat,
+            ferrax_ir::gen::remat_params(inner.clone(), false),
+        ),
+    ] {
+        let mut b = JaxprBuilder::new();
+        let x = invar(&mut b, av(F32, &[2]));
+        let outs = eqn(&mut b, prim, vec![x], ps);
+        let j = b.build(outs).unwrap();
+        let got = eval_jaxpr(&j, &[], &[fa(F32, &[2], &[0.5, 1.0])]).unwrap();
+        assert_same(&got[0], &fa(F32, &[2], &[2.0, -2.0]));
+        assert_same(&got[1], &fa(F32, &[2], &[0.5, 1.0]));
+    }
+}
+
+#[test]
+fn case_stop_gradient() {
+    // The identity, on every kind of dtype.
+    for x in [
+        fa(F32, &[2], &[1.5, -2.0]),
+        fa(BF16, &[], &[0.25]),
+        ia(I32, &[3], &[1, -7, 9]),
+        ia(U8, &[1], &[255]),
+    ] {
+        assert_same(
+            &run1(Builtin::StopGradient, none(), std::slice::from_ref(&x)),
+            &x,
+        );
+    }
 }
 
 /// A branch `x -> x * k`.

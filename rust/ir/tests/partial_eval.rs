@@ -64,7 +64,7 @@ fn deps(j: &Jaxpr, uk_in: &[bool]) -> Vec<bool> {
             vec![false; n]
         } else {
             match e.primitive().name() {
-                "jit" => deps(sub(e, "jaxpr"), &ins),
+                "jit" | "remat2" => deps(sub(e, "jaxpr"), &ins),
                 "cond" if !ins[0] => {
                     let Some(Param::Jaxprs(bs)) = e.params().get("branches") else {
                         panic!("branches")

@@ -9,8 +9,8 @@
 use ferrax_ir::DType::{BF16, F16, F32, F64, I16, I32, I64, I8, U16, U32, U64, U8};
 use ferrax_ir::{
     AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, GatherDimensionNumbers,
-    GatherScatterMode, JaxprBuilder, LitValue, Literal, Param, ParamKind, Params, RuleError,
-    ScatterDimensionNumbers, Shape, ShapeError,
+    GatherScatterMode, JaxprBuilder, LitValue, Literal, Opaque, Param, ParamKind, Params,
+    RuleError, ScatterDimensionNumbers, Shape, ShapeError,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -3363,6 +3363,128 @@ fn higher_order_cases(t: &mut Table) {
     cond_cases(t);
     while_cases(t);
     scan_cases(t);
+    custom_cases(t);
+}
+
+/// `custom_jvp_call`, `custom_vjp_call` and `remat2` (calls of their jaxpr, typed as
+/// `jit` is), and `stop_gradient` (any operand, its type out; JAX 0.10.2 binds it on
+/// integers too).
+fn custom_cases(t: &mut Table) {
+    use ferrax_ir::gen::{custom_jvp_params, custom_vjp_params, remat_params};
+    let sin3 = closed(&[a(F32, &[3])], |b, x| vec![app1(b, Builtin::Sin, &[x[0]])]);
+    let ident_weak = closed(&[w(a(F32, &[]))], |_, x| vec![x[0], x[0]]);
+    type MakeParams = fn(Param) -> Params;
+    let calls: [(Builtin, MakeParams); 3] = [
+        (Builtin::CustomJvpCall, |j| custom_jvp_params(j, "f")),
+        (Builtin::CustomVjpCall, |j| custom_vjp_params(j, "f")),
+        (Builtin::Remat, |j| remat_params(j, false)),
+    ];
+    for (p, make) in calls {
+        let jp = |cj: &ClosedJaxpr| make(Param::Jaxpr(cj.clone()));
+        t.ok("sin", p, vec![a(F32, &[3])], jp(&sin3), vec![a(F32, &[3])]);
+        t.ok(
+            "weak outputs",
+            p,
+            vec![a(F32, &[])],
+            jp(&ident_weak),
+            vec![w(a(F32, &[])), w(a(F32, &[]))],
+        );
+        t.err(
+            "operand type",
+            p,
+            vec![a(I32, &[3])],
+            jp(&sin3),
+            Variant::SubJaxpr,
+            &["operand types (i32[3]) differ from the jaxpr's input types (f32[3])"],
+        );
+        let jaxpr_name = p.call_jaxpr_param().unwrap_or("jaxpr");
+        let without: Vec<(&str, Param)> = jp(&sin3)
+            .iter()
+            .filter(|(n, _)| *n != jaxpr_name)
+            .map(|(n, v)| (n, v.clone()))
+            .collect();
+        t.err(
+            "no jaxpr",
+            p,
+            vec![a(F32, &[3])],
+            Params::new(without),
+            Variant::MissingParam,
+            &["missing param", jaxpr_name],
+        );
+        t.err(
+            "a jaxpr where a rule goes",
+            p,
+            vec![a(F32, &[3])],
+            jp(&sin3).with(
+                if p == Builtin::Remat {
+                    "policy"
+                } else {
+                    "symbolic_zeros"
+                },
+                Param::Jaxpr(sin3.clone()),
+            ),
+            Variant::ParamKind,
+            &["must be a"],
+        );
+    }
+    let jvp = custom_jvp_params(Param::Jaxpr(sin3.clone()), "f");
+    t.ok(
+        "num_consts",
+        Builtin::CustomJvpCall,
+        vec![a(F32, &[3])],
+        jvp.with("num_consts", Param::Int(1)),
+        vec![a(F32, &[3])],
+    );
+    t.err(
+        "num_consts past the operands",
+        Builtin::CustomJvpCall,
+        vec![a(F32, &[3])],
+        jvp.with("num_consts", Param::Int(2)),
+        Variant::BadParam,
+        &["num_consts", "2 is not in 0..=1"],
+    );
+    t.err(
+        "rule is None",
+        Builtin::CustomJvpCall,
+        vec![a(F32, &[3])],
+        jvp.with("jvp", Param::None),
+        Variant::ParamKind,
+        &["param 'jvp' must be a host object (opaque), got a None"],
+    );
+    let remat = remat_params(Param::Jaxpr(sin3.clone()), true);
+    t.ok(
+        "opaque policy",
+        Builtin::Remat,
+        vec![a(F32, &[3])],
+        remat.with("policy", Param::Opaque(Opaque::named("dots_saveable"))),
+        vec![a(F32, &[3])],
+    );
+    let sg = Builtin::StopGradient;
+    for x in [
+        a(F32, &[2, 3]),
+        w(a(F32, &[])),
+        a(I32, &[4]),
+        a(BOOL, &[]),
+        a(BF16, &[1]),
+    ] {
+        t.ok("identity type", sg, vec![x.clone()], ps([]), vec![x]);
+    }
+    t.err(
+        "two operands",
+        sg,
+        vec![a(F32, &[]), a(F32, &[])],
+        ps([]),
+        Variant::Arity,
+        &["takes 1 operands but was given 2"],
+    );
+    t.err(
+        "a param",
+        sg,
+        vec![a(F32, &[])],
+        ps([("axes", ints(&[0]))]),
+        Variant::UnknownParam,
+        &["unknown param 'axes'"],
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -297,6 +297,23 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 Param::Padding(vec![(1, -1, 1), (0, 2, 0)].into()),
             )]),
         ),
+        CustomJvpCall | CustomVjpCall | Remat => {
+            let j = Param::Jaxpr(sub(&[f32s(&[3])], |b, xs| {
+                vec![eqn1(b, Sin, vec![xs[0]], Params::empty())]
+            }));
+            let ps = match prim {
+                CustomJvpCall => ferrax_ir::gen::custom_jvp_params(j, "f"),
+                CustomVjpCall => ferrax_ir::gen::custom_vjp_params(j, "f"),
+                _ => ferrax_ir::gen::remat_params(j, true).with(
+                    "policy",
+                    Param::Opaque(ferrax_ir::Opaque::named(
+                        "DotsSaveable(only_if_no_batch_dims=False)",
+                    )),
+                ),
+            };
+            (vec![f32s(&[3])], ps)
+        }
+        StopGradient => (vec![av(DType::I32, &[2])], params(vec![])),
         #[allow(unreachable_patterns)]
         other => panic!("add a test case for the new built-in {other:?}"),
     }

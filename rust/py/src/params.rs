@@ -29,12 +29,20 @@
 //! - `fill_value`: `None`, a bool, an int or a float. `update_jaxpr`: `None` or a
 //!   `ClosedJaxpr` (two scalars of the operand's dtype to one; informative only: the
 //!   combiner is the primitive's own); `update_consts`: `()`.
+//!
+//! Opaque params (`custom_jvp_call`'s `jvp`, `custom_vjp_call`'s `fwd` and `bwd`,
+//! `remat2`'s `policy`): from Python, any object other than `None` is kept as it is,
+//! named as JAX prints it: a rule by its `__name__` (a `str` by itself; else its `repr`),
+//! a policy by its `str` with memory addresses masked (`<function f at 0xXXXXXXXXXXXX>`);
+//! to Python, the same
+//! object. An opaque value read from text has no object: it comes back as its name, a
+//! `str`.
 
 use crate::avals::{describe, dtype_from_py, dtype_to_py, is_numpy_dtype, type_name};
 use crate::errors::{self, Result};
 use crate::jaxpr::ClosedJaxpr;
 use ferrax_ir::params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque, Param, Params,
     ScatterDimensionNumbers,
 };
 use ferrax_ir::primitive::{ParamKind, Primitive};
@@ -106,7 +114,49 @@ pub fn param_to_py<'py>(py: Python<'py>, p: &Param) -> PyResult<Bound<'py, PyAny
                 .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, items)?.into_any()
         }
+        Param::Opaque(o) => match o.object().and_then(|x| x.downcast_ref::<Py<PyAny>>()) {
+            Some(obj) => obj.clone_ref(py).into_bound(py),
+            None => PyString::new(py, o.name()).into_any(),
+        },
     })
+}
+
+/// The name of a custom rule (`jvp`, `fwd`, `bwd`), as JAX prints it: a `str` itself,
+/// else its `__name__` (a `str`), else its `repr`.
+fn rule_name(v: &Bound<'_, PyAny>) -> Result<String> {
+    if let Some(s) = str_of(v)? {
+        return Ok(s.to_string());
+    }
+    Ok(match v.getattr("__name__") {
+        Ok(n) if n.is_instance_of::<PyString>() => n.extract::<String>()?,
+        _ => v.repr()?.extract::<String>()?,
+    })
+}
+
+/// The name of another opaque value (a checkpoint policy), as JAX prints a param it has
+/// no rule for: its `str`, with each ` at 0x<hex>` address masked as ` at 0xXXXX` (one
+/// `X` per digit), so that printouts do not depend on where objects live.
+fn printed_name(v: &Bound<'_, PyAny>) -> Result<String> {
+    let s: String = v.str()?.extract()?;
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s.as_str();
+    while let Some(i) = rest.find(" at 0x") {
+        let (head, tail) = rest.split_at(i + " at 0x".len());
+        out.push_str(head);
+        let digits = tail.bytes().take_while(u8::is_ascii_hexdigit).count();
+        out.extend(std::iter::repeat_n('X', digits));
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Keeps a Python object as an opaque param with this name; its identity is the
+/// object's address (stable while the param holds it).
+fn opaque_of(v: &Bound<'_, PyAny>, name: String) -> Result<Opaque> {
+    let identity = v.as_ptr() as usize;
+    let object: Arc<dyn std::any::Any + Send + Sync> = Arc::new(v.clone().unbind());
+    Ok(Opaque::with_object(&name, identity, object))
 }
 
 /// A class of `ferrax.lax`, if the module imports and has it.
@@ -222,6 +272,10 @@ fn param_of_kind(kind: ParamKind, v: &Bound<'_, PyAny>) -> Result<Option<Param>>
         K::OptJaxpr if v.is_none() => Some(Param::None),
         K::OptJaxpr => jaxpr_of(v).map(Param::Jaxpr),
         K::PaddingConfig => padding_of(v)?.map(Param::Padding),
+        K::OptOpaque if v.is_none() => Some(Param::None),
+        K::Opaque if v.is_none() => None,
+        K::Opaque => Some(Param::Opaque(opaque_of(v, rule_name(v)?)?)),
+        K::OptOpaque => Some(Param::Opaque(opaque_of(v, printed_name(v)?)?)),
         #[allow(unreachable_patterns)] // Kinds the crate may add later.
         _ => None,
     })

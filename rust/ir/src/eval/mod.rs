@@ -674,8 +674,9 @@ fn start<'a>(
     let params = eqn.params();
     let ins = frame.read_owned(eqn.inputs())?;
     match prim {
-        Builtin::Jit => {
-            let child = Frame::closed(ops::param_jaxpr(params, "jaxpr")?, ins)?;
+        Builtin::Jit | Builtin::CustomJvpCall | Builtin::CustomVjpCall | Builtin::Remat => {
+            let name = prim.call_jaxpr_param().unwrap_or("jaxpr");
+            let child = Frame::closed(ops::param_jaxpr(params, name)?, ins)?;
             frame.pending = Some(Pending::Call);
             Ok(Some(child))
         }

@@ -160,7 +160,8 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
             {
                 flops(ins.get(2).map_or(0.0, size))
             }
-            Builtin::Jit => sub("jaxpr"),
+            Builtin::Jit | Builtin::Remat => sub("jaxpr"),
+            Builtin::CustomJvpCall | Builtin::CustomVjpCall => sub("call_jaxpr"),
             Builtin::Cond => match e.params().get("branches") {
                 Some(Param::Jaxprs(brs)) => brs
                     .iter()

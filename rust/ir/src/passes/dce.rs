@@ -1,7 +1,8 @@
 //! Dead-code elimination.
 //!
 //! Walks the equations backwards keeping those a used output depends on. Higher-order
-//! equations are pruned inside: a `jit`'s jaxpr loses the outputs nobody uses, `cond`
+//! equations are pruned inside: a `jit`'s (or `remat2`'s) jaxpr loses the outputs nobody
+//! uses (`custom_jvp_call` and `custom_vjp_call` are kept whole), `cond`
 //! branches lose them too (and keep the union of the inputs any branch needs), `while` and
 //! `scan` drop carried values that neither a used output nor the loop condition depends on
 //! (found by iterating to a fixpoint, as the carry feeds itself).
@@ -212,7 +213,9 @@ impl<'a> Frame<'a> {
                 continue;
             }
             self.pending = match e.primitive.as_builtin() {
-                Some(Builtin::Jit) if sub_jaxpr(e, "jaxpr").is_some() => {
+                // `remat2` is a call like `jit`; `custom_jvp_call` and `custom_vjp_call`
+                // are kept whole (their rules see the whole function).
+                Some(Builtin::Jit | Builtin::Remat) if sub_jaxpr(e, "jaxpr").is_some() => {
                     Some(Pending::Jit { eqn: i, used_outs })
                 }
                 Some(Builtin::Cond) => Some(Pending::Cond {

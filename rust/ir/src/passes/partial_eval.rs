@@ -8,6 +8,10 @@
 //! * `jit`: the called jaxpr is partially evaluated; a known `jit` computes its known
 //!   outputs and residuals, an unknown `jit` takes those residuals and the unknown
 //!   operands;
+//! * `remat2` (a checkpoint) stores no intermediate value: its jaxpr pruned to the known
+//!   outputs is inlined in the known jaxpr (as JAX evaluates it), and the unknown
+//!   `remat2` (`differentiated=True`) takes the operands, known ones as residuals, and
+//!   recomputes what it needs;
 //! * `cond` with a known index: every branch is partially evaluated with the same operand
 //!   flags, an output unknown in any branch is made unknown in all, and the branches'
 //!   residuals are merged into slots (one per residual type and occurrence) so that every
@@ -23,6 +27,10 @@
 //! * `while`: if any carry is unknown (on entry or through the body) or the condition
 //!   depends on an unknown value, the whole loop is unknown; otherwise it is known (its
 //!   unknown consts, which then no carry depends on, are dropped).
+//!
+//! `custom_jvp_call` and `custom_vjp_call` are never split (their rules see the whole
+//! function): like `stop_gradient` and every first-order equation, they are known when
+//! all their operands are, else wholly unknown.
 //!
 //! The known values an unknown equation uses are the *residuals*: the known jaxpr returns
 //! them after its outputs and the unknown jaxpr takes them before its inputs.
@@ -71,7 +79,7 @@ pub struct PartialEval {
 /// the unknown jaxpr uses, each once. Both jaxprs are free of dead code; `known` keeps
 /// the original constvars, `unknown` has none.
 ///
-/// `jit`, `cond`, `scan` and `while` are split as the [module docs](self) describe.
+/// `jit`, `remat2`, `cond`, `scan` and `while` are split as the [module docs](self) describe.
 /// Linear in the size of the jaxpr (loops: times the number of carried values, for the
 /// fixpoint), with no recursion over nesting depth.
 ///
@@ -252,6 +260,12 @@ enum Item {
     },
 }
 
+/// A jaxpr pruned to some outputs, and which of its inputs it still takes.
+type Pruned = (Arc<Jaxpr>, Vec<bool>);
+
+/// Half of a split `remat2`: its pruned jaxpr, operands and output variables.
+type RematHalf = (Arc<Jaxpr>, Vec<X>, Vec<u32>);
+
 /// A higher-order equation part-way through being split.
 enum Pending {
     Jit {
@@ -289,6 +303,9 @@ struct Frame<'a> {
     pending: Option<Pending>,
     /// A sub-jaxpr used is dirty (see [`Sub::dirty`]).
     dirty: bool,
+    /// `remat2` jaxprs pruned to some outputs (by jaxpr and used outputs), so that
+    /// equations sharing a jaxpr prune it once and share the result.
+    pruned: HashMap<(usize, Vec<bool>), Pruned>,
 }
 
 fn int_param(params: &Params, name: &str) -> usize {
@@ -361,6 +378,7 @@ impl<'a> Frame<'a> {
             pos: 0,
             pending: None,
             dirty: false,
+            pruned: HashMap::new(),
         }
     }
 
@@ -400,7 +418,7 @@ impl<'a> Frame<'a> {
             }
             let i = self.pos;
             self.pos += 1;
-            self.start(i);
+            self.start(i)?;
         }
     }
 
@@ -415,15 +433,22 @@ impl<'a> Frame<'a> {
         self.items.push((true, Item::Src(i)));
     }
 
-    fn start(&mut self, i: usize) {
+    fn start(&mut self, i: usize) -> Result<(), PassError> {
         let src = self.src;
         let e = &src.eqns()[i];
         if !e.inputs().iter().any(|&a| self.atom_uk(a)) {
-            self.known_src(i);
-            return;
+            match jaxpr_param(e.params(), "jaxpr") {
+                // A known checkpoint is inlined too, as JAX evaluates it.
+                Some(inner) if e.primitive().as_builtin() == Some(Builtin::Remat) => {
+                    let known = vec![false; e.outvars().len()];
+                    self.split_remat(i, inner, &known, false)?;
+                }
+                _ => self.known_src(i),
+            }
+            return Ok(());
         }
         self.pending = match e.primitive().as_builtin() {
-            Some(Builtin::Jit) if jaxpr_param(e.params(), "jaxpr").is_some() => {
+            Some(Builtin::Jit | Builtin::Remat) if jaxpr_param(e.params(), "jaxpr").is_some() => {
                 Some(Pending::Jit { eqn: i })
             }
             Some(Builtin::Cond) if !self.atom_uk(e.inputs()[0]) => Some(Pending::Cond {
@@ -458,6 +483,7 @@ impl<'a> Frame<'a> {
         if self.pending.is_none() {
             self.unknown_src(i);
         }
+        Ok(())
     }
 
     /// Resumes a pending equation; `Some` to wait for another sub-jaxpr.
@@ -480,7 +506,11 @@ impl<'a> Frame<'a> {
                     let need = (&**inner.jaxpr(), uk, vec![false; e.outvars().len()]);
                     return Ok(Some((Pending::Jit { eqn }, need)));
                 };
-                self.split_jit(eqn, inner, &r);
+                if e.primitive().as_builtin() == Some(Builtin::Remat) {
+                    self.split_remat(eqn, inner, &r.out_uk, r.dirty)?;
+                } else {
+                    self.split_jit(eqn, inner, &r);
+                }
                 Ok(None)
             }
             Pending::Cond {
@@ -609,6 +639,171 @@ impl<'a> Frame<'a> {
         };
         self.items.push((false, known));
         self.items.push((true, unknown));
+    }
+
+    /// `remat2` (a checkpoint) keeps no intermediate value: the known outputs are
+    /// computed by the `remat2`'s jaxpr pruned to them, inlined as JAX evaluates it (or a
+    /// known `remat2` of it, when its outputs are not distinct variables its equations
+    /// define, or it has constants); the unknown `remat2`, marked `differentiated=True`
+    /// as JAX marks it, computes the unknown outputs from the operands, known ones
+    /// included (those are the residuals), recomputing what it needs. `out_uk` says which
+    /// outputs are unknown (`dirty` is the partially evaluated jaxpr's flag).
+    fn split_remat(
+        &mut self,
+        eqn: usize,
+        inner: &ClosedJaxpr,
+        out_uk: &[bool],
+        dirty: bool,
+    ) -> Result<(), PassError> {
+        self.dirty |= dirty;
+        let src = self.src;
+        let e = &src.eqns()[eqn];
+        let key_of = |used: &[bool]| (Arc::as_ptr(inner.jaxpr()) as usize, used.to_vec());
+        for used in [
+            out_uk.iter().map(|&u| !u).collect::<Vec<bool>>(),
+            out_uk.to_vec(),
+        ] {
+            if used.contains(&true) && !self.pruned.contains_key(&key_of(&used)) {
+                let (pruned, used_ins) = dce(inner.jaxpr(), &used)?;
+                self.pruned
+                    .insert(key_of(&used), (Arc::new(pruned), used_ins));
+            }
+        }
+        let half = |used_outs: &[bool]| -> Result<RematHalf, PassError> {
+            let Some((pruned, used_ins)) = self.pruned.get(&key_of(used_outs)) else {
+                return Err(PassError::IllTyped {
+                    eqn: Some(eqn),
+                    message: "remat2: a pruned jaxpr is missing (internal)".to_owned(),
+                });
+            };
+            let pruned = Arc::clone(pruned);
+            let inputs = e
+                .inputs()
+                .iter()
+                .zip(used_ins)
+                .filter(|(_, &u)| u)
+                .map(|(&a, _)| self.x(a))
+                .collect();
+            let outs = e
+                .outvars()
+                .iter()
+                .zip(used_outs)
+                .filter(|(_, &u)| u)
+                .map(|(&o, _)| o.index() as u32)
+                .collect();
+            Ok((pruned, inputs, outs))
+        };
+        let known_outs: Vec<bool> = out_uk.iter().map(|&u| !u).collect();
+        let known = if known_outs.contains(&true) {
+            let (pruned, inputs, outs) = half(&known_outs)?;
+            if inputs
+                .iter()
+                .any(|x| matches!(x, X::Var(v) if self.uk[*v as usize]))
+            {
+                // The known outputs' pruned jaxpr still reads an unknown operand (a
+                // callee kept whole by DCE): the equation stays unknown as it is.
+                self.unknown_src(eqn);
+                return Ok(());
+            }
+            Some((pruned, inputs, outs))
+        } else {
+            None
+        };
+        let unknown = if out_uk.contains(&true) {
+            Some(half(out_uk)?)
+        } else {
+            None
+        };
+        if let Some((pruned, inputs, outs)) = known {
+            if !self.inline_known(&pruned, &inputs, &outs) {
+                let params = e
+                    .params()
+                    .with("jaxpr", Param::Jaxpr(closed(&pruned, Some(inner))));
+                let item = Item::New {
+                    prim: e.primitive().clone(),
+                    inputs,
+                    outs,
+                    params,
+                };
+                self.items.push((false, item));
+            }
+        }
+        if let Some((pruned, inputs, outs)) = unknown {
+            for &o in &outs {
+                self.uk[o as usize] = true;
+            }
+            let params = e
+                .params()
+                .with("jaxpr", Param::Jaxpr(closed(&pruned, Some(inner))))
+                .with("differentiated", Param::Bool(true));
+            let item = Item::New {
+                prim: e.primitive().clone(),
+                inputs,
+                outs,
+                params,
+            };
+            self.items.push((true, item));
+        }
+        Ok(())
+    }
+
+    /// Adds the equations of `j` (without constvars) to the known side, its invars being
+    /// `ins` and its outputs the variables `outs`. Returns false, adding nothing, when an
+    /// output is not a variable one of its equations defines or appears twice (a value
+    /// passed through has no equation to define it here) or `j` has constvars.
+    fn inline_known(&mut self, j: &Jaxpr, ins: &[X], outs: &[u32]) -> bool {
+        if !j.constvars().is_empty() || ins.len() != j.invars().len() {
+            return false;
+        }
+        let mut target: Vec<Option<u32>> = vec![None; j.num_vars()];
+        let mut is_input = vec![false; j.num_vars()];
+        for &v in j.invars() {
+            is_input[v.index()] = true;
+        }
+        for (&a, &o) in j.outvars().iter().zip(outs) {
+            match a {
+                Atom::Var(v) if !is_input[v.index()] && target[v.index()].is_none() => {
+                    target[v.index()] = Some(o);
+                }
+                _ => return false,
+            }
+        }
+        let mut map: Vec<Option<X>> = vec![None; j.num_vars()];
+        for (&v, &x) in j.invars().iter().zip(ins) {
+            map[v.index()] = Some(x);
+        }
+        let mut items = Vec::with_capacity(j.eqns().len());
+        for e in j.eqns() {
+            let mut inputs = Vec::with_capacity(e.inputs().len());
+            for &a in e.inputs() {
+                let x = match a {
+                    Atom::Var(v) => map[v.index()],
+                    Atom::Lit(l) => Some(X::Lit(*j.literal(l))),
+                };
+                let Some(x) = x else {
+                    return false;
+                };
+                inputs.push(x);
+            }
+            let mut eqn_outs = Vec::with_capacity(e.outvars().len());
+            for &v in e.outvars() {
+                let o = match target[v.index()] {
+                    Some(o) => o,
+                    None => self.new_var(j.var_aval(v).clone()),
+                };
+                map[v.index()] = Some(X::Var(o));
+                eqn_outs.push(o);
+            }
+            items.push(Item::New {
+                prim: e.primitive().clone(),
+                inputs,
+                outs: eqn_outs,
+                params: e.params().clone(),
+            });
+        }
+        self.items
+            .extend(items.into_iter().map(|item| (false, item)));
+        true
     }
 
     fn split_cond(
@@ -1264,7 +1459,7 @@ fn has_prunable_output(src: &Jaxpr, item: &Item, live: &[bool]) -> bool {
         } => (prim, params, outs.clone()),
     };
     let from = match prim.as_builtin() {
-        Some(Builtin::Jit | Builtin::Cond) => 0,
+        Some(Builtin::Jit | Builtin::Cond | Builtin::Remat) => 0,
         Some(Builtin::Scan) => int_param(params, "num_carry"),
         _ => return false,
     };

@@ -21,7 +21,10 @@
 //!   the outputs' cotangents and returns the linear operands' cotangents. As in JAX,
 //!   symbolic zeros stay out of the call: outputs without a cotangent have no input, and
 //!   linear operands the call gives none are not among its outputs (no call at all if
-//!   there is nothing to return).
+//!   there is nothing to return). `remat2` does the same and becomes
+//!   `differentiated=True`.
+//! - `custom_jvp_call`, `custom_vjp_call` and `stop_gradient` are not linear (autodiff
+//!   replaces them before transposing): a linear operand is a [`PassError::NonLinearUse`].
 //! - `cond` (with a non-linear index) stays a `cond` of the transposed branches; they
 //!   return a cotangent for each linear operand some branch gives one (zeros in the
 //!   branches that do not), and take only the outputs' cotangents that are not zero.
@@ -69,7 +72,7 @@ use std::sync::Arc;
 /// `slice` (to a `pad`, with interior padding for strides), `pad`, `dynamic_slice` and
 /// `dynamic_update_slice`, `gather` (to `scatter-add`), `scatter-add` and `scatter-sub`
 /// (to `gather`), `scatter-mul` (linear in the operand, or with unique indices in the
-/// updates) and `scatter` (unique indices) with non-linear indices, `jit`, `cond`
+/// updates) and `scatter` (unique indices) with non-linear indices, `jit` and `remat2`, `cond`
 /// (non-linear index) and `scan` (a scan in the other direction); the implicit broadcasting of a
 /// binary operand (rank 0, or size-1 dimensions) is summed back. Output cotangents that
 /// a higher-order equation needs but nobody gives are zeros.
@@ -216,7 +219,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
         | Squeeze | ExpandDims | Rev | Concatenate => Ok(()),
         Slice | Pad => Ok(()),
-        Jit | Scan => Ok(()),
+        Jit | Remat | Scan => Ok(()),
         Cond if lin_ops[0] => Err(non_linear(0)),
         Cond => Ok(()),
         While => Err(PassError::WhileLoop { eqn: index }),
@@ -398,7 +401,9 @@ impl<'a> Transposer<'a> {
                 continue;
             };
             match e.primitive() {
-                Primitive::Builtin(Builtin::Jit) => self.pending = Some(Pending::Jit { eqn: i }),
+                Primitive::Builtin(Builtin::Jit | Builtin::Remat) => {
+                    self.pending = Some(Pending::Jit { eqn: i })
+                }
                 Primitive::Builtin(Builtin::Cond) => {
                     self.pending = Some(Pending::Cond {
                         eqn: i,
@@ -581,7 +586,8 @@ impl<'a> Transposer<'a> {
 
     /// `jit`: a call of the transposed jaxpr, on the non-linear operands and the
     /// outputs' non-zero cotangents, returning the linear operands' non-zero cotangents
-    /// (no call at all if there are none).
+    /// (no call at all if there are none). `remat2` the same, marked
+    /// `differentiated=True` (as JAX marks the backward pass of a checkpoint).
     fn emit_jit(
         &mut self,
         i: usize,
@@ -594,10 +600,13 @@ impl<'a> Transposer<'a> {
         }
         let mut operands = self.non_linear_operands(e.inputs());
         operands.extend(self.present_cts(e.outvars()));
-        let params = e.params().with(
+        let mut params = e.params().with(
             "jaxpr",
             Param::Jaxpr(ClosedJaxpr::from_parts(t.jaxpr, inner.consts().to_vec())),
         );
+        if e.primitive().as_builtin() == Some(Builtin::Remat) {
+            params = params.with("differentiated", Param::Bool(true));
+        }
         let outs = self.emit(i, e.primitive().clone(), operands, params)?;
         self.give_present(i, e.inputs(), &t.present, &outs)
     }

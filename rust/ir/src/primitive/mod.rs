@@ -51,6 +51,10 @@ pub enum ParamKind {
     OptScalar,
     /// A jaxpr or `None` (`scatter`'s `update_jaxpr`).
     OptJaxpr,
+    /// A host value the IR carries but does not interpret (`custom_jvp_call`'s `jvp`).
+    Opaque,
+    /// An opaque host value or `None` (`remat2`'s `policy`).
+    OptOpaque,
     /// A tuple of `(low, high, interior)` triples (`pad`'s `padding_config`).
     PaddingConfig,
 }
@@ -77,6 +81,8 @@ impl fmt::Display for ParamKind {
             ParamKind::GatherMode => "GatherScatterMode",
             ParamKind::OptScalar => "scalar or None",
             ParamKind::OptJaxpr => "jaxpr or None",
+            ParamKind::Opaque => "host object (opaque)",
+            ParamKind::OptOpaque => "host object (opaque) or None",
             ParamKind::PaddingConfig => "tuple of (low, high, interior) triples",
         };
         f.write_str(s)
@@ -224,6 +230,10 @@ builtins! {
     Cond => "cond",
     While => "while",
     Scan => "scan",
+    CustomJvpCall => "custom_jvp_call",
+    CustomVjpCall => "custom_vjp_call",
+    Remat => "remat2",
+    StopGradient => "stop_gradient",
 }
 
 /// Families of built-ins that share a rule.
@@ -266,10 +276,11 @@ impl Builtin {
                 Family::UnaryFloat
             }
             // JAX: `abs` takes signed ints and floats; `neg` and `sign` take any number
-            // (unsigned ones wrap); `copy` takes anything, `bool` included.
+            // (unsigned ones wrap); `copy` and `stop_gradient` take anything, `bool`
+            // included.
             Abs => Family::UnarySigned,
             Neg | Sign | Square => Family::UnaryNumeric,
-            Copy => Family::UnaryAny,
+            Copy | StopGradient => Family::UnaryAny,
             Not => Family::UnaryBitwise,
             Add | Sub | Mul | Div | Rem => Family::BinaryNumeric,
             Pow => Family::BinaryFloat,
@@ -294,8 +305,25 @@ impl Builtin {
     pub fn is_higher_order(self) -> bool {
         matches!(
             self,
-            Builtin::Jit | Builtin::Cond | Builtin::While | Builtin::Scan
+            Builtin::Jit
+                | Builtin::Cond
+                | Builtin::While
+                | Builtin::Scan
+                | Builtin::CustomJvpCall
+                | Builtin::CustomVjpCall
+                | Builtin::Remat
         )
+    }
+
+    /// True for the primitives that call one sub-jaxpr on their operands and return its
+    /// outputs (`jit`, `custom_jvp_call`, `custom_vjp_call`, `remat2`), with the param
+    /// that holds it.
+    pub fn call_jaxpr_param(self) -> Option<&'static str> {
+        match self {
+            Builtin::Jit | Builtin::Remat => Some("jaxpr"),
+            Builtin::CustomJvpCall | Builtin::CustomVjpCall => Some("call_jaxpr"),
+            _ => None,
+        }
     }
 
     /// The parameter schema (JAX's names). Params not listed are rejected.
@@ -367,6 +395,27 @@ impl Builtin {
             Pad => specs![req("padding_config", K::PaddingConfig)],
             Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
             Cond => specs![req("branches", K::Jaxprs)],
+            CustomJvpCall => specs![
+                req("name", K::Str),
+                req("call_jaxpr", K::Jaxpr),
+                req("jvp", K::Opaque),
+                req("symbolic_zeros", K::Bool),
+                opt("num_consts", K::Int),
+            ],
+            CustomVjpCall => specs![
+                req("name", K::Str),
+                req("bwd", K::Opaque),
+                req("call_jaxpr", K::Jaxpr),
+                req("fwd", K::Opaque),
+                req("symbolic_zeros", K::Bool),
+                opt("num_consts", K::Int),
+            ],
+            Remat => specs![
+                req("differentiated", K::Bool),
+                req("jaxpr", K::Jaxpr),
+                req("policy", K::OptOpaque),
+                req("prevent_cse", K::Bool),
+            ],
             While => specs![
                 req("cond_jaxpr", K::Jaxpr),
                 req("body_jaxpr", K::Jaxpr),

@@ -137,6 +137,8 @@ fn param_fits(kind: ParamKind, value: &Param) -> bool {
                 Param::None | Param::Bool(_) | Param::Int(_) | Param::Float(_)
             )
             | (K::OptJaxpr, Param::Jaxpr(_) | Param::None)
+            | (K::Opaque, Param::Opaque(_))
+            | (K::OptOpaque, Param::Opaque(_) | Param::None)
     ) || (kind == K::Bools && matches!(value, Param::Ints(v) if v.is_empty()))
         || (kind == K::Ints && matches!(value, Param::Bools(v) if v.is_empty()))
 }
@@ -509,8 +511,16 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         }
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
-        Jit => {
-            let j = jaxpr(params, "jaxpr")?;
+        Jit | CustomJvpCall | CustomVjpCall | Remat => {
+            let j = jaxpr(params, prim.call_jaxpr_param().unwrap_or("jaxpr"))?;
+            if let Some(Param::Int(n)) = params.get("num_consts") {
+                if *n < 0 || *n as usize > inputs.len() {
+                    return Err(bad(
+                        "num_consts",
+                        format!("{n} is not in 0..={} (the operand count)", inputs.len()),
+                    ));
+                }
+            }
             let expected = j.in_avals();
             if !same_types(inputs, &expected) {
                 return Err(RuleError::SubJaxpr {

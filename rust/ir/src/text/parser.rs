@@ -63,7 +63,7 @@ use crate::dtype::DType;
 use crate::error::{Site, TypeError};
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque, Param, Params,
     ScatterDimensionNumbers,
 };
 use crate::primitive::{Builtin, ParamKind, Primitive, Registry};
@@ -406,6 +406,8 @@ enum Val<'a> {
     Record {
         name: Tok<'a>,
         fields: Vec<(Tok<'a>, Val<'a>)>,
+        /// The record's source text, name to `)` (an opaque param's name).
+        text: &'a str,
     },
 }
 
@@ -505,6 +507,27 @@ impl<'a, 'r> Parser<'a, 'r> {
     fn bump(&mut self) {
         self.cur = self.nxt;
         self.nxt = self.lx.next_token();
+    }
+
+    /// A value word that opens more `<` than it closes (`<function f at 0xXXXX>`, as JAX
+    /// prints a Python function as a param) runs on over the following words of its line
+    /// until its angle brackets balance: the span is one word. Leaves `cur` on its last
+    /// word.
+    fn angle_span(&mut self, t: Tok<'a>) -> Tok<'a> {
+        let mut depth = angle_depth(t.text);
+        if !t.text.starts_with('<') || depth <= 0 {
+            return t;
+        }
+        let mut end = t.start + t.text.len();
+        while depth > 0 && self.nxt.kind == Kind::Word && !self.nxt.line_start {
+            self.bump();
+            depth += angle_depth(self.cur.text);
+            end = self.cur.start + self.cur.text.len();
+        }
+        match self.lx.source().get(t.start..end) {
+            Some(text) => Tok { text, ..t },
+            None => t,
+        }
     }
 
     fn expect(&mut self, kind: Kind, what: &str) -> Result<Tok<'a>, ReadError> {
@@ -975,9 +998,15 @@ impl<'a, 'r> Parser<'a, 'r> {
                             }
                             self.bump();
                             let name = c.record.unwrap_or(c.open);
+                            let text = self
+                                .lx
+                                .source()
+                                .get(name.start..t.start + t.text.len())
+                                .unwrap_or(name.text);
                             self.deliver(Val::Record {
                                 name,
                                 fields: c.field_names.into_iter().zip(c.items).collect(),
+                                text,
                             })?;
                         }
                         Some(c)
@@ -1059,6 +1088,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                     self.expect(Kind::Eq, "'=' after a field name")?;
                 }
                 Kind::Word => {
+                    let t = self.angle_span(t);
                     self.bump();
                     self.deliver(Val::Word(t))?;
                 }
@@ -1381,6 +1411,15 @@ fn as_str(v: &Val<'_>) -> Option<Arc<str>> {
     }
 }
 
+/// How many more `<` than `>` a word has.
+pub(crate) fn angle_depth(s: &str) -> i64 {
+    s.bytes().fold(0, |d, b| match b {
+        b'<' => d + 1,
+        b'>' => d - 1,
+        _ => d,
+    })
+}
+
 /// `(A, B)`, `(A,)`, `[A, B]` for a non-empty sequence of plain words.
 fn word_seq_text(items: &[Val<'_>], bracket: bool) -> Option<String> {
     if items.is_empty() {
@@ -1451,7 +1490,24 @@ fn by_kind(kind: ParamKind, v: &Val<'_>, shared: &Shared<'_>) -> Result<Option<P
         K::OptJaxpr if is_none(v) => Some(Param::None),
         K::OptJaxpr => as_jaxpr(v, shared).map(Param::Jaxpr),
         K::PaddingConfig => as_padding(v)?.map(|c| Param::Padding(c.into())),
+        K::OptOpaque if is_none(v) => Some(Param::None),
+        K::Opaque | K::OptOpaque => as_opaque(v).map(Param::Opaque),
     })
+}
+
+/// An opaque value named by the text: a word other than `None` (`f_jvp`, `<lambda>`), a
+/// quoted string, a record (`DotsSaveable(only_if_no_batch_dims=False)`) or a tuple of
+/// words. It holds no object.
+fn as_opaque(v: &Val<'_>) -> Option<Opaque> {
+    match v {
+        Val::Word(t) if t.text != "None" => Some(Opaque::named(t.text)),
+        Val::Str(s) => Some(Opaque::named(s)),
+        Val::Record { text, .. } => Some(Opaque::named(text)),
+        Val::Seq { items, bracket, .. } => {
+            word_seq_text(items, *bracket).map(|s| Opaque::named(&s))
+        }
+        _ => None,
+    }
 }
 
 /// The five int-tuple fields of a dimension-numbers record, in `names` order; `None` if
@@ -1462,7 +1518,7 @@ fn as_record(
     record: &str,
     names: &[&str; 5],
 ) -> Result<Option<[Vec<i64>; 5]>, ReadError> {
-    let Val::Record { name, fields } = v else {
+    let Val::Record { name, fields, .. } = v else {
         return Ok(None);
     };
     if name.text != record {

@@ -122,6 +122,9 @@ fn hidden_param(prim: Option<Builtin>, name: &str, value: &Param) -> bool {
             ("_split_transpose", Param::Bool(b)) => !b,
             _ => false,
         },
+        Some(Builtin::CustomJvpCall | Builtin::CustomVjpCall) => {
+            name == "num_consts" && matches!(value, Param::Int(0))
+        }
         Some(b) if b.family() == Family::UnaryFloat => name == "accuracy" && is_none,
         _ => false,
     }
@@ -135,7 +138,10 @@ fn printed_params(e: &Eqn) -> Vec<(&'static str, &Param)> {
         .iter()
         .filter(|(n, p)| !hidden_param(prim, n, p))
         .collect();
-    if prim == Some(Builtin::Jit) {
+    if matches!(
+        prim,
+        Some(Builtin::Jit | Builtin::CustomJvpCall | Builtin::CustomVjpCall)
+    ) {
         // JAX moves `name` to the front.
         if let Some(i) = v.iter().position(|(n, _)| *n == "name") {
             let item = v.remove(i);
@@ -794,6 +800,7 @@ fn write_param_flat(out: &mut String, p: &Param) -> bool {
         }
         Param::Jaxprs(js) if js.is_empty() => out.push_str("()"),
         Param::Jaxpr(_) | Param::Jaxprs(_) => return false,
+        Param::Opaque(o) => write_opaque_param(out, o.name()),
     }
     true
 }
@@ -807,6 +814,64 @@ fn write_str_param(out: &mut String, s: &str) {
     } else {
         quote_into(out, s);
     }
+}
+
+/// An opaque param: its name as it is (`f_jvp`, `<lambda>`,
+/// `DotsSaveable(only_if_no_batch_dims=False)`) when the parser reads that text back as
+/// one value, otherwise quoted Python-style.
+fn write_opaque_param(out: &mut String, name: &str) {
+    if (is_single_word(name) && name != "None")
+        || is_word_seq(name)
+        || is_simple_record(name)
+        || is_angle_span(name)
+    {
+        out.push_str(name);
+    } else {
+        quote_into(out, name);
+    }
+}
+
+/// True for words separated by single spaces, the first opening with `<`, whose angle
+/// brackets balance only at the end (`<function f at 0xXXXXXXXXXXXX>`): the parser reads
+/// such a span as one value.
+fn is_angle_span(s: &str) -> bool {
+    use crate::text::parser::angle_depth;
+    if !s.starts_with('<') || !s.contains(' ') {
+        return false;
+    }
+    let words: Vec<&str> = s.split(' ').collect();
+    let mut depth = 0;
+    for (i, w) in words.iter().enumerate() {
+        if !is_single_word(w) {
+            return false;
+        }
+        depth += angle_depth(w);
+        let last = i + 1 == words.len();
+        if (depth <= 0) != last {
+            return false;
+        }
+    }
+    depth == 0
+}
+
+/// True for `Name(field=value, ...)` whose name, fields and values are single words (a
+/// record as JAX prints a checkpoint policy: `DotsSaveable(only_if_no_batch_dims=False)`).
+fn is_simple_record(s: &str) -> bool {
+    let Some((name, rest)) = s.split_once('(') else {
+        return false;
+    };
+    let Some(inner) = rest.strip_suffix(')') else {
+        return false;
+    };
+    if !is_single_word(name) || name.contains('=') {
+        return false;
+    }
+    inner.is_empty()
+        || inner.split(", ").all(|field| {
+            field.split_once('=').is_some_and(|(k, v)| {
+                is_single_word(k) && !k.contains('=') && is_single_word(v) && !v.contains('=')
+            })
+        })
 }
 
 /// True for a word the parser takes as a string value: one word token that is not

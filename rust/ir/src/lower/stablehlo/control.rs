@@ -74,17 +74,21 @@ impl Module {
         self.out.push_str(") -> ()\n");
     }
 
-    pub(crate) fn lower_jit(
+    /// A call primitive (`jit`, `custom_jvp_call`, `custom_vjp_call`, `remat2`): a
+    /// `func.call` of its jaxpr's function (the custom rules and the checkpoint policy
+    /// matter only to differentiation, which has happened by now).
+    pub(crate) fn lower_call(
         &mut self,
         f: &mut FuncState<'_>,
+        b: Builtin,
         e: &Eqn,
         inputs: &[Ssa],
         out_avals: &[AbstractValue],
     ) -> Result<Vec<Ssa>, LowerError> {
-        let cj = sub(e, Builtin::Jit, "jaxpr")?;
+        let cj = sub(e, b, b.call_jaxpr_param().unwrap_or("jaxpr"))?;
         let hint = match e.params().get("name") {
             Some(Param::Str(s)) => s.to_string(),
-            _ => "jit".to_owned(),
+            _ => b.name().to_owned(),
         };
         let callee = self.function_for(cj.jaxpr(), &hint);
         let args: Vec<&Ssa> = inputs.iter().collect();

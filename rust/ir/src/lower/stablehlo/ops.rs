@@ -167,7 +167,7 @@ impl Module {
                         let x = &inputs[0];
                         return Ok(vec![self.op1(f, "stablehlo.multiply", &[x, x], "", out_ty)]);
                     }
-                    Builtin::Copy => return Ok(vec![inputs[0].clone()]),
+                    Builtin::Copy | Builtin::StopGradient => return Ok(vec![inputs[0].clone()]),
                     _ => {
                         return Err(LowerError::Unsupported {
                             primitive: b.name().to_owned(),
@@ -480,7 +480,9 @@ impl Module {
                 let attrs = format!("dimensions = {}", i64_array(dims));
                 one(self.op1(f, "stablehlo.reverse", &[&inputs[0]], &attrs, out_ty))
             }
-            Builtin::Jit => self.lower_jit(f, e, inputs, out_avals),
+            Builtin::Jit | Builtin::CustomJvpCall | Builtin::CustomVjpCall | Builtin::Remat => {
+                self.lower_call(f, b, e, inputs, out_avals)
+            }
             Builtin::Cond => self.lower_cond(f, e, inputs, in_avals, out_avals),
             Builtin::While => self.lower_while(f, e, inputs, in_avals),
             Builtin::Scan => self.lower_scan(f, e, inputs, in_avals, out_avals),
