@@ -20,9 +20,15 @@
 //!   same `xs`, instead of being stacked; one computed from the known consts alone is
 //!   computed once before the loop (by a `jit` of the body pruned to it) and passed as a
 //!   const;
-//! * `while`: if any carry is unknown (on entry or through the body) or the condition
-//!   depends on an unknown value, the whole loop is unknown; otherwise it is known (its
-//!   unknown consts, which then no carry depends on, are dropped).
+//! * `while`: a carry is unknown if it is unknown on entry or the body makes it unknown
+//!   (a fixpoint, as for `scan`). If the condition depends on an unknown value (or no
+//!   carry is known), the whole loop is unknown. Otherwise it is split as JAX splits it:
+//!   a known loop runs the known carries alone (its body and condition pruned to them; a
+//!   known carry's update depends on known values only, by the fixpoint), giving the
+//!   known outputs, and an unknown loop, the original one with every carry and const,
+//!   gives the unknown outputs; its known operands (known consts, the known carries'
+//!   initial values) are residuals. The loop recomputes the known carries: nothing can be
+//!   saved per iteration, as the trip count is not known statically.
 //!
 //! The known values an unknown equation uses are the *residuals*: the known jaxpr returns
 //! them after its outputs and the unknown jaxpr takes them before its inputs.
@@ -268,6 +274,9 @@ enum Pending {
     },
     While {
         eqn: usize,
+        /// The carries found unknown so far (the fixpoint's state).
+        carry_uk: Vec<bool>,
+        /// The body at the fixpoint, once reached (then the condition is asked for).
         body: Option<Rc<Sub>>,
     },
     Scan {
@@ -436,11 +445,11 @@ impl<'a> Frame<'a> {
             Some(Builtin::While) => {
                 let skip =
                     int_param(e.params(), "cond_nconsts") + int_param(e.params(), "body_nconsts");
-                if e.inputs()[skip..].iter().any(|&a| self.atom_uk(a)) {
-                    None
-                } else {
-                    Some(Pending::While { eqn: i, body: None })
-                }
+                e.inputs().get(skip..).map(|carry| Pending::While {
+                    eqn: i,
+                    carry_uk: carry.iter().map(|&a| self.atom_uk(a)).collect(),
+                    body: None,
+                })
             }
             Some(Builtin::Scan) => {
                 let nc = int_param(e.params(), "num_consts");
@@ -552,7 +561,11 @@ impl<'a> Frame<'a> {
                 self.split_cond(eqn, branches, &ops_uk, &results, &j)?;
                 Ok(None)
             }
-            Pending::While { eqn, body } => self.advance_while(eqn, body, child),
+            Pending::While {
+                eqn,
+                carry_uk,
+                body,
+            } => self.advance_while(eqn, carry_uk, body, child),
             Pending::Scan { eqn, carry_uk } => self.advance_scan(eqn, carry_uk, child),
         }
     }
@@ -701,10 +714,14 @@ impl<'a> Frame<'a> {
         Ok(())
     }
 
+    /// `while`: the unknown carries by a fixpoint through the body; then, if the
+    /// condition depends on known values only, a known loop over the known carries and an
+    /// unknown loop that is the whole original one (its known operands are residuals).
     #[allow(clippy::type_complexity)]
     fn advance_while(
         &mut self,
         eqn: usize,
+        carry_uk: Vec<bool>,
         body: Option<Rc<Sub>>,
         child: Option<Rc<Sub>>,
     ) -> Result<Option<(Pending, Need<'a>)>, PassError> {
@@ -719,50 +736,96 @@ impl<'a> Frame<'a> {
         };
         let cn = int_param(e.params(), "cond_nconsts");
         let bn = int_param(e.params(), "body_nconsts");
-        let ncarry = e.inputs().len() - cn - bn;
-        let flags = |f: &Frame<'_>, consts: std::ops::Range<usize>| -> Vec<bool> {
+        let flags = |f: &Frame<'_>, consts: std::ops::Range<usize>, carry: &[bool]| {
             let mut v: Vec<bool> = e.inputs()[consts].iter().map(|&a| f.atom_uk(a)).collect();
-            v.resize(v.len() + ncarry, false);
+            v.extend_from_slice(carry);
             v
         };
         let Some(body) = body else {
-            // Every carry is known on entry (else the loop is unknown from the start).
-            return match child {
-                None => {
-                    let need = (
-                        &**body_j.jaxpr(),
-                        flags(self, cn..cn + bn),
-                        vec![false; ncarry],
-                    );
-                    Ok(Some((Pending::While { eqn, body: None }, need)))
-                }
-                Some(b) if b.out_uk.iter().any(|&u| u) => {
-                    self.unknown_src(eqn);
-                    Ok(None)
-                }
-                Some(b) => {
-                    let need = (&**cond_j.jaxpr(), flags(self, 0..cn), vec![false]);
-                    Ok(Some((Pending::While { eqn, body: Some(b) }, need)))
-                }
+            let Some(b) = child else {
+                let need = (
+                    &**body_j.jaxpr(),
+                    flags(self, cn..cn + bn, &carry_uk),
+                    carry_uk.clone(),
+                );
+                return Ok(Some((
+                    Pending::While {
+                        eqn,
+                        carry_uk,
+                        body: None,
+                    },
+                    need,
+                )));
             };
+            let grown: Vec<bool> = carry_uk
+                .iter()
+                .zip(&b.out_uk)
+                .map(|(&a, &b)| a || b)
+                .collect();
+            let need = if grown == carry_uk {
+                (
+                    &**cond_j.jaxpr(),
+                    flags(self, 0..cn, &carry_uk),
+                    vec![false],
+                )
+            } else {
+                (
+                    &**body_j.jaxpr(),
+                    flags(self, cn..cn + bn, &grown),
+                    grown.clone(),
+                )
+            };
+            let body = (grown == carry_uk).then_some(b);
+            return Ok(Some((
+                Pending::While {
+                    eqn,
+                    carry_uk: grown,
+                    body,
+                },
+                need,
+            )));
         };
         let Some(cond) = child else {
             unreachable!("the condition was asked for");
         };
-        if cond.out_uk[0] || cond.num_res() != 0 || body.num_res() != 0 {
+        let nk_carry = carry_uk.iter().filter(|&&u| !u).count();
+        // An unknown condition, or no known carry: the whole loop is unknown.
+        if cond.out_uk[0] || cond.num_res() != 0 || nk_carry == 0 {
             self.unknown_src(eqn);
             return Ok(None);
         }
-        // Known: the unknown consts feed nothing the loop computes.
         self.dirty |= cond.dirty || body.dirty;
+        let cond_uk = flags(self, 0..cn, &[]);
+        // The body consts the known loop does not take: the unknown ones, and below the
+        // known ones only the unknown carries used.
+        let mut body_skip = flags(self, cn..cn + bn, &[]);
+        // The known loop: the known body returns the known carries, then residuals for
+        // the unknown ones, which it no longer computes; the consts only they used go.
+        let known_body = if body.num_res() == 0 {
+            Arc::clone(&body.known)
+        } else {
+            let mut used = vec![true; nk_carry];
+            used.resize(nk_carry + body.num_res(), false);
+            let (pruned, used_in) = dce(&body.known, &used)?;
+            let nk_consts = used_in.len() - nk_carry;
+            let mut want = used_in[..nk_consts].to_vec();
+            want.resize(used_in.len(), true);
+            let mut used_consts = used_in[..nk_consts].iter();
+            for u in body_skip.iter_mut().filter(|u| !**u) {
+                *u = !used_consts.next().copied().unwrap_or(true);
+            }
+            Arc::new(widen(pruned, &used_in, &want, &body.known.in_avals()))
+        };
+        let mut in_uk = cond_uk.clone();
+        in_uk.extend_from_slice(&body_skip);
+        in_uk.extend_from_slice(&carry_uk);
         let known_ins: Vec<X> = e
             .inputs()
             .iter()
-            .filter(|&&a| !self.atom_uk(a))
-            .map(|&a| self.x(a))
+            .zip(&in_uk)
+            .filter(|(_, &u)| !u)
+            .map(|(&a, _)| self.x(a))
             .collect();
-        let cond_uk = flags(self, 0..cn);
-        let body_uk = flags(self, cn..cn + bn);
         let params = Params::new([
             (
                 "cond_jaxpr",
@@ -770,20 +833,47 @@ impl<'a> Frame<'a> {
             ),
             (
                 "body_jaxpr",
-                Param::Jaxpr(closed(&body.known, Some(body_j))),
+                Param::Jaxpr(closed(&known_body, Some(body_j))),
             ),
             ("cond_nconsts", Param::Int(cn as i64 - count(&cond_uk))),
-            ("body_nconsts", Param::Int(bn as i64 - count(&body_uk))),
+            ("body_nconsts", Param::Int(bn as i64 - count(&body_skip))),
         ]);
+        let mut known_outs = Vec::with_capacity(nk_carry);
+        let mut unknown_outs = Vec::with_capacity(carry_uk.len());
+        for (&o, &u) in e.outvars().iter().zip(&carry_uk) {
+            if u {
+                self.uk[o.index()] = true;
+                unknown_outs.push(o.index() as u32);
+            } else {
+                known_outs.push(o.index() as u32);
+                // The unknown loop computes this carry again, into a variable nothing
+                // reads.
+                let v = self.new_var(src.var_aval(o).clone());
+                self.uk[v as usize] = true;
+                unknown_outs.push(v);
+            }
+        }
         self.items.push((
             false,
             Item::New {
                 prim: e.primitive().clone(),
                 inputs: known_ins,
-                outs: e.outvars().iter().map(|v| v.index() as u32).collect(),
+                outs: known_outs,
                 params,
             },
         ));
+        if nk_carry < carry_uk.len() {
+            let inputs: Vec<X> = e.inputs().iter().map(|&a| self.x(a)).collect();
+            self.items.push((
+                true,
+                Item::New {
+                    prim: e.primitive().clone(),
+                    inputs,
+                    outs: unknown_outs,
+                    params: e.params().clone(),
+                },
+            ));
+        }
         Ok(None)
     }
 
