@@ -968,3 +968,97 @@ fn scan_residuals_computed_from_consts_alone_are_computed_once() {
     assert_eq!(names(sub(us, "jaxpr")), vec!["mul", "mul"]);
     check_all_masks(&j, &[], 13, "hoist");
 }
+
+/// The addresses of the sub-jaxprs an equation holds.
+fn sub_addrs(e: &Eqn) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (_, p) in e.params().iter() {
+        match p {
+            Param::Jaxpr(cj) => out.push(&**cj.jaxpr() as *const Jaxpr as usize),
+            Param::Jaxprs(cjs) => {
+                out.extend(cjs.iter().map(|cj| &**cj.jaxpr() as *const Jaxpr as usize))
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `j`'s only equation applied twice to the same inputs, sharing its parameters (and so
+/// its sub-jaxprs); both results are returned.
+fn applied_twice(j: &Jaxpr) -> Jaxpr {
+    let e = &j.eqns()[0];
+    let mut b = ferrax_ir::JaxprBuilder::new();
+    let ins: Vec<Atom> = j
+        .in_avals()
+        .iter()
+        .map(|a| Atom::Var(b.add_invar(a.clone())))
+        .collect();
+    let mut outs = Vec::new();
+    for _ in 0..2 {
+        let args: Vec<Atom> = e
+            .inputs()
+            .iter()
+            .map(|a| match a {
+                Atom::Var(v) => ins[j.invars().iter().position(|w| w == v).unwrap()],
+                Atom::Lit(l) => b.literal(*j.literal(*l)),
+            })
+            .collect();
+        let o = b
+            .add_eqn(e.primitive().clone(), args, e.params().clone())
+            .unwrap();
+        outs.extend(o.into_iter().map(Atom::Var));
+    }
+    b.build(outs).unwrap()
+}
+
+#[test]
+fn equations_sharing_a_body_share_its_split() {
+    let scan = SCAN.replace("REV", "False");
+    let hoist = "{ lambda ; k:f32[3] c:f32[3] xs:f32[4,3]. let
+        c2:f32[3] ys:f32[4,3] = scan[
+          jaxpr={ lambda ; k:f32[3] c:f32[3] x:f32[3]. let
+              s:f32[3] = sin k
+              t:f32[3] = cos c
+              u:f32[3] = mul s x
+              w:f32[3] = mul u t
+              c1:f32[3] = add c 1.0:f32[]
+            in (c1, w) }
+          length=4
+          num_carry=1
+          num_consts=1
+          reverse=False
+        ] k c xs
+      in (c2, ys) }";
+    let cases: [(&str, &str, Vec<bool>); 5] = [
+        ("cond", COND, vec![false, false, true]),
+        ("scan", &scan, vec![false, false, true, false, true]),
+        ("scan hoisting", hoist, vec![false, false, true]),
+        ("while", WHILE, vec![false, false, false, true]),
+        ("jvp while", WHILE_JVP, vec![false, false, true]),
+    ];
+    for (what, text, unknowns) in cases {
+        let j = applied_twice(&parse(text));
+        let mut rng = Rng::new(16);
+        let mut args = args_of(&j, &mut rng);
+        for (a, aval) in args.iter_mut().zip(j.in_avals()) {
+            if aval.dtype == DType::I32 {
+                *a = HostArray::scalar_i64(DType::I32, 2).unwrap();
+            }
+        }
+        let inst = vec![false; j.outvars().len()];
+        let pe = check(&j, &[], &args, &unknowns, &inst, what);
+        for half in [&pe.known, &pe.unknown] {
+            let eqns = half.eqns();
+            assert_eq!(eqns.len() % 2, 0, "{what}:\n{half}");
+            assert!(!eqns.is_empty(), "{what}");
+            let n = eqns.len() / 2;
+            for (a, b) in eqns[..n].iter().zip(&eqns[n..]) {
+                assert_eq!(a.primitive().name(), b.primitive().name(), "{what}");
+                let (sa, sb) = (sub_addrs(a), sub_addrs(b));
+                assert!(!sa.is_empty(), "{what}");
+                assert_eq!(sa, sb, "{what}: {} not shared", a.primitive().name());
+            }
+        }
+    }
+}

@@ -35,7 +35,8 @@
 //!
 //! Sub-jaxprs are partially evaluated on an explicit stack of frames (nesting depth costs
 //! heap, not stack), and each (sub-jaxpr, flags) pair is done once however often it is
-//! shared.
+//! shared; so are the halves built from it (the known and unknown `cond` branches, `scan`
+//! and `while` bodies), which the equations sharing it then share.
 
 use super::dce::{dce, widen};
 use super::rebuild::Rebuilder;
@@ -46,6 +47,7 @@ use crate::dtype::DType;
 use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{Param, Params};
 use crate::primitive::{Builtin, Primitive};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -197,8 +199,11 @@ fn run(
     instantiate: Vec<bool>,
 ) -> Result<(PartialEval, bool), PassError> {
     let mut memo: HashMap<MemoKey, Rc<Sub>> = HashMap::new();
-    let mut stack: Vec<(Frame<'_>, Option<MemoKey>)> =
-        vec![(Frame::new(jaxpr, &unknowns, instantiate), None)];
+    let parts: Rc<RefCell<Parts>> = Rc::default();
+    let mut stack: Vec<(Frame<'_>, Option<MemoKey>)> = vec![(
+        Frame::new(jaxpr, &unknowns, instantiate, Rc::clone(&parts)),
+        None,
+    )];
     let mut child: Option<Rc<Sub>> = None;
     loop {
         let Some((top, _)) = stack.last_mut() else {
@@ -211,7 +216,7 @@ fn run(
                     child = Some(Rc::clone(done));
                     continue;
                 }
-                let frame = Frame::new(sub, &key.1, key.2.clone());
+                let frame = Frame::new(sub, &key.1, key.2.clone(), Rc::clone(&parts));
                 stack.push((frame, Some(key)));
             }
             Step::Done(pe, dirty) => {
@@ -298,6 +303,53 @@ struct Frame<'a> {
     pending: Option<Pending>,
     /// A sub-jaxpr used is dirty (see [`Sub::dirty`]).
     dirty: bool,
+    /// The split sub-jaxprs already built, shared by every frame.
+    parts: Rc<RefCell<Parts>>,
+}
+
+/// What the halves of a split `cond`, `scan` or `while` hold, built once per (partially
+/// evaluated sub-jaxprs, layout) however many equations share them, so that the results
+/// share them too.
+#[derive(Default)]
+struct Parts {
+    /// Per tuple of partially evaluated branches (by address): the known and unknown
+    /// branches, and the residual slots.
+    cond: HashMap<Vec<usize>, Rc<CondParts>>,
+    /// Per partially evaluated body (by address), number of consts and of carries.
+    scan: HashMap<(usize, usize, usize), Rc<ScanParts>>,
+    /// Per partially evaluated body (by address) and number of known carries: the known
+    /// loop's body, and which of the known body consts it takes.
+    while_body: HashMap<(usize, usize), Rc<KnownWhileBody>>,
+}
+
+/// The known loop's body, and which known body consts it takes.
+type KnownWhileBody = (Arc<Jaxpr>, Vec<bool>);
+
+struct CondParts {
+    known: Vec<Arc<Jaxpr>>,
+    unknown: Vec<Arc<Jaxpr>>,
+    slots: Vec<AbstractValue>,
+}
+
+/// Where a residual of a scan body comes from (see [`Frame::split_scan`]).
+#[derive(Clone, Copy, PartialEq)]
+enum Res {
+    Const(usize),
+    Xs(usize),
+    Hoisted,
+    Stacked,
+}
+
+struct ScanParts {
+    kinds: Vec<Res>,
+    known_body: Arc<Jaxpr>,
+    /// The body pruned to the hoisted residuals, and which known inputs it takes.
+    hoisted: Option<(Arc<Jaxpr>, Vec<bool>)>,
+    unknown_body: Arc<Jaxpr>,
+}
+
+fn addr<T>(r: &Rc<T>) -> usize {
+    Rc::as_ptr(r) as usize
 }
 
 fn int_param(params: &Params, name: &str) -> usize {
@@ -356,7 +408,12 @@ fn zeros(b: &mut JaxprBuilder, aval: &AbstractValue, eqn: usize) -> Result<Atom,
 }
 
 impl<'a> Frame<'a> {
-    fn new(src: &'a Jaxpr, unknowns: &[bool], instantiate: Vec<bool>) -> Frame<'a> {
+    fn new(
+        src: &'a Jaxpr,
+        unknowns: &[bool],
+        instantiate: Vec<bool>,
+        parts: Rc<RefCell<Parts>>,
+    ) -> Frame<'a> {
         let mut uk = vec![false; src.num_vars()];
         for (&v, &u) in src.invars().iter().zip(unknowns) {
             uk[v.index()] = u;
@@ -370,6 +427,7 @@ impl<'a> Frame<'a> {
             pos: 0,
             pending: None,
             dirty: false,
+            parts,
         }
     }
 
@@ -635,36 +693,25 @@ impl<'a> Frame<'a> {
         self.dirty |= results.iter().any(|r| r.dirty);
         let src = self.src;
         let e = &src.eqns()[eqn];
-        // Residual slots: the n-th residual of a type in a branch goes to the n-th slot of
-        // that type.
-        let mut slots: Vec<AbstractValue> = Vec::new();
-        let mut by_type: HashMap<AbstractValue, Vec<usize>> = HashMap::new();
-        let mut slot_of: Vec<Vec<usize>> = Vec::with_capacity(results.len());
-        for r in results {
-            let mut seen: HashMap<AbstractValue, usize> = HashMap::new();
-            let mut mine = Vec::with_capacity(r.num_res());
-            for a in &r.res_avals {
-                let key = a.clone().with_weak_type(false);
-                let n = seen.entry(key.clone()).or_insert(0);
-                let list = by_type.entry(key).or_default();
-                if *n == list.len() {
-                    list.push(slots.len());
-                    slots.push(a.clone());
-                }
-                mine.push(list[*n]);
-                *n += 1;
+        let key: Vec<usize> = results.iter().map(addr).collect();
+        let cached = self.parts.borrow().cond.get(&key).cloned();
+        let parts = match cached {
+            Some(p) => p,
+            None => {
+                let p = Rc::new(cond_parts(results, join, eqn)?);
+                self.parts.borrow_mut().cond.insert(key, Rc::clone(&p));
+                p
             }
-            slot_of.push(mine);
-        }
-        let nk_out = join.iter().filter(|&&u| !u).count();
-        let mut known_branches = Vec::with_capacity(results.len());
-        let mut unknown_branches = Vec::with_capacity(results.len());
-        for ((r, mine), b) in results.iter().zip(&slot_of).zip(branches) {
-            let kj = known_branch(&r.known, nk_out, mine, &slots, eqn)?;
-            known_branches.push(closed(&Arc::new(kj), Some(b)));
-            let uj = unknown_branch(&r.unknown, r.num_res(), mine, &slots);
-            unknown_branches.push(closed(&Arc::new(uj), None));
-        }
+        };
+        let known_branches: Vec<ClosedJaxpr> = parts
+            .known
+            .iter()
+            .zip(branches)
+            .map(|(j, b)| closed(j, Some(b)))
+            .collect();
+        let unknown_branches: Vec<ClosedJaxpr> =
+            parts.unknown.iter().map(|j| closed(j, None)).collect();
+        let slots = &parts.slots;
         let index = self.x(e.inputs()[0]);
         let mut known_ins = vec![index];
         let mut unknown_ins = vec![index];
@@ -804,17 +851,24 @@ impl<'a> Frame<'a> {
         let known_body = if body.num_res() == 0 {
             Arc::clone(&body.known)
         } else {
-            let mut used = vec![true; nk_carry];
-            used.resize(nk_carry + body.num_res(), false);
-            let (pruned, used_in) = dce(&body.known, &used)?;
-            let nk_consts = used_in.len() - nk_carry;
-            let mut want = used_in[..nk_consts].to_vec();
-            want.resize(used_in.len(), true);
-            let mut used_consts = used_in[..nk_consts].iter();
+            let key = (addr(&body), nk_carry);
+            let cached = self.parts.borrow().while_body.get(&key).cloned();
+            let pruned = match cached {
+                Some(p) => p,
+                None => {
+                    let p = Rc::new(known_while_body(&body, nk_carry)?);
+                    self.parts
+                        .borrow_mut()
+                        .while_body
+                        .insert(key, Rc::clone(&p));
+                    p
+                }
+            };
+            let mut used_consts = pruned.1.iter();
             for u in body_skip.iter_mut().filter(|u| !**u) {
                 *u = !used_consts.next().copied().unwrap_or(true);
             }
-            Arc::new(widen(pruned, &used_in, &want, &body.known.in_avals()))
+            Arc::clone(&pruned.0)
         };
         let mut in_uk = cond_uk.clone();
         in_uk.extend_from_slice(&body_skip);
@@ -932,7 +986,7 @@ impl<'a> Frame<'a> {
         eqn: usize,
         body_j: &ClosedJaxpr,
         in_uk: &[bool],
-        r: &Sub,
+        r: &Rc<Sub>,
     ) -> Result<(), PassError> {
         self.dirty |= r.dirty;
         let src = self.src;
@@ -943,101 +997,38 @@ impl<'a> Frame<'a> {
             Some(Param::Int(n)) => *n,
             _ => 0,
         };
-        let nres = r.num_res();
-        let known = &r.known;
-        let nk_out = known.outvars().len() - nres;
-        // Where each residual comes from: a known const or xs input of the body is
-        // forwarded from the scan's operand; one computed from the consts alone is
-        // computed once, before the loop; anything else is stacked.
-        let known_inputs: Vec<usize> = (0..in_uk.len()).filter(|&i| !in_uk[i]).collect();
-        let mut invar_pos: HashMap<VarId, usize> = HashMap::new();
-        for (p, &v) in known.invars().iter().enumerate() {
-            invar_pos.insert(v, known_inputs[p]);
-        }
-        #[derive(Clone, Copy, PartialEq)]
-        enum Res {
-            Const(usize),
-            Xs(usize),
-            Hoisted,
-            Stacked,
-        }
-        let nk_consts = (0..nc).filter(|&i| !in_uk[i]).count();
-        let mut invariant = vec![false; known.num_vars()];
-        for &v in known.constvars().iter().chain(&known.invars()[..nk_consts]) {
-            invariant[v.index()] = true;
-        }
-        for be in known.eqns() {
-            let inv = be.inputs().iter().all(|a| match a {
-                Atom::Var(v) => invariant[v.index()],
-                Atom::Lit(_) => true,
-            });
-            if inv {
-                for o in be.outvars() {
-                    invariant[o.index()] = true;
-                }
+        let key = (addr(r), nc, ncarry);
+        let cached = self.parts.borrow().scan.get(&key).cloned();
+        let parts = match cached {
+            Some(p) => p,
+            None => {
+                let p = Rc::new(scan_parts(r, in_uk, nc, ncarry)?);
+                self.parts.borrow_mut().scan.insert(key, Rc::clone(&p));
+                p
             }
-        }
-        let kinds: Vec<Res> = known.outvars()[nk_out..]
-            .iter()
-            .map(|a| match a {
-                Atom::Var(v) => match invar_pos.get(v) {
-                    Some(&q) if q < nc => Res::Const(q),
-                    Some(&q) if q >= nc + ncarry => Res::Xs(q),
-                    Some(_) => Res::Stacked,
-                    None if invariant[v.index()] => Res::Hoisted,
-                    None => Res::Stacked,
-                },
-                Atom::Lit(_) => Res::Stacked,
-            })
-            .collect();
-
-        // The known scan: its body returns the stacked residuals as extra ys.
-        let mut outs: Vec<Atom> = known.outvars()[..nk_out].to_vec();
-        outs.extend(
-            known.outvars()[nk_out..]
-                .iter()
-                .zip(&kinds)
-                .filter(|(_, &k)| k == Res::Stacked)
-                .map(|(&a, _)| a),
-        );
-        let hoisted: Vec<bool> = kinds.iter().map(|&k| k == Res::Hoisted).collect();
-        let known_body = if hoisted.contains(&true) {
-            // What only the hoisted residuals needed is dead in the loop now.
-            let all = vec![true; known.invars().len()];
-            let mut used = vec![true; nk_out];
-            used.extend(kinds.iter().map(|&k| k == Res::Stacked));
-            let (pruned, used_in) = dce(known, &used)?;
-            widen(pruned, &used_in, &all, &known.in_avals())
-        } else {
-            with_outputs(known, outs)
         };
+        let kinds = &parts.kinds;
         // The hoisted residuals: the body pruned to them, called on the known consts.
         let mut hoisted_vars: Vec<u32> = Vec::new();
-        if hoisted.contains(&true) {
-            let mut used = vec![false; nk_out];
-            used.extend_from_slice(&hoisted);
-            let (pruned, used_in) = dce(known, &used)?;
+        if let Some((pruned, used_in)) = &parts.hoisted {
             let inputs: Vec<X> = e
                 .inputs()
                 .iter()
                 .zip(in_uk)
                 .filter(|(_, &u)| !u)
-                .zip(&used_in)
+                .zip(used_in)
                 .filter(|(_, &k)| k)
                 .map(|((&a, _), _)| self.x(a))
                 .collect();
             hoisted_vars = r
                 .res_avals
                 .iter()
-                .zip(&hoisted)
-                .filter(|(_, &h)| h)
+                .zip(kinds)
+                .filter(|(_, &k)| k == Res::Hoisted)
                 .map(|(a, _)| self.new_var(a.clone()))
                 .collect();
             let params = Params::new([
-                (
-                    "jaxpr",
-                    Param::Jaxpr(closed(&Arc::new(pruned), Some(body_j))),
-                ),
+                ("jaxpr", Param::Jaxpr(closed(pruned, Some(body_j)))),
                 ("name", Param::Str("scan_invariants".into())),
             ]);
             self.items.push((
@@ -1079,7 +1070,7 @@ impl<'a> Frame<'a> {
         }
         let mut res_consts = Vec::new();
         let mut res_xs = Vec::new();
-        for (a, &k) in r.res_avals.iter().zip(&kinds) {
+        for (a, &k) in r.res_avals.iter().zip(kinds) {
             match k {
                 Res::Const(q) => res_consts.push(self.x(e.inputs()[q])),
                 Res::Hoisted => {
@@ -1113,7 +1104,7 @@ impl<'a> Frame<'a> {
             .params()
             .with(
                 "jaxpr",
-                Param::Jaxpr(closed(&Arc::new(known_body), Some(body_j))),
+                Param::Jaxpr(closed(&parts.known_body, Some(body_j))),
             )
             .with("num_consts", Param::Int(nk_consts as i64))
             .with("num_carry", Param::Int(nk_carry as i64));
@@ -1130,34 +1121,8 @@ impl<'a> Frame<'a> {
 
         // The unknown scan: consts are the forwarded const residuals then the unknown
         // consts; xs are the stacked or forwarded xs residuals then the unknown xs.
-        let unknown = &r.unknown;
-        let uin = unknown.invars();
-        let mut rb = Rebuilder::new(unknown);
-        for &v in unknown.constvars() {
-            rb.constvar(v);
-        }
         let nuc = unknown_consts.len();
         let nucarry = unknown_carry.len();
-        for (j, &k) in kinds.iter().enumerate() {
-            if matches!(k, Res::Const(_) | Res::Hoisted) {
-                rb.invar(uin[j]);
-            }
-        }
-        for &v in &uin[nres..nres + nuc + nucarry] {
-            rb.invar(v);
-        }
-        for (j, &k) in kinds.iter().enumerate() {
-            if !matches!(k, Res::Const(_) | Res::Hoisted) {
-                rb.invar(uin[j]);
-            }
-        }
-        for &v in &uin[nres + nuc + nucarry..] {
-            rb.invar(v);
-        }
-        for eq in unknown.eqns() {
-            rb.eqn(eq);
-        }
-        let unknown_body = rb.finish(unknown.outvars().iter().copied());
         let mut unknown_ins = res_consts;
         let n_uconsts = unknown_ins.len() + nuc;
         unknown_ins.extend(unknown_consts);
@@ -1167,7 +1132,7 @@ impl<'a> Frame<'a> {
         unknown_ins.extend(unknown_xs);
         let mut uparams = e
             .params()
-            .with("jaxpr", Param::Jaxpr(closed(&Arc::new(unknown_body), None)))
+            .with("jaxpr", Param::Jaxpr(closed(&parts.unknown_body, None)))
             .with("num_consts", Param::Int(n_uconsts as i64))
             .with("num_carry", Param::Int(nucarry as i64));
         if let Some(l) = &lin {
@@ -1375,6 +1340,171 @@ fn with_outputs(j: &Jaxpr, outs: Vec<Atom>) -> Jaxpr {
         rb.eqn(e);
     }
     rb.finish(outs.into_iter())
+}
+
+/// The bodies of the two scans of a split `scan` (see [`Frame::split_scan`]).
+fn scan_parts(r: &Sub, in_uk: &[bool], nc: usize, ncarry: usize) -> Result<ScanParts, PassError> {
+    let nres = r.num_res();
+    let known = &r.known;
+    let nk_out = known.outvars().len() - nres;
+    // Where each residual comes from: a known const or xs input of the body is
+    // forwarded from the scan's operand; one computed from the consts alone is
+    // computed once, before the loop; anything else is stacked.
+    let known_inputs: Vec<usize> = (0..in_uk.len()).filter(|&i| !in_uk[i]).collect();
+    let mut invar_pos: HashMap<VarId, usize> = HashMap::new();
+    for (p, &v) in known.invars().iter().enumerate() {
+        invar_pos.insert(v, known_inputs[p]);
+    }
+    let nk_consts = (0..nc).filter(|&i| !in_uk[i]).count();
+    let mut invariant = vec![false; known.num_vars()];
+    for &v in known.constvars().iter().chain(&known.invars()[..nk_consts]) {
+        invariant[v.index()] = true;
+    }
+    for be in known.eqns() {
+        let inv = be.inputs().iter().all(|a| match a {
+            Atom::Var(v) => invariant[v.index()],
+            Atom::Lit(_) => true,
+        });
+        if inv {
+            for o in be.outvars() {
+                invariant[o.index()] = true;
+            }
+        }
+    }
+    let kinds: Vec<Res> = known.outvars()[nk_out..]
+        .iter()
+        .map(|a| match a {
+            Atom::Var(v) => match invar_pos.get(v) {
+                Some(&q) if q < nc => Res::Const(q),
+                Some(&q) if q >= nc + ncarry => Res::Xs(q),
+                Some(_) => Res::Stacked,
+                None if invariant[v.index()] => Res::Hoisted,
+                None => Res::Stacked,
+            },
+            Atom::Lit(_) => Res::Stacked,
+        })
+        .collect();
+
+    // The known scan: its body returns the stacked residuals as extra ys.
+    let mut outs: Vec<Atom> = known.outvars()[..nk_out].to_vec();
+    outs.extend(
+        known.outvars()[nk_out..]
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, &k)| k == Res::Stacked)
+            .map(|(&a, _)| a),
+    );
+    let hoisted: Vec<bool> = kinds.iter().map(|&k| k == Res::Hoisted).collect();
+    let known_body = if hoisted.contains(&true) {
+        // What only the hoisted residuals needed is dead in the loop now.
+        let all = vec![true; known.invars().len()];
+        let mut used = vec![true; nk_out];
+        used.extend(kinds.iter().map(|&k| k == Res::Stacked));
+        let (pruned, used_in) = dce(known, &used)?;
+        widen(pruned, &used_in, &all, &known.in_avals())
+    } else {
+        with_outputs(known, outs)
+    };
+    let hoisted_parts = if hoisted.contains(&true) {
+        let mut used = vec![false; nk_out];
+        used.extend_from_slice(&hoisted);
+        let (pruned, used_in) = dce(known, &used)?;
+        Some((Arc::new(pruned), used_in))
+    } else {
+        None
+    };
+    // The unknown scan: consts are the forwarded const residuals then the unknown
+    // consts; xs are the stacked or forwarded xs residuals then the unknown xs.
+    let unknown = &r.unknown;
+    let uin = unknown.invars();
+    let mut rb = Rebuilder::new(unknown);
+    for &v in unknown.constvars() {
+        rb.constvar(v);
+    }
+    let nuc = count(&in_uk[..nc]) as usize;
+    let nucarry = count(&in_uk[nc..nc + ncarry]) as usize;
+    for (j, &k) in kinds.iter().enumerate() {
+        if matches!(k, Res::Const(_) | Res::Hoisted) {
+            rb.invar(uin[j]);
+        }
+    }
+    for &v in &uin[nres..nres + nuc + nucarry] {
+        rb.invar(v);
+    }
+    for (j, &k) in kinds.iter().enumerate() {
+        if !matches!(k, Res::Const(_) | Res::Hoisted) {
+            rb.invar(uin[j]);
+        }
+    }
+    for &v in &uin[nres + nuc + nucarry..] {
+        rb.invar(v);
+    }
+    for eq in unknown.eqns() {
+        rb.eqn(eq);
+    }
+    let unknown_body = rb.finish(unknown.outvars().iter().copied());
+    Ok(ScanParts {
+        kinds,
+        known_body: Arc::new(known_body),
+        hoisted: hoisted_parts,
+        unknown_body: Arc::new(unknown_body),
+    })
+}
+
+/// The body of the known loop of a split `while`: the known body returning the known
+/// carries only, without the consts only the residuals needed (and which known consts it
+/// still takes).
+fn known_while_body(body: &Sub, nk_carry: usize) -> Result<KnownWhileBody, PassError> {
+    let mut used = vec![true; nk_carry];
+    used.resize(nk_carry + body.num_res(), false);
+    let (pruned, used_in) = dce(&body.known, &used)?;
+    let nk_consts = used_in.len() - nk_carry;
+    let mut want = used_in[..nk_consts].to_vec();
+    want.resize(used_in.len(), true);
+    let j = widen(pruned, &used_in, &want, &body.known.in_avals());
+    Ok((Arc::new(j), used_in[..nk_consts].to_vec()))
+}
+
+/// The known and unknown branches of a split `cond` (see [`Frame::split_cond`]).
+fn cond_parts(results: &[Rc<Sub>], join: &[bool], eqn: usize) -> Result<CondParts, PassError> {
+    // Residual slots: the n-th residual of a type in a branch goes to the n-th slot of
+    // that type.
+    let mut slots: Vec<AbstractValue> = Vec::new();
+    let mut by_type: HashMap<AbstractValue, Vec<usize>> = HashMap::new();
+    let mut slot_of: Vec<Vec<usize>> = Vec::with_capacity(results.len());
+    for r in results {
+        let mut seen: HashMap<AbstractValue, usize> = HashMap::new();
+        let mut mine = Vec::with_capacity(r.num_res());
+        for a in &r.res_avals {
+            let key = a.clone().with_weak_type(false);
+            let n = seen.entry(key.clone()).or_insert(0);
+            let list = by_type.entry(key).or_default();
+            if *n == list.len() {
+                list.push(slots.len());
+                slots.push(a.clone());
+            }
+            mine.push(list[*n]);
+            *n += 1;
+        }
+        slot_of.push(mine);
+    }
+    let nk_out = join.iter().filter(|&&u| !u).count();
+    let mut known = Vec::with_capacity(results.len());
+    let mut unknown = Vec::with_capacity(results.len());
+    for (r, mine) in results.iter().zip(&slot_of) {
+        known.push(Arc::new(known_branch(&r.known, nk_out, mine, &slots, eqn)?));
+        unknown.push(Arc::new(unknown_branch(
+            &r.unknown,
+            r.num_res(),
+            mine,
+            &slots,
+        )));
+    }
+    Ok(CondParts {
+        known,
+        unknown,
+        slots,
+    })
 }
 
 /// A known `cond` branch returning its known outputs, then every residual slot: its own
