@@ -1062,3 +1062,49 @@ fn equations_sharing_a_body_share_its_split() {
         }
     }
 }
+
+#[test]
+fn jit_residuals_that_are_known_operands_are_forwarded() {
+    // a is needed by the unknown side: the outer x goes to the unknown call directly; c
+    // is computed inside, so the known call returns it.
+    let j = parse(
+        "{ lambda ; x:f32[3] y:f32[3]. let
+            z:f32[3] w:f32[3] = jit[
+              jaxpr={ lambda ; a:f32[3] b:f32[3]. let
+                  c:f32[3] = sin a
+                  d:f32[3] = mul a b
+                  e:f32[3] = mul c d
+                in (e, c) }
+              name=f
+            ] x y
+          in (z, w) }",
+    );
+    let mut rng = Rng::new(17);
+    let args = args_of(&j, &mut rng);
+    let pe = check(&j, &[], &args, &[false, true], &[false; 2], "forward");
+    assert_eq!(pe.out_unknowns, vec![true, false]);
+    let k = &pe.known.eqns()[0];
+    let u = &pe.unknown.eqns()[0];
+    // The known call returns w and the residual c (once each), not a.
+    assert_eq!(k.outvars().len(), 2);
+    assert_eq!(sub(k, "jaxpr").outvars().len(), 2);
+    // The unknown call takes c, then x (forwarded), then y.
+    assert_eq!(u.inputs().len(), 3);
+    assert_eq!(pe.num_residuals, 2);
+    assert!(pe.known.outvars()[1..].contains(&Atom::Var(pe.known.invars()[0])));
+    check_all_masks(&j, &[], 17, "forward");
+    // A call whose only residual is forwarded leaves no known call at all.
+    let j = parse(
+        "{ lambda ; x:f32[3] y:f32[3]. let
+            z:f32[3] = jit[
+              jaxpr={ lambda ; a:f32[3] b:f32[3]. let d:f32[3] = mul a b in (d,) }
+              name=g
+            ] x y
+          in (z,) }",
+    );
+    let args = args_of(&j, &mut rng);
+    let pe = check(&j, &[], &args, &[false, true], &[false], "forward only");
+    assert!(pe.known.eqns().is_empty());
+    assert_eq!(names(&pe.unknown), vec!["jit"]);
+    assert_eq!(pe.num_residuals, 1);
+}

@@ -7,7 +7,8 @@
 //! higher-order ones, which are split themselves:
 //! * `jit`: the called jaxpr is partially evaluated; a known `jit` computes its known
 //!   outputs and residuals, an unknown `jit` takes those residuals and the unknown
-//!   operands;
+//!   operands. A residual that is a known operand of the call is passed to the unknown
+//!   `jit` directly rather than returned by the known one (as JAX forwards it);
 //! * `cond` with a known index: every branch is partially evaluated with the same operand
 //!   flags, an output unknown in any branch is made unknown in all, and the branches'
 //!   residuals are merged into slots (one per residual type and occurrence) so that every
@@ -317,9 +318,19 @@ struct Parts {
     cond: HashMap<Vec<usize>, Rc<CondParts>>,
     /// Per partially evaluated body (by address), number of consts and of carries.
     scan: HashMap<(usize, usize, usize), Rc<ScanParts>>,
+    /// Per partially evaluated called jaxpr (by address).
+    jit: HashMap<usize, Rc<JitParts>>,
     /// Per partially evaluated body (by address) and number of known carries: the known
     /// loop's body, and which of the known body consts it takes.
     while_body: HashMap<(usize, usize), Rc<KnownWhileBody>>,
+}
+
+/// The known half of a split `jit`.
+struct JitParts {
+    /// The known jaxpr without the residuals that are its inputs.
+    known: Arc<Jaxpr>,
+    /// Per residual: the known input it is, if it is one.
+    forwarded: Vec<Option<usize>>,
 }
 
 /// The known loop's body, and which known body consts it takes.
@@ -628,7 +639,7 @@ impl<'a> Frame<'a> {
         }
     }
 
-    fn split_jit(&mut self, eqn: usize, inner: &ClosedJaxpr, r: &Sub) {
+    fn split_jit(&mut self, eqn: usize, inner: &ClosedJaxpr, r: &Rc<Sub>) {
         self.dirty |= r.dirty;
         let src = self.src;
         let e = &src.eqns()[eqn];
@@ -650,13 +661,29 @@ impl<'a> Frame<'a> {
                 known_outs.push(o.index() as u32);
             }
         }
-        let res: Vec<u32> = r
-            .res_avals
-            .iter()
-            .map(|a| self.new_var(a.clone()))
-            .collect();
-        known_outs.extend_from_slice(&res);
-        let mut res_ins: Vec<X> = res.iter().map(|&v| X::Var(v)).collect();
+        let key = addr(r);
+        let cached = self.parts.borrow().jit.get(&key).cloned();
+        let parts = match cached {
+            Some(p) => p,
+            None => {
+                let p = Rc::new(jit_parts(r));
+                self.parts.borrow_mut().jit.insert(key, Rc::clone(&p));
+                p
+            }
+        };
+        // A residual that is a known operand of the call is passed to the unknown call
+        // as it is; the others are returned by the known call.
+        let mut res_ins: Vec<X> = Vec::with_capacity(r.num_res() + unknown_ins.len());
+        for (a, fwd) in r.res_avals.iter().zip(&parts.forwarded) {
+            match *fwd {
+                Some(p) => res_ins.push(known_ins[p]),
+                None => {
+                    let v = self.new_var(a.clone());
+                    known_outs.push(v);
+                    res_ins.push(X::Var(v));
+                }
+            }
+        }
         res_ins.extend(unknown_ins);
         for &o in &unknown_outs {
             self.uk[o as usize] = true;
@@ -668,7 +695,7 @@ impl<'a> Frame<'a> {
             outs: known_outs,
             params: e
                 .params()
-                .with("jaxpr", Param::Jaxpr(closed(&r.known, Some(inner)))),
+                .with("jaxpr", Param::Jaxpr(closed(&parts.known, Some(inner)))),
         };
         let unknown = Item::New {
             prim,
@@ -1340,6 +1367,38 @@ fn with_outputs(j: &Jaxpr, outs: Vec<Atom>) -> Jaxpr {
         rb.eqn(e);
     }
     rb.finish(outs.into_iter())
+}
+
+/// The known half of a split `jit`: residuals that are known inputs are not returned
+/// (the caller passes its operands on instead).
+fn jit_parts(r: &Sub) -> JitParts {
+    let known = &r.known;
+    let nk_out = known.outvars().len() - r.num_res();
+    let mut pos: HashMap<VarId, usize> = HashMap::new();
+    for (p, &v) in known.invars().iter().enumerate() {
+        pos.insert(v, p);
+    }
+    let forwarded: Vec<Option<usize>> = known.outvars()[nk_out..]
+        .iter()
+        .map(|a| match a {
+            Atom::Var(v) => pos.get(v).copied(),
+            Atom::Lit(_) => None,
+        })
+        .collect();
+    let known = if forwarded.iter().all(Option::is_none) {
+        Arc::clone(known)
+    } else {
+        let mut outs = known.outvars()[..nk_out].to_vec();
+        outs.extend(
+            known.outvars()[nk_out..]
+                .iter()
+                .zip(&forwarded)
+                .filter(|(_, f)| f.is_none())
+                .map(|(&a, _)| a),
+        );
+        Arc::new(with_outputs(known, outs))
+    };
+    JitParts { known, forwarded }
 }
 
 /// The bodies of the two scans of a split `scan` (see [`Frame::split_scan`]).
