@@ -864,7 +864,7 @@ impl<'a> Frame<'a> {
         };
         let nk_carry = carry_uk.iter().filter(|&&u| !u).count();
         // An unknown condition, or no known carry: the whole loop is unknown.
-        if cond.out_uk[0] || cond.num_res() != 0 || nk_carry == 0 {
+        if cond.out_uk.first() != Some(&false) || cond.num_res() != 0 || nk_carry == 0 {
             self.unknown_src(eqn);
             return Ok(None);
         }
