@@ -275,7 +275,7 @@ def test_while_with_a_condition_on_an_unknown_value_is_wholly_unknown() -> None:
     assert [e.primitive for e in unknown.eqns] == ["while"]
 
 
-def _loop_program(np_: Any, lax_: Any) -> Program:
+def _loop_while(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
     def f(x: Any) -> Any:
         def body(c: Any) -> Any:
             i, a = c
@@ -286,16 +286,53 @@ def _loop_program(np_: Any, lax_: Any) -> Program:
     return f
 
 
-def test_linearize_through_a_while_loop_keeps_the_primal_known() -> None:
+def _loop_fori_traced_bound_in_jit(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
+    @jit
+    def g(n: Any, x: Any) -> Any:
+        return lax_.fori_loop(0, n, lambda i, c: (np_.cos(c[0]) * c[1], c[1] + c[0]), (x, x * 0.5))
+
+    def f(x: Any) -> Any:
+        a, b = g(np.int32(4), x)
+        return a * b
+
+    return f
+
+
+def _loop_while_on_a_value_in_jit(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
+    # The trip count depends on the primal: it stays known, the tangent follows it.
+    @jit
+    def f(x: Any) -> Any:
+        def body(c: Any) -> Any:
+            s, a = c
+            return s + np_.abs(a).sum(), a * 0.75 + np_.tanh(a)
+
+        return lax_.while_loop(lambda c: c[0] < 10.0, body, (np_.float32(0.0), x))
+
+    return f
+
+
+LOOPS = {
+    "while": _loop_while,
+    "fori_traced_bound_in_jit": _loop_fori_traced_bound_in_jit,
+    "while_on_a_value_in_jit": _loop_while_on_a_value_in_jit,
+}
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_linearize_through_a_while_loop_keeps_the_primal_known(name: str) -> None:
     x = np.array([0.3, -0.7, 1.1], np.float32)
-    t = np.array([1.0, 0.5, -2.0], np.float32)
-    y, f_lin = fx.linearize(_loop_program(fnp, lax), x)
-    y_jax, f_lin_jax = jax.linearize(_loop_program(jnp, jax.lax), x)
-    # The primal output is a value (a tracer left over from the trace would not convert).
-    y_value = np.asarray(y)
-    assert y_value.dtype == np.float32
-    np.testing.assert_allclose(y_value, np.asarray(y_jax), rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(f_lin(t)), np.asarray(f_lin_jax(t)), rtol=1e-5)
+    y, f_lin = fx.linearize(LOOPS[name](fnp, lax, fx.jit), x)
+    y_jax, f_lin_jax = jax.linearize(LOOPS[name](jnp, jax.lax, jax.jit), x)
+    # The primal outputs are values (a tracer left over from the trace would not convert).
+    leaves, leaves_jax = jax.tree_util.tree_leaves(y), jax.tree_util.tree_leaves(y_jax)
+    assert len(leaves) == len(leaves_jax)
+    for got, want in zip(leaves, leaves_jax):
+        value = np.asarray(got)
+        assert value.dtype == np.asarray(want).dtype
+        np.testing.assert_allclose(value, np.asarray(want), rtol=1e-5)
+    for t in (np.array([1.0, 0.5, -2.0], np.float32), np.array([0.0, 1.0, 0.0], np.float32)):
+        for got, want in zip(jax.tree_util.tree_leaves(f_lin(t)), jax.tree_util.tree_leaves(f_lin_jax(t))):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
 
 
 def test_scan_residuals_are_stacked() -> None:
