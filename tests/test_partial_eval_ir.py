@@ -4,9 +4,10 @@ Programs with ``jit``, ``cond``, ``scan`` and ``while`` inside are staged with
 ``ferrax.make_jaxpr`` and split for every mask of unknown inputs: running the known jaxpr
 on the known inputs, then the unknown jaxpr on the residuals and the unknown inputs
 (``ferrax.eval_jaxpr``), gives what the original gives. Which outputs are unknown agrees
-with JAX's ``partial_eval_jaxpr_nounits`` on the same programs (except ``while``, which
-the pass makes wholly unknown when any carried value is, where JAX splits it). A wrong
-flag count raises ``PassError``.
+with JAX's ``partial_eval_jaxpr_nounits`` on the same programs, ``while`` loops included
+(split into a known loop over the known carries and the whole loop when the condition is
+known, wholly unknown when it is not); ``linearize`` through a ``while`` loop keeps the
+primal known. A wrong flag count raises ``PassError``.
 """
 
 from __future__ import annotations
@@ -104,6 +105,55 @@ def _while(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
     return f
 
 
+def _while_jvp(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
+    # The loop a JVP makes: primal x and tangent t carried together, a counter for cond.
+    def f(n: Any, x: Any, t: Any) -> Any:
+        def body(c: Any) -> Any:
+            i, a, da = c
+            return i + 1, np_.sin(a), np_.cos(a) * da
+
+        return lax_.while_loop(lambda c: c[0] < n, body, (0, x, t))
+
+    return f
+
+
+def _while_cond_through_body(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
+    # u reaches b, then a, which the condition reads; c only feeds itself. (u is updated:
+    # JAX's while_loop makes a carry the body returns unchanged a const, ferrax's does not.)
+    def f(a: Any, b: Any, c: Any, u: Any) -> Any:
+        def body(s: Any) -> Any:
+            i, a, b, c, u = s
+            return i + 1, a * b, np_.sin(u), np_.cos(c), u * 0.5
+
+        def cond(s: Any) -> Any:
+            return (s[0] < 3) & (s[1] < 1e9)
+
+        return lax_.while_loop(cond, body, (0, a, b, c, u))
+
+    return f
+
+
+def _while_consts(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
+    # k and m are consts of the body, n of the condition.
+    def f(n: Any, k: Any, m: Any, x: Any) -> Any:
+        def body(c: Any) -> Any:
+            i, a, b = c
+            return i + 1, a * k + 1.0, b + np_.sin(a) * m
+
+        return lax_.while_loop(lambda c: c[0] < n, body, (0, x, x * 0.5))
+
+    return f
+
+
+def _fori_dynamic_in_jit(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
+    @jit
+    def f(n: Any, x: Any, y: Any) -> Any:
+        a, b = lax_.fori_loop(0, n, lambda i, c: (np_.sin(c[0]) * 1.5, c[1] * np_.cos(c[0]) + y), (x, y))
+        return a * y, b
+
+    return f
+
+
 ARGS: dict[str, list[Any]] = {
     "mlp_jit": [
         np.linspace(0.1, 1.0, 6, dtype=np.float32).reshape(2, 3),
@@ -125,6 +175,10 @@ ARGS: dict[str, list[Any]] = {
     ],
     "fori": [np.array([0.1, 0.2], np.float32), np.array([1.0, 2.0], np.float32)],
     "while": [np.int32(3), np.array([1.0, 2.0], np.float32), np.array([0.5, 0.25], np.float32)],
+    "while_jvp": [np.int32(4), np.array([1.0, 2.0], np.float32), np.array([0.5, -0.25], np.float32)],
+    "while_cond_through_body": [np.float32(0.5), np.float32(1.5), np.float32(-1.0), np.float32(2.0)],
+    "while_consts": [np.int32(3), np.float32(0.5), np.float32(2.0), np.array([1.0, 2.0], np.float32)],
+    "fori_dynamic_in_jit": [np.int32(3), np.array([0.1, 0.2], np.float32), np.array([1.0, 2.0], np.float32)],
 }
 
 PROGRAMS: dict[str, Callable[[Any, Any, Callable[[Program], Program]], Program]] = {
@@ -136,10 +190,13 @@ PROGRAMS: dict[str, Callable[[Any, Any, Callable[[Program], Program]], Program]]
     "scan_reverse": _scan_reverse,
     "fori": _fori,
     "while": _while,
+    "while_jvp": _while_jvp,
+    "while_cond_through_body": _while_cond_through_body,
+    "while_consts": _while_consts,
+    "fori_dynamic_in_jit": _fori_dynamic_in_jit,
 }
 
-# The pass makes a while loop wholly unknown when any carried value is; JAX splits it.
-SAME_AS_JAX = [name for name in PROGRAMS if name not in ("fori", "while")]
+SAME_AS_JAX = list(PROGRAMS)
 
 
 def _masks(n: int) -> list[list[bool]]:
@@ -196,13 +253,86 @@ def test_unknown_outputs_agree_with_jax(name: str) -> None:
         assert out_uk == list(jax_uk), (unknowns, str(ours.jaxpr))
 
 
-def test_while_with_an_unknown_carry_is_wholly_unknown() -> None:
+def test_while_splits_into_a_known_loop_and_the_whole_loop() -> None:
     args = ARGS["while"]
     closed = fx.make_jaxpr(PROGRAMS["while"](fnp, lax, fx.jit))(*args)
     known, unknown, out_uk, n_res = _ir.partial_eval(closed.jaxpr, [False, False, True], [False] * 3)
-    assert out_uk == [True, True, True]
+    assert out_uk == [False, False, True]
+    # The known loop carries the counter and a; the unknown one is the original loop.
+    assert [e.primitive for e in known.eqns] == ["while"]
+    assert len(known.eqns[0].outvars) == 2
     assert [e.primitive for e in unknown.eqns] == ["while"]
+    assert str(unknown.eqns[0].params["body_jaxpr"]) == str(closed.jaxpr.eqns[0].params["body_jaxpr"])
     assert n_res == 2  # n and x; the literal initial counter stays a literal
+
+
+def test_while_with_a_condition_on_an_unknown_value_is_wholly_unknown() -> None:
+    args = ARGS["while"]
+    closed = fx.make_jaxpr(PROGRAMS["while"](fnp, lax, fx.jit))(*args)
+    known, unknown, out_uk, n_res = _ir.partial_eval(closed.jaxpr, [True, False, False], [False] * 3)
+    assert out_uk == [True, True, True]
+    assert known.eqns == []
+    assert [e.primitive for e in unknown.eqns] == ["while"]
+
+
+def _loop_while(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
+    def f(x: Any) -> Any:
+        def body(c: Any) -> Any:
+            i, a = c
+            return i + 1, np_.sin(a) * 1.5 + a * a
+
+        return lax_.while_loop(lambda c: c[0] < 3, body, (0, x))[1]
+
+    return f
+
+
+def _loop_fori_traced_bound_in_jit(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
+    @jit
+    def g(n: Any, x: Any) -> Any:
+        return lax_.fori_loop(0, n, lambda i, c: (np_.cos(c[0]) * c[1], c[1] + c[0]), (x, x * 0.5))
+
+    def f(x: Any) -> Any:
+        a, b = g(np.int32(4), x)
+        return a * b
+
+    return f
+
+
+def _loop_while_on_a_value_in_jit(np_: Any, lax_: Any, jit: Callable[[Program], Program]) -> Program:
+    # The trip count depends on the primal: it stays known, the tangent follows it.
+    @jit
+    def f(x: Any) -> Any:
+        def body(c: Any) -> Any:
+            s, a = c
+            return s + np_.abs(a).sum(), a * 0.75 + np_.tanh(a)
+
+        return lax_.while_loop(lambda c: c[0] < 10.0, body, (np_.float32(0.0), x))
+
+    return f
+
+
+LOOPS = {
+    "while": _loop_while,
+    "fori_traced_bound_in_jit": _loop_fori_traced_bound_in_jit,
+    "while_on_a_value_in_jit": _loop_while_on_a_value_in_jit,
+}
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_linearize_through_a_while_loop_keeps_the_primal_known(name: str) -> None:
+    x = np.array([0.3, -0.7, 1.1], np.float32)
+    y, f_lin = fx.linearize(LOOPS[name](fnp, lax, fx.jit), x)
+    y_jax, f_lin_jax = jax.linearize(LOOPS[name](jnp, jax.lax, jax.jit), x)
+    # The primal outputs are values (a tracer left over from the trace would not convert).
+    leaves, leaves_jax = jax.tree_util.tree_leaves(y), jax.tree_util.tree_leaves(y_jax)
+    assert len(leaves) == len(leaves_jax)
+    for got, want in zip(leaves, leaves_jax):
+        value = np.asarray(got)
+        assert value.dtype == np.asarray(want).dtype
+        np.testing.assert_allclose(value, np.asarray(want), rtol=1e-5)
+    for t in (np.array([1.0, 0.5, -2.0], np.float32), np.array([0.0, 1.0, 0.0], np.float32)):
+        for got, want in zip(jax.tree_util.tree_leaves(f_lin(t)), jax.tree_util.tree_leaves(f_lin_jax(t))):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
 
 
 def test_scan_residuals_are_stacked() -> None:

@@ -96,16 +96,25 @@ fn deps(j: &Jaxpr, uk_in: &[bool]) -> Vec<bool> {
                 "while" => {
                     let cn = int(e, "cond_nconsts");
                     let bn = int(e, "body_nconsts");
-                    let carry = &ins[cn + bn..];
-                    let unknown = carry.iter().any(|&u| u) || {
+                    let mut carry = ins[cn + bn..].to_vec();
+                    loop {
                         let mut bf = ins[cn..cn + bn].to_vec();
-                        bf.extend_from_slice(carry);
-                        let mut cf = ins[..cn].to_vec();
-                        cf.extend_from_slice(carry);
-                        deps(sub(e, "body_jaxpr"), &bf).iter().any(|&u| u)
-                            || deps(sub(e, "cond_jaxpr"), &cf)[0]
-                    };
-                    vec![unknown; n]
+                        bf.extend_from_slice(&carry);
+                        let o = deps(sub(e, "body_jaxpr"), &bf);
+                        let grown: Vec<bool> =
+                            carry.iter().zip(&o).map(|(&x, &y)| x || y).collect();
+                        if grown == carry {
+                            break;
+                        }
+                        carry = grown;
+                    }
+                    let mut cf = ins[..cn].to_vec();
+                    cf.extend_from_slice(&carry);
+                    if deps(sub(e, "cond_jaxpr"), &cf)[0] {
+                        vec![true; n]
+                    } else {
+                        carry
+                    }
                 }
                 _ => vec![true; n],
             }
@@ -263,10 +272,21 @@ fn parse(text: &str) -> Jaxpr {
 
 #[test]
 fn random_jaxprs_split_exactly() {
+    // How many jaxprs split a top-level while loop into a known and an unknown one, for
+    // some mask (the generator's loops carry a known counter next to a value).
+    let mut split_whiles = 0;
     for seed in 0..150 {
         let j = random_jaxpr(seed, RandomOptions::default());
         check_all_masks(&j, &[], seed ^ 0x5EED, &format!("seed {seed}"));
+        let n = j.invars().len();
+        let splits = (0..1u32 << n).any(|mask| {
+            let uk: Vec<bool> = (0..n).map(|i| mask & (1 << i) != 0).collect();
+            let pe = partial_eval(&j, &uk, &vec![false; j.outvars().len()]).unwrap();
+            names(&pe.known).contains(&"while") && names(&pe.unknown).contains(&"while")
+        });
+        split_whiles += usize::from(splits);
     }
+    assert!(split_whiles >= 3, "{split_whiles}");
 }
 
 #[test]
@@ -676,14 +696,29 @@ const WHILE: &str = "{ lambda ; k:f32[3] m:i32[] n:f32[3] x:f32[3]. let
     ] m n k 0:i32[] x
   in (i, y) }";
 
+/// The known `while` of a split loop (the first equation of `known`) and the unknown one.
+fn split_whiles<'a>(pe: &'a PartialEval, orig: &'a Eqn) -> (&'a Eqn, &'a Eqn) {
+    assert_eq!(names(&pe.known), vec!["while"]);
+    assert_eq!(names(&pe.unknown), vec!["while"]);
+    let (k, u) = (&pe.known.eqns()[0], &pe.unknown.eqns()[0]);
+    // The unknown loop is the original one, sharing its sub-jaxprs.
+    for name in ["cond_jaxpr", "body_jaxpr"] {
+        assert!(std::ptr::eq(sub(u, name), sub(orig, name)), "{name}");
+    }
+    assert_eq!(u.inputs().len(), orig.inputs().len());
+    (k, u)
+}
+
 #[test]
-fn while_is_unknown_when_a_carry_is() {
+fn while_splits_into_a_known_loop_and_the_whole_loop() {
     let j = parse(WHILE);
+    let orig = &j.eqns()[0];
     let mut rng = Rng::new(10);
     let mut args = args_of(&j, &mut rng);
     args[1] = HostArray::scalar_i64(DType::I32, 3).unwrap();
-    // x unknown: the whole loop is unknown, k, m and n are residuals (the loop is copied
-    // as it is, with the dead code in its body that uses n).
+    // x unknown: the counter is known, y unknown. The known loop runs the counter alone
+    // (no body const: k only fed y, n only dead code); the unknown loop is the original,
+    // taking m, n and k as residuals (the literal initial counter stays a literal).
     let pe = check(
         &j,
         &[],
@@ -692,10 +727,14 @@ fn while_is_unknown_when_a_carry_is() {
         &[false; 2],
         "while x",
     );
-    assert_eq!(pe.out_unknowns, vec![true, true]);
-    assert!(pe.known.eqns().is_empty());
+    assert_eq!(pe.out_unknowns, vec![false, true]);
+    let (k, _) = split_whiles(&pe, orig);
+    assert_eq!(int(k, "cond_nconsts"), 1);
+    assert_eq!(int(k, "body_nconsts"), 0);
+    assert_eq!(k.outvars().len(), 1);
+    assert_eq!(names(sub(k, "body_jaxpr")), vec!["add"]);
     assert_eq!(pe.num_residuals, 3);
-    // k unknown: x becomes unknown through the body.
+    // k unknown: y becomes unknown through the body; the counter stays known.
     let pe = check(
         &j,
         &[],
@@ -704,8 +743,11 @@ fn while_is_unknown_when_a_carry_is() {
         &[false; 2],
         "while k",
     );
-    assert_eq!(pe.out_unknowns, vec![true, true]);
-    // m unknown: the condition is unknown.
+    assert_eq!(pe.out_unknowns, vec![false, true]);
+    split_whiles(&pe, orig);
+    // m, n and x.
+    assert_eq!(pe.num_residuals, 3);
+    // m unknown: the condition is unknown, so is the whole loop.
     let pe = check(
         &j,
         &[],
@@ -715,6 +757,8 @@ fn while_is_unknown_when_a_carry_is() {
         "while m",
     );
     assert_eq!(pe.out_unknowns, vec![true, true]);
+    assert!(pe.known.eqns().is_empty());
+    assert_eq!(names(&pe.unknown), vec!["while"]);
     // n unknown: only dead code uses it, the loop is known and no longer takes n.
     let pe = check(
         &j,
@@ -728,7 +772,102 @@ fn while_is_unknown_when_a_carry_is() {
     assert_eq!(names(&pe.known), vec!["while"]);
     assert_eq!(int(&pe.known.eqns()[0], "body_nconsts"), 1);
     assert!(pe.unknown.eqns().is_empty());
+    // Instantiated, the known counter is returned by the unknown jaxpr too.
+    let pe = check(
+        &j,
+        &[],
+        &args,
+        &[false, false, false, true],
+        &[true, false],
+        "while x instantiated",
+    );
+    assert_eq!(pe.out_unknowns, vec![true, true]);
     check_all_masks(&j, &[], 10, "while");
+}
+
+/// The loop a JVP makes of `fori_loop(0, n, lambda i, x: sin(x), x)`: primal x and
+/// tangent t carried together.
+const WHILE_JVP: &str = "{ lambda ; n:i32[] x:f32[3] t:f32[3]. let
+    i:i32[] y:f32[3] dy:f32[3] = while[
+      body_jaxpr={ lambda ; i:i32[] x:f32[3] t:f32[3]. let
+          i1:i32[] = add i 1:i32[]
+          x1:f32[3] = sin x
+          c:f32[3] = cos x
+          t1:f32[3] = mul c t
+        in (i1, x1, t1) }
+      body_nconsts=0
+      cond_jaxpr={ lambda ; n:i32[] i:i32[] x:f32[3] t:f32[3]. let
+          b:bool[] = lt i n
+        in (b,) }
+      cond_nconsts=1
+    ] n 0:i32[] x t
+  in (i, y, dy) }";
+
+#[test]
+fn while_of_a_jvp_keeps_the_primal_known() {
+    let j = parse(WHILE_JVP);
+    let mut rng = Rng::new(14);
+    let mut args = args_of(&j, &mut rng);
+    for n in [-1, 0, 1, 4] {
+        args[0] = HostArray::scalar_i64(DType::I32, n).unwrap();
+        let pe = check(&j, &[], &args, &[false, false, true], &[false; 3], "jvp");
+        assert_eq!(pe.out_unknowns, vec![false, false, true]);
+        let (k, _) = split_whiles(&pe, &j.eqns()[0]);
+        // The known loop carries the counter and the primal, and computes no cosine.
+        assert_eq!(k.outvars().len(), 2);
+        assert_eq!(names(sub(k, "body_jaxpr")), vec!["add", "sin"]);
+        assert_eq!(sub(k, "cond_jaxpr").invars().len(), 3);
+        // Residuals: n and x (the counter's initial value is a literal).
+        assert_eq!(pe.num_residuals, 2);
+        check_all_masks(&j, &[], n as u64, "jvp");
+    }
+}
+
+#[test]
+fn while_with_a_condition_made_unknown_through_the_body_is_unknown() {
+    // u reaches b, then a, which the condition reads: the whole loop is unknown; c is
+    // never unknown but the loop's outputs all are.
+    let j = parse(
+        "{ lambda ; a:f32[] b:f32[] c:f32[] u:f32[]. let
+            i:i32[] a2:f32[] b2:f32[] c2:f32[] u2:f32[] = while[
+              body_jaxpr={ lambda ; i:i32[] a:f32[] b:f32[] c:f32[] u:f32[]. let
+                  i1:i32[] = add i 1:i32[]
+                  a1:f32[] = mul a b
+                  b1:f32[] = sin u
+                  c1:f32[] = cos c
+                in (i1, a1, b1, c1, u) }
+              body_nconsts=0
+              cond_jaxpr={ lambda ; i:i32[] a:f32[] b:f32[] c:f32[] u:f32[]. let
+                  p:bool[] = lt i 3:i32[]
+                  q:bool[] = lt a 1e9:f32[]
+                  r:bool[] = and p q
+                in (r,) }
+              cond_nconsts=0
+            ] 0:i32[] a b c u
+          in (i, a2, b2, c2, u2) }",
+    );
+    let mut rng = Rng::new(15);
+    let args = args_of(&j, &mut rng);
+    for uk in [
+        [false, false, false, true],
+        [false, true, false, false],
+        [true, false, false, false],
+    ] {
+        let pe = check(&j, &[], &args, &uk, &[false; 5], "cond unknown");
+        assert_eq!(pe.out_unknowns, vec![true; 5]);
+        assert!(pe.known.eqns().is_empty());
+    }
+    // c unknown: it feeds only itself; the rest is known.
+    let pe = check(
+        &j,
+        &[],
+        &args,
+        &[false, false, true, false],
+        &[false; 5],
+        "c unknown",
+    );
+    assert_eq!(pe.out_unknowns, vec![false, false, false, true, false]);
+    check_all_masks(&j, &[], 15, "cond unknown");
 }
 
 #[test]
@@ -839,4 +978,144 @@ fn scan_residuals_computed_from_consts_alone_are_computed_once() {
     assert_eq!(int(us, "num_consts"), 1);
     assert_eq!(names(sub(us, "jaxpr")), vec!["mul", "mul"]);
     check_all_masks(&j, &[], 13, "hoist");
+}
+
+/// The addresses of the sub-jaxprs an equation holds.
+fn sub_addrs(e: &Eqn) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (_, p) in e.params().iter() {
+        match p {
+            Param::Jaxpr(cj) => out.push(&**cj.jaxpr() as *const Jaxpr as usize),
+            Param::Jaxprs(cjs) => {
+                out.extend(cjs.iter().map(|cj| &**cj.jaxpr() as *const Jaxpr as usize))
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `j`'s only equation applied twice to the same inputs, sharing its parameters (and so
+/// its sub-jaxprs); both results are returned.
+fn applied_twice(j: &Jaxpr) -> Jaxpr {
+    let e = &j.eqns()[0];
+    let mut b = ferrax_ir::JaxprBuilder::new();
+    let ins: Vec<Atom> = j
+        .in_avals()
+        .iter()
+        .map(|a| Atom::Var(b.add_invar(a.clone())))
+        .collect();
+    let mut outs = Vec::new();
+    for _ in 0..2 {
+        let args: Vec<Atom> = e
+            .inputs()
+            .iter()
+            .map(|a| match a {
+                Atom::Var(v) => ins[j.invars().iter().position(|w| w == v).unwrap()],
+                Atom::Lit(l) => b.literal(*j.literal(*l)),
+            })
+            .collect();
+        let o = b
+            .add_eqn(e.primitive().clone(), args, e.params().clone())
+            .unwrap();
+        outs.extend(o.into_iter().map(Atom::Var));
+    }
+    b.build(outs).unwrap()
+}
+
+#[test]
+fn equations_sharing_a_body_share_its_split() {
+    let scan = SCAN.replace("REV", "False");
+    let hoist = "{ lambda ; k:f32[3] c:f32[3] xs:f32[4,3]. let
+        c2:f32[3] ys:f32[4,3] = scan[
+          jaxpr={ lambda ; k:f32[3] c:f32[3] x:f32[3]. let
+              s:f32[3] = sin k
+              t:f32[3] = cos c
+              u:f32[3] = mul s x
+              w:f32[3] = mul u t
+              c1:f32[3] = add c 1.0:f32[]
+            in (c1, w) }
+          length=4
+          num_carry=1
+          num_consts=1
+          reverse=False
+        ] k c xs
+      in (c2, ys) }";
+    let cases: [(&str, &str, Vec<bool>); 5] = [
+        ("cond", COND, vec![false, false, true]),
+        ("scan", &scan, vec![false, false, true, false, true]),
+        ("scan hoisting", hoist, vec![false, false, true]),
+        ("while", WHILE, vec![false, false, false, true]),
+        ("jvp while", WHILE_JVP, vec![false, false, true]),
+    ];
+    for (what, text, unknowns) in cases {
+        let j = applied_twice(&parse(text));
+        let mut rng = Rng::new(16);
+        let mut args = args_of(&j, &mut rng);
+        for (a, aval) in args.iter_mut().zip(j.in_avals()) {
+            if aval.dtype == DType::I32 {
+                *a = HostArray::scalar_i64(DType::I32, 2).unwrap();
+            }
+        }
+        let inst = vec![false; j.outvars().len()];
+        let pe = check(&j, &[], &args, &unknowns, &inst, what);
+        for half in [&pe.known, &pe.unknown] {
+            let eqns = half.eqns();
+            assert_eq!(eqns.len() % 2, 0, "{what}:\n{half}");
+            assert!(!eqns.is_empty(), "{what}");
+            let n = eqns.len() / 2;
+            for (a, b) in eqns[..n].iter().zip(&eqns[n..]) {
+                assert_eq!(a.primitive().name(), b.primitive().name(), "{what}");
+                let (sa, sb) = (sub_addrs(a), sub_addrs(b));
+                assert!(!sa.is_empty(), "{what}");
+                assert_eq!(sa, sb, "{what}: {} not shared", a.primitive().name());
+            }
+        }
+    }
+}
+
+#[test]
+fn jit_residuals_that_are_known_operands_are_forwarded() {
+    // a is needed by the unknown side: the outer x goes to the unknown call directly; c
+    // is computed inside, so the known call returns it.
+    let j = parse(
+        "{ lambda ; x:f32[3] y:f32[3]. let
+            z:f32[3] w:f32[3] = jit[
+              jaxpr={ lambda ; a:f32[3] b:f32[3]. let
+                  c:f32[3] = sin a
+                  d:f32[3] = mul a b
+                  e:f32[3] = mul c d
+                in (e, c) }
+              name=f
+            ] x y
+          in (z, w) }",
+    );
+    let mut rng = Rng::new(17);
+    let args = args_of(&j, &mut rng);
+    let pe = check(&j, &[], &args, &[false, true], &[false; 2], "forward");
+    assert_eq!(pe.out_unknowns, vec![true, false]);
+    let k = &pe.known.eqns()[0];
+    let u = &pe.unknown.eqns()[0];
+    // The known call returns w and the residual c (once each), not a.
+    assert_eq!(k.outvars().len(), 2);
+    assert_eq!(sub(k, "jaxpr").outvars().len(), 2);
+    // The unknown call takes c, then x (forwarded), then y.
+    assert_eq!(u.inputs().len(), 3);
+    assert_eq!(pe.num_residuals, 2);
+    assert!(pe.known.outvars()[1..].contains(&Atom::Var(pe.known.invars()[0])));
+    check_all_masks(&j, &[], 17, "forward");
+    // A call whose only residual is forwarded leaves no known call at all.
+    let j = parse(
+        "{ lambda ; x:f32[3] y:f32[3]. let
+            z:f32[3] = jit[
+              jaxpr={ lambda ; a:f32[3] b:f32[3]. let d:f32[3] = mul a b in (d,) }
+              name=g
+            ] x y
+          in (z,) }",
+    );
+    let args = args_of(&j, &mut rng);
+    let pe = check(&j, &[], &args, &[false, true], &[false], "forward only");
+    assert!(pe.known.eqns().is_empty());
+    assert_eq!(names(&pe.unknown), vec!["jit"]);
+    assert_eq!(pe.num_residuals, 1);
 }

@@ -7,7 +7,8 @@
 //! higher-order ones, which are split themselves:
 //! * `jit`: the called jaxpr is partially evaluated; a known `jit` computes its known
 //!   outputs and residuals, an unknown `jit` takes those residuals and the unknown
-//!   operands;
+//!   operands. A residual that is a known operand of the call is passed to the unknown
+//!   `jit` directly rather than returned by the known one (as JAX forwards it);
 //! * `remat2` (a checkpoint) stores no intermediate value: its jaxpr pruned to the known
 //!   outputs is inlined in the known jaxpr (as JAX evaluates it), and the unknown
 //!   `remat2` (`differentiated=True`) takes the operands, known ones as residuals, and
@@ -24,9 +25,15 @@
 //!   same `xs`, instead of being stacked; one computed from the known consts alone is
 //!   computed once before the loop (by a `jit` of the body pruned to it) and passed as a
 //!   const;
-//! * `while`: if any carry is unknown (on entry or through the body) or the condition
-//!   depends on an unknown value, the whole loop is unknown; otherwise it is known (its
-//!   unknown consts, which then no carry depends on, are dropped).
+//! * `while`: a carry is unknown if it is unknown on entry or the body makes it unknown
+//!   (a fixpoint, as for `scan`). If the condition depends on an unknown value (or no
+//!   carry is known), the whole loop is unknown. Otherwise it is split as JAX splits it:
+//!   a known loop runs the known carries alone (its body and condition pruned to them; a
+//!   known carry's update depends on known values only, by the fixpoint), giving the
+//!   known outputs, and an unknown loop, the original one with every carry and const,
+//!   gives the unknown outputs; its known operands (known consts, the known carries'
+//!   initial values) are residuals. The loop recomputes the known carries: nothing can be
+//!   saved per iteration, as the trip count is not known statically.
 //!
 //! `custom_jvp_call` and `custom_vjp_call` are never split (their rules see the whole
 //! function): like `stop_gradient` and every first-order equation, they are known when
@@ -37,7 +44,8 @@
 //!
 //! Sub-jaxprs are partially evaluated on an explicit stack of frames (nesting depth costs
 //! heap, not stack), and each (sub-jaxpr, flags) pair is done once however often it is
-//! shared.
+//! shared; so are the halves built from it (the known and unknown `cond` branches, `scan`
+//! and `while` bodies), which the equations sharing it then share.
 
 use super::dce::{dce, widen};
 use super::rebuild::Rebuilder;
@@ -48,6 +56,7 @@ use crate::dtype::DType;
 use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{Param, Params};
 use crate::primitive::{Builtin, Primitive};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -199,8 +208,11 @@ fn run(
     instantiate: Vec<bool>,
 ) -> Result<(PartialEval, bool), PassError> {
     let mut memo: HashMap<MemoKey, Rc<Sub>> = HashMap::new();
-    let mut stack: Vec<(Frame<'_>, Option<MemoKey>)> =
-        vec![(Frame::new(jaxpr, &unknowns, instantiate), None)];
+    let parts: Rc<RefCell<Parts>> = Rc::default();
+    let mut stack: Vec<(Frame<'_>, Option<MemoKey>)> = vec![(
+        Frame::new(jaxpr, &unknowns, instantiate, Rc::clone(&parts)),
+        None,
+    )];
     let mut child: Option<Rc<Sub>> = None;
     loop {
         let Some((top, _)) = stack.last_mut() else {
@@ -213,7 +225,7 @@ fn run(
                     child = Some(Rc::clone(done));
                     continue;
                 }
-                let frame = Frame::new(sub, &key.1, key.2.clone());
+                let frame = Frame::new(sub, &key.1, key.2.clone(), Rc::clone(&parts));
                 stack.push((frame, Some(key)));
             }
             Step::Done(pe, dirty) => {
@@ -282,6 +294,9 @@ enum Pending {
     },
     While {
         eqn: usize,
+        /// The carries found unknown so far (the fixpoint's state).
+        carry_uk: Vec<bool>,
+        /// The body at the fixpoint, once reached (then the condition is asked for).
         body: Option<Rc<Sub>>,
     },
     Scan {
@@ -306,6 +321,63 @@ struct Frame<'a> {
     /// `remat2` jaxprs pruned to some outputs (by jaxpr and used outputs), so that
     /// equations sharing a jaxpr prune it once and share the result.
     pruned: HashMap<(usize, Vec<bool>), Pruned>,
+    /// The split sub-jaxprs already built, shared by every frame.
+    parts: Rc<RefCell<Parts>>,
+}
+
+/// What the halves of a split `cond`, `scan` or `while` hold, built once per (partially
+/// evaluated sub-jaxprs, layout) however many equations share them, so that the results
+/// share them too.
+#[derive(Default)]
+struct Parts {
+    /// Per tuple of partially evaluated branches (by address): the known and unknown
+    /// branches, and the residual slots.
+    cond: HashMap<Vec<usize>, Rc<CondParts>>,
+    /// Per partially evaluated body (by address), number of consts and of carries.
+    scan: HashMap<(usize, usize, usize), Rc<ScanParts>>,
+    /// Per partially evaluated called jaxpr (by address).
+    jit: HashMap<usize, Rc<JitParts>>,
+    /// Per partially evaluated body (by address) and number of known carries: the known
+    /// loop's body, and which of the known body consts it takes.
+    while_body: HashMap<(usize, usize), Rc<KnownWhileBody>>,
+}
+
+/// The known half of a split `jit`.
+struct JitParts {
+    /// The known jaxpr without the residuals that are its inputs.
+    known: Arc<Jaxpr>,
+    /// Per residual: the known input it is, if it is one.
+    forwarded: Vec<Option<usize>>,
+}
+
+/// The known loop's body, and which known body consts it takes.
+type KnownWhileBody = (Arc<Jaxpr>, Vec<bool>);
+
+struct CondParts {
+    known: Vec<Arc<Jaxpr>>,
+    unknown: Vec<Arc<Jaxpr>>,
+    slots: Vec<AbstractValue>,
+}
+
+/// Where a residual of a scan body comes from (see [`Frame::split_scan`]).
+#[derive(Clone, Copy, PartialEq)]
+enum Res {
+    Const(usize),
+    Xs(usize),
+    Hoisted,
+    Stacked,
+}
+
+struct ScanParts {
+    kinds: Vec<Res>,
+    known_body: Arc<Jaxpr>,
+    /// The body pruned to the hoisted residuals, and which known inputs it takes.
+    hoisted: Option<(Arc<Jaxpr>, Vec<bool>)>,
+    unknown_body: Arc<Jaxpr>,
+}
+
+fn addr<T>(r: &Rc<T>) -> usize {
+    Rc::as_ptr(r) as usize
 }
 
 fn int_param(params: &Params, name: &str) -> usize {
@@ -364,7 +436,12 @@ fn zeros(b: &mut JaxprBuilder, aval: &AbstractValue, eqn: usize) -> Result<Atom,
 }
 
 impl<'a> Frame<'a> {
-    fn new(src: &'a Jaxpr, unknowns: &[bool], instantiate: Vec<bool>) -> Frame<'a> {
+    fn new(
+        src: &'a Jaxpr,
+        unknowns: &[bool],
+        instantiate: Vec<bool>,
+        parts: Rc<RefCell<Parts>>,
+    ) -> Frame<'a> {
         let mut uk = vec![false; src.num_vars()];
         for (&v, &u) in src.invars().iter().zip(unknowns) {
             uk[v.index()] = u;
@@ -379,6 +456,7 @@ impl<'a> Frame<'a> {
             pending: None,
             dirty: false,
             pruned: HashMap::new(),
+            parts,
         }
     }
 
@@ -461,11 +539,11 @@ impl<'a> Frame<'a> {
             Some(Builtin::While) => {
                 let skip =
                     int_param(e.params(), "cond_nconsts") + int_param(e.params(), "body_nconsts");
-                if e.inputs()[skip..].iter().any(|&a| self.atom_uk(a)) {
-                    None
-                } else {
-                    Some(Pending::While { eqn: i, body: None })
-                }
+                e.inputs().get(skip..).map(|carry| Pending::While {
+                    eqn: i,
+                    carry_uk: carry.iter().map(|&a| self.atom_uk(a)).collect(),
+                    body: None,
+                })
             }
             Some(Builtin::Scan) => {
                 let nc = int_param(e.params(), "num_consts");
@@ -582,12 +660,16 @@ impl<'a> Frame<'a> {
                 self.split_cond(eqn, branches, &ops_uk, &results, &j)?;
                 Ok(None)
             }
-            Pending::While { eqn, body } => self.advance_while(eqn, body, child),
+            Pending::While {
+                eqn,
+                carry_uk,
+                body,
+            } => self.advance_while(eqn, carry_uk, body, child),
             Pending::Scan { eqn, carry_uk } => self.advance_scan(eqn, carry_uk, child),
         }
     }
 
-    fn split_jit(&mut self, eqn: usize, inner: &ClosedJaxpr, r: &Sub) {
+    fn split_jit(&mut self, eqn: usize, inner: &ClosedJaxpr, r: &Rc<Sub>) {
         self.dirty |= r.dirty;
         let src = self.src;
         let e = &src.eqns()[eqn];
@@ -609,13 +691,29 @@ impl<'a> Frame<'a> {
                 known_outs.push(o.index() as u32);
             }
         }
-        let res: Vec<u32> = r
-            .res_avals
-            .iter()
-            .map(|a| self.new_var(a.clone()))
-            .collect();
-        known_outs.extend_from_slice(&res);
-        let mut res_ins: Vec<X> = res.iter().map(|&v| X::Var(v)).collect();
+        let key = addr(r);
+        let cached = self.parts.borrow().jit.get(&key).cloned();
+        let parts = match cached {
+            Some(p) => p,
+            None => {
+                let p = Rc::new(jit_parts(r));
+                self.parts.borrow_mut().jit.insert(key, Rc::clone(&p));
+                p
+            }
+        };
+        // A residual that is a known operand of the call is passed to the unknown call
+        // as it is; the others are returned by the known call.
+        let mut res_ins: Vec<X> = Vec::with_capacity(r.num_res() + unknown_ins.len());
+        for (a, fwd) in r.res_avals.iter().zip(&parts.forwarded) {
+            match *fwd {
+                Some(p) => res_ins.push(known_ins[p]),
+                None => {
+                    let v = self.new_var(a.clone());
+                    known_outs.push(v);
+                    res_ins.push(X::Var(v));
+                }
+            }
+        }
         res_ins.extend(unknown_ins);
         for &o in &unknown_outs {
             self.uk[o as usize] = true;
@@ -627,7 +725,7 @@ impl<'a> Frame<'a> {
             outs: known_outs,
             params: e
                 .params()
-                .with("jaxpr", Param::Jaxpr(closed(&r.known, Some(inner)))),
+                .with("jaxpr", Param::Jaxpr(closed(&parts.known, Some(inner)))),
         };
         let unknown = Item::New {
             prim,
@@ -817,36 +915,25 @@ impl<'a> Frame<'a> {
         self.dirty |= results.iter().any(|r| r.dirty);
         let src = self.src;
         let e = &src.eqns()[eqn];
-        // Residual slots: the n-th residual of a type in a branch goes to the n-th slot of
-        // that type.
-        let mut slots: Vec<AbstractValue> = Vec::new();
-        let mut by_type: HashMap<AbstractValue, Vec<usize>> = HashMap::new();
-        let mut slot_of: Vec<Vec<usize>> = Vec::with_capacity(results.len());
-        for r in results {
-            let mut seen: HashMap<AbstractValue, usize> = HashMap::new();
-            let mut mine = Vec::with_capacity(r.num_res());
-            for a in &r.res_avals {
-                let key = a.clone().with_weak_type(false);
-                let n = seen.entry(key.clone()).or_insert(0);
-                let list = by_type.entry(key).or_default();
-                if *n == list.len() {
-                    list.push(slots.len());
-                    slots.push(a.clone());
-                }
-                mine.push(list[*n]);
-                *n += 1;
+        let key: Vec<usize> = results.iter().map(addr).collect();
+        let cached = self.parts.borrow().cond.get(&key).cloned();
+        let parts = match cached {
+            Some(p) => p,
+            None => {
+                let p = Rc::new(cond_parts(results, join, eqn)?);
+                self.parts.borrow_mut().cond.insert(key, Rc::clone(&p));
+                p
             }
-            slot_of.push(mine);
-        }
-        let nk_out = join.iter().filter(|&&u| !u).count();
-        let mut known_branches = Vec::with_capacity(results.len());
-        let mut unknown_branches = Vec::with_capacity(results.len());
-        for ((r, mine), b) in results.iter().zip(&slot_of).zip(branches) {
-            let kj = known_branch(&r.known, nk_out, mine, &slots, eqn)?;
-            known_branches.push(closed(&Arc::new(kj), Some(b)));
-            let uj = unknown_branch(&r.unknown, r.num_res(), mine, &slots);
-            unknown_branches.push(closed(&Arc::new(uj), None));
-        }
+        };
+        let known_branches: Vec<ClosedJaxpr> = parts
+            .known
+            .iter()
+            .zip(branches)
+            .map(|(j, b)| closed(j, Some(b)))
+            .collect();
+        let unknown_branches: Vec<ClosedJaxpr> =
+            parts.unknown.iter().map(|j| closed(j, None)).collect();
+        let slots = &parts.slots;
         let index = self.x(e.inputs()[0]);
         let mut known_ins = vec![index];
         let mut unknown_ins = vec![index];
@@ -896,10 +983,14 @@ impl<'a> Frame<'a> {
         Ok(())
     }
 
+    /// `while`: the unknown carries by a fixpoint through the body; then, if the
+    /// condition depends on known values only, a known loop over the known carries and an
+    /// unknown loop that is the whole original one (its known operands are residuals).
     #[allow(clippy::type_complexity)]
     fn advance_while(
         &mut self,
         eqn: usize,
+        carry_uk: Vec<bool>,
         body: Option<Rc<Sub>>,
         child: Option<Rc<Sub>>,
     ) -> Result<Option<(Pending, Need<'a>)>, PassError> {
@@ -914,50 +1005,103 @@ impl<'a> Frame<'a> {
         };
         let cn = int_param(e.params(), "cond_nconsts");
         let bn = int_param(e.params(), "body_nconsts");
-        let ncarry = e.inputs().len() - cn - bn;
-        let flags = |f: &Frame<'_>, consts: std::ops::Range<usize>| -> Vec<bool> {
+        let flags = |f: &Frame<'_>, consts: std::ops::Range<usize>, carry: &[bool]| {
             let mut v: Vec<bool> = e.inputs()[consts].iter().map(|&a| f.atom_uk(a)).collect();
-            v.resize(v.len() + ncarry, false);
+            v.extend_from_slice(carry);
             v
         };
         let Some(body) = body else {
-            // Every carry is known on entry (else the loop is unknown from the start).
-            return match child {
-                None => {
-                    let need = (
-                        &**body_j.jaxpr(),
-                        flags(self, cn..cn + bn),
-                        vec![false; ncarry],
-                    );
-                    Ok(Some((Pending::While { eqn, body: None }, need)))
-                }
-                Some(b) if b.out_uk.iter().any(|&u| u) => {
-                    self.unknown_src(eqn);
-                    Ok(None)
-                }
-                Some(b) => {
-                    let need = (&**cond_j.jaxpr(), flags(self, 0..cn), vec![false]);
-                    Ok(Some((Pending::While { eqn, body: Some(b) }, need)))
-                }
+            let Some(b) = child else {
+                let need = (
+                    &**body_j.jaxpr(),
+                    flags(self, cn..cn + bn, &carry_uk),
+                    carry_uk.clone(),
+                );
+                return Ok(Some((
+                    Pending::While {
+                        eqn,
+                        carry_uk,
+                        body: None,
+                    },
+                    need,
+                )));
             };
+            let grown: Vec<bool> = carry_uk
+                .iter()
+                .zip(&b.out_uk)
+                .map(|(&a, &b)| a || b)
+                .collect();
+            let need = if grown == carry_uk {
+                (
+                    &**cond_j.jaxpr(),
+                    flags(self, 0..cn, &carry_uk),
+                    vec![false],
+                )
+            } else {
+                (
+                    &**body_j.jaxpr(),
+                    flags(self, cn..cn + bn, &grown),
+                    grown.clone(),
+                )
+            };
+            let body = (grown == carry_uk).then_some(b);
+            return Ok(Some((
+                Pending::While {
+                    eqn,
+                    carry_uk: grown,
+                    body,
+                },
+                need,
+            )));
         };
         let Some(cond) = child else {
             unreachable!("the condition was asked for");
         };
-        if cond.out_uk[0] || cond.num_res() != 0 || body.num_res() != 0 {
+        let nk_carry = carry_uk.iter().filter(|&&u| !u).count();
+        // An unknown condition, or no known carry: the whole loop is unknown.
+        if cond.out_uk.first() != Some(&false) || cond.num_res() != 0 || nk_carry == 0 {
             self.unknown_src(eqn);
             return Ok(None);
         }
-        // Known: the unknown consts feed nothing the loop computes.
         self.dirty |= cond.dirty || body.dirty;
+        let cond_uk = flags(self, 0..cn, &[]);
+        // The body consts the known loop does not take: the unknown ones, and below the
+        // known ones only the unknown carries used.
+        let mut body_skip = flags(self, cn..cn + bn, &[]);
+        // The known loop: the known body returns the known carries, then residuals for
+        // the unknown ones, which it no longer computes; the consts only they used go.
+        let known_body = if body.num_res() == 0 {
+            Arc::clone(&body.known)
+        } else {
+            let key = (addr(&body), nk_carry);
+            let cached = self.parts.borrow().while_body.get(&key).cloned();
+            let pruned = match cached {
+                Some(p) => p,
+                None => {
+                    let p = Rc::new(known_while_body(&body, nk_carry)?);
+                    self.parts
+                        .borrow_mut()
+                        .while_body
+                        .insert(key, Rc::clone(&p));
+                    p
+                }
+            };
+            let mut used_consts = pruned.1.iter();
+            for u in body_skip.iter_mut().filter(|u| !**u) {
+                *u = !used_consts.next().copied().unwrap_or(true);
+            }
+            Arc::clone(&pruned.0)
+        };
+        let mut in_uk = cond_uk.clone();
+        in_uk.extend_from_slice(&body_skip);
+        in_uk.extend_from_slice(&carry_uk);
         let known_ins: Vec<X> = e
             .inputs()
             .iter()
-            .filter(|&&a| !self.atom_uk(a))
-            .map(|&a| self.x(a))
+            .zip(&in_uk)
+            .filter(|(_, &u)| !u)
+            .map(|(&a, _)| self.x(a))
             .collect();
-        let cond_uk = flags(self, 0..cn);
-        let body_uk = flags(self, cn..cn + bn);
         let params = Params::new([
             (
                 "cond_jaxpr",
@@ -965,20 +1109,47 @@ impl<'a> Frame<'a> {
             ),
             (
                 "body_jaxpr",
-                Param::Jaxpr(closed(&body.known, Some(body_j))),
+                Param::Jaxpr(closed(&known_body, Some(body_j))),
             ),
             ("cond_nconsts", Param::Int(cn as i64 - count(&cond_uk))),
-            ("body_nconsts", Param::Int(bn as i64 - count(&body_uk))),
+            ("body_nconsts", Param::Int(bn as i64 - count(&body_skip))),
         ]);
+        let mut known_outs = Vec::with_capacity(nk_carry);
+        let mut unknown_outs = Vec::with_capacity(carry_uk.len());
+        for (&o, &u) in e.outvars().iter().zip(&carry_uk) {
+            if u {
+                self.uk[o.index()] = true;
+                unknown_outs.push(o.index() as u32);
+            } else {
+                known_outs.push(o.index() as u32);
+                // The unknown loop computes this carry again, into a variable nothing
+                // reads.
+                let v = self.new_var(src.var_aval(o).clone());
+                self.uk[v as usize] = true;
+                unknown_outs.push(v);
+            }
+        }
         self.items.push((
             false,
             Item::New {
                 prim: e.primitive().clone(),
                 inputs: known_ins,
-                outs: e.outvars().iter().map(|v| v.index() as u32).collect(),
+                outs: known_outs,
                 params,
             },
         ));
+        if nk_carry < carry_uk.len() {
+            let inputs: Vec<X> = e.inputs().iter().map(|&a| self.x(a)).collect();
+            self.items.push((
+                true,
+                Item::New {
+                    prim: e.primitive().clone(),
+                    inputs,
+                    outs: unknown_outs,
+                    params: e.params().clone(),
+                },
+            ));
+        }
         Ok(None)
     }
 
@@ -1037,7 +1208,7 @@ impl<'a> Frame<'a> {
         eqn: usize,
         body_j: &ClosedJaxpr,
         in_uk: &[bool],
-        r: &Sub,
+        r: &Rc<Sub>,
     ) -> Result<(), PassError> {
         self.dirty |= r.dirty;
         let src = self.src;
@@ -1048,101 +1219,38 @@ impl<'a> Frame<'a> {
             Some(Param::Int(n)) => *n,
             _ => 0,
         };
-        let nres = r.num_res();
-        let known = &r.known;
-        let nk_out = known.outvars().len() - nres;
-        // Where each residual comes from: a known const or xs input of the body is
-        // forwarded from the scan's operand; one computed from the consts alone is
-        // computed once, before the loop; anything else is stacked.
-        let known_inputs: Vec<usize> = (0..in_uk.len()).filter(|&i| !in_uk[i]).collect();
-        let mut invar_pos: HashMap<VarId, usize> = HashMap::new();
-        for (p, &v) in known.invars().iter().enumerate() {
-            invar_pos.insert(v, known_inputs[p]);
-        }
-        #[derive(Clone, Copy, PartialEq)]
-        enum Res {
-            Const(usize),
-            Xs(usize),
-            Hoisted,
-            Stacked,
-        }
-        let nk_consts = (0..nc).filter(|&i| !in_uk[i]).count();
-        let mut invariant = vec![false; known.num_vars()];
-        for &v in known.constvars().iter().chain(&known.invars()[..nk_consts]) {
-            invariant[v.index()] = true;
-        }
-        for be in known.eqns() {
-            let inv = be.inputs().iter().all(|a| match a {
-                Atom::Var(v) => invariant[v.index()],
-                Atom::Lit(_) => true,
-            });
-            if inv {
-                for o in be.outvars() {
-                    invariant[o.index()] = true;
-                }
+        let key = (addr(r), nc, ncarry);
+        let cached = self.parts.borrow().scan.get(&key).cloned();
+        let parts = match cached {
+            Some(p) => p,
+            None => {
+                let p = Rc::new(scan_parts(r, in_uk, nc, ncarry)?);
+                self.parts.borrow_mut().scan.insert(key, Rc::clone(&p));
+                p
             }
-        }
-        let kinds: Vec<Res> = known.outvars()[nk_out..]
-            .iter()
-            .map(|a| match a {
-                Atom::Var(v) => match invar_pos.get(v) {
-                    Some(&q) if q < nc => Res::Const(q),
-                    Some(&q) if q >= nc + ncarry => Res::Xs(q),
-                    Some(_) => Res::Stacked,
-                    None if invariant[v.index()] => Res::Hoisted,
-                    None => Res::Stacked,
-                },
-                Atom::Lit(_) => Res::Stacked,
-            })
-            .collect();
-
-        // The known scan: its body returns the stacked residuals as extra ys.
-        let mut outs: Vec<Atom> = known.outvars()[..nk_out].to_vec();
-        outs.extend(
-            known.outvars()[nk_out..]
-                .iter()
-                .zip(&kinds)
-                .filter(|(_, &k)| k == Res::Stacked)
-                .map(|(&a, _)| a),
-        );
-        let hoisted: Vec<bool> = kinds.iter().map(|&k| k == Res::Hoisted).collect();
-        let known_body = if hoisted.contains(&true) {
-            // What only the hoisted residuals needed is dead in the loop now.
-            let all = vec![true; known.invars().len()];
-            let mut used = vec![true; nk_out];
-            used.extend(kinds.iter().map(|&k| k == Res::Stacked));
-            let (pruned, used_in) = dce(known, &used)?;
-            widen(pruned, &used_in, &all, &known.in_avals())
-        } else {
-            with_outputs(known, outs)
         };
+        let kinds = &parts.kinds;
         // The hoisted residuals: the body pruned to them, called on the known consts.
         let mut hoisted_vars: Vec<u32> = Vec::new();
-        if hoisted.contains(&true) {
-            let mut used = vec![false; nk_out];
-            used.extend_from_slice(&hoisted);
-            let (pruned, used_in) = dce(known, &used)?;
+        if let Some((pruned, used_in)) = &parts.hoisted {
             let inputs: Vec<X> = e
                 .inputs()
                 .iter()
                 .zip(in_uk)
                 .filter(|(_, &u)| !u)
-                .zip(&used_in)
+                .zip(used_in)
                 .filter(|(_, &k)| k)
                 .map(|((&a, _), _)| self.x(a))
                 .collect();
             hoisted_vars = r
                 .res_avals
                 .iter()
-                .zip(&hoisted)
-                .filter(|(_, &h)| h)
+                .zip(kinds)
+                .filter(|(_, &k)| k == Res::Hoisted)
                 .map(|(a, _)| self.new_var(a.clone()))
                 .collect();
             let params = Params::new([
-                (
-                    "jaxpr",
-                    Param::Jaxpr(closed(&Arc::new(pruned), Some(body_j))),
-                ),
+                ("jaxpr", Param::Jaxpr(closed(pruned, Some(body_j)))),
                 ("name", Param::Str("scan_invariants".into())),
             ]);
             self.items.push((
@@ -1184,7 +1292,7 @@ impl<'a> Frame<'a> {
         }
         let mut res_consts = Vec::new();
         let mut res_xs = Vec::new();
-        for (a, &k) in r.res_avals.iter().zip(&kinds) {
+        for (a, &k) in r.res_avals.iter().zip(kinds) {
             match k {
                 Res::Const(q) => res_consts.push(self.x(e.inputs()[q])),
                 Res::Hoisted => {
@@ -1218,7 +1326,7 @@ impl<'a> Frame<'a> {
             .params()
             .with(
                 "jaxpr",
-                Param::Jaxpr(closed(&Arc::new(known_body), Some(body_j))),
+                Param::Jaxpr(closed(&parts.known_body, Some(body_j))),
             )
             .with("num_consts", Param::Int(nk_consts as i64))
             .with("num_carry", Param::Int(nk_carry as i64));
@@ -1235,34 +1343,8 @@ impl<'a> Frame<'a> {
 
         // The unknown scan: consts are the forwarded const residuals then the unknown
         // consts; xs are the stacked or forwarded xs residuals then the unknown xs.
-        let unknown = &r.unknown;
-        let uin = unknown.invars();
-        let mut rb = Rebuilder::new(unknown);
-        for &v in unknown.constvars() {
-            rb.constvar(v);
-        }
         let nuc = unknown_consts.len();
         let nucarry = unknown_carry.len();
-        for (j, &k) in kinds.iter().enumerate() {
-            if matches!(k, Res::Const(_) | Res::Hoisted) {
-                rb.invar(uin[j]);
-            }
-        }
-        for &v in &uin[nres..nres + nuc + nucarry] {
-            rb.invar(v);
-        }
-        for (j, &k) in kinds.iter().enumerate() {
-            if !matches!(k, Res::Const(_) | Res::Hoisted) {
-                rb.invar(uin[j]);
-            }
-        }
-        for &v in &uin[nres + nuc + nucarry..] {
-            rb.invar(v);
-        }
-        for eq in unknown.eqns() {
-            rb.eqn(eq);
-        }
-        let unknown_body = rb.finish(unknown.outvars().iter().copied());
         let mut unknown_ins = res_consts;
         let n_uconsts = unknown_ins.len() + nuc;
         unknown_ins.extend(unknown_consts);
@@ -1272,7 +1354,7 @@ impl<'a> Frame<'a> {
         unknown_ins.extend(unknown_xs);
         let mut uparams = e
             .params()
-            .with("jaxpr", Param::Jaxpr(closed(&Arc::new(unknown_body), None)))
+            .with("jaxpr", Param::Jaxpr(closed(&parts.unknown_body, None)))
             .with("num_consts", Param::Int(n_uconsts as i64))
             .with("num_carry", Param::Int(nucarry as i64));
         if let Some(l) = &lin {
@@ -1480,6 +1562,203 @@ fn with_outputs(j: &Jaxpr, outs: Vec<Atom>) -> Jaxpr {
         rb.eqn(e);
     }
     rb.finish(outs.into_iter())
+}
+
+/// The known half of a split `jit`: residuals that are known inputs are not returned
+/// (the caller passes its operands on instead).
+fn jit_parts(r: &Sub) -> JitParts {
+    let known = &r.known;
+    let nk_out = known.outvars().len() - r.num_res();
+    let mut pos: HashMap<VarId, usize> = HashMap::new();
+    for (p, &v) in known.invars().iter().enumerate() {
+        pos.insert(v, p);
+    }
+    let forwarded: Vec<Option<usize>> = known.outvars()[nk_out..]
+        .iter()
+        .map(|a| match a {
+            Atom::Var(v) => pos.get(v).copied(),
+            Atom::Lit(_) => None,
+        })
+        .collect();
+    let known = if forwarded.iter().all(Option::is_none) {
+        Arc::clone(known)
+    } else {
+        let mut outs = known.outvars()[..nk_out].to_vec();
+        outs.extend(
+            known.outvars()[nk_out..]
+                .iter()
+                .zip(&forwarded)
+                .filter(|(_, f)| f.is_none())
+                .map(|(&a, _)| a),
+        );
+        Arc::new(with_outputs(known, outs))
+    };
+    JitParts { known, forwarded }
+}
+
+/// The bodies of the two scans of a split `scan` (see [`Frame::split_scan`]).
+fn scan_parts(r: &Sub, in_uk: &[bool], nc: usize, ncarry: usize) -> Result<ScanParts, PassError> {
+    let nres = r.num_res();
+    let known = &r.known;
+    let nk_out = known.outvars().len() - nres;
+    // Where each residual comes from: a known const or xs input of the body is
+    // forwarded from the scan's operand; one computed from the consts alone is
+    // computed once, before the loop; anything else is stacked.
+    let known_inputs: Vec<usize> = (0..in_uk.len()).filter(|&i| !in_uk[i]).collect();
+    let mut invar_pos: HashMap<VarId, usize> = HashMap::new();
+    for (p, &v) in known.invars().iter().enumerate() {
+        invar_pos.insert(v, known_inputs[p]);
+    }
+    let nk_consts = (0..nc).filter(|&i| !in_uk[i]).count();
+    let mut invariant = vec![false; known.num_vars()];
+    for &v in known.constvars().iter().chain(&known.invars()[..nk_consts]) {
+        invariant[v.index()] = true;
+    }
+    for be in known.eqns() {
+        let inv = be.inputs().iter().all(|a| match a {
+            Atom::Var(v) => invariant[v.index()],
+            Atom::Lit(_) => true,
+        });
+        if inv {
+            for o in be.outvars() {
+                invariant[o.index()] = true;
+            }
+        }
+    }
+    let kinds: Vec<Res> = known.outvars()[nk_out..]
+        .iter()
+        .map(|a| match a {
+            Atom::Var(v) => match invar_pos.get(v) {
+                Some(&q) if q < nc => Res::Const(q),
+                Some(&q) if q >= nc + ncarry => Res::Xs(q),
+                Some(_) => Res::Stacked,
+                None if invariant[v.index()] => Res::Hoisted,
+                None => Res::Stacked,
+            },
+            Atom::Lit(_) => Res::Stacked,
+        })
+        .collect();
+
+    // The known scan: its body returns the stacked residuals as extra ys.
+    let mut outs: Vec<Atom> = known.outvars()[..nk_out].to_vec();
+    outs.extend(
+        known.outvars()[nk_out..]
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, &k)| k == Res::Stacked)
+            .map(|(&a, _)| a),
+    );
+    let hoisted: Vec<bool> = kinds.iter().map(|&k| k == Res::Hoisted).collect();
+    let known_body = if hoisted.contains(&true) {
+        // What only the hoisted residuals needed is dead in the loop now.
+        let all = vec![true; known.invars().len()];
+        let mut used = vec![true; nk_out];
+        used.extend(kinds.iter().map(|&k| k == Res::Stacked));
+        let (pruned, used_in) = dce(known, &used)?;
+        widen(pruned, &used_in, &all, &known.in_avals())
+    } else {
+        with_outputs(known, outs)
+    };
+    let hoisted_parts = if hoisted.contains(&true) {
+        let mut used = vec![false; nk_out];
+        used.extend_from_slice(&hoisted);
+        let (pruned, used_in) = dce(known, &used)?;
+        Some((Arc::new(pruned), used_in))
+    } else {
+        None
+    };
+    // The unknown scan: consts are the forwarded const residuals then the unknown
+    // consts; xs are the stacked or forwarded xs residuals then the unknown xs.
+    let unknown = &r.unknown;
+    let uin = unknown.invars();
+    let mut rb = Rebuilder::new(unknown);
+    for &v in unknown.constvars() {
+        rb.constvar(v);
+    }
+    let nuc = count(&in_uk[..nc]) as usize;
+    let nucarry = count(&in_uk[nc..nc + ncarry]) as usize;
+    for (j, &k) in kinds.iter().enumerate() {
+        if matches!(k, Res::Const(_) | Res::Hoisted) {
+            rb.invar(uin[j]);
+        }
+    }
+    for &v in &uin[nres..nres + nuc + nucarry] {
+        rb.invar(v);
+    }
+    for (j, &k) in kinds.iter().enumerate() {
+        if !matches!(k, Res::Const(_) | Res::Hoisted) {
+            rb.invar(uin[j]);
+        }
+    }
+    for &v in &uin[nres + nuc + nucarry..] {
+        rb.invar(v);
+    }
+    for eq in unknown.eqns() {
+        rb.eqn(eq);
+    }
+    let unknown_body = rb.finish(unknown.outvars().iter().copied());
+    Ok(ScanParts {
+        kinds,
+        known_body: Arc::new(known_body),
+        hoisted: hoisted_parts,
+        unknown_body: Arc::new(unknown_body),
+    })
+}
+
+/// The body of the known loop of a split `while`: the known body returning the known
+/// carries only, without the consts only the residuals needed (and which known consts it
+/// still takes).
+fn known_while_body(body: &Sub, nk_carry: usize) -> Result<KnownWhileBody, PassError> {
+    let mut used = vec![true; nk_carry];
+    used.resize(nk_carry + body.num_res(), false);
+    let (pruned, used_in) = dce(&body.known, &used)?;
+    let nk_consts = used_in.len() - nk_carry;
+    let mut want = used_in[..nk_consts].to_vec();
+    want.resize(used_in.len(), true);
+    let j = widen(pruned, &used_in, &want, &body.known.in_avals());
+    Ok((Arc::new(j), used_in[..nk_consts].to_vec()))
+}
+
+/// The known and unknown branches of a split `cond` (see [`Frame::split_cond`]).
+fn cond_parts(results: &[Rc<Sub>], join: &[bool], eqn: usize) -> Result<CondParts, PassError> {
+    // Residual slots: the n-th residual of a type in a branch goes to the n-th slot of
+    // that type.
+    let mut slots: Vec<AbstractValue> = Vec::new();
+    let mut by_type: HashMap<AbstractValue, Vec<usize>> = HashMap::new();
+    let mut slot_of: Vec<Vec<usize>> = Vec::with_capacity(results.len());
+    for r in results {
+        let mut seen: HashMap<AbstractValue, usize> = HashMap::new();
+        let mut mine = Vec::with_capacity(r.num_res());
+        for a in &r.res_avals {
+            let key = a.clone().with_weak_type(false);
+            let n = seen.entry(key.clone()).or_insert(0);
+            let list = by_type.entry(key).or_default();
+            if *n == list.len() {
+                list.push(slots.len());
+                slots.push(a.clone());
+            }
+            mine.push(list[*n]);
+            *n += 1;
+        }
+        slot_of.push(mine);
+    }
+    let nk_out = join.iter().filter(|&&u| !u).count();
+    let mut known = Vec::with_capacity(results.len());
+    let mut unknown = Vec::with_capacity(results.len());
+    for (r, mine) in results.iter().zip(&slot_of) {
+        known.push(Arc::new(known_branch(&r.known, nk_out, mine, &slots, eqn)?));
+        unknown.push(Arc::new(unknown_branch(
+            &r.unknown,
+            r.num_res(),
+            mine,
+            &slots,
+        )));
+    }
+    Ok(CondParts {
+        known,
+        unknown,
+        slots,
+    })
 }
 
 /// A known `cond` branch returning its known outputs, then every residual slot: its own
