@@ -6,6 +6,7 @@ The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 from ferrax import lax, numpy, tree_util
 from ferrax._array import Array
 from ferrax._autodiff import grad, jvp, linearize, value_and_grad, vjp
+from ferrax._custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat
 from ferrax._config import config, enable_x64
 from ferrax._cost import cost_analysis
 from ferrax._jit import eval_jaxpr, jit
@@ -37,7 +38,10 @@ __all__ = [
     "TypeCheckError",
     "UnexpectedTracerError",
     "config",
+    "checkpoint",
     "cost_analysis",
+    "custom_jvp",
+    "custom_vjp",
     "enable_x64",
     "device_put",
     "eval_jaxpr",
@@ -48,6 +52,7 @@ __all__ = [
     "lax",
     "make_jaxpr",
     "numpy",
+    "remat",
     "tree_util",
     "value_and_grad",
     "vjp",

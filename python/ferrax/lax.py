@@ -16,7 +16,6 @@ Deliberate differences from ``jax.lax``:
   ``lax.add(x_i8, 1)`` work (JAX requires the scalar's default dtype to match). A float
   scalar with an integer array is still an error, never a silent truncation.
 * ``expand_dims`` is a primitive of its own (JAX records a ``broadcast_in_dim``).
-* ``stop_gradient`` records nothing (the identity until differentiation exists).
 * ``convert_element_type`` takes ``weak_type``; ``dot_general``'s ``precision`` is
   recorded as a string.
 * ``dynamic_slice`` and ``dynamic_update_slice`` convert start indices of several
@@ -30,6 +29,7 @@ from typing import Any
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, to_numpy
 from ferrax._lax._operands import scalar
+from ferrax._lax.custom import stop_gradient
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
 from ferrax._lax.elementwise import (
     abs,
@@ -123,9 +123,3 @@ __all__ = [
 ]
 
 
-def stop_gradient(x: Any) -> Array:
-    """``x``, as a constant for differentiation (the identity until autodiff lands)."""
-    value = scalar(x)
-    if isinstance(value, Array):
-        return value
-    return ConcreteArray(to_numpy(value))
