@@ -49,7 +49,10 @@ Op = Callable[[Any], Callable[..., Any]]
 
 #: The control-flow primitives and add_any have their rules and tests with the lead's
 #: work on calls, control flow and reverse mode; they are the only exceptions.
-LEAD_OWNED = {"jit", "cond", "while", "scan", "add_any"}
+# Primitives built from user functions or rules: tests/test_ad_higher_order.py checks them.
+LEAD_OWNED = {
+    "jit", "cond", "while", "scan", "add_any", "custom_jvp_call", "custom_vjp_call", "remat2", "stop_gradient",
+}
 
 F32: np.dtype[Any] = np.dtype(np.float32)
 F16: np.dtype[Any] = np.dtype(np.float16)
