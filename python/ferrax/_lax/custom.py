@@ -18,15 +18,18 @@ the user API (``custom_jvp``, ``custom_vjp``, ``checkpoint``) is in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
 from ferrax import _ir
+from ferrax._array import Array
 from ferrax._core import Primitive, aval_of, user_location
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
 from ferrax._lax._operands import scalar
+
+T = TypeVar("T")
 
 __all__ = ["custom_jvp_call_p", "custom_vjp_call_p", "remat_p", "stop_gradient", "stop_gradient_p"]
 
@@ -95,6 +98,10 @@ def _custom_jvp_call_jvp(
 custom_jvp_call_p.def_jvp(_custom_jvp_call_jvp)
 
 
+@overload
+def stop_gradient(x: Array | np.ndarray[Any, Any] | np.generic | float | int) -> Array: ...
+@overload
+def stop_gradient(x: T) -> T: ...
 def stop_gradient(x: Any) -> Any:
     """``x`` (a pytree), with zero derivative: differentiation treats it as a constant."""
     from ferrax.tree_util import tree_map
