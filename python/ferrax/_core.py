@@ -65,6 +65,7 @@ class Primitive:
         self.jvp_rule: Callable[..., Any] | None = None
         self.batch_rule: Callable[..., Any] | None = None
         self.transpose_rule: Callable[..., Any] | None = None
+        self.transpose_jaxpr_rule: Callable[..., _ir.ClosedJaxpr] | None = None
         self.lowering_rule: Callable[..., Any] | None = None
         self._extension: _ir.ExtensionPrimitive | None = None
 
@@ -121,6 +122,22 @@ class Primitive:
         self.transpose_rule = rule
         return rule
 
+    def def_transpose_jaxpr(self, rule: F) -> F:
+        """Transposition of an extension primitive, as a jaxpr (what reverse mode uses).
+
+        ``rule(avals, linear, **params)`` gets the operands' types and one flag per
+        operand saying whether it is linear, and returns a ``ClosedJaxpr`` taking the
+        non-linear operands (in order) then one cotangent per output, and returning one
+        cotangent per linear operand (of its type); ``ferrax.make_jaxpr`` of a function
+        makes one. The transpose pass calls it as a ``jit`` named ``transpose(<name>)``;
+        an exception it raises becomes a :class:`~ferrax.errors.PassError`.
+        """
+        if self._builtin:
+            raise TypeError(f"{self.name} is built in: its transpose rule is Rust's")
+        self.transpose_jaxpr_rule = rule
+        self._extension = None
+        return rule
+
     def def_lowering(self, rule: F) -> F:
         """Lowering by decomposition: ``rule(*args, **params)`` written with other primitives."""
         self.lowering_rule = rule
@@ -143,12 +160,34 @@ class Primitive:
                 out = rule(*avals, **params)
                 return list(out) if multiple else [out]
 
-            self._extension = _ir.ExtensionPrimitive(self.name, ir_rule)
+            tr = self.transpose_jaxpr_rule
+            ir_transpose: Callable[[list[_ir.ShapedArray], list[bool], dict[str, Any]], _ir.ClosedJaxpr] | None = None
+            if tr is not None:
+                t_rule = tr
+
+                def ir_transpose(
+                    avals: list[_ir.ShapedArray], linear: list[bool], params: dict[str, Any]
+                ) -> _ir.ClosedJaxpr:
+                    return t_rule(avals, linear, **params)
+
+            self._extension = _ir.ExtensionPrimitive(self.name, ir_rule, ir_transpose)
+            # Jaxprs name their primitives: interpreting one (eval_jaxpr) finds this
+            # primitive by its name (the last defined wins).
+            _extensions_by_name[self.name] = self
         return self._extension
 
     def abstract_eval(self, avals: Sequence[_ir.ShapedArray], params: dict[str, Any]) -> list[_ir.ShapedArray]:
         """The output types for these operand types (Rust's rule, or the extension's)."""
         return _ir.abstract_eval(self.ir_primitive(), avals, params)
+
+
+_extensions_by_name: dict[str, Primitive] = {}
+
+
+def extension_named(name: str) -> Primitive | None:
+    """The extension primitive of this name that last reached the IR (jaxprs hold it by
+    name), if any."""
+    return _extensions_by_name.get(name)
 
 
 # ------------------------------------------------------------------------ trace machinery

@@ -241,12 +241,21 @@ class ExtensionPrimitive:
     becomes a :class:`TypeCheckError` of the equation carrying the exception's type name
     and message. ``name`` must be an identifier and not a built-in's name (else
     ``ValueError``).
+
+    ``transpose(avals, linear, params)``, if given, is the transpose rule: it gets the
+    operands' types, one flag per operand saying whether it is linear, and the params,
+    and returns a :class:`ClosedJaxpr` taking the non-linear operands (in order) then one
+    cotangent per output, and returning one cotangent per linear operand. The transpose
+    pass calls it as a ``jit`` named ``transpose(<name>)``; an exception it raises (or a
+    jaxpr of the wrong signature) becomes a :class:`PassError` carrying its message.
     """
 
     def __new__(
         cls,
         name: str,
         abstract_eval: Callable[[list[ShapedArray], dict[str, Any]], Sequence[ShapedArray]],
+        transpose: Callable[[list[ShapedArray], list[bool], dict[str, Any]], ClosedJaxpr]
+        | None = None,
     ) -> Self: ...
     @property
     def name(self) -> str:
@@ -256,6 +265,11 @@ class ExtensionPrimitive:
         self,
     ) -> Callable[[list[ShapedArray], dict[str, Any]], Sequence[ShapedArray]]:
         """The shape rule."""
+    @property
+    def transpose(
+        self,
+    ) -> Callable[[list[ShapedArray], list[bool], dict[str, Any]], ClosedJaxpr] | None:
+        """The transpose rule, or ``None``."""
 
 @final
 class JaxprBuilder:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ferrax._core import Primitive
+from ferrax._core import Primitive, extension_named
 from ferrax._lax import control, custom, elementwise, reductions, slicing, structural
 
 
@@ -22,11 +22,14 @@ _by_name: dict[str, Primitive] | None = None
 
 
 def primitive_named(name: str) -> Primitive:
-    """The built-in primitive called ``name``."""
+    """The built-in primitive called ``name`` (or the extension primitive of that name
+    a jaxpr holds)."""
     global _by_name
     if _by_name is None:
         _by_name = _collect()
     prim = _by_name.get(name)
+    if prim is None:
+        prim = extension_named(name)
     if prim is None:
         raise NotImplementedError(f"no Python rules are registered for primitive '{name}'")
     return prim

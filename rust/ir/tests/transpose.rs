@@ -10,8 +10,8 @@ use ferrax_ir::gen::Rng;
 use ferrax_ir::passes::{transpose, PassError};
 use ferrax_ir::text::parse_jaxpr;
 use ferrax_ir::{
-    typecheck, AbstractValue, Atom, Builtin, DType, DotDimensionNumbers, ExtensionPrimitive, Jaxpr,
-    JaxprBuilder, Param, Params, Primitive, Shape, VarId,
+    typecheck, AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers,
+    ExtensionPrimitive, Jaxpr, JaxprBuilder, Param, Params, Primitive, Shape, VarId,
 };
 use std::sync::Arc;
 
@@ -46,6 +46,12 @@ fn inner(a: &HostArray, b: &HostArray) -> f64 {
 /// runs the dot-product test on a few random points.
 fn dot_test(j: &Jaxpr, linear: &[bool], seed: u64) -> Jaxpr {
     let tj = transpose(j, linear).unwrap_or_else(|e| panic!("{e}\n{j}"));
+    dot_check(j, tj, linear, seed)
+}
+
+/// The dot-product test of `tj` as the transpose of `j` (the signature, then random
+/// points through the evaluator).
+fn dot_check(j: &Jaxpr, tj: Jaxpr, linear: &[bool], seed: u64) -> Jaxpr {
     typecheck(&tj).unwrap();
     let in_avals = j.in_avals();
     let nonlin: Vec<&AbstractValue> = in_avals
@@ -1054,6 +1060,150 @@ fn extension_primitives_have_no_rule_yet() {
     // Applied to non-linear values only, it is copied forward.
     let tj = transpose(&j, &[false]).unwrap();
     assert_eq!(prims(&tj), vec!["neg", "test_ext"]);
+}
+
+/// `test_lin(x, t) = (x * t, 2 * t)`, linear in `t`, with a transpose rule (for `t`
+/// linear and `x` not): `(x, c0, c1) -> x * c0 + 2 * c1`. `bad` makes the rule return a
+/// jaxpr of the wrong signature.
+struct LinWithRule {
+    bad: bool,
+}
+
+impl LinWithRule {
+    /// The forward definition, as a jaxpr (what the evaluator runs for it).
+    fn definition(a: &AbstractValue) -> ClosedJaxpr {
+        let mut b = JaxprBuilder::new();
+        let x = b.add_invar(a.clone());
+        let t = b.add_invar(a.clone());
+        let m = op(&mut b, Builtin::Mul, &[v(x), v(t)]);
+        let two = lit_f32(&mut b, 2.0);
+        let d = op(&mut b, Builtin::Mul, &[two, v(t)]);
+        close(b.build(vec![v(m), v(d)]).unwrap())
+    }
+}
+
+impl ExtensionPrimitive for LinWithRule {
+    fn name(&self) -> &str {
+        "test_lin"
+    }
+    fn abstract_eval(
+        &self,
+        inputs: &[AbstractValue],
+        _params: &Params,
+    ) -> Result<Vec<AbstractValue>, String> {
+        Ok(vec![inputs[1].clone(), inputs[1].clone()])
+    }
+    fn has_transpose_rule(&self) -> bool {
+        true
+    }
+    fn transpose(
+        &self,
+        inputs: &[AbstractValue],
+        linear: &[bool],
+        _params: &Params,
+    ) -> Result<ClosedJaxpr, String> {
+        if linear != [false, true] {
+            return Err("test_lin is linear in t only".to_owned());
+        }
+        let mut b = JaxprBuilder::new();
+        let x = b.add_invar(inputs[0].clone());
+        let c0 = b.add_invar(inputs[1].clone());
+        let c1 = b.add_invar(inputs[1].clone());
+        let m = op(&mut b, Builtin::Mul, &[v(x), v(c0)]);
+        let two = lit_f32(&mut b, 2.0);
+        let d = op(&mut b, Builtin::Mul, &[two, v(c1)]);
+        let r = op(&mut b, Builtin::Add, &[v(m), v(d)]);
+        let outs = if self.bad {
+            vec![v(r), v(r)]
+        } else {
+            vec![v(r)]
+        };
+        Ok(close(b.build(outs).unwrap()))
+    }
+}
+
+/// `neg t` then the extension (or, with `ext` `None`, a `jit` of its definition) on
+/// `(x, neg t)`; `both` uses both outputs (else only the first).
+fn lin_program(ext: Option<Arc<LinWithRule>>, both: bool) -> Jaxpr {
+    let a = f32s(&[3]);
+    let mut b = JaxprBuilder::new();
+    let x = b.add_invar(a.clone());
+    let t = b.add_invar(a.clone());
+    let n = op(&mut b, Builtin::Neg, &[v(t)]);
+    let (prim, params) = match ext {
+        Some(e) => (Primitive::Extension(e), Params::empty()),
+        None => (
+            Primitive::Builtin(Builtin::Jit),
+            Params::new([("jaxpr", Param::Jaxpr(LinWithRule::definition(&a)))]),
+        ),
+    };
+    let outs = b.add_eqn(prim, vec![v(x), v(n)], params).unwrap();
+    let y = if both {
+        op(&mut b, Builtin::Add, &[v(outs[0]), v(outs[1])])
+    } else {
+        outs[0]
+    };
+    b.build(vec![v(y)]).unwrap()
+}
+
+#[test]
+fn extension_transpose_rules_pass_the_dot_product_test() {
+    for (seed, both) in [(1, true), (2, false)] {
+        let j = lin_program(Some(Arc::new(LinWithRule { bad: false })), both);
+        let tj = transpose(&j, &[false, true]).unwrap_or_else(|e| panic!("{e}\n{j}"));
+        // The rule's jaxpr is called as a jit named after the primitive, with zeros
+        // for the output nobody uses.
+        let calls: Vec<&ferrax_ir::Eqn> = tj
+            .eqns()
+            .iter()
+            .filter(|e| e.primitive().name() == "jit")
+            .collect();
+        assert_eq!(calls.len(), 1, "{tj}");
+        assert_eq!(
+            calls[0].params().get("name"),
+            Some(&Param::Str(Arc::from("transpose(test_lin)")))
+        );
+        assert_eq!(prims(&tj).contains(&"broadcast_in_dim"), !both, "{tj}");
+        // The forward values come from the same program with the definition inlined.
+        let reference = lin_program(None, both);
+        dot_check(&reference, tj, &[false, true], seed);
+    }
+    // Not linear in the extension's operands: copied forward, the rule is not called.
+    let j = lin_program(Some(Arc::new(LinWithRule { bad: true })), true);
+    let tj = transpose(&j, &[false, false]).unwrap();
+    assert_eq!(prims(&tj), vec!["neg", "test_lin", "add"]);
+}
+
+#[test]
+fn extension_transpose_rule_errors() {
+    let j = lin_program(Some(Arc::new(LinWithRule { bad: false })), true);
+    // Linear in both operands: the rule refuses, and its message is carried.
+    assert_eq!(
+        transpose(&j, &[true, true]).unwrap_err(),
+        PassError::TransposeRule {
+            primitive: "test_lin".to_owned(),
+            eqn: 1,
+            message: "test_lin is linear in t only".to_owned(),
+        }
+    );
+    // A jaxpr of the wrong signature is the rule's error too, naming both signatures.
+    let j = lin_program(Some(Arc::new(LinWithRule { bad: true })), true);
+    let e = transpose(&j, &[false, true]).unwrap_err();
+    let PassError::TransposeRule {
+        message, eqn: 1, ..
+    } = &e
+    else {
+        panic!("{e:?}");
+    };
+    assert!(
+        message.contains("(f32[3], f32[3])") && message.contains("(f32[3])"),
+        "{message}"
+    );
+    assert!(
+        e.to_string()
+            .contains("the transpose rule of test_lin failed"),
+        "{e}"
+    );
 }
 
 // ----- Higher-order primitives -----

@@ -153,7 +153,7 @@ impl From<Error> for PyErr {
                 err
             }),
             Error::Read(ReadError::Type(e)) => Python::attach(|py| type_check_error(py, &e)),
-            Error::Pass(e) => PassError::new_err(e.to_string()),
+            Error::Pass(e) => Python::attach(|py| pass_error(py, &e)),
             Error::Shape(e) => TypeCheckError::new_err(format!("invalid shape: {e}")),
             Error::Close(e) => TypeCheckError::new_err(e.to_string()),
             Error::Py(e) => e,
@@ -171,6 +171,18 @@ fn type_check_error(py: Python<'_>, e: &TypeError) -> PyErr {
     }
     if let Some(cause) = extension_message(e).and_then(take_rule_exception) {
         err.set_cause(py, Some(cause));
+    }
+    err
+}
+
+/// A `PassError` with the message of `e`, and, when an extension primitive's transpose
+/// rule raised, that exception as `__cause__`.
+fn pass_error(py: Python<'_>, e: &IrPassError) -> PyErr {
+    let err = PassError::new_err(e.to_string());
+    if let IrPassError::TransposeRule { message, .. } = e {
+        if let Some(cause) = take_rule_exception(message) {
+            err.set_cause(py, Some(cause));
+        }
     }
     err
 }

@@ -3,7 +3,9 @@
 
 use crate::avals::{describe, ShapedArray};
 use crate::errors::Result;
+use crate::jaxpr::ClosedJaxpr;
 use crate::params::params_to_py;
+use ferrax_ir::jaxpr::ClosedJaxpr as IrClosedJaxpr;
 use ferrax_ir::params::Params;
 use ferrax_ir::primitive::{Builtin, Primitive};
 use ferrax_ir::AbstractValue;
@@ -47,10 +49,12 @@ fn set_rule_exception(value: Option<(String, PyErr)>) {
     drop(previous);
 }
 
-/// The IR's view of an extension primitive: its name and the Python rule.
+/// The IR's view of an extension primitive: its name, the Python shape rule and the
+/// optional Python transpose rule.
 pub struct PyRule {
     name: String,
     rule: Py<PyAny>,
+    transpose: Option<Py<PyAny>>,
 }
 
 impl PyRule {
@@ -79,6 +83,47 @@ impl PyRule {
         }
         Ok(Ok(outs))
     }
+}
+
+/// Calls the transpose rule: `Err(message)` if it returned something else than a
+/// `ClosedJaxpr`.
+fn call_transpose(
+    py: Python<'_>,
+    rule: &Py<PyAny>,
+    inputs: &[AbstractValue],
+    linear: &[bool],
+    params: &Params,
+) -> PyResult<std::result::Result<IrClosedJaxpr, String>> {
+    let avals = PyList::new(py, inputs.iter().cloned().map(ShapedArray::from_aval))?;
+    let linear = PyList::new(py, linear.iter().copied())?;
+    let params = params_to_py(py, params)?;
+    let result = rule.bind(py).call1((avals, linear, params))?;
+    Ok(match result.cast::<ClosedJaxpr>() {
+        Ok(j) => Ok(j.get().inner.clone()),
+        Err(_) => Err(format!(
+            "the transpose rule must return a ClosedJaxpr, got {}",
+            describe(&result)
+        )),
+    })
+}
+
+/// Runs a Python rule with the interpreter attached, turning an exception it raises
+/// into its `TypeName: message` (and keeping the exception for the error's cause).
+fn run_rule<T>(
+    f: impl FnOnce(Python<'_>) -> PyResult<std::result::Result<T, String>>,
+) -> std::result::Result<T, String> {
+    Python::try_attach(|py| {
+        set_rule_exception(None);
+        match f(py) {
+            Ok(result) => result,
+            Err(err) => {
+                let text = exception_text(py, &err);
+                set_rule_exception(Some((text.clone(), err)));
+                Err(text)
+            }
+        }
+    })
+    .unwrap_or_else(|| Err("the Python interpreter is not available".to_owned()))
 }
 
 fn not_a_sequence(result: &Bound<'_, PyAny>) -> String {
@@ -117,18 +162,23 @@ impl ferrax_ir::ExtensionPrimitive for PyRule {
         inputs: &[AbstractValue],
         params: &Params,
     ) -> std::result::Result<Vec<AbstractValue>, String> {
-        Python::try_attach(|py| {
-            set_rule_exception(None);
-            match self.call(py, inputs, params) {
-                Ok(result) => result,
-                Err(err) => {
-                    let text = exception_text(py, &err);
-                    set_rule_exception(Some((text.clone(), err)));
-                    Err(text)
-                }
-            }
-        })
-        .unwrap_or_else(|| Err("the Python interpreter is not available".to_owned()))
+        run_rule(|py| self.call(py, inputs, params))
+    }
+
+    fn has_transpose_rule(&self) -> bool {
+        self.transpose.is_some()
+    }
+
+    fn transpose(
+        &self,
+        inputs: &[AbstractValue],
+        linear: &[bool],
+        params: &Params,
+    ) -> std::result::Result<IrClosedJaxpr, String> {
+        let Some(rule) = &self.transpose else {
+            return Err(format!("{} has no transpose rule", self.name));
+        };
+        run_rule(|py| call_transpose(py, rule, inputs, linear, params))
     }
 }
 
@@ -136,6 +186,13 @@ impl ferrax_ir::ExtensionPrimitive for PyRule {
 /// gets the operands' `ShapedArray`s and the params as a dict, and returns the outputs'
 /// `ShapedArray`s; an exception it raises becomes a `TypeCheckError` of the equation,
 /// carrying the exception's type name and message.
+///
+/// `transpose(avals, linear, params)`, if given, is its transpose rule: it gets the
+/// operands' `ShapedArray`s, one flag per operand saying whether it is linear, and the
+/// params, and returns a `ClosedJaxpr` taking the non-linear operands (in order) then
+/// one cotangent per output, and returning one cotangent per linear operand. The
+/// transpose pass calls it as a `jit` named `transpose(<name>)`; an exception it raises
+/// (or a jaxpr of the wrong signature) becomes a `PassError` carrying its message.
 #[pyclass(frozen, module = "ferrax._ir", name = "ExtensionPrimitive")]
 pub struct ExtensionPrimitive {
     pub(crate) rule: Arc<PyRule>,
@@ -157,8 +214,12 @@ fn is_valid_name(name: &str) -> bool {
 #[pymethods]
 impl ExtensionPrimitive {
     #[new]
-    #[pyo3(signature = (name, abstract_eval))]
-    fn py_new(name: &str, abstract_eval: &Bound<'_, PyAny>) -> Result<ExtensionPrimitive> {
+    #[pyo3(signature = (name, abstract_eval, transpose=None))]
+    fn py_new(
+        name: &str,
+        abstract_eval: &Bound<'_, PyAny>,
+        transpose: Option<&Bound<'_, PyAny>>,
+    ) -> Result<ExtensionPrimitive> {
         if !is_valid_name(name) {
             return Err(PyValueError::new_err(format!(
                 "a primitive's name must be an identifier (letters, digits, '_'), got {name:?}"
@@ -178,10 +239,21 @@ impl ExtensionPrimitive {
             ))
             .into());
         }
+        let transpose = transpose.filter(|t| !t.is_none());
+        if let Some(t) = transpose {
+            if !t.is_callable() {
+                return Err(PyTypeError::new_err(format!(
+                    "transpose must be callable or None, got {}",
+                    describe(t)
+                ))
+                .into());
+            }
+        }
         Ok(ExtensionPrimitive {
             rule: Arc::new(PyRule {
                 name: name.to_owned(),
                 rule: abstract_eval.clone().unbind(),
+                transpose: transpose.map(|t| t.clone().unbind()),
             }),
         })
     }
@@ -196,6 +268,12 @@ impl ExtensionPrimitive {
     #[getter]
     fn abstract_eval(&self, py: Python<'_>) -> Py<PyAny> {
         self.rule.rule.clone_ref(py)
+    }
+
+    /// The transpose rule, or `None`.
+    #[getter]
+    fn transpose(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.rule.transpose.as_ref().map(|t| t.clone_ref(py))
     }
 
     fn __repr__(&self) -> String {

@@ -48,6 +48,16 @@ pub enum PassError {
         /// The equation's index.
         eqn: usize,
     },
+    /// [`transpose()`]: an extension primitive's transpose rule failed, or returned a
+    /// jaxpr of the wrong signature.
+    TransposeRule {
+        /// The primitive.
+        primitive: String,
+        /// The equation's index.
+        eqn: usize,
+        /// The rule's message.
+        message: String,
+    },
     /// [`transpose()`]: a `while` loop carries a linear value. Its trip count depends on
     /// data, so reverse mode would need every iteration's values: not supported.
     WhileLoop {
@@ -87,6 +97,15 @@ impl fmt::Display for PassError {
                 f,
                 "equation {eqn} ({primitive}) is linear in an operand, but {primitive} \
                  has no transpose rule yet"
+            ),
+            PassError::TransposeRule {
+                primitive,
+                eqn,
+                message,
+            } => write!(
+                f,
+                "equation {eqn} ({primitive}): the transpose rule of {primitive} failed: \
+                 {message}"
             ),
             PassError::WhileLoop { eqn } => write!(
                 f,

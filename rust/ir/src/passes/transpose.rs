@@ -53,7 +53,7 @@ use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
     DotDimensionNumbers, GatherDimensionNumbers, Param, Params, ScatterDimensionNumbers,
 };
-use crate::primitive::{Builtin, Primitive};
+use crate::primitive::{Builtin, ExtensionPrimitive, Primitive};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -73,7 +73,8 @@ use std::sync::Arc;
 /// `dynamic_update_slice`, `gather` (to `scatter-add`), `scatter-add` and `scatter-sub`
 /// (to `gather`), `scatter-mul` (linear in the operand, or with unique indices in the
 /// updates) and `scatter` (unique indices) with non-linear indices, `jit` and `remat2`, `cond`
-/// (non-linear index) and `scan` (a scan in the other direction); the implicit broadcasting of a
+/// (non-linear index), `scan` (a scan in the other direction) and extension primitives
+/// with a transpose rule (a `jit` of the jaxpr the rule returns); the implicit broadcasting of a
 /// binary operand (rank 0, or size-1 dimensions) is summed back. Output cotangents that
 /// a higher-order equation needs but nobody gives are zeros.
 ///
@@ -208,11 +209,15 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     {
         return Err(non_linear(k));
     }
-    let &Primitive::Builtin(p) = e.primitive() else {
-        return Err(PassError::NoTransposeRule {
-            primitive: name,
-            eqn: index,
-        });
+    let p = match e.primitive() {
+        &Primitive::Builtin(p) => p,
+        Primitive::Extension(x) if x.has_transpose_rule() => return Ok(()),
+        Primitive::Extension(_) => {
+            return Err(PassError::NoTransposeRule {
+                primitive: name,
+                eqn: index,
+            })
+        }
     };
     use Builtin::*;
     match p {
@@ -411,6 +416,7 @@ impl<'a> Transposer<'a> {
                     })
                 }
                 Primitive::Builtin(Builtin::Scan) => self.pending = Some(Pending::Scan { eqn: i }),
+                Primitive::Extension(x) => self.transpose_extension(i, e, x.as_ref())?,
                 _ => self.transpose_eqn(i, e, g)?,
             }
         }
@@ -609,6 +615,66 @@ impl<'a> Transposer<'a> {
         }
         let outs = self.emit(i, e.primitive().clone(), operands, params)?;
         self.give_present(i, e.inputs(), &t.present, &outs)
+    }
+
+    /// An extension primitive: its rule's jaxpr, called as a `jit` named
+    /// `transpose(<name>)` on the non-linear operands and every output's cotangent (zeros
+    /// where none arrived), returns the linear operands' cotangents.
+    fn transpose_extension(
+        &mut self,
+        i: usize,
+        e: &Eqn,
+        x: &dyn ExtensionPrimitive,
+    ) -> Result<(), PassError> {
+        let src = self.src;
+        let rule_error = |message: String| PassError::TransposeRule {
+            primitive: x.name().to_owned(),
+            eqn: i,
+            message,
+        };
+        let avals: Vec<AbstractValue> = e.inputs().iter().map(|&a| src.atom_aval(a)).collect();
+        let linear = self.lin_flags(e.inputs());
+        let t = x
+            .transpose(&avals, &linear, e.params())
+            .map_err(rule_error)?;
+        let mut expected_in: Vec<AbstractValue> = avals
+            .iter()
+            .zip(&linear)
+            .filter(|(_, &l)| !l)
+            .map(|(a, _)| a.clone())
+            .collect();
+        expected_in.extend(e.outvars().iter().map(|&o| src.var_aval(o).clone()));
+        let expected_out: Vec<AbstractValue> = avals
+            .iter()
+            .zip(&linear)
+            .filter(|(_, &l)| l)
+            .map(|(a, _)| a.clone())
+            .collect();
+        let (got_in, got_out) = (t.in_avals(), t.out_avals());
+        if !same_types(&got_in, &expected_in) || !same_types(&got_out, &expected_out) {
+            return Err(rule_error(format!(
+                "it returned a jaxpr of type {} -> {}, but the transpose must take the \
+                 non-linear operands then one cotangent per output, {}, and return one \
+                 cotangent per linear operand, {}",
+                types_list(&got_in),
+                types_list(&got_out),
+                types_list(&expected_in),
+                types_list(&expected_out)
+            )));
+        }
+        let mut operands = self.non_linear_operands(e.inputs());
+        for &o in e.outvars() {
+            operands.push(Atom::Var(self.ct_or_zeros(i, o)?));
+        }
+        let params = Params::new([
+            ("jaxpr", Param::Jaxpr(t)),
+            (
+                "name",
+                Param::Str(Arc::from(format!("transpose({})", x.name()))),
+            ),
+        ]);
+        let outs = self.emit(i, Primitive::Builtin(Builtin::Jit), operands, params)?;
+        self.give_linear(i, e.inputs(), outs)
     }
 
     /// `cond`: the same index picks among the transposed branches, which all take the
@@ -1612,4 +1678,14 @@ impl Transposer<'_> {
         };
         self.give(i, ins[lin], r)
     }
+}
+
+/// Whether two type lists agree (shape and dtype, the weak type aside).
+fn same_types(a: &[AbstractValue], b: &[AbstractValue]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_type(y))
+}
+
+fn types_list(avals: &[AbstractValue]) -> String {
+    let parts: Vec<String> = avals.iter().map(|a| a.to_string()).collect();
+    format!("({})", parts.join(", "))
 }

@@ -4,6 +4,7 @@
 mod rules;
 
 use crate::aval::AbstractValue;
+use crate::jaxpr::ClosedJaxpr;
 use crate::params::Params;
 use std::fmt;
 use std::sync::Arc;
@@ -466,6 +467,27 @@ pub trait ExtensionPrimitive: Send + Sync {
         inputs: &[AbstractValue],
         params: &Params,
     ) -> Result<Vec<AbstractValue>, String>;
+
+    /// Whether [`transpose`](Self::transpose) is defined: without it, the transpose
+    /// pass reports an equation linear in an operand as having no rule.
+    fn has_transpose_rule(&self) -> bool {
+        false
+    }
+
+    /// The transpose rule: for operands of types `inputs`, of which those flagged in
+    /// `linear` are linear, and these params, a closed jaxpr taking the non-linear
+    /// operands (in order) then one cotangent per output, and returning one cotangent per
+    /// linear operand (of its type). The transpose pass calls it as a `jit` named
+    /// `transpose(<name>)`. An `Err` is reported as the rule's failure.
+    fn transpose(
+        &self,
+        inputs: &[AbstractValue],
+        linear: &[bool],
+        params: &Params,
+    ) -> Result<ClosedJaxpr, String> {
+        let _ = (inputs, linear, params);
+        Err(format!("{} has no transpose rule", self.name()))
+    }
 }
 
 /// A primitive: a built-in or an extension.
