@@ -180,6 +180,10 @@ class _Linearized:
             try:
                 self._transposed = _ir.transpose(flat, [False] * n_res + [True] * len(jaxpr.invars))
             except PassError as e:
+                if isinstance(e.__cause__, (TypeError, ValueError)):
+                    # A user's rule failed (a custom_vjp bwd returning the wrong
+                    # structure): its own error, as JAX raises it.
+                    raise e.__cause__ from None
                 lead = ""
                 if "(while)" in str(e):
                     lead = (

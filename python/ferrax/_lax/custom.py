@@ -17,7 +17,7 @@ the user API (``custom_jvp``, ``custom_vjp``, ``checkpoint``) is in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
 import numpy as np
@@ -27,11 +27,12 @@ from ferrax._array import Array
 from ferrax._core import Primitive, aval_of, user_location
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
-from ferrax._lax._operands import scalar
+from ferrax._lax._operands import is_array, scalar
+from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 T = TypeVar("T")
 
-__all__ = ["custom_jvp_call_p", "custom_vjp_call_p", "remat_p", "stop_gradient", "stop_gradient_p"]
+__all__ = ["custom_jvp_call_p", "custom_lin_p", "custom_vjp_call_p", "remat_p", "stop_gradient", "stop_gradient_p"]
 
 
 def _call(jaxpr: _ir.ClosedJaxpr, args: tuple[Any, ...]) -> list[Any]:
@@ -146,3 +147,104 @@ remat_p.def_jvp(_remat_jvp)
 # Checkpoints split in reverse mode by the Rust pass: the known outputs computed now,
 # nothing intermediate stored; the backward pass recomputes from the inputs.
 partial_eval_rules["remat2"] = split_by_pass
+
+
+# ----------------------------------------------------------- custom_vjp's linear part
+
+
+class _Lin:
+    """What a ``custom_lin`` equation needs beyond its operands: the user's ``bwd``, the
+    residuals' structure (array leaves are operands, other leaves kept here), and the
+    types of the primal outputs (the tangents it makes) and differentiable inputs."""
+
+    __slots__ = ("bwd", "res_tree", "res_static", "out_avals", "in_avals", "diff", "fun_name", "__name__")
+
+    def __init__(
+        self, bwd: Callable[..., Any], res_tree: PyTreeDef, res_static: list[Any], out_avals: list[_ir.ShapedArray],
+        in_avals: list[_ir.ShapedArray], diff: list[bool], fun_name: str,
+    ) -> None:
+        self.bwd, self.res_tree, self.res_static = bwd, res_tree, res_static
+        self.out_avals, self.in_avals, self.diff, self.fun_name = out_avals, in_avals, diff, fun_name
+        self.__name__ = getattr(bwd, "__name__", None) or type(bwd).__name__
+
+    def residuals(self, arrays: Sequence[Any]) -> Any:
+        it = iter(arrays)
+        leaves = [next(it) if x is _ARRAY else x for x in self.res_static]
+        return tree_unflatten(self.res_tree, leaves)
+
+
+_ARRAY = object()
+
+
+def _custom_lin_abstract_eval(*avals: _ir.ShapedArray, lin: _Lin) -> list[_ir.ShapedArray]:
+    return [_ir.ShapedArray(a.shape, a.dtype, False) for a in lin.out_avals]
+
+
+def _custom_lin_impl(*args: Any, lin: _Lin) -> list[Any]:
+    raise TypeError(
+        f"can't apply forward-mode autodiff (jvp) to a custom_vjp function ({lin.fun_name}), "
+        f"at {user_location()}"
+    )
+
+
+def _custom_lin_transpose(avals: Sequence[_ir.ShapedArray], linear: Sequence[bool], *, lin: _Lin) -> _ir.ClosedJaxpr:
+    """The backward pass of a custom_vjp function as a jaxpr: residuals and output
+    cotangents in, the differentiable inputs' cotangents out (``bwd`` traced)."""
+    from ferrax._staging import trace_to_jaxpr
+
+    n_res = sum(1 for x in lin.res_static if x is _ARRAY)
+    res_avals = list(avals[:n_res])
+    ct_avals = [_ir.ShapedArray(a.shape, a.dtype, False) for a in lin.out_avals]
+
+    def backward(*args: Any) -> list[Any]:
+        res = lin.residuals(args[:n_res])
+        cts = lin.bwd(res, list(args[n_res:]))
+        out = []
+        for ct, a, d in zip(cts, lin.in_avals, lin.diff):
+            if not d:
+                continue
+            if ct is None:
+                out.append(ad.instantiate(ad.Zero(_ir.ShapedArray(a.shape, a.dtype, False))))
+                continue
+            got = aval_of(ct)
+            if got.shape != a.shape:
+                raise ValueError(
+                    f"Custom VJP bwd rule must produce an output with the same shape/dtypes as "
+                    f"the args tuple of the primal function: expected {a.str_short()}, got "
+                    f"{got.str_short()}, at {user_location()}"
+                )
+            out.append(ct)
+        return out
+
+    tree = tree_flatten(tuple(range(n_res + len(ct_avals))))[1]
+    closed, _ = trace_to_jaxpr(backward, [*res_avals, *ct_avals], tree)
+    return closed
+
+
+custom_lin_p = Primitive("custom_lin", multiple_results=True)
+custom_lin_p.def_abstract_eval(_custom_lin_abstract_eval)
+custom_lin_p.def_impl(_custom_lin_impl)
+custom_lin_p.def_transpose_jaxpr(_custom_lin_transpose)
+
+
+def _custom_vjp_call_jvp(
+    primals: Sequence[Any], tangents: Sequence[Any], *, call_jaxpr: _ir.ClosedJaxpr, fwd: Any, bwd: Any,
+    symbolic_zeros: bool, name: str, num_consts: int = 0,
+) -> tuple[list[Any], list[Any]]:
+    # fwd runs now, on the primals; the tangents go through custom_lin, a linear map that
+    # cannot run forward but transposes to bwd (reverse mode records it, then transposes).
+    _closed_over_tangent("custom_vjp", name, tangents[:num_consts])
+    primals, tangents = primals[num_consts:], tangents[num_consts:]
+    out, res = fwd(*primals)
+    res_leaves, res_tree = tree_flatten(res)
+    arrays = [x for x in res_leaves if is_array(x) or isinstance(x, (int, float))]
+    static = [_ARRAY if (is_array(x) or isinstance(x, (int, float))) else x for x in res_leaves]
+    in_avals = [aval_of(p) for p in primals]
+    diff = [ad.is_differentiable(a.dtype) for a in in_avals]
+    lin = _Lin(bwd, res_tree, static, [aval_of(o) for o in out], in_avals, diff, name)
+    diff_tangents = [ad.instantiate(t) for t, d in zip(tangents, diff) if d]
+    touts = custom_lin_p.bind(*arrays, *diff_tangents, lin=lin)
+    return list(out), list(touts)
+
+
+custom_vjp_call_p.def_jvp(_custom_vjp_call_jvp)

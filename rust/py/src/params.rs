@@ -214,14 +214,20 @@ pub fn params_from_py(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Resul
                     ))
                 })?,
             },
-            None => param_by_type(value)?.ok_or_else(|| {
-                errors::type_check(format!(
-                    "{}: param '{name}' has a value of unsupported type {}: {}",
-                    primitive.name(),
-                    type_name(value),
-                    describe(value)
-                ))
-            })?,
+            None => match param_by_type(value)? {
+                Some(p) => p,
+                // An extension primitive may carry any Python object (a rule, a record of
+                // what its rules need): kept as an opaque param, printed by its name.
+                None if builtin.is_none() => Param::Opaque(opaque_of(value, rule_name(value)?)?),
+                None => {
+                    return Err(errors::type_check(format!(
+                        "{}: param '{name}' has a value of unsupported type {}: {}",
+                        primitive.name(),
+                        type_name(value),
+                        describe(value)
+                    )))
+                }
+            },
         };
         pairs.push((name.to_owned(), param));
         Ok(())
