@@ -650,3 +650,43 @@ def _convert_jvp(g: Any, ans: Any, x: Any, *, new_dtype: Any, weak_type: bool = 
 
 
 ad.defjvp(convert_element_type_p, _convert_jvp)
+
+
+# ------------------------------------------------------ operator fast paths (forward mode)
+# ``x * 1.5`` and ``x + y`` on JVP tracers, where ferrax.numpy would bind the primitive to
+# the operands unchanged (float32 operands of one shape, or a Python scalar that becomes a
+# weakly typed float32), skip its promotion and go straight to the trace. Anything else
+# goes the general way (the Array operator, through ferrax.numpy).
+
+_F32 = np.dtype(np.float32)
+
+
+def _jvp_operator(primitive: Primitive, reflected: bool, general: Callable[[Any, Any], Array]) -> Callable[[Any, Any], Array]:
+    from ferrax._core import ConcreteArray, _dynamic
+
+    def operator(self: ad.JVPTracer, other: Any) -> Array:
+        trace = self._trace
+        aval = self.aval
+        if aval.dtype == _F32 and not (_dynamic and _dynamic[-1].level > trace.main.level):
+            t = type(other)
+            operand: Any = None
+            if t is float or (t is int and -(2**24) <= other <= 2**24):
+                operand = trace.pure(ConcreteArray(np.asarray(other, _F32), True))
+            elif t is ad.JVPTracer and other._trace is trace:
+                o = other.aval
+                if o.dtype == _F32 and o.shape == aval.shape and o.weak_type == aval.weak_type:
+                    operand = other
+            if operand is not None:
+                args = [operand, self] if reflected else [self, operand]
+                out: Array = trace.process_primitive(primitive, args, {})[0]
+                return out
+        return general(self, other)
+
+    operator.__name__ = operator.__qualname__ = general.__name__
+    operator.__doc__ = general.__doc__
+    return operator
+
+
+for _name, _prim in (("add", add_p), ("sub", sub_p), ("mul", mul_p), ("truediv", div_p)):
+    setattr(ad.JVPTracer, f"__{_name}__", _jvp_operator(_prim, False, getattr(Array, f"__{_name}__")))
+    setattr(ad.JVPTracer, f"__r{_name}__", _jvp_operator(_prim, True, getattr(Array, f"__r{_name}__")))

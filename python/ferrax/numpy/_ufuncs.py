@@ -357,6 +357,9 @@ def minimum(x: ArrayLike, y: ArrayLike, /) -> Array:
 
 
 def _inexact(name: str, x: Any) -> Any:
+    if isinstance(x, Array) and dtypes.is_float(x.dtype):
+        # One floating operand: promotion leaves it as it is.
+        return x
     (a,) = promote_args_inexact(name, x)
     return a
 
