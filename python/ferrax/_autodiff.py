@@ -15,6 +15,7 @@ from ferrax._core import ConcreteArray, aval_of, user_location
 from ferrax import _ir
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import Recipe, trace_linear
+from ferrax._staging import StagingTrace
 from ferrax.errors import PassError, ReverseModeError
 from ferrax.tree_util import tree_flatten, tree_map, tree_unflatten
 
@@ -135,6 +136,24 @@ def jvp(
 # ------------------------------------------------------------------------ reverse mode
 
 
+def _run_linear(jaxpr: _ir.Jaxpr, args: list[Any]) -> list[Any]:
+    """Evaluates a constant-free jaxpr under the active transformations. While staging
+    (``make_jaxpr``/``jit`` of a gradient) with nothing above the staging trace, its
+    equations are copied into the staged jaxpr by Rust in one call."""
+    from ferrax._core import Tracer, _dynamic
+    from ferrax._jit import eval_jaxpr
+    from ferrax._staging import JaxprTracer
+
+    if _dynamic:
+        main = _dynamic[-1]
+        trace = main.trace
+        if all(not isinstance(x, Tracer) or x._trace.main.level <= main.level for x in args):
+            assert isinstance(trace, StagingTrace)
+            raised = [trace.full_raise(x) for x in args]
+            return list(trace.builder.inline_traced(jaxpr, raised, JaxprTracer, trace))
+    return eval_jaxpr(jaxpr, [], *args)
+
+
 class _Linearized:
     """A function's primal outputs and the recorded linear map of its JVP, flat."""
 
@@ -198,7 +217,7 @@ class _Linearized:
                     )
                 raise ReverseModeError(f"{lead}{e}\n  (reverse-mode differentiation, at {user_location()})") from e
         cts = [ct for ct, u in zip(cotangents, self.out_unknown) if u]
-        return eval_jaxpr(self._transposed, [], *self.recipe.residuals, *cts)
+        return _run_linear(self._transposed, [*self.recipe.residuals, *cts])
 
 
 def _flatten_fun(fun: Callable[..., Any], in_tree: Any, has_aux: bool, api: str) -> tuple[Callable[..., list[Any]], list[Any]]:

@@ -326,6 +326,10 @@ class JaxprBuilder:
         new instance of ``make``, made without calling its ``__init__``, with its
         attributes ``_trace``, ``atom`` and ``aval`` set to ``trace``, the output variable
         and its shared :class:`ShapedArray`."""
+    def inline_traced(self, jaxpr: Jaxpr, inputs: Sequence[Any], make: type[_T], trace: object) -> list[_T]:
+        """Records the equations of ``jaxpr`` (no constvars) applied to ``inputs`` (one
+        per invar: tracers, :class:`Var` or :class:`Literal`) in one call; returns one
+        tracer per output, made as :meth:`add_eqn_traced` makes them."""
     def add_eqn_with_outvars(
         self,
         primitive: str | ExtensionPrimitive,

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 static NEXT_BUILDER_ID: AtomicU64 = AtomicU64::new(1);
 
 /// An equation input read from Python, before its literal is added to the builder.
+#[derive(Clone)]
 enum Input {
     Var(VarId),
     Lit(IrLiteral),
@@ -539,6 +540,87 @@ impl JaxprBuilder {
             let obj = alloc_instance(make)?;
             obj.setattr(intern!(py, "_trace"), trace)?;
             obj.setattr(atom_name, var)?;
+            obj.setattr(intern!(py, "aval"), shared)?;
+            list.append(obj)?;
+        }
+        Ok(list)
+    }
+
+    /// Records the equations of `jaxpr` (no constvars) applied to `inputs` (tracers,
+    /// `Var`s or `Literal`s, one per invar), as `add_eqn_traced` would one by one, in one
+    /// call; returns one tracer (made as `add_eqn_traced` makes them) per output of
+    /// `jaxpr`. Used to stage a jaxpr computed elsewhere (a transposed one) inline.
+    #[pyo3(signature = (jaxpr, inputs, make, trace))]
+    fn inline_traced<'py>(
+        &self,
+        py: Python<'py>,
+        jaxpr: PyRef<'py, Jaxpr>,
+        inputs: &Bound<'py, PyAny>,
+        make: &Bound<'py, PyType>,
+        trace: &Bound<'py, PyAny>,
+    ) -> Result<Bound<'py, PyList>> {
+        let j = Arc::clone(&jaxpr.inner);
+        let atom_name = intern!(py, "atom");
+        let mut read = Vec::new();
+        for x in inputs.try_iter()? {
+            let x = x?;
+            if x.cast::<Var>().is_ok() || x.cast::<Literal>().is_ok() {
+                read.push(self.input(&x)?);
+            } else {
+                read.push(self.input(&x.getattr(atom_name)?)?);
+            }
+        }
+        if !j.constvars().is_empty() || read.len() != j.invars().len() {
+            return Err(Error::Py(PyTypeError::new_err(format!(
+                "inline_traced: the jaxpr takes {} constants and {} inputs, got {} inputs",
+                j.constvars().len(),
+                j.invars().len(),
+                read.len()
+            ))));
+        }
+        // What each variable of `jaxpr` is in the builder: a variable, or a literal.
+        let outs: Vec<(Input, AbstractValue)> = self.with(|b| {
+            let mut env: Vec<Option<Input>> = vec![None; j.num_vars()];
+            for (v, a) in j.invars().iter().zip(read) {
+                env[v.index()] = Some(a);
+            }
+            let lookup = |env: &[Option<Input>], a: Atom| -> Result<Input> {
+                match a {
+                    Atom::Lit(l) => Ok(Input::Lit(*j.literal(l))),
+                    Atom::Var(v) => env[v.index()].clone().ok_or_else(|| {
+                        Error::Py(PyTypeError::new_err(
+                            "inline_traced: a variable is used before it is defined",
+                        ))
+                    }),
+                }
+            };
+            for eqn in j.eqns() {
+                let ins = eqn
+                    .inputs()
+                    .iter()
+                    .map(|&a| lookup(&env, a))
+                    .collect::<Result<Vec<_>>>()?;
+                let atoms = to_atoms(b, ins);
+                let new = b.add_eqn(eqn.primitive().clone(), atoms, eqn.params().clone())?;
+                for (old, new) in eqn.outvars().iter().zip(new) {
+                    env[old.index()] = Some(Input::Var(new));
+                }
+            }
+            j.outvars()
+                .iter()
+                .map(|&a| Ok((lookup(&env, a)?, j.atom_aval(a))))
+                .collect()
+        })?;
+        let list = PyList::empty(py);
+        for (atom, aval) in outs {
+            let shared = self.shared_aval(py, &aval)?;
+            let atom_obj: Bound<'py, PyAny> = match atom {
+                Input::Var(id) => Py::new(py, self.var(id, aval))?.into_bound(py).into_any(),
+                Input::Lit(lit) => Py::new(py, Literal { lit })?.into_bound(py).into_any(),
+            };
+            let obj = alloc_instance(make)?;
+            obj.setattr(intern!(py, "_trace"), trace)?;
+            obj.setattr(atom_name, atom_obj)?;
             obj.setattr(intern!(py, "aval"), shared)?;
             list.append(obj)?;
         }
