@@ -375,7 +375,7 @@ fn random_eqn(
     let nested = depth < opts.max_depth;
     match rng.below(if nested { 12 } else { 8 }) {
         0 | 1 => {
-            const UNARY: [Builtin; 7] = [
+            const UNARY: [Builtin; 10] = [
                 Builtin::Sin,
                 Builtin::Cos,
                 Builtin::Tanh,
@@ -383,8 +383,17 @@ fn random_eqn(
                 Builtin::Abs,
                 Builtin::Logistic,
                 Builtin::Square,
+                Builtin::Floor,
+                Builtin::Ceil,
+                Builtin::Round,
             ];
-            apply(b, UNARY[rng.below(UNARY.len())], vec![x], Params::empty())
+            let p = UNARY[rng.below(UNARY.len())];
+            let params = if p == Builtin::Round {
+                Params::new([("rounding_method", Param::Int(rng.below(2) as i64))])
+            } else {
+                Params::empty()
+            };
+            apply(b, p, vec![x], params)
         }
         2 | 3 => {
             const BINARY: [Builtin; 6] = [
