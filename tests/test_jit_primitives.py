@@ -50,6 +50,15 @@ def _c(name: str, fun: Callable[..., Any], *shapes: tuple[int, ...], params: dic
 
 
 S = (2, 3)
+
+
+def _4(x: Any) -> Any:
+    return lax.convert_element_type(4, x.dtype)
+
+
+def _half(x: Any) -> Any:
+    return lax.convert_element_type(0.5, x.dtype)
+
 _ROWS = np.array([[1], [0], [-1], [5]], np.int32)
 _POINTS = np.array([[1, 2], [0, 0]], np.int32)
 _GATHER_ROWS = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
@@ -86,6 +95,11 @@ CASES = [
         ("square", "square"), ("not", "bitwise_not"), ("expm1", "expm1"),
     ]],
     *[_c(n, getattr(lax, n), S, positive=True) for n in ("log", "log1p", "sqrt", "rsqrt")],
+    _c("floor", lax.floor, S),
+    _c("ceil", lax.ceil, S),
+    # On multiples of 0.5 (x.5 is where the rounding methods differ), and on x itself.
+    *[_c("round", lambda x, m=m: lax.round(lax.mul(lax.floor(lax.mul(x, _4(x))), _half(x)), m), S) for m in (0, 1)],
+    _c("round", lax.round, S),
     *[_c(n, getattr(lax, f), S, S) for n, f in [
         ("add", "add"), ("sub", "sub"), ("mul", "mul"), ("max", "max"), ("min", "min"),
         ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),

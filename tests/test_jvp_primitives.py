@@ -174,6 +174,22 @@ def gen_not(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     return [Case("int", lambda L: L.bitwise_not, (x,)), Case("bool", lambda L: L.bitwise_not, (x > 0,))]
 
 
+def off_the_steps(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> NDArray:
+    """Integers plus 0.1 to 0.4, either sign: away from where floor, ceil and round jump
+    (integers, half-integers), so finite differences see their zero derivative."""
+    k = rng.integers(-3, 4, shape)
+    x: NDArray = (k + rng.uniform(0.1, 0.4, shape) * rng.choice([-1.0, 1.0], shape)).astype(dtype)
+    return x
+
+
+def gen_round(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = off_the_steps(rng, (2, 3), dtype)
+    return [
+        Case("default", call("round"), (x,)),
+        *[Case(f"method={m}", call("round", m), (x,)) for m in (0, 1)],
+    ]
+
+
 def gen_integer_pow(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     return [
         Case(f"y={y}", call("integer_pow", y), (away_from_zero(rng, (2, 3), dtype),))
@@ -538,6 +554,9 @@ CASES: dict[str, Gen] = {
     "sqrt": unary("sqrt", in_range(0.5, 2.0)),
     "rsqrt": unary("rsqrt", in_range(0.5, 2.0)),
     "square": unary("square", normal),
+    "floor": unary("floor", off_the_steps),
+    "ceil": unary("ceil", off_the_steps),
+    "round": gen_round,
     "not": gen_not,
     "integer_pow": gen_integer_pow,
     "add": binary("add"),

@@ -130,6 +130,7 @@ UNARY_NUMPY: dict[str, Call] = {
     "tanh": np.tanh, "logistic": lambda x: 1 / (1 + np.exp(-x)), "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x), "square": np.square,
     "bitwise_not": lambda x: ~x,
+    "floor": np.floor, "ceil": np.ceil,
 }
 for fn, ref in UNARY_NUMPY.items():
     for d in ALL:
@@ -138,6 +139,25 @@ for fn, ref in UNARY_NUMPY.items():
 # A sample of dtypes for the variations of a function's static arguments (every dtype
 # is tested with one of them): each case JAX computes costs an XLA compilation.
 SAMPLE = [BOOL, I8, U32, F32, BF16, F64]
+
+
+def _round_away(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    a = np.abs(x)
+    r = np.floor(a)
+    out: np.ndarray[Any, Any] = np.copysign(np.where(a - r >= 0.5, r + 1, r), x).astype(x.dtype)
+    return out
+
+
+# round: both methods (and the default) on every dtype (floats only), on values and on
+# their halves (ties).
+for d in ALL:
+    for label, method, ref in (("", None, _round_away), ("-afz", 0, _round_away), ("-even", 1, np.rint)):
+        args = () if method is None else (method,)
+        call = lambda L, x, args=args: L.round(x, *args)  # noqa: E731
+        case("round", f"{short(d)}{label}", call, values(d), numpy=ref)
+        if d in FLOATS:
+            halves = (np.arange(-6, 6) + 0.5).astype(d)
+            case("round", f"{short(d)}{label}-ties", call, halves, numpy=ref)
 
 for y in (0, 1, 3, -2):
     for d in ALL if y in (3, -2) else SAMPLE:

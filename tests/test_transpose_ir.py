@@ -189,3 +189,44 @@ def test_transposed_text_round_trips() -> None:
 def test_bad_arguments_raise_pass_error(text: str, linear: list[bool], message: str) -> None:
     with pytest.raises(PassError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _ir.transpose(_ir.parse_jaxpr(text), linear)
+
+
+_COMPARED = {"reduce_sum": ("axes", "out_sharding"), "dot_general": ("dimension_numbers", "preferred_element_type")}
+
+
+def _sum_and_product_params(eqns: Any) -> list[tuple[str, dict[str, str]]]:
+    """The reduce_sum and dot_general equations' params (as text; a missing one as
+    "absent"), in order."""
+    return [
+        (str(e.primitive), {k: str(e.params.get(k, "absent")) for k in _COMPARED[str(e.primitive)]})
+        for e in eqns
+        if str(e.primitive) in _COMPARED
+    ]
+
+
+@pytest.mark.parametrize(
+    ("label", "make", "shapes", "dtype"),
+    [
+        ("matmul", lambda L: lambda a, b: (a @ b).sum(), [(2, 3), (3, 4)], "float32"),
+        ("broadcast", lambda L: lambda a, b: (a + b).sum(), [(), (3,)], "float32"),
+        (
+            "bf16 into f32",
+            lambda L: lambda a, b: L.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=np.float32).sum(),
+            [(2, 3), (3, 4)],
+            "bfloat16",
+        ),
+    ],
+)
+def test_transposed_equations_carry_jax_params(label: str, make: Any, shapes: Any, dtype: str) -> None:
+    # The transpose's reduce_sum has out_sharding=None and its dot_general the forward's
+    # preferred_element_type, as JAX's gradient jaxprs have.
+    import jax
+    import ml_dtypes
+
+    d = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    args = [np.ones(s, d) for s in shapes]
+    ours = fx.make_jaxpr(fx.grad(make(fx)))(*args)
+    theirs = jax.make_jaxpr(jax.grad(make(jax)))(*args)
+    expected = _sum_and_product_params(theirs.jaxpr.eqns)
+    assert _sum_and_product_params(ours.jaxpr.eqns) == expected
+    assert len(expected) >= 2

@@ -10,6 +10,7 @@ out, and floating-point exceptions produce inf/NaN silently.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,11 +23,12 @@ from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, canonical_dtype, is_array, pair, quiet, scalar, scalar_as
 
 __all__ = [
-    "abs", "add", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "clamp",
-    "convert_element_type", "cos", "div", "eq", "exp", "expm1", "ge", "gt", "integer_pow",
-    "le", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "rem",
-    "rsqrt", "select_n", "shift_left", "shift_right_arithmetic", "shift_right_logical",
-    "sign", "sin", "sqrt", "square", "sub", "tan", "tanh",
+    "RoundingMethod", "abs", "add", "bitwise_and", "bitwise_not", "bitwise_or",
+    "bitwise_xor", "ceil", "clamp", "convert_element_type", "cos", "div", "eq", "exp",
+    "expm1", "floor", "ge", "gt", "integer_pow", "le", "log", "log1p", "logistic", "lt",
+    "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt", "select_n",
+    "shift_left", "shift_right_arithmetic", "shift_right_logical", "sign", "sin", "sqrt",
+    "square", "sub", "tan", "tanh",
 ]
 
 NDArray = np.ndarray[Any, Any]
@@ -75,6 +77,33 @@ tanh_p = _float_unary("tanh", np.tanh)
 logistic_p = _float_unary("logistic", _logistic)
 sqrt_p = _float_unary("sqrt", np.sqrt)
 rsqrt_p = _float_unary("rsqrt", _rsqrt)
+floor_p = _primitive("floor", np.floor)
+ceil_p = _primitive("ceil", np.ceil)
+
+
+class RoundingMethod(enum.IntEnum):
+    """How :func:`round` breaks ties (values half-way between two integers)."""
+
+    AWAY_FROM_ZERO = 0
+    """Half-way values go away from zero (0.5 -> 1, -0.5 -> -1)."""
+
+    TO_NEAREST_EVEN = 1
+    """Half-way values go to the even neighbour (0.5 -> 0, 1.5 -> 2)."""
+
+
+@quiet
+def _round(x: NDArray, *, rounding_method: int) -> NDArray:
+    if rounding_method == RoundingMethod.TO_NEAREST_EVEN:
+        return np.rint(x)
+    # Away from zero: |x| - floor(|x|) is exact, so the tie test is too (|x| + 0.5 would
+    # round up the largest float below 0.5).
+    a = np.abs(x)
+    r = np.floor(a)
+    r = np.where(a - r >= 0.5, r + 1, r)
+    return np.copysign(r, x).astype(x.dtype)
+
+
+round_p = _primitive("round", _round)
 
 
 @quiet
@@ -308,6 +337,23 @@ def rsqrt(x: Any) -> Array:
     return bind1(rsqrt_p, scalar(x))
 
 
+def floor(x: Any) -> Array:
+    """The largest integer not above ``x`` (floats only)."""
+    return bind1(floor_p, scalar(x))
+
+
+def ceil(x: Any) -> Array:
+    """The smallest integer not below ``x`` (floats only)."""
+    return bind1(ceil_p, scalar(x))
+
+
+def round(x: Any, rounding_method: RoundingMethod | int = RoundingMethod.AWAY_FROM_ZERO) -> Array:
+    """``x`` rounded to the nearest integer (floats only), half-way values away from zero
+    or to the even neighbour as ``rounding_method`` says (a ``RoundingMethod`` or its
+    value; another value is a ``ValueError``)."""
+    return bind1(round_p, scalar(x), rounding_method=RoundingMethod(rounding_method))
+
+
 def square(x: Any) -> Array:
     """``x * x``."""
     return bind1(square_p, scalar(x))
@@ -528,6 +574,9 @@ ad.defjvp(sqrt_p, lambda g, ans, x, **_: div(g, mul(scalar_as(2, x), ans)))
 ad.defjvp(rsqrt_p, lambda g, ans, x, **_: mul(g, mul(scalar_as(-0.5, x), div(ans, x))))
 ad.defjvp(square_p, lambda g, ans, x: mul(g, mul(scalar_as(2, x), x)))
 _zero_rule(not_p)
+_zero_rule(floor_p)
+_zero_rule(ceil_p)
+_zero_rule(round_p)
 
 
 def _integer_pow_jvp(g: Any, ans: Any, x: Any, *, y: int) -> Any:

@@ -74,6 +74,7 @@ from ferrax.numpy._ufuncs import (
     bitwise_or,
     bitwise_right_shift,
     bitwise_xor,
+    ceil,
     clip,
     cos,
     divide,
@@ -81,6 +82,7 @@ from ferrax.numpy._ufuncs import (
     equal,
     exp,
     expm1,
+    floor,
     floor_divide,
     greater,
     greater_equal,
@@ -105,6 +107,7 @@ from ferrax.numpy._ufuncs import (
     power,
     remainder,
     right_shift,
+    rint,
     round,
     sign,
     sin,
@@ -114,6 +117,7 @@ from ferrax.numpy._ufuncs import (
     tan,
     tanh,
     true_divide,
+    trunc,
     where,
 )
 
@@ -133,12 +137,12 @@ __all__ = [
     "broadcast_shapes", "broadcast_to", "result_type",
     # elementwise
     "abs", "absolute", "add", "around", "bitwise_and", "bitwise_left_shift", "bitwise_not",
-    "bitwise_or", "bitwise_right_shift", "bitwise_xor", "clip", "cos", "divide", "divmod",
-    "equal", "exp", "expm1", "floor_divide", "greater", "greater_equal", "invert",
+    "bitwise_or", "bitwise_right_shift", "bitwise_xor", "ceil", "clip", "cos", "divide", "divmod",
+    "equal", "exp", "expm1", "floor", "floor_divide", "greater", "greater_equal", "invert",
     "left_shift", "less", "less_equal", "log", "log1p", "logical_and", "logical_not",
     "logical_or", "logical_xor", "maximum", "minimum", "mod", "multiply", "negative",
-    "not_equal", "positive", "pow", "power", "remainder", "right_shift", "round", "sign",
-    "sin", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "where",
+    "not_equal", "positive", "pow", "power", "remainder", "right_shift", "rint", "round",
+    "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "trunc", "where",
     # reductions
     "all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var",
     # shapes

@@ -34,12 +34,12 @@ from ferrax.numpy._promotion import (
 
 __all__ = [
     "abs", "absolute", "add", "around", "bitwise_and", "bitwise_left_shift", "bitwise_not",
-    "bitwise_or", "bitwise_right_shift", "bitwise_xor", "clip", "cos", "divide", "divmod",
-    "equal", "exp", "expm1", "floor_divide", "greater", "greater_equal", "invert",
+    "bitwise_or", "bitwise_right_shift", "bitwise_xor", "ceil", "clip", "cos", "divide", "divmod",
+    "equal", "exp", "expm1", "floor", "floor_divide", "greater", "greater_equal", "invert",
     "left_shift", "less", "less_equal", "log", "log1p", "logical_and", "logical_not",
     "logical_or", "logical_xor", "maximum", "minimum", "mod", "multiply", "negative",
-    "not_equal", "positive", "pow", "power", "remainder", "right_shift", "round", "sign",
-    "sin", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "where",
+    "not_equal", "positive", "pow", "power", "remainder", "right_shift", "rint", "round",
+    "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "trunc", "where",
 ]
 
 
@@ -141,23 +141,9 @@ def floor_divide(x: ArrayLike, y: ArrayLike, /) -> Array:
     q = lax.div(_select(lax.eq(b, 0.0), lax.sub(a, mod), a), b)
     fix = lax.bitwise_and(lax.ne(mod, 0.0), lax.ne(lax.sign(b), lax.sign(mod)))
     q = _select(fix, q, lax.sub(q, 1.0))
-    return _round_near_integer(q)
-
-
-def _round_near_integer(q: Array) -> Array:
-    """``q`` (a float within an ulp or so of an integer) rounded to that integer, exactly.
-
-    There is no rounding primitive: the fractional part is ``rem(q, 1)`` (exact), so
-    ``q - rem(q, 1)`` is ``q`` truncated. Floats past ``2**mantissa_bits`` are integers
-    (or inf/NaN) already and are kept.
-    """
-    frac = lax.rem(q, 1.0)
-    trunc = lax.sub(q, frac)
-    up = _select(lax.ge(frac, 0.5), trunc, lax.add(trunc, 1.0))
-    rounded = _select(lax.le(frac, -0.5), up, lax.sub(trunc, 1.0))
-    mantissa_bits = 7 if q.dtype == dtypes.bfloat16 else int(np.finfo(q.dtype).nmant)
-    limit = float(2**mantissa_bits)
-    return _select(lax.lt(lax.abs(q), limit), q, rounded)
+    # q is within an ulp or so of an integer: rounded to it (as JAX, away from zero), so
+    # the derivative is zero.
+    return lax.round(q, lax.RoundingMethod.AWAY_FROM_ZERO)
 
 
 def remainder(x: ArrayLike, y: ArrayLike, /) -> Array:
@@ -187,24 +173,44 @@ def divmod(x: ArrayLike, y: ArrayLike, /) -> tuple[Array, Array]:
 
 
 def _round_half_even(q: Array) -> Array:
-    """``q`` (a float) rounded to the nearest integer, halves to the even one.
+    """``q`` (a float) rounded to the nearest integer, halves to the even one."""
+    return lax.round(q, lax.RoundingMethod.TO_NEAREST_EVEN)
 
-    There is no rounding primitive: ``rem(q, 1)`` is the exact fractional part, so
-    ``q - rem(q, 1)`` is ``q`` truncated toward zero; a fraction past one half moves
-    away from zero, exactly one half only when the truncated value is odd. Floats past
-    ``2**mantissa_bits`` are integers (or inf/NaN) already and are kept.
-    """
-    frac = lax.rem(q, 1.0)
-    trunc = lax.sub(q, frac)
-    half = lax.abs(frac)
-    odd = lax.ne(lax.rem(trunc, 2.0), 0.0)
-    away = lax.bitwise_or(lax.gt(half, 0.5), lax.bitwise_and(lax.eq(half, 0.5), odd))
-    # Away from zero: sign(q) is +-1 wherever ``away`` holds.
-    rounded = _select(away, trunc, lax.add(trunc, lax.sign(q)))
-    # A zero keeps q's sign (round(-0.4) is -0.0): q * 0 is a zero of that sign.
-    rounded = _select(lax.eq(rounded, 0.0), rounded, lax.mul(q, 0.0))
-    mantissa_bits = 7 if q.dtype == dtypes.bfloat16 else int(np.finfo(q.dtype).nmant)
-    return _select(lax.lt(lax.abs(q), float(2**mantissa_bits)), q, rounded)
+
+def floor(x: ArrayLike, /) -> Array:
+    """The largest integer not above ``x``, in ``x``'s dtype (integers and bools are
+    returned as they are)."""
+    a = as_array(x, "floor")
+    if not dtypes.is_float(a.dtype):
+        return a
+    return lax.floor(a)
+
+
+def ceil(x: ArrayLike, /) -> Array:
+    """The smallest integer not below ``x``, in ``x``'s dtype (integers and bools are
+    returned as they are)."""
+    a = as_array(x, "ceil")
+    if not dtypes.is_float(a.dtype):
+        return a
+    return lax.ceil(a)
+
+
+def trunc(x: ArrayLike) -> Array:
+    """``x`` rounded toward zero, in ``x``'s dtype (integers and bools are returned as
+    they are)."""
+    a = as_array(x, "trunc")
+    if not dtypes.is_float(a.dtype):
+        return a
+    return _select(lax.lt(a, 0.0), lax.floor(a), lax.ceil(a))
+
+
+def rint(x: ArrayLike, /) -> Array:
+    """``x`` rounded to the nearest integer, halves to the even one; integers and bools
+    become the default float dtype (strongly typed), as in JAX."""
+    a = as_array(x, "rint")
+    if not dtypes.is_float(a.dtype):
+        return lax.convert_element_type(a, dtypes.default_float())
+    return _round_half_even(a)
 
 
 def round(a: ArrayLike, decimals: int = 0, out: None = None) -> Array:

@@ -409,7 +409,7 @@ fn random_eqn(
     let nested = depth < opts.max_depth;
     match rng.below(if nested { 12 } else { 8 }) {
         0 | 1 => {
-            const UNARY: [Builtin; 8] = [
+            const UNARY: [Builtin; 11] = [
                 Builtin::Sin,
                 Builtin::Cos,
                 Builtin::Tanh,
@@ -418,8 +418,17 @@ fn random_eqn(
                 Builtin::Logistic,
                 Builtin::Square,
                 Builtin::StopGradient,
+                Builtin::Floor,
+                Builtin::Ceil,
+                Builtin::Round,
             ];
-            apply(b, UNARY[rng.below(UNARY.len())], vec![x], Params::empty())
+            let p = UNARY[rng.below(UNARY.len())];
+            let params = if p == Builtin::Round {
+                Params::new([("rounding_method", Param::Int(rng.below(2) as i64))])
+            } else {
+                Params::empty()
+            };
+            apply(b, p, vec![x], params)
         }
         2 | 3 => {
             const BINARY: [Builtin; 6] = [

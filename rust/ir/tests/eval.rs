@@ -133,6 +133,9 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Sqrt, case_sqrt),
     (Builtin::Rsqrt, case_rsqrt),
     (Builtin::Square, case_square),
+    (Builtin::Floor, case_floor),
+    (Builtin::Ceil, case_ceil),
+    (Builtin::Round, case_round),
     (Builtin::Not, case_not),
     (Builtin::IntegerPow, case_integer_pow),
     (Builtin::Add, case_add),
@@ -395,6 +398,55 @@ fn case_rsqrt() {
     check_unary_float(Builtin::Rsqrt, POS, |x| 1.0 / x.sqrt(), |x| 1.0 / x.sqrt());
     let got = run1(Builtin::Rsqrt, none(), &[fa(F64, &[2], &[4.0, 0.0])]);
     assert_same(&got, &fa(F64, &[2], &[0.5, f64::INFINITY]));
+}
+
+/// Half-way points, their neighbours, signed zeros, infinities and NaN.
+const ROUNDING: &[f64] = &[
+    -2.5, -1.5, -0.5, -0.25, -0.0, 0.0, 0.25, 0.5, 0.75, 1.5, 2.5, 3.49, -7.51, 1e300,
+];
+
+#[test]
+fn case_floor() {
+    check_unary_float(Builtin::Floor, ROUNDING, f64::floor, f32::floor);
+    let got = run1(
+        Builtin::Floor,
+        none(),
+        &[fa(F32, &[4], &[-0.5, f64::INFINITY, f64::NAN, -0.0])],
+    );
+    assert_same(&got, &fa(F32, &[4], &[-1.0, f64::INFINITY, f64::NAN, -0.0]));
+}
+
+#[test]
+fn case_ceil() {
+    check_unary_float(Builtin::Ceil, ROUNDING, f64::ceil, f32::ceil);
+    let got = run1(Builtin::Ceil, none(), &[fa(F64, &[3], &[-0.5, 0.5, -1.0])]);
+    // ceil(-0.5) is -0.0, as in IEEE.
+    assert!(floats(&got)[0] == 0.0 && floats(&got)[0].is_sign_negative());
+    assert_same(&got, &fa(F64, &[3], &[-0.0, 1.0, -1.0]));
+}
+
+#[test]
+fn case_round() {
+    let method = |m: i64| params(vec![("rounding_method", Param::Int(m))]);
+    let n = ROUNDING.len() as i64;
+    let away: Vec<f64> = ROUNDING.iter().map(|x| x.round()).collect();
+    let even: Vec<f64> = ROUNDING.iter().map(|x| x.round_ties_even()).collect();
+    for (m, want) in [(0, &away), (1, &even)] {
+        let got = run1(Builtin::Round, method(m), &[fa(F64, &[n], ROUNDING)]);
+        assert_same(&got, &fa(F64, &[n], want));
+    }
+    let got = run1(
+        Builtin::Round,
+        method(0),
+        &[fa(F32, &[3], &[2.5, -2.5, 0.5])],
+    );
+    assert_same(&got, &fa(F32, &[3], &[3.0, -3.0, 1.0]));
+    let got = run1(
+        Builtin::Round,
+        method(1),
+        &[fa(BF16, &[3], &[2.5, -2.5, 0.5])],
+    );
+    assert_same(&got, &fa(BF16, &[3], &[2.0, -2.0, 0.0]));
 }
 
 #[test]

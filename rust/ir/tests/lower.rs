@@ -68,3 +68,22 @@ fn random_jaxprs_lower() {
         assert_eq!(text.matches("func.func public @main").count(), 1);
     }
 }
+
+#[test]
+fn floor_ceil_and_round_lower_to_their_ops() {
+    let j = parse_jaxpr(
+        "{ lambda ; a:f32[2]. let b:f32[2] = round[rounding_method=0] a; \
+         c:f32[2] = round[rounding_method=1] a; d:f32[2] = floor a; e:f32[2] = ceil a \
+         in (b, c, d, e) }",
+    )
+    .unwrap();
+    let text = lower_jaxpr(&j, "m").unwrap();
+    for op in [
+        "\"stablehlo.round_nearest_afz\"(%arg0)",
+        "\"stablehlo.round_nearest_even\"(%arg0)",
+        "\"stablehlo.floor\"(%arg0)",
+        "\"stablehlo.ceil\"(%arg0)",
+    ] {
+        assert!(text.contains(op), "{op}\n{text}");
+    }
+}

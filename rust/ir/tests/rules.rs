@@ -522,6 +522,79 @@ fn unary_cases(t: &mut Table) {
         Variant::ParamKind,
         &["param 'y' must be a int, got a float"],
     );
+
+    // floor, ceil, round: floats only (JAX: "floor does not accept dtype int32");
+    // round's rounding_method is 0 (away from zero) or 1 (to nearest even).
+    let method = |m| ps([("rounding_method", Param::Int(m))]);
+    for (p, params) in [
+        (Builtin::Floor, no_params()),
+        (Builtin::Ceil, no_params()),
+        (Builtin::Round, method(0)),
+        (Builtin::Round, method(1)),
+    ] {
+        for d in [F32, F16, BF16, F64] {
+            t.ok(
+                "float",
+                p,
+                vec![a(d, &[2, 3])],
+                params.clone(),
+                vec![a(d, &[2, 3])],
+            );
+        }
+        t.ok(
+            "weak kept",
+            p,
+            vec![w(a(F32, &[]))],
+            params.clone(),
+            vec![w(a(F32, &[]))],
+        );
+        for (d, name, needle) in [
+            (I32, "i32", "operand 0 has dtype i32"),
+            (U8, "u8", "operand 0 has dtype u8"),
+            (BOOL, "bool", "operand 0 has dtype bool"),
+        ] {
+            t.err(
+                name,
+                p,
+                vec![a(d, &[3])],
+                params.clone(),
+                Variant::DType,
+                &[needle, "float"],
+            );
+        }
+        t.err(
+            "two operands",
+            p,
+            vec![a(F32, &[3]), a(F32, &[3])],
+            params.clone(),
+            Variant::Arity,
+            &["takes 1 operands but was given 2"],
+        );
+    }
+    t.err(
+        "floor accuracy",
+        Builtin::Floor,
+        vec![a(F32, &[3])],
+        ps([("accuracy", Param::None)]),
+        Variant::UnknownParam,
+        &["accuracy"],
+    );
+    t.err(
+        "round method 2",
+        Builtin::Round,
+        vec![a(F32, &[3])],
+        method(2),
+        Variant::BadParam,
+        &["param 'rounding_method'", "2 is not a RoundingMethod"],
+    );
+    t.err(
+        "round without method",
+        Builtin::Round,
+        vec![a(F32, &[3])],
+        no_params(),
+        Variant::MissingParam,
+        &["missing param 'rounding_method'"],
+    );
 }
 
 // ---------------------------------------------------------------------------------------

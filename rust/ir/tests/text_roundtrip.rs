@@ -64,6 +64,11 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
         Square | Copy => (vec![f32s(&[3])], none()),
         Not => (vec![av(DType::Bool, &[3])], none()),
         IntegerPow => (vec![f32s(&[3])], params(vec![("y", Param::Int(-3))])),
+        Floor | Ceil => (vec![f32s(&[3])], none()),
+        Round => (
+            vec![f32s(&[3])],
+            params(vec![("rounding_method", Param::Int(1))]),
+        ),
         Add | Sub | Mul | Div | Rem | Pow => (vec![f32s(&[3]), f32s(&[3])], none()),
         Max | Min => (vec![av(DType::I32, &[2]), av(DType::I32, &[2])], none()),
         And | Or | Xor => (vec![av(DType::U8, &[2]), av(DType::U8, &[])], none()),

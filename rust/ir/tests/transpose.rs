@@ -1678,3 +1678,36 @@ fn random_programs_transpose_or_fail_cleanly() {
         "{ok} transposed, {refused} refused"
     );
 }
+
+/// The transpose's reduce_sum and dot_general carry the params JAX's have (the forward
+/// equations Python builds have them too, so gradient jaxprs print uniformly).
+#[test]
+fn new_equations_carry_jax_params() {
+    // An implicitly broadcast scalar operand is summed back.
+    let j = parse("{ lambda ; t:f32[] u:f32[3]. let b:f32[3] = add t u in (b,) }");
+    let tj = dot_test(&j, &[true, true], 5);
+    let sums: Vec<&ferrax_ir::Eqn> = tj
+        .eqns()
+        .iter()
+        .filter(|e| e.primitive().name() == "reduce_sum")
+        .collect();
+    assert_eq!(sums.len(), 1, "{tj}");
+    assert_eq!(sums[0].params().get("out_sharding"), Some(&Param::None));
+    // dot_general's preferred element type is the forward output's dtype.
+    let j = parse(
+        "{ lambda ; a:bf16[2,3] t:bf16[3,4]. let c:f32[2,4] = dot_general[\
+         dimension_numbers=(([1], [0]), ([], [])) preferred_element_type=float32] a t in (c,) }",
+    );
+    let tj = dot_test(&j, &[false, true], 6);
+    let dots: Vec<&ferrax_ir::Eqn> = tj
+        .eqns()
+        .iter()
+        .filter(|e| e.primitive().name() == "dot_general")
+        .collect();
+    assert_eq!(dots.len(), 1, "{tj}");
+    assert_eq!(
+        dots[0].params().get("preferred_element_type"),
+        Some(&Param::DType(DType::F32))
+    );
+    assert!(prims(&tj).contains(&"convert_element_type"), "{tj}");
+}

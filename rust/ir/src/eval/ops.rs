@@ -221,7 +221,8 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
     use Builtin::*;
     let out = match prim {
         Neg | Abs | Sign | Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt
-        | Rsqrt | Square | Not | Copy => unary(prim, arg(ins, 0)?)?,
+        | Rsqrt | Square | Not | Copy | Floor | Ceil => unary(prim, arg(ins, 0)?)?,
+        Round => round(arg(ins, 0)?, param_int(params, "rounding_method")?)?,
         IntegerPow => integer_pow(arg(ins, 0)?, param_int(params, "y")?)?,
         Pow => pow(arg(ins, 0)?, arg(ins, 1)?)?,
         Add | Sub | Mul | Div | Rem | Max | Min | And | Or | Xor | ShiftLeft
@@ -294,6 +295,25 @@ fn logistic(a: f64) -> f64 {
     1.0 / (1.0 + (-a).exp())
 }
 
+/// `round`: half-way cases away from zero (`rounding_method` 0) or to the even
+/// neighbour (1).
+fn round(x: &HostArray, method: i64) -> R<HostArray> {
+    let HostData::Float(v) = &x.data else {
+        return Err(wrong_dtype(Builtin::Round, x.dtype));
+    };
+    let f: fn(f64) -> f64 = if method == 0 {
+        f64::round
+    } else {
+        f64::round_ties_even
+    };
+    let data = HostData::Float(v.iter().map(|&a| round_float(x.dtype, f(a))).collect());
+    Ok(HostArray {
+        shape: x.shape.clone(),
+        dtype: x.dtype,
+        data,
+    })
+}
+
 fn unary(prim: Builtin, x: &HostArray) -> R<HostArray> {
     use Builtin::*;
     let dt = x.dtype;
@@ -316,6 +336,8 @@ fn unary(prim: Builtin, x: &HostArray) -> R<HostArray> {
                 Rsqrt => |a| 1.0 / a.sqrt(),
                 Square => |a| a * a,
                 Copy => |a| a,
+                Floor => f64::floor,
+                Ceil => f64::ceil,
                 _ => return Err(wrong_dtype(prim, dt)),
             };
             HostData::Float(v.iter().map(|&a| round_float(dt, f(a))).collect())

@@ -1098,7 +1098,7 @@ impl Transposer<'_> {
             eqn,
             Builtin::ReduceSum,
             vec![Atom::Var(g)],
-            params([("axes", Param::ints(&axes))]),
+            params([("axes", Param::ints(&axes)), ("out_sharding", Param::None)]),
         )?;
         if target.shape.rank() == 0 {
             return Ok(summed);
@@ -1624,6 +1624,9 @@ impl Transposer<'_> {
             rhs_batch: o_batch.clone(),
         };
         let other = self.fwd_atom(ins[oth]);
+        // As JAX: the forward equation's preferred element type, which is the output's
+        // (and so the cotangent's) dtype.
+        let preferred = self.aval(g).dtype;
         let r = self.emit1(
             i,
             Builtin::DotGeneral,
@@ -1631,7 +1634,7 @@ impl Transposer<'_> {
             params([
                 ("dimension_numbers", Param::DotDims(Arc::new(ct_dn))),
                 ("precision", Param::None),
-                ("preferred_element_type", Param::None),
+                ("preferred_element_type", Param::DType(preferred)),
             ]),
         )?;
         // The product is in the wider of the two dtypes; bring it to the operand's (a

@@ -166,6 +166,9 @@ builtins! {
     Log => "log",
     Log1p => "log1p",
     Expm1 => "expm1",
+    Floor => "floor",
+    Ceil => "ceil",
+    Round => "round",
     Sin => "sin",
     Cos => "cos",
     Tan => "tan",
@@ -273,9 +276,8 @@ impl Builtin {
     pub fn family(self) -> Family {
         use Builtin::*;
         match self {
-            Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
-                Family::UnaryFloat
-            }
+            Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt
+            | Floor | Ceil => Family::UnaryFloat,
             // JAX: `abs` takes signed ints and floats; `neg` and `sign` take any number
             // (unsigned ones wrap); `copy` and `stop_gradient` take anything, `bool`
             // included.
@@ -336,6 +338,8 @@ impl Builtin {
                 specs![opt("accuracy", K::NoneOnly)]
             }
             IntegerPow => specs![req("y", K::Int)],
+            // JAX's `RoundingMethod`: 0 away from zero, 1 to nearest even.
+            Round => specs![req("rounding_method", K::Int)],
             ConvertElementType => specs![
                 req("new_dtype", K::DType),
                 opt("weak_type", K::Bool),

@@ -401,6 +401,19 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             }
             Ok(out)
         }
+        Round => {
+            let out = unary(inputs, DType::is_float, "a float dtype")?;
+            let method = int(params, "rounding_method")?;
+            if !(0..=1).contains(&method) {
+                return Err(bad(
+                    "rounding_method",
+                    format!(
+                        "{method} is not a RoundingMethod (0 away from zero, 1 to nearest even)"
+                    ),
+                ));
+            }
+            Ok(out)
+        }
         SelectN => select_n(inputs),
         Clamp => clamp(inputs),
         ConvertElementType => {

@@ -162,6 +162,8 @@ impl Module {
                     Builtin::Logistic => "stablehlo.logistic",
                     Builtin::Sqrt => "stablehlo.sqrt",
                     Builtin::Rsqrt => "stablehlo.rsqrt",
+                    Builtin::Floor => "stablehlo.floor",
+                    Builtin::Ceil => "stablehlo.ceil",
                     Builtin::Not => "stablehlo.not",
                     Builtin::Square => {
                         let x = &inputs[0];
@@ -264,6 +266,14 @@ impl Module {
                     _ => return Err(bad(b, "y")),
                 };
                 one(self.integer_pow(f, &inputs[0], &in_avals[0], y))
+            }
+            Builtin::Round => {
+                let op = match e.params().get("rounding_method") {
+                    Some(Param::Int(0)) => "stablehlo.round_nearest_afz",
+                    Some(Param::Int(1)) => "stablehlo.round_nearest_even",
+                    _ => return Err(bad(b, "rounding_method")),
+                };
+                one(self.op1(f, op, &[&inputs[0]], "", out_ty))
             }
             Builtin::SelectN => {
                 let dims = out_avals[0].shape.dims().to_vec();
