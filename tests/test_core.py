@@ -751,8 +751,12 @@ def test_extension_primitive_param_errors() -> None:
     prim = ExtensionPrimitive("p", lambda avals, params: avals)
     b = JaxprBuilder()
     x = b.add_invar(f32())
-    with pytest.raises(TypeCheckError, match="unsupported type"):
-        b.add_eqn(prim, [x], {"f": lambda: 0})
+    # Any other object is kept as it is, an opaque param (a rule, a record of what the
+    # primitive's rules need), and handed back as the same object.
+    rule = lambda: 0  # noqa: E731
+    b2 = JaxprBuilder()
+    (out,) = b2.add_eqn(prim, [b2.add_invar(f32())], {"f": rule})
+    assert b2.build([out]).eqns[0].params["f"] is rule
     with pytest.raises(TypeCheckError, match="unsupported type"):
         b.add_eqn(prim, [x], {"mixed": (1, "a")})
     with pytest.raises(TypeCheckError, match="unsupported type"):

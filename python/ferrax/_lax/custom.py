@@ -108,10 +108,8 @@ def stop_gradient(x: Any) -> Any:
     from ferrax.tree_util import tree_map
 
     def one(leaf: Any) -> Any:
-        value = scalar(leaf)
-        if not ad.is_differentiable(aval_of(value).dtype):
-            return value
-        return stop_gradient_p.bind(value)
+        # Bound for every dtype, as JAX 0.10 binds it (integers have no tangent anyway).
+        return stop_gradient_p.bind(scalar(leaf))
 
     return tree_map(one, x)
 

@@ -47,7 +47,7 @@ use ferrax_ir::params::{
 };
 use ferrax_ir::primitive::{ParamKind, Primitive};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use std::sync::Arc;
 
 /// A tuple of ints.
@@ -151,6 +151,18 @@ fn printed_name(v: &Bound<'_, PyAny>) -> Result<String> {
     Ok(out)
 }
 
+/// Whether an extension's param value may be kept as an opaque object: anything but the
+/// values that have typed kinds (numbers, strings, sequences, mappings), whose bad forms
+/// (a huge int, a mixed tuple) stay errors.
+fn is_opaque_candidate(v: &Bound<'_, PyAny>) -> bool {
+    !(v.is_instance_of::<PyInt>()
+        || v.is_instance_of::<PyFloat>()
+        || v.is_instance_of::<PyString>()
+        || v.is_instance_of::<PyTuple>()
+        || v.is_instance_of::<PyList>()
+        || v.is_instance_of::<PyDict>())
+}
+
 /// Keeps a Python object as an opaque param with this name; its identity is the
 /// object's address (stable while the param holds it).
 fn opaque_of(v: &Bound<'_, PyAny>, name: String) -> Result<Opaque> {
@@ -218,7 +230,9 @@ pub fn params_from_py(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Resul
                 Some(p) => p,
                 // An extension primitive may carry any Python object (a rule, a record of
                 // what its rules need): kept as an opaque param, printed by its name.
-                None if builtin.is_none() => Param::Opaque(opaque_of(value, rule_name(value)?)?),
+                None if builtin.is_none() && is_opaque_candidate(value) => {
+                    Param::Opaque(opaque_of(value, rule_name(value)?)?)
+                }
                 None => {
                     return Err(errors::type_check(format!(
                         "{}: param '{name}' has a value of unsupported type {}: {}",
