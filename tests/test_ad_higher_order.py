@@ -145,3 +145,22 @@ print("ok")
     env = dict(os.environ, JAX_ENABLE_X64="1", PYTHONPATH=os.path.dirname(__file__))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def test_jit_of_jvp_with_an_integer_output_gives_float0() -> None:
+    import jax
+
+    x = _x(3)
+
+    def program(m: Any) -> Any:
+        return lambda x: m.jvp(lambda x: (x * 2.0, x.astype(np.int32)), (x,), (x,))
+
+    got = ferrax.jit(program(ferrax))(x)
+    want = jax.jit(program(jax))(x)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert np.asarray(g).dtype == np.asarray(w).dtype and np.shape(g) == np.shape(w)
+    assert np.asarray(got[1][1]).dtype == np.dtype([("float0", np.void, 0)])
+    np.testing.assert_allclose(np.asarray(got[1][0]), 2 * x)
+    # The second call takes the compiled path and puts the float0 leaf back too.
+    again = ferrax.jit(program(ferrax))(x)
+    assert np.asarray(again[1][1]).dtype == np.asarray(got[1][1]).dtype

@@ -13,6 +13,8 @@ import types
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+import numpy as np
+
 from ferrax import _config, _core, _ir
 from ferrax._array import type_name
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
@@ -138,19 +140,34 @@ def _hashable(x: Any, what: str) -> Any:
 class _Entry:
     """One compiled signature: the executable, the constants' buffers, the output tree."""
 
-    __slots__ = ("jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64")
+    __slots__ = ("jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64", "float0")
 
-    def __init__(self, jaxpr: _ir.ClosedJaxpr, out_tree: PyTreeDef, in_avals: list[_ir.ShapedArray]) -> None:
+    def __init__(
+        self, jaxpr: _ir.ClosedJaxpr, out_tree: PyTreeDef, in_avals: list[_ir.ShapedArray],
+        float0: dict[int, Any] | None = None,
+    ) -> None:
         self.jaxpr = jaxpr
         self.out_tree = out_tree
+        # Output leaves of dtype float0 (the tangents of integers, which hold no data): not
+        # outputs of the jaxpr, put back in their places by `unflatten`.
+        self.float0 = float0 or {}
         self.in_avals = in_avals
         self.executable: Executable | None = None
         self.const_buffers: list[Any] = []
         self.text: str | None = None
         # The output is one bare array (not a tuple or list of one).
-        self.single_leaf = out_tree == tree_structure(0)
+        self.single_leaf = out_tree == tree_structure(0) and not self.float0
         # The mode it was traced in: defaults and constants' dtypes depend on it.
         self.x64 = _config._x64
+
+
+def _unflatten(entry: _Entry, outs: Sequence[Any]) -> Any:
+    """The outputs of a call of ``entry`` in the function's output structure."""
+    if not entry.float0:
+        return tree_unflatten(entry.out_tree, outs)
+    it = iter(outs)
+    n = entry.out_tree.num_leaves
+    return tree_unflatten(entry.out_tree, [entry.float0[i] if i in entry.float0 else next(it) for i in range(n)])
 
 
 class Lowered:
@@ -196,7 +213,7 @@ class Traced:
     @property
     def out_info(self) -> Any:
         """The output's types, in the output's pytree structure."""
-        return tree_unflatten(self._entry.out_tree, self.out_avals)
+        return _unflatten(self._entry, self.out_avals)
 
     @property
     def fun_name(self) -> str:
@@ -261,7 +278,7 @@ class Jitted(Generic[P, R]):
         if not kwargs and len(args) == len(flat) and all(type(x) is DeviceArray for x in args):
             # Each positional argument is one device array: the fast path's signature.
             self._fast[tuple(x._aval for x in flat)] = entry
-        return tree_unflatten(entry.out_tree, outs)  # type: ignore[no-any-return]
+        return _unflatten(entry, outs)  # type: ignore[no-any-return]
 
     @overload
     def __get__(self, obj: None, objtype: type[Any] | None = None) -> Jitted[P, R]: ...
@@ -289,15 +306,30 @@ class Jitted(Generic[P, R]):
         outs = entry.executable(buffers)
         if entry.out_tree.num_leaves == 1 and entry.single_leaf:
             return outs[0]
-        return tree_unflatten(entry.out_tree, outs)
+        return _unflatten(entry, outs)
 
     def _entry(self, flat: list[Any], tree: PyTreeDef, static_key: Hashable, rebuild: Callable[..., Callable[..., Any]]) -> _Entry:
         avals = [_arg_aval(x, i) for i, x in enumerate(flat)]
         key = (tree, tuple(avals), static_key, _config._x64)
         entry = self._cache.get(key)
         if entry is None:
-            closed, out_tree = trace_to_jaxpr(rebuild(self._fun), avals, tree)
-            entry = _Entry(closed, out_tree, avals)
+            fun = rebuild(self._fun)
+            holes: dict[int, Any] = {}
+            trees: list[PyTreeDef] = []
+
+            def without_float0(*a: Any) -> list[Any]:
+                leaves, out_tree = tree_flatten(fun(*a))
+                trees.append(out_tree)
+                kept = []
+                for i, x in enumerate(leaves):
+                    if isinstance(x, np.ndarray) and x.dtype == ad.float0:
+                        holes[i] = x
+                    else:
+                        kept.append(x)
+                return kept
+
+            closed, _ = trace_to_jaxpr(without_float0, avals, tree)
+            entry = _Entry(closed, trees[0], avals, holes)
             self._cache[key] = entry
         return entry
 
@@ -306,7 +338,7 @@ class Jitted(Generic[P, R]):
         closed = entry.jaxpr
         inner = _ir.ClosedJaxpr(_ir.consts_to_invars(closed.jaxpr), [])
         outs = jit_p.bind(*closed.consts, *flat, jaxpr=inner, name=self._name)
-        return tree_unflatten(entry.out_tree, outs)
+        return _unflatten(entry, outs)
 
     def _lower(self, entry: _Entry) -> str:
         if entry.text is None:
