@@ -12,6 +12,7 @@ from ferrax._cost import cost_analysis
 from ferrax._jit import eval_jaxpr, jit
 from ferrax._runtime import device_put
 from ferrax._staging import make_jaxpr
+from ferrax._vmap import vmap
 from ferrax.errors import (
     BuilderError,
     ConcretizationError,
@@ -56,4 +57,5 @@ __all__ = [
     "tree_util",
     "value_and_grad",
     "vjp",
+    "vmap",
 ]

@@ -11,6 +11,7 @@ out, and floating-point exceptions produce inf/NaN silently.
 from __future__ import annotations
 
 import enum
+import builtins
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -739,3 +740,62 @@ def _jvp_operator(primitive: Primitive, reflected: bool, general: Callable[[Any,
 for _name, _prim in (("add", add_p), ("sub", sub_p), ("mul", mul_p), ("truediv", div_p)):
     setattr(ad.JVPTracer, f"__{_name}__", _jvp_operator(_prim, False, getattr(Array, f"__{_name}__")))
     setattr(ad.JVPTracer, f"__r{_name}__", _jvp_operator(_prim, True, getattr(Array, f"__r{_name}__")))
+
+
+# ---------------------------------------------------------------------------- batching
+# Rules for ``vmap`` (``ferrax._interpreters.batching``): the batch axis goes first. An
+# unbatched operand of rank 0 stays a scalar; others get a leading axis of size 1 where
+# the primitive broadcasts size-1 axes (binary arithmetic, comparisons), or are broadcast
+# to the full batch where it does not (select_n, clamp).
+
+
+def _elementwise_batch(primitive: Primitive, size_one: bool) -> None:
+    from ferrax._interpreters import batching
+    from ferrax._lax.structural import broadcast_in_dim, reshape
+
+    def rule(vals: Any, dims: Any, *, axis_size: int, **params: Any) -> tuple[Any, int]:
+        elem_shapes = [
+            tuple(v.shape) if d is None else tuple(v.shape[:d] + v.shape[d + 1 :]) for v, d in zip(vals, dims)
+        ]
+        out_shape = builtins.max(elem_shapes, key=len)
+        for s in elem_shapes:
+            if len(s) == len(out_shape):
+                out_shape = tuple(a if a != 1 else b for a, b in zip(out_shape, s))
+        args = []
+        for v, d, s in zip(vals, dims, elem_shapes):
+            if d is None and s == ():
+                args.append(v)
+                continue
+            if d is None:
+                if size_one:
+                    args.append(reshape(v, (1, *s)))
+                else:
+                    args.append(broadcast_in_dim(v, (axis_size, *out_shape), tuple(range(1, len(s) + 1))))
+                continue
+            v = batching.moveaxis(v, d, 0)
+            if size_one and len(s) == len(out_shape):
+                args.append(v)
+            elif size_one:
+                args.append(reshape(v, (axis_size, *([1] * len(out_shape)))))
+            else:
+                full = (axis_size, *out_shape)
+                args.append(v if tuple(v.shape) == full else broadcast_in_dim(v, full, (0, *range(1 + len(out_shape) - len(s), 1 + len(out_shape)))))
+        return primitive.bind(*args, **params), 0
+
+    primitive.def_batch(rule)
+
+
+def _install_batching() -> None:
+    from ferrax._interpreters import batching
+
+    for p in (floor_p, ceil_p, round_p, neg_p, abs_p, sign_p, square_p, not_p, exp_p, log_p, log1p_p, expm1_p, sin_p, cos_p, tan_p,
+              tanh_p, logistic_p, sqrt_p, rsqrt_p, integer_pow_p, convert_element_type_p):
+        batching.defvectorized(p)
+    for p in (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, and_p, or_p, xor_p, shift_left_p,
+              shift_right_logical_p, shift_right_arithmetic_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p):
+        _elementwise_batch(p, True)
+    for p in (select_n_p, clamp_p, add_any_p):
+        _elementwise_batch(p, False)
+
+
+_install_batching()

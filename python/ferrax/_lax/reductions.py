@@ -173,3 +173,24 @@ def _reduce_prod_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, axes: t
 reduce_prod_p.def_jvp(_reduce_prod_jvp)
 zero_rule(argmax_p)
 zero_rule(argmin_p)
+
+
+# ---------------------------------------------------------------------------- batching
+# Rules for ``vmap``: the batch axis goes first and the reduced axes shift by one.
+
+
+def _install_batching() -> None:
+    from ferrax._interpreters import batching
+
+    def rule_for(prim: Primitive) -> None:
+        def rule(vals: Any, dims: Any, *, axis_size: int, axes: tuple[int, ...], **params: Any) -> Any:
+            x = batching.moveaxis(vals[0], dims[0], 0)
+            return bind1(prim, x, axes=tuple(a + 1 for a in axes), **params), 0
+
+        prim.def_batch(rule)
+
+    for prim in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, argmax_p, argmin_p):
+        rule_for(prim)
+
+
+_install_batching()

@@ -426,3 +426,107 @@ ad.defjvp(
     lambda g, ans, x, y, **params: bind1(dot_general_p, g, y, **params),
     lambda g, ans, x, y, **params: bind1(dot_general_p, x, g, **params),
 )
+
+
+# ---------------------------------------------------------------------------- batching
+# Rules for ``vmap``: the batch axis goes first, and the primitive's axes shift by one.
+
+
+def _moveaxis(x: Any, src: int, dst: int) -> Array:
+    perm = [i for i in range(x.ndim) if i != src]
+    perm.insert(dst, src)
+    return transpose(x, perm)
+
+
+def _broadcast_new_axis(x: Any, size: int, axis: int) -> Array:
+    shape = list(x.shape)
+    shape.insert(axis, size)
+    dims = [i if i < axis else i + 1 for i in range(x.ndim)]
+    return broadcast_in_dim(x, shape, dims)
+
+
+def _front(vals: Any, dims: Any, size: int) -> list[Any]:
+    from ferrax._interpreters import batching
+
+    return [batching.bdim_at_front(v, d, size) for v, d in zip(vals, dims)]
+
+
+def _install_batching() -> None:
+    from ferrax._interpreters import batching
+
+    batching.register_axis_ops(_moveaxis, _broadcast_new_axis)
+    batching.defvectorized(copy_p)
+
+    def bcast(vals: Any, dims: Any, *, axis_size: int, shape: Any, broadcast_dimensions: Any, **params: Any) -> Any:
+        (x,) = _front(vals, dims, axis_size)
+        return bind1(
+            broadcast_in_dim_p, x, shape=(axis_size, *shape),
+            broadcast_dimensions=(0, *(d + 1 for d in broadcast_dimensions)), **params,
+        ), 0
+
+    broadcast_in_dim_p.def_batch(bcast)
+
+    def reshape_rule(vals: Any, dims: Any, *, axis_size: int, new_sizes: Any, dimensions: Any, **params: Any) -> Any:
+        (x,) = _front(vals, dims, axis_size)
+        if dimensions is not None:
+            x = transpose(x, (0, *(d + 1 for d in dimensions)))
+        return bind1(reshape_p, x, new_sizes=(axis_size, *new_sizes), dimensions=None, **params), 0
+
+    reshape_p.def_batch(reshape_rule)
+
+    def transpose_rule(vals: Any, dims: Any, *, axis_size: int, permutation: Any) -> Any:
+        (x,) = _front(vals, dims, axis_size)
+        return bind1(transpose_p, x, permutation=(0, *(p + 1 for p in permutation))), 0
+
+    transpose_p.def_batch(transpose_rule)
+
+    def shifted(prim: Primitive, key: str) -> None:
+        def rule(vals: Any, dims: Any, *, axis_size: int, **params: Any) -> Any:
+            (x,) = _front(vals, dims, axis_size)
+            params[key] = tuple(d + 1 for d in params[key])
+            return bind1(prim, x, **params), 0
+
+        prim.def_batch(rule)
+
+    shifted(squeeze_p, "dimensions")
+    shifted(expand_dims_p, "dimensions")
+
+    def concat_rule(vals: Any, dims: Any, *, axis_size: int, dimension: int) -> Any:
+        return bind1(concatenate_p, *_front(vals, dims, axis_size), dimension=dimension + 1), 0
+
+    concatenate_p.def_batch(concat_rule)
+
+    def slice_rule(vals: Any, dims: Any, *, axis_size: int, start_indices: Any, limit_indices: Any, strides: Any) -> Any:
+        (x,) = _front(vals, dims, axis_size)
+        return bind1(
+            slice_p, x, start_indices=(0, *start_indices), limit_indices=(axis_size, *limit_indices),
+            strides=None if strides is None else (1, *strides),
+        ), 0
+
+    slice_p.def_batch(slice_rule)
+
+    def dot_rule(vals: Any, dims: Any, *, axis_size: int, dimension_numbers: Any, **params: Any) -> Any:
+        (lc, rc), (lb, rb) = dimension_numbers
+        lhs, rhs = vals
+        ld, rd = dims
+        def shift(xs: Sequence[int]) -> tuple[int, ...]:
+            return tuple(i + 1 for i in xs)
+
+        if ld is not None and rd is not None:
+            lhs, rhs = batching.moveaxis(lhs, ld, 0), batching.moveaxis(rhs, rd, 0)
+            dn = ((shift(lc), shift(rc)), ((0, *shift(lb)), (0, *shift(rb))))
+            return bind1(dot_general_p, lhs, rhs, dimension_numbers=dn, **params), 0
+        if ld is not None:
+            lhs = batching.moveaxis(lhs, ld, 0)
+            dn = ((shift(lc), tuple(rc)), (shift(lb), tuple(rb)))
+            # The batch axis is lhs's first free axis: right after the batch dimensions.
+            return bind1(dot_general_p, lhs, rhs, dimension_numbers=dn, **params), len(lb)
+        rhs = batching.moveaxis(rhs, rd, 0)
+        dn = ((tuple(lc), shift(rc)), (tuple(lb), shift(rb)))
+        lhs_free = lhs.ndim - len(lc) - len(lb)
+        return bind1(dot_general_p, lhs, rhs, dimension_numbers=dn, **params), len(lb) + lhs_free
+
+    dot_general_p.def_batch(dot_rule)
+
+
+_install_batching()

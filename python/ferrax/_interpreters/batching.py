@@ -1,0 +1,121 @@
+"""Vectorization: the batching trace (``vmap``).
+
+A :class:`BatchTracer` carries a value with an extra, batched axis at position ``bdim``
+(``None``: the value is the same for every batch element, not mapped). A primitive whose
+operands are all unmapped is applied as it is; otherwise its batching rule
+``rule(values, bdims, **params) -> (outs, out_bdims)`` runs. Rules live next to their
+primitives (``ferrax._lax``), written with the helpers here; the axis moves they need
+(``moveaxis``, ``broadcast``) are registered by ``ferrax._lax`` with
+:func:`register_axis_ops`, as this module knows the core, not the primitives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ferrax import _ir
+from ferrax._core import ConcreteArray, Primitive, Trace, Tracer, aval_of, new_main, to_numpy, user_location
+from ferrax.errors import FerraxError
+
+__all__ = ["BatchTrace", "BatchTracer", "BatchingError", "batch_flat", "register_axis_ops"]
+
+
+class BatchingError(FerraxError, NotImplementedError):
+    """A primitive was vectorized that has no batching rule (JAX raises
+    ``NotImplementedError`` for these)."""
+
+
+_moveaxis: Callable[[Any, int, int], Any] | None = None
+_broadcast: Callable[[Any, int, int], Any] | None = None
+
+
+def register_axis_ops(moveaxis: Callable[[Any, int, int], Any], broadcast: Callable[[Any, int, int], Any]) -> None:
+    """Sets ``moveaxis(x, src, dst)`` and ``broadcast(x, size, axis)`` (a new axis)."""
+    global _moveaxis, _broadcast
+    _moveaxis, _broadcast = moveaxis, broadcast
+
+
+def moveaxis(x: Any, src: int, dst: int) -> Any:
+    """``x`` with axis ``src`` moved to ``dst``."""
+    assert _moveaxis is not None
+    return x if src == dst else _moveaxis(x, src, dst)
+
+
+def bdim_at_front(x: Any, bdim: int | None, size: int) -> Any:
+    """``x`` with its batch axis first (broadcast to ``size`` if it has none)."""
+    assert _broadcast is not None
+    if bdim is None:
+        return _broadcast(x, size, 0)
+    return moveaxis(x, bdim, 0)
+
+
+class BatchTracer(Tracer):
+    """A value of a vectorized function: one array holding every batch element."""
+
+    __slots__ = ("val", "bdim", "aval")
+    aval: _ir.ShapedArray
+
+    def __init__(self, trace: BatchTrace, val: Any, bdim: int | None) -> None:
+        self._trace = trace
+        self.val = val
+        self.bdim = bdim
+        a = val.aval if isinstance(val, (Tracer, ConcreteArray)) else aval_of(val)
+        if bdim is not None:
+            shape = a.shape[:bdim] + a.shape[bdim + 1 :]
+            a = _ir.ShapedArray(shape, a.dtype, a.weak_type)
+        self.aval = a
+
+
+class BatchTrace(Trace):
+    """Applies primitives to batched values with each primitive's batching rule."""
+
+    def pure(self, value: Any) -> BatchTracer:
+        if not isinstance(value, (Tracer, ConcreteArray)):
+            value = ConcreteArray(to_numpy(value), aval_of(value).weak_type)
+        return BatchTracer(self, value, None)
+
+    @property
+    def axis_size(self) -> int:
+        size: int = self.main.global_data
+        return size
+
+    def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
+        vals = [t.val for t in tracers]
+        dims = [t.bdim for t in tracers]
+        if all(d is None for d in dims):
+            outs = primitive.bind(*vals, **params)
+            outs = list(outs) if primitive.multiple_results else [outs]
+            return [BatchTracer(self, o, None) for o in outs]
+        rule = primitive.batch_rule
+        if rule is None:
+            raise BatchingError(f"Batching rule for '{primitive.name}' not implemented, at {user_location()}")
+        out, out_dims = rule(vals, dims, axis_size=self.axis_size, **params)
+        if not primitive.multiple_results:
+            out, out_dims = [out], [out_dims]
+        return [BatchTracer(self, o, d) for o, d in zip(out, out_dims, strict=True)]
+
+
+def batch_flat(fun: Callable[..., Sequence[Any]], args: list[Any], in_dims: list[int | None], size: int) -> tuple[list[Any], list[int | None]]:
+    """Runs ``fun`` on batched arguments (batch axis ``in_dims[i]`` of ``args[i]``, or
+    none) under a new batching trace of ``size``; returns the outputs' values and batch
+    axes (None: the same for every element)."""
+    with new_main(BatchTrace, size) as main:
+        trace = main.trace
+        assert isinstance(trace, BatchTrace)
+        tracers = [BatchTracer(trace, a, d) if d is not None else a for a, d in zip(args, in_dims)]
+        outs = fun(*tracers)
+        raised = [trace.full_raise(o) for o in outs]
+        return [r.val for r in raised], [r.bdim for r in raised]
+
+
+# --------------------------------------------------------------------------- rule helpers
+
+
+def defvectorized(primitive: Primitive) -> None:
+    """An elementwise primitive of one operand: applied to the batched value as it is."""
+
+    def rule(vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, **params: Any) -> tuple[Any, Any]:
+        return primitive.bind(*vals, **params), dims[0]
+
+    primitive.def_batch(rule)
