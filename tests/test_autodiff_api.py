@@ -18,8 +18,7 @@ written next to the list); the types of staged transformations; x64 mode.
 
 JAX's results are computed under one ``jax.jit`` per program or case (JAX's op-by-op
 dispatch would compile every operation), with the inputs closed over so that Python
-scalars stay weakly typed; a missing ferrax API (``custom_jvp``, ``custom_vjp`` until
-they land) fails the tests that use it with ``NotImplementedError``.
+scalars stay weakly typed.
 """
 
 from __future__ import annotations
@@ -51,19 +50,10 @@ def _ns(np_: Any, lax_: Any, api: Any) -> types.SimpleNamespace:
         jvp=api.jvp,
         linearize=api.linearize,
         make_jaxpr=api.make_jaxpr,
-        custom_jvp=getattr(api, "custom_jvp", _missing("custom_jvp")),
-        custom_vjp=getattr(api, "custom_vjp", _missing("custom_vjp")),
-        checkpoint=getattr(api, "checkpoint", _missing("checkpoint")),
+        custom_jvp=api.custom_jvp,
+        custom_vjp=api.custom_vjp,
+        checkpoint=api.checkpoint,
     )
-
-
-def _missing(name: str) -> Callable[..., Any]:
-    """Stands for an API ferrax does not have yet: using it fails the test that does."""
-
-    def missing(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"ferrax.{name} does not exist yet")
-
-    return missing
 
 
 FX = _ns(fnp, fx.lax, fx)

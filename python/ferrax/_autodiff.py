@@ -102,34 +102,14 @@ def jvp(
     # A tangent takes its primal's weak type, as it does in JAX's jvp (through
     # jax.numpy's promotion, which converts it along with the primal).
     checked = [_like_primal(_check_tangent(i, p, t), p) for i, (p, t) in enumerate(zip(flat_p, flat_t))]
-    out_tree_cell: list[Any] = []
-
-    def flat_fun(*leaves: Any) -> list[Any]:
-        out = fun(*tree_unflatten(tree_p, list(leaves)))
-        if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise TypeError(
-                    "with has_aux=True the function must return a pair (output, aux), "
-                    f"got {type(out).__name__}, at {user_location()}"
-                )
-            out, aux = out
-            traces = {x._trace for x in leaves if isinstance(x, ad.JVPTracer)}
-            aux_leaves, aux_tree = tree_flatten(aux)
-            aux_leaves = [
-                x.primal if isinstance(x, ad.JVPTracer) and x._trace in traces else x for x in aux_leaves
-            ]
-            out_tree_cell.append(tree_unflatten(aux_tree, aux_leaves))
-        flat_out, out_tree = tree_flatten(out)
-        out_tree_cell.insert(0, out_tree)
-        return flat_out
-
+    flat_fun, cell = _flatten_fun(fun, tree_p, has_aux, "jvp")
     p_out, t_out = ad.jvp_flat(flat_fun, list(flat_p), checked)
-    out_tree = out_tree_cell[0]
+    out_tree = cell[0]
     t_values = [_tangent_value(t, aval_of(p)) for t, p in zip(t_out, p_out)]
     p_values = [p if isinstance(p, Array) else ConcreteArray(np.asarray(p)) for p in p_out]
     result = (tree_unflatten(out_tree, p_values), tree_unflatten(out_tree, t_values))
     if has_aux:
-        return (*result, out_tree_cell[1])
+        return (*result, _strip_aux(cell[1]))
     return result
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar
 
 from ferrax import _ir
 from ferrax._core import aval_of, user_location
@@ -31,22 +31,38 @@ def _fun_name(f: Callable[..., Any]) -> str:
     return getattr(f, "__name__", None) or type(f).__name__
 
 
-def _trace_flat(fun: Callable[..., Any], flat: Sequence[Any], in_tree: PyTreeDef) -> tuple[_ir.ClosedJaxpr, PyTreeDef]:
-    from ferrax._staging import trace_to_jaxpr
-
-    return trace_to_jaxpr(fun, [aval_of(x) for x in flat], in_tree)
-
-
-def _split_nondiff(args: Sequence[Any], nondiff: tuple[int, ...]) -> tuple[list[Any], list[Any]]:
-    fixed = [args[i] for i in nondiff]
-    dyn = [a for i, a in enumerate(args) if i not in nondiff]
-    return fixed, dyn
-
-
 def _merge_nondiff(fixed: Sequence[Any], dyn: Sequence[Any], nondiff: tuple[int, ...]) -> list[Any]:
     it_f, it_d = iter(fixed), iter(dyn)
     n = len(fixed) + len(dyn)
     return [next(it_f) if i in nondiff else next(it_d) for i in range(n)]
+
+
+class _Traced(NamedTuple):
+    """A call of a function whose arguments ``nondiff`` are passed as they are: those
+    arguments (``fixed``), the others' leaves, and the function traced on them."""
+
+    nondiff: tuple[int, ...]
+    fixed: list[Any]
+    dyn: list[Any]
+    flat: list[Any]
+    in_tree: PyTreeDef
+    closed: _ir.ClosedJaxpr
+    out_tree: PyTreeDef
+
+
+def _trace_call(fun: Callable[..., Any], args: Sequence[Any], static: Sequence[int]) -> _Traced:
+    from ferrax._staging import trace_to_jaxpr
+
+    nondiff = tuple(i % len(args) for i in static) if args else ()
+    fixed = [args[i] for i in nondiff]
+    dyn = [a for i, a in enumerate(args) if i not in nondiff]
+    flat, in_tree = tree_flatten(tuple(dyn))
+
+    def call(*dyn_args: Any) -> Any:
+        return fun(*_merge_nondiff(fixed, dyn_args, nondiff))
+
+    closed, out_tree = trace_to_jaxpr(call, [aval_of(x) for x in flat], in_tree)
+    return _Traced(nondiff, fixed, dyn, flat, in_tree, closed, out_tree)
 
 
 def _types_text(avals: Sequence[_ir.ShapedArray]) -> str:
@@ -109,14 +125,7 @@ class custom_jvp(Generic[P, R]):
                 f"No JVP defined for custom_jvp function {_fun_name(self.fun)} using defjvp, "
                 f"at {user_location()}"
             )
-        nondiff = tuple(i % len(args) for i in self.nondiff_argnums) if args else ()
-        fixed, dyn = _split_nondiff(args, nondiff)
-        flat, in_tree = tree_flatten(tuple(dyn))
-
-        def call(*dyn_args: Any) -> Any:
-            return self.fun(*_merge_nondiff(fixed, dyn_args, nondiff))
-
-        closed, out_tree = _trace_flat(call, flat, in_tree)
+        nondiff, fixed, dyn, flat, in_tree, closed, out_tree = _trace_call(self.fun, args, self.nondiff_argnums)
         rule = self.jvp
         fun_name = _fun_name(self.fun)
 
@@ -201,14 +210,7 @@ class custom_vjp(Generic[P, R]):
                 f"No VJP defined for custom_vjp function {_fun_name(self.fun)} using defvjp, "
                 f"at {user_location()}"
             )
-        nondiff = tuple(i % len(args) for i in self.nondiff_argnums) if args else ()
-        fixed, dyn = _split_nondiff(args, nondiff)
-        flat, in_tree = tree_flatten(tuple(dyn))
-
-        def call(*dyn_args: Any) -> Any:
-            return self.fun(*_merge_nondiff(fixed, dyn_args, nondiff))
-
-        closed, out_tree = _trace_flat(call, flat, in_tree)
+        nondiff, fixed, dyn, flat, in_tree, closed, out_tree = _trace_call(self.fun, args, self.nondiff_argnums)
         fwd, bwd = self.fwd, self.bwd
         fun_name = _fun_name(self.fun)
         n_args = len(dyn)
@@ -271,15 +273,8 @@ def checkpoint(
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
         if kwargs:
             raise TypeError(f"checkpoint: keyword arguments are not supported, at {user_location()}")
-        fixed, dyn = _split_nondiff(args, tuple(i % len(args) for i in static) if args else ())
-        flat, in_tree = tree_flatten(tuple(dyn))
-        nondiff = tuple(i % len(args) for i in static) if args else ()
-
-        def call(*dyn_args: Any) -> Any:
-            f: Callable[..., Any] = fun
-            return f(*_merge_nondiff(fixed, dyn_args, nondiff))
-
-        closed, out_tree = _trace_flat(call, flat, in_tree)
+        traced = _trace_call(fun, args, static)
+        flat, closed, out_tree = traced.flat, traced.closed, traced.out_tree
         body, consts = ad.hoist_consts(closed)
         outs = remat_p.bind(
             *consts, *flat, jaxpr=body, prevent_cse=prevent_cse, differentiated=False, policy=policy

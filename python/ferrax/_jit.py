@@ -40,15 +40,8 @@ def _jit_impl(*args: Any, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> list[Any
 
 
 def _jit_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> tuple[list[Any], list[Any]]:
-    # The call's jaxpr differentiated, still one call: primals and nonzero tangents in,
-    # primal outputs and nonzero tangents out.
-    nonzeros = [type(t) is not ad.Zero for t in tangents]
-    jvp_closed, out_nz = ad.jvp_jaxpr(jaxpr, nonzeros, False)
-    body, consts = ad.hoist_consts(jvp_closed)
-    outs = jit_p.bind(*consts, *primals, *[t for t in tangents if type(t) is not ad.Zero], jaxpr=body, name=name)
-    n = len(jaxpr.out_avals)
-    rest = iter(outs[n:])
-    return list(outs[:n]), [next(rest) if nz else ad.Zero(a) for nz, a in zip(out_nz, jaxpr.out_avals)]
+    # The call's jaxpr differentiated, still one call.
+    return ad.call_jvp(jit_p, primals, tangents, jaxpr, name=name)
 
 
 jit_p.def_jvp(_jit_jvp)

@@ -296,6 +296,21 @@ def hoist_consts(closed: _ir.ClosedJaxpr) -> tuple[_ir.ClosedJaxpr, list[Any]]:
     return _ir.ClosedJaxpr(_ir.consts_to_invars(closed.jaxpr), []), list(closed.consts)
 
 
+def call_jvp(
+    primitive: Primitive, primals: Sequence[Any], tangents: Sequence[Any], jaxpr: _ir.ClosedJaxpr, **params: Any
+) -> tuple[list[Any], list[Any]]:
+    """The JVP of a call-like primitive (``jit``, ``remat2``): one equation of the same
+    primitive over the JVP of its jaxpr, taking the primals and the nonzero tangents and
+    returning the primal outputs and the nonzero tangents; ``params`` are the new
+    equation's other params."""
+    jvp_closed, out_nz = jvp_jaxpr(jaxpr, [type(t) is not Zero for t in tangents], False)
+    body, consts = hoist_consts(jvp_closed)
+    outs = primitive.bind(*consts, *primals, *[t for t in tangents if type(t) is not Zero], jaxpr=body, **params)
+    n = len(jaxpr.out_avals)
+    rest = iter(outs[n:])
+    return list(outs[:n]), [next(rest) if nz else Zero(a) for nz, a in zip(out_nz, jaxpr.out_avals)]
+
+
 def instantiate_zero(t: Any) -> Any:
     """Alias of :func:`instantiate` for readability in rules."""
     return instantiate(t)

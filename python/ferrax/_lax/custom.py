@@ -127,16 +127,9 @@ def _remat_jvp(
     differentiated: bool, policy: Any,
 ) -> tuple[list[Any], list[Any]]:
     # As jit's: the body differentiated, still one remat2 equation.
-    nonzeros = [type(t) is not ad.Zero for t in tangents]
-    jvp_closed, out_nz = ad.jvp_jaxpr(jaxpr, nonzeros, False)
-    body, consts = ad.hoist_consts(jvp_closed)
-    outs = remat_p.bind(
-        *consts, *primals, *[t for t in tangents if type(t) is not ad.Zero],
-        jaxpr=body, prevent_cse=prevent_cse, differentiated=True, policy=policy,
+    return ad.call_jvp(
+        remat_p, primals, tangents, jaxpr, prevent_cse=prevent_cse, differentiated=True, policy=policy
     )
-    n = len(jaxpr.out_avals)
-    rest = iter(outs[n:])
-    return list(outs[:n]), [next(rest) if nz else ad.Zero(a) for nz, a in zip(out_nz, jaxpr.out_avals)]
 
 
 remat_p.def_jvp(_remat_jvp)
