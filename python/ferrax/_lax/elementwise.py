@@ -534,12 +534,17 @@ def _out_shaped(t: Any, ans: Any) -> Any:
     return broadcast_in_dim(t, shape, tuple(dims))
 
 
-def _zeros(aval: Any) -> Any:
+def _filled(aval: Any, value: int) -> Any:
+    """An array of ``aval``'s type (``x.aval`` or an array itself) holding ``value``."""
     from ferrax._core import ConcreteArray
     from ferrax._lax.structural import broadcast_in_dim
 
-    zero = ConcreteArray(np.zeros((), aval.dtype), aval.weak_type)
-    return zero if aval.shape == () else broadcast_in_dim(zero, aval.shape, ())
+    scalar_value = ConcreteArray(np.full((), value, aval.dtype), aval.weak_type)
+    return scalar_value if aval.shape == () else broadcast_in_dim(scalar_value, aval.shape, ())
+
+
+def _zeros(aval: Any) -> Any:
+    return _filled(aval, 0)
 
 
 def _zero_rule(primitive: Primitive) -> None:
@@ -634,11 +639,7 @@ def _pow_jvp_y(g: Any, ans: Any, x: Any, y: Any) -> Any:
 
 
 def _ones_like(x: Any) -> Any:
-    from ferrax._core import ConcreteArray
-    from ferrax._lax.structural import broadcast_in_dim
-
-    one = ConcreteArray(np.ones((), x.dtype), x.weak_type)
-    return one if x.shape == () else broadcast_in_dim(one, x.shape, ())
+    return _filled(x, 1)
 
 
 ad.defjvp(pow_p, _pow_jvp_x, _pow_jvp_y)
