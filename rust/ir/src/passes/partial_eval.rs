@@ -1551,17 +1551,7 @@ fn has_prunable_output(src: &Jaxpr, item: &Item, live: &[bool]) -> bool {
 
 /// A copy of `j` with other outputs (atoms of `j`).
 fn with_outputs(j: &Jaxpr, outs: Vec<Atom>) -> Jaxpr {
-    let mut rb = Rebuilder::new(j);
-    for &v in j.constvars() {
-        rb.constvar(v);
-    }
-    for &v in j.invars() {
-        rb.invar(v);
-    }
-    for e in j.eqns() {
-        rb.eqn(e);
-    }
-    rb.finish(outs.into_iter())
+    Rebuilder::copy_of(j).finish(outs.into_iter())
 }
 
 /// The known half of a split `jit`: residuals that are known inputs are not returned
@@ -1770,16 +1760,7 @@ fn known_branch(
     slots: &[AbstractValue],
     eqn: usize,
 ) -> Result<Jaxpr, PassError> {
-    let mut rb = Rebuilder::new(known);
-    for &v in known.constvars() {
-        rb.constvar(v);
-    }
-    for &v in known.invars() {
-        rb.invar(v);
-    }
-    for e in known.eqns() {
-        rb.eqn(e);
-    }
+    let mut rb = Rebuilder::copy_of(known);
     let mut outs: Vec<Atom> = known.outvars()[..nk_out]
         .iter()
         .map(|&a| rb.atom(a))

@@ -27,6 +27,22 @@ impl<'a> Rebuilder<'a> {
         }
     }
 
+    /// A rebuilder holding a copy of all of `src`: its constvars, invars and equations
+    /// (the outputs are the caller's, given to [`Rebuilder::finish`]).
+    pub(crate) fn copy_of(src: &'a Jaxpr) -> Rebuilder<'a> {
+        let mut rb = Rebuilder::new(src);
+        for &v in src.constvars() {
+            rb.constvar(v);
+        }
+        for &v in src.invars() {
+            rb.invar(v);
+        }
+        for e in src.eqns() {
+            rb.eqn(e);
+        }
+        rb
+    }
+
     fn var(&mut self, v: VarId) -> VarId {
         let slot = self.map[v.index()];
         if slot != UNMAPPED {
