@@ -19,7 +19,7 @@ import pytest
 
 import ferrax as fx
 import ferrax.numpy as fnp
-from test_errors import INTERNAL
+from test_errors import INTERNAL, _raised
 
 
 class Mistake(NamedTuple):
@@ -133,20 +133,9 @@ MISTAKES: list[Mistake] = [
 ]
 # fmt: on
 
-# Mistakes ferrax does not report yet, and why.
-NOT_YET: dict[str, str] = {}
-
 
 def _line_of(mistake: Mistake) -> int:
     return mistake.make.__code__.co_firstlineno
-
-
-def _raised(f: Callable[[], Any]) -> BaseException:
-    try:
-        f()
-    except Exception as e:  # noqa: BLE001 - the point is to look at what was raised
-        return e
-    raise AssertionError("no exception was raised")
 
 
 def test_the_list_is_distinct() -> None:
@@ -155,13 +144,7 @@ def test_the_list_is_distinct() -> None:
     assert len({_line_of(m) for m in MISTAKES}) == len(MISTAKES)
 
 
-@pytest.mark.parametrize(
-    "mistake",
-    [
-        pytest.param(m, id=m.name, marks=[pytest.mark.xfail(reason=NOT_YET[m.name], strict=True)] if m.name in NOT_YET else [])
-        for m in MISTAKES
-    ],
-)
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
 def test_mistake(mistake: Mistake) -> None:
     e = _raised(lambda: mistake.make(FERRAX))
     assert isinstance(e, mistake.expected), f"{type(e).__name__}: {e}"
