@@ -49,23 +49,15 @@ jit_p.def_jvp(_jit_jvp)
 partial_eval_rules["jit"] = split_by_pass
 
 
-def _jit_batch(vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> tuple[list[Any], list[int]]:
-    # The call's jaxpr vectorized, still one call: batched operands with their batch axis
-    # first, every output batched along its first axis.
+def _jit_batch(vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> tuple[list[Any], list[int | None]]:
+    # The call's jaxpr vectorized, still one call: batched operands and outputs with their
+    # batch axis first; outputs that do not depend on a batched operand stay unbatched.
     from ferrax._interpreters import batching
 
-    args = [v if d is None else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
-    in_dims = [None if d is None else 0 for d in dims]
-
-    def batched(*xs: Any) -> list[Any]:
-        outs, out_dims = batching.batch_flat(lambda *ys: ad.eval_closed(jaxpr, *ys), list(xs), in_dims, axis_size)
-        return [batching.bdim_at_front(o, d, axis_size) for o, d in zip(outs, out_dims)]
-
-    avals = [aval_of(a) for a in args]
-    closed, _ = trace_to_jaxpr(batched, avals, tree_structure(tuple(range(len(avals)))))
+    closed, out_batched = batching.batch_jaxpr(jaxpr, axis_size, [d is not None for d in dims], False)
     body, consts = ad.hoist_consts(closed)
-    outs = jit_p.bind(*consts, *args, jaxpr=body, name=name)
-    return list(outs), [0] * len(outs)
+    outs = jit_p.bind(*consts, *batching.at_front(vals, dims), jaxpr=body, name=name)
+    return list(outs), [0 if b else None for b in out_batched]
 
 
 jit_p.def_batch(_jit_batch)

@@ -18,7 +18,7 @@ from ferrax import _ir
 from ferrax._core import ConcreteArray, Primitive, Trace, Tracer, aval_of, new_main, to_numpy, user_location
 from ferrax.errors import FerraxError
 
-__all__ = ["BatchTrace", "BatchTracer", "BatchingError", "batch_flat", "register_axis_ops"]
+__all__ = ["BatchTrace", "BatchTracer", "BatchingError", "at_front", "batch_flat", "batch_jaxpr", "register_axis_ops"]
 
 
 class BatchingError(FerraxError, NotImplementedError):
@@ -119,3 +119,49 @@ def defvectorized(primitive: Primitive) -> None:
         return primitive.bind(*vals, **params), dims[0]
 
     primitive.def_batch(rule)
+
+
+_batch_cache: dict[tuple[Any, ...], tuple[_ir.ClosedJaxpr, list[bool]]] = {}
+
+
+def batch_jaxpr(
+    closed: _ir.ClosedJaxpr, axis_size: int, in_batched: Sequence[bool], instantiate: Sequence[bool] | bool
+) -> tuple[_ir.ClosedJaxpr, list[bool]]:
+    """A jaxpr vectorized, for the sub-jaxprs of calls and control flow.
+
+    Inputs flagged in ``in_batched`` take an extra leading axis of ``axis_size``; the
+    outputs that depend on them get one too (flagged in the second result), and so do
+    those flagged in ``instantiate`` (broadcast when they would not). Memoized: a shared
+    sub-jaxpr is vectorized once per batching pattern.
+    """
+    n_out = len(closed.out_avals)
+    inst = (instantiate,) * n_out if isinstance(instantiate, bool) else tuple(instantiate)
+    key = (closed, axis_size, tuple(in_batched), inst)
+    hit = _batch_cache.get(key)
+    if hit is not None:
+        return hit
+    from ferrax._interpreters.ad import eval_closed
+    from ferrax._staging import trace_to_jaxpr
+    from ferrax.tree_util import tree_structure
+
+    avals = [
+        _ir.ShapedArray((axis_size, *a.shape), a.dtype, a.weak_type) if b else a
+        for a, b in zip(closed.in_avals, in_batched, strict=True)
+    ]
+    out_batched: list[bool] = []
+
+    def fun(*xs: Any) -> list[Any]:
+        dims = [0 if b else None for b in in_batched]
+        outs, out_dims = batch_flat(lambda *ys: eval_closed(closed, *ys), list(xs), dims, axis_size)
+        out_batched[:] = [d is not None or i for d, i in zip(out_dims, inst)]
+        return [bdim_at_front(o, d, axis_size) if b else o for o, d, b in zip(outs, out_dims, out_batched)]
+
+    batched, _ = trace_to_jaxpr(fun, avals, tree_structure(tuple(range(len(avals)))))
+    result = (batched, list(out_batched))
+    _batch_cache[key] = result
+    return result
+
+
+def at_front(vals: Sequence[Any], dims: Sequence[int | None]) -> list[Any]:
+    """Each batched value with its batch axis first (unbatched ones as they are)."""
+    return [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]

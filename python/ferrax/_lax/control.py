@@ -18,7 +18,7 @@ import numpy as np
 
 from ferrax import _ir, dtypes
 from ferrax._core import Primitive, Tracer, aval_of, user_location
-from ferrax._interpreters import ad
+from ferrax._interpreters import ad, batching
 from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
 from ferrax._user_frames import in_ferrax
 from ferrax._lax._operands import scalar
@@ -744,3 +744,146 @@ scan_p.def_jvp(_scan_jvp)
 # two scans with residuals stacked, a while loop wholly unknown once any carry is.
 for _name in ("cond", "scan", "while"):
     partial_eval_rules[_name] = split_by_pass
+
+
+# ----------------------------------------------------------------------------- batching
+# Rules for ``vmap``: the sub-jaxprs are vectorized (``batching.batch_jaxpr``) with the
+# batch axis first; the control flow stays one equation where the decision is the same
+# for every batch element. Where it differs per element, every branch runs and a select
+# picks (cond), or the loop runs while any element's predicate holds and the finished
+# elements keep their carry (while), as JAX does.
+
+
+def _select_by(which: Any, cases: Sequence[Any]) -> Any:
+    """``select_n`` with a batched index or predicate (shape ``(B,)``) broadcast over the
+    cases' trailing axes."""
+    from ferrax._lax.elementwise import select_n
+    from ferrax._lax.structural import broadcast_in_dim
+
+    shape = aval_of(cases[0]).shape
+    if len(shape) > 1:
+        which = broadcast_in_dim(which, shape, (0,))
+    return select_n(which, *cases)
+
+
+def _cond_batch(
+    vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, branches: tuple[_ir.ClosedJaxpr, ...]
+) -> tuple[list[Any], list[int | None]]:
+    index, *ops = batching.at_front(vals, dims)
+    in_b = [d is not None for d in dims[1:]]
+    if dims[0] is not None:
+        # The index differs per element: every branch runs on the whole batch.
+        outs = [ad.eval_closed(batching.batch_jaxpr(b, axis_size, in_b, True)[0], *ops) for b in branches]
+        return [_select_by(index, [o[k] for o in outs]) for k in range(len(outs[0]))], [0] * len(outs[0])
+    out_b = [False] * len(branches[0].out_avals)
+    for b in branches:
+        out_b = [x or y for x, y in zip(out_b, batching.batch_jaxpr(b, axis_size, in_b, False)[1])]
+    hoisted = [ad.hoist_consts(batching.batch_jaxpr(b, axis_size, in_b, out_b)[0]) for b in branches]
+    consts = [c for _, cs in hoisted for c in cs]
+    const_avals = [a for j, cs in hoisted for a in j.in_avals[: len(cs)]]
+    op_avals = list(hoisted[0][0].in_avals[len(hoisted[0][1]) :])
+    new_branches, start = [], 0
+    for j, cs in hoisted:
+        new_branches.append(_with_unused_inputs(j, const_avals, start, len(cs), op_avals))
+        start += len(cs)
+    outs = cond_p.bind(index, *consts, *ops, branches=tuple(new_branches))
+    return list(outs), [0 if b else None for b in out_b]
+
+
+def _while_batch(
+    vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, cond_jaxpr: _ir.ClosedJaxpr,
+    body_jaxpr: _ir.ClosedJaxpr, cond_nconsts: int, body_nconsts: int,
+) -> tuple[list[Any], list[int | None]]:
+    from ferrax._lax.reductions import reduce_max
+    from ferrax._staging import trace_to_jaxpr
+    from ferrax.tree_util import tree_structure
+
+    cc, bc = cond_nconsts, body_nconsts
+    batched = [d is not None for d in dims]
+    cconst_b, bconst_b, carry_b = batched[:cc], batched[cc : cc + bc], batched[cc + bc :]
+    # A carry is batched if it starts batched or the body makes it so.
+    while True:
+        out_b = batching.batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b, False)[1]
+        new = [x or y for x, y in zip(carry_b, out_b)]
+        if new == carry_b:
+            break
+        carry_b = new
+    pred_b = batching.batch_jaxpr(cond_jaxpr, axis_size, cconst_b + carry_b, False)[1][0]
+    if pred_b:
+        carry_b = [True] * len(carry_b)
+    args = batching.at_front(vals, dims)
+    cconsts, bconsts, carry = args[:cc], args[cc : cc + bc], args[cc + bc :]
+    carry = [batching.bdim_at_front(v, None, axis_size) if b and not isb else v for v, b, isb in zip(carry, carry_b, batched[cc + bc :])]
+    body, _ = batching.batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b, carry_b)
+    cond, _ = batching.batch_jaxpr(cond_jaxpr, axis_size, cconst_b + carry_b, False)
+    if not pred_b:
+        cond_h, cextra = ad.hoist_consts(cond)
+        body_h, bextra = ad.hoist_consts(body)
+        outs = while_p.bind(
+            *cextra, *cconsts, *bextra, *bconsts, *carry,
+            cond_jaxpr=cond_h, body_jaxpr=body_h, cond_nconsts=len(cextra) + cc, body_nconsts=len(bextra) + bc,
+        )
+        return list(outs), [0 if b else None for b in carry_b]
+    # The predicate differs per element: loop while any element's holds; an element whose
+    # predicate is false keeps its carry.
+    nc = len(carry)
+    c_avals, b_avals, k_avals = (_operand_avals(xs) for xs in (cconsts, bconsts, carry))
+
+    def any_cond(*xs: Any) -> list[Any]:
+        (pred,) = ad.eval_closed(cond, *xs)
+        return [reduce_max(pred, (0,))]
+
+    def guarded_body(*xs: Any) -> list[Any]:
+        cs, bs, ks = xs[:cc], xs[cc : cc + bc], xs[cc + bc :]
+        (pred,) = ad.eval_closed(cond, *cs, *ks)
+        new = ad.eval_closed(body, *bs, *ks)
+        return [_select_by(pred, [old, nxt]) for old, nxt in zip(ks, new)]
+
+    def staged(f: Callable[..., Any], avals: list[_ir.ShapedArray]) -> tuple[_ir.ClosedJaxpr, list[Any]]:
+        closed, _ = trace_to_jaxpr(f, avals, tree_structure(tuple(range(len(avals)))))
+        return ad.hoist_consts(closed)
+
+    cond_h, cextra = staged(any_cond, c_avals + k_avals)
+    body_h, bextra = staged(guarded_body, c_avals + b_avals + k_avals)
+    outs = while_p.bind(
+        *cextra, *cconsts, *bextra, *cconsts, *bconsts, *carry,
+        cond_jaxpr=cond_h, body_jaxpr=body_h, cond_nconsts=len(cextra) + cc, body_nconsts=len(bextra) + cc + bc,
+    )
+    assert len(outs) == nc
+    return list(outs), [0] * nc
+
+
+def _scan_batch(
+    vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, jaxpr: _ir.ClosedJaxpr, num_consts: int,
+    num_carry: int, **params: Any,
+) -> tuple[list[Any], list[int | None]]:
+    k, nc = num_consts, num_carry
+    batched = [d is not None for d in dims]
+    const_b, carry_b, xs_b = batched[:k], batched[k : k + nc], batched[k + nc :]
+    ny = len(jaxpr.out_avals) - nc
+    while True:
+        out_b = batching.batch_jaxpr(jaxpr, axis_size, const_b + carry_b + xs_b, False)[1]
+        new = [x or y for x, y in zip(carry_b, out_b[:nc])]
+        if new == carry_b:
+            break
+        carry_b = new
+    body, out_b = batching.batch_jaxpr(jaxpr, axis_size, const_b + carry_b + xs_b, carry_b + [False] * ny)
+    body_h, extra = ad.hoist_consts(body)
+    consts = batching.at_front(vals[:k], dims[:k])
+    carry = [
+        batching.bdim_at_front(v, d, axis_size) if b else v
+        for v, d, b in zip(vals[k : k + nc], dims[k : k + nc], carry_b)
+    ]
+    # The scanned axis stays first; the batch axis goes second (first in each step's slice).
+    xs = [v if d is None else batching.moveaxis(v, d, 1) for v, d in zip(vals[k + nc :], dims[k + nc :])]
+    ops = [*extra, *consts, *carry, *xs]
+    params = dict(params)
+    if "linear" in params:
+        params["linear"] = (False,) * len(ops)
+    outs = scan_p.bind(*ops, jaxpr=body_h, num_consts=len(extra) + k, num_carry=nc, **params)
+    return list(outs), [0 if b else None for b in carry_b] + [1 if b else None for b in out_b[nc:]]
+
+
+cond_p.def_batch(_cond_batch)
+while_p.def_batch(_while_batch)
+scan_p.def_batch(_scan_batch)

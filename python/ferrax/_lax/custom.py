@@ -239,3 +239,141 @@ def _custom_vjp_call_jvp(
 
 
 custom_vjp_call_p.def_jvp(_custom_vjp_call_jvp)
+
+
+# ----------------------------------------------------------------------------- batching
+# Rules for ``vmap``: the call's jaxpr vectorized (batch axis first), the call staying one
+# equation with its rules intact: the user's jvp, fwd and bwd run vectorized too, so
+# differentiating the batched call still uses them. Every output is batched (the user's
+# rules may make any of them depend on a batched input).
+
+
+def _batched_call(
+    jaxpr: _ir.ClosedJaxpr, vals: Sequence[Any], dims: Sequence[int | None], axis_size: int, instantiate: bool
+) -> tuple[_ir.ClosedJaxpr, list[Any], list[Any], list[bool]]:
+    """The vectorized body (constants hoisted), its constants, the operands with their
+    batch axis first, and which outputs are batched."""
+    from ferrax._interpreters import batching
+
+    closed, out_b = batching.batch_jaxpr(jaxpr, axis_size, [d is not None for d in dims], instantiate)
+    body, extra = ad.hoist_consts(closed)
+    return body, extra, batching.at_front(vals, dims), out_b
+
+
+def _vectorized(
+    fun: Callable[..., Sequence[Any]], args: Sequence[Any], batched: Sequence[bool], axis_size: int
+) -> list[Any]:
+    """``fun(*args)`` on arguments batched along their first axis (where flagged), every
+    result batched along its first axis."""
+    from ferrax._interpreters import batching
+
+    dims = [0 if b else None for b in batched]
+    outs, out_dims = batching.batch_flat(fun, list(args), dims, axis_size)
+    return [batching.bdim_at_front(o, d, axis_size) for o, d in zip(outs, out_dims)]
+
+
+def _custom_jvp_call_batch(
+    vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, call_jaxpr: _ir.ClosedJaxpr, jvp: Any,
+    symbolic_zeros: bool, name: str, num_consts: int = 0,
+) -> tuple[list[Any], list[int]]:
+    body, extra, args, _ = _batched_call(call_jaxpr, vals, dims, axis_size, True)
+    arg_b = [d is not None for d in dims[num_consts:]]
+
+    def batched_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        n = len(primals)
+
+        def both(*xs: Any) -> list[Any]:
+            p_out, t_out = jvp(list(xs[:n]), list(xs[n:]))
+            return [*p_out, *t_out]
+
+        outs = _vectorized(both, [*primals, *tangents], arg_b + arg_b, axis_size)
+        return outs[: len(outs) // 2], outs[len(outs) // 2 :]
+
+    batched_jvp.__name__ = getattr(jvp, "__name__", "jvp")
+    outs = custom_jvp_call_p.bind(
+        *extra, *args, call_jaxpr=body, jvp=batched_jvp, num_consts=len(extra) + num_consts,
+        symbolic_zeros=symbolic_zeros, name=name,
+    )
+    return list(outs), [0] * len(outs)
+
+
+custom_jvp_call_p.def_batch(_custom_jvp_call_batch)
+
+
+def _custom_vjp_call_batch(
+    vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, call_jaxpr: _ir.ClosedJaxpr, fwd: Any,
+    bwd: Any, symbolic_zeros: bool, name: str, num_consts: int = 0,
+) -> tuple[list[Any], list[int]]:
+    from ferrax._lax.reductions import reduce_sum
+
+    body, extra, args, _ = _batched_call(call_jaxpr, vals, dims, axis_size, True)
+    arg_b = [d is not None for d in dims[num_consts:]]
+    arg_avals = call_jaxpr.in_avals[num_consts:]
+    n_out = len(call_jaxpr.out_avals)
+    # The residuals' structure and their non-array leaves, found when fwd runs.
+    res_layout: list[Any] = []
+
+    def batched_fwd(*primals: Any) -> tuple[list[Any], tuple[Any, ...]]:
+        def run(*ps: Any) -> list[Any]:
+            out, res = fwd(*ps)
+            leaves, tree = tree_flatten(res)
+            arrays = [is_array(x) or isinstance(x, (int, float)) for x in leaves]
+            res_layout[:] = [tree, [None if a else x for a, x in zip(arrays, leaves)], arrays]
+            return [*out, *(x for a, x in zip(arrays, leaves) if a)]
+
+        outs = _vectorized(run, primals, arg_b, axis_size)
+        return outs[:n_out], tuple(outs[n_out:])
+
+    def batched_bwd(res: tuple[Any, ...], cts: Sequence[Any]) -> list[Any]:
+        tree, static, arrays = res_layout
+        n_res = len(res)
+        diff = [ad.is_differentiable(a.dtype) for a in arg_avals]
+
+        def run(*xs: Any) -> list[Any]:
+            it = iter(xs[:n_res])
+            leaves = [next(it) if a else s for a, s in zip(arrays, static)]
+            got = bwd(tree_unflatten(tree, leaves), list(xs[n_res:]))
+            return [
+                ad.instantiate(ad.Zero(_ir.ShapedArray(a.shape, a.dtype, False))) if ct is None else ct
+                for ct, a, d in zip(got, arg_avals, diff)
+                if d
+            ]
+
+        per_lane = iter(_vectorized(run, [*res, *cts], [True] * (n_res + len(cts)), axis_size))
+        # An input shared by every element gets the sum of the elements' cotangents.
+        return [
+            (ct if b else reduce_sum(ct, (0,))) if d else None
+            for b, d in zip(arg_b, diff)
+            for ct in ([next(per_lane)] if d else [None])
+        ]
+
+    batched_fwd.__name__ = getattr(fwd, "__name__", "fwd")
+    batched_bwd.__name__ = getattr(bwd, "__name__", "bwd")
+    outs = custom_vjp_call_p.bind(
+        *extra, *args, call_jaxpr=body, fwd=batched_fwd, bwd=batched_bwd, num_consts=len(extra) + num_consts,
+        symbolic_zeros=symbolic_zeros, name=name,
+    )
+    return list(outs), [0] * len(outs)
+
+
+custom_vjp_call_p.def_batch(_custom_vjp_call_batch)
+
+
+def _remat_batch(
+    vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, jaxpr: _ir.ClosedJaxpr, **params: Any
+) -> tuple[list[Any], list[int | None]]:
+    body, extra, args, out_b = _batched_call(jaxpr, vals, dims, axis_size, False)
+    outs = remat_p.bind(*extra, *args, jaxpr=body, **params)
+    return list(outs), [0 if b else None for b in out_b]
+
+
+remat_p.def_batch(_remat_batch)
+
+
+def _install_batching() -> None:
+    from ferrax._interpreters import batching
+
+    batching.defvectorized(stop_gradient_p)
+
+
+_install_batching()
