@@ -119,6 +119,14 @@ def test_vmap_errors_as_jax(make: Callable[[M], Any]) -> None:
 
 
 def test_missing_rule_is_a_clear_error() -> None:
-    # Rules for the rest of the table come with the rest of issue 9.
-    with pytest.raises(NotImplementedError, match="Batching rule for 'cond'"):
-        ferrax.vmap(lambda p, x: lax.cond(p, lambda a: a, lambda a: -a, x))(np.array([True, False]), _x(2))
+    # A primitive defined outside ferrax without a batching rule: JAX's error class
+    # (NotImplementedError), naming the primitive and the user's line.
+    from ferrax.core import Primitive
+
+    double = Primitive("double_it")
+    double.def_abstract_eval(lambda a: a)
+    double.def_impl(lambda x: 2 * np.asarray(x))
+    assert np.array_equal(np.asarray(double.bind(_x(3))), 2 * _x(3))
+    with pytest.raises(NotImplementedError, match="Batching rule for 'double_it'") as e:
+        ferrax.vmap(lambda x: double.bind(x))(_x(2, 3))
+    assert "test_vmap.py" in str(e.value)
