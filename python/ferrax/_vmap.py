@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,14 +37,41 @@ def _leaf_axes(axes: Any, tree: PyTreeDef, what: str) -> list[int | None]:
     )
 
 
+def _arg_names(fun: Callable[..., Any], args: tuple[Any, ...]) -> list[str]:
+    """How JAX's messages name each leaf of the arguments: the parameter's name and the
+    leaf's path within it (``d['a']``), or ``args[1]`` when the name is unknown."""
+    from ferrax._lax.control import _leaf_paths, _param_name
+
+    names: list[str] = []
+    for i, a in enumerate(args):
+        base = _param_name(fun, i, "")
+        base = f"argument {base}" if base else f"args[{i}]"
+        names.extend(base + p for p in _leaf_paths(tree_flatten(a)[1]))
+    return names
+
+
+def _type_text(x: Any) -> str:
+    a = aval_of(x)
+    return f"{a.dtype.name}[{','.join(str(d) for d in a.shape)}]"
+
+
 def vmap(
     fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
 ) -> Callable[..., Any]:
     """``fun`` mapped over axis ``in_axes`` of its arguments (an int, None for an
     argument every element shares, or a pytree of those matching the arguments),
-    vectorized: the mapped axis of the outputs is ``out_axes``."""
+    vectorized: the mapped axis of the outputs is ``out_axes`` (None: an output the same
+    for every element). ``axis_size`` gives the size when no argument is mapped."""
     if not callable(fun):
         raise TypeError(f"vmap: expected a callable value, got {fun!r:.60}, at {user_location()}")
+    for what, spec in (("in_axes", in_axes), ("out_axes", out_axes)):
+        bad = [a for a in tree_flatten(spec)[0] if not (isinstance(a, int) and not isinstance(a, bool))]
+        if bad:
+            raise TypeError(
+                f"vmap {what} must be an int, None, or a (nested) tuple, list or dict of those "
+                f"matching the {'arguments' if what == 'in_axes' else 'outputs'}, but got {spec!r}, "
+                f"at {user_location()}"
+            )
 
     @functools.wraps(fun)
     def mapped(*args: Any) -> Any:
@@ -58,25 +86,42 @@ def vmap(
         axes = _leaf_axes(spec, in_tree, "in_axes")
         sizes = []
         dims: list[int | None] = []
-        for i, (x, a) in enumerate(zip(flat, axes)):
+        for x, a in zip(flat, axes):
             if a is None:
                 dims.append(None)
                 continue
-            nd = len(aval_of(x).shape)
+            shape = aval_of(x).shape
+            nd = len(shape)
             if not -nd <= a < nd:
                 raise ValueError(
                     f"vmap was requested to map its argument along axis {a}, which implies that "
                     f"its rank should be at least {a + 1 if a >= 0 else -a}, but is only {nd} "
-                    f"(its shape is {aval_of(x).shape}), at {user_location()}"
+                    f"(its shape is {shape}), at {user_location()}"
                 )
             dims.append(a % nd)
-            sizes.append(aval_of(x).shape[a % nd])
+            sizes.append(shape[a % nd])
         size = axis_size if axis_size is not None else (sizes[0] if sizes else None)
         if size is None:
-            raise ValueError(f"vmap must have at least one non-None value in in_axes, at {user_location()}")
+            raise ValueError(
+                f"vmap must have at least one non-None value in in_axes (or an axis_size), at {user_location()}"
+            )
         if any(s != size for s in sizes):
-            listed = ", ".join(f"axis {a} of argument leaf {i} of shape {aval_of(x).shape}" for i, (x, a) in enumerate(zip(flat, axes)) if a is not None)
-            raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped: {listed}, at {user_location()}")
+            names = _arg_names(fun, args)
+            mapped_leaves = [(x, d, name) for x, d, name in zip(flat, dims, names) if d is not None]
+            lines = [] if axis_size is None else [f"the `axis_size` argument was {axis_size}"]
+            # As JAX: one line per size, the most common first, with an example.
+            for k, (sz, count) in enumerate(collections.Counter(sizes).most_common()):
+                x, d, name = next(leaf for leaf in mapped_leaves if aval_of(leaf[0]).shape[leaf[1]] == sz)
+                example = f"axis {d} of {name} of type {_type_text(x)}"
+                if count == 1:
+                    lines.append(f"one axis had size {sz}: {example}")
+                else:
+                    lines.append(f"{'most' if k == 0 else 'some'} axes ({count} of them) had size {sz}, e.g. {example}")
+            raise ValueError(
+                "vmap got inconsistent sizes for array axes to be mapped:\n"
+                + ";\n".join(f"  * {line}" for line in lines)
+                + f"\n  at {user_location()}"
+            )
         out_tree_cell: list[PyTreeDef] = []
 
         def flat_fun(*leaves: Any) -> list[Any]:
@@ -88,18 +133,28 @@ def vmap(
         outs, out_dims = batching.batch_flat(flat_fun, list(flat), dims, size)
         out_tree = out_tree_cell[0]
         oaxes = _leaf_axes(out_axes if not isinstance(out_axes, list) else tuple(out_axes), out_tree, "out_axes")
+        from ferrax._lax.control import _leaf_paths
+
         results = []
-        for o, d, a in zip(outs, out_dims, oaxes):
+        for o, od, a, path in zip(outs, out_dims, oaxes, _leaf_paths(out_tree)):
             if a is None:
-                if d is not None:
-                    raise ValueError(f"vmap has mapped output but out_axes is None, at {user_location()}")
+                if od is not None:
+                    raise ValueError(
+                        f"at vmap out_axes{path}, got axis spec None but output was batched on "
+                        f"axis {od}, at {user_location()}"
+                    )
                 results.append(o)
                 continue
-            if d is None:
+            if od is None:
                 o = batching.bdim_at_front(o, None, size)
-                d = 0
+                od = 0
             nd = len(aval_of(o).shape)
-            results.append(batching.moveaxis(o, d, a % nd))
+            if not -nd <= a < nd:
+                raise ValueError(
+                    f"at vmap out_axes{path}, axis {a} is out of bounds for the output of "
+                    f"dimension {nd} (with its mapped axis), at {user_location()}"
+                )
+            results.append(batching.moveaxis(o, od, a % nd))
         return tree_unflatten(out_tree, results)
 
     return mapped

@@ -747,10 +747,12 @@ for _name, _prim in (("add", add_p), ("sub", sub_p), ("mul", mul_p), ("truediv",
 # Rules for ``vmap`` (``ferrax._interpreters.batching``): the batch axis goes first. An
 # unbatched operand of rank 0 stays a scalar; others get a leading axis of size 1 where
 # the primitive broadcasts size-1 axes (binary arithmetic, comparisons), or are broadcast
-# to the full batch where it does not (select_n, clamp).
+# to the full batch where it does not (select_n, clamp, add_any), except where the
+# primitive takes a scalar in place of an array (``scalar_ok``: select_n's predicate,
+# clamp's bounds).
 
 
-def _elementwise_batch(primitive: Primitive, size_one: bool) -> None:
+def _elementwise_batch(primitive: Primitive, size_one: bool, scalar_ok: tuple[int, ...] = ()) -> None:
     from ferrax._interpreters import batching
     from ferrax._lax.structural import broadcast_in_dim, reshape
 
@@ -763,8 +765,8 @@ def _elementwise_batch(primitive: Primitive, size_one: bool) -> None:
             if len(s) == len(out_shape):
                 out_shape = tuple(a if a != 1 else b for a, b in zip(out_shape, s))
         args = []
-        for v, d, s in zip(vals, dims, elem_shapes):
-            if d is None and s == ():
+        for k, (v, d, s) in enumerate(zip(vals, dims, elem_shapes)):
+            if d is None and s == () and (size_one or k in scalar_ok):
                 args.append(v)
                 continue
             if d is None:
@@ -795,8 +797,9 @@ def _install_batching() -> None:
     for p in (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, and_p, or_p, xor_p, shift_left_p,
               shift_right_logical_p, shift_right_arithmetic_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p):
         _elementwise_batch(p, True)
-    for p in (select_n_p, clamp_p, add_any_p):
-        _elementwise_batch(p, False)
+    _elementwise_batch(select_n_p, False, (0,))
+    _elementwise_batch(clamp_p, False, (0, 2))
+    _elementwise_batch(add_any_p, False)
 
 
 _install_batching()
