@@ -62,8 +62,8 @@ class BatchTracer(Tracer):
         self.bdim = bdim
         a = val.aval if isinstance(val, (Tracer, ConcreteArray)) else aval_of(val)
         if bdim is not None:
-            shape = a.shape[:bdim] + a.shape[bdim + 1 :]
-            a = _ir.ShapedArray(shape, a.dtype, a.weak_type)
+            shape = a.shape
+            a = _ir.ShapedArray(shape[1:] if bdim == 0 else shape[:bdim] + shape[bdim + 1 :], a.dtype, a.weak_type)
         self.aval = a
 
 
@@ -81,18 +81,25 @@ class BatchTrace(Trace):
         return size
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
-        vals = [t.val for t in tracers]
-        dims = [t.bdim for t in tracers]
-        if all(d is None for d in dims):
+        vals = []
+        dims = []
+        batched = False
+        for t in tracers:
+            vals.append(t.val)
+            d = t.bdim
+            dims.append(d)
+            if d is not None:
+                batched = True
+        if not batched:
             outs = primitive.bind(*vals, **params)
             outs = list(outs) if primitive.multiple_results else [outs]
             return [BatchTracer(self, o, None) for o in outs]
         rule = primitive.batch_rule
         if rule is None:
             raise BatchingError(f"Batching rule for '{primitive.name}' not implemented, at {user_location()}")
-        out, out_dims = rule(vals, dims, axis_size=self.axis_size, **params)
+        out, out_dims = rule(vals, dims, axis_size=self.main.global_data, **params)
         if not primitive.multiple_results:
-            out, out_dims = [out], [out_dims]
+            return [BatchTracer(self, out, out_dims)]
         return [BatchTracer(self, o, d) for o, d in zip(out, out_dims, strict=True)]
 
 

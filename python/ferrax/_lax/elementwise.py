@@ -703,19 +703,21 @@ def _convert_jvp(g: Any, ans: Any, x: Any, *, new_dtype: Any, weak_type: bool = 
 ad.defjvp(convert_element_type_p, _convert_jvp)
 
 
-# ------------------------------------------------------ operator fast paths (forward mode)
-# ``x * 1.5`` and ``x + y`` on JVP tracers, where ferrax.numpy would bind the primitive to
-# the operands unchanged (float32 operands of one shape, or a Python scalar that becomes a
-# weakly typed float32), skip its promotion and go straight to the trace. Anything else
-# goes the general way (the Array operator, through ferrax.numpy).
+# ------------------------------------------ operator fast paths (forward mode, vmap)
+# ``x * 1.5`` and ``x + y`` on JVP or batch tracers, where ferrax.numpy would bind the
+# primitive to the operands unchanged (float32 operands of one shape, or a Python scalar
+# that becomes a weakly typed float32), skip its promotion and go straight to the trace.
+# Anything else goes the general way (the Array operator, through ferrax.numpy).
 
 _F32 = np.dtype(np.float32)
 
 
-def _jvp_operator(primitive: Primitive, reflected: bool, general: Callable[[Any, Any], Array]) -> Callable[[Any, Any], Array]:
+def _fast_operator(
+    tracer_type: type[Any], primitive: Primitive, reflected: bool, general: Callable[[Any, Any], Array]
+) -> Callable[[Any, Any], Array]:
     from ferrax._core import ConcreteArray, _dynamic
 
-    def operator(self: ad.JVPTracer, other: Any) -> Array:
+    def operator(self: Any, other: Any) -> Array:
         trace = self._trace
         aval = self.aval
         if aval.dtype == _F32 and not (_dynamic and _dynamic[-1].level > trace.main.level):
@@ -723,7 +725,7 @@ def _jvp_operator(primitive: Primitive, reflected: bool, general: Callable[[Any,
             operand: Any = None
             if t is float or (t is int and -(2**24) <= other <= 2**24):
                 operand = trace.pure(ConcreteArray(np.asarray(other, _F32), True))
-            elif t is ad.JVPTracer and other._trace is trace:
+            elif t is tracer_type and other._trace is trace:
                 o = other.aval
                 if o.dtype == _F32 and o.shape == aval.shape and o.weak_type == aval.weak_type:
                     operand = other
@@ -738,9 +740,16 @@ def _jvp_operator(primitive: Primitive, reflected: bool, general: Callable[[Any,
     return operator
 
 
-for _name, _prim in (("add", add_p), ("sub", sub_p), ("mul", mul_p), ("truediv", div_p)):
-    setattr(ad.JVPTracer, f"__{_name}__", _jvp_operator(_prim, False, getattr(Array, f"__{_name}__")))
-    setattr(ad.JVPTracer, f"__r{_name}__", _jvp_operator(_prim, True, getattr(Array, f"__r{_name}__")))
+def _install_fast_operators() -> None:
+    from ferrax._interpreters.batching import BatchTracer
+
+    for tracer_type in (ad.JVPTracer, BatchTracer):
+        for name, prim in (("add", add_p), ("sub", sub_p), ("mul", mul_p), ("truediv", div_p)):
+            setattr(tracer_type, f"__{name}__", _fast_operator(tracer_type, prim, False, getattr(Array, f"__{name}__")))
+            setattr(tracer_type, f"__r{name}__", _fast_operator(tracer_type, prim, True, getattr(Array, f"__r{name}__")))
+
+
+_install_fast_operators()
 
 
 # ---------------------------------------------------------------------------- batching
@@ -757,6 +766,22 @@ def _elementwise_batch(primitive: Primitive, size_one: bool, scalar_ok: tuple[in
     from ferrax._lax.structural import broadcast_in_dim, reshape
 
     def rule(vals: Any, dims: Any, *, axis_size: int, **params: Any) -> tuple[Any, int]:
+        # Fast path: every batched operand of one shape with its batch axis at one place,
+        # the others scalars the primitive takes as they are: applied unchanged.
+        at: int | None = None
+        shape: Any = None
+        for k, (v, d) in enumerate(zip(vals, dims)):
+            if d is None:
+                if (size_one or k in scalar_ok) and not v.shape:
+                    continue
+                break
+            if at is None:
+                at, shape = d, v.shape
+            elif d != at or v.shape != shape:
+                break
+        else:
+            assert at is not None
+            return primitive.bind(*vals, **params), at
         elem_shapes = [
             tuple(v.shape) if d is None else tuple(v.shape[:d] + v.shape[d + 1 :]) for v, d in zip(vals, dims)
         ]
