@@ -9,6 +9,7 @@ from ferrax._autodiff import grad, jvp, linearize, value_and_grad, vjp
 from ferrax._custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat
 from ferrax._config import config, enable_x64
 from ferrax._cost import cost_analysis
+from ferrax._jacobians import hessian, jacfwd, jacrev
 from ferrax._jit import eval_jaxpr, jit
 from ferrax._runtime import device_put
 from ferrax._staging import make_jaxpr
@@ -47,6 +48,9 @@ __all__ = [
     "device_put",
     "eval_jaxpr",
     "grad",
+    "hessian",
+    "jacfwd",
+    "jacrev",
     "jit",
     "jvp",
     "linearize",
