@@ -1,6 +1,6 @@
 """ferrax quickstart: trace a small model to a jaxpr, differentiate it, lower it to
-StableHLO, train it for a few steps under jit; then work with the IR directly (parse,
-typecheck, prune, build)."""
+StableHLO, train it for a few steps under jit, vectorize it with vmap (per-example
+gradients); then work with the IR directly (parse, typecheck, prune, build)."""
 
 import numpy as np
 
@@ -54,7 +54,11 @@ for i in range(5):
     params = step(params, x, y)
     print(f"step {i + 1}: loss {float(np.asarray(fast_loss(params, x, y))):.4f}")
 
-# 6. The IR itself: parse JAX's text format, typecheck, prune, print.
+# 6. Vectorize: per-example gradients, vmap of grad over the batch (one example each).
+per_example = fx.jit(fx.vmap(fx.grad(loss), in_axes=(None, 0, 0)))(params, x[:, None], y[:, None])
+print("per-example gradients:", [g.shape for g in fx.tree_util.tree_leaves(per_example)])
+
+# 7. The IR itself: parse JAX's text format, typecheck, prune, print.
 jaxpr = core.parse_jaxpr(
     """{ lambda c:f32[8]; x:f32[8] y:f32[]. let
     a:f32[8] = mul x c
