@@ -223,3 +223,17 @@ def test_size_errors_name_the_arguments_as_jax() -> None:
     # returned as it is (out_axes None), as in JAX.
     assert np.array_equal(np.asarray(ferrax.vmap(lambda a: np.float32(1.0), out_axes=None)(_x(3))), np.float32(1.0))
     assert np.asarray(ferrax.vmap(lambda a: np.ones(2, np.float32), out_axes=1)(_x(3))).shape == (2, 3)
+
+
+def test_keyword_arguments_are_mapped_over_their_first_axis() -> None:
+    def f(a: Any, *, scale: Any) -> Any:
+        return a * scale
+
+    got = ferrax.vmap(f, in_axes=(None,))(_x(3), scale=_x(4, seed=1))
+    want = jax.vmap(f, in_axes=(None,))(_x(3), scale=_x(4, seed=1))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    with pytest.raises(ValueError) as theirs:
+        jax.vmap(f)(_x(3), scale=_x(4))
+    with pytest.raises(ValueError) as ours:
+        ferrax.vmap(f)(_x(3), scale=_x(4))
+    assert str(ours.value).startswith(str(theirs.value))

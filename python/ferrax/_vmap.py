@@ -37,7 +37,7 @@ def _leaf_axes(axes: Any, tree: PyTreeDef, what: str) -> list[int | None]:
     )
 
 
-def _arg_names(fun: Callable[..., Any], args: tuple[Any, ...]) -> list[str]:
+def _arg_names(fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
     """How JAX's messages name each leaf of the arguments: the parameter's name and the
     leaf's path within it (``d['a']``), or ``args[1]`` when the name is unknown."""
     from ferrax._lax.control import _leaf_paths, _param_name
@@ -47,6 +47,7 @@ def _arg_names(fun: Callable[..., Any], args: tuple[Any, ...]) -> list[str]:
         base = _param_name(fun, i, "")
         base = f"argument {base}" if base else f"args[{i}]"
         names.extend(base + p for p in _leaf_paths(tree_flatten(a)[1]))
+    names.extend(f"kwargs{p}" for p in _leaf_paths(tree_flatten(kwargs)[1]))
     return names
 
 
@@ -74,8 +75,10 @@ def vmap(
             )
 
     @functools.wraps(fun)
-    def mapped(*args: Any) -> Any:
+    def mapped(*args: Any, **kwargs: Any) -> Any:
+        # Keyword arguments are mapped over their first axis, as in JAX.
         flat, in_tree = tree_flatten(args)
+        kw_flat, kw_tree = tree_flatten(kwargs)
         spec = in_axes if not isinstance(in_axes, list) else tuple(in_axes)
         if isinstance(spec, tuple) and len(spec) != len(args):
             raise ValueError(
@@ -83,7 +86,9 @@ def vmap(
                 f"positional arguments passed to the function, but got len(in_axes)={len(spec)}, "
                 f"len(args)={len(args)}, at {user_location()}"
             )
-        axes = _leaf_axes(spec, in_tree, "in_axes")
+        axes = _leaf_axes(spec, in_tree, "in_axes") + [0] * len(kw_flat)
+        n_pos = len(flat)
+        flat = [*flat, *kw_flat]
         sizes = []
         dims: list[int | None] = []
         for x, a in zip(flat, axes):
@@ -106,7 +111,7 @@ def vmap(
                 f"vmap must have at least one non-None value in in_axes (or an axis_size), at {user_location()}"
             )
         if any(s != size for s in sizes):
-            names = _arg_names(fun, args)
+            names = _arg_names(fun, args, kwargs)
             mapped_leaves = [(x, d, name) for x, d, name in zip(flat, dims, names) if d is not None]
             lines = [] if axis_size is None else [f"the `axis_size` argument was {axis_size}"]
             # As JAX: one line per size, the most common first, with an example.
@@ -125,7 +130,7 @@ def vmap(
         out_tree_cell: list[PyTreeDef] = []
 
         def flat_fun(*leaves: Any) -> list[Any]:
-            out = fun(*tree_unflatten(in_tree, list(leaves)))
+            out = fun(*tree_unflatten(in_tree, list(leaves[:n_pos])), **tree_unflatten(kw_tree, list(leaves[n_pos:])))
             out_flat, out_tree = tree_flatten(out)
             out_tree_cell.append(out_tree)
             return out_flat
