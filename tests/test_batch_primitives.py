@@ -344,8 +344,8 @@ CASES: dict[str, Gen] = {
     "stop_gradient": gen_stop_gradient,
 }
 
-#: Batch sizes of a case's vmaps, and whether the vmap's ``out_axes`` is 0.
-PLAN: list[tuple[int, bool]] = [(1, True), (3, True), (3, False)]
+#: The batch sizes of a case's vmaps (2 replaces one 3 for some cases).
+SIZES = (1, 3, 3, 3)
 
 
 def cases_of(name: str, dtype: np.dtype[Any], seed: int = 0) -> list[Case]:
@@ -402,30 +402,41 @@ def out_rank(op: Op, args: tuple[NDArray, ...]) -> int:
 
 def runs_of(name: str, dtype: np.dtype[Any]) -> list[Run]:
     """Every vmap of the cases of ``name``."""
-    return runs_of_cases(name, [cases_of(name, dtype, seed) for seed in range(max(s for s, _ in PLAN))])
+    return runs_of_cases(name, [cases_of(name, dtype, seed) for seed in range(max(SIZES))])
 
 
 def runs_of_cases(name: str, seeds: list[list[Case]]) -> list[Run]:
     """The vmaps of each case of ``seeds[0]`` (lane ``b`` of a mapped operand is the
     operand of ``seeds[b]``): the kinds of batch axis rotate over the operands and over
-    the vmaps, starting at a place drawn from the case's name."""
+    the vmaps (an operand takes each kind once), starting at a place drawn from the
+    case's name. The batch of 1 is a vmap without unmapped operands where there is one
+    (unmapped operands are checked next to lanes that differ); some cases have a batch of
+    2; half of the vmaps have a non-zero ``out_axes``; one vmap of each case is staged."""
     runs = []
     for k, case in enumerate(seeds[0]):
         start = zlib.crc32(f"{name}/{case.label}".encode())
-        for j, (size, front) in enumerate(PLAN):
-            if not front and start % 4 == 0:
-                size = 2  # some cases run a batch of 2 instead of 3
+        every_axes = []
+        for j in range(len(SIZES)):
             axes = [kinds[(start + j + i) % len(kinds)] for i, kinds in enumerate(map(axis_kinds, case.args))]
             if all(a is None for a in axes):
                 axes[(start + j) % len(axes)] = 0
+            every_axes.append(axes)
+        order = [(start + d) % len(SIZES) for d in range(len(SIZES))]
+        one = next((j for j in order if None not in every_axes[j]), order[0])
+        for j, axes in enumerate(every_axes):
+            after = (j - one) % len(SIZES)
+            size = SIZES[after]
+            if after == 1 and start % 3 == 0:
+                size = 2
             lanes = [
                 tuple(seeds[b][k].args[i] if a is not None else case.args[i] for i, a in enumerate(axes)) for b in range(size)
             ]
             batched = tuple(
                 np.stack([lane[i] for lane in lanes], axis=a) if a is not None else case.args[i] for i, a in enumerate(axes)
             )
+            front = (start // 4 + j) % 2 == 0
             out_axes = 0 if front else (1 if out_rank(case.op, case.args) >= 1 else -1)
-            staged = j == start % len(PLAN)
+            staged = after == 1 + start % 3
             runs.append(Run(case.label, case.op, tuple(axes), size, out_axes, batched, lanes, staged))
     return runs
 
@@ -577,6 +588,15 @@ def test_runs_cover_every_kind_of_axis() -> None:
     assert any(None in r.in_axes and len(set(r.in_axes)) >= 3 for r in runs)
     assert {r.size for r in runs} == {1, 2, 3}
     assert {r.out_axes for r in runs} == {0, 1, -1}
+    # Per case: lanes that differ with an unmapped operand next to mapped ones, and with
+    # a batch axis not first.
+    for name in CASES:
+        for case in cases_of(name, F32):
+            mine = [r for r in runs_of(name, F32) if r.label == case.label and r.size > 1]
+            if len(case.args) >= 2:
+                assert any(None in r.in_axes for r in mine), f"{name} {case.label}"
+            if any(np.ndim(x) >= 1 for x in case.args):
+                assert any(a not in (0, None) and np.ndim(x) >= 1 for r in mine for a, x in zip(r.in_axes, case.args)), f"{name} {case.label}"
 
 
 # --------------------------------------------------------------------- the check itself
