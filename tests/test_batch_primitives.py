@@ -630,3 +630,40 @@ def test_the_loop_check_fails_a_wrong_rule() -> None:
         else:
             with pytest.raises(AssertionError):
                 check_against_loop(runs, results, F32)
+
+
+# ------------------------------------------------------- custom rules under batching
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_custom_rules_survive_batching(axis: int) -> None:
+    # A batched custom_jvp_call or custom_vjp_call keeps the user's rules (on purpose not
+    # the functions' derivatives, so that a rule dropped for differentiating the call is
+    # seen): jvp and vjp of the vmapped function are the rules', lane by lane.
+    @ferrax.custom_jvp
+    def f(a: Any, b: Any) -> Any:
+        return lax.mul(lax.sin(a), b)
+
+    f.defjvp(lambda ps, ts: (f(*ps), lax.add(lax.mul(ts[0], 10.0), ts[1])))
+
+    @ferrax.custom_vjp
+    def g(a: Any, b: Any) -> Any:
+        return lax.mul(lax.sin(a), b)
+
+    g.defvjp(lambda a, b: (g(a, b), b), lambda b, ct: (lax.mul(ct, b), lax.mul(ct, 7.0)))
+    rng = np.random.default_rng(3)
+    xs, ts, cts = (normal(rng, (3, 2), F32) for _ in range(3))
+    b, tb = normal(rng, (2,), F32), normal(rng, (2,), F32)
+    lanes = range(3)
+
+    def batched(x: NDArray) -> NDArray:
+        return np.moveaxis(x, 0, axis)
+
+    _, t_out = ferrax.jvp(ferrax.vmap(f, in_axes=(axis, None), out_axes=axis), (batched(xs), b), (batched(ts), tb))
+    expected = np.stack([np.asarray(ferrax.jvp(f, (xs[k], b), (ts[k], tb))[1]) for k in lanes], axis=axis)
+    assert_same(t_out, expected, False, F32, "custom_jvp tangent")
+    _, pullback = ferrax.vjp(ferrax.vmap(g, in_axes=(axis, None), out_axes=axis), batched(xs), b)
+    ct_x, ct_b = pullback(batched(cts))
+    per_lane = [ferrax.vjp(g, xs[k], b)[1](cts[k]) for k in lanes]
+    assert_same(ct_x, batched(np.stack([np.asarray(c[0]) for c in per_lane])), False, F32, "custom_vjp cotangent of x")
+    assert_same(ct_b, np.sum([np.asarray(c[1]) for c in per_lane], axis=0), False, F32, "custom_vjp cotangent of b")
