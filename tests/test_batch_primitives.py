@@ -66,43 +66,58 @@ def weak(value: float, dtype: np.dtype[Any]) -> Any:
 # ----------------------------------------------------------- cases beyond the JVP table
 
 
-def extended(base: Gen, *more: Gen) -> Gen:
+#: A case generator given the lane it draws operands for (``lane_index`` needs it).
+LaneGen = Callable[[np.random.Generator, np.dtype[Any], int], list[Case]]
+
+
+def any_lane(gen: Gen) -> LaneGen:
+    """A generator of the JVP table: its operands are random, whatever the lane."""
+    return lambda rng, dtype, lane: gen(rng, dtype)
+
+
+def extended(base: Gen, *more: LaneGen) -> LaneGen:
     """The JVP table's cases of a primitive, then more."""
 
-    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
-        return [c for g in (base, *more) for c in g(rng, dtype)]
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
+        return base(rng, dtype) + [c for g in more for c in g(rng, dtype, lane)]
 
     return gen
 
 
-def index(rng: np.random.Generator, lo: int, hi: int) -> NDArray:
-    """A random int32 scalar in ``[lo, hi)``: it differs between the lanes."""
-    return np.asarray(rng.integers(lo, hi), np.int32)
+def lane_index(lane: int, lo: int, hi: int, step: int = 1) -> NDArray:
+    """An int32 scalar in ``[lo, hi)``, ``step`` further in each lane (modulo the
+    range): indices and trip counts that differ between the lanes."""
+    return np.asarray(lo + (lane * step) % (hi - lo), np.int32)
 
 
-def more_select_n(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def lane_pred(lane: int) -> NDArray:
+    """A boolean scalar that alternates over the lanes."""
+    return np.asarray(lane % 2 == 0)
+
+
+def more_select_n(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     # A scalar predicate that differs per lane: batched, it is no longer a scalar.
     x, y = normal(rng, (2, 3), dtype), normal(rng, (2, 3), dtype)
-    return [Case("lane_scalar_pred", lambda L: L.select_n, (np.asarray(rng.integers(0, 2) == 1), x, y))]
+    return [Case("lane_scalar_pred", lambda L: L.select_n, (lane_pred(lane), x, y))]
 
 
-def more_dynamic_slice(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def more_dynamic_slice(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     x = normal(rng, (5, 4), dtype)
-    return [Case("lane_indices", lambda L: lambda a, p, q: L.dynamic_slice(a, (p, q), (2, 3)), (x, index(rng, -1, 6), index(rng, 0, 3)))]
+    return [Case("lane_indices", lambda L: lambda a, p, q: L.dynamic_slice(a, (p, q), (2, 3)), (x, lane_index(lane, -1, 6, 3), lane_index(lane, 0, 3)))]
 
 
-def more_dynamic_update_slice(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def more_dynamic_update_slice(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     x, u = normal(rng, (5, 4), dtype), normal(rng, (2, 3), dtype)
     return [
         Case(
             "lane_indices",
             lambda L: lambda a, b, p, q: L.dynamic_update_slice(a, b, (p, q)),
-            (x, u, index(rng, -1, 6), index(rng, 0, 3)),
+            (x, u, lane_index(lane, -1, 6, 3), lane_index(lane, 0, 3, 2)),
         )
     ]
 
 
-def more_gather(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def more_gather(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     x = normal(rng, (5, 3), dtype)
     rows = rng.integers(-1, 6, (4, 1)).astype(np.int32)  # some out of range: clipped
 
@@ -112,8 +127,8 @@ def more_gather(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     return [Case("lane_rows", op, (x, rows))]
 
 
-def more_scatter(name: str) -> Gen:
-    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def more_scatter(name: str) -> LaneGen:
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
         x, u = normal(rng, (5, 3), dtype), normal(rng, (3, 3), dtype)
         # Distinct positions per lane (which of repeated updates wins is unspecified).
         rows = rng.permutation(5)[:3].reshape(3, 1).astype(np.int32)
@@ -127,21 +142,21 @@ def more_scatter(name: str) -> Gen:
     return gen
 
 
-def more_pad(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def more_pad(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     return [Case("vector", jvp.call("pad", ((2, -1, 1),)), (normal(rng, (4,), dtype), normal(rng, (), dtype)))]
 
 
-def gen_iota(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_iota(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     # iota has no operand: it is created inside a mapped function, next to mapped values.
     x = normal(rng, (2, 3), dtype)
     return [
         Case("plus_x", lambda L: lambda a: L.add(a, L.iota(dtype, 3)), (x[0],)),
         Case("broadcasted", lambda L: lambda a: L.mul(a, L.broadcasted_iota(dtype, (2, 3), 0)), (x,)),
-        Case("int_index", lambda L: lambda i: L.add(i, L.iota(np.int32, 4)), (index(rng, -5, 5),)),
+        Case("int_index", lambda L: lambda i: L.add(i, L.iota(np.int32, 4)), (lane_index(lane, -5, 5, 3),)),
     ]
 
 
-def gen_add_any(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_add_any(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     # JAX's add_any is private (ad_util.add_jaxvals_p): its shapes and dtypes are add's.
     def op(L: Any) -> Callable[..., Any]:
         return elementwise.add_any_p.bind if L is lax else L.add
@@ -152,7 +167,7 @@ def gen_add_any(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
 # ------------------------------------------------- primitives built from user functions
 
 
-def gen_jit(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_jit(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     def two(L: Any) -> Any:
         return top(L).jit(lambda a, b: L.add(L.sin(a), L.broadcast_in_dim(b, (2, 3), (1,))))
 
@@ -170,7 +185,7 @@ def gen_jit(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     ]
 
 
-def gen_cond(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_cond(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     def two_branches(L: Any) -> Callable[..., Any]:
         return lambda p, a, b: L.cond(p, lambda x, y: (L.sin(x), L.mul(x, y)), lambda x, y: (L.neg(y), L.add(x, y)), a, b)
 
@@ -189,21 +204,18 @@ def gen_cond(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     def switch_closure(L: Any) -> Callable[..., Any]:
         return lambda i, a: L.switch(i, [lambda x: L.add(x, c), lambda x: L.sub(x, c)], a)
 
-    def pred(r: np.random.Generator) -> NDArray:
-        return np.asarray(r.integers(0, 2) == 1)
-
     a, b, c = normal(rng, (3,), dtype), normal(rng, (3,), dtype), normal(rng, (2, 3), dtype)
     return [
-        Case("two_branches", two_branches, (pred(rng), a, b)),
-        Case("int_output", int_output, (pred(rng), normal(rng, (2, 3), dtype))),
+        Case("two_branches", two_branches, (lane_pred(lane), a, b)),
+        Case("int_output", int_output, (lane_pred(lane + 1), normal(rng, (2, 3), dtype))),
         Case("unbatched_pred", fixed_pred, (a, b)),  # only the operands can be mapped
-        Case("pred_only", pred_only, (pred(rng),)),  # only the predicate can be mapped
-        Case("switch", switch, (index(rng, -1, 4), a)),  # out of range: clamped
-        Case("switch_closure", switch_closure, (index(rng, 0, 2), normal(rng, (2, 3), dtype))),
+        Case("pred_only", pred_only, (lane_pred(lane),)),  # only the predicate can be mapped
+        Case("switch", switch, (lane_index(lane, -1, 5, 2), a)),  # -1 and 3: clamped
+        Case("switch_closure", switch_closure, (lane_index(lane, 0, 2), normal(rng, (2, 3), dtype))),
     ]
 
 
-def gen_while(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_while(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     def trip_count(L: Any) -> Callable[..., Any]:
         # n differs per lane: the lanes run different numbers of iterations.
         return lambda n, a: L.while_loop(lambda c: L.lt(c[0], n), lambda c: (L.add(c[0], 1), L.mul(c[1], weak(1.5, dtype))), (np.int32(0), a))
@@ -226,14 +238,14 @@ def gen_while(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
 
     a, w = uniform(rng, (3,), 0.1, 1.0, dtype), uniform(rng, (3,), -1.0, 1.0, dtype)
     return [
-        Case("trip_count", trip_count, (index(rng, 0, 5), a)),
+        Case("trip_count", trip_count, (lane_index(lane, 0, 5, 2), a)),
         Case("carry_pred", carry_pred, (uniform(rng, (2,), -1.0, 2.0, dtype),)),
         Case("fixed_count", fixed_count, (a, w)),
         Case("cond_const", cond_const, (uniform(rng, (), 0.0, 3.0, dtype), normal(rng, (2, 2), dtype))),
     ]
 
 
-def gen_scan(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_scan(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     def body(L: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
         return lambda c, x: (L.add(L.mul(c, weak(0.5, dtype)), x), L.mul(c, x))
 
@@ -269,7 +281,7 @@ def gen_scan(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     ]
 
 
-def gen_custom_jvp(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_custom_jvp(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     def two(L: Any) -> Any:
         f = top(L).custom_jvp(lambda a, b: L.mul(L.sin(a), b))
         f.defjvp(lambda ps, ts: (f(*ps), L.add(L.mul(ts[0], L.cos(ps[0])), ts[1])))
@@ -284,7 +296,7 @@ def gen_custom_jvp(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]
     return [Case("two", two, (normal(rng, (2, 3), dtype), normal(rng, (2, 3), dtype))), Case("closure", closure, (normal(rng, (3,), dtype),))]
 
 
-def gen_custom_vjp(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_custom_vjp(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     def two(L: Any) -> Any:
         f = top(L).custom_vjp(lambda a, b: L.mul(L.sin(a), b))
         f.defvjp(lambda a, b: (f(a, b), (a, b)), lambda r, g: (L.mul(g, L.cos(r[0])), L.mul(g, r[1])))
@@ -299,7 +311,7 @@ def gen_custom_vjp(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]
     return [Case("two", two, (normal(rng, (3,), dtype), normal(rng, (3,), dtype))), Case("closure", closure, (normal(rng, (3,), dtype),))]
 
 
-def gen_remat(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_remat(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     def two(L: Any) -> Any:
         return top(L).checkpoint(lambda a, b: L.sin(L.mul(L.sin(a), b)))
 
@@ -310,17 +322,17 @@ def gen_remat(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     return [Case("two", two, (normal(rng, (2, 3), dtype), normal(rng, (2, 3), dtype))), Case("closure", closure, (normal(rng, (2, 3), dtype),))]
 
 
-def gen_stop_gradient(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+def gen_stop_gradient(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     return [
         Case("float", lambda L: lambda a: L.add(L.stop_gradient(a), a), (normal(rng, (2, 3), dtype),)),
-        Case("int", lambda L: L.stop_gradient, (index(rng, -5, 5),)),
+        Case("int", lambda L: L.stop_gradient, (lane_index(lane, -5, 5, 3),)),
     ]
 
 
 # ------------------------------------------------------------------------- the table
 
-CASES: dict[str, Gen] = {
-    **jvp.CASES,
+CASES: dict[str, LaneGen] = {
+    **{name: any_lane(gen) for name, gen in jvp.CASES.items()},
     "select_n": extended(jvp.gen_select_n, more_select_n),
     "dynamic_slice": extended(jvp.gen_dynamic_slice, more_dynamic_slice),
     "dynamic_update_slice": extended(jvp.gen_dynamic_update_slice, more_dynamic_update_slice),
@@ -353,7 +365,7 @@ def cases_of(name: str, dtype: np.dtype[Any], seed: int = 0) -> list[Case]:
     lanes of a batch are the operands of seeds 0, 1, 2, ...); those with operands only
     (a vmap maps at least one)."""
     rng = np.random.default_rng(zlib.crc32(f"{name}-{dtype.name}-{seed}".encode()))
-    return [c for c in CASES[name](rng, dtype) if c.args]
+    return [c for c in CASES[name](rng, dtype, seed) if c.args]
 
 
 def test_every_primitive_has_cases() -> None:
