@@ -10,8 +10,11 @@ Sections:
   ad     autodiff, ferrax against JAX: partial evaluation of chain(10^4)'s JVP jaxpr,
          transposition of its linear part, XLA compile and compiled run of jit(grad(f))
          for mlp(64) and rnn(1000) by scan (see bench/ad_bench.py).
+  vmap   vmap, ferrax against JAX: make_jaxpr(vmap(chain(n))) with batch 8, and the
+         trace, XLA compile and compiled run of jit(vmap(grad(loss), in_axes=(None, 0, 0)))
+         per-example gradients of mlp(8) (see bench/vmap_bench.py).
 
-Usage: python bench/run.py [--section ir|trace|jit|ad|all] [--sizes 1000,10000,100000,1000000]
+Usage: python bench/run.py [--section ir|trace|jit|ad|vmap|all] [--sizes 1000,10000,100000,1000000]
                            [--reps-scale 1.0] [--no-jax] [--out bench/results]
 JAX is optional: sections that compare against it print ferrax's figures alone when it
 is not installed (or with --no-jax).
@@ -205,12 +208,47 @@ def section_ad(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None:
     print(table)
 
 
+def section_vmap(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import vmap_bench
+
+    start = time.perf_counter()
+    rows = vmap_bench.run_vmap(
+        use_jax=use_jax, reps_scale=rep_scale, progress=lambda line: print(line, file=sys.stderr)
+    )
+    elapsed = time.perf_counter() - start
+    table = vmap_bench.vmap_table(rows)
+    jax_version = None
+    if any("jax" in r for r in rows):
+        import jax as jax_module
+
+        jax_version = jax_module.__version__
+    peer = f"JAX {jax_version} (CPU)" if jax_version else "no JAX"
+    header = (
+        f"{_machine()}; {peer}. trace: `make_jaxpr(vmap(chain(n)))(xs)`, xs: f32[8,128] "
+        "(fresh function object every run); per-example grads: `jit(vmap(grad(loss), "
+        "in_axes=(None, 0, 0)))` of mlp(8) (W: f32[256,256], b: f32[256] shared, 64 "
+        "examples x, y: f32[256], loss `sum((mlp(x) - y) ** 2)`): its `make_jaxpr` trace, XLA "
+        "compile (tracing and lowering not timed) and steady-state compiled call on device "
+        "arguments (20 calls per timing). Medians (min-max), GC off inside timed regions, "
+        "ferrax and JAX alternating run by run; the ratio is ferrax's median over JAX's (in "
+        "parentheses the range of per-run ratios). "
+        f"Section time {elapsed:.0f} s; command: `python bench/run.py --section vmap`."
+    )
+    meta = {"machine": _machine(), "jax": jax_version, "gc": "off in timed regions", "rep_scale": rep_scale, "elapsed_s": elapsed, "command": "python bench/run.py --section vmap"}
+    (out_dir / "vmap.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (out_dir / "vmap.md").write_text(header + "\n\n" + table + "\n")
+    print(header)
+    print()
+    print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "all"], default="all")
+    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "vmap", "all"], default="all")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="ir section sizes")
     parser.add_argument(
-        "--reps-scale", type=float, default=1.0, help="trace and ad sections: scale the repetitions (min 3)"
+        "--reps-scale", type=float, default=1.0, help="trace, ad and vmap sections: scale the repetitions (min 3)"
     )
     parser.add_argument("--no-jax", action="store_true", help="ferrax's figures only")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -232,6 +270,10 @@ def main() -> None:
         print()
     if args.section in ("ad", "all"):
         section_ad(out_dir, args.reps_scale, not args.no_jax)
+    if args.section == "all":
+        print()
+    if args.section in ("vmap", "all"):
+        section_vmap(out_dir, args.reps_scale, not args.no_jax)
 
 
 if __name__ == "__main__":
