@@ -98,7 +98,11 @@ def lane_pred(lane: int) -> NDArray:
 def more_select_n(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
     # A scalar predicate that differs per lane: batched, it is no longer a scalar.
     x, y = normal(rng, (2, 3), dtype), normal(rng, (2, 3), dtype)
-    return [Case("lane_scalar_pred", lambda L: L.select_n, (lane_pred(lane), x, y))]
+    return [
+        Case("lane_scalar_pred", lambda L: L.select_n, (lane_pred(lane), x, y)),
+        # Weakly typed cases: a weak output that differs per lane.
+        Case("weak_cases", lambda L: lambda p: L.select_n(p, 1.0, 2.0), (lane_pred(lane),)),
+    ]
 
 
 def more_dynamic_slice(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[Case]:
@@ -210,6 +214,7 @@ def gen_cond(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[
         Case("int_output", int_output, (lane_pred(lane + 1), normal(rng, (2, 3), dtype))),
         Case("unbatched_pred", fixed_pred, (a, b)),  # only the operands can be mapped
         Case("pred_only", pred_only, (lane_pred(lane),)),  # only the predicate can be mapped
+        Case("weak_outputs", lambda L: lambda p: L.cond(p, lambda: 1.5, lambda: -0.5), (lane_pred(lane),)),
         Case("switch", switch, (lane_index(lane, -1, 5, 2), a)),  # -1 and 3: clamped
         Case("switch_closure", switch_closure, (lane_index(lane, 0, 2), normal(rng, (2, 3), dtype))),
     ]
@@ -219,6 +224,10 @@ def gen_while(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list
     def trip_count(L: Any) -> Callable[..., Any]:
         # n differs per lane: the lanes run different numbers of iterations.
         return lambda n, a: L.while_loop(lambda c: L.lt(c[0], n), lambda c: (L.add(c[0], 1), L.mul(c[1], weak(1.5, dtype))), (np.int32(0), a))
+
+    def weak_carry(L: Any) -> Callable[..., Any]:
+        # A Python int carry: weakly typed, and batched by the trip count.
+        return lambda n: L.while_loop(lambda c: L.lt(c, n), lambda c: L.add(c, 1), 0)
 
     def carry_pred(L: Any) -> Callable[..., Any]:
         # The predicate reads the carry: batched whenever the carry is.
@@ -239,6 +248,7 @@ def gen_while(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list
     a, w = uniform(rng, (3,), 0.1, 1.0, dtype), uniform(rng, (3,), -1.0, 1.0, dtype)
     return [
         Case("trip_count", trip_count, (lane_index(lane, 0, 5, 2), a)),
+        Case("weak_carry", weak_carry, (lane_index(lane, 0, 5, 2),)),
         Case("carry_pred", carry_pred, (uniform(rng, (2,), -1.0, 2.0, dtype),)),
         Case("fixed_count", fixed_count, (a, w)),
         Case("cond_const", cond_const, (uniform(rng, (), 0.0, 3.0, dtype), normal(rng, (2, 2), dtype))),
@@ -268,6 +278,10 @@ def gen_scan(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[
 
         return run
 
+    def weak_carry(L: Any) -> Callable[..., Any]:
+        # A Python float carry (weakly typed, unbatched) next to batched xs.
+        return lambda ys: L.scan(lambda c, x: (L.add(c, 1.0), L.mul(x, weak(2.0, dtype))), 0.0, ys)
+
     def no_xs(L: Any) -> Callable[..., Any]:
         return lambda c: L.scan(lambda c, _: (L.sin(c), L.cos(c)), c, None, length=3)
 
@@ -278,6 +292,7 @@ def gen_scan(rng: np.random.Generator, dtype: np.dtype[Any], lane: int) -> list[
         Case("xs_only", xs_only, (xs,)),
         Case("consts", consts, (normal(rng, (3,), dtype), c0, xs)),
         Case("no_xs", no_xs, (normal(rng, (2,), dtype),)),
+        Case("weak_carry", weak_carry, (xs,)),
     ]
 
 
