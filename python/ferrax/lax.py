@@ -96,7 +96,9 @@ from ferrax._lax.structural import (
     broadcasted_iota,
     concatenate,
     dot_general,
+    dynamic_index_in_dim,
     dynamic_slice,
+    dynamic_slice_in_dim,
     dynamic_update_slice,
     expand_dims,
     iota,
@@ -125,6 +127,8 @@ __all__ = [
     # indexing with computed positions
     "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "rev",
     "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",
+    # dynamic_slice along one axis
+    "dynamic_index_in_dim", "dynamic_slice_in_dim",
 ]
 
 

@@ -680,3 +680,121 @@ def _scatter_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any)
 
 
 scatter_p.def_jvp(_scatter_jvp)
+
+
+# ---------------------------------------------------------------------------- batching
+# Rules for ``vmap`` (``ferrax._interpreters.batching``). The batch axis goes first. A
+# gather or scatter of a batched operand at unbatched indices takes the batch axis as one
+# more window axis (the whole of it); with batched indices, the batch axes of operand and
+# indices are paired as batching dimensions (``operand_batching_dims``), so that every
+# batch element reads (or writes) its own operand. An unbatched operand at batched
+# indices is read as it is; a scatter broadcasts it first (every element writes its own).
+
+
+def _shift(axes: Sequence[int]) -> tuple[int, ...]:
+    return tuple(a + 1 for a in axes)
+
+
+def _gather_batch(
+    vals: Sequence[Any],
+    dims: Sequence[int | None],
+    *,
+    axis_size: int,
+    dimension_numbers: GatherDimensionNumbers,
+    slice_sizes: tuple[int, ...],
+    indices_are_sorted: bool,
+    unique_indices: bool,
+    mode: GatherScatterMode,
+    fill_value: Any,
+) -> tuple[Any, int]:
+    from ferrax._interpreters import batching
+
+    operand, indices = vals
+    operand_dim, indices_dim = dims
+    dn = dimension_numbers
+    params: dict[str, Any] = {"mode": mode, "fill_value": fill_value}
+    if indices_dim is None:
+        assert operand_dim is not None  # a rule runs with a batched operand
+        operand = batching.moveaxis(operand, operand_dim, 0)
+        dn = GatherDimensionNumbers(
+            offset_dims=(0, *_shift(dn.offset_dims)),
+            collapsed_slice_dims=_shift(dn.collapsed_slice_dims),
+            start_index_map=_shift(dn.start_index_map),
+            operand_batching_dims=_shift(dn.operand_batching_dims),
+            start_indices_batching_dims=dn.start_indices_batching_dims,
+        )
+        sizes = (axis_size, *slice_sizes)
+        params.update(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+    elif operand_dim is None:
+        indices = batching.moveaxis(indices, indices_dim, 0)
+        dn = dn._replace(
+            offset_dims=_shift(dn.offset_dims),
+            start_indices_batching_dims=_shift(dn.start_indices_batching_dims),
+        )
+        sizes = slice_sizes
+        # The elements' indices together may repeat or be out of order.
+        params.update(indices_are_sorted=False, unique_indices=False)
+    else:
+        operand = batching.moveaxis(operand, operand_dim, 0)
+        indices = batching.moveaxis(indices, indices_dim, 0)
+        dn = GatherDimensionNumbers(
+            offset_dims=_shift(dn.offset_dims),
+            collapsed_slice_dims=_shift(dn.collapsed_slice_dims),
+            start_index_map=_shift(dn.start_index_map),
+            operand_batching_dims=(0, *_shift(dn.operand_batching_dims)),
+            start_indices_batching_dims=(0, *_shift(dn.start_indices_batching_dims)),
+        )
+        sizes = (1 if axis_size else 0, *slice_sizes)
+        params.update(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+    return bind1(gather_p, operand, indices, dimension_numbers=dn, slice_sizes=sizes, **params), 0
+
+
+def _scatter_batch(primitive: Primitive) -> Callable[..., tuple[Any, int]]:
+    def rule(
+        vals: Sequence[Any],
+        dims: Sequence[int | None],
+        *,
+        axis_size: int,
+        dimension_numbers: ScatterDimensionNumbers,
+        **params: Any,
+    ) -> tuple[Any, int]:
+        from ferrax._interpreters import batching
+
+        operand, indices, updates = vals
+        operand_dim, indices_dim, updates_dim = dims
+        dn = dimension_numbers
+        # Every element writes into its own operand: an unbatched one is broadcast.
+        operand = batching.bdim_at_front(operand, operand_dim, axis_size)
+        updates = batching.bdim_at_front(updates, updates_dim, axis_size)
+        if indices_dim is None:
+            dn = ScatterDimensionNumbers(
+                update_window_dims=(0, *_shift(dn.update_window_dims)),
+                inserted_window_dims=_shift(dn.inserted_window_dims),
+                scatter_dims_to_operand_dims=_shift(dn.scatter_dims_to_operand_dims),
+                operand_batching_dims=_shift(dn.operand_batching_dims),
+                scatter_indices_batching_dims=dn.scatter_indices_batching_dims,
+            )
+        else:
+            indices = batching.moveaxis(indices, indices_dim, 0)
+            dn = ScatterDimensionNumbers(
+                update_window_dims=_shift(dn.update_window_dims),
+                inserted_window_dims=_shift(dn.inserted_window_dims),
+                scatter_dims_to_operand_dims=_shift(dn.scatter_dims_to_operand_dims),
+                operand_batching_dims=(0, *_shift(dn.operand_batching_dims)),
+                scatter_indices_batching_dims=(0, *_shift(dn.scatter_indices_batching_dims)),
+            )
+        return bind1(primitive, operand, indices, updates, dimension_numbers=dn, **params), 0
+
+    return rule
+
+
+def _rev_batch(vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, dimensions: tuple[int, ...]) -> tuple[Any, int | None]:
+    (x,), (d,) = vals, dims
+    assert d is not None
+    return bind1(rev_p, x, dimensions=tuple(a + 1 if a >= d else a for a in dimensions)), d
+
+
+gather_p.def_batch(_gather_batch)
+for _p in (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p, scatter_max_p):
+    _p.def_batch(_scatter_batch(_p))
+rev_p.def_batch(_rev_batch)

@@ -17,8 +17,9 @@ from ferrax._lax._operands import bind1, canonical_dtype, is_python_scalar, quie
 from ferrax._lax.elementwise import float_to_int
 
 __all__ = [
-    "broadcast_in_dim", "broadcasted_iota", "concatenate", "dot_general", "dynamic_slice",
-    "dynamic_update_slice", "expand_dims", "iota", "pad", "reshape", "slice", "squeeze", "transpose",
+    "broadcast_in_dim", "broadcasted_iota", "concatenate", "dot_general", "dynamic_index_in_dim",
+    "dynamic_slice", "dynamic_slice_in_dim", "dynamic_update_slice", "expand_dims", "iota", "pad",
+    "reshape", "slice", "squeeze", "transpose",
 ]
 
 NDArray = np.ndarray[Any, Any]
@@ -354,6 +355,24 @@ def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]
     return bind1(dynamic_update_slice_p, x, scalar_as(update, x), *starts)
 
 
+def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: int = 0) -> Array:
+    """:func:`dynamic_slice` along ``axis`` only: ``slice_size`` elements from
+    ``start_index`` (which may be traced), every other axis whole."""
+    shape = aval_of(scalar(operand)).shape
+    starts: list[Any] = [0] * len(shape)
+    sizes = list(shape)
+    starts[int(axis)] = start_index
+    sizes[int(axis)] = int(slice_size)
+    return dynamic_slice(operand, starts, sizes)
+
+
+def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool = True) -> Array:
+    """The element ``index`` (which may be traced) along ``axis``; the axis is kept (of
+    size 1) if ``keepdims``, else dropped."""
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    return out if keepdims else squeeze(out, (axis,))
+
+
 def iota(dtype: Any, size: int) -> Array:
     """``[0, 1, ..., size - 1]``."""
     return bind1(iota_p, dtype=canonical_dtype(dtype, "iota"), shape=(int(size),), dimension=0, sharding=None)
@@ -530,3 +549,93 @@ def _install_batching() -> None:
 
 
 _install_batching()
+
+
+# ------------------------------------------------------------------- batching (indexing)
+# pad, the dynamic slices and iota. Batched start indices make a dynamic slice a gather
+# (and a dynamic update a scatter), each element at its own position, as JAX does; so do
+# unbatched ones of a batched operand (the gather's window spans the batch axis).
+
+
+def _batched_starts(starts: Sequence[Any], dims: Sequence[int | None], size: int) -> tuple[Any, int | None]:
+    """The scalar start indices as one index vector (shape ``(n,)``, unbatched) or one per
+    batch element (``(size, n)``, batch axis 0) if any of them is batched."""
+    if not any(d is not None for d in dims):
+        return concatenate([broadcast_in_dim(s, (1,), ()) for s in starts], 0), None
+    columns = [broadcast_in_dim(s, (size, 1), () if d is None else (0,)) for s, d in zip(starts, dims)]
+    return concatenate(columns, 1), 0
+
+
+def _install_indexing_batching() -> None:
+    # slicing.py imports this module: its names are looked up when a rule runs.
+    from ferrax._lax.elementwise import select_n
+
+    def pad_rule(vals: Any, dims: Any, *, axis_size: int, padding_config: Any) -> Any:
+        x, value = vals
+        x_dim, value_dim = dims
+        if x_dim is None:
+            x = _broadcast_new_axis(x, axis_size, 0)
+            x_dim = 0
+        config = list(padding_config)
+        config.insert(x_dim, (0, 0, 0))
+        if value_dim is None:
+            return bind1(pad_p, x, value, padding_config=tuple(config)), x_dim
+        # A padding value per element: pad with zeros, then select the elements' values
+        # where a mask (the operand's positions) is false.
+        zero = ConcreteArray(np.zeros((), x.dtype), False)
+        padded = bind1(pad_p, x, zero, padding_config=tuple(config))
+        inside = broadcast_in_dim(ConcreteArray(np.asarray(True), False), x.shape, ())
+        mask = bind1(pad_p, inside, ConcreteArray(np.asarray(False), False), padding_config=tuple(config))
+        values = broadcast_in_dim(value, padded.shape, (x_dim,))
+        return select_n(mask, values, padded), x_dim
+
+    pad_p.def_batch(pad_rule)
+
+    def dynamic_slice_rule(vals: Any, dims: Any, *, axis_size: int, slice_sizes: Any) -> Any:
+        x, *starts = vals
+        x_dim, *start_dims = dims
+        if not starts:  # a scalar operand: the slice is the operand
+            return x, x_dim
+        from ferrax._lax import slicing
+
+        axes = tuple(range(len(starts)))
+        indices, indices_dim = _batched_starts(starts, start_dims, axis_size)
+        dn = slicing.GatherDimensionNumbers(offset_dims=axes, collapsed_slice_dims=(), start_index_map=axes)
+        return slicing._gather_batch(
+            [x, indices], [x_dim, indices_dim], axis_size=axis_size, dimension_numbers=dn,
+            slice_sizes=tuple(slice_sizes), indices_are_sorted=True, unique_indices=True,
+            mode=slicing.GatherScatterMode.CLIP, fill_value=None,
+        )
+
+    dynamic_slice_p.def_batch(dynamic_slice_rule)
+
+    def dynamic_update_slice_rule(vals: Any, dims: Any, *, axis_size: int) -> Any:
+        x, update, *starts = vals
+        x_dim, update_dim, *start_dims = dims
+        if not starts:  # a scalar operand: the update replaces it
+            return _front([update], [update_dim], axis_size)[0], 0
+        from ferrax._lax import slicing
+
+        axes = tuple(range(len(starts)))
+        indices, indices_dim = _batched_starts(starts, start_dims, axis_size)
+        dn = slicing.ScatterDimensionNumbers(
+            update_window_dims=axes, inserted_window_dims=(), scatter_dims_to_operand_dims=axes
+        )
+        return slicing._scatter_batch(slicing.scatter_p)(
+            [x, indices, update], [x_dim, indices_dim, update_dim], axis_size=axis_size, dimension_numbers=dn,
+            indices_are_sorted=True, unique_indices=True, mode=slicing.GatherScatterMode.CLIP,
+            update_jaxpr=None, update_consts=(),
+        )
+
+    dynamic_update_slice_p.def_batch(dynamic_update_slice_rule)
+
+    def iota_rule(vals: Any, dims: Any, *, axis_size: int, **params: Any) -> Any:
+        # iota has no operands, so a batching trace never runs this rule (a primitive
+        # whose operands are all unbatched is applied as it is); were it run, the value
+        # is the same for every element: unbatched.
+        return bind1(iota_p, **params), None
+
+    iota_p.def_batch(iota_rule)
+
+
+_install_indexing_batching()

@@ -55,6 +55,7 @@ from ferrax.numpy._scalar_types import (
 from ferrax.numpy._shape import (
     concatenate,
     expand_dims,
+    flip,
     ravel,
     repeat,
     reshape,
@@ -146,7 +147,7 @@ __all__ = [
     # reductions
     "all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var",
     # shapes
-    "concatenate", "expand_dims", "ravel", "repeat", "reshape", "squeeze", "stack",
+    "concatenate", "expand_dims", "flip", "ravel", "repeat", "reshape", "squeeze", "stack",
     "swapaxes", "transpose",
     # products
     "dot", "matmul",

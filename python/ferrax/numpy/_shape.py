@@ -1,4 +1,4 @@
-"""Changing shapes: ``reshape``, ``ravel``, ``transpose``, ``swapaxes``, ``squeeze``,
+"""Changing shapes: ``reshape``, ``ravel``, ``transpose``, ``swapaxes``, ``flip``, ``squeeze``,
 ``expand_dims``, ``concatenate`` and ``stack``.
 
 As JAX's functions, each skips the primitive when it would not change anything (a
@@ -22,6 +22,7 @@ from ferrax.numpy._promotion import ArrayLike, Axis, Shape, as_array, broadcast_
 __all__ = [
     "concatenate",
     "expand_dims",
+    "flip",
     "insert_axes",
     "normalize_axes",
     "normalize_axis",
@@ -122,6 +123,13 @@ def swapaxes(a: ArrayLike, axis1: int, axis2: int) -> Array:
     i, j = normalize_axis(axis1, x.ndim, "swapaxes"), normalize_axis(axis2, x.ndim, "swapaxes")
     perm[i], perm[j] = perm[j], perm[i]
     return transpose(x, perm)
+
+
+def flip(m: ArrayLike, axis: Axis = None) -> Array:
+    """``m`` with the order of its elements reversed along ``axis`` (every axis by
+    default), with ``rev`` as JAX."""
+    x = as_array(m, "flip")
+    return lax.rev(x, normalize_axes(axis, x.ndim, "flip"))
 
 
 def squeeze(a: ArrayLike, axis: Axis = None) -> Array:
