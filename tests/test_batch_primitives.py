@@ -4,15 +4,15 @@ Each primitive name of ``ferrax._ir.builtin_primitives()`` has a case generator 
 fails when one is missing, and another when a built-in primitive has no batching rule).
 The cases are those of the JVP table (``test_jvp_primitives.CASES``: a ``lax`` function
 written once for both libraries, ``op(ferrax.lax)`` and ``op(jax.lax)``, with operands),
-a few more where batching has more to check (indices as operands, varying per lane), and
-cases built through the public API for the primitives made from user functions
-(``jit``, ``cond``/``switch``, ``while_loop``, ``scan``, ``custom_jvp``, ``custom_vjp``,
-``checkpoint``, ``stop_gradient``): for those the primitive is asserted to appear in the
-case's jaxpr, so that the case tests what it names.
+more where batching has more to check (indices and predicates as operands that differ
+per lane, weakly typed outputs), and cases built through the public API for the
+primitives made from user functions (``jit``, ``cond``/``switch``, ``while_loop``,
+``scan``, ``custom_jvp``, ``custom_vjp``, ``checkpoint``, ``stop_gradient``). Every case
+is asserted to bind the primitive it is filed under, so that it tests what it names.
 
-Every case is vmapped several times: each operand's batch axis is 0, 1, -1 or None
+Every case is vmapped four times: each operand's batch axis is 0, 1, -1 or None
 (rotated over the operands and over the vmaps, at least one operand mapped), batch sizes
-1 and 3 (2 for some), ``out_axes`` 0 and a non-zero one. The lanes of a mapped operand
+1 and 3 (2 for some), ``out_axes`` 0 or a non-zero one. The lanes of a mapped operand
 are the same case's operands drawn with other seeds (so each lane is a valid input: a
 positive argument of ``log``, an index in range, a different trip count). Each vmap
 checks:
@@ -20,10 +20,14 @@ checks:
 (a) the eager ``ferrax.vmap`` equals a Python loop over the lanes applying the unbatched
     op (ferrax, eagerly), stacked along ``out_axes``: values (exact for integers and
     booleans), dtypes and weak types;
-(b) its shapes, dtypes and weak types are ``jax.vmap``'s (by ``jax.eval_shape``, one per
-    dtype for the whole table);
-(c) ``ferrax.jit`` of it equals the eager one (one ``ferrax.jit`` per dtype for the whole
-    table: compilation, not the checks, is what costs time).
+(b) its shapes, dtypes and weak types are ``jax.vmap``'s (by ``jax.eval_shape``: one
+    trace per dtype for the whole table, nothing compiled);
+(c) for one vmap of each case (a batch of 2 or 3), ``ferrax.jit`` of it equals the eager
+    one (one ``ferrax.jit`` per dtype for the whole table: compiling, not checking, is
+    what costs time, about 35 ms a vmap, so not all four).
+
+Plus: jvp and vjp of a vmapped ``custom_jvp``/``custom_vjp`` function use the user's
+rules, and the loop check fails an extension primitive with a wrong rule.
 """
 
 from __future__ import annotations
