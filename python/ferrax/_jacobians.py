@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ferrax._autodiff import jvp, vjp
+from ferrax._autodiff import _check_callable, jvp, vjp
 from ferrax._core import ConcreteArray, Tracer, aval_of, user_location
 from ferrax._interpreters import ad
 from ferrax._lax.elementwise import convert_element_type
@@ -28,11 +28,6 @@ from ferrax import _ir, dtypes
 from ferrax.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["hessian", "jacfwd", "jacrev"]
-
-
-def _check_callable(fun: Any, api: str) -> None:
-    if not callable(fun):
-        raise TypeError(f"{api}: expected a callable value, got {fun!r:.60}, at {user_location()}")
 
 
 def _static_argnums(argnums: Any) -> int | tuple[int, ...]:
