@@ -131,6 +131,12 @@ KERNELS = [
     ),
     # JAX gathers with an empty index vector here; ferrax returns the operand.
     Kernel("dynamic_slice of a scalar", lambda m: lambda x: m.lax.dynamic_slice(x, (), ()), (F(),), same_jaxpr=False),
+    Kernel(
+        "dynamic_update_slice of a scalar",
+        lambda m: lambda x, u: m.lax.dynamic_update_slice(x, u, ()),
+        (F(), F()),
+        same_jaxpr=False,  # JAX scatters with an empty index vector; ferrax takes the update
+    ),
     Kernel("pad", lambda m: lambda x, v: m.lax.pad(x, v, [(1, 2, 0), (0, 1, 1)]), (F(3, 2), F()), grad=True),
     Kernel("pad, negative and interior", lambda m: lambda x, v: m.lax.pad(x, v, [(-1, 2, 2), (2, -3, 1)]), (F(3, 4), F())),
     Kernel("pad, integer", lambda m: lambda x, v: m.lax.pad(x, v, [(1, -1, 1)]), (I(-9, 9, 4), I(-9, 9))),
@@ -267,8 +273,14 @@ def test_vmap_matches_jax(case: Case) -> None:
 
 
 GRAD_CASES = [c for c in CASES if c.size == 3 and c.kernel.grad]
-# Compiled: every third case of batch size 3 (all kernels, varied operands mapped).
-JIT_CASES = [c for c in CASES if c.size == 3][::3]
+# Compiled: for every kernel, batch size 3 with all operands mapped, and with only the
+# last one mapped.
+def _all_and_last_mapped(kernel: Kernel) -> list[Case]:
+    cases = [c for c in CASES if c.kernel is kernel and c.size == 3]
+    return cases[:1] + cases[-1:] if len(cases) > 1 else cases
+
+
+JIT_CASES = [c for k in KERNELS for c in _all_and_last_mapped(k)]
 
 
 @pytest.mark.parametrize("case", JIT_CASES, ids=[c.id for c in JIT_CASES])
