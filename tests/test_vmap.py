@@ -237,3 +237,12 @@ def test_keyword_arguments_are_mapped_over_their_first_axis() -> None:
     with pytest.raises(ValueError) as ours:
         ferrax.vmap(f)(_x(3), scale=_x(4))
     assert str(ours.value).startswith(str(theirs.value))
+
+
+def test_unmapped_python_values_are_returned_as_they_are() -> None:
+    # out_axes None on a value the function returns untouched: JAX returns it as it is.
+    for m in (FX, JX):
+        a, k = m.vmap(lambda v: (v * 2.0, 3), out_axes=(0, None))(_x(2))
+        assert k == 3 and type(k) is int
+        b = m.vmap(lambda v: (v, 3.5), out_axes=0)(_x(2))[1]
+        assert np.asarray(b).shape == (2,) and np.asarray(b).dtype == np.float32

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ferrax._core import aval_of, user_location
+from ferrax._core import Tracer, aval_of, user_location
 from ferrax._interpreters import batching
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
@@ -128,11 +128,13 @@ def vmap(
                 + f"\n  at {user_location()}"
             )
         out_tree_cell: list[PyTreeDef] = []
+        raw_cell: list[list[Any]] = []
 
         def flat_fun(*leaves: Any) -> list[Any]:
             out = fun(*tree_unflatten(in_tree, list(leaves[:n_pos])), **tree_unflatten(kw_tree, list(leaves[n_pos:])))
             out_flat, out_tree = tree_flatten(out)
             out_tree_cell.append(out_tree)
+            raw_cell.append(out_flat)
             return out_flat
 
         outs, out_dims = batching.batch_flat(flat_fun, list(flat), dims, size)
@@ -141,7 +143,12 @@ def vmap(
         from ferrax._lax.control import _leaf_paths
 
         results = []
-        for o, od, a, path in zip(outs, out_dims, oaxes, _leaf_paths(out_tree)):
+        for o, od, a, path, raw in zip(outs, out_dims, oaxes, _leaf_paths(out_tree), raw_cell[0]):
+            if a is None and not isinstance(raw, Tracer):
+                # A value the function returned as it is (a Python scalar, a NumPy
+                # array): returned as it is, as JAX does.
+                results.append(raw)
+                continue
             if a is None:
                 if od is not None:
                     raise ValueError(

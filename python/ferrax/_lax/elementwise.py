@@ -588,7 +588,8 @@ _zero_rule(round_p)
 def _integer_pow_jvp(g: Any, ans: Any, x: Any, *, y: int) -> Any:
     if y == 0:
         return ad.Zero(ans.aval)
-    jac = scalar_as(y, x) if y == 1 else mul(scalar_as(y, x), integer_pow(x, y - 1))
+    # x**1 is x itself (as JAX stages it: no integer_pow[y=1]).
+    jac = scalar_as(y, x) if y == 1 else mul(scalar_as(y, x), x if y == 2 else integer_pow(x, y - 1))
     return mul(g, jac)
 
 
