@@ -257,9 +257,11 @@ def _fmt(seconds: float) -> str:
     return f"{seconds * 1e6:.0f} us"
 
 
-def ad_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: one line per (metric, case), both systems (median, min-max, per
-    equation for the passes), the ratio (per-repetition range) and the target."""
+def comparison_table(rows: list[dict[str, Any]], per_eqn: str = "ns", digits: int = 4) -> str:
+    """Markdown: one line per (metric, case), both systems (median, min-max, and time per
+    equation in ``per_eqn`` units, "ns" or "us", where equations are counted), the ratio
+    (per-repetition range, ``digits`` decimals) and the target."""
+    scale = 1e9 if per_eqn == "ns" else 1e6
     lines = [
         "| metric | case | eqns | ferrax | JAX | ferrax / JAX | target |",
         "|---|---|---|---|---|---|---|",
@@ -271,7 +273,7 @@ def ad_table(rows: list[dict[str, Any]]) -> str:
             return "n/a"
         text = f"{_fmt(v['median_s'])} ({_fmt(v['min_s'])}-{_fmt(v['max_s'])})"
         if v.get("eqns"):
-            text += f", {v['median_s'] / v['eqns'] * 1e9:,.0f} ns/eqn"
+            text += f", {v['median_s'] / v['eqns'] * scale:,.{0 if per_eqn == 'ns' else 1}f} {per_eqn}/eqn"
         return text
 
     for r in rows:
@@ -280,11 +282,15 @@ def ad_table(rows: list[dict[str, Any]]) -> str:
         eqns = f"{fe:,}" if fe else "-"
         if fe and je and fe != je:
             eqns += f" (JAX {je:,})"
-        ratio = f"**{r['ratio']:.4f}** ({r['ratio_min']:.4f}-{r['ratio_max']:.4f})" if "ratio" in r else "-"
-        lines.append(
-            f"| {r['metric']} | {r['case']} | {eqns} | {cell(r, 'ferrax')} | {cell(r, 'jax')} | {ratio} | <= {r['target']} |"
-        )
+        ratio = f"**{r['ratio']:.{digits}f}** ({r['ratio_min']:.{digits}f}-{r['ratio_max']:.{digits}f})" if "ratio" in r else "-"
+        target = f"<= {r['target']}" if r.get("target") is not None else "-"
+        lines.append(f"| {r['metric']} | {r['case']} | {eqns} | {cell(r, 'ferrax')} | {cell(r, 'jax')} | {ratio} | {target} |")
     return "\n".join(lines)
+
+
+def ad_table(rows: list[dict[str, Any]]) -> str:
+    """The ad section's table (see :func:`comparison_table`)."""
+    return comparison_table(rows, "ns", 4)
 
 
 if __name__ == "__main__":

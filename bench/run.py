@@ -173,74 +173,65 @@ def section_jit(out_dir: pathlib.Path, use_jax: bool) -> None:
     print(table)
 
 
-def section_ad(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    import ad_bench
-
+def _comparison_section(
+    name: str, out_dir: pathlib.Path, run: Any, table: Any, what: str, rep_scale: float, use_jax: bool
+) -> None:
+    """Runs a section comparing ferrax with JAX (``run`` gives its rows, ``table`` their
+    markdown), writes ``NAME.json`` and ``NAME.md`` with a header saying what was measured
+    (``what``) and how, and prints them."""
     start = time.perf_counter()
-    rows = ad_bench.run_ad(
-        use_jax=use_jax, reps_scale=rep_scale, progress=lambda line: print(line, file=sys.stderr)
-    )
+    rows = run(use_jax=use_jax, reps_scale=rep_scale, progress=lambda line: print(line, file=sys.stderr))
     elapsed = time.perf_counter() - start
-    table = ad_bench.ad_table(rows)
+    text = table(rows)
     jax_version = None
     if any("jax" in r for r in rows):
         import jax as jax_module
 
         jax_version = jax_module.__version__
     peer = f"JAX {jax_version} (CPU)" if jax_version else "no JAX"
+    command = f"python bench/run.py --section {name}"
     header = (
-        f"{_machine()}; {peer}. partial_eval: the Rust pass on chain(10^4)'s JVP jaxpr, "
+        f"{_machine()}; {peer}. {what} Medians (min-max), GC off inside timed regions, "
+        "ferrax and JAX alternating run by run; the ratio is ferrax's median over JAX's (in "
+        "parentheses the range of per-run ratios). "
+        f"Section time {elapsed:.0f} s; command: `{command}`."
+    )
+    meta = {"machine": _machine(), "jax": jax_version, "gc": "off in timed regions", "rep_scale": rep_scale, "elapsed_s": elapsed, "command": command}
+    (out_dir / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (out_dir / f"{name}.md").write_text(header + "\n\n" + text + "\n")
+    print(header)
+    print()
+    print(text)
+
+
+def section_ad(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import ad_bench
+
+    what = (
+        "partial_eval: the Rust pass on chain(10^4)'s JVP jaxpr, "
         "tangent unknown, against JAX's `partial_eval_jaxpr_nounits` on its own JVP jaxpr "
         "(a fresh ClosedJaxpr every run); transpose: the Rust pass on the unknown (linear) "
         "jaxpr, against JAX's `backward_pass` staged with `make_jaxpr` on its own; compile: "
         "XLA compile of `jit(grad(f))` (fresh function every run); run: steady-state "
-        "compiled call of it (20 calls per timing). Medians (min-max), GC off inside timed "
-        "regions, ferrax and JAX alternating run by run; the ratio is ferrax's median over "
-        "JAX's (in parentheses the range of per-run ratios). "
-        f"Section time {elapsed:.0f} s; command: `python bench/run.py --section ad`."
+        "compiled call of it (20 calls per timing)."
     )
-    meta = {"machine": _machine(), "jax": jax_version, "gc": "off in timed regions", "rep_scale": rep_scale, "elapsed_s": elapsed, "command": "python bench/run.py --section ad"}
-    (out_dir / "ad.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    (out_dir / "ad.md").write_text(header + "\n\n" + table + "\n")
-    print(header)
-    print()
-    print(table)
+    _comparison_section("ad", out_dir, ad_bench.run_ad, ad_bench.ad_table, what, rep_scale, use_jax)
 
 
 def section_vmap(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import vmap_bench
 
-    start = time.perf_counter()
-    rows = vmap_bench.run_vmap(
-        use_jax=use_jax, reps_scale=rep_scale, progress=lambda line: print(line, file=sys.stderr)
-    )
-    elapsed = time.perf_counter() - start
-    table = vmap_bench.vmap_table(rows)
-    jax_version = None
-    if any("jax" in r for r in rows):
-        import jax as jax_module
-
-        jax_version = jax_module.__version__
-    peer = f"JAX {jax_version} (CPU)" if jax_version else "no JAX"
-    header = (
-        f"{_machine()}; {peer}. trace: `make_jaxpr(vmap(chain(n)))(xs)`, xs: f32[8,128] "
+    what = (
+        "trace: `make_jaxpr(vmap(chain(n)))(xs)`, xs: f32[8,128] "
         "(fresh function object every run); per-example grads: `jit(vmap(grad(loss), "
         "in_axes=(None, 0, 0)))` of mlp(8) (W: f32[256,256], b: f32[256] shared, 64 "
         "examples x, y: f32[256], loss `sum((mlp(x) - y) ** 2)`): its `make_jaxpr` trace, XLA "
         "compile (tracing and lowering not timed) and steady-state compiled call on device "
-        "arguments (20 calls per timing). Medians (min-max), GC off inside timed regions, "
-        "ferrax and JAX alternating run by run; the ratio is ferrax's median over JAX's (in "
-        "parentheses the range of per-run ratios). "
-        f"Section time {elapsed:.0f} s; command: `python bench/run.py --section vmap`."
+        "arguments (20 calls per timing)."
     )
-    meta = {"machine": _machine(), "jax": jax_version, "gc": "off in timed regions", "rep_scale": rep_scale, "elapsed_s": elapsed, "command": "python bench/run.py --section vmap"}
-    (out_dir / "vmap.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    (out_dir / "vmap.md").write_text(header + "\n\n" + table + "\n")
-    print(header)
-    print()
-    print(table)
+    _comparison_section("vmap", out_dir, vmap_bench.run_vmap, vmap_bench.vmap_table, what, rep_scale, use_jax)
 
 
 def main() -> None:

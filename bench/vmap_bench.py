@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ad_bench import comparison_table
 from trace_bench import chain, mlp
 
 BATCH = 8
@@ -225,41 +226,9 @@ def run_vmap(use_jax: bool = True, reps_scale: float = 1.0, progress: Callable[[
     return rows
 
 
-def _fmt(seconds: float) -> str:
-    if seconds >= 1.0:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} us"
-
-
 def vmap_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: one line per (metric, case), both systems (median, min-max, per
-    equation for the traces), the ratio (per-repetition range) and the target."""
-    lines = [
-        "| metric | case | eqns | ferrax | JAX | ferrax / JAX | target |",
-        "|---|---|---|---|---|---|---|",
-    ]
-
-    def cell(r: dict[str, Any], name: str) -> str:
-        v = r.get(name)
-        if not isinstance(v, dict):
-            return "n/a"
-        text = f"{_fmt(v['median_s'])} ({_fmt(v['min_s'])}-{_fmt(v['max_s'])})"
-        if v.get("eqns"):
-            text += f", {v['median_s'] / v['eqns'] * 1e6:.1f} us/eqn"
-        return text
-
-    for r in rows:
-        fe = r.get("ferrax", {}).get("eqns")
-        je = r.get("jax", {}).get("eqns")
-        eqns = f"{fe:,}" if fe else "-"
-        if fe and je and fe != je:
-            eqns += f" (JAX {je:,})"
-        ratio = f"**{r['ratio']:.3f}** ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})" if "ratio" in r else "-"
-        target = f"<= {r['target']}" if r["target"] is not None else "-"
-        lines.append(f"| {r['metric']} | {r['case']} | {eqns} | {cell(r, 'ferrax')} | {cell(r, 'jax')} | {ratio} | {target} |")
-    return "\n".join(lines)
+    """The vmap section's table (ad_bench's layout, microseconds per equation)."""
+    return comparison_table(rows, "us", 3)
 
 
 if __name__ == "__main__":
