@@ -1126,13 +1126,21 @@ impl<'a, 'r> Parser<'a, 'r> {
                     t.kind,
                     Kind::LBrace | Kind::LParen | Kind::LBracket | Kind::Word | Kind::Str
                 );
+                // In a param that takes jaxprs, any name is taken for one (an undefined
+                // one is reported as such).
+                let jaxprs_param = matches!(
+                    (pe.builtin, pe.current),
+                    (Some(b), Some(p)) if b.param_kind(p.text) == Some(ParamKind::Jaxprs)
+                );
                 let jaxpr_follows = t.kind == Kind::LBrace
                     || (t.kind == Kind::Word
-                        && (self.shared.contains_key(t.text) || self.lets.contains_key(t.text)));
-                let after_jaxpr = c
-                    .items
-                    .last()
-                    .is_some_and(|v| is_jaxpr_like(v, &self.shared));
+                        && (self.shared.contains_key(t.text)
+                            || self.lets.contains_key(t.text)
+                            || (jaxprs_param && is_ident(t.text))));
+                let after_jaxpr = c.items.last().is_some_and(|v| {
+                    is_jaxpr_like(v, &self.shared)
+                        || (jaxprs_param && matches!(v, Val::Word(w) if is_ident(w.text)))
+                });
                 let separated = c.items.is_empty() || c.after_comma;
                 let jaxprs_in_a_row = jaxpr_follows && after_jaxpr;
                 if starts_value && !separated && !jaxprs_in_a_row {
