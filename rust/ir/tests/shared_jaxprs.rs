@@ -415,3 +415,16 @@ fn malformed_let_text_is_a_parse_error() {
         }
     }
 }
+
+#[test]
+fn deep_doubling_dag_needs_no_deep_stack() {
+    // Each `let` names the one after it: reading sets 5000 jaxprs aside, on the heap.
+    let k = 5000;
+    let top = doubling(k, true);
+    let text = print_jaxpr(&top);
+    assert_eq!(text.matches("\nlet ").count() + 1, k);
+    let back = parse_jaxpr(&text).unwrap();
+    assert_eq!(distinct_subs(&back), k);
+    let (pruned, _) = dce(&back, &[true]).unwrap();
+    assert_doubling_shared(&pruned, k, 2);
+}
