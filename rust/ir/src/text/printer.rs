@@ -193,6 +193,8 @@ struct Sharing<'j> {
     lets: Vec<(String, &'j Jaxpr)>,
     /// Variable name numbers not to use: those spelling a shared jaxpr's name.
     skip: HashSet<usize>,
+    /// The names of the shared jaxprs.
+    names: HashSet<String>,
 }
 
 /// The sub-jaxprs of an equation in the order JAX's params hold them (the order its
@@ -295,9 +297,9 @@ impl<'j> Sharing<'j> {
             index: HashMap::new(),
             lets: Vec::new(),
             skip: HashSet::new(),
+            names: HashSet::new(),
         };
         let mut counts: HashMap<String, usize> = HashMap::new();
-        let mut used: HashSet<String> = HashSet::new();
         for (i, &j) in nodes.iter().enumerate().skip(1) {
             if !(multi[i] || j.eqns().len() > 10) {
                 continue;
@@ -313,12 +315,12 @@ impl<'j> Sharing<'j> {
             // JAX's numbering can repeat a name (`g1`, then `g` twice); ferrax numbers
             // on until the name is new, so that the text reads back.
             let mut k = count;
-            while used.contains(&name) {
+            while sharing.names.contains(&name) {
                 k += 1;
                 name = format!("{base}{k}");
                 *counts.entry(name.clone()).or_insert(0) += 1;
             }
-            used.insert(name.clone());
+            sharing.names.insert(name.clone());
             if let Some(n) = alphabetic_index(&name) {
                 sharing.skip.insert(n);
             }
@@ -754,8 +756,25 @@ impl<'j> Generator<'j> {
                     f.param_started = false;
                 }
                 flat => {
-                    sink.owned(|s| {
-                        write_param_flat(s, flat);
+                    // A word naming a shared jaxpr reads back as that jaxpr where the
+                    // schema does not say the param is a string: quote it there.
+                    let word = match flat {
+                        Param::Str(w) => Some(&**w),
+                        Param::Opaque(o) => Some(o.name()),
+                        _ => None,
+                    };
+                    let takes_words = e
+                        .primitive()
+                        .as_builtin()
+                        .and_then(|b| b.param_kind(name))
+                        .is_some();
+                    let quote =
+                        !takes_words && word.is_some_and(|w| self.sharing.names.contains(w));
+                    sink.owned(|s| match word {
+                        Some(w) if quote => quote_into(s, w),
+                        _ => {
+                            write_param_flat(s, flat);
+                        }
                     });
                     f.param += 1;
                     f.param_started = false;
