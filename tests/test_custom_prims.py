@@ -89,7 +89,10 @@ def test_the_custom_calls_print_as_jax_prints_them() -> None:
 
     def ours(x: Any, y: Any) -> Any:
         a = custom_jvp_call_p.bind(x, name="f", call_jaxpr=sin, jvp=f_jvp, symbolic_zeros=False)[0]
-        b = custom_vjp_call_p.bind(y, name="g", call_jaxpr=sin, fwd=lambda: 0, bwd=lambda: 0, symbolic_zeros=False)[0]
+        # A jaxpr of its own: one held twice would print once, as `let f = ...` (as JAX's).
+        b = custom_vjp_call_p.bind(
+            y, name="g", call_jaxpr=_sin_jaxpr(), fwd=lambda: 0, bwd=lambda: 0, symbolic_zeros=False
+        )[0]
         ab = a + b
         c = remat_p.bind(x, jaxpr=sin2, differentiated=False, policy=_Policy(), prevent_cse=True)[0]
         abc = ab + c

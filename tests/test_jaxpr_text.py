@@ -79,3 +79,94 @@ def test_short_jaxprs_are_one_line_and_long_ones_break() -> None:
     # 81 characters on one line: JAX breaks it, and so does ferrax.
     long = str(jax.make_jaxpr(lambda a: jnp.expm1(a + 1.0))(np.ones(1, np.float32)))
     assert long.count("\n") == 3 and str(parse_jaxpr(long)) == long
+
+
+# Shared jaxprs: a jitted function called more than once stages one jaxpr, which both
+# JAX and ferrax print once, as `let name = { ... } in` before the jaxpr that uses it.
+
+Api = tuple[Callable[..., Any], Any, Any]  # (jit, numpy, lax)
+
+
+def _twice_and_once(api: Api) -> Fn:
+    jit, np_, _ = api
+
+    def g(x: Any) -> Any:
+        return np_.sin(x) * 2.0
+
+    f = jit(g)
+    return lambda x: f(f(x)) + f(x)
+
+
+def _nested(api: Api) -> Fn:
+    jit, np_, _ = api
+    f = jit(lambda x: np_.cos(x) + 1.0)
+    h = jit(lambda x: f(x) * f(x))
+    return lambda x: h(x) - h(h(x))
+
+
+def _doubling(k: int) -> Callable[[Api], Fn]:
+    def build(api: Api) -> Fn:
+        jit, np_, _ = api
+        level = jit(lambda x: np_.tanh(x))
+        for _ in range(k):
+            level = jit(lambda x, p=level: p(p(x)))
+        return level  # type: ignore[no-any-return]
+
+    return build
+
+
+def _cond_branches(api: Api) -> Fn:
+    jit, np_, lax_ = api
+    f = jit(lambda x: np_.exp(x) * 3.0)
+    # (Different branch functions: JAX traces `cond(p, f, f, x)` once, ferrax twice.)
+    return lambda x: lax_.cond(x.sum() > 0, lambda y: f(y) * 2.0, lambda y: f(y) - 1.0, x) + f(x)
+
+
+def _same_name(api: Api) -> Fn:
+    jit, _, _ = api
+
+    def make(c: float) -> Fn:
+        def g(x: Any) -> Any:
+            return x * c
+
+        return jit(g)  # type: ignore[no-any-return]
+
+    a, b = make(2.0), make(3.0)
+    return lambda x: a(a(x)) + b(b(x)) + a(x)
+
+
+def _eleven_equations(api: Api) -> Fn:
+    jit, _, _ = api
+
+    def long(x: Any) -> Any:
+        for i in range(11):
+            x = x * float(i + 2)
+        return x
+
+    return lambda x: jit(long)(x)  # held once, but JAX shares jaxprs of over 10 equations
+
+
+SHARED_PROGRAMS: list[Any] = [
+    pytest.param(_twice_and_once, id="twice-and-once"),
+    pytest.param(_nested, id="nested-jits"),
+    *[pytest.param(_doubling(k), id=f"doubling-{k}") for k in (1, 2, 5)],
+    pytest.param(_cond_branches, id="cond-branches"),
+    pytest.param(_same_name, id="same-name"),
+    pytest.param(_eleven_equations, id="eleven-equations"),
+]
+
+
+@pytest.mark.parametrize("program", SHARED_PROGRAMS)
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_shared_jaxprs_print_as_jax(program: Callable[[Api], Fn], shape: tuple[int, ...]) -> None:
+    import ferrax
+    import ferrax.numpy as fnp
+    from ferrax import lax as flax
+
+    x = np.full(shape, 0.5, np.float32)
+    theirs = str(jax.make_jaxpr(program((jax.jit, jnp, lax)))(x))
+    ours = str(ferrax.make_jaxpr(program((ferrax.jit, fnp, flax)))(x))
+    assert "let " in theirs
+    assert ours == theirs
+    # The text reads back with its sharing, and prints the same.
+    assert str(parse_jaxpr(ours)) == ours

@@ -147,7 +147,10 @@ def _hashable(x: Any, what: str) -> Any:
 class _Entry:
     """One compiled signature: the executable, the constants' buffers, the output tree."""
 
-    __slots__ = ("jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64", "float0")
+    __slots__ = (
+        "jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64", "float0",
+        "staged",
+    )
 
     def __init__(
         self, jaxpr: _ir.ClosedJaxpr, out_tree: PyTreeDef, in_avals: list[_ir.ShapedArray],
@@ -162,6 +165,9 @@ class _Entry:
         self.executable: Executable | None = None
         self.const_buffers: list[Any] = []
         self.text: str | None = None
+        # The jaxpr a call staged into an outer trace holds (constants as inputs): one
+        # per signature, so that calls of one jitted function share it, as in JAX.
+        self.staged: _ir.ClosedJaxpr | None = None
         # The output is one bare array (not a tuple or list of one).
         self.single_leaf = out_tree == tree_structure(0) and not self.float0
         # The mode it was traced in: defaults and constants' dtypes depend on it.
@@ -343,7 +349,9 @@ class Jitted(Generic[P, R]):
     def _stage(self, flat: list[Any], tree: PyTreeDef, static_key: Hashable, rebuild: Callable[..., Callable[..., Any]]) -> Any:
         entry = self._entry(flat, tree, static_key, rebuild)
         closed = entry.jaxpr
-        inner = _ir.ClosedJaxpr(_ir.consts_to_invars(closed.jaxpr), [])
+        inner = entry.staged
+        if inner is None:
+            inner = entry.staged = _ir.ClosedJaxpr(_ir.consts_to_invars(closed.jaxpr), [])
         outs = jit_p.bind(*closed.consts, *flat, jaxpr=inner, name=self._name)
         return _unflatten(entry, outs)
 

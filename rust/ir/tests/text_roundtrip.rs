@@ -606,6 +606,8 @@ fn extension_params_keep_their_kind() {
         ("s17", s("\u{7f}\u{1}")),
         ("s18", s("(1, 2)")),
         ("s19", s("inf")),
+        // The name of the shared jaxpr below (`inner`, held three times): quoted.
+        ("s20", s("jaxpr")),
         ("ints", Param::ints(&[1, -2, i64::MAX])),
         ("one", Param::ints(&[7])),
         ("bools", Param::Bools(Arc::from(vec![true]))),
@@ -637,7 +639,14 @@ fn extension_params_keep_their_kind() {
         .expect("typechecks");
     let j = b.build(vec![Atom::Var(outs[0])]).expect("builds");
     let text = roundtrip(&j, &reg);
-    assert!(text.contains("\n    = effect b a\n"), "{text}");
+    // `inner` is held three times: printed first, as `let jaxpr = ...`, it names `a`, `b`.
+    assert!(
+        text.starts_with("let jaxpr = { lambda ; a:f32[]."),
+        "{text}"
+    );
+    assert!(text.contains("j=jaxpr\n      js=(jaxpr jaxpr)\n"), "{text}");
+    assert!(text.contains("\n    = effect d c\n"), "{text}");
+    assert!(text.contains("s20='jaxpr'"), "{text}");
     assert!(text.contains("\n    = effect[k=1] \n"), "{text}");
     assert!(text.contains("s4='12'"), "{text}");
     assert!(text.contains("s8=(A, B)"), "{text}");

@@ -10,6 +10,11 @@
 //! Nested jaxprs are handled with an explicit stack of frames, one per jaxpr being
 //! pruned: a frame that meets a higher-order equation asks for its sub-jaxpr to be pruned
 //! and resumes with the result, so nesting depth costs heap, not stack.
+//!
+//! Results are memoized per sub-jaxpr (by identity) and set of used outputs: a sub-jaxpr
+//! held many times (JAX's shared jaxprs, a function called twice at each of k levels) is
+//! pruned once per distinct use, so the work is linear in the size of the DAG, and the
+//! pruned jaxprs are shared as the originals were.
 
 use super::rebuild::Rebuilder;
 use super::PassError;
@@ -17,6 +22,7 @@ use crate::aval::AbstractValue;
 use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, VarId};
 use crate::params::{Param, Params};
 use crate::primitive::Builtin;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Removes the equations no used output depends on, the unused outputs and the unused
@@ -33,31 +39,47 @@ pub fn dce(jaxpr: &Jaxpr, used_outputs: &[bool]) -> Result<(Jaxpr, Vec<bool>), P
     }
     let mut stack: Vec<Frame<'_>> = vec![Frame::new(jaxpr, used_outputs.to_vec())];
     let mut child: Option<Pruned> = None;
+    // Pruned sub-jaxprs, by the source's address and the used outputs asked for.
+    let mut memo: HashMap<(*const Jaxpr, Vec<bool>), Pruned> = HashMap::new();
     loop {
         let Some(top) = stack.last_mut() else {
             unreachable!("the stack holds the top frame until it returns");
         };
         match top.step(child.take()) {
-            Step::Need(sub, used) => stack.push(Frame::new(sub, used)),
-            Step::Done(result) => {
-                stack.pop();
-                if stack.is_empty() {
-                    return Ok(result);
+            Step::Need(sub, used) => {
+                let key = (sub as *const Jaxpr, used);
+                if let Some(done) = memo.get(&key) {
+                    child = Some(done.clone());
+                } else {
+                    stack.push(Frame::new(sub, key.1));
                 }
+            }
+            Step::Done((pruned, used_in)) => {
+                let Some(frame) = stack.pop() else {
+                    unreachable!("the stack holds the frame that returned");
+                };
+                if stack.is_empty() {
+                    return Ok((pruned, used_in));
+                }
+                let result: Pruned = (Arc::new(pruned), used_in);
+                memo.insert(
+                    (frame.src as *const Jaxpr, frame.used_outputs),
+                    result.clone(),
+                );
                 child = Some(result);
             }
         }
     }
 }
 
-/// A pruned jaxpr and, per original input, whether it is still an input.
-type Pruned = (Jaxpr, Vec<bool>);
+/// A pruned sub-jaxpr and, per original input, whether it is still an input.
+type Pruned = (Arc<Jaxpr>, Vec<bool>);
 
 enum Step<'a> {
     /// Prune this sub-jaxpr for these used outputs, then resume me with the result.
     Need(&'a Jaxpr, Vec<bool>),
     /// This frame's result.
-    Done(Pruned),
+    Done((Jaxpr, Vec<bool>)),
 }
 
 /// A kept equation: as it was, or rewritten (inputs, outputs and params of the source).
@@ -140,8 +162,8 @@ fn int_param(e: &Eqn, name: &str) -> usize {
 }
 
 /// Closes a pruned jaxpr over the constants of the one it came from (constvars are kept).
-fn reclose(pruned: Jaxpr, like: &ClosedJaxpr) -> ClosedJaxpr {
-    ClosedJaxpr::from_parts(Arc::new(pruned), like.consts().to_vec())
+fn reclose(pruned: Arc<Jaxpr>, like: &ClosedJaxpr) -> ClosedJaxpr {
+    ClosedJaxpr::from_parts(pruned, like.consts().to_vec())
 }
 
 /// Gives a pruned jaxpr back some inputs: `had` says which original inputs it kept, `want`
@@ -150,7 +172,24 @@ pub(super) fn widen(pruned: Jaxpr, had: &[bool], want: &[bool], orig: &[Abstract
     if had == want {
         return pruned;
     }
-    let mut rb = Rebuilder::new(&pruned);
+    rebuild_widened(&pruned, had, want, orig)
+}
+
+/// [`widen`] of a shared pruned jaxpr: the same one when nothing changes.
+fn widen_arc(
+    pruned: Arc<Jaxpr>,
+    had: &[bool],
+    want: &[bool],
+    orig: &[AbstractValue],
+) -> Arc<Jaxpr> {
+    if had == want {
+        return pruned;
+    }
+    Arc::new(rebuild_widened(&pruned, had, want, orig))
+}
+
+fn rebuild_widened(pruned: &Jaxpr, had: &[bool], want: &[bool], orig: &[AbstractValue]) -> Jaxpr {
+    let mut rb = Rebuilder::new(pruned);
     for &v in pruned.constvars() {
         rb.constvar(v);
     }
@@ -317,7 +356,7 @@ impl<'a> Frame<'a> {
                     .into_iter()
                     .zip(branches)
                     .map(|((pruned, used), b)| {
-                        reclose(widen(pruned, &used, &union, &b.in_avals()), b)
+                        reclose(widen_arc(pruned, &used, &union, &b.in_avals()), b)
                     })
                     .collect();
                 let mut keep_in = vec![true];
@@ -416,8 +455,8 @@ impl<'a> Frame<'a> {
         cond_want.extend_from_slice(&used_carry);
         let mut body_want = body_used[..bn].to_vec();
         body_want.extend_from_slice(&used_carry);
-        let new_cond = widen(cond_pruned, &cond_used, &cond_want, &cond_j.in_avals());
-        let new_body = widen(body, &body_used, &body_want, &body_j.in_avals());
+        let new_cond = widen_arc(cond_pruned, &cond_used, &cond_want, &cond_j.in_avals());
+        let new_body = widen_arc(body, &body_used, &body_want, &body_j.in_avals());
         let mut keep_in = cond_used[..cn].to_vec();
         keep_in.extend_from_slice(&body_used[..bn]);
         keep_in.extend_from_slice(&used_carry);
@@ -478,7 +517,7 @@ impl<'a> Frame<'a> {
         let mut keep_in = body_used[..nc].to_vec();
         keep_in.extend_from_slice(&used_carry);
         keep_in.extend_from_slice(&body_used[nc + ncarry..]);
-        let new_body = widen(body, &body_used, &keep_in, &body_j.in_avals());
+        let new_body = widen_arc(body, &body_used, &keep_in, &body_j.in_avals());
         let mut params = e
             .params
             .with("jaxpr", Param::Jaxpr(reclose(new_body, body_j)))
@@ -495,7 +534,7 @@ impl<'a> Frame<'a> {
         })
     }
 
-    fn finish(&mut self) -> Pruned {
+    fn finish(&mut self) -> (Jaxpr, Vec<bool>) {
         let src = self.src;
         let used_inputs: Vec<bool> = src.invars().iter().map(|v| self.live[v.index()]).collect();
         let mut rb = Rebuilder::new(src);

@@ -92,7 +92,8 @@ fn ends_word(b: u8) -> bool {
         || b == 0x7f
 }
 
-/// Produces tokens one at a time.
+/// Produces tokens one at a time (a clone resumes from the same place).
+#[derive(Clone)]
 pub(crate) struct Lexer<'a> {
     src: &'a str,
     bytes: &'a [u8],

@@ -19,6 +19,16 @@
 //! word starts a line, names a primitive and is not a variable of the scope (or is
 //! followed by `[`).
 //!
+//! Shared jaxprs (`let g = { ... } in`, as JAX prints a jaxpr held more than once) are
+//! read once each and every use of the name holds that same jaxpr (the DAG is shared, not
+//! copied). A definition may name ones defined after it (JAX prints them breadth-first):
+//! the definitions are located first, and one is read where it is first needed, with the
+//! jaxprs needing it set aside on an explicit stack. A name is a use of a shared jaxpr in
+//! a param that takes a jaxpr (or that the primitive's schema does not know). Errors,
+//! each a [`ParseError`] at the name: a name defined twice, an undefined name in a jaxpr
+//! param, a shared jaxpr's name as the value of a param that takes no jaxpr (a string
+//! param takes any word: `jit[name=g jaxpr=g]`), and a definition that uses itself.
+//!
 //! Names are identifiers `[A-Za-z_][A-Za-z0-9_]*` other than the keywords `lambda`, `let`
 //! and `in`, which are never variable names; `_` (JAX's dropped output) may be
 //! bound any number of times, and a use of `_` means its latest binding. Each jaxpr is a
@@ -452,11 +462,50 @@ struct Scope<'a> {
     eqn_start: usize,
 }
 
-enum Step {
+/// Why [`Parser::params`] stopped.
+enum ParamStop<'a> {
+    /// At `]`.
+    Done,
+    /// At a nested jaxpr's `{`.
+    Open,
+    /// At a word naming a shared jaxpr not read yet.
+    Need(Tok<'a>),
+}
+
+enum Step<'a> {
     /// A `{` was read in a param value: start a nested jaxpr.
     Open,
+    /// A param value names a shared jaxpr defined later in the text (this word): read
+    /// that one first, then come back to this word.
+    Need(Tok<'a>),
     /// The jaxpr of the top scope is complete.
     Close(Jaxpr),
+}
+
+/// Where a `let` definition's jaxpr is and whether it has been read.
+struct LetDef<'a> {
+    name: Tok<'a>,
+    /// The lexer just after the definition's `{`, and just after its `}`.
+    body: Lexer<'a>,
+    end: Lexer<'a>,
+    state: LetState,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LetState {
+    Pending,
+    Building,
+    Built,
+}
+
+/// A jaxpr whose reading waits for a shared jaxpr it names (defined later in the text).
+struct Suspended<'a> {
+    lx: Lexer<'a>,
+    cur: Tok<'a>,
+    nxt: Tok<'a>,
+    scopes: Vec<Scope<'a>>,
+    /// The shared jaxpr being read meanwhile.
+    name: &'a str,
 }
 
 struct Parser<'a, 'r> {
@@ -466,6 +515,9 @@ struct Parser<'a, 'r> {
     registry: &'r Registry,
     scopes: Vec<Scope<'a>>,
     shared: HashMap<&'a str, ClosedJaxpr>,
+    /// Every `let` definition of the text (found before reading), by name.
+    lets: HashMap<&'a str, LetDef<'a>>,
+    suspended: Vec<Suspended<'a>>,
     /// Reused for the inputs of each equation.
     inputs: Vec<Atom>,
     /// The first type error met (wrapped in the sites of its enclosing jaxprs). Reading
@@ -498,6 +550,8 @@ impl<'a, 'r> Parser<'a, 'r> {
             registry,
             scopes: Vec::new(),
             shared: HashMap::new(),
+            lets: HashMap::new(),
+            suspended: Vec::new(),
             inputs: Vec::new(),
             deferred: None,
         }
@@ -549,18 +603,97 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
     }
 
+    /// Positions the parser just after where `lx` is.
+    fn seek(&mut self, lx: Lexer<'a>) {
+        self.lx = lx;
+        self.cur = self.lx.next_token();
+        self.nxt = self.lx.next_token();
+    }
+
+    /// Finds the `let name = { ... } in` definitions at the start of the text (their
+    /// jaxprs may name ones defined after them, as JAX prints them in breadth-first
+    /// order). Stops quietly at anything else: reading reports it in its place.
+    fn prescan(&mut self) {
+        let mut lx = Lexer::new(self.lx.source());
+        loop {
+            if !lx.next_token().is_word("let") {
+                return;
+            }
+            let name = lx.next_token();
+            if name.kind != Kind::Word
+                || lx.next_token().kind != Kind::Eq
+                || lx.next_token().kind != Kind::LBrace
+            {
+                return;
+            }
+            let body = lx.clone();
+            let mut depth = 1usize;
+            while depth > 0 {
+                match lx.next_token().kind {
+                    Kind::LBrace => depth += 1,
+                    Kind::RBrace => depth -= 1,
+                    Kind::Eof | Kind::Bad(_) => return,
+                    _ => {}
+                }
+            }
+            let end = lx.clone();
+            self.lets.entry(name.text).or_insert(LetDef {
+                name,
+                body,
+                end,
+                state: LetState::Pending,
+            });
+            if !lx.next_token().is_word("in") {
+                return;
+            }
+        }
+    }
+
     fn run(mut self) -> Result<Jaxpr, ReadError> {
         // JAX prints jaxprs used more than once first: `let name = { ... } in`.
+        self.prescan();
         while self.cur.is_word("let") && self.nxt.kind == Kind::Word {
             self.bump();
             let name = self.cur;
             self.bump();
             self.expect(Kind::Eq, "'=' after the name of a shared jaxpr")?;
             self.expect(Kind::LBrace, "'{' (a jaxpr)")?;
-            let j = self.parse_nested_root()?;
+            let (state, end) = match self.lets.get(name.text) {
+                Some(d) if d.name.start != name.start => {
+                    return Err(perr(
+                        &name,
+                        format!(
+                            "shared jaxpr '{}' is defined twice (first on line {}, column {})",
+                            name.text, d.name.line, d.name.col
+                        ),
+                    ))
+                }
+                Some(d) => (d.state, Some(d.end.clone())),
+                None => (LetState::Pending, None),
+            };
+            match (state, end) {
+                // Read already, where an earlier jaxpr named it.
+                (LetState::Built, Some(end)) => self.seek(end),
+                _ => {
+                    let body = self.lx.clone();
+                    self.lets.insert(
+                        name.text,
+                        LetDef {
+                            name,
+                            end: body.clone(),
+                            body,
+                            state: LetState::Building,
+                        },
+                    );
+                    let j = self.parse_nested_root()?;
+                    let cj = ClosedJaxpr::with_unknown_consts(Arc::new(j));
+                    self.shared.insert(name.text, cj);
+                    if let Some(d) = self.lets.get_mut(name.text) {
+                        d.state = LetState::Built;
+                    }
+                }
+            }
             self.expect_word("in", "'in' after a shared jaxpr")?;
-            let cj = ClosedJaxpr::with_unknown_consts(Arc::new(j));
-            self.shared.insert(name.text, cj);
         }
         self.expect(Kind::LBrace, "'{' (the start of a jaxpr)")?;
         let j = self.parse_nested_root()?;
@@ -574,20 +707,58 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
     }
 
-    /// Reads one jaxpr whose `{` was consumed, with everything nested in it.
+    /// Reads one jaxpr whose `{` was consumed, with everything nested in it, and the
+    /// shared jaxprs it names that are defined after it (each read once, where first
+    /// needed, with the reading of the jaxprs that need it set aside meanwhile).
     fn parse_nested_root(&mut self) -> Result<Jaxpr, ReadError> {
         self.scopes.clear();
         self.scopes.push(Scope::default());
+        let base = self.suspended.len();
         loop {
             let step = match self.step() {
                 Ok(s) => s,
-                Err(e) => return Err(self.fail(e)),
+                Err(e) => {
+                    let e = self.fail(e);
+                    self.suspended.truncate(base);
+                    return Err(e);
+                }
             };
             match step {
                 Step::Open => self.scopes.push(Scope::default()),
+                Step::Need(t) => {
+                    let Some(d) = self.lets.get_mut(t.text) else {
+                        return Err(self.fail(expected(&t, "a shared jaxpr")));
+                    };
+                    d.state = LetState::Building;
+                    let body = d.body.clone();
+                    let saved = Suspended {
+                        lx: self.lx.clone(),
+                        cur: self.cur,
+                        nxt: self.nxt,
+                        scopes: std::mem::take(&mut self.scopes),
+                        name: t.text,
+                    };
+                    self.suspended.push(saved);
+                    self.seek(body);
+                    self.scopes.push(Scope::default());
+                }
                 Step::Close(j) => {
                     self.scopes.pop();
                     if self.scopes.is_empty() {
+                        if self.suspended.len() > base {
+                            if let Some(s) = self.suspended.pop() {
+                                let cj = ClosedJaxpr::with_unknown_consts(Arc::new(j));
+                                self.shared.insert(s.name, cj);
+                                if let Some(d) = self.lets.get_mut(s.name) {
+                                    d.state = LetState::Built;
+                                }
+                                self.lx = s.lx;
+                                self.cur = s.cur;
+                                self.nxt = s.nxt;
+                                self.scopes = s.scopes;
+                                continue;
+                            }
+                        }
                         return Ok(j);
                     }
                     let cj = ClosedJaxpr::with_unknown_consts(Arc::new(j));
@@ -673,15 +844,19 @@ impl<'a, 'r> Parser<'a, 'r> {
     }
 
     /// Runs the top scope until it needs a nested scope or is complete.
-    fn step(&mut self) -> Result<Step, ReadError> {
+    fn step(&mut self) -> Result<Step<'a>, ReadError> {
         let si = self.scopes.len() - 1;
         if !self.scopes[si].header_done {
             self.header(si)?;
         }
         loop {
             if let Some(pe) = &self.scopes[si].eqn {
-                if pe.in_params && self.params(si)? {
-                    return Ok(Step::Open);
+                if pe.in_params {
+                    match self.params(si)? {
+                        ParamStop::Done => {}
+                        ParamStop::Open => return Ok(Step::Open),
+                        ParamStop::Need(t) => return Ok(Step::Need(t)),
+                    }
                 }
                 self.finish_eqn(si)?;
                 continue;
@@ -919,11 +1094,12 @@ impl<'a, 'r> Parser<'a, 'r> {
         Ok(())
     }
 
-    /// Reads params until `]` (returns false) or until a nested jaxpr opens (true).
-    fn params(&mut self, si: usize) -> Result<bool, ReadError> {
+    /// Reads params until `]`, until a nested jaxpr opens, or until a word names a
+    /// shared jaxpr not read yet.
+    fn params(&mut self, si: usize) -> Result<ParamStop<'a>, ReadError> {
         loop {
             let Some(pe) = self.scopes[si].eqn.as_mut() else {
-                return Ok(false);
+                return Ok(ParamStop::Done);
             };
             let t = self.cur;
             if pe.current.is_none() {
@@ -931,7 +1107,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                     Kind::RBracket => {
                         pe.in_params = false;
                         self.bump();
-                        return Ok(false);
+                        return Ok(ParamStop::Done);
                     }
                     Kind::Word => {
                         pe.current = Some(t);
@@ -950,12 +1126,21 @@ impl<'a, 'r> Parser<'a, 'r> {
                     t.kind,
                     Kind::LBrace | Kind::LParen | Kind::LBracket | Kind::Word | Kind::Str
                 );
+                // In a param that takes jaxprs, any name is taken for one (an undefined
+                // one is reported as such).
+                let jaxprs_param = matches!(
+                    (pe.builtin, pe.current),
+                    (Some(b), Some(p)) if b.param_kind(p.text) == Some(ParamKind::Jaxprs)
+                );
                 let jaxpr_follows = t.kind == Kind::LBrace
-                    || (t.kind == Kind::Word && self.shared.contains_key(t.text));
-                let after_jaxpr = c
-                    .items
-                    .last()
-                    .is_some_and(|v| is_jaxpr_like(v, &self.shared));
+                    || (t.kind == Kind::Word
+                        && (self.shared.contains_key(t.text)
+                            || self.lets.contains_key(t.text)
+                            || (jaxprs_param && is_ident(t.text))));
+                let after_jaxpr = c.items.last().is_some_and(|v| {
+                    is_jaxpr_like(v, &self.shared)
+                        || (jaxprs_param && matches!(v, Val::Word(w) if is_ident(w.text)))
+                });
                 let separated = c.items.is_empty() || c.after_comma;
                 let jaxprs_in_a_row = jaxpr_follows && after_jaxpr;
                 if starts_value && !separated && !jaxprs_in_a_row {
@@ -966,7 +1151,7 @@ impl<'a, 'r> Parser<'a, 'r> {
             match t.kind {
                 Kind::LBrace => {
                     self.bump();
-                    return Ok(true);
+                    return Ok(ParamStop::Open);
                 }
                 Kind::LParen | Kind::LBracket => {
                     if pe.containers.len() >= MAX_VALUE_DEPTH {
@@ -1088,6 +1273,9 @@ impl<'a, 'r> Parser<'a, 'r> {
                     self.expect(Kind::Eq, "'=' after a field name")?;
                 }
                 Kind::Word => {
+                    if self.names_pending_let(si, &t)? {
+                        return Ok(ParamStop::Need(t));
+                    }
                     let t = self.angle_span(t);
                     self.bump();
                     self.deliver(Val::Word(t))?;
@@ -1101,6 +1289,43 @@ impl<'a, 'r> Parser<'a, 'r> {
                 }
                 _ => return Err(expected(&t, "a param value")),
             }
+        }
+    }
+
+    /// True when the word `t`, in the param value being read, names a shared jaxpr that
+    /// is defined later and not read yet (a param that takes a jaxpr, or one the schema
+    /// does not know). A shared jaxpr named inside its own definition is an error: the
+    /// text cannot describe such a cycle.
+    fn names_pending_let(&self, si: usize, t: &Tok<'a>) -> Result<bool, ReadError> {
+        let Some(d) = self.lets.get(t.text) else {
+            return Ok(false);
+        };
+        let Some(pe) = self.scopes.get(si).and_then(|s| s.eqn.as_ref()) else {
+            return Ok(false);
+        };
+        if pe.containers.len() > 1 || pe.containers.iter().any(|c| c.record.is_some()) {
+            return Ok(false);
+        }
+        let takes_jaxpr = match (pe.builtin, pe.current) {
+            (Some(b), Some(p)) => matches!(
+                b.param_kind(p.text),
+                None | Some(ParamKind::Jaxpr | ParamKind::Jaxprs | ParamKind::OptJaxpr)
+            ),
+            _ => true,
+        };
+        if !takes_jaxpr {
+            return Ok(false);
+        }
+        match d.state {
+            LetState::Pending => Ok(true),
+            LetState::Built => Ok(false),
+            LetState::Building => Err(perr(
+                t,
+                format!(
+                    "shared jaxpr '{}' is used inside its own definition (line {}, column {})",
+                    t.text, d.name.line, d.name.col
+                ),
+            )),
         }
     }
 
@@ -1131,6 +1356,9 @@ impl<'a, 'r> Parser<'a, 'r> {
             return Err(perr(&name, format!("param '{}' is given twice", name.text)));
         }
         let kind = pe.builtin.and_then(|b| b.param_kind(name.text));
+        if let Some(k) = kind {
+            check_shared_names(k, &val, &name, pe.prim.name(), shared, &self.lets)?;
+        }
         let p = convert(kind, val, shared)?;
         pe.params.push((name.text, p));
         Ok(())
@@ -1278,6 +1506,58 @@ impl<'a, 'r> Parser<'a, 'r> {
 // Param values.
 
 type Shared<'a> = HashMap<&'a str, ClosedJaxpr>;
+
+/// For a param of a known kind: a name in a jaxpr param must be a shared jaxpr's (else
+/// the name is undefined), and a shared jaxpr's name is no value of a param that takes
+/// no jaxpr (a string param takes any word, `name=f` included).
+fn check_shared_names(
+    kind: ParamKind,
+    v: &Val<'_>,
+    param: &Tok<'_>,
+    prim: &str,
+    shared: &Shared<'_>,
+    lets: &HashMap<&str, LetDef<'_>>,
+) -> Result<(), ReadError> {
+    use ParamKind as K;
+    if matches!(kind, K::Jaxpr | K::Jaxprs | K::OptJaxpr) {
+        let words: &[Val<'_>] = match v {
+            Val::Seq { items, .. } if kind == K::Jaxprs => items,
+            other => std::slice::from_ref(other),
+        };
+        for w in words {
+            if let Val::Word(t) = w {
+                if is_ident(t.text)
+                    && !matches!(t.text, "None" | "True" | "False")
+                    && !shared.contains_key(t.text)
+                {
+                    return Err(perr(
+                        t,
+                        format!(
+                            "undefined shared jaxpr '{}': param '{}' of {prim} takes a jaxpr, \
+                             written inline or named by a `let {} = {{ ... }} in` before the \
+                             jaxpr",
+                            t.text, param.text, t.text
+                        ),
+                    ));
+                }
+            }
+        }
+        return Ok(());
+    }
+    if let Val::Word(t) = v {
+        let is_shared = shared.contains_key(t.text) || lets.contains_key(t.text);
+        if is_shared && by_kind(kind, v, shared)?.is_none() {
+            return Err(perr(
+                t,
+                format!(
+                    "'{}' names a shared jaxpr, but param '{}' of {prim} takes {}, not a jaxpr",
+                    t.text, param.text, kind
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// True for a jaxpr value: inline, or the name of a shared one.
 fn is_jaxpr_like(v: &Val<'_>, shared: &Shared<'_>) -> bool {

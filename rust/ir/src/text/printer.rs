@@ -38,6 +38,31 @@
 //! - Past [`MAX_INDENT_DEPTH`] levels of nested jaxprs, nests add no indentation, so the
 //!   output stays linear in the size of the jaxpr however deep it nests.
 //!
+//! # Shared jaxprs
+//! A sub-jaxpr held more than once (by identity: the same `Arc<Jaxpr>`) prints once, as
+//! JAX 0.10 prints it: `let name = { lambda ... } in` and a line break before the jaxpr,
+//! and its name where it is a param (`jaxpr=g`, `branches=(jaxpr jaxpr1)`):
+//! ```text
+//! let g = { lambda ; a:f32[]. let b:f32[] = sin a in (b,) } in
+//! { lambda ; c:f32[]. let
+//!     d:f32[] = jit[name=g jaxpr=g] c
+//!     e:f32[] = jit[name=g jaxpr=g] d
+//!   in (e,) }
+//! ```
+//! JAX's rule: counting each sub-jaxpr once per path from the printed jaxpr to it (and
+//! twice per path for one of more than 10 equations), every one counted twice or more is
+//! shared; the shared ones print in breadth-first order of first visit (an equation's
+//! jaxprs in the order JAX binds its params: `while`'s `cond_jaxpr` before `body_jaxpr`),
+//! so a definition may name one printed after it. Each is named after the `name` param
+//! (`<>` stripped: `lambda`) of the first equation holding it that has one, else `jaxpr`;
+//! a repeated name is numbered (`jaxpr`, `jaxpr1`, `jaxpr2`). Two departures keep the
+//! text readable back: a name that is not an identifier (or is a keyword, `None`, a
+//! dtype) becomes `jaxpr`, and where JAX's numbering would repeat a name (`g1`, then `g`
+//! twice) the number goes on. Variables take no name that spells a shared jaxpr's, and
+//! `jit` suggests no variable names for a shared jaxpr. The sharing is found on the DAG
+//! in linear time (a jaxpr has two paths when it or an ancestor is held twice), so a
+//! jaxpr of k levels each calling the one below twice prints in O(k).
+//!
 //! # Names
 //! Variables are named `a`, `b`, ..., `z`, `ba`, ... ([`crate::text::alphabetic_name`]),
 //! skipping the keywords `in`, `let` and `lambda` (which JAX does not skip), in the order
@@ -60,7 +85,7 @@ use crate::params::Param;
 use crate::primitive::{Builtin, Family};
 use crate::text::lexer::{is_single_word, quote_into};
 use crate::text::{python_float_repr, skip_keyword_names};
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 
 /// Nesting of jaxprs deeper than this many levels is printed without further indentation.
@@ -81,10 +106,15 @@ pub fn print_jaxpr(j: &Jaxpr) -> String {
         queue: VecDeque::new(),
         texts: String::new(),
     };
+    let sharing = Sharing::of(j);
     let mut g = Generator {
-        stack: vec![Frame::new(j, 0, None)],
+        stack: Vec::new(),
         counter: 0,
         done: false,
+        root: Some(j),
+        next_let: 0,
+        in_let: false,
+        sharing,
     };
     f.run(&mut g);
     f.out
@@ -149,6 +179,156 @@ fn printed_params(e: &Eqn) -> Vec<(&'static str, &Param)> {
         }
     }
     v
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared jaxprs.
+
+/// Which sub-jaxprs print once, as `let name = { ... } in` before the jaxpr, and their
+/// names (see the module docs).
+struct Sharing<'j> {
+    /// Index in `lets` of each shared jaxpr, by address.
+    index: HashMap<*const Jaxpr, usize>,
+    /// The shared jaxprs in printed order, with their names.
+    lets: Vec<(String, &'j Jaxpr)>,
+    /// Variable name numbers not to use: those spelling a shared jaxpr's name.
+    skip: HashSet<usize>,
+    /// The names of the shared jaxprs.
+    names: HashSet<String>,
+}
+
+/// The sub-jaxprs of an equation in the order JAX's params hold them (the order its
+/// primitives are bound with): params by name, except that `while` has `cond_jaxpr`
+/// before `body_jaxpr`.
+fn jax_order_sub_jaxprs(e: &Eqn) -> impl Iterator<Item = &ClosedJaxpr> {
+    let is_while = e.primitive().as_builtin() == Some(Builtin::While);
+    let first = is_while.then(|| e.params().get("cond_jaxpr")).flatten();
+    let rest = e
+        .params()
+        .iter()
+        .filter(move |(n, _)| !(is_while && *n == "cond_jaxpr"))
+        .map(|(_, p)| p);
+    first.into_iter().chain(rest).flat_map(|p| match p {
+        Param::Jaxpr(j) => std::slice::from_ref(j).iter(),
+        Param::Jaxprs(js) => js.iter(),
+        _ => [].iter(),
+    })
+}
+
+/// A `let` name as the parser reads it back: an identifier that is not a keyword,
+/// `None`/`True`/`False` or a dtype name.
+fn is_let_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    let Some(c0) = chars.next() else {
+        return false;
+    };
+    (c0.is_ascii_alphabetic() || c0 == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !matches!(s, "in" | "let" | "None" | "True" | "False")
+        && crate::dtype::DType::from_name(s).is_none()
+}
+
+/// The name number whose alphabetic name is `s`, for lowercase names that short.
+fn alphabetic_index(s: &str) -> Option<usize> {
+    if s.is_empty() || s.len() > 12 || !s.bytes().all(|b| b.is_ascii_lowercase()) {
+        return None;
+    }
+    // `a` is the zero digit, except that a name has no leading zeros beyond `a` itself.
+    if s.len() > 1 && s.starts_with('a') {
+        return None;
+    }
+    Some(s.bytes().fold(0usize, |n, b| n * 26 + (b - b'a') as usize))
+}
+
+impl<'j> Sharing<'j> {
+    /// JAX's choice: counting each sub-jaxpr once per path from the top jaxpr to it (and
+    /// twice per path for one of more than 10 equations), those counted more than once are
+    /// shared; they print in breadth-first order of first visit, each named after the
+    /// `name` param of the first equation (breadth-first) that holds it (`<lambda>` as
+    /// `lambda`), else `jaxpr`, a repeated name numbered `name1`, `name2`, ...
+    /// Computed on the DAG, in time linear in its size: a jaxpr has two paths or more
+    /// exactly when it or one of its ancestors is held twice or more.
+    fn of(root: &'j Jaxpr) -> Sharing<'j> {
+        let mut ids: HashMap<*const Jaxpr, usize> = HashMap::new();
+        let mut nodes: Vec<&'j Jaxpr> = vec![root];
+        let mut held: Vec<u32> = vec![0];
+        let mut names: Vec<Option<&'j str>> = vec![None];
+        let mut children: Vec<Vec<usize>> = vec![Vec::new()];
+        ids.insert(root as *const Jaxpr, 0);
+        let mut next = 0;
+        while let Some(&j) = nodes.get(next) {
+            let mut kids = Vec::new();
+            for e in j.eqns() {
+                let name = match e.params().get("name") {
+                    Some(Param::Str(s)) => Some(s.trim_matches(|c| c == '<' || c == '>')),
+                    _ => None,
+                };
+                for cj in jax_order_sub_jaxprs(e) {
+                    let sub: &'j Jaxpr = cj.jaxpr();
+                    let id = *ids.entry(sub as *const Jaxpr).or_insert_with(|| {
+                        nodes.push(sub);
+                        held.push(0);
+                        names.push(None);
+                        children.push(Vec::new());
+                        nodes.len() - 1
+                    });
+                    held[id] = held[id].saturating_add(1);
+                    if names[id].is_none() {
+                        names[id] = name;
+                    }
+                    kids.push(id);
+                }
+            }
+            children[next] = kids;
+            next += 1;
+        }
+        // Two paths or more: held twice, or below one that is.
+        let mut multi: Vec<bool> = held.iter().map(|&h| h >= 2).collect();
+        let mut todo: Vec<usize> = (0..nodes.len()).filter(|&i| multi[i]).collect();
+        while let Some(i) = todo.pop() {
+            for &c in &children[i] {
+                if !multi[c] {
+                    multi[c] = true;
+                    todo.push(c);
+                }
+            }
+        }
+        let mut sharing = Sharing {
+            index: HashMap::new(),
+            lets: Vec::new(),
+            skip: HashSet::new(),
+            names: HashSet::new(),
+        };
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for (i, &j) in nodes.iter().enumerate().skip(1) {
+            if !(multi[i] || j.eqns().len() > 10) {
+                continue;
+            }
+            let base = names[i].filter(|n| is_let_name(n)).unwrap_or("jaxpr");
+            let count = counts.get(base).copied().unwrap_or(0);
+            *counts.entry(base.to_owned()).or_insert(0) += 1;
+            let mut name = base.to_owned();
+            if count > 0 {
+                name = format!("{base}{count}");
+                *counts.entry(name.clone()).or_insert(0) += 1;
+            }
+            // JAX's numbering can repeat a name (`g1`, then `g` twice); ferrax numbers
+            // on until the name is new, so that the text reads back.
+            let mut k = count;
+            while sharing.names.contains(&name) {
+                k += 1;
+                name = format!("{base}{k}");
+                *counts.entry(name.clone()).or_insert(0) += 1;
+            }
+            sharing.names.insert(name.clone());
+            if let Some(n) = alphabetic_index(&name) {
+                sharing.skip.insert(n);
+            }
+            sharing.index.insert(j as *const Jaxpr, sharing.lets.len());
+            sharing.lets.push((name, j));
+        }
+        sharing
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -259,13 +439,30 @@ struct Generator<'j> {
     stack: Vec<Frame<'j>>,
     counter: usize,
     done: bool,
+    /// The jaxpr printed after the shared ones (taken when its frame is pushed).
+    root: Option<&'j Jaxpr>,
+    /// The next shared jaxpr to print as `let name = ... in`.
+    next_let: usize,
+    /// The frame at the bottom of the stack is a shared jaxpr's.
+    in_let: bool,
+    sharing: Sharing<'j>,
 }
 
 impl<'j> Generator<'j> {
     fn fresh(&mut self) -> usize {
-        let n = skip_keyword_names(self.counter);
-        self.counter = n + 1;
-        n
+        loop {
+            let n = skip_keyword_names(self.counter);
+            self.counter = n + 1;
+            if !self.sharing.skip.contains(&n) {
+                return n;
+            }
+        }
+    }
+
+    /// The `let` name of a shared jaxpr, `None` for one printed inline.
+    fn shared_name(&self, j: &Jaxpr) -> Option<&str> {
+        let i = *self.sharing.index.get(&(j as *const Jaxpr))?;
+        self.sharing.lets.get(i).map(|(n, _)| n.as_str())
     }
 
     /// The name number of `v` in `names` (named now if it has none).
@@ -354,6 +551,10 @@ impl<'j> Generator<'j> {
             return None;
         };
         let inner: &'j Jaxpr = cj.jaxpr();
+        if self.shared_name(inner).is_some() {
+            // JAX suggests no names for a shared jaxpr (it is printed already).
+            return None;
+        }
         let mut names = vec![UNNAMED; inner.num_vars()];
         if inner.invars().len() == e.inputs().len() {
             let mut used: Vec<VarId> = Vec::new();
@@ -386,6 +587,22 @@ impl<'j> Generator<'j> {
             return false;
         }
         let Some(fi) = self.stack.len().checked_sub(1) else {
+            // The shared jaxprs first, each `let name = { ... } in` and a line break,
+            // then the jaxpr itself.
+            if let Some(&(ref name, j)) = self.sharing.lets.get(self.next_let) {
+                self.next_let += 1;
+                sink.text("let ");
+                sink.owned(|s| s.push_str(name));
+                sink.text(" = ");
+                self.stack.push(Frame::new(j, 0, None));
+                self.in_let = true;
+                return true;
+            }
+            if let Some(j) = self.root.take() {
+                self.stack.push(Frame::new(j, 0, None));
+                self.in_let = false;
+                return true;
+            }
             self.done = true;
             return false;
         };
@@ -416,8 +633,9 @@ impl<'j> Generator<'j> {
                     sink.push(Tok::Close);
                     self.stack[fi].phase = Phase::Done;
                     self.stack.pop();
-                    if self.stack.is_empty() {
-                        self.done = true;
+                    if self.stack.is_empty() && self.in_let {
+                        sink.text(" in");
+                        sink.push(Tok::Brk(" "));
                     }
                     return true;
                 };
@@ -503,6 +721,10 @@ impl<'j> Generator<'j> {
                     } else {
                         None
                     };
+                    if let Some(n) = self.shared_name(cj.jaxpr()) {
+                        sink.owned(|s| s.push_str(n));
+                        continue;
+                    }
                     self.stack.push(Frame::new(cj.jaxpr(), child_depth, names));
                     return;
                 }
@@ -518,6 +740,10 @@ impl<'j> Generator<'j> {
                             sink.push(Tok::Brk(" "));
                         }
                         f.sub += 1;
+                        if let Some(n) = self.shared_name(cj.jaxpr()) {
+                            sink.owned(|s| s.push_str(n));
+                            continue;
+                        }
                         self.stack.push(Frame::new(cj.jaxpr(), child_depth, None));
                         return;
                     }
@@ -530,8 +756,25 @@ impl<'j> Generator<'j> {
                     f.param_started = false;
                 }
                 flat => {
-                    sink.owned(|s| {
-                        write_param_flat(s, flat);
+                    // A word naming a shared jaxpr reads back as that jaxpr where the
+                    // schema does not say the param is a string: quote it there.
+                    let word = match flat {
+                        Param::Str(w) => Some(&**w),
+                        Param::Opaque(o) => Some(o.name()),
+                        _ => None,
+                    };
+                    let takes_words = e
+                        .primitive()
+                        .as_builtin()
+                        .and_then(|b| b.param_kind(name))
+                        .is_some();
+                    let quote =
+                        !takes_words && word.is_some_and(|w| self.sharing.names.contains(w));
+                    sink.owned(|s| match word {
+                        Some(w) if quote => quote_into(s, w),
+                        _ => {
+                            write_param_flat(s, flat);
+                        }
                     });
                     f.param += 1;
                     f.param_started = false;
