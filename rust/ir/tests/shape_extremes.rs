@@ -12,8 +12,8 @@
 use ferrax_ir::DType::{F32, I32};
 use ferrax_ir::{
     AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, GatherDimensionNumbers,
-    GatherScatterMode, JaxprBuilder, Opaque, Param, Params, RuleError, ScatterDimensionNumbers,
-    Shape, ShapeError,
+    GatherScatterMode, JaxprBuilder, LitValue, Literal, Opaque, Param, Params, RuleError,
+    ScatterDimensionNumbers, Shape, ShapeError,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -461,7 +461,8 @@ fn with_slot(p: &Param, k: usize, v: i64) -> Param {
 }
 
 /// Applies the rule; an `Ok` must hold well-formed types (checked again through
-/// `Shape::new`, so a dimension the rule computed by wrapping shows).
+/// `Shape::new`, so a dimension the rule computed by wrapping shows), and the passes must
+/// return on the one-equation jaxpr it makes.
 fn apply(
     prim: Builtin,
     inputs: &[AbstractValue],
@@ -474,8 +475,30 @@ fn apply(
             assert_eq!(again.as_ref(), Ok(&o.shape), "{prim:?}: {o}");
             assert!(o.shape.size() >= 0);
         }
+        passes_return(prim, inputs, params);
     }
     r
+}
+
+/// Builds the one-equation jaxpr and runs the lowering, the cost analysis and (for a
+/// first operand of a float dtype) transpose and partial evaluation on it: each must
+/// return (an error is fine: their results are checked elsewhere).
+fn passes_return(prim: Builtin, inputs: &[AbstractValue], params: &Params) {
+    let mut b = JaxprBuilder::new();
+    let ins: Vec<Atom> = inputs
+        .iter()
+        .map(|x| Atom::Var(b.add_invar(x.clone())))
+        .collect();
+    let outs = b.add_eqn(prim.into(), ins, params.clone()).unwrap();
+    let j = b.build(outs.into_iter().map(Atom::Var).collect()).unwrap();
+    let _ = ferrax_ir::lower::stablehlo::lower_jaxpr(&j, "m");
+    let _ = ferrax_ir::passes::cost(&j);
+    let mut first = vec![false; inputs.len()];
+    if let Some(f) = first.first_mut() {
+        *f = inputs[0].dtype.is_float();
+    }
+    let _ = ferrax_ir::passes::transpose(&j, &first);
+    let _ = ferrax_ir::passes::partial_eval(&j, &first, &vec![false; j.outvars().len()]);
 }
 
 #[test]
@@ -499,7 +522,7 @@ fn extreme_integers_in_every_param_and_dimension_never_panic() {
         for (name, p) in b.params.iter() {
             for k in 0..slots(p) {
                 for &v in EXTREMES {
-                    let params = b.params.with(name.as_ref(), with_slot(p, k, v));
+                    let params = b.params.with(name, with_slot(p, k, v));
                     calls += 1;
                     accepted += apply(b.prim, &b.inputs, &params).is_ok() as usize;
                 }
@@ -806,7 +829,8 @@ fn fast(slow: &mut Vec<String>, what: &str, f: impl FnOnce()) {
 }
 
 /// Issue 10: the rules of reduce, argmax, squeeze, expand_dims (and dot_general, gather,
-/// scatter, transpose, rev) are linear in the rank.
+/// scatter, transpose, rev) are linear in the rank, and so are the passes on them
+/// (lowering, cost, transpose, partial evaluation: `apply` runs them all).
 #[test]
 fn axis_rules_are_linear_in_the_rank() {
     const R: usize = 300_000;
@@ -952,4 +976,71 @@ fn axis_rules_are_linear_in_the_rank() {
         assert_eq!(outs[0], ones);
     });
     assert!(slow.is_empty(), "not linear in the rank: {slow:?}");
+}
+
+/// The transpose pass on `pad` and `slice` equations whose params are extreme but well
+/// typed (a crop of `i64::MIN`, an interior of `i64::MAX`, a stride near `i64::MAX`):
+/// a transposed jaxpr of the right type, or a `PassError`, never a panic; lowering,
+/// partial evaluation and the cost analysis return too.
+#[test]
+fn transposing_extreme_pads_and_slices_never_panics() {
+    use ferrax_ir::passes::transpose;
+    let zero = Literal {
+        value: LitValue::Float(0.0),
+        dtype: F32,
+        weak_type: false,
+    };
+    let mut transposed = 0;
+    for d in [0i64, 1, 2, 3] {
+        let x = a(F32, &[d]);
+        let mut configs: Vec<Params> = Vec::new();
+        for &lo in EXTREMES {
+            for &hi in EXTREMES {
+                for &interior in EXTREMES {
+                    configs.push(ps([(
+                        "padding_config",
+                        Param::Padding(Arc::from(vec![(lo, hi, interior)])),
+                    )]));
+                }
+            }
+        }
+        for (prim, params) in
+            configs
+                .into_iter()
+                .map(|p| (Builtin::Pad, p))
+                .chain(EXTREMES.iter().flat_map(|&st| {
+                    [(0, d), (0, d.min(1)), (d.min(1), d)].map(|(s, l)| {
+                        (
+                            Builtin::Slice,
+                            ps([
+                                ("start_indices", ints(&[s])),
+                                ("limit_indices", ints(&[l])),
+                                ("strides", ints(&[st])),
+                            ]),
+                        )
+                    })
+                }))
+        {
+            let mut b = JaxprBuilder::new();
+            let v = Atom::Var(b.add_invar(x.clone()));
+            let mut ins = vec![v];
+            if prim == Builtin::Pad {
+                ins.push(b.literal(zero));
+            }
+            let Ok(out) = b.add_eqn(prim.into(), ins, params) else {
+                continue;
+            };
+            let j = b.build(vec![Atom::Var(out[0])]).unwrap();
+            // The other passes take it too (their results are checked elsewhere; here,
+            // only that they return).
+            let _ = ferrax_ir::lower::stablehlo::lower_jaxpr(&j, "m");
+            let _ = ferrax_ir::passes::partial_eval(&j, &[true], &[false]);
+            let _ = ferrax_ir::passes::cost(&j);
+            if let Ok(t) = transpose(&j, &[true]) {
+                assert_eq!(t.out_avals(), vec![x.clone()], "{j}");
+                transposed += 1;
+            }
+        }
+    }
+    assert!(transposed > 100, "{transposed}");
 }
