@@ -184,6 +184,33 @@ def test_shaped_array_shape_forms() -> None:
     assert ShapedArray(range(3), "f32").shape == (0, 1, 2)
 
 
+@pytest.mark.parametrize(
+    ("dims", "valid"),
+    [
+        ((0, 2**40, 2**40), False),
+        ((2**40, 0, 2**40), False),
+        ((2**40, 2**40, 0), False),
+        ((0, 2**40, 2**20), True),
+        ((2**20, 2**40, 0), True),
+        ((0, 2**63 - 1), True),
+        ((2**63 - 1, 0), True),
+    ],
+)
+def test_shape_validity_does_not_depend_on_order(dims: tuple[int, ...], valid: bool) -> None:
+    """Issue 10: a shape is valid when the product of its nonzero dimensions fits in int64,
+    whatever the order (XLA aborts on ``(2**40, 2**40, 0)``; both orders are refused)."""
+    for order in (dims, dims[::-1]):
+        if valid:
+            assert ShapedArray(order, np.float32).shape == order
+            if max(order) < 2**60:  # NumPy refuses arrays of 2**63 bytes, even empty ones
+                assert ferrax.numpy.zeros(order).shape == order
+        else:
+            with pytest.raises(TypeCheckError, match="product of the nonzero dimensions overflows"):
+                ShapedArray(order, np.float32)
+            with pytest.raises(TypeCheckError, match="(?s)overflows.*test_core"):
+                ferrax.numpy.zeros(order)
+
+
 def test_shaped_array_errors() -> None:
     with pytest.raises(TypeCheckError, match="negative"):
         ShapedArray((3, -1), np.float32)

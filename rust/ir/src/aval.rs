@@ -4,8 +4,10 @@ use crate::dtype::DType;
 use smallvec::SmallVec;
 use std::fmt;
 
-/// The dimensions of an array. Every dimension is non-negative and the element count fits
-/// in an `i64` (the [`Shape::new`] constructor checks both).
+/// The dimensions of an array. Every dimension is non-negative and the product of its
+/// nonzero dimensions fits in an `i64` (the [`Shape::new`] constructor checks both), so
+/// the element count and the product of any subset of the dimensions (a stride, the size
+/// of a slice of the axes) fit too, whatever the order of the dimensions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Shape(SmallVec<[i64; 4]>);
 
@@ -19,7 +21,8 @@ pub enum ShapeError {
         /// Its value.
         size: i64,
     },
-    /// The product of the dimensions overflows `i64`.
+    /// The product of the nonzero dimensions overflows `i64` (a zero dimension does not
+    /// make a shape valid: `[0, 2^40, 2^40]` and `[2^40, 2^40, 0]` are both refused).
     Overflow,
 }
 
@@ -29,7 +32,9 @@ impl fmt::Display for ShapeError {
             ShapeError::NegativeDim { axis, size } => {
                 write!(f, "dimension {axis} is negative ({size})")
             }
-            ShapeError::Overflow => f.write_str("the element count overflows i64"),
+            ShapeError::Overflow => {
+                f.write_str("the product of the nonzero dimensions overflows i64")
+            }
         }
     }
 }
@@ -71,16 +76,38 @@ impl Shape {
             .collect()
     }
 
-    /// A shape from its dimensions, checked: no negative dimension, element count in `i64`.
+    /// A shape from its dimensions, checked: no negative dimension (the first one is
+    /// reported), and the product of the nonzero dimensions in `i64`.
+    ///
+    /// The second rule does not depend on the order of the dimensions, and it bounds every
+    /// partial product (strides included), not only the element count. XLA, which the
+    /// lowering feeds, accepts `[0, 2^40, 2^40]` but aborts the process on
+    /// `[2^40, 2^40, 0]`; refusing both keeps every accepted shape safe to lower.
     pub fn new(dims: &[i64]) -> Result<Shape, ShapeError> {
-        let mut count: i64 = 1;
+        Shape::check(dims)?;
+        Ok(Shape(SmallVec::from_slice(dims)))
+    }
+
+    /// Checks dimensions as [`Shape::new`] does, without making a shape.
+    pub fn check(dims: &[i64]) -> Result<(), ShapeError> {
+        let mut product: i64 = 1;
+        let mut overflow = false;
         for (axis, &size) in dims.iter().enumerate() {
             if size < 0 {
                 return Err(ShapeError::NegativeDim { axis, size });
             }
-            count = count.checked_mul(size).ok_or(ShapeError::Overflow)?;
+            if size != 0 && !overflow {
+                match product.checked_mul(size) {
+                    Some(p) => product = p,
+                    None => overflow = true,
+                }
+            }
         }
-        Ok(Shape(SmallVec::from_slice(dims)))
+        if overflow {
+            Err(ShapeError::Overflow)
+        } else {
+            Ok(())
+        }
     }
 
     /// The shape of a scalar (`[]`).
@@ -100,8 +127,10 @@ impl Shape {
 
     /// Number of elements (the product of the dimensions; 1 for a scalar).
     pub fn size(&self) -> i64 {
-        // Checked at construction.
-        self.0.iter().product()
+        // Cannot overflow: the product of the nonzero dimensions was checked at
+        // construction, and a zero dimension only makes the product 0. Saturate anyway
+        // rather than wrap.
+        self.0.iter().fold(1i64, |n, &d| n.saturating_mul(d))
     }
 }
 

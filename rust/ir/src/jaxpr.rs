@@ -20,8 +20,16 @@ macro_rules! entity {
 
         impl $name {
             /// The id at position `index` of its arena.
+            ///
+            /// # Panics
+            /// If `index` does not fit in a `u32` (an arena holds at most `u32::MAX`
+            /// entries); [`Self::try_from_index`] returns `None` instead.
             pub fn from_index(index: usize) -> $name {
                 $name(u32::try_from(index).expect("arena larger than u32::MAX entries"))
+            }
+            /// The id at position `index` of its arena, if `index` fits in a `u32`.
+            pub fn try_from_index(index: usize) -> Option<$name> {
+                u32::try_from(index).ok().map($name)
             }
             /// Position in its arena.
             pub fn index(self) -> usize {
@@ -193,26 +201,62 @@ impl Jaxpr {
     pub fn num_vars(&self) -> usize {
         self.var_avals.len()
     }
-    /// The type of a variable of this jaxpr.
+    /// The type of a variable of this jaxpr. Every id the jaxpr holds (its invars,
+    /// constvars, equation inputs and outputs, outvars) is one; for an id from elsewhere,
+    /// use [`Jaxpr::get_var_aval`].
     ///
     /// # Panics
-    /// If `var` is not a variable of this jaxpr (ids are only meaningful in their jaxpr).
+    /// If `var` is out of range for this jaxpr's variables (`var.index() >=
+    /// self.num_vars()`), as an id made by another jaxpr or builder may be. An id of
+    /// another jaxpr that happens to be in range is not detected: it names a variable of
+    /// this one (ids are only meaningful in the jaxpr that made them).
     pub fn var_aval(&self, var: VarId) -> &AbstractValue {
         &self.avals[self.var_avals[var.index()].index()]
     }
+    /// The type of a variable of this jaxpr, or `None` if `var` is out of range (an id
+    /// from another jaxpr may also be in range: ids carry no jaxpr identity).
+    pub fn get_var_aval(&self, var: VarId) -> Option<&AbstractValue> {
+        self.var_avals
+            .get(var.index())
+            .and_then(|id| self.avals.get(id.index()))
+    }
+    /// Whether `var` is in range for this jaxpr's variables.
+    pub fn has_var(&self, var: VarId) -> bool {
+        var.index() < self.var_avals.len()
+    }
     /// A literal of this jaxpr.
+    ///
+    /// # Panics
+    /// If `lit` is out of range for this jaxpr's literals (`lit.index() >=
+    /// self.literals().len()`); [`Jaxpr::get_literal`] returns `None` instead.
     pub fn literal(&self, lit: LitId) -> &Literal {
         &self.literals[lit.index()]
+    }
+    /// A literal of this jaxpr, or `None` if `lit` is out of range.
+    pub fn get_literal(&self, lit: LitId) -> Option<&Literal> {
+        self.literals.get(lit.index())
     }
     /// All literals of this jaxpr.
     pub fn literals(&self) -> &[Literal] {
         &self.literals
     }
     /// The type of an atom of this jaxpr.
+    ///
+    /// # Panics
+    /// If the atom's variable or literal id is out of range for this jaxpr (see
+    /// [`Jaxpr::var_aval`] and [`Jaxpr::literal`]); [`Jaxpr::get_atom_aval`] returns
+    /// `None` instead.
     pub fn atom_aval(&self, atom: Atom) -> AbstractValue {
         match atom {
             Atom::Var(v) => self.var_aval(v).clone(),
             Atom::Lit(l) => self.literal(l).aval(),
+        }
+    }
+    /// The type of an atom of this jaxpr, or `None` if its id is out of range.
+    pub fn get_atom_aval(&self, atom: Atom) -> Option<AbstractValue> {
+        match atom {
+            Atom::Var(v) => self.get_var_aval(v).cloned(),
+            Atom::Lit(l) => self.get_literal(l).map(Literal::aval),
         }
     }
     /// The types of the constant variables.

@@ -1612,8 +1612,25 @@ fn shape_cases(t: &mut Table) {
         pd,
         vec![a(F32, &[3]), a(F32, &[])],
         pc(&[(i64::MAX, 0, 1)]),
-        Variant::BadParam,
-        &["not at least 0"],
+        Variant::Shape,
+        &["overflows i64"],
+    );
+    t.err(
+        "interior overflowing",
+        pd,
+        vec![a(F32, &[3]), a(F32, &[])],
+        pc(&[(0, 0, i64::MAX)]),
+        Variant::Shape,
+        &["overflows i64"],
+    );
+    // The exact size, as JAX computes it with Python ints: 2 * (2^62 - 1) + 3 overflows
+    // i64 on the way, but cropping by i64::MAX brings it back to 2.
+    t.ok(
+        "intermediate overflow cropped back",
+        pd,
+        vec![a(F32, &[3]), a(F32, &[])],
+        pc(&[(-i64::MAX, 0, (1 << 62) - 1)]),
+        vec![a(F32, &[2])],
     );
     t.err(
         "one operand",
@@ -1730,7 +1747,7 @@ fn shape_cases(t: &mut Table) {
         vec![a(F32, &[])],
         bid(&[1 << 40, 1 << 40], &[]),
         Variant::Shape,
-        &["output shape: the element count overflows i64"],
+        &["output shape: the product of the nonzero dimensions overflows i64"],
     );
     t.err(
         "negative shape",
@@ -2801,7 +2818,7 @@ fn iota_cases(t: &mut Table) {
         vec![],
         io(I32, &[1 << 40, 1 << 40], 0),
         Variant::Shape,
-        &["output shape: the element count overflows i64"],
+        &["output shape: the product of the nonzero dimensions overflows i64"],
     );
     t.err(
         "negative shape",
@@ -4206,7 +4223,7 @@ fn shape_overflow_is_a_shape_error() {
     assert_eq!(e, RuleError::Shape(ShapeError::Overflow));
     assert_eq!(
         e.to_string(),
-        "output shape: the element count overflows i64"
+        "output shape: the product of the nonzero dimensions overflows i64"
     );
 
     let e = Builtin::Iota
@@ -4229,17 +4246,26 @@ fn shape_overflow_is_a_shape_error() {
         RuleError::Shape(ShapeError::NegativeDim { axis: 1, size: -2 })
     );
 
-    // A zero dimension keeps the element count at 0 whatever the others are.
-    let outs = Builtin::BroadcastInDim
-        .abstract_eval(
-            &[a(F32, &[])],
-            &ps([
-                ("shape", ints(&[0, 1 << 40, 1 << 40])),
-                ("broadcast_dimensions", ints(&[])),
-            ]),
-        )
-        .unwrap();
-    assert_eq!(outs, vec![a(F32, &[0, 1 << 40, 1 << 40])]);
+    // A zero dimension does not excuse the others overflowing, in any order (XLA aborts
+    // the process on `[2^40, 2^40, 0]`).
+    for dims in [[0, 1 << 40, 1 << 40], [1 << 40, 1 << 40, 0]] {
+        let e = Builtin::BroadcastInDim
+            .abstract_eval(
+                &[a(F32, &[])],
+                &ps([("shape", ints(&dims)), ("broadcast_dimensions", ints(&[]))]),
+            )
+            .unwrap_err();
+        assert_eq!(e, RuleError::Shape(ShapeError::Overflow));
+    }
+    for dims in [[0, 1 << 40, 1 << 20], [1 << 40, 1 << 20, 0]] {
+        let outs = Builtin::BroadcastInDim
+            .abstract_eval(
+                &[a(F32, &[])],
+                &ps([("shape", ints(&dims)), ("broadcast_dimensions", ints(&[]))]),
+            )
+            .unwrap();
+        assert_eq!(outs, vec![a(F32, &dims)]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------

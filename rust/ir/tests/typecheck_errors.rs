@@ -904,7 +904,10 @@ fn shape_new_rejects_negative_dimensions() {
 fn shape_new_rejects_overflowing_element_counts() {
     let e = Shape::new(&[1 << 32, 1 << 32]).unwrap_err();
     assert_eq!(e, ShapeError::Overflow);
-    assert_eq!(e.to_string(), "the element count overflows i64");
+    assert_eq!(
+        e.to_string(),
+        "the product of the nonzero dimensions overflows i64"
+    );
     assert_eq!(
         Shape::new(&[i64::MAX, 2]).unwrap_err(),
         ShapeError::Overflow
@@ -913,11 +916,54 @@ fn shape_new_rejects_overflowing_element_counts() {
         Shape::new(&[1 << 21, 1 << 21, 1 << 21]).unwrap_err(),
         ShapeError::Overflow
     );
-    // At the limit, and with a zero dimension (the count stays 0), it fits.
+    // At the limit it fits.
     assert_eq!(Shape::new(&[i64::MAX, 1]).unwrap().size(), i64::MAX);
     assert_eq!(Shape::new(&[1 << 31, 1 << 31]).unwrap().size(), 1 << 62);
-    let empty = Shape::new(&[0, 1 << 40, 1 << 40]).unwrap();
-    assert_eq!(empty.size(), 0);
-    assert_eq!(empty.to_string(), "[0,1099511627776,1099511627776]");
     assert_eq!(Shape::new(&[]).unwrap(), Shape::scalar());
+}
+
+/// Issue 10: a shape's validity does not depend on the order of its dimensions. The rule
+/// is that the product of the nonzero dimensions fits in i64 (so every partial product,
+/// a stride included, fits), and a zero dimension does not excuse an overflow.
+#[test]
+fn shape_validity_does_not_depend_on_dimension_order() {
+    const M: i64 = 1 << 40;
+    let cases: &[(&[i64], bool)] = &[
+        (&[0, M, M], false),
+        (&[M, 0, M], false),
+        (&[M, M, 0], false),
+        (&[0, M, 1 << 22], true),
+        (&[1 << 22, M, 0], true),
+        (&[0, i64::MAX], true),
+        (&[i64::MAX, 0], true),
+        (&[0, i64::MAX, 2], false),
+        (&[2, 0, i64::MAX], false),
+        (&[0, 0, i64::MAX, 1], true),
+        (&[1 << 21, 1 << 21, 1 << 21], false),
+        (&[1 << 21, 1 << 21, 1 << 20], true),
+    ];
+    for &(dims, valid) in cases {
+        // Every rotation and the reversal of `dims` agree.
+        let mut orders: Vec<Vec<i64>> = (0..dims.len())
+            .map(|k| {
+                let mut d = dims.to_vec();
+                d.rotate_left(k);
+                d
+            })
+            .collect();
+        orders.push(dims.iter().rev().copied().collect());
+        for d in orders {
+            let r = Shape::new(&d);
+            assert_eq!(r.is_ok(), valid, "{d:?}: {r:?}");
+            match r {
+                Ok(s) => {
+                    let zero = d.contains(&0);
+                    let product: i128 = d.iter().map(|&x| x as i128).product();
+                    assert_eq!(s.size() as i128, product, "{d:?}");
+                    assert_eq!(s.size() == 0, zero);
+                }
+                Err(e) => assert_eq!(e, ShapeError::Overflow, "{d:?}"),
+            }
+        }
+    }
 }

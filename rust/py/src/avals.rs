@@ -125,7 +125,8 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".to_owned())
 }
 
-/// Reads a shape: a sequence of non-negative integers whose product fits in int64.
+/// Reads a shape: a sequence of non-negative integers, the product of the nonzero ones
+/// within int64 (`Shape::new`'s rule).
 pub fn shape_from_py(obj: &Bound<'_, PyAny>) -> Result<Shape> {
     if obj.is_instance_of::<PyString>() {
         return Err(Error::Py(PyTypeError::new_err(

@@ -1174,9 +1174,7 @@ impl Transposer<'_> {
             ReduceSum => {
                 let x = in_aval(0);
                 let axes = ints(e.params(), "axes");
-                let kept: Vec<i64> = (0..x.shape.rank() as i64)
-                    .filter(|a| !axes.contains(a))
-                    .collect();
+                let kept = axes_not_in(x.shape.rank(), &[&axes]);
                 let b = self.emit1(
                     i,
                     BroadcastInDim,
@@ -1467,9 +1465,14 @@ impl Transposer<'_> {
         let x = self.src.atom_aval(e.inputs()[0]);
         let u = self.src.atom_aval(e.inputs()[2]);
         let mut window = dn.update_window_dims.iter();
-        let slice_sizes: Vec<i64> = (0..x.shape.rank() as i64)
-            .map(|d| {
-                if dn.inserted_window_dims.contains(&d) || dn.operand_batching_dims.contains(&d) {
+        let not_window = axes_mask(
+            x.shape.rank(),
+            &[&dn.inserted_window_dims, &dn.operand_batching_dims],
+        );
+        let slice_sizes: Vec<i64> = not_window
+            .iter()
+            .map(|&skip| {
+                if skip {
                     1
                 } else {
                     window.next().map_or(1, |&w| u.shape.dims()[w as usize])
@@ -1532,12 +1535,28 @@ impl Transposer<'_> {
             _ => unreachable!("the typechecker requires pad's padding_config"),
         };
         // Both steps even where one is the identity: the equations JAX makes.
-        let undo: Vec<(i64, i64, i64)> = config.iter().map(|&(lo, hi, _)| (-lo, -hi, 0)).collect();
+        let mut undo: Vec<(i64, i64, i64)> = Vec::with_capacity(config.len());
+        for &(lo, hi, _) in &config {
+            let (Some(nlo), Some(nhi)) = (lo.checked_neg(), hi.checked_neg()) else {
+                return Err(PassError::TransposeRule {
+                    primitive: "pad".to_owned(),
+                    eqn: i,
+                    message: format!(
+                        "the padding ({lo}, {hi}) cannot be undone: its negation does not \
+                         fit in i64"
+                    ),
+                });
+            };
+            undo.push((nlo, nhi, 0));
+        }
+        // An undo whose size overflows is the pad rule's error, reported by `emit`.
         let unpadded = self.pad_with_zero(i, g, undo)?;
         let dims = self.aval(unpadded).shape.dims().to_vec();
+        // Saturating is exact: a stride of i64::MAX or more takes one element of any
+        // dimension (at most i64::MAX).
         let strides: Vec<i64> = config
             .iter()
-            .map(|&(_, _, interior)| interior + 1)
+            .map(|&(_, _, interior)| interior.saturating_add(1))
             .collect();
         let t_op = self.emit1(
             i,
@@ -1603,9 +1622,7 @@ impl Transposer<'_> {
         let l_aval = src.atom_aval(ins[lin]);
         let o_aval = src.atom_aval(ins[oth]);
         let free = |rank: usize, batch: &[i64], con: &[i64]| -> Vec<i64> {
-            (0..rank as i64)
-                .filter(|a| !batch.contains(a) && !con.contains(a))
-                .collect()
+            axes_not_in(rank, &[batch, con])
         };
         let l_free = free(l_aval.shape.rank(), l_batch, l_con);
         let o_free = free(o_aval.shape.rank(), o_batch, o_con);
@@ -1681,6 +1698,28 @@ impl Transposer<'_> {
         };
         self.give(i, ins[lin], r)
     }
+}
+
+/// The axes of `0..rank` named in any of `sets` (entries out of range ignored), as a
+/// mask: linear in the rank, where `contains` in a loop would be quadratic.
+fn axes_mask(rank: usize, sets: &[&[i64]]) -> Vec<bool> {
+    let mut m = vec![false; rank];
+    for &a in sets.iter().flat_map(|s| s.iter()) {
+        if let Some(slot) = usize::try_from(a).ok().and_then(|i| m.get_mut(i)) {
+            *slot = true;
+        }
+    }
+    m
+}
+
+/// The axes of `0..rank` named in none of `sets`, in order.
+fn axes_not_in(rank: usize, sets: &[&[i64]]) -> Vec<i64> {
+    axes_mask(rank, sets)
+        .iter()
+        .enumerate()
+        .filter(|(_, &named)| !named)
+        .map(|(a, _)| a as i64)
+        .collect()
 }
 
 /// Whether two type lists agree (shape and dtype, the weak type aside).

@@ -275,6 +275,12 @@ fn same_types(a: &[AbstractValue], b: &[AbstractValue]) -> bool {
 
 /// Checks that `axes` are distinct and in `0..rank`.
 fn check_axes(name: &str, axes: &[i64], rank: usize) -> Result<(), RuleError> {
+    axes_mask(name, axes, rank).map(drop)
+}
+
+/// The axes of `0..rank` that `axes` names, as a mask (linear time, so rules stay linear
+/// in the rank); an axis out of range or named twice is an error of param `name`.
+fn axes_mask(name: &str, axes: &[i64], rank: usize) -> Result<Vec<bool>, RuleError> {
     let mut seen = vec![false; rank];
     for &a in axes {
         let Some(slot) = usize::try_from(a).ok().and_then(|i| seen.get_mut(i)) else {
@@ -288,7 +294,29 @@ fn check_axes(name: &str, axes: &[i64], rank: usize) -> Result<(), RuleError> {
         }
         *slot = true;
     }
-    Ok(())
+    Ok(seen)
+}
+
+/// The dimensions of `dims` whose axis is not in `drop` (a mask of the same length).
+fn kept_dims(dims: &[i64], drop: &[bool]) -> Vec<i64> {
+    dims.iter()
+        .zip(drop)
+        .filter(|(_, &d)| !d)
+        .map(|(&s, _)| s)
+        .collect()
+}
+
+/// An axis param as an index into `0..rank`.
+fn axis_in(
+    name: &str,
+    axis: i64,
+    rank: usize,
+    what: impl fmt::Display,
+) -> Result<usize, RuleError> {
+    usize::try_from(axis)
+        .ok()
+        .filter(|&a| a < rank)
+        .ok_or_else(|| bad(name, format!("{axis} is out of range for {what}")))
 }
 
 fn is_permutation(perm: &[i64], rank: usize) -> bool {
@@ -449,7 +477,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             arity(inputs, 1)?;
             let dims = ints(params, "dimensions")?;
             let x = &inputs[0];
-            check_axes("dimensions", dims, x.shape.rank())?;
+            let squeezed = axes_mask("dimensions", dims, x.shape.rank())?;
             for &d in dims {
                 if x.shape.dims()[d as usize] != 1 {
                     return Err(bad(
@@ -458,14 +486,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
                     ));
                 }
             }
-            let kept: Vec<i64> = x
-                .shape
-                .dims()
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !dims.contains(&(*i as i64)))
-                .map(|(_, &s)| s)
-                .collect();
+            let kept = kept_dims(x.shape.dims(), &squeezed);
             Ok(vec![
                 AbstractValue::new(shape(&kept)?, x.dtype).with_weak_type(x.weak_type)
             ])
@@ -475,11 +496,12 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             let dims = ints(params, "dimensions")?;
             let x = &inputs[0];
             let out_rank = x.shape.rank() + dims.len();
-            check_axes("dimensions", dims, out_rank)?;
+            let inserted = axes_mask("dimensions", dims, out_rank)?;
             let mut src = x.shape.dims().iter();
-            let out: Vec<i64> = (0..out_rank as i64)
-                .map(|i| {
-                    if dims.contains(&i) {
+            let out: Vec<i64> = inserted
+                .iter()
+                .map(|&new| {
+                    if new {
                         1
                     } else {
                         src.next().copied().unwrap_or(1)
@@ -504,12 +526,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             let dims = ints(params, "shape")?;
             let s = shape(dims)?;
             let dim = int(params, "dimension")?;
-            if dim < 0 || dim as usize >= s.rank() {
-                return Err(bad(
-                    "dimension",
-                    format!("{dim} is out of range for shape {s}"),
-                ));
-            }
+            axis_in("dimension", dim, s.rank(), format_args!("shape {s}"))?;
             Ok(vec![AbstractValue::new(s, d)])
         }
         Gather => indexing::gather(inputs, params),
@@ -616,29 +633,20 @@ fn pad(inputs: &[AbstractValue], params: &Params) -> Rule {
     }
     let mut dims = Vec::with_capacity(config.len());
     for (&(lo, hi, interior), &d) in config.iter().zip(x.shape.dims()) {
-        let dilated = if d == 0 {
-            Some(0)
-        } else {
-            (d - 1)
-                .checked_mul(interior + 1)
-                .and_then(|n| n.checked_add(1))
-        };
-        let n = dilated
-            .and_then(|n| n.checked_add(lo))
-            .and_then(|n| n.checked_add(hi));
-        match n {
-            Some(n) if n >= 0 => dims.push(n),
-            _ => {
-                return Err(bad(
-                    "padding_config",
-                    format!(
-                        "dimension size after padding is not at least 0 for padding_config \
-                         {} and operand {x}",
-                        show()
-                    ),
-                ))
-            }
+        // Exact in i128: |lo|, |hi|, d <= 2^63 and (d - 1) * (interior + 1) < 2^126.
+        let (lo, hi, interior, d) = (lo as i128, hi as i128, interior as i128, d as i128);
+        let n = lo + hi + d + (d - 1).max(0) * interior;
+        if n < 0 {
+            return Err(bad(
+                "padding_config",
+                format!(
+                    "dimension size after padding is not at least 0 for padding_config \
+                     {} and operand {x}",
+                    show()
+                ),
+            ));
         }
+        dims.push(i64::try_from(n).map_err(|_| RuleError::Shape(ShapeError::Overflow))?);
     }
     Ok(vec![
         AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type && v.weak_type)
@@ -711,15 +719,8 @@ fn reduce(
     check_dtype(inputs, 0, ok, expected)?;
     let x = &inputs[0];
     let axes = ints(params, "axes")?;
-    check_axes("axes", axes, x.shape.rank())?;
-    let kept: Vec<i64> = x
-        .shape
-        .dims()
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !axes.contains(&(*i as i64)))
-        .map(|(_, &s)| s)
-        .collect();
+    let reduced = axes_mask("axes", axes, x.shape.rank())?;
+    let kept = kept_dims(x.shape.dims(), &reduced);
     Ok(vec![
         AbstractValue::new(shape(&kept)?, x.dtype).with_weak_type(x.weak_type)
     ])
@@ -733,7 +734,7 @@ fn argminmax(inputs: &[AbstractValue], params: &Params) -> Rule {
     if axes.len() != 1 {
         return Err(bad("axes", format!("takes exactly one axis, got {axes:?}")));
     }
-    check_axes("axes", axes, x.shape.rank())?;
+    let reduced = axes_mask("axes", axes, x.shape.rank())?;
     if x.shape.dims()[axes[0] as usize] == 0 {
         return Err(bad("axes", format!("axis {} of {x} is empty", axes[0])));
     }
@@ -744,14 +745,7 @@ fn argminmax(inputs: &[AbstractValue], params: &Params) -> Rule {
             format!("must be an integer dtype, got {index_dtype}"),
         ));
     }
-    let kept: Vec<i64> = x
-        .shape
-        .dims()
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i as i64 != axes[0])
-        .map(|(_, &s)| s)
-        .collect();
+    let kept = kept_dims(x.shape.dims(), &reduced);
     Ok(vec![AbstractValue::new(shape(&kept)?, index_dtype)])
 }
 
@@ -824,13 +818,7 @@ fn concatenate(inputs: &[AbstractValue], params: &Params) -> Rule {
     let dim = int(params, "dimension")?;
     let first = &inputs[0];
     let rank = first.shape.rank();
-    if dim < 0 || dim as usize >= rank {
-        return Err(bad(
-            "dimension",
-            format!("{dim} is out of range for rank {rank}"),
-        ));
-    }
-    let d = dim as usize;
+    let d = axis_in("dimension", dim, rank, format_args!("rank {rank}"))?;
     let mut total: i64 = 0;
     for (i, x) in inputs.iter().enumerate() {
         if x.dtype != first.dtype || x.shape.rank() != rank {
@@ -897,7 +885,10 @@ fn slice(inputs: &[AbstractValue], params: &Params) -> Rule {
         if stride < 1 {
             return Err(bad("strides", format!("stride {stride} must be positive")));
         }
-        dims.push((l - s + stride - 1) / stride);
+        // ceil((l - s) / stride), without forming `l - s + stride - 1` (which overflows
+        // for strides near i64::MAX); `0 <= s <= l` was checked.
+        let len = l - s;
+        dims.push(if len == 0 { 0 } else { (len - 1) / stride + 1 });
     }
     Ok(vec![
         AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type)
@@ -1011,8 +1002,8 @@ fn dot_general(inputs: &[AbstractValue], params: &Params) -> Rule {
         .chain(&dn.rhs_contracting)
         .copied()
         .collect();
-    check_axes(name, &lhs_axes, l.shape.rank())?;
-    check_axes(name, &rhs_axes, r.shape.rank())?;
+    let lhs_used = axes_mask(name, &lhs_axes, l.shape.rank())?;
+    let rhs_used = axes_mask(name, &rhs_axes, r.shape.rank())?;
     for (&a, &b) in lhs_axes.iter().zip(&rhs_axes) {
         let (sa, sb) = (l.shape.dims()[a as usize], r.shape.dims()[b as usize]);
         if sa != sb {
@@ -1026,16 +1017,8 @@ fn dot_general(inputs: &[AbstractValue], params: &Params) -> Rule {
         .iter()
         .map(|&a| l.shape.dims()[a as usize])
         .collect();
-    for (i, &s) in l.shape.dims().iter().enumerate() {
-        if !lhs_axes.contains(&(i as i64)) {
-            dims.push(s);
-        }
-    }
-    for (i, &s) in r.shape.dims().iter().enumerate() {
-        if !rhs_axes.contains(&(i as i64)) {
-            dims.push(s);
-        }
-    }
+    dims.extend(kept_dims(l.shape.dims(), &lhs_used));
+    dims.extend(kept_dims(r.shape.dims(), &rhs_used));
     // JAX (following XLA): operands of different dtypes give the more precise one; a
     // preferred element type may not be narrower than a non-float result.
     let result = if precision_key(l.dtype) >= precision_key(r.dtype) {

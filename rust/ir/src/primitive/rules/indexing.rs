@@ -84,7 +84,8 @@ fn sorted_unique_in_range(
 }
 
 fn disjoint(f1: &str, d1: &[i64], f2: &str, d2: &[i64]) -> Result<(), RuleError> {
-    if let Some(d) = d1.iter().find(|d| d2.contains(d)) {
+    let in_d2: std::collections::HashSet<i64> = d2.iter().copied().collect();
+    if let Some(d) = d1.iter().find(|d| in_d2.contains(d)) {
         return Err(bad(
             DNUMS,
             format!(
@@ -95,6 +96,18 @@ fn disjoint(f1: &str, d1: &[i64], f2: &str, d2: &[i64]) -> Result<(), RuleError>
         ));
     }
     Ok(())
+}
+
+/// The axes of `0..rank` named in `dims` (entries out of range are ignored: the callers
+/// checked them), as a mask; linear time, so the rules stay linear in the ranks.
+fn mask(rank: usize, dims: &[&[i64]]) -> Vec<bool> {
+    let mut m = vec![false; rank];
+    for &d in dims.iter().flat_map(|ds| ds.iter()) {
+        if let Some(slot) = usize::try_from(d).ok().and_then(|i| m.get_mut(i)) {
+            *slot = true;
+        }
+    }
+    m
 }
 
 fn index_dtype(inputs: &[AbstractValue]) -> Result<(), RuleError> {
@@ -276,22 +289,20 @@ pub(super) fn gather(inputs: &[AbstractValue], params: &Params) -> Rule {
 
     // Output: offset dims take the kept slice sizes in order, the others the indices'
     // batch dimensions in order.
+    let dropped = mask(
+        op_rank,
+        &[&dn.collapsed_slice_dims, &dn.operand_batching_dims],
+    );
     let mut kept = slice_sizes
         .iter()
-        .enumerate()
-        .filter(|(i, _)| {
-            let i = *i as i64;
-            !dn.collapsed_slice_dims.contains(&i) && !dn.operand_batching_dims.contains(&i)
-        })
-        .map(|(_, &s)| s);
+        .zip(&dropped)
+        .filter(|(_, &d)| !d)
+        .map(|(&s, _)| s);
+    let is_offset = mask(out_rank, &[&dn.offset_dims]);
     let mut batch = indices.shape.dims()[..ivd].iter().copied();
     let mut dims = Vec::with_capacity(out_rank);
-    for i in 0..out_rank {
-        let next = if dn.offset_dims.contains(&(i as i64)) {
-            kept.next()
-        } else {
-            batch.next()
-        };
+    for &offset in &is_offset {
+        let next = if offset { kept.next() } else { batch.next() };
         dims.push(next.ok_or_else(|| bad(DNUMS, "offset_dims do not fit the output rank"))?);
     }
     Ok(vec![
@@ -406,13 +417,13 @@ pub(super) fn scatter(prim: Builtin, inputs: &[AbstractValue], params: &Params) 
         &dn.scatter_dims_to_operand_dims,
     )?;
     // Window bounds: each update window dimension fits its operand dimension.
-    let window_operand_dims = (0..op_rank as i64)
-        .filter(|i| !dn.inserted_window_dims.contains(i) && !dn.operand_batching_dims.contains(i));
+    let not_window = mask(
+        op_rank,
+        &[&dn.inserted_window_dims, &dn.operand_batching_dims],
+    );
+    let window_operand_dims = (0..op_rank).filter(|&i| !not_window[i]);
     for (&uw, od) in dn.update_window_dims.iter().zip(window_operand_dims) {
-        let (us, os) = (
-            updates.shape.dims()[uw as usize],
-            operand.shape.dims()[od as usize],
-        );
+        let (us, os) = (updates.shape.dims()[uw as usize], operand.shape.dims()[od]);
         if us > os {
             return Err(operands(format!(
                 "update window dimension {uw} of {updates} (size {us}) exceeds operand \
@@ -421,7 +432,8 @@ pub(super) fn scatter(prim: Builtin, inputs: &[AbstractValue], params: &Params) 
         }
     }
     // Scatter dimensions of the updates: the indices' dimensions but the last, in order.
-    let scatter_dims = (0..upd_rank).filter(|d| !dn.update_window_dims.contains(&(*d as i64)));
+    let is_window = mask(upd_rank, &[&dn.update_window_dims]);
+    let scatter_dims = (0..upd_rank).filter(|&d| !is_window[d]);
     for (k, ud) in scatter_dims.enumerate() {
         let (us, is) = (updates.shape.dims()[ud], indices.shape.dims()[k]);
         if us != is {
