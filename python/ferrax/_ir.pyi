@@ -242,8 +242,8 @@ class ExtensionPrimitive:
     and message. ``name`` must be an identifier (an ASCII letter or ``_``, then ASCII
     letters, digits and ``_``), not a keyword of jaxpr text (``lambda``, ``let``, ``in``)
     and not a built-in's name (else ``ValueError``), so that every jaxpr using the
-    primitive prints as text that parses back; its equations' param names follow the
-    same rule (else :class:`TypeCheckError`).
+    primitive prints as text that parses back; its equations' param names must be
+    identifiers too (else :class:`TypeCheckError`).
 
     ``transpose(avals, linear, params)``, if given, is the transpose rule: it gets the
     operands' types, one flag per operand saying whether it is linear, and the params,

@@ -187,6 +187,12 @@ fn every_accepted_name_prints_and_parses_back() {
         assert!(check_primitive_name(good).is_ok(), "{good:?}");
         assert!(check_param_name(good).is_ok(), "{good:?}");
     }
-    // Built-ins' names are fine as param names.
-    assert!(check_param_name("add").is_ok());
+    // Built-ins' names and keywords are fine as param names (`lambda=<lambda>` is in
+    // the corpus); punctuation is not.
+    for good in ["add", "lambda", "let", "in"] {
+        assert!(check_param_name(good).is_ok(), "{good:?}");
+    }
+    for bad in ["", "k=1", "a b", "1k", "a-b"] {
+        assert!(check_param_name(bad).is_err(), "{bad:?}");
+    }
 }

@@ -585,11 +585,11 @@ pub enum NameError {
         /// The name.
         name: String,
     },
-    /// A keyword of the text format (`lambda`, `let`, `in`): today's parser reads them
-    /// in a name's place, but they delimit jaxprs, so they are kept out of names.
+    /// A keyword of the text format (`lambda`, `let`, `in`), as an extension
+    /// primitive's name: today's parser reads one in a primitive's place, but keywords
+    /// delimit jaxprs (and shared sub-jaxprs' `let` definitions), so primitive names
+    /// keep clear of them. Param names may be keywords (`lambda=<lambda>` reads back).
     Reserved {
-        /// What was named.
-        what: &'static str,
         /// The name.
         name: String,
     },
@@ -608,8 +608,8 @@ impl fmt::Display for NameError {
                 "{what} name must be an identifier (an ASCII letter or '_', then letters, \
                  digits and '_'), got {name:?}"
             ),
-            NameError::Reserved { what, name } => {
-                write!(f, "{what} name {name:?} is a keyword of jaxpr text")
+            NameError::Reserved { name } => {
+                write!(f, "a primitive's name {name:?} is a keyword of jaxpr text")
             }
             NameError::Builtin { name } => {
                 write!(f, "'{name}' is the name of a built-in primitive")
@@ -627,19 +627,14 @@ fn check_identifier(name: &str, what: &'static str) -> Result<(), NameError> {
     let mut chars = name.chars();
     let ok = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !ok {
-        return Err(NameError::NotIdentifier {
+    if ok {
+        Ok(())
+    } else {
+        Err(NameError::NotIdentifier {
             what,
             name: name.to_owned(),
-        });
+        })
     }
-    if RESERVED.contains(&name) {
-        return Err(NameError::Reserved {
-            what,
-            name: name.to_owned(),
-        });
-    }
-    Ok(())
 }
 
 /// Checks that `name` can name an extension primitive: an identifier (an ASCII letter
@@ -648,6 +643,11 @@ fn check_identifier(name: &str, what: &'static str) -> Result<(), NameError> {
 /// back.
 pub fn check_primitive_name(name: &str) -> Result<(), NameError> {
     check_identifier(name, "a primitive's")?;
+    if RESERVED.contains(&name) {
+        return Err(NameError::Reserved {
+            name: name.to_owned(),
+        });
+    }
     if Builtin::from_name(name).is_some() {
         return Err(NameError::Builtin {
             name: name.to_owned(),
@@ -657,7 +657,7 @@ pub fn check_primitive_name(name: &str) -> Result<(), NameError> {
 }
 
 /// Checks that `name` can name a parameter of an extension primitive's equation: an
-/// identifier that is not a keyword (as [`check_primitive_name`]).
+/// identifier (as [`check_primitive_name`]; keywords are fine here).
 pub fn check_param_name(name: &str) -> Result<(), NameError> {
     check_identifier(name, "a parameter's")
 }
