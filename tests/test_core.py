@@ -790,6 +790,26 @@ def test_extension_primitive_param_errors() -> None:
         b.add_eqn(prim, [x], {"big": 2**70})
 
 
+@pytest.mark.parametrize("name", ["p", "_", "_x1", "MyPrim", "a1b2", "True", "None"])
+def test_every_accepted_extension_name_prints_and_parses_back(name: str) -> None:
+    prim = ExtensionPrimitive(name, lambda avals, params: avals)
+    b = JaxprBuilder()
+    x = b.add_invar(f32(3))
+    (y,) = b.add_eqn(prim, [x], {name: 1})
+    text = str(b.build([y]))
+    assert f"= {name}[{name}=1]" in text
+    assert str(parse_jaxpr(text, extensions=[prim])) == text
+
+
+def test_extension_param_names_must_be_identifiers() -> None:
+    prim = ExtensionPrimitive("p", lambda avals, params: avals)
+    for bad in ["bad name", "k=1", "", "1k"]:
+        b = JaxprBuilder()
+        x = b.add_invar(f32())
+        with pytest.raises(TypeCheckError, match="parameter's name"):
+            b.add_eqn(prim, [x], {bad: 1})
+
+
 def test_extension_primitive_construction_errors() -> None:
     with pytest.raises(ValueError, match="built-in"):
         ExtensionPrimitive("add", lambda avals, params: avals)
@@ -797,6 +817,13 @@ def test_extension_primitive_construction_errors() -> None:
         ExtensionPrimitive("my prim", lambda avals, params: avals)
     with pytest.raises(ValueError, match="identifier"):
         ExtensionPrimitive("", lambda avals, params: avals)
+    # Names the text could not read back: punctuation, a leading digit, a keyword.
+    for bad in ["a-b", "a=b", "1a", "a.b", "x[0]", "é"]:
+        with pytest.raises(ValueError, match="identifier"):
+            ExtensionPrimitive(bad, lambda avals, params: avals)
+    for keyword in ["lambda", "let", "in"]:
+        with pytest.raises(ValueError, match="keyword"):
+            ExtensionPrimitive(keyword, lambda avals, params: avals)
     with pytest.raises(TypeError, match="callable"):
         ExtensionPrimitive("p", 3)  # type: ignore[arg-type]
 

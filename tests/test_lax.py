@@ -209,6 +209,9 @@ for d in [F32, I8, BOOL, BF16, U64, F64]:
          numpy=lambda w, x, y, z: np.choose(w, [x, y, z]))
     case("select_n", f"{short(d)}-scalar", lambda L, p, x, y: L.select_n(p, x, y), np.bool_(True), a, b)
     case("select_n", f"{short(d)}-one", lambda L, w, x: L.select_n(w, x), np.int32(0), a)
+    # One case is returned whatever `which` is (JAX: no error, no clamping needed).
+    case("select_n", f"{short(d)}-one-true", lambda L, w, x: L.select_n(w, x), np.bool_(True), a)
+    case("select_n", f"{short(d)}-one-bools", lambda L, w, x: L.select_n(w, x), pred, a)
 
 # clamp: scalar or array bounds, NaN and out-of-order bounds.
 for d in NUMERIC:

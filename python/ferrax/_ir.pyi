@@ -239,8 +239,11 @@ class ExtensionPrimitive:
 
     ``abstract_eval(avals, params)`` returns the outputs' types; an exception it raises
     becomes a :class:`TypeCheckError` of the equation carrying the exception's type name
-    and message. ``name`` must be an identifier and not a built-in's name (else
-    ``ValueError``).
+    and message. ``name`` must be an identifier (an ASCII letter or ``_``, then ASCII
+    letters, digits and ``_``), not a keyword of jaxpr text (``lambda``, ``let``, ``in``)
+    and not a built-in's name (else ``ValueError``), so that every jaxpr using the
+    primitive prints as text that parses back; its equations' param names must be
+    identifiers too (else :class:`TypeCheckError`).
 
     ``transpose(avals, linear, params)``, if given, is the transpose rule: it gets the
     operands' types, one flag per operand saying whether it is linear, and the params,

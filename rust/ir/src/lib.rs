@@ -44,5 +44,7 @@ pub use params::{
     DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque, Param, Params,
     ScatterDimensionNumbers,
 };
-pub use primitive::{Builtin, ExtensionPrimitive, ParamKind, Primitive, Registry, RuleError};
+pub use primitive::{
+    Builtin, ExtensionPrimitive, NameError, ParamKind, Primitive, Registry, RuleError,
+};
 pub use typecheck::typecheck;

@@ -3,29 +3,137 @@
 use crate::dtype::DType;
 use crate::jaxpr::ClosedJaxpr;
 use std::any::Any;
-use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
-/// A parameter name. Names are interned once for the life of the process, so a name is a
-/// pointer-sized copyable value; the set of distinct names is small (the catalogue's plus
-/// those of extension primitives).
-pub type ParamName = &'static str;
+/// A parameter name: one of the catalogue's (a shared `&'static str` from a fixed table,
+/// no allocation) or any other name, owned (an extension primitive's, or one read from
+/// text and then rejected). Nothing is leaked: reading a million distinct unknown names
+/// allocates and frees them, and the table of known names never grows.
+///
+/// Compares, orders and hashes as its text; dereferences to `str`.
+#[derive(Clone)]
+pub struct ParamName(NameRepr);
 
-/// Interns a parameter name.
-pub fn intern_name(name: &str) -> ParamName {
-    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| Mutex::new(HashSet::new()));
-    let mut set = match names.lock() {
-        Ok(set) => set,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    if let Some(&found) = set.get(name) {
-        return found;
+#[derive(Clone)]
+enum NameRepr {
+    Known(&'static str),
+    Owned(Arc<str>),
+}
+
+impl ParamName {
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            NameRepr::Known(s) => s,
+            NameRepr::Owned(s) => s,
+        }
     }
-    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    set.insert(leaked);
-    leaked
+
+    /// True if the name is one of the catalogue's, shared from the fixed table.
+    pub fn is_known(&self) -> bool {
+        matches!(self.0, NameRepr::Known(_))
+    }
+}
+
+impl std::ops::Deref for ParamName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for ParamName {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for ParamName {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq for ParamName {
+    fn eq(&self, other: &ParamName) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ParamName {}
+
+impl PartialEq<str> for ParamName {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ParamName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialOrd for ParamName {
+    fn partial_cmp(&self, other: &ParamName) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ParamName {
+    fn cmp(&self, other: &ParamName) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for ParamName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl fmt::Debug for ParamName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for ParamName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The catalogue's parameter names, sorted and deduplicated: the whole table of shared
+/// names, fixed once built (its size is [`known_name_count`]).
+fn known_names() -> &'static [&'static str] {
+    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut names: Vec<&'static str> = crate::primitive::Builtin::ALL
+            .iter()
+            .flat_map(|b| b.param_specs().iter().map(|s| s.name))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    })
+}
+
+/// The number of names in the fixed table [`intern_name`] shares names from (the
+/// catalogue's parameter names). It never changes: names outside the table are owned.
+pub fn known_name_count() -> usize {
+    known_names().len()
+}
+
+/// A parameter name: shared from the catalogue's table when it is one of its names
+/// (no allocation), else owned.
+pub fn intern_name(name: &str) -> ParamName {
+    let known = known_names();
+    match known.binary_search(&name) {
+        Ok(i) => ParamName(NameRepr::Known(known[i])),
+        Err(_) => ParamName(NameRepr::Owned(Arc::from(name))),
+    }
 }
 
 /// `dot_general`'s dimension numbers: `((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))`.
@@ -413,7 +521,7 @@ impl Params {
             .map(|(n, v)| (intern_name(n.as_ref()), v))
             .collect();
         // Stable sort keeps insertion order among equal names; keep the last of each.
-        items.sort_by(|a, b| a.0.cmp(b.0));
+        items.sort_by(|a, b| a.0.cmp(&b.0));
         let mut deduped: Vec<(ParamName, Param)> = Vec::with_capacity(items.len());
         for item in items {
             match deduped.last_mut() {
@@ -427,14 +535,14 @@ impl Params {
     /// The value of a parameter.
     pub fn get(&self, name: &str) -> Option<&Param> {
         self.0
-            .binary_search_by(|(n, _)| (*n).cmp(name))
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
             .ok()
             .map(|i| &self.0[i].1)
     }
 
     /// All pairs, sorted by name.
-    pub fn iter(&self) -> impl Iterator<Item = (ParamName, &Param)> {
-        self.0.iter().map(|(n, v)| (*n, v))
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Param)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v))
     }
 
     /// Number of parameters.
@@ -450,8 +558,9 @@ impl Params {
     /// The same parameters with one value replaced or added.
     pub fn with(&self, name: &str, value: Param) -> Params {
         Params::new(
-            self.iter()
-                .map(|(n, v)| (n, v.clone()))
+            self.0
+                .iter()
+                .map(|(n, v)| (n.clone(), v.clone()))
                 .chain(std::iter::once((intern_name(name), value))),
         )
     }

@@ -266,7 +266,7 @@ pub fn typecheck(jaxpr: &Jaxpr) -> Result<(Vec<AbstractValue>, Vec<AbstractValue
         parent: Option<usize>,
         holder: &'a Jaxpr,
         eqn: usize,
-        param: &'static str,
+        param: &'a str,
     }
     let mut frames: Vec<Frame<'_>> = Vec::new();
     let mut seen: HashSet<*const Jaxpr> = HashSet::new();

@@ -3258,7 +3258,10 @@ fn error_iteration_limit() {
         ..EvalOptions::default()
     };
     let e = eval_jaxpr_with(&j, &[], &[ia(I32, &[], &[0])], &opts).unwrap_err();
-    assert_eq!(e, EvalError::IterationLimit { limit: 100 });
+    assert!(
+        matches!(&e, EvalError::IterationLimit { limit: 100, site } if site.index == 0 && site.primitive == "while"),
+        "{e:?}"
+    );
     // Scan steps count too.
     let j = scan_jaxpr(4, false);
     let args = [
@@ -3272,10 +3275,10 @@ fn error_iteration_limit() {
         max_loop_iterations: Some(3),
         ..EvalOptions::default()
     };
-    assert_eq!(
+    assert!(matches!(
         eval_jaxpr_with(&j, &[], &args, &opts).unwrap_err(),
-        EvalError::IterationLimit { limit: 3 }
-    );
+        EvalError::IterationLimit { limit: 3, site } if site.primitive == "scan"
+    ));
     let opts = EvalOptions {
         max_loop_iterations: Some(4),
         ..EvalOptions::default()
@@ -3298,12 +3301,13 @@ fn error_array_too_large() {
     );
     let j = b.build(vec![y]).unwrap();
     let e = eval_jaxpr(&j, &[], &[]).unwrap_err();
-    assert_eq!(
-        e,
-        EvalError::ArrayTooLarge {
-            aval: av(F32, &[1 << 20, 1 << 20]),
-            limit: EvalOptions::DEFAULT_MAX_ARRAY_ELEMENTS
-        }
+    assert!(
+        matches!(
+            &e,
+            EvalError::ArrayTooLarge { aval, limit: EvalOptions::DEFAULT_MAX_ARRAY_ELEMENTS, site }
+                if *aval == av(F32, &[1 << 20, 1 << 20]) && site.index == 0 && site.primitive == "iota"
+        ),
+        "{e:?}"
     );
     let opts = EvalOptions {
         max_array_elements: Some(5),

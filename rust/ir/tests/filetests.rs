@@ -61,8 +61,8 @@ impl ExtensionPrimitive for Effect {
 /// The registry the corpus is read with.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
-    r.register(Arc::new(PassThrough));
-    r.register(Arc::new(Effect));
+    r.register(Arc::new(PassThrough)).unwrap();
+    r.register(Arc::new(Effect)).unwrap();
     r
 }
 

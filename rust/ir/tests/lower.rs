@@ -87,3 +87,40 @@ fn floor_ceil_and_round_lower_to_their_ops() {
         assert!(text.contains(op), "{op}\n{text}");
     }
 }
+
+/// `select_n` with one case is that case whatever the predicate (JAX 0.10.2: `select_n(True, x)`
+/// is `x`, and its lowering returns the case untouched); the typechecker, the evaluator
+/// and the lowering agree.
+#[test]
+fn select_n_with_one_case_is_the_case() {
+    use ferrax_ir::eval::{eval_jaxpr, HostArray};
+    use ferrax_ir::{typecheck, DType, Shape};
+    for which in ["bool[]", "bool[3]", "i32[]", "u8[3]"] {
+        let text =
+            format!("{{ lambda ; p:{which} a:f32[3]. let b:f32[3] = select_n p a in (b,) }}");
+        let j = parse_jaxpr(&text).unwrap();
+        typecheck(&j).unwrap_or_else(|e| panic!("{which}: {e}"));
+        let lowered = lower_jaxpr(&j, "m").unwrap();
+        assert!(lowered.contains("\"func.return\"(%arg1)"), "{lowered}");
+        assert!(!lowered.contains("stablehlo.select"), "{lowered}");
+        let p_aval = j.var_aval(j.invars()[0]);
+        let dims = p_aval.shape.dims().to_vec();
+        let n = dims.iter().product::<i64>() as usize;
+        let a = HostArray::from_f64(Shape::new(&[3]).unwrap(), DType::F32, vec![1.0, 2.0, 3.0])
+            .unwrap();
+        let shape = Shape::new(&dims).unwrap();
+        let preds = if p_aval.dtype == DType::Bool {
+            vec![HostArray::from_bool(shape, vec![true; n]).unwrap()]
+        } else {
+            vec![
+                HostArray::from_i64(shape.clone(), p_aval.dtype, vec![7; n]).unwrap(),
+                HostArray::from_i64(shape, p_aval.dtype, vec![0; n]).unwrap(),
+            ]
+        };
+        for p in preds {
+            let out =
+                eval_jaxpr(&j, &[], &[p, a.clone()]).unwrap_or_else(|e| panic!("{which}: {e}"));
+            assert_eq!(out, vec![a.clone()], "{which}");
+        }
+    }
+}

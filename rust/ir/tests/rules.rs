@@ -3488,7 +3488,8 @@ fn custom_cases(t: &mut Table) {
             &["operand types (i32[3]) differ from the jaxpr's input types (f32[3])"],
         );
         let jaxpr_name = p.call_jaxpr_param().unwrap_or("jaxpr");
-        let without: Vec<(&str, Param)> = jp(&sin3)
+        let sin3_params = jp(&sin3);
+        let without: Vec<(&str, Param)> = sin3_params
             .iter()
             .filter(|(n, _)| *n != jaxpr_name)
             .map(|(n, v)| (n, v.clone()))

@@ -565,8 +565,8 @@ fn ext_registry() -> (Registry, Primitive, Primitive) {
     let pt: Arc<dyn ExtensionPrimitive> = Arc::new(PassThrough);
     let ef: Arc<dyn ExtensionPrimitive> = Arc::new(Effect);
     let mut r = Registry::new();
-    r.register(pt.clone());
-    r.register(ef.clone());
+    r.register(pt.clone()).unwrap();
+    r.register(ef.clone()).unwrap();
     (r, Primitive::Extension(pt), Primitive::Extension(ef))
 }
 
@@ -972,8 +972,8 @@ fn fuzz_registry() -> Registry {
             Ok(if self.1 { i.to_vec() } else { vec![] })
         }
     }
-    reg.register(Arc::new(Named("test_ext", true)));
-    reg.register(Arc::new(Named("test_effect", false)));
+    reg.register(Arc::new(Named("test_ext", true))).unwrap();
+    reg.register(Arc::new(Named("test_effect", false))).unwrap();
     reg
 }
 

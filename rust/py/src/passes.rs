@@ -22,7 +22,10 @@ pub fn parse_jaxpr(
 ) -> Result<Jaxpr> {
     let mut registry = Registry::new();
     for e in extensions.iter().flatten() {
-        registry.register(e.rule.clone());
+        // Cannot fail: an ExtensionPrimitive's name was checked when it was made.
+        registry
+            .register(e.rule.clone())
+            .map_err(|err| pyo3::exceptions::PyValueError::new_err(err.to_string()))?;
     }
     let jaxpr = ferrax_ir::text::parse_jaxpr_with(text, &registry)?;
     Ok(Jaxpr::new(Arc::new(jaxpr)))

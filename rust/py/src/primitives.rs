@@ -7,7 +7,7 @@ use crate::jaxpr::ClosedJaxpr;
 use crate::params::params_to_py;
 use ferrax_ir::jaxpr::ClosedJaxpr as IrClosedJaxpr;
 use ferrax_ir::params::Params;
-use ferrax_ir::primitive::{Builtin, Primitive};
+use ferrax_ir::primitive::Primitive;
 use ferrax_ir::AbstractValue;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -205,12 +205,6 @@ impl ExtensionPrimitive {
     }
 }
 
-fn is_valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 #[pymethods]
 impl ExtensionPrimitive {
     #[new]
@@ -220,17 +214,10 @@ impl ExtensionPrimitive {
         abstract_eval: &Bound<'_, PyAny>,
         transpose: Option<&Bound<'_, PyAny>>,
     ) -> Result<ExtensionPrimitive> {
-        if !is_valid_name(name) {
-            return Err(PyValueError::new_err(format!(
-                "a primitive's name must be an identifier (letters, digits, '_'), got {name:?}"
-            ))
-            .into());
-        }
-        if Builtin::from_name(name).is_some() {
-            return Err(PyValueError::new_err(format!(
-                "'{name}' is the name of a built-in primitive"
-            ))
-            .into());
+        // The IR's rule for names (an identifier, not a keyword of the text, not a
+        // built-in's), so every jaxpr using the primitive prints as text that reads back.
+        if let Err(err) = ferrax_ir::primitive::check_primitive_name(name) {
+            return Err(PyValueError::new_err(err.to_string()).into());
         }
         if !abstract_eval.is_callable() {
             return Err(PyTypeError::new_err(format!(

@@ -64,11 +64,15 @@
 //! overflow the native stack (memory grows with the depth, one frame per level).
 //!
 //! # Limits
-//! [`EvalOptions`] bounds the total number of loop iterations (`while` bodies plus `scan`
-//! steps; unlimited by default) and the element count of every array an equation
-//! produces (checked from the jaxpr's types before the equation runs; 2^27 by default),
-//! so a fuzzer can run arbitrary well-typed jaxprs without hanging or aborting on an
-//! allocation.
+//! [`EvalOptions`] bounds the whole run, so a fuzzer can evaluate any well-typed jaxpr
+//! without hanging or aborting on an allocation: the total number of loop iterations
+//! (`while` bodies plus `scan` steps, nested ones included; 10^6 by default), the element
+//! count of every array an equation produces (2^27), the bytes of all values alive at
+//! once (1 GiB; a value is freed after its last use, found once per jaxpr, so a long
+//! chain holds only what is still to be read) and the work in element operations (10^9;
+//! `dot_general` costs M*N*K). Each is checked from the jaxpr's types before an equation
+//! runs (or before a loop copies its operands), and exceeding one is an [`EvalError`]
+//! naming the limit and the equation.
 
 mod array;
 mod indexing;
@@ -80,11 +84,13 @@ pub use numeric::{round_float, round_to_bf16, round_to_f16, wrap_int};
 
 use crate::aval::AbstractValue;
 use crate::dtype::DType;
-use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue, Literal};
+use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue, Literal, VarId};
 use crate::primitive::{Builtin, Primitive};
 use ops::internal;
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
+use std::rc::Rc;
 
 /// Why a jaxpr could not be evaluated.
 #[derive(Clone, Debug, PartialEq)]
@@ -156,11 +162,13 @@ pub enum EvalError {
         /// Its name.
         name: String,
     },
-    /// More loop iterations (`while` bodies and `scan` steps, in total) than
-    /// [`EvalOptions::max_loop_iterations`] allows.
+    /// More loop iterations (`while` bodies and `scan` steps, in total, nested loops
+    /// included) than [`EvalOptions::max_loop_iterations`] allows.
     IterationLimit {
         /// The limit.
         limit: u64,
+        /// The loop equation about to iterate once more.
+        site: Box<EqnSite>,
     },
     /// An equation would produce an array with more elements than
     /// [`EvalOptions::max_array_elements`] allows.
@@ -169,6 +177,28 @@ pub enum EvalError {
         aval: AbstractValue,
         /// The limit.
         limit: u64,
+        /// The equation.
+        site: Box<EqnSite>,
+    },
+    /// The values alive at once would take more bytes than
+    /// [`EvalOptions::max_live_bytes`] allows (checked before they are made).
+    MemoryLimit {
+        /// The limit, in bytes.
+        limit: u64,
+        /// The bytes that would be alive.
+        needed: u64,
+        /// The equation that would make the values.
+        site: Box<EqnSite>,
+    },
+    /// The evaluation would do more element operations than [`EvalOptions::max_work`]
+    /// allows (checked before the equation runs).
+    WorkLimit {
+        /// The limit, in element operations.
+        limit: u64,
+        /// The work done so far plus the equation's.
+        needed: u64,
+        /// The equation.
+        site: Box<EqnSite>,
     },
     /// A jaxpr invariant the evaluator relies on does not hold, or the evaluator
     /// computed a value of the wrong type: a bug, never caused by a typechecked jaxpr and
@@ -219,12 +249,35 @@ impl fmt::Display for EvalError {
             EvalError::UnsupportedPrimitive { name } => {
                 write!(f, "cannot evaluate the extension primitive '{name}'")
             }
-            EvalError::IterationLimit { limit } => {
-                write!(f, "more than {limit} loop iterations")
+            EvalError::IterationLimit { limit, site } => {
+                write!(
+                    f,
+                    "more than {limit} loop iterations (the limit max_loop_iterations) at {site}"
+                )
             }
-            EvalError::ArrayTooLarge { aval, limit } => {
-                write!(f, "an array of type {aval} has more than {limit} elements")
-            }
+            EvalError::ArrayTooLarge { aval, limit, site } => write!(
+                f,
+                "{site} would make an array of type {aval}, more than {limit} elements \
+                 (the limit max_array_elements)"
+            ),
+            EvalError::MemoryLimit {
+                limit,
+                needed,
+                site,
+            } => write!(
+                f,
+                "{site} would need {needed} bytes alive at once, more than {limit} \
+                 (the limit max_live_bytes)"
+            ),
+            EvalError::WorkLimit {
+                limit,
+                needed,
+                site,
+            } => write!(
+                f,
+                "{site} would bring the work to {needed} element operations, more than \
+                 {limit} (the limit max_work)"
+            ),
             EvalError::Internal { reason } => write!(f, "internal evaluator error: {reason}"),
         }
     }
@@ -232,27 +285,93 @@ impl fmt::Display for EvalError {
 
 impl std::error::Error for EvalError {}
 
-/// Resource limits of an evaluation.
+/// Resource limits of an evaluation, each `None` for no limit. The defaults let a fuzzer
+/// run any well-typed jaxpr: each limit is met in seconds (in a release build) and
+/// within about 1 GiB of memory, and exceeding one is an [`EvalError`] naming the limit
+/// and the equation, never an abort; every check happens before the values are made.
+///
+/// ```
+/// use ferrax_ir::eval::EvalOptions;
+/// let opts = EvalOptions { max_work: Some(1_000_000), ..EvalOptions::default() };
+/// let opts = EvalOptions::default().with_max_live_bytes(Some(1 << 20));
+/// # let _ = opts;
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EvalOptions {
     /// The most loop iterations (`while` bodies plus `scan` steps, over the whole
-    /// evaluation) before [`EvalError::IterationLimit`]; `None` for no limit.
+    /// evaluation, nested loops included) before [`EvalError::IterationLimit`].
+    /// Default: [`EvalOptions::DEFAULT_MAX_LOOP_ITERATIONS`] (10^6).
     pub max_loop_iterations: Option<u64>,
     /// The most elements of any array an equation produces before
-    /// [`EvalError::ArrayTooLarge`]; `None` for no limit.
+    /// [`EvalError::ArrayTooLarge`]. Default:
+    /// [`EvalOptions::DEFAULT_MAX_ARRAY_ELEMENTS`] (2^27).
     pub max_array_elements: Option<u64>,
+    /// The most bytes of values alive at once before [`EvalError::MemoryLimit`]: the
+    /// arguments, every variable until its last use (each jaxpr's last uses are found
+    /// once, so a long chain holds only what is still read), and what loops carry, in
+    /// the evaluator's storage (8 bytes per number, 1 per `bool`). Default:
+    /// [`EvalOptions::DEFAULT_MAX_LIVE_BYTES`] (1 GiB).
+    pub max_live_bytes: Option<u64>,
+    /// The most element operations before [`EvalError::WorkLimit`]: each equation costs
+    /// the larger of its operands' and its outputs' element counts (at least 1),
+    /// `dot_general` its output size times its contracted size (M*N*K for a matmul), and
+    /// each copy of operands into a sub-jaxpr their element count. Default:
+    /// [`EvalOptions::DEFAULT_MAX_WORK`] (10^9).
+    pub max_work: Option<u64>,
 }
 
 impl EvalOptions {
+    /// The default loop iteration limit: 10^6.
+    pub const DEFAULT_MAX_LOOP_ITERATIONS: u64 = 1_000_000;
     /// The default element limit: 2^27 elements (1 GiB of `f64`).
     pub const DEFAULT_MAX_ARRAY_ELEMENTS: u64 = 1 << 27;
+    /// The default limit on bytes alive at once: 1 GiB.
+    pub const DEFAULT_MAX_LIVE_BYTES: u64 = 1 << 30;
+    /// The default work limit: 10^9 element operations.
+    pub const DEFAULT_MAX_WORK: u64 = 1_000_000_000;
+
+    /// No limits at all (an infinite loop then never returns).
+    pub fn unlimited() -> EvalOptions {
+        EvalOptions {
+            max_loop_iterations: None,
+            max_array_elements: None,
+            max_live_bytes: None,
+            max_work: None,
+        }
+    }
+
+    /// These options with another loop iteration limit.
+    pub fn with_max_loop_iterations(mut self, limit: Option<u64>) -> EvalOptions {
+        self.max_loop_iterations = limit;
+        self
+    }
+
+    /// These options with another element limit.
+    pub fn with_max_array_elements(mut self, limit: Option<u64>) -> EvalOptions {
+        self.max_array_elements = limit;
+        self
+    }
+
+    /// These options with another limit on bytes alive at once.
+    pub fn with_max_live_bytes(mut self, limit: Option<u64>) -> EvalOptions {
+        self.max_live_bytes = limit;
+        self
+    }
+
+    /// These options with another work limit.
+    pub fn with_max_work(mut self, limit: Option<u64>) -> EvalOptions {
+        self.max_work = limit;
+        self
+    }
 }
 
 impl Default for EvalOptions {
     fn default() -> EvalOptions {
         EvalOptions {
-            max_loop_iterations: None,
+            max_loop_iterations: Some(EvalOptions::DEFAULT_MAX_LOOP_ITERATIONS),
             max_array_elements: Some(EvalOptions::DEFAULT_MAX_ARRAY_ELEMENTS),
+            max_live_bytes: Some(EvalOptions::DEFAULT_MAX_LIVE_BYTES),
+            max_work: Some(EvalOptions::DEFAULT_MAX_WORK),
         }
     }
 }
@@ -381,24 +500,317 @@ fn run(
     for (index, (a, &v)) in args.iter().zip(invars).enumerate() {
         check_value(a, jaxpr.var_aval(v), index, Role::Arg)?;
     }
-    let root = Frame::new(jaxpr, consts, args.to_vec())?;
+    let mut meter = Meter {
+        options,
+        iterations: 0,
+        work: 0,
+        live: 0,
+        liveness: HashMap::new(),
+    };
+    let root = Frame::new(jaxpr, consts, args.to_vec(), &mut meter)?;
     Machine {
         stack: vec![root],
-        iterations: 0,
-        options,
+        meter,
     }
     .run()
+}
+
+// ----- Resource accounting -----
+
+/// The bytes a value of this type occupies in a [`HostArray`]: 1 per `bool` element, 8
+/// per number (every integer is stored as `i64`, every float as `f64`).
+fn aval_bytes(aval: &AbstractValue) -> u64 {
+    let per = if aval.dtype == DType::Bool { 1 } else { 8 };
+    elements(aval).saturating_mul(per)
+}
+
+/// The element count of a type (0 for a malformed negative size).
+fn elements(aval: &AbstractValue) -> u64 {
+    u64::try_from(aval.shape.size()).unwrap_or(0)
+}
+
+/// The bytes a [`HostArray`] occupies (as [`aval_bytes`]).
+fn array_bytes(x: &HostArray) -> u64 {
+    let per = if matches!(x.data, HostData::Bool(_)) {
+        1
+    } else {
+        8
+    };
+    (x.data.len() as u64).saturating_mul(per)
+}
+
+fn arrays_bytes<'x>(xs: impl IntoIterator<Item = &'x HostArray>) -> u64 {
+    xs.into_iter()
+        .fold(0u64, |acc, x| acc.saturating_add(array_bytes(x)))
+}
+
+fn arrays_elements<'x>(xs: impl IntoIterator<Item = &'x HostArray>) -> u64 {
+    xs.into_iter()
+        .fold(0u64, |acc, x| acc.saturating_add(x.data.len() as u64))
+}
+
+/// A limit an operation would exceed (converted to an [`EvalError`] with the equation).
+enum Exceeded {
+    Iterations { limit: u64 },
+    Memory { limit: u64, needed: u64 },
+    Work { limit: u64, needed: u64 },
+    Array { limit: u64, aval: AbstractValue },
+}
+
+impl Exceeded {
+    fn at(self, site: EqnSite) -> EvalError {
+        let site = Box::new(site);
+        match self {
+            Exceeded::Iterations { limit } => EvalError::IterationLimit { limit, site },
+            Exceeded::Memory { limit, needed } => EvalError::MemoryLimit {
+                limit,
+                needed,
+                site,
+            },
+            Exceeded::Work { limit, needed } => EvalError::WorkLimit {
+                limit,
+                needed,
+                site,
+            },
+            Exceeded::Array { limit, aval } => EvalError::ArrayTooLarge { aval, limit, site },
+        }
+    }
+}
+
+/// Which variables each equation of a jaxpr reads for the last time (or defines without
+/// any reader), so their values are freed as soon as the equation has run.
+struct Liveness {
+    /// Variables to free after equation `i`: `frees[starts[i]..starts[i + 1]]`.
+    frees: Vec<VarId>,
+    starts: Vec<usize>,
+    /// Constvars and invars nothing reads: freed as soon as they are bound.
+    at_entry: Vec<VarId>,
+    /// Per outvar, whether no later outvar is the same variable (so the value can be
+    /// moved out instead of copied).
+    out_last: Vec<bool>,
+}
+
+impl Liveness {
+    /// One forward pass over the equations, then a counting sort of the free points.
+    fn of(j: &Jaxpr) -> Liveness {
+        const KEPT: usize = usize::MAX;
+        let n = j.num_vars();
+        // The last equation reading each variable; KEPT for the jaxpr's outputs.
+        let mut last: Vec<Option<usize>> = vec![None; n];
+        for (i, e) in j.eqns().iter().enumerate() {
+            for a in e.inputs() {
+                if let Atom::Var(v) = a {
+                    if let Some(slot) = last.get_mut(v.index()) {
+                        *slot = Some(i);
+                    }
+                }
+            }
+        }
+        let mut out_last = vec![true; j.outvars().len()];
+        let mut seen = vec![false; n];
+        for (k, a) in j.outvars().iter().enumerate().rev() {
+            if let Atom::Var(v) = a {
+                if let Some(slot) = last.get_mut(v.index()) {
+                    *slot = Some(KEPT);
+                }
+                if let Some(s) = seen.get_mut(v.index()) {
+                    out_last[k] = !*s;
+                    *s = true;
+                }
+            }
+        }
+        let read_point = |v: VarId| last.get(v.index()).copied().flatten();
+        let mut at_entry = Vec::new();
+        for &v in j.constvars().iter().chain(j.invars()) {
+            if read_point(v).is_none() {
+                at_entry.push(v);
+            }
+        }
+        // (equation, variable) pairs: after which equation each variable dies.
+        let mut points: Vec<(usize, VarId)> = Vec::new();
+        let defined = j.constvars().iter().chain(j.invars()).map(|&v| (None, v));
+        let made = j
+            .eqns()
+            .iter()
+            .enumerate()
+            .flat_map(|(i, e)| e.outvars().iter().map(move |&v| (Some(i), v)));
+        for (def, v) in defined.chain(made) {
+            match (read_point(v), def) {
+                (Some(KEPT), _) | (None, None) => {}
+                (Some(i), _) => points.push((i, v)),
+                (None, Some(i)) => points.push((i, v)),
+            }
+        }
+        let m = j.eqns().len();
+        let mut starts = vec![0usize; m + 1];
+        for &(i, _) in &points {
+            if i < m {
+                starts[i + 1] += 1;
+            }
+        }
+        for i in 0..m {
+            starts[i + 1] += starts[i];
+        }
+        let mut fill = starts.clone();
+        let mut frees = vec![VarId::from_index(0); starts[m]];
+        for (i, v) in points {
+            if i < m {
+                frees[fill[i]] = v;
+                fill[i] += 1;
+            }
+        }
+        Liveness {
+            frees,
+            starts,
+            at_entry,
+            out_last,
+        }
+    }
+
+    fn after(&self, eqn: usize) -> &[VarId] {
+        match (self.starts.get(eqn), self.starts.get(eqn + 1)) {
+            (Some(&a), Some(&b)) => self.frees.get(a..b).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+}
+
+/// What one evaluation has used so far, against its [`EvalOptions`].
+struct Meter<'o> {
+    options: &'o EvalOptions,
+    iterations: u64,
+    work: u64,
+    /// Bytes of every value held: variables bound in the frames' environments and the
+    /// values loops keep between iterations.
+    live: u64,
+    /// Per jaxpr (by address; every jaxpr outlives the evaluation), its last uses.
+    liveness: HashMap<*const Jaxpr, Rc<Liveness>>,
+}
+
+impl Meter<'_> {
+    fn liveness(&mut self, j: &Jaxpr) -> Rc<Liveness> {
+        Rc::clone(
+            self.liveness
+                .entry(j as *const Jaxpr)
+                .or_insert_with(|| Rc::new(Liveness::of(j))),
+        )
+    }
+
+    /// Admits new values of `bytes` bytes (checked against the bytes alive, not yet
+    /// counted: they are when bound) and `work` element operations (counted now).
+    fn admit(&mut self, bytes: u64, work: u64) -> Result<(), Exceeded> {
+        if let Some(limit) = self.options.max_live_bytes {
+            let needed = self.live.saturating_add(bytes);
+            if needed > limit {
+                return Err(Exceeded::Memory { limit, needed });
+            }
+        }
+        let needed = self.work.saturating_add(work.max(1));
+        if let Some(limit) = self.options.max_work {
+            if needed > limit {
+                return Err(Exceeded::Work { limit, needed });
+            }
+        }
+        self.work = needed;
+        Ok(())
+    }
+
+    /// Counts one loop iteration against the limit.
+    fn tick(&mut self) -> Result<(), Exceeded> {
+        self.iterations += 1;
+        match self.options.max_loop_iterations {
+            Some(limit) if self.iterations > limit => Err(Exceeded::Iterations { limit }),
+            _ => Ok(()),
+        }
+    }
+
+    fn hold(&mut self, bytes: u64) {
+        self.live = self.live.saturating_add(bytes);
+    }
+
+    fn release(&mut self, bytes: u64) {
+        self.live = self.live.saturating_sub(bytes);
+    }
+}
+
+/// The element operations an equation costs, from its types: `dot_general` the output
+/// size times the contracted size (M*N*K for a matmul), every other primitive the larger
+/// of its operands' and its outputs' element counts, and at least 1. Higher-order
+/// equations cost 1 here; their sub-jaxprs' equations and the copies of their operands
+/// are counted as they run.
+fn eqn_work(jaxpr: &Jaxpr, eqn: &Eqn) -> u64 {
+    let aval_of = |a: &Atom| -> Option<AbstractValue> {
+        match a {
+            Atom::Var(v) => Some(jaxpr.var_aval(*v).clone()),
+            Atom::Lit(_) => None,
+        }
+    };
+    let outs = eqn.outvars().iter().fold(0u64, |acc, &v| {
+        acc.saturating_add(elements(jaxpr.var_aval(v)))
+    });
+    match eqn.primitive() {
+        Primitive::Builtin(b) if b.is_higher_order() => 1,
+        Primitive::Builtin(Builtin::DotGeneral) => {
+            let contracted = match (eqn.params().get("dimension_numbers"), eqn.inputs().first()) {
+                (Some(crate::params::Param::DotDims(d)), Some(lhs)) => {
+                    let dims = aval_of(lhs)
+                        .map(|a| a.shape.dims().to_vec())
+                        .unwrap_or_default();
+                    d.lhs_contracting.iter().fold(1u64, |acc, &k| {
+                        let size = usize::try_from(k)
+                            .ok()
+                            .and_then(|k| dims.get(k))
+                            .map_or(1, |&n| u64::try_from(n).unwrap_or(0));
+                        acc.saturating_mul(size)
+                    })
+                }
+                _ => 1,
+            };
+            outs.saturating_mul(contracted.max(1)).max(1)
+        }
+        _ => {
+            let ins = eqn.inputs().iter().fold(0u64, |acc, a| {
+                acc.saturating_add(aval_of(a).map_or(1, |x| elements(&x)))
+            });
+            ins.max(outs).max(1)
+        }
+    }
+}
+
+/// Checks an equation against the limits before it runs (from the jaxpr's types, so
+/// nothing is allocated first): the element count of each output, the bytes alive once
+/// its outputs exist, and the work it costs.
+fn admit_eqn(jaxpr: &Jaxpr, eqn: &Eqn, meter: &mut Meter<'_>) -> Result<(), Exceeded> {
+    let mut bytes = 0u64;
+    for &v in eqn.outvars() {
+        let aval = jaxpr.var_aval(v);
+        if let Some(limit) = meter.options.max_array_elements {
+            if elements(aval) > limit {
+                return Err(Exceeded::Array {
+                    limit,
+                    aval: aval.clone(),
+                });
+            }
+        }
+        bytes = bytes.saturating_add(aval_bytes(aval));
+    }
+    meter.admit(bytes, eqn_work(jaxpr, eqn))
 }
 
 /// One jaxpr being evaluated: its environment and the next equation.
 struct Frame<'a> {
     jaxpr: &'a Jaxpr,
-    /// The value of each variable, by id; `None` until bound.
+    /// The value of each variable, by id; `None` until bound and after its last use.
     env: Vec<Option<HostArray>>,
     /// The next equation to run (or the higher-order one waiting for a child frame).
     pc: usize,
     /// Set while the equation at `pc` waits for the frame above this one.
     pending: Option<Pending<'a>>,
+    liveness: Rc<Liveness>,
+    /// Bytes of the values in `env`.
+    bytes: u64,
+    /// Bytes of the values `pending` holds.
+    held: u64,
 }
 
 /// What a higher-order equation does with its child frame's outputs.
@@ -422,6 +834,17 @@ struct WhileState<'a> {
     in_body: bool,
 }
 
+impl WhileState<'_> {
+    fn bytes(&self) -> u64 {
+        arrays_bytes(
+            self.cond_consts
+                .iter()
+                .chain(&self.body_consts)
+                .chain(&self.carry),
+        )
+    }
+}
+
 struct ScanState<'a> {
     body: &'a ClosedJaxpr,
     consts: Vec<HostArray>,
@@ -435,17 +858,71 @@ struct ScanState<'a> {
     num_carry: usize,
     /// Steps finished.
     done: usize,
+    /// Bytes of `consts` and `xs`.
+    fixed_bytes: u64,
+    /// Bytes of `ys`.
+    ys_bytes: u64,
+}
+
+impl ScanState<'_> {
+    fn bytes(&self) -> u64 {
+        self.fixed_bytes
+            .saturating_add(self.ys_bytes)
+            .saturating_add(arrays_bytes(&self.carry))
+    }
+}
+
+/// Where a limit was exceeded: the equation about to run (or the loop about to iterate).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EqnSite {
+    /// How deep the jaxpr holding the equation is nested: 0 for the jaxpr evaluated,
+    /// 1 for a sub-jaxpr of one of its equations, and so on.
+    pub depth: usize,
+    /// The equation's position in its jaxpr.
+    pub index: usize,
+    /// The equation's primitive.
+    pub primitive: String,
+    /// The types of the equation's outputs.
+    pub outputs: Vec<AbstractValue>,
+}
+
+impl fmt::Display for EqnSite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "equation {} (", self.index)?;
+        for (i, a) in self.outputs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{a}")?;
+        }
+        if !self.outputs.is_empty() {
+            f.write_str(" = ")?;
+        }
+        write!(f, "{})", self.primitive)?;
+        match self.depth {
+            0 => Ok(()),
+            d => write!(f, " of a sub-jaxpr nested {d} deep"),
+        }
+    }
 }
 
 impl<'a> Frame<'a> {
     /// A frame with its constvars and invars bound (their types are checked: a mismatch
     /// here is an internal error, the caller having checked user inputs already).
-    fn new(jaxpr: &'a Jaxpr, consts: Vec<HostArray>, args: Vec<HostArray>) -> R<Frame<'a>> {
+    fn new(
+        jaxpr: &'a Jaxpr,
+        consts: Vec<HostArray>,
+        args: Vec<HostArray>,
+        meter: &mut Meter<'_>,
+    ) -> R<Frame<'a>> {
         let mut frame = Frame {
             jaxpr,
             env: vec![None; jaxpr.num_vars()],
             pc: 0,
             pending: None,
+            liveness: meter.liveness(jaxpr),
+            bytes: 0,
+            held: 0,
         };
         let (cv, iv) = (jaxpr.constvars(), jaxpr.invars());
         if consts.len() != cv.len() || args.len() != iv.len() {
@@ -458,18 +935,22 @@ impl<'a> Frame<'a> {
             )));
         }
         for (&v, value) in cv.iter().chain(iv).zip(consts.into_iter().chain(args)) {
-            frame.bind(v, value)?;
+            frame.bind(v, value, meter)?;
+        }
+        let liveness = Rc::clone(&frame.liveness);
+        for &v in &liveness.at_entry {
+            frame.free(v, meter);
         }
         Ok(frame)
     }
 
     /// A frame running a sub-jaxpr on these arguments.
-    fn closed(cj: &'a ClosedJaxpr, args: Vec<HostArray>) -> R<Frame<'a>> {
+    fn closed(cj: &'a ClosedJaxpr, args: Vec<HostArray>, meter: &mut Meter<'_>) -> R<Frame<'a>> {
         let consts = closed_consts(cj)?;
-        Frame::new(cj.jaxpr(), consts, args)
+        Frame::new(cj.jaxpr(), consts, args, meter)
     }
 
-    fn bind(&mut self, v: crate::jaxpr::VarId, value: HostArray) -> R<()> {
+    fn bind(&mut self, v: VarId, value: HostArray, meter: &mut Meter<'_>) -> R<()> {
         let expected = self.jaxpr.var_aval(v);
         value
             .validate()
@@ -484,8 +965,31 @@ impl<'a> Frame<'a> {
             .env
             .get_mut(v.index())
             .ok_or_else(|| internal(format!("variable {v} is out of range")))?;
-        *slot = Some(value);
+        let added = array_bytes(&value);
+        if let Some(old) = slot.replace(value) {
+            let gone = array_bytes(&old);
+            self.bytes = self.bytes.saturating_sub(gone);
+            meter.release(gone);
+        }
+        self.bytes = self.bytes.saturating_add(added);
+        meter.hold(added);
         Ok(())
+    }
+
+    /// Drops a variable's value (after its last use).
+    fn free(&mut self, v: VarId, meter: &mut Meter<'_>) {
+        if let Some(old) = self.env.get_mut(v.index()).and_then(Option::take) {
+            let gone = array_bytes(&old);
+            self.bytes = self.bytes.saturating_sub(gone);
+            meter.release(gone);
+        }
+    }
+
+    /// Records the bytes the pending equation's state now holds.
+    fn set_held(&mut self, bytes: u64, meter: &mut Meter<'_>) {
+        meter.release(self.held);
+        meter.hold(bytes);
+        self.held = bytes;
     }
 
     fn read(&self, atom: Atom) -> R<Cow<'_, HostArray>> {
@@ -507,15 +1011,21 @@ impl<'a> Frame<'a> {
         }
     }
 
-    fn read_owned(&self, atoms: &[Atom]) -> R<Vec<HostArray>> {
-        atoms
-            .iter()
-            .map(|&a| self.read(a).map(Cow::into_owned))
-            .collect()
+    /// Copies of the values of `atoms`, admitted against the limits before they are
+    /// made.
+    fn read_owned(&self, atoms: &[Atom], meter: &mut Meter<'_>, depth: usize) -> R<Vec<HostArray>> {
+        let values = atoms.iter().map(|&a| self.read(a)).collect::<R<Vec<_>>>()?;
+        let refs = values.iter().map(|c| c.as_ref());
+        let (bytes, elems) = (arrays_bytes(refs.clone()), arrays_elements(refs));
+        meter
+            .admit(bytes, elems)
+            .map_err(|ex| ex.at(self.site(depth)))?;
+        Ok(values.into_iter().map(Cow::into_owned).collect())
     }
 
-    /// Binds the outputs of the equation at `pc` and moves past it.
-    fn finish_eqn(&mut self, outs: Vec<HostArray>) -> R<()> {
+    /// Binds the outputs of the equation at `pc`, frees the values it read for the last
+    /// time, and moves past it.
+    fn finish_eqn(&mut self, outs: Vec<HostArray>, meter: &mut Meter<'_>) -> R<()> {
         let eqn = self.current()?;
         if outs.len() != eqn.outvars().len() {
             return Err(internal(format!(
@@ -526,7 +1036,11 @@ impl<'a> Frame<'a> {
             )));
         }
         for (&v, value) in eqn.outvars().iter().zip(outs) {
-            self.bind(v, value)?;
+            self.bind(v, value, meter)?;
+        }
+        let liveness = Rc::clone(&self.liveness);
+        for &v in liveness.after(self.pc) {
+            self.free(v, meter);
         }
         self.pc += 1;
         Ok(())
@@ -540,8 +1054,48 @@ impl<'a> Frame<'a> {
             .ok_or_else(|| internal("no current equation"))
     }
 
-    fn outputs(&self) -> R<Vec<HostArray>> {
-        self.read_owned(self.jaxpr.outvars())
+    /// The equation at `pc`, for an error.
+    fn site(&self, depth: usize) -> EqnSite {
+        let eqn = self.jaxpr.eqns().get(self.pc);
+        EqnSite {
+            depth,
+            index: self.pc,
+            primitive: eqn.map_or_else(String::new, |e| e.primitive().name().to_owned()),
+            outputs: eqn.map_or_else(Vec::new, |e| {
+                e.outvars()
+                    .iter()
+                    .map(|&v| self.jaxpr.var_aval(v).clone())
+                    .collect()
+            }),
+        }
+    }
+
+    /// The jaxpr's outputs, moved out of the environment (copied only when a variable is
+    /// an output twice).
+    fn take_outputs(&mut self, meter: &mut Meter<'_>) -> R<Vec<HostArray>> {
+        let liveness = Rc::clone(&self.liveness);
+        let outvars = self.jaxpr.outvars();
+        let mut outs = Vec::with_capacity(outvars.len());
+        for (k, &a) in outvars.iter().enumerate() {
+            let last = liveness.out_last.get(k).copied().unwrap_or(false);
+            match a {
+                Atom::Var(v) if last => {
+                    let value = self
+                        .env
+                        .get_mut(v.index())
+                        .and_then(Option::take)
+                        .ok_or_else(|| {
+                            internal(format!("variable {v} is read before it is bound"))
+                        })?;
+                    let gone = array_bytes(&value);
+                    self.bytes = self.bytes.saturating_sub(gone);
+                    meter.release(gone);
+                    outs.push(value);
+                }
+                _ => outs.push(self.read(a)?.into_owned()),
+            }
+        }
+        Ok(outs)
     }
 }
 
@@ -561,28 +1115,30 @@ fn literal_array(lit: &Literal) -> R<HostArray> {
 /// The evaluation: a stack of frames, the innermost on top.
 struct Machine<'a, 'o> {
     stack: Vec<Frame<'a>>,
-    iterations: u64,
-    options: &'o EvalOptions,
+    meter: Meter<'o>,
 }
 
 impl<'a> Machine<'a, '_> {
     fn run(mut self) -> R<Vec<HostArray>> {
         loop {
+            let depth = self.stack.len().saturating_sub(1);
             let Some(top) = self.stack.last_mut() else {
                 return Err(internal("empty frame stack"));
             };
             if top.pc == top.jaxpr.eqns().len() {
-                let outs = top.outputs()?;
-                self.stack.pop();
+                let outs = top.take_outputs(&mut self.meter)?;
+                if let Some(done) = self.stack.pop() {
+                    self.meter.release(done.bytes.saturating_add(done.held));
+                }
                 let Some(parent) = self.stack.last_mut() else {
                     return Ok(outs);
                 };
-                let next = resume(parent, outs, &mut self.iterations, self.options)?;
+                let next = resume(parent, outs, &mut self.meter, depth.saturating_sub(1))?;
                 self.stack.extend(next);
                 continue;
             }
             let eqn = top.current()?;
-            check_sizes(top.jaxpr, eqn, self.options)?;
+            admit_eqn(top.jaxpr, eqn, &mut self.meter).map_err(|ex| ex.at(top.site(depth)))?;
             let next = match eqn.primitive() {
                 Primitive::Extension(e) => {
                     return Err(EvalError::UnsupportedPrimitive {
@@ -590,7 +1146,7 @@ impl<'a> Machine<'a, '_> {
                     })
                 }
                 Primitive::Builtin(b) if b.is_higher_order() => {
-                    start(top, *b, eqn, &mut self.iterations, self.options)?
+                    start(top, *b, eqn, &mut self.meter, depth)?
                 }
                 Primitive::Builtin(b) => {
                     let outs = {
@@ -602,38 +1158,12 @@ impl<'a> Machine<'a, '_> {
                         let refs: Vec<&HostArray> = ins.iter().map(|c| c.as_ref()).collect();
                         ops::apply(*b, &refs, eqn.params())?
                     };
-                    top.finish_eqn(outs)?;
+                    top.finish_eqn(outs, &mut self.meter)?;
                     None
                 }
             };
             self.stack.extend(next);
         }
-    }
-}
-
-/// Fails if an output of the equation would exceed the element limit.
-fn check_sizes(jaxpr: &Jaxpr, eqn: &Eqn, options: &EvalOptions) -> R<()> {
-    let Some(limit) = options.max_array_elements else {
-        return Ok(());
-    };
-    for &v in eqn.outvars() {
-        let aval = jaxpr.var_aval(v);
-        if aval.shape.size() as u64 > limit {
-            return Err(EvalError::ArrayTooLarge {
-                aval: aval.clone(),
-                limit,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Counts one loop iteration against the limit.
-fn tick(iterations: &mut u64, options: &EvalOptions) -> R<()> {
-    *iterations += 1;
-    match options.max_loop_iterations {
-        Some(limit) if *iterations > limit => Err(EvalError::IterationLimit { limit }),
-        _ => Ok(()),
     }
 }
 
@@ -662,21 +1192,38 @@ fn branch_index(index: &HostArray, n: usize) -> R<usize> {
     }
 }
 
+/// Copies of `values`, admitted against the limits before they are made.
+fn copies<'x>(
+    values: impl IntoIterator<Item = &'x HostArray> + Clone,
+    frame: &Frame<'_>,
+    meter: &mut Meter<'_>,
+    depth: usize,
+) -> R<Vec<HostArray>> {
+    let (bytes, elems) = (
+        arrays_bytes(values.clone()),
+        arrays_elements(values.clone()),
+    );
+    meter
+        .admit(bytes, elems)
+        .map_err(|ex| ex.at(frame.site(depth)))?;
+    Ok(values.into_iter().cloned().collect())
+}
+
 /// Starts a higher-order equation: returns the child frame to run, or `None` if the
 /// equation finished at once (a `scan` of length 0).
 fn start<'a>(
     frame: &mut Frame<'a>,
     prim: Builtin,
     eqn: &'a Eqn,
-    iterations: &mut u64,
-    options: &EvalOptions,
+    meter: &mut Meter<'_>,
+    depth: usize,
 ) -> R<Option<Frame<'a>>> {
     let params = eqn.params();
-    let ins = frame.read_owned(eqn.inputs())?;
+    let ins = frame.read_owned(eqn.inputs(), meter, depth)?;
     match prim {
         Builtin::Jit | Builtin::CustomJvpCall | Builtin::CustomVjpCall | Builtin::Remat => {
             let name = prim.call_jaxpr_param().unwrap_or("jaxpr");
-            let child = Frame::closed(ops::param_jaxpr(params, name)?, ins)?;
+            let child = Frame::closed(ops::param_jaxpr(params, name)?, ins, meter)?;
             frame.pending = Some(Pending::Call);
             Ok(Some(child))
         }
@@ -684,7 +1231,7 @@ fn start<'a>(
             let branches = ops::param_jaxprs(params, "branches")?;
             let (index, operands) = split_front(ins, 1)?;
             let k = branch_index(&index[0], branches.len())?;
-            let child = Frame::closed(&branches[k], operands)?;
+            let child = Frame::closed(&branches[k], operands, meter)?;
             frame.pending = Some(Pending::Call);
             Ok(Some(child))
         }
@@ -694,15 +1241,18 @@ fn start<'a>(
             let (cond_consts, rest) = split_front(ins, ops::param_count(params, "cond_nconsts")?)?;
             let (body_consts, carry) =
                 split_front(rest, ops::param_count(params, "body_nconsts")?)?;
-            let child = Frame::closed(cond, cond_consts.iter().chain(&carry).cloned().collect())?;
-            frame.pending = Some(Pending::While(WhileState {
+            let st = WhileState {
                 cond,
                 body,
                 cond_consts,
                 body_consts,
                 carry,
                 in_body: false,
-            }));
+            };
+            frame.set_held(st.bytes(), meter);
+            let args = copies(st.cond_consts.iter().chain(&st.carry), frame, meter, depth)?;
+            let child = Frame::closed(cond, args, meter)?;
+            frame.pending = Some(Pending::While(st));
             Ok(Some(child))
         }
         Builtin::Scan => {
@@ -717,6 +1267,7 @@ fn start<'a>(
                 .len()
                 .checked_sub(num_carry)
                 .ok_or_else(|| internal("scan has fewer outputs than carries"))?;
+            let fixed_bytes = arrays_bytes(consts.iter().chain(&xs));
             let mut state = ScanState {
                 body,
                 consts,
@@ -727,14 +1278,19 @@ fn start<'a>(
                 reverse,
                 num_carry,
                 done: 0,
+                fixed_bytes,
+                ys_bytes: 0,
             };
+            frame.set_held(state.bytes(), meter);
             if length == 0 {
-                let outs = state.finish(frame)?;
-                frame.finish_eqn(outs)?;
+                let outs = state.finish(frame, meter, depth)?;
+                frame.set_held(0, meter);
+                frame.finish_eqn(outs, meter)?;
                 return Ok(None);
             }
-            tick(iterations, options)?;
-            let child = state.step_frame()?;
+            meter.tick().map_err(|ex| ex.at(frame.site(depth)))?;
+            let child = state.step_frame(frame, meter, depth)?;
+            frame.set_held(state.bytes(), meter);
             frame.pending = Some(Pending::Scan(state));
             Ok(Some(child))
         }
@@ -747,8 +1303,8 @@ fn start<'a>(
 fn resume<'a>(
     frame: &mut Frame<'a>,
     outs: Vec<HostArray>,
-    iterations: &mut u64,
-    options: &EvalOptions,
+    meter: &mut Meter<'_>,
+    depth: usize,
 ) -> R<Option<Frame<'a>>> {
     let pending = frame
         .pending
@@ -756,14 +1312,15 @@ fn resume<'a>(
         .ok_or_else(|| internal("a frame finished with no equation waiting for it"))?;
     match pending {
         Pending::Call => {
-            frame.finish_eqn(outs)?;
+            frame.finish_eqn(outs, meter)?;
             Ok(None)
         }
         Pending::While(mut st) => {
             if st.in_body {
                 st.carry = outs;
-                let args = st.cond_consts.iter().chain(&st.carry).cloned().collect();
-                let child = Frame::closed(st.cond, args)?;
+                frame.set_held(st.bytes(), meter);
+                let args = copies(st.cond_consts.iter().chain(&st.carry), frame, meter, depth)?;
+                let child = Frame::closed(st.cond, args, meter)?;
                 st.in_body = false;
                 frame.pending = Some(Pending::While(st));
                 return Ok(Some(child));
@@ -773,13 +1330,16 @@ fn resume<'a>(
                 _ => return Err(internal("while's cond_jaxpr did not return one bool")),
             };
             if !go {
-                frame.finish_eqn(st.carry)?;
+                frame.set_held(0, meter);
+                frame.finish_eqn(st.carry, meter)?;
                 return Ok(None);
             }
-            tick(iterations, options)?;
+            meter.tick().map_err(|ex| ex.at(frame.site(depth)))?;
             let carry = std::mem::take(&mut st.carry);
-            let args = st.body_consts.iter().cloned().chain(carry).collect();
-            let child = Frame::closed(st.body, args)?;
+            frame.set_held(st.bytes(), meter);
+            let mut args = copies(&st.body_consts, frame, meter, depth)?;
+            args.extend(carry);
+            let child = Frame::closed(st.body, args, meter)?;
             st.in_body = true;
             frame.pending = Some(Pending::While(st));
             Ok(Some(child))
@@ -790,18 +1350,22 @@ fn resume<'a>(
                 return Err(internal("scan body returned the wrong number of outputs"));
             }
             st.carry = carry;
+            st.ys_bytes = st.ys_bytes.saturating_add(arrays_bytes(&ys));
             for (acc, y) in st.ys.iter_mut().zip(ys) {
                 acc.push(y);
             }
             st.done += 1;
+            frame.set_held(st.bytes(), meter);
             if st.done < st.length {
-                tick(iterations, options)?;
-                let child = st.step_frame()?;
+                meter.tick().map_err(|ex| ex.at(frame.site(depth)))?;
+                let child = st.step_frame(frame, meter, depth)?;
+                frame.set_held(st.bytes(), meter);
                 frame.pending = Some(Pending::Scan(st));
                 return Ok(Some(child));
             }
-            let outs = st.finish(frame)?;
-            frame.finish_eqn(outs)?;
+            let outs = st.finish(frame, meter, depth)?;
+            frame.set_held(0, meter);
+            frame.finish_eqn(outs, meter)?;
             Ok(None)
         }
     }
@@ -810,25 +1374,47 @@ fn resume<'a>(
 impl<'a> ScanState<'a> {
     /// The frame for the next step: consts, carry, and slice `i` of every `xs`, where
     /// `i` counts up from 0 or, for a reverse scan, down from `length - 1`.
-    fn step_frame(&mut self) -> R<Frame<'a>> {
+    fn step_frame(
+        &mut self,
+        frame: &Frame<'_>,
+        meter: &mut Meter<'_>,
+        depth: usize,
+    ) -> R<Frame<'a>> {
         let i = if self.reverse {
             self.length - 1 - self.done
         } else {
             self.done
         };
-        let mut args = self.consts.clone();
+        let slice_bytes = self.xs.iter().fold(0u64, |acc, x| {
+            acc.saturating_add(array_bytes(x) / self.length.max(1) as u64)
+        });
+        meter
+            .admit(slice_bytes, slice_bytes)
+            .map_err(|ex| ex.at(frame.site(depth)))?;
+        let mut args = copies(&self.consts, frame, meter, depth)?;
         args.append(&mut self.carry);
         for x in &self.xs {
             args.push(ops::index_leading(x, i)?);
         }
-        Frame::closed(self.body, args)
+        Frame::closed(self.body, args, meter)
     }
 
     /// The scan's outputs: the final carry, then every `ys` stacked along a new leading
     /// axis with the slice of step index `i` at position `i`.
-    fn finish(mut self, frame: &Frame<'a>) -> R<Vec<HostArray>> {
+    fn finish(
+        mut self,
+        frame: &Frame<'a>,
+        meter: &mut Meter<'_>,
+        depth: usize,
+    ) -> R<Vec<HostArray>> {
         let eqn = frame.current()?;
         let y_vars = eqn.outvars().get(self.num_carry..).unwrap_or(&[]);
+        let stacked: u64 = y_vars.iter().fold(0u64, |acc, &v| {
+            acc.saturating_add(aval_bytes(frame.jaxpr.var_aval(v)))
+        });
+        meter
+            .admit(stacked, stacked)
+            .map_err(|ex| ex.at(frame.site(depth)))?;
         let mut outs = std::mem::take(&mut self.carry);
         for (mut parts, &v) in self.ys.into_iter().zip(y_vars) {
             if self.reverse {

@@ -623,8 +623,9 @@ fn select_t<T: Elem>(cases: &[&HostArray], picks: &[usize]) -> R<HostData> {
 }
 
 /// `select_n(which, *cases)`: element `i` of the result is element `i` of
-/// `cases[which[i]]`. An integer `which` outside `0..cases.len()` is clamped into range,
-/// which is what JAX's lowering (a tree of `which < k` selects) computes.
+/// `cases[which[i]]`. A `which` outside `0..cases.len()` is clamped into range, which is
+/// what JAX's lowering (a tree of `which < k` selects) computes; with a single case JAX
+/// returns it whatever `which` is (`true` included).
 fn select_n(which: &HostArray, cases: &[&HostArray]) -> R<HostArray> {
     let Some(first) = cases.first() else {
         return Err(internal("select_n without cases"));
@@ -633,7 +634,7 @@ fn select_n(which: &HostArray, cases: &[&HostArray]) -> R<HostArray> {
     let sw = step_of(which.len(), n)?;
     let last = cases.len() - 1;
     let picks: Vec<usize> = match &which.data {
-        HostData::Bool(w) => (0..n).map(|i| usize::from(w[i * sw])).collect(),
+        HostData::Bool(w) => (0..n).map(|i| usize::from(w[i * sw]).min(last)).collect(),
         HostData::Int(w) => (0..n)
             .map(|i| {
                 let k = w[i * sw];

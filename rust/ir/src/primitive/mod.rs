@@ -528,9 +528,18 @@ impl Primitive {
     ) -> Result<Vec<AbstractValue>, RuleError> {
         match self {
             Primitive::Builtin(b) => b.abstract_eval(inputs, params),
-            Primitive::Extension(e) => e
-                .abstract_eval(inputs, params)
-                .map_err(|message| RuleError::Extension { message }),
+            Primitive::Extension(e) => {
+                // A name text cannot hold would print a jaxpr that does not read back.
+                let names = std::iter::once(check_primitive_name(e.name()))
+                    .chain(params.iter().map(|(n, _)| check_param_name(n)));
+                for check in names {
+                    check.map_err(|err| RuleError::Extension {
+                        message: err.to_string(),
+                    })?;
+                }
+                e.abstract_eval(inputs, params)
+                    .map_err(|message| RuleError::Extension { message })
+            }
         }
     }
 }
@@ -565,6 +574,94 @@ impl fmt::Display for Primitive {
     }
 }
 
+/// Why a name cannot name an extension primitive or a parameter: jaxpr text printed with
+/// it would not read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameError {
+    /// Not an identifier: an ASCII letter or `_`, then ASCII letters, digits and `_`.
+    NotIdentifier {
+        /// What was named.
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A keyword of the text format (`lambda`, `let`, `in`), as an extension
+    /// primitive's name: today's parser reads one in a primitive's place, but keywords
+    /// delimit jaxprs (and shared sub-jaxprs' `let` definitions), so primitive names
+    /// keep clear of them. Param names may be keywords (`lambda=<lambda>` reads back).
+    Reserved {
+        /// The name.
+        name: String,
+    },
+    /// A built-in primitive's name (for an extension primitive).
+    Builtin {
+        /// The name.
+        name: String,
+    },
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NameError::NotIdentifier { what, name } => write!(
+                f,
+                "{what} name must be an identifier (an ASCII letter or '_', then letters, \
+                 digits and '_'), got {name:?}"
+            ),
+            NameError::Reserved { name } => {
+                write!(f, "a primitive's name {name:?} is a keyword of jaxpr text")
+            }
+            NameError::Builtin { name } => {
+                write!(f, "'{name}' is the name of a built-in primitive")
+            }
+        }
+    }
+}
+
+impl std::error::Error for NameError {}
+
+/// The keywords of jaxpr text.
+const RESERVED: [&str; 3] = ["lambda", "let", "in"];
+
+fn check_identifier(name: &str, what: &'static str) -> Result<(), NameError> {
+    let mut chars = name.chars();
+    let ok = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(NameError::NotIdentifier {
+            what,
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// Checks that `name` can name an extension primitive: an identifier (an ASCII letter
+/// or `_`, then ASCII letters, digits and `_`), not a keyword of the text format
+/// (`lambda`, `let`, `in`) and not a built-in's name, so that every jaxpr using it prints as text that parses
+/// back.
+pub fn check_primitive_name(name: &str) -> Result<(), NameError> {
+    check_identifier(name, "a primitive's")?;
+    if RESERVED.contains(&name) {
+        return Err(NameError::Reserved {
+            name: name.to_owned(),
+        });
+    }
+    if Builtin::from_name(name).is_some() {
+        return Err(NameError::Builtin {
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that `name` can name a parameter of an extension primitive's equation: an
+/// identifier (as [`check_primitive_name`]; keywords are fine here).
+pub fn check_param_name(name: &str) -> Result<(), NameError> {
+    check_identifier(name, "a parameter's")
+}
+
 /// A set of extension primitives by name, so text that uses them can be read back.
 #[derive(Clone, Default)]
 pub struct Registry {
@@ -576,9 +673,12 @@ impl Registry {
     pub fn new() -> Registry {
         Registry::default()
     }
-    /// Adds an extension primitive; a later one with the same name replaces it.
-    pub fn register(&mut self, prim: Arc<dyn ExtensionPrimitive>) {
+    /// Adds an extension primitive; a later one with the same name replaces it. Fails,
+    /// adding nothing, if its name is not one text can hold ([`check_primitive_name`]).
+    pub fn register(&mut self, prim: Arc<dyn ExtensionPrimitive>) -> Result<(), NameError> {
+        check_primitive_name(prim.name())?;
         self.extensions.insert(prim.name().to_owned(), prim);
+        Ok(())
     }
     /// Finds a primitive by name: built-ins first, then extensions.
     pub fn lookup(&self, name: &str) -> Option<Primitive> {

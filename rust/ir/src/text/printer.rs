@@ -161,9 +161,9 @@ fn hidden_param(prim: Option<Builtin>, name: &str, value: &Param) -> bool {
 }
 
 /// The params an equation prints, in printed order.
-fn printed_params(e: &Eqn) -> Vec<(&'static str, &Param)> {
+fn printed_params(e: &Eqn) -> Vec<(&str, &Param)> {
     let prim = e.primitive().as_builtin();
-    let mut v: Vec<(&'static str, &Param)> = e
+    let mut v: Vec<(&str, &Param)> = e
         .params()
         .iter()
         .filter(|(n, p)| !hidden_param(prim, n, p))
@@ -402,7 +402,7 @@ struct Frame<'j> {
     /// Next equation (or the one whose params are being printed).
     eqn: usize,
     /// The printed params of that equation.
-    params: Vec<(&'static str, &'j Param)>,
+    params: Vec<(&'j str, &'j Param)>,
     /// Next param, and whether its `name=` is out already.
     param: usize,
     param_started: bool,
