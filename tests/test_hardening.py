@@ -5,7 +5,8 @@
 - The long Rust passes release the GIL: another thread runs during a typecheck and a DCE
   of a 10^6-equation jaxpr.
 - Deep pytrees (10^5 levels) work in tree_util, jit, grad and vmap; deep Python
-  recursion is Python's RecursionError, a long chain of operations works.
+  recursion is Python's RecursionError, a long chain of operations works; control flow
+  nested deeper than XLA's compiler survives is a LoweringError, not a crash.
 - A jit dispatch loop does not grow memory.
 """
 
@@ -25,6 +26,8 @@ import pytest
 import ferrax
 import ferrax.numpy as fnp
 from ferrax import _ir, lax, tree_util
+from ferrax._runtime import MAX_NESTING_DEPTH, nesting_depth
+from ferrax.errors import LoweringError
 
 NDArray = np.ndarray[Any, Any]
 
@@ -227,6 +230,48 @@ def test_deep_python_recursion_is_a_recursion_error() -> None:
         deep_list = [deep_list]
     with pytest.raises(ValueError):
         fnp.asarray(deep_list)
+
+
+def _nested_control_flow(kind: str, depth: int) -> Callable[[Any], Any]:
+    def nest(d: int, x: Any) -> Any:
+        if d == 0:
+            return x + 1.0
+        if kind == "cond":
+            return lax.cond(x > 0, lambda v: nest(d - 1, v), lambda v: v, x)
+        if kind == "fori_loop":
+            return lax.fori_loop(0, 1, lambda i, v: nest(d - 1, v), x)
+        if kind == "scan":
+            return lax.scan(lambda c, _: (nest(d - 1, c), None), x, None, length=1)[0]
+        return ferrax.jit(lambda v: nest(d - 1, v))(x)
+
+    return lambda x: nest(depth, x)
+
+
+@pytest.mark.parametrize("kind, per_level", [("cond", 2), ("fori_loop", 2), ("scan", 2), ("jit", 1)])
+def test_deep_nesting_is_refused_before_xla_crashes(kind: str, per_level: int) -> None:
+    # XLA's compiler overflows a fixed stack at about 96 nested conds/loops (200 calls)
+    # and kills the process: ferrax refuses such modules with a LoweringError first.
+    x = np.float32(0.5)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(20_000)  # tracing 200 nested jits nests Python calls too
+    try:
+        _check_nesting(kind, per_level, x)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _check_nesting(kind: str, per_level: int, x: Any) -> None:
+    shallow = _nested_control_flow(kind, 20)
+    text = ferrax.jit(shallow).lower(x).as_text()
+    assert nesting_depth(text) == 20 * per_level
+    assert float(ferrax.jit(shallow)(x)) == 1.5
+    deep = _nested_control_flow(kind, 200 // per_level)
+    assert nesting_depth(ferrax.jit(deep).lower(x).as_text()) == 200
+    with pytest.raises(LoweringError, match="200 levels deep"):
+        ferrax.jit(deep)(x)
+    # The limit is the only refusal: exactly MAX_NESTING_DEPTH levels compile and run.
+    at_limit = _nested_control_flow(kind, MAX_NESTING_DEPTH // per_level)
+    assert float(ferrax.jit(at_limit)(x)) == 1.5
 
 
 def test_long_chain_of_operations() -> None:
