@@ -120,12 +120,13 @@ def _run_linear(jaxpr: _ir.Jaxpr, args: list[Any]) -> list[Any]:
     """Evaluates a constant-free jaxpr under the active transformations. While staging
     (``make_jaxpr``/``jit`` of a gradient) with nothing above the staging trace, its
     equations are copied into the staged jaxpr by Rust in one call."""
-    from ferrax._core import Tracer, _dynamic
+    from ferrax._core import Tracer, _state
     from ferrax._jit import eval_jaxpr
     from ferrax._staging import JaxprTracer
 
-    if _dynamic:
-        main = _dynamic[-1]
+    dynamic = _state.dynamic
+    if dynamic:
+        main = dynamic[-1]
         trace = main.trace
         if all(not isinstance(x, Tracer) or x._trace.main.level <= main.level for x in args):
             assert isinstance(trace, StagingTrace)
@@ -225,9 +226,9 @@ def _flatten_fun(fun: Callable[..., Any], in_tree: Any, has_aux: bool, api: str)
 def _strip_aux(aux: Any) -> Any:
     """Aux outputs as plain values: differentiation tracers of transformations that have
     ended give their primal values."""
-    from ferrax._core import _stack
+    from ferrax._core import _state
 
-    live = {id(m) for m in _stack}
+    live = {id(m) for m in _state.stack}
     leaves, tree = tree_flatten(aux)
     out = []
     for x in leaves:

@@ -12,6 +12,7 @@ Rust for the result types, and staging gets them from the jaxpr builder.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
@@ -81,16 +82,17 @@ class Primitive:
 
     def bind(self, *args: Any, **params: Any) -> Any:
         """Applies the primitive under the innermost active transformation."""
-        if _dynamic:
-            # bind's fast path, inline (staging: every argument a tracer of the dynamic
-            # trace, which then is the innermost one, with nothing to raise).
-            trace = _dynamic[-1].trace
-            for a in args:
-                if not isinstance(a, Tracer) or a._trace is not trace:
-                    break
-            else:
-                outs = trace.process_primitive(self, list(args), params)
-                return outs if self.multiple_results else outs[0]
+        if args and isinstance(args[0], Tracer):
+            # bind's fast path, inline (staging: every argument a tracer of the innermost
+            # dynamic trace, which then is the innermost one, with nothing to raise).
+            trace = args[0]._trace
+            if trace.main.innermost_dynamic:
+                for a in args:
+                    if not isinstance(a, Tracer) or a._trace is not trace:
+                        break
+                else:
+                    outs = trace.process_primitive(self, list(args), params)
+                    return outs if self.multiple_results else outs[0]
         return bind(self, args, params)
 
     def def_impl(self, rule: F) -> F:
@@ -194,14 +196,20 @@ def extension_named(name: str) -> Primitive | None:
 
 
 class MainTrace:
-    """One active transformation: its level in the stack, its kind and its state."""
+    """One active transformation: its level in the stack, its kind and its state.
 
-    __slots__ = ("level", "trace_type", "global_data", "trace")
+    ``innermost_dynamic`` is true while this main is the innermost dynamic main of the
+    thread that pushed it (so the staging fast paths need not look up the thread's
+    state: a main, like its tracers, belongs to one thread).
+    """
+
+    __slots__ = ("level", "trace_type", "global_data", "trace", "innermost_dynamic")
 
     def __init__(self, level: int, trace_type: type[Trace], global_data: Any) -> None:
         self.level = level
         self.trace_type = trace_type
         self.global_data = global_data
+        self.innermost_dynamic = False
         self.trace: Trace = trace_type(self)
 
 
@@ -235,8 +243,25 @@ class Trace:
         return self.pure(value)
 
 
-_stack: list[MainTrace] = []
-_dynamic: list[MainTrace] = []
+class _TraceState(threading.local):
+    """The transformations active in one thread: each thread traces on its own stack,
+    so tracing, ``jit`` and ``grad`` may run in several threads at once (as in JAX,
+    whose trace state is thread-local).
+
+    ``stack``: every active main, the eval trace at the bottom (level 0); ``dynamic``:
+    the dynamic (staging) mains among them, innermost last; ``canonical_copies``: see
+    :func:`to_numpy`.
+    """
+
+    def __init__(self) -> None:
+        self.stack: list[MainTrace] = [_eval_main]
+        self.dynamic: list[MainTrace] = []
+        self.canonical_copies: dict[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
+
+
+def trace_state() -> _TraceState:
+    """This thread's trace state (its stack of active transformations)."""
+    return _state
 
 
 @contextmanager
@@ -246,18 +271,27 @@ def new_main(trace_type: type[Trace], global_data: Any = None, *, dynamic: bool 
     A *dynamic* main (``make_jaxpr``'s staging) also receives primitives applied to plain
     constants, so closed-over values are captured instead of computed.
     """
-    main = MainTrace(len(_stack), trace_type, global_data)
-    _stack.append(main)
+    state = _state
+    stack = state.stack
+    main = MainTrace(len(stack), trace_type, global_data)
+    stack.append(main)
+    outer = state.dynamic[-1] if state.dynamic else None
     if dynamic:
-        _dynamic.append(main)
+        if outer is not None:
+            outer.innermost_dynamic = False
+        main.innermost_dynamic = True
+        state.dynamic.append(main)
     try:
         yield main
     finally:
         if dynamic:
-            _dynamic.pop()
-            if not _dynamic:
-                _canonical_copies.clear()
-        _stack.pop()
+            state.dynamic.pop()
+            main.innermost_dynamic = False
+            if outer is not None:
+                outer.innermost_dynamic = True
+            else:
+                state.canonical_copies.clear()
+        stack.pop()
 
 
 class EvalTrace(Trace):
@@ -298,13 +332,15 @@ class EvalTrace(Trace):
         return results
 
 
+# The eval trace has no state: one main serves every thread.
 _eval_main = MainTrace(0, EvalTrace, None)
-_stack.append(_eval_main)
+_state = _TraceState()
 
 
 def find_top_trace(args: Sequence[Any]) -> Trace:
     """The trace of the innermost transformation among the arguments (or the dynamic one)."""
-    top = _dynamic[-1] if _dynamic else _eval_main
+    dynamic = _state.dynamic
+    top = dynamic[-1] if dynamic else _eval_main
     for x in args:
         if isinstance(x, Tracer):
             main = x._trace.main
@@ -315,10 +351,11 @@ def find_top_trace(args: Sequence[Any]) -> Trace:
 
 def bind(primitive: Primitive, args: Sequence[Any], params: dict[str, Any]) -> Any:
     """Applies ``primitive`` to ``args`` under the innermost active transformation."""
-    if _dynamic:
+    dynamic = _state.dynamic
+    if dynamic:
         # Fast path (staging): every argument already a tracer of the dynamic trace, which
         # is then the innermost one and has nothing to raise.
-        trace = _dynamic[-1].trace
+        trace = dynamic[-1].trace
         for a in args:
             if not isinstance(a, Tracer) or a._trace is not trace:
                 break
@@ -508,11 +545,6 @@ def aval_of(x: Any) -> _ir.ShapedArray:
     raise TypeError(f"{type(x).__name__} is not an array type ferrax understands: {x!r}, at {user_location()}")
 
 
-# While staging: NumPy array -> (the array, its copy in its ferrax dtype), so that a
-# float64 array used several times is converted once and stays one constant of the
-# jaxpr. Holding the array keeps its id its own; emptied when staging ends.
-_canonical_copies: dict[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
-
 
 def to_numpy(x: Any) -> np.ndarray[Any, Any]:
     """A concrete value as a NumPy array of its ferrax dtype (NumPy values canonicalized
@@ -523,11 +555,17 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
         d = dtypes.canonical(x.dtype)
         if d == x.dtype:
             return x
-        if _dynamic:
-            hit = _canonical_copies.get(id(x))
+        state = _state
+        if state.dynamic:
+            # While staging: NumPy array -> (the array, its copy in its ferrax dtype), so
+            # that a float64 array used several times is converted once and stays one
+            # constant of the jaxpr. Holding the array keeps its id its own; emptied when
+            # staging ends (per thread, as the staging).
+            copies = state.canonical_copies
+            hit = copies.get(id(x))
             if hit is None or hit[1].dtype != d:
                 with np.errstate(over="ignore"):
-                    hit = _canonical_copies[id(x)] = (x, x.astype(d))
+                    hit = copies[id(x)] = (x, x.astype(d))
             return hit[1]
     elif isinstance(x, Tracer):
         raise x._concrete_error("evaluating eagerly")

@@ -271,7 +271,7 @@ class Jitted(Generic[P, R]):
         functools.update_wrapper(self, fun)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        if not kwargs and not _core._dynamic and not self._signature.static_argnums:
+        if not kwargs and not _core._state.dynamic and not self._signature.static_argnums:
             # Fast path: positional device arrays of a signature compiled before.
             fast = self._fast_call(args)
             if fast is not _MISS:
@@ -365,8 +365,11 @@ class Jitted(Generic[P, R]):
         if entry.executable is not None:
             return
         text = self._lower(entry)
-        entry.executable = compile_stablehlo(text, entry.jaxpr.out_avals)
+        executable = compile_stablehlo(text, entry.jaxpr.out_avals)
+        # The buffers before the executable: another thread may call the entry as soon
+        # as its executable is set.
         entry.const_buffers = [buffer_of(c, aval_of(c)) for c in entry.jaxpr.consts]
+        entry.executable = executable
 
     def lower(self, *args: P.args, **kwargs: P.kwargs) -> Lowered:
         """Traces for these arguments' signature; the result gives the StableHLO text."""

@@ -201,7 +201,17 @@ class Executable:
 
 def compile_stablehlo(text: str, out_avals: Sequence[_ir.ShapedArray]) -> Executable:
     """Compiles a StableHLO module; a module XLA refuses is a :class:`LoweringError`
-    quoting the offending line."""
+    quoting the offending line, and so is one nested too deeply for XLA to compile
+    (see :func:`nesting_depth`)."""
+    depth = nesting_depth(text)
+    if depth > MAX_NESTING_DEPTH:
+        raise LoweringError(
+            f"the program nests control flow and calls {depth} levels deep (cond, while_loop, "
+            f"fori_loop, scan and jit inside one another); XLA's compiler recurses once per "
+            f"level on a fixed stack and crashes the process beyond about 190, so ferrax "
+            f"refuses more than {MAX_NESTING_DEPTH}: flatten the nesting (one loop over a "
+            "stacked operand, lax.switch instead of nested conds)"
+        )
     be = backend()
     try:
         exe = be.client.compile_and_load(text, be.devices, be.xc.CompileOptions())
@@ -218,3 +228,62 @@ def _describe_compile_error(message: str, text: str) -> str:
     lines = text.splitlines()
     line = lines[line_no - 1].strip() if 0 < line_no <= len(lines) else "?"
     return f"XLA could not compile the lowered module: {m.group(3).strip()}\n  at line {line_no}: {line}"
+
+
+# XLA's StableHLO-to-HLO conversion recurses once per nested region and per call, on the
+# stack of a compiler thread of fixed size: nesting 96 conds, loops or scans (192 levels
+# as counted below) or 200 jit calls overflows it and kills the process (jaxlib 0.10.2;
+# JAX's own lowering, with regions and no calls, crashes at 300 nested conds). A module
+# deeper than this is refused with a LoweringError instead.
+MAX_NESTING_DEPTH = 128
+
+_FUNC_LINE = re.compile(r"\s*func\.func (?:public |private )?@([^(\s]+)\(")
+_CALLEE = re.compile(r"callee = @([^}\s,]+)")
+
+
+def nesting_depth(text: str) -> int:
+    """How deeply a lowered module nests: the longest chain of regions (case, while,
+    reduce bodies) and calls from ``@main``, each counting one level.
+
+    Read from the text ferrax's lowering prints: a region opens and closes on lines of
+    its own, attribute braces are balanced within a line."""
+    own: dict[str, int] = {}
+    calls: dict[str, list[tuple[int, str]]] = {}
+    current: str | None = None
+    depth = 0
+    for line in text.splitlines():
+        m = _FUNC_LINE.match(line)
+        if m is not None:
+            current = m.group(1)
+            own[current] = 0
+            calls[current] = []
+            depth = 0
+            continue
+        if current is None:
+            continue
+        depth += line.count("{") - line.count("}")
+        if depth > own[current]:
+            own[current] = depth
+        if "func.call" in line:
+            c = _CALLEE.search(line)
+            if c is not None:
+                calls[current].append((depth, c.group(1)))
+    # Depth of each function, callees first (an explicit stack: chains of calls may be
+    # longer than Python's recursion limit).
+    total: dict[str, int] = {}
+    for root in own:
+        stack = [root]
+        while stack:
+            name = stack[-1]
+            if name in total:
+                stack.pop()
+                continue
+            pending = [c for _, c in calls.get(name, ()) if c not in total and c in own and c != name]
+            if pending:
+                stack.extend(pending)
+                continue
+            total[name] = max(
+                [own[name]] + [d + 1 + total.get(c, 0) for d, c in calls.get(name, ()) if c in total]
+            )
+            stack.pop()
+    return max(total.values(), default=0)

@@ -22,7 +22,6 @@ from ferrax._core import (
     Primitive,
     Trace,
     Tracer,
-    _dynamic,
     aval_of,
     new_main,
     to_numpy,
@@ -103,7 +102,7 @@ def _staged_operator(
 
     def operator(self: JaxprTracer, other: Any) -> Array:
         trace = self._trace
-        if _dynamic and _dynamic[-1] is trace.main:
+        if trace.main.innermost_dynamic:
             aval = self.aval
             kind = trace._kinds.get(id(aval)) or trace._kind(aval)
             t = type(other)

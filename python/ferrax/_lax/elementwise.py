@@ -716,12 +716,13 @@ _F32 = np.dtype(np.float32)
 def _fast_operator(
     tracer_type: type[Any], primitive: Primitive, reflected: bool, general: Callable[[Any, Any], Array]
 ) -> Callable[[Any, Any], Array]:
-    from ferrax._core import ConcreteArray, _dynamic
+    from ferrax._core import ConcreteArray, _state
 
     def operator(self: Any, other: Any) -> Array:
         trace = self._trace
         aval = self.aval
-        if aval.dtype == _F32 and not (_dynamic and _dynamic[-1].level > trace.main.level):
+        dynamic = _state.dynamic
+        if aval.dtype == _F32 and not (dynamic and dynamic[-1].level > trace.main.level):
             t = type(other)
             operand: Any = None
             if t is float or (t is int and -(2**24) <= other <= 2**24):

@@ -17,6 +17,7 @@ use std::sync::Arc;
 #[pyfunction]
 #[pyo3(signature = (text, *, extensions = None))]
 pub fn parse_jaxpr(
+    py: Python<'_>,
     text: &str,
     extensions: Option<Vec<PyRef<'_, ExtensionPrimitive>>>,
 ) -> Result<Jaxpr> {
@@ -27,7 +28,9 @@ pub fn parse_jaxpr(
             .register(e.rule.clone())
             .map_err(|err| pyo3::exceptions::PyValueError::new_err(err.to_string()))?;
     }
-    let jaxpr = ferrax_ir::text::parse_jaxpr_with(text, &registry)?;
+    // The long passes run detached from the interpreter, so other Python threads go on
+    // meanwhile (extension rules attach again to run).
+    let jaxpr = py.detach(|| ferrax_ir::text::parse_jaxpr_with(text, &registry))?;
     Ok(Jaxpr::new(Arc::new(jaxpr)))
 }
 
@@ -39,7 +42,8 @@ pub fn typecheck<'py>(
     py: Python<'py>,
     jaxpr: PyRef<'py, Jaxpr>,
 ) -> Result<(Bound<'py, PyList>, Bound<'py, PyList>)> {
-    let (ins, outs) = ferrax_ir::typecheck(&jaxpr.inner)?;
+    let inner = &jaxpr.inner;
+    let (ins, outs) = py.detach(|| ferrax_ir::typecheck(inner))?;
     Ok((avals_to_py(py, ins)?, avals_to_py(py, outs)?))
 }
 
@@ -49,8 +53,13 @@ pub fn typecheck<'py>(
 /// `PassError`.
 #[pyfunction]
 #[pyo3(signature = (jaxpr, used_outputs))]
-pub fn dce(jaxpr: PyRef<'_, Jaxpr>, used_outputs: Vec<bool>) -> Result<(Jaxpr, Vec<bool>)> {
-    let (out, used_inputs) = ferrax_ir::passes::dce(&jaxpr.inner, &used_outputs)?;
+pub fn dce(
+    py: Python<'_>,
+    jaxpr: PyRef<'_, Jaxpr>,
+    used_outputs: Vec<bool>,
+) -> Result<(Jaxpr, Vec<bool>)> {
+    let inner = &jaxpr.inner;
+    let (out, used_inputs) = py.detach(|| ferrax_ir::passes::dce(inner, &used_outputs))?;
     Ok((Jaxpr::new(Arc::new(out)), used_inputs))
 }
 
@@ -62,8 +71,9 @@ pub fn dce(jaxpr: PyRef<'_, Jaxpr>, used_outputs: Vec<bool>) -> Result<(Jaxpr, V
 /// two linear values) or a primitive without a transpose rule is a `PassError`.
 #[pyfunction]
 #[pyo3(signature = (jaxpr, linear))]
-pub fn transpose(jaxpr: PyRef<'_, Jaxpr>, linear: Vec<bool>) -> Result<Jaxpr> {
-    let out = ferrax_ir::passes::transpose(&jaxpr.inner, &linear)?;
+pub fn transpose(py: Python<'_>, jaxpr: PyRef<'_, Jaxpr>, linear: Vec<bool>) -> Result<Jaxpr> {
+    let inner = &jaxpr.inner;
+    let out = py.detach(|| ferrax_ir::passes::transpose(inner, &linear))?;
     Ok(Jaxpr::new(Arc::new(out)))
 }
 
@@ -71,8 +81,9 @@ pub fn transpose(jaxpr: PyRef<'_, Jaxpr>, linear: Vec<bool>) -> Result<Jaxpr> {
 /// after what it needs; equations no output needs keep their order at the end.
 #[pyfunction]
 #[pyo3(signature = (jaxpr))]
-pub fn toposort(jaxpr: PyRef<'_, Jaxpr>) -> Jaxpr {
-    Jaxpr::new(Arc::new(ferrax_ir::passes::toposort(&jaxpr.inner)))
+pub fn toposort(py: Python<'_>, jaxpr: PyRef<'_, Jaxpr>) -> Jaxpr {
+    let inner = &jaxpr.inner;
+    Jaxpr::new(Arc::new(py.detach(|| ferrax_ir::passes::toposort(inner))))
 }
 
 /// The output types of applying a primitive (a built-in's name or an
@@ -111,11 +122,13 @@ pub fn builtin_primitives() -> Vec<&'static str> {
 /// constants in a nested jaxpr) is a `LoweringError`.
 #[pyfunction]
 #[pyo3(signature = (jaxpr, module_name = "ferrax"))]
-pub fn lower_to_stablehlo(jaxpr: PyRef<'_, Jaxpr>, module_name: &str) -> Result<String> {
-    Ok(ferrax_ir::lower::stablehlo::lower_jaxpr(
-        &jaxpr.inner,
-        module_name,
-    )?)
+pub fn lower_to_stablehlo(
+    py: Python<'_>,
+    jaxpr: PyRef<'_, Jaxpr>,
+    module_name: &str,
+) -> Result<String> {
+    let inner = &jaxpr.inner;
+    Ok(py.detach(|| ferrax_ir::lower::stablehlo::lower_jaxpr(inner, module_name))?)
 }
 
 /// The same jaxpr with its constvars turned into leading inputs (closure conversion).
@@ -151,11 +164,13 @@ pub fn cost_analysis<'py>(
 #[pyfunction]
 #[pyo3(signature = (jaxpr, unknowns, instantiate))]
 pub fn partial_eval(
+    py: Python<'_>,
     jaxpr: PyRef<'_, Jaxpr>,
     unknowns: Vec<bool>,
     instantiate: Vec<bool>,
 ) -> Result<(Jaxpr, Jaxpr, Vec<bool>, usize)> {
-    let pe = ferrax_ir::passes::partial_eval(&jaxpr.inner, &unknowns, &instantiate)?;
+    let inner = &jaxpr.inner;
+    let pe = py.detach(|| ferrax_ir::passes::partial_eval(inner, &unknowns, &instantiate))?;
     Ok((
         Jaxpr::new(Arc::new(pe.known)),
         Jaxpr::new(Arc::new(pe.unknown)),
