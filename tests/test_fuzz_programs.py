@@ -155,6 +155,10 @@ OPS: dict[str, tuple[int, Op]] = {
     "fori_loop": (2, _fori),
     "scan": (2, _scan),
     "while_loop": (2, _while),
+    # Mixed dtypes: an int32 operand, a bool operand, Python ints (JAX's promotion).
+    "int_mix": (2, lambda L, a, b: a + L.np.floor(b * 2.0).astype(np.int32) * 0.5),
+    "bool_mix": (2, lambda L, a, b: a * (a > b) + 0.5 * b),
+    "py_int": (1, lambda L, a, b: a * 2 - 1),
 }
 
 
@@ -166,9 +170,12 @@ class Program:
     shape: tuple[int, ...]
     n_inputs: int
     steps: tuple[tuple[str, int, int], ...]
+    dtype: str = "float32"
 
     def run(self, L: Any, *xs: Any) -> Any:
-        values = list(xs)
+        # As library arrays: arithmetic on NumPy inputs would be NumPy's (and
+        # jnp.reshape of a NumPy array is a NumPy array in JAX 0.10).
+        values = [L.np.asarray(x) for x in xs]
         for name, i, j in self.steps:
             _, op = OPS[name]
             values.append(_bounded(L, op(L, values[i], values[j])))
@@ -180,7 +187,7 @@ class Program:
         return L.np.sum(L.np.sin(last)) + total
 
     def __repr__(self) -> str:
-        return f"Program(shape={self.shape}, n_inputs={self.n_inputs}, steps={self.steps})"
+        return f"Program({self.shape}, {self.n_inputs}, {self.steps}, {self.dtype!r})"
 
 
 @st.composite
@@ -195,12 +202,18 @@ def programs(draw: st.DrawFn) -> Program:
         i = draw(st.integers(0, available - 1))
         j = draw(st.integers(0, available - 1)) if OPS[name][0] == 2 else i
         steps.append((name, i, j))
-    return Program(shape, n_inputs, tuple(steps))
+    dtype = draw(st.sampled_from(["float32", "float32", "float16", "bfloat16"]))
+    return Program(shape, n_inputs, tuple(steps), dtype)
 
 
 def _inputs(program: Program, seed: int, batch: tuple[int, ...] = ()) -> list[np.ndarray[Any, Any]]:
     rng = np.random.default_rng(seed)
-    return [rng.uniform(-1.5, 1.5, batch + program.shape).astype(np.float32) for _ in range(program.n_inputs)]
+    dtype = ferrax.dtypes.bfloat16 if program.dtype == "bfloat16" else np.dtype(program.dtype)
+    return [rng.uniform(-1.5, 1.5, batch + program.shape).astype(dtype) for _ in range(program.n_inputs)]
+
+
+# Tolerances (rtol, atol) of values and of derivatives, per input dtype.
+TOLERANCE = {"float32": (2e-4, 2e-5, 1e-3, 1e-4), "float16": (2e-2, 2e-2, 5e-2, 5e-2), "bfloat16": (1e-1, 1e-1, 2e-1, 2e-1)}
 
 
 # FERRAX_FUZZ_EXAMPLES=N: a longer, randomized run (to hunt for bugs, not in CI).
@@ -223,13 +236,17 @@ def _close(got: Any, want: Any, what: str, rtol: float = 2e-4, atol: float = 2e-
 
 def check_values(program: Program, seed: int = 0) -> None:
     xs = _inputs(program, seed)
-    want = jax.jit(lambda *a: program.run(JAX, *a))(*xs)
+    rtol, atol, _, _ = TOLERANCE[program.dtype]
+    # Eager against JAX's eager, jit against jax.jit: in low precision the two ways may
+    # round differently (and a comparison may then flip).
+    want_eager = program.run(JAX, *xs)
+    want_jit = jax.jit(lambda *a: program.run(JAX, *a))(*xs)
     eager = program.run(FERRAX, *xs)
     jitted = ferrax.jit(lambda *a: program.run(FERRAX, *a))(*xs)
-    for k, (e, j, w) in enumerate(zip(eager, jitted, want, strict=True)):
-        _close(e, w, f"output {k}, eager vs JAX")
-        _close(j, w, f"output {k}, jit vs JAX")
-        assert e.weak_type == j.weak_type == w.weak_type, f"output {k}: weak types"
+    for k, (e, j, we, wj) in enumerate(zip(eager, jitted, want_eager, want_jit, strict=True)):
+        _close(e, we, f"output {k}, eager vs JAX", rtol, atol)
+        _close(j, wj, f"output {k}, jit vs JAX", rtol, atol)
+        assert e.weak_type == j.weak_type == wj.weak_type, f"output {k}: weak types"
 
 
 def check_grad(program: Program, seed: int = 0) -> None:
@@ -243,19 +260,21 @@ def check_grad(program: Program, seed: int = 0) -> None:
             ferrax.grad(lambda *a: program.loss(FERRAX, *a), argnums=argnums)(*xs)
         with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
             jax.grad(lambda *a: program.loss(JAX, *a), argnums=argnums)(*xs)
-        check_jvp_numerically(program, xs)
+        if program.dtype == "float32":  # differences in 16 bits are noise
+            check_jvp_numerically(program, xs)
         return
+    _, _, rtol, atol = TOLERANCE[program.dtype]
     want = jax.grad(lambda *a: program.loss(JAX, *a), argnums=argnums)(*xs)
     eager = ferrax.grad(lambda *a: program.loss(FERRAX, *a), argnums=argnums)(*xs)
     jitted = ferrax.jit(ferrax.grad(lambda *a: program.loss(FERRAX, *a), argnums=argnums))(*xs)
     for k, (e, j, w) in enumerate(zip(eager, jitted, want, strict=True)):
-        _close(e, w, f"gradient {k}, eager vs JAX", rtol=1e-3, atol=1e-4)
-        _close(j, w, f"gradient {k}, jit vs JAX", rtol=1e-3, atol=1e-4)
+        _close(e, w, f"gradient {k}, eager vs JAX", rtol, atol)
+        _close(j, w, f"gradient {k}, jit vs JAX", rtol, atol)
 
 
 def _directions(xs: list[np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
     rng = np.random.default_rng(1)
-    return [rng.uniform(-1.0, 1.0, x.shape).astype(np.float32) for x in xs]
+    return [rng.uniform(-1.0, 1.0, x.shape).astype(x.dtype) for x in xs]
 
 
 def check_jvp(program: Program, xs: list[np.ndarray[Any, Any]]) -> None:
@@ -263,8 +282,9 @@ def check_jvp(program: Program, xs: list[np.ndarray[Any, Any]]) -> None:
     ts = _directions(xs)
     primal, tangent = ferrax.jvp(lambda *a: program.loss(FERRAX, *a), tuple(xs), tuple(ts))
     want_primal, want_tangent = jax.jvp(lambda *a: program.loss(JAX, *a), tuple(xs), tuple(ts))
-    _close(primal, want_primal, "jvp primal vs JAX")
-    _close(tangent, want_tangent, "jvp tangent vs JAX", rtol=1e-3, atol=1e-4)
+    vr, va, dr, da = TOLERANCE[program.dtype]
+    _close(primal, want_primal, "jvp primal vs JAX", vr, va)
+    _close(tangent, want_tangent, "jvp tangent vs JAX", dr, da)
 
 
 def check_jvp_numerically(program: Program, xs: list[np.ndarray[Any, Any]]) -> None:
@@ -286,7 +306,7 @@ def check_vmap(program: Program, seed: int = 0) -> None:
     for lane in range(3):
         one = program.run(FERRAX, *(x[lane] for x in xs))
         for k, (b, o) in enumerate(zip(batched, one, strict=True)):
-            _close(np.asarray(b)[lane], o, f"output {k}, lane {lane}, vmap vs loop")
+            _close(np.asarray(b)[lane], o, f"output {k}, lane {lane}, vmap vs loop", *TOLERANCE[program.dtype][:2])
 
 
 @FUZZ
