@@ -14,11 +14,11 @@ python -m pip install -q --disable-pip-version-check --no-build-isolation -e .
 echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
-cargo clippy --workspace --all-targets -q -- -D warnings
-echo "== cargo test (ferrax-ir, ferrax-cli)"
-cargo test -p ferrax-ir -p ferrax-cli -q
+cargo clippy --workspace --all-targets --features ferrax-ir/arbitrary -q -- -D warnings
+echo "== cargo test (ferrax-ir with the fuzz corpora replayed, ferrax-cli)"
+cargo test -p ferrax-ir -p ferrax-cli --features ferrax-ir/arbitrary -q
 echo "== cargo doc (ferrax-ir)"
-RUSTDOCFLAGS="-D warnings" cargo doc -p ferrax-ir --no-deps -q
+RUSTDOCFLAGS="-D warnings" cargo doc -p ferrax-ir --features arbitrary --no-deps -q
 echo "== mypy --strict"
 python -m mypy
 echo "== pytest"

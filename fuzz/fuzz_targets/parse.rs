@@ -1,18 +1,14 @@
-//! Feeds arbitrary bytes to the jaxpr parser: it must return (a jaxpr or an error) and
-//! never panic; whatever it accepts must typecheck and print back to text that parses to
-//! the same printed form.
+//! Fuzz target `parse`: arbitrary text into the parser: a jaxpr or a ParseError, never a panic; what parses typechecks and round-trips.
+//! The property is `ferrax_ir::fuzzing::checks::check_parse` (which the stable test suite
+//! replays on fuzz/corpus/parse and fuzz/artifacts/parse); statistics go to stderr.
 #![no_main]
 
+use ferrax_ir::fuzzing::{checks, Stats};
 use libfuzzer_sys::fuzz_target;
 
+static STATS: Stats = Stats::new("parse", 10_000);
+
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
-    if let Ok(j) = ferrax_ir::text::parse_jaxpr(text) {
-        ferrax_ir::typecheck(&j).expect("parsed jaxprs typecheck");
-        let printed = ferrax_ir::text::print_jaxpr(&j);
-        let again = ferrax_ir::text::parse_jaxpr(&printed).expect("printed text parses");
-        assert_eq!(ferrax_ir::text::print_jaxpr(&again), printed);
-    }
+    let c = checks::check_parse(data);
+    STATS.record(c.valid, c.findings);
 });

@@ -9,7 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{}", text::print_jaxpr(&pruned));
     let module = lower::stablehlo::lower_jaxpr(&pruned, "m")?; // StableHLO text
     println!("{module}");
-    let random = gen::random_jaxpr(42, gen::RandomOptions::default()); // for fuzzing
+    let random = gen::random_jaxpr(42, gen::RandomOptions::default())?; // for fuzzing
     println!(
         "{} equations, {} flops",
         random.eqns().len(),

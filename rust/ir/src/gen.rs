@@ -1,69 +1,140 @@
 //! Generators of jaxprs of known shape, for benchmarks, tests and fuzzers.
+//!
+//! Every function here returns an error rather than panicking, whatever its arguments:
+//! sizes that are negative or too large to build are a [`GenError`].
+//!
+//! The generators driven by `arbitrary::Unstructured` (so a fuzzer's mutations steer
+//! them), over every built-in primitive and dtype, are in [`crate::fuzzing`] (the
+//! `arbitrary` feature).
 
 use crate::aval::{AbstractValue, Shape};
 use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
+use crate::error::TypeError;
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal};
 use crate::params::{Opaque, Param, Params};
 use crate::primitive::Builtin;
+use std::fmt;
 use std::sync::Arc;
 
-fn vector(size: i64) -> AbstractValue {
-    AbstractValue::new(Shape::new(&[size]).unwrap_or_default(), DType::F32)
+/// Why a generator could not make the jaxpr asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GenError {
+    /// An array size is negative or its element count overflows.
+    BadSize {
+        /// The size asked for.
+        size: i64,
+    },
+    /// A count is above what the generator builds (to bound time and memory).
+    TooLarge {
+        /// What was counted (`"steps"`, `"depth"`, `"eqns"`, ...).
+        what: &'static str,
+        /// The value asked for.
+        value: usize,
+        /// The largest value accepted.
+        limit: usize,
+    },
+    /// The generator built an ill-typed equation (a bug in the generator).
+    IllTyped(TypeError),
 }
+
+impl fmt::Display for GenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GenError::BadSize { size } => write!(f, "array size {size} is not a valid size"),
+            GenError::TooLarge { what, value, limit } => {
+                write!(f, "{what} = {value} is above the limit {limit}")
+            }
+            GenError::IllTyped(e) => write!(f, "the generator built an ill-typed jaxpr: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for GenError {}
+
+impl From<TypeError> for GenError {
+    fn from(e: TypeError) -> GenError {
+        GenError::IllTyped(e)
+    }
+}
+
+fn at_most(what: &'static str, value: usize, limit: usize) -> Result<(), GenError> {
+    if value > limit {
+        Err(GenError::TooLarge { what, value, limit })
+    } else {
+        Ok(())
+    }
+}
+
+fn vector(size: i64) -> Result<AbstractValue, GenError> {
+    let shape = Shape::new(&[size]).map_err(|_| GenError::BadSize { size })?;
+    Ok(AbstractValue::new(shape, DType::F32))
+}
+
+/// The most steps [`chain`] builds (3 equations each).
+pub const MAX_CHAIN_STEPS: usize = 10_000_000;
+
+/// The deepest nest [`nested_jits`] builds.
+pub const MAX_NESTED_DEPTH: usize = 10_000_000;
 
 /// BENCH.md's chain program over `x: f32[size]`: `steps` times `x = sin(x) * 1.5 + x`,
 /// then `reduce_sum(x)`: `3 * steps + 1` equations.
-pub fn chain(steps: usize, size: i64) -> Jaxpr {
+///
+/// # Errors
+/// [`GenError::BadSize`] for a negative `size`; [`GenError::TooLarge`] for more than
+/// [`MAX_CHAIN_STEPS`] steps.
+pub fn chain(steps: usize, size: i64) -> Result<Jaxpr, GenError> {
+    at_most("steps", steps, MAX_CHAIN_STEPS)?;
     let mut b = JaxprBuilder::new();
-    let mut x = b.add_invar(vector(size));
+    let mut x = b.add_invar(vector(size)?);
     let apply = |b: &mut JaxprBuilder, p: Builtin, ins: Vec<Atom>, params: Params| {
-        b.add_eqn(p.into(), ins, params)
-            .map(|outs| outs[0])
-            .expect("chain equations are well typed")
+        b.add_eqn(p.into(), ins, params).map(|outs| outs[0])
     };
     for _ in 0..steps {
-        let s = apply(&mut b, Builtin::Sin, vec![Atom::Var(x)], Params::empty());
+        let s = apply(&mut b, Builtin::Sin, vec![Atom::Var(x)], Params::empty())?;
         let c = b.literal(Literal {
             value: LitValue::Float(1.5),
             dtype: DType::F32,
             weak_type: false,
         });
-        let m = apply(&mut b, Builtin::Mul, vec![Atom::Var(s), c], Params::empty());
+        let m = apply(&mut b, Builtin::Mul, vec![Atom::Var(s), c], Params::empty())?;
         x = apply(
             &mut b,
             Builtin::Add,
             vec![Atom::Var(m), Atom::Var(x)],
             Params::empty(),
-        );
+        )?;
     }
     let axes = Params::new([("axes", Param::ints(&[0]))]);
-    let out = apply(&mut b, Builtin::ReduceSum, vec![Atom::Var(x)], axes);
-    b.build(vec![Atom::Var(out)])
-        .expect("the chain is well typed")
+    let out = apply(&mut b, Builtin::ReduceSum, vec![Atom::Var(x)], axes)?;
+    Ok(b.build(vec![Atom::Var(out)])?)
 }
 
-/// `depth` nested `jit` equations over `x: f32[3]`: each level applies `sin` and then calls
-/// the level below it.
-pub fn nested_jits(depth: usize) -> ClosedJaxpr {
+/// `depth` nested `jit` equations over `x: f32[3]` (at least one level): each level
+/// applies `sin` and then calls the level below it.
+///
+/// # Errors
+/// [`GenError::TooLarge`] for a depth above [`MAX_NESTED_DEPTH`].
+pub fn nested_jits(depth: usize) -> Result<ClosedJaxpr, GenError> {
+    at_most("depth", depth, MAX_NESTED_DEPTH)?;
     let mut inner: Option<ClosedJaxpr> = None;
     for _ in 0..depth.max(1) {
         let mut b = JaxprBuilder::new();
-        let x = b.add_invar(vector(3));
-        let mut y = b
-            .add_eqn(Builtin::Sin.into(), vec![Atom::Var(x)], Params::empty())
-            .expect("sin of f32[3]")[0];
+        let x = b.add_invar(vector(3)?);
+        let mut y = b.add_eqn(Builtin::Sin.into(), vec![Atom::Var(x)], Params::empty())?[0];
         if let Some(j) = inner.take() {
             let params =
                 Params::new([("jaxpr", Param::Jaxpr(j)), ("name", Param::Str("f".into()))]);
-            y = b
-                .add_eqn(Builtin::Jit.into(), vec![Atom::Var(y)], params)
-                .expect("the nested jaxpr takes f32[3]")[0];
+            y = b.add_eqn(Builtin::Jit.into(), vec![Atom::Var(y)], params)?[0];
         }
-        let j = b.build(vec![Atom::Var(y)]).expect("well typed");
+        let j = b.build(vec![Atom::Var(y)])?;
         inner = Some(ClosedJaxpr::with_unknown_consts(Arc::new(j)));
     }
-    inner.unwrap_or_else(|| unreachable!("depth.max(1) >= 1"))
+    inner.ok_or(GenError::TooLarge {
+        what: "depth",
+        value: depth,
+        limit: MAX_NESTED_DEPTH,
+    })
 }
 
 /// `remat2`'s params for this jaxpr (no policy, `prevent_cse=True`).
@@ -139,6 +210,18 @@ pub struct RandomOptions {
     pub inputs: usize,
 }
 
+impl RandomOptions {
+    /// The most equations per level [`random_jaxpr`] accepts.
+    pub const MAX_EQNS: usize = 100_000;
+    /// The deepest nesting [`random_jaxpr`] accepts.
+    pub const MAX_DEPTH: usize = 32;
+    /// The most inputs [`random_jaxpr`] accepts.
+    pub const MAX_INPUTS: usize = 10_000;
+    /// The most equations [`random_jaxpr`] makes over all levels: once reached, no more
+    /// nested jaxprs are started (so deep options stay bounded in time and memory).
+    pub const MAX_TOTAL_EQNS: usize = 1_000_000;
+}
+
 impl Default for RandomOptions {
     fn default() -> RandomOptions {
         RandomOptions {
@@ -160,13 +243,22 @@ fn f32_of(dims: &[i64]) -> AbstractValue {
 /// `remat2`, `custom_jvp_call`, `custom_vjp_call`), `cond`, `while` and `scan`
 /// equations; some equations are dead. The same seed gives the same jaxpr. Values stay
 /// bounded (sin, tanh, logistic, ...), so evaluating it gives finite numbers.
-pub fn random_jaxpr(seed: u64, opts: RandomOptions) -> Jaxpr {
+///
+/// # Errors
+/// [`GenError::TooLarge`] when an option is above its limit ([`RandomOptions::MAX_EQNS`],
+/// [`RandomOptions::MAX_DEPTH`], [`RandomOptions::MAX_INPUTS`]); over all levels at most
+/// about [`RandomOptions::MAX_TOTAL_EQNS`] equations are made.
+pub fn random_jaxpr(seed: u64, opts: RandomOptions) -> Result<Jaxpr, GenError> {
+    at_most("eqns", opts.eqns, RandomOptions::MAX_EQNS)?;
+    at_most("max_depth", opts.max_depth, RandomOptions::MAX_DEPTH)?;
+    at_most("inputs", opts.inputs, RandomOptions::MAX_INPUTS)?;
     let mut rng = Rng::new(seed);
     let in_avals: Vec<AbstractValue> = (0..opts.inputs.max(1))
         .map(|_| f32_of(SHAPES[rng.below(SHAPES.len())]))
         .collect();
     let nouts = 1 + rng.below(3);
-    random_level(&mut rng, &in_avals, None, nouts, opts, 0)
+    let mut budget = RandomOptions::MAX_TOTAL_EQNS;
+    random_level(&mut rng, &in_avals, None, nouts, opts, 0, &mut budget)
 }
 
 /// One level: inputs of the given types; if `out_avals` is given, the outputs have those
@@ -178,7 +270,8 @@ fn random_level(
     nouts: usize,
     opts: RandomOptions,
     depth: usize,
-) -> Jaxpr {
+    budget: &mut usize,
+) -> Result<Jaxpr, GenError> {
     let mut b = JaxprBuilder::new();
     let mut pool: Vec<(Atom, AbstractValue)> = in_avals
         .iter()
@@ -186,8 +279,13 @@ fn random_level(
         .collect();
     let neqns = 1 + rng.below(opts.eqns.max(1) * 2);
     for _ in 0..neqns {
-        if let Some(new) = random_eqn(rng, &mut b, &pool, opts, depth) {
+        *budget = budget.saturating_sub(1);
+        let mut failure = None;
+        if let Some(new) = random_eqn(rng, &mut b, &pool, opts, depth, budget, &mut failure) {
             pool.extend(new);
+        }
+        if let Some(e) = failure {
+            return Err(e);
         }
     }
     let outs: Vec<Atom> = match out_avals {
@@ -208,22 +306,22 @@ fn random_level(
                     });
                     broadcast_to(&mut b, lit, t)
                 } else {
-                    candidates[rng.below(candidates.len())]
+                    Ok(candidates[rng.below(candidates.len())])
                 }
             })
-            .collect(),
+            .collect::<Result<_, _>>()?,
         None => (0..nouts)
             .map(|_| pool[pool.len() - 1 - rng.below(pool.len().min(4))].0)
             .collect(),
     };
-    b.build(outs).expect("generated jaxprs are well typed")
+    Ok(b.build(outs)?)
 }
 
 /// Broadcasts a scalar `x` (or a trailing-aligned lower-rank one) to type `t`.
-fn broadcast_to(b: &mut JaxprBuilder, x: Atom, t: &AbstractValue) -> Atom {
+fn broadcast_to(b: &mut JaxprBuilder, x: Atom, t: &AbstractValue) -> Result<Atom, TypeError> {
     let rank = b.atom_aval(x).map_or(0, |a| a.shape.rank());
-    if rank == t.shape.rank() {
-        return x;
+    if rank >= t.shape.rank() {
+        return Ok(x);
     }
     let dims: Vec<i64> = (t.shape.rank() - rank..t.shape.rank())
         .map(|d| d as i64)
@@ -232,10 +330,9 @@ fn broadcast_to(b: &mut JaxprBuilder, x: Atom, t: &AbstractValue) -> Atom {
         ("shape", Param::ints(t.shape.dims())),
         ("broadcast_dimensions", Param::ints(&dims)),
     ]);
-    Atom::Var(
-        b.add_eqn(Builtin::BroadcastInDim.into(), vec![x], params)
-            .expect("broadcast")[0],
-    )
+    Ok(Atom::Var(
+        b.add_eqn(Builtin::BroadcastInDim.into(), vec![x], params)?[0],
+    ))
 }
 
 /// Whether `t` and `u` are operands of a binary primitive by JAX 0.10's implicit
@@ -392,7 +489,24 @@ fn random_eqn(
     pool: &[(Atom, AbstractValue)],
     opts: RandomOptions,
     depth: usize,
+    budget: &mut usize,
+    failure: &mut Option<GenError>,
 ) -> Option<Vec<(Atom, AbstractValue)>> {
+    let has_budget = *budget > 0;
+    // A nested level's error (a generator bug) is reported through `failure`.
+    let mut level = |rng: &mut Rng,
+                     ins: &[AbstractValue],
+                     outs: Option<&[AbstractValue]>,
+                     nouts: usize|
+     -> Option<Jaxpr> {
+        match random_level(rng, ins, outs, nouts, opts, depth + 1, budget) {
+            Ok(j) => Some(j),
+            Err(e) => {
+                *failure = Some(e);
+                None
+            }
+        }
+    };
     let (x, xt) = pick(rng, pool);
     let apply = |b: &mut JaxprBuilder, p: Builtin, ins: Vec<Atom>, params: Params| {
         b.add_eqn(p.into(), ins, params).ok().map(|outs| {
@@ -406,7 +520,7 @@ fn random_eqn(
                 .collect::<Vec<_>>()
         })
     };
-    let nested = depth < opts.max_depth;
+    let nested = depth < opts.max_depth && has_budget;
     match rng.below(if nested { 12 } else { 8 }) {
         0 | 1 => {
             const UNARY: [Builtin; 11] = [
@@ -515,14 +629,7 @@ fn random_eqn(
                 (0..1 + rng.below(2)).map(|_| pick(rng, pool)).collect();
             let avals: Vec<AbstractValue> = args.iter().map(|(_, t)| t.clone()).collect();
             let nouts = 1 + rng.below(2);
-            let inner = Param::Jaxpr(closed(random_level(
-                rng,
-                &avals,
-                None,
-                nouts,
-                opts,
-                depth + 1,
-            )));
+            let inner = Param::Jaxpr(closed(level(rng, &avals, None, nouts)?));
             // A call: `jit` mostly, sometimes one of the calls autodiff makes (the
             // custom rules are opaque names here).
             let (prim, params) = match rng.below(8) {
@@ -567,8 +674,8 @@ fn random_eqn(
             let avals: Vec<AbstractValue> = args.iter().map(|(_, t)| t.clone()).collect();
             let out_t: Vec<AbstractValue> = vec![avals[rng.below(avals.len())].clone()];
             let branches: Vec<ClosedJaxpr> = (0..2)
-                .map(|_| closed(random_level(rng, &avals, Some(&out_t), 1, opts, depth + 1)))
-                .collect();
+                .map(|_| level(rng, &avals, Some(&out_t), 1).map(closed))
+                .collect::<Option<_>>()?;
             let mut ins = vec![idx[0].0];
             ins.extend(args.into_iter().map(|(a, _)| a));
             apply(
@@ -596,14 +703,12 @@ fn random_eqn(
                 )
                 .ok()?[0];
             let cond = closed(cb.build(vec![Atom::Var(lt)]).ok()?);
-            let body_inner = random_level(
+            let body_inner = level(
                 rng,
                 std::slice::from_ref(&xt),
                 Some(std::slice::from_ref(&xt)),
                 1,
-                opts,
-                depth + 1,
-            );
+            )?;
             let mut bb = JaxprBuilder::new();
             let bi = bb.add_invar(AbstractValue::scalar(DType::I32));
             let bx = bb.add_invar(xt.clone());
@@ -670,16 +775,14 @@ fn random_eqn(
                 )?[0]
                     .0
             } else {
-                broadcast_to(b, x, &row)
+                broadcast_to(b, x, &row).ok()?
             };
-            let body = random_level(
+            let body = level(
                 rng,
                 &[row.clone(), row.clone()],
                 Some(&[row.clone(), row.clone()]),
                 2,
-                opts,
-                depth + 1,
-            );
+            )?;
             apply(
                 b,
                 Builtin::Scan,

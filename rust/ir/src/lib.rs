@@ -26,6 +26,8 @@ pub mod builder;
 pub mod dtype;
 pub mod error;
 pub mod eval;
+#[cfg(feature = "arbitrary")]
+pub mod fuzzing;
 pub mod gen;
 pub mod jaxpr;
 pub mod lower;

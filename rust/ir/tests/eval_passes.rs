@@ -22,7 +22,7 @@ fn random_args(j: &Jaxpr, rng: &mut Rng) -> Vec<HostArray> {
 #[test]
 fn dce_and_toposort_preserve_values() {
     for seed in 0..200 {
-        let j = random_jaxpr(seed, RandomOptions::default());
+        let j = random_jaxpr(seed, RandomOptions::default()).unwrap();
         let mut rng = Rng::new(seed ^ 0xABCD);
         let args = random_args(&j, &mut rng);
         let expected = eval_jaxpr(&j, &[], &args).unwrap_or_else(|e| panic!("seed {seed}: {e}"));

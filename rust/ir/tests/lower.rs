@@ -52,10 +52,10 @@ fn nested_constants_are_an_error() {
 
 #[test]
 fn deep_nests_and_long_chains_lower_without_recursion() {
-    let nest = nested_jits(100_000);
+    let nest = nested_jits(100_000).unwrap();
     let text = lower_jaxpr(nest.jaxpr(), "deep").unwrap();
     assert_eq!(text.matches("func.func").count(), 100_000);
-    let c = chain(333_333, 128);
+    let c = chain(333_333, 128).unwrap();
     let text = lower_jaxpr(&c, "chain").unwrap();
     assert!(text.len() > 1_000_000);
 }
@@ -63,7 +63,7 @@ fn deep_nests_and_long_chains_lower_without_recursion() {
 #[test]
 fn random_jaxprs_lower() {
     for seed in 0..200 {
-        let j = random_jaxpr(seed, RandomOptions::default());
+        let j = random_jaxpr(seed, RandomOptions::default()).unwrap();
         let text = lower_jaxpr(&j, "r").unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(text.matches("func.func public @main").count(), 1);
     }

@@ -276,7 +276,7 @@ fn random_jaxprs_split_exactly() {
     // some mask (the generator's loops carry a known counter next to a value).
     let mut split_whiles = 0;
     for seed in 0..150 {
-        let j = random_jaxpr(seed, RandomOptions::default());
+        let j = random_jaxpr(seed, RandomOptions::default()).unwrap();
         check_all_masks(&j, &[], seed ^ 0x5EED, &format!("seed {seed}"));
         let n = j.invars().len();
         let splits = (0..1u32 << n).any(|mask| {
@@ -297,7 +297,7 @@ fn deeper_random_jaxprs_split_exactly() {
         inputs: 4,
     };
     for seed in 1000..1040 {
-        let j = random_jaxpr(seed, opts);
+        let j = random_jaxpr(seed, opts).unwrap();
         let mut rng = Rng::new(seed);
         let args = args_of(&j, &mut rng);
         for _ in 0..6 {
@@ -311,7 +311,7 @@ fn deeper_random_jaxprs_split_exactly() {
 #[test]
 fn all_known_gives_an_empty_unknown_jaxpr() {
     for seed in 0..40 {
-        let j = random_jaxpr(seed, RandomOptions::default());
+        let j = random_jaxpr(seed, RandomOptions::default()).unwrap();
         let pe = partial_eval(
             &j,
             &vec![false; j.invars().len()],
@@ -329,7 +329,7 @@ fn all_known_gives_an_empty_unknown_jaxpr() {
 
 #[test]
 fn all_unknown_gives_an_empty_known_jaxpr_for_chains() {
-    let j = ferrax_ir::gen::chain(50, 3);
+    let j = ferrax_ir::gen::chain(50, 3).unwrap();
     let pe = partial_eval(&j, &[true], &[false]).unwrap();
     assert!(pe.known.eqns().is_empty());
     assert_eq!(pe.num_residuals, 0);
@@ -893,7 +893,7 @@ fn nested_control_flow_splits() {
 
 #[test]
 fn deep_nesting_does_not_overflow() {
-    let cj = nested_jits(100_000);
+    let cj = nested_jits(100_000).unwrap();
     let j = cj.jaxpr();
     let pe = partial_eval(j, &[true], &[false]).unwrap();
     assert_eq!(pe.out_unknowns, vec![true]);

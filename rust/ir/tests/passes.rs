@@ -361,7 +361,7 @@ fn cost_counts_the_chain_and_handles_deep_nests() {
     assert_eq!(c.flops, (10 * 3 * 128 + 127) as f64);
     assert_eq!(c.while_loops, 0);
     // 100,000 nested jits: one sin of f32[3] per level, costed without recursion.
-    let nest = ferrax_ir::gen::nested_jits(100_000);
+    let nest = ferrax_ir::gen::nested_jits(100_000).unwrap();
     assert_eq!(ferrax_ir::passes::cost(nest.jaxpr()).flops, 300_000.0);
 }
 

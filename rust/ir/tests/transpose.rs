@@ -1657,7 +1657,7 @@ fn random_programs_transpose_or_fail_cleanly() {
             max_depth: 2,
             inputs: 3,
         };
-        let j = random_jaxpr(seed, opts);
+        let j = random_jaxpr(seed, opts).unwrap();
         let linear: Vec<bool> = j.invars().iter().map(|_| rng.chance(0.5)).collect();
         match transpose(&j, &linear) {
             Ok(tj) => {

@@ -15,13 +15,14 @@ use std::sync::Arc;
 /// `cond`, `while`, `scan`); the same seed gives the same jaxpr.
 #[pyfunction]
 #[pyo3(signature = (seed, *, eqns = 12, max_depth = 2, inputs = 3))]
-pub fn random_jaxpr(seed: u64, eqns: usize, max_depth: usize, inputs: usize) -> Jaxpr {
+pub fn random_jaxpr(seed: u64, eqns: usize, max_depth: usize, inputs: usize) -> Result<Jaxpr> {
     let opts = RandomOptions {
         eqns: eqns.clamp(1, 10_000),
         max_depth: max_depth.min(16),
         inputs: inputs.clamp(1, 64),
     };
-    Jaxpr::new(Arc::new(gen_random(seed, opts)))
+    let j = gen_random(seed, opts).map_err(|e| type_check(e.to_string()))?;
+    Ok(Jaxpr::new(Arc::new(j)))
 }
 
 /// Evaluates a jaxpr with the crate's reference evaluator. Each constant and argument is

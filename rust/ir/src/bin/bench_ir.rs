@@ -141,14 +141,18 @@ fn main() {
         let steps = (target.saturating_sub(1) / 3).max(1);
         let reps = reps_override.unwrap_or(if target >= 1_000_000 { 5 } else { 11 });
         let before = LIVE.load(Ordering::Relaxed);
-        let j: Jaxpr = gen::chain(steps, 128);
+        let j: Jaxpr = gen::chain(steps, 128).expect("the chain fits the generator's limits");
         let bytes = LIVE.load(Ordering::Relaxed) - before;
         let eqns = j.eqns().len();
         println!(
             "{{\"op\": \"memory\", \"eqns\": {eqns}, \"bytes_per_eqn\": {:.1}}}",
             bytes as f64 / eqns as f64
         );
-        report("build", eqns, time(reps, || gen::chain(steps, 128)));
+        report(
+            "build",
+            eqns,
+            time(reps, || gen::chain(steps, 128).map(|_| ())),
+        );
         report("typecheck", eqns, time(reps, || typecheck(&j).map(|_| ())));
         report("print", eqns, time(reps, || print_jaxpr(&j)));
         let text = print_jaxpr(&j);

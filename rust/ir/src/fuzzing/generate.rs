@@ -1,0 +1,1434 @@
+//! Well-typed random jaxprs over every built-in primitive and dtype, steered by
+//! [`Unstructured`] so that a fuzzer's mutations of its input become mutations of the
+//! program.
+//!
+//! The generator keeps, per jaxpr level, a pool of the values defined so far. For each
+//! equation it picks a built-in (any of [`Builtin::ALL`]), then operand types and params
+//! that the primitive's rule accepts, and takes operands of those types from the pool
+//! (preferring recent values, so chains form) or makes them: a value of another dtype
+//! converted, or a literal broadcast to the shape. Higher-order primitives get nested
+//! levels (`jit`, `remat2`, `custom_jvp_call`, `custom_vjp_call`, `cond` with 1 to 3
+//! branches, `while` with a counter that bounds its trip count, `scan`), and a sub-jaxpr
+//! made once may be called again (shared sub-jaxprs). Once the input is exhausted every
+//! choice takes its first option, so even a short input gives a full-sized program.
+//!
+//! An equation the rule rejects is not added (it is counted in
+//! [`GenReport::rejected`]: a generator bug, or a disagreement to look at), so every
+//! generated jaxpr is well typed by construction and [`JaxprBuilder::build`] checks it.
+
+use crate::aval::{AbstractValue, Shape};
+use crate::builder::JaxprBuilder;
+use crate::dtype::DType;
+use crate::gen::{custom_jvp_params, custom_vjp_params, remat_params};
+use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal};
+use crate::params::{
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
+    ScatterDimensionNumbers,
+};
+use crate::primitive::Builtin;
+use arbitrary::{Result, Unstructured};
+use std::sync::Arc;
+
+/// Size limits of generated jaxprs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenConfig {
+    /// Most equations of the top-level jaxpr (the count is drawn from the input).
+    pub max_eqns: usize,
+    /// Most equations of a nested jaxpr.
+    pub max_nested_eqns: usize,
+    /// Most equations over all levels (nested levels stop growing once reached).
+    pub max_total_eqns: usize,
+    /// How deep higher-order primitives nest (at most 8).
+    pub max_depth: usize,
+    /// Most inputs of the top-level jaxpr.
+    pub max_inputs: usize,
+    /// Most dimensions of a generated type.
+    pub max_rank: usize,
+    /// Largest dimension of a generated type.
+    pub max_dim: i64,
+    /// Most elements of any value (equations that would make larger ones are skipped).
+    pub max_elements: i64,
+    /// Most iterations of a `while` loop and longest `scan`.
+    pub max_trip_count: i64,
+    /// Whether float literals may be infinite or NaN. Off in [`GenConfig::small`] and
+    /// [`GenConfig::large`] while the parser reads `inf:f32[]` at the start of a wrapped
+    /// line as a binder (an open finding, fuzz/README.md).
+    pub special_floats: bool,
+}
+
+impl GenConfig {
+    /// Small programs on small arrays: cheap to evaluate with the reference evaluator.
+    pub fn small() -> GenConfig {
+        GenConfig {
+            max_eqns: 24,
+            max_nested_eqns: 8,
+            max_total_eqns: 300,
+            max_depth: 3,
+            max_inputs: 4,
+            max_rank: 3,
+            max_dim: 4,
+            max_elements: 256,
+            max_trip_count: 3,
+            special_floats: false,
+        }
+    }
+
+    /// Programs of up to thousands of equations (for the passes that do not evaluate).
+    pub fn large() -> GenConfig {
+        GenConfig {
+            max_eqns: 4000,
+            max_nested_eqns: 64,
+            max_total_eqns: 20_000,
+            max_depth: 4,
+            max_inputs: 8,
+            max_rank: 4,
+            max_dim: 5,
+            max_elements: 4096,
+            max_trip_count: 4,
+            special_floats: false,
+        }
+    }
+}
+
+impl Default for GenConfig {
+    fn default() -> GenConfig {
+        GenConfig::small()
+    }
+}
+
+/// What the generator skipped while making a jaxpr.
+#[derive(Clone, Debug, Default)]
+pub struct GenReport {
+    /// Equations the primitive's rule rejected: `primitive: error` (should stay empty).
+    pub rejected: Vec<String>,
+}
+
+/// A random well-typed jaxpr drawn from `u` (see the [module docs](self)).
+///
+/// # Errors
+/// Only what [`Unstructured`] reports (never for running out of data).
+pub fn arbitrary_jaxpr(u: &mut Unstructured<'_>, config: &GenConfig) -> Result<Jaxpr> {
+    arbitrary_jaxpr_with_report(u, config).map(|(j, _)| j)
+}
+
+/// [`arbitrary_jaxpr`], with what the generator skipped.
+///
+/// # Errors
+/// Only what [`Unstructured`] reports (never for running out of data).
+pub fn arbitrary_jaxpr_with_report(
+    u: &mut Unstructured<'_>,
+    config: &GenConfig,
+) -> Result<(Jaxpr, GenReport)> {
+    let mut g = Gen {
+        u,
+        cfg: config.clone(),
+        total: 0,
+        shared: Vec::new(),
+        report: GenReport::default(),
+    };
+    g.cfg.max_depth = g.cfg.max_depth.min(8);
+    g.cfg.max_rank = g.cfg.max_rank.min(8);
+    g.cfg.max_dim = g.cfg.max_dim.clamp(1, 1 << 16);
+    g.cfg.max_trip_count = g.cfg.max_trip_count.clamp(0, 1 << 16);
+    let ninputs = g.u.int_in_range(0..=g.cfg.max_inputs)?;
+    let in_avals = (0..ninputs)
+        .map(|_| g.any_type())
+        .collect::<Result<Vec<_>>>()?;
+    let neqns = g.u.int_in_range(0..=g.cfg.max_eqns)?;
+    let nouts = g.u.int_in_range(1..=3)?;
+    let j = g.level(&in_avals, Outs::Any(nouts), neqns, 0)?;
+    Ok((j, g.report))
+}
+
+/// The types a level must return.
+enum Outs<'a> {
+    /// This many values of any type.
+    Any(usize),
+    /// Values of exactly these types.
+    Exact(&'a [AbstractValue]),
+}
+
+/// A jaxpr being built and the values it has defined.
+struct Level {
+    b: JaxprBuilder,
+    pool: Vec<(Atom, AbstractValue)>,
+}
+
+struct Gen<'a, 'b> {
+    u: &'a mut Unstructured<'b>,
+    cfg: GenConfig,
+    total: usize,
+    shared: Vec<ClosedJaxpr>,
+    report: GenReport,
+}
+
+fn is_numeric(d: DType) -> bool {
+    d != DType::Bool
+}
+
+fn closed(j: Jaxpr) -> ClosedJaxpr {
+    ClosedJaxpr::with_unknown_consts(Arc::new(j))
+}
+
+fn aval(dims: &[i64], dtype: DType) -> AbstractValue {
+    AbstractValue::new(Shape::new(dims).unwrap_or_default(), dtype)
+}
+
+impl Gen<'_, '_> {
+    // ---- random choices -------------------------------------------------------------
+
+    fn ratio(&mut self, num: u8, den: u8) -> Result<bool> {
+        self.u.ratio(num, den)
+    }
+
+    fn dtype_where(&mut self, ok: impl Fn(DType) -> bool) -> Result<DType> {
+        let options: Vec<DType> = DType::ALL.iter().copied().filter(|&d| ok(d)).collect();
+        // The commonest dtypes first, so an exhausted input gives f32.
+        let preferred = [DType::F32, DType::I32, DType::Bool];
+        if let Some(&p) = preferred.iter().find(|p| options.contains(p)) {
+            if self.ratio(1, 3)? || self.u.is_empty() {
+                return Ok(p);
+            }
+        }
+        Ok(*self.u.choose(&options)?)
+    }
+
+    fn dim(&mut self) -> Result<i64> {
+        let max = self.cfg.max_dim;
+        let d = self.u.int_in_range(0..=4 * max)?;
+        Ok(if d == 4 * max { 0 } else { 1 + d % max })
+    }
+
+    fn dims(&mut self, rank: usize) -> Result<Vec<i64>> {
+        (0..rank).map(|_| self.dim()).collect()
+    }
+
+    fn shape(&mut self) -> Result<Vec<i64>> {
+        let rank = self.u.int_in_range(0..=self.cfg.max_rank)?;
+        self.dims(rank)
+    }
+
+    fn any_type(&mut self) -> Result<AbstractValue> {
+        let dims = self.shape()?;
+        let d = self.dtype_where(|_| true)?;
+        Ok(self.fit(aval(&dims, d)))
+    }
+
+    /// `t`, with its dimensions shrunk until it has at most `max_elements` elements.
+    fn fit(&self, t: AbstractValue) -> AbstractValue {
+        let mut dims = t.shape.dims().to_vec();
+        while dims.iter().product::<i64>() > self.cfg.max_elements {
+            if let Some(m) = dims.iter_mut().max() {
+                *m /= 2;
+            }
+        }
+        aval(&dims, t.dtype).with_weak_type(t.weak_type)
+    }
+
+    fn type_where(&mut self, ok: impl Fn(DType) -> bool) -> Result<AbstractValue> {
+        let dims = self.shape()?;
+        let d = self.dtype_where(ok)?;
+        Ok(self.fit(aval(&dims, d)))
+    }
+
+    /// A subset of `0..n` (sorted).
+    fn subset(&mut self, n: usize) -> Result<Vec<i64>> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            if self.ratio(1, 2)? {
+                out.push(i as i64);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A permutation of `0..n`.
+    fn permutation(&mut self, n: usize) -> Result<Vec<i64>> {
+        let mut p: Vec<i64> = (0..n as i64).collect();
+        for i in (1..n).rev() {
+            let j = self.u.int_in_range(0..=i)?;
+            p.swap(i, j);
+        }
+        Ok(p)
+    }
+
+    fn literal_value(&mut self, dtype: DType) -> Result<LitValue> {
+        Ok(match dtype {
+            DType::Bool => LitValue::Bool(self.u.arbitrary()?),
+            d if d.is_int() => {
+                let v: i64 = match self.u.int_in_range(0..=9)? {
+                    0..=6 => self.u.int_in_range(-3..=5)?,
+                    7 => 0,
+                    _ => match d {
+                        DType::I8 => i8::MAX as i64,
+                        DType::I16 => i16::MIN as i64,
+                        DType::I32 => i32::MIN as i64,
+                        DType::U8 => u8::MAX as i64,
+                        DType::U16 => u16::MAX as i64,
+                        DType::U32 => u32::MAX as i64,
+                        DType::U64 => i64::MAX,
+                        _ => i64::MIN,
+                    },
+                };
+                // Unsigned dtypes hold no negative literal.
+                let v = if matches!(d, DType::U8 | DType::U16 | DType::U32 | DType::U64) {
+                    v.max(0)
+                } else {
+                    v
+                };
+                LitValue::Int(v)
+            }
+            _ => {
+                // Exactly representable in every float dtype: a value that is not (0.1)
+                // prints as its f64 repr, which reads back rounded (an open finding of
+                // the print_parse target, fuzz/README.md).
+                const FLOATS: [f64; 12] = [
+                    1.0,
+                    0.5,
+                    -1.5,
+                    2.0,
+                    0.0,
+                    -0.0,
+                    3.25,
+                    0.125,
+                    -7.0,
+                    0.375,
+                    f64::INFINITY,
+                    f64::NAN,
+                ];
+                let n = if self.cfg.special_floats { 12 } else { 10 };
+                LitValue::Float(*self.u.choose(&FLOATS[..n])?)
+            }
+        })
+    }
+
+    // ---- values of a level ----------------------------------------------------------
+
+    fn literal(&mut self, lv: &mut Level, dtype: DType) -> Result<Atom> {
+        let value = self.literal_value(dtype)?;
+        let weak_type = dtype != DType::Bool && self.ratio(1, 8)?;
+        Ok(lv.b.literal(Literal {
+            value,
+            dtype,
+            weak_type,
+        }))
+    }
+
+    /// A recent pool value satisfying `ok`, if any.
+    fn pick_where(
+        &mut self,
+        lv: &Level,
+        ok: impl Fn(&AbstractValue) -> bool,
+    ) -> Result<Option<(Atom, AbstractValue)>> {
+        let candidates: Vec<&(Atom, AbstractValue)> =
+            lv.pool.iter().filter(|(_, t)| ok(t)).collect();
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        // Recent values first: an exhausted input chains on the last one.
+        let back = if self.ratio(3, 4)? {
+            self.u.int_in_range(0..=candidates.len().min(4) - 1)?
+        } else {
+            self.u.int_in_range(0..=candidates.len() - 1)?
+        };
+        Ok(Some(candidates[candidates.len() - 1 - back].clone()))
+    }
+
+    /// An operand satisfying `ok`: from the pool mostly, else a value of the type `make`
+    /// draws.
+    fn operand(
+        &mut self,
+        lv: &mut Level,
+        ok: impl Fn(&AbstractValue) -> bool,
+        make: impl FnOnce(&mut Self) -> Result<AbstractValue>,
+    ) -> Result<(Atom, AbstractValue)> {
+        if self.ratio(5, 6)? {
+            if let Some(found) = self.pick_where(lv, &ok)? {
+                return Ok(found);
+            }
+        }
+        let t = make(self)?;
+        let a = self.value_of(lv, &t)?;
+        Ok((a, t))
+    }
+
+    /// A value of type `t` (weak type aside): a pool value of that type, a conversion of
+    /// one of that shape, or a literal broadcast to the shape.
+    fn value_of(&mut self, lv: &mut Level, t: &AbstractValue) -> Result<Atom> {
+        if self.ratio(3, 4)? {
+            if let Some((a, _)) = self.pick_where(lv, |u| u.same_type(t))? {
+                return Ok(a);
+            }
+        }
+        if self.ratio(1, 2)? {
+            if let Some((a, _)) = self.pick_where(lv, |u| u.shape == t.shape)? {
+                let params = Params::new([
+                    ("new_dtype", Param::DType(t.dtype)),
+                    ("weak_type", Param::Bool(false)),
+                    ("sharding", Param::None),
+                ]);
+                if let Some(v) = self.add(lv, Builtin::ConvertElementType, vec![a], params) {
+                    return Ok(v[0]);
+                }
+            }
+        }
+        let rank = t.shape.rank();
+        if rank > 0 && t.dtype != DType::Bool && self.ratio(1, 6)? {
+            let dim = self.u.int_in_range(0..=rank - 1)? as i64;
+            let params = Params::new([
+                ("dtype", Param::DType(t.dtype)),
+                ("shape", Param::ints(t.shape.dims())),
+                ("dimension", Param::Int(dim)),
+                ("sharding", Param::None),
+            ]);
+            if let Some(v) = self.add(lv, Builtin::Iota, vec![], params) {
+                return Ok(v[0]);
+            }
+        }
+        let lit = self.literal(lv, t.dtype)?;
+        if rank == 0 {
+            return Ok(lit);
+        }
+        let params = Params::new([
+            ("shape", Param::ints(t.shape.dims())),
+            ("broadcast_dimensions", Param::ints(&[])),
+            ("sharding", Param::None),
+        ]);
+        match self.add(lv, Builtin::BroadcastInDim, vec![lit], params) {
+            Some(v) => Ok(v[0]),
+            None => Ok(lit),
+        }
+    }
+
+    /// Adds an equation if its rule accepts it and its outputs are not too large;
+    /// returns its outputs as atoms (and adds them to the pool).
+    fn add(
+        &mut self,
+        lv: &mut Level,
+        prim: Builtin,
+        inputs: Vec<Atom>,
+        params: Params,
+    ) -> Option<Vec<Atom>> {
+        let in_avals: Option<Vec<AbstractValue>> =
+            inputs.iter().map(|&a| lv.b.atom_aval(a)).collect();
+        let in_avals = in_avals?;
+        match prim.abstract_eval(&in_avals, &params) {
+            Err(e) => {
+                self.report.rejected.push(format!(
+                    "{}: {e} (operands {})",
+                    prim.name(),
+                    in_avals
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                return None;
+            }
+            Ok(outs) if outs.iter().any(|o| o.shape.size() > self.cfg.max_elements) => return None,
+            Ok(_) => {}
+        }
+        match lv.b.add_eqn(prim.into(), inputs, params) {
+            Ok(outs) => {
+                self.total += 1;
+                let atoms: Vec<Atom> = outs.iter().map(|&v| Atom::Var(v)).collect();
+                for &v in &outs {
+                    if let Some(t) = lv.b.var_aval(v) {
+                        lv.pool.push((Atom::Var(v), t.clone()));
+                    }
+                }
+                Some(atoms)
+            }
+            Err(e) => {
+                self.report
+                    .rejected
+                    .push(format!("{}: builder: {e}", prim.name()));
+                None
+            }
+        }
+    }
+
+    // ---- levels ---------------------------------------------------------------------
+
+    fn new_level(&self, in_avals: &[AbstractValue]) -> Level {
+        let mut b = JaxprBuilder::new();
+        let pool = in_avals
+            .iter()
+            .map(|t| (Atom::Var(b.add_invar(t.clone())), t.clone()))
+            .collect();
+        Level { b, pool }
+    }
+
+    fn fill(&mut self, lv: &mut Level, neqns: usize, depth: usize) -> Result<()> {
+        for _ in 0..neqns {
+            if self.total >= self.cfg.max_total_eqns && depth > 0 {
+                break;
+            }
+            self.eqn(lv, depth)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, mut lv: Level, outs: Outs<'_>) -> Result<Jaxpr> {
+        let atoms: Vec<Atom> = match outs {
+            Outs::Exact(types) => types
+                .iter()
+                .map(|t| self.value_of(&mut lv, t))
+                .collect::<Result<_>>()?,
+            Outs::Any(n) => {
+                let mut atoms = Vec::with_capacity(n);
+                for _ in 0..n {
+                    match self.pick_where(&lv, |_| true)? {
+                        Some((a, _)) => atoms.push(a),
+                        None => {
+                            let d = self.dtype_where(|_| true)?;
+                            atoms.push(self.literal(&mut lv, d)?);
+                        }
+                    }
+                }
+                atoms
+            }
+        };
+        lv.b.build(atoms)
+            .map_err(|_| arbitrary::Error::IncorrectFormat)
+    }
+
+    fn level(
+        &mut self,
+        in_avals: &[AbstractValue],
+        outs: Outs<'_>,
+        neqns: usize,
+        depth: usize,
+    ) -> Result<Jaxpr> {
+        let mut lv = self.new_level(in_avals);
+        self.fill(&mut lv, neqns, depth)?;
+        self.finish(lv, outs)
+    }
+
+    fn nested(
+        &mut self,
+        in_avals: &[AbstractValue],
+        outs: Outs<'_>,
+        depth: usize,
+    ) -> Result<ClosedJaxpr> {
+        let n = self.u.int_in_range(0..=self.cfg.max_nested_eqns)?;
+        let j = self.level(in_avals, outs, n, depth + 1)?;
+        let cj = closed(j);
+        if self.shared.len() < 64 {
+            self.shared.push(cj.clone());
+        }
+        Ok(cj)
+    }
+
+    fn can_nest(&self, depth: usize) -> bool {
+        depth < self.cfg.max_depth && self.total < self.cfg.max_total_eqns
+    }
+
+    /// 0 to `max` operands of any type from the pool.
+    fn some_operands(&mut self, lv: &Level, max: usize) -> Result<Vec<(Atom, AbstractValue)>> {
+        let n = self.u.int_in_range(0..=max)?;
+        let mut out = Vec::new();
+        for _ in 0..n {
+            if let Some(x) = self.pick_where(lv, |_| true)? {
+                out.push(x);
+            }
+        }
+        Ok(out)
+    }
+
+    // ---- equations ------------------------------------------------------------------
+
+    fn eqn(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
+        use Builtin::*;
+        let prim = *self.u.choose(Builtin::ALL)?;
+        let none = Params::empty();
+        match prim {
+            Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
+                let (x, _) = self.operand(
+                    lv,
+                    |t| t.dtype.is_float(),
+                    |g| g.type_where(DType::is_float),
+                )?;
+                let params = if self.ratio(1, 4)? {
+                    Params::new([("accuracy", Param::None)])
+                } else {
+                    none
+                };
+                self.add(lv, prim, vec![x], params);
+            }
+            Floor | Ceil => {
+                let (x, _) = self.operand(
+                    lv,
+                    |t| t.dtype.is_float(),
+                    |g| g.type_where(DType::is_float),
+                )?;
+                self.add(lv, prim, vec![x], none);
+            }
+            Round => {
+                let (x, _) = self.operand(
+                    lv,
+                    |t| t.dtype.is_float(),
+                    |g| g.type_where(DType::is_float),
+                )?;
+                let m = self.u.int_in_range(0..=1)?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("rounding_method", Param::Int(m))]),
+                );
+            }
+            Abs => {
+                let (x, _) = self.operand(
+                    lv,
+                    |t| t.dtype.is_signed(),
+                    |g| g.type_where(DType::is_signed),
+                )?;
+                self.add(lv, prim, vec![x], none);
+            }
+            Neg | Sign | Square => {
+                let (x, _) =
+                    self.operand(lv, |t| is_numeric(t.dtype), |g| g.type_where(is_numeric))?;
+                self.add(lv, prim, vec![x], none);
+            }
+            Copy | StopGradient => {
+                let (x, _) = self.operand(lv, |_| true, |g| g.any_type())?;
+                self.add(lv, prim, vec![x], none);
+            }
+            Not => {
+                let (x, _) = self.operand(
+                    lv,
+                    |t| !t.dtype.is_float(),
+                    |g| g.type_where(|d| !d.is_float()),
+                )?;
+                self.add(lv, prim, vec![x], none);
+            }
+            IntegerPow => {
+                let (x, xt) =
+                    self.operand(lv, |t| is_numeric(t.dtype), |g| g.type_where(is_numeric))?;
+                let lo = if xt.dtype.is_float() { -3 } else { 0 };
+                let y = self.u.int_in_range(lo..=4)?;
+                self.add(lv, prim, vec![x], Params::new([("y", Param::Int(y))]));
+            }
+            Add | Sub | Mul | Div | Rem => self.binary(lv, prim, is_numeric)?,
+            Max | Min | Eq | Ne | Lt | Le | Gt | Ge => self.binary(lv, prim, |_| true)?,
+            And | Or | Xor => self.binary(lv, prim, |d| !d.is_float())?,
+            ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => {
+                self.binary(lv, prim, DType::is_int)?
+            }
+            Pow => {
+                let (x, xt) = self.operand(
+                    lv,
+                    |t| t.dtype.is_float(),
+                    |g| g.type_where(DType::is_float),
+                )?;
+                let ydtype = if self.ratio(1, 2)? {
+                    xt.dtype
+                } else {
+                    self.dtype_where(DType::is_int)?
+                };
+                let ydims: Vec<i64> = if self.ratio(1, 4)? {
+                    vec![]
+                } else {
+                    xt.shape.dims().to_vec()
+                };
+                let y = self.value_of(lv, &aval(&ydims, ydtype))?;
+                self.add(lv, prim, vec![x, y], none);
+            }
+            AddAny => {
+                let (x, xt) =
+                    self.operand(lv, |t| is_numeric(t.dtype), |g| g.type_where(is_numeric))?;
+                let y = self.value_of(lv, &xt)?;
+                self.add(lv, prim, vec![x, y], none);
+            }
+            SelectN => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let ncases = self.u.int_in_range(1..=3)?;
+                let mut cases = vec![x];
+                for _ in 1..ncases {
+                    cases.push(self.value_of(lv, &xt)?);
+                }
+                // A bool predicate with one case is left out until the evaluator agrees
+                // with the lowering on it (issue 10, found by probing).
+                let pdtype = if ncases == 2 && self.ratio(1, 2)? {
+                    DType::Bool
+                } else {
+                    self.dtype_where(DType::is_int)?
+                };
+                let pdims: Vec<i64> = if self.ratio(1, 2)? {
+                    vec![]
+                } else {
+                    xt.shape.dims().to_vec()
+                };
+                let p = self.value_of(lv, &aval(&pdims, pdtype))?;
+                let mut ins = vec![p];
+                ins.extend(cases);
+                self.add(lv, prim, ins, none);
+            }
+            Clamp => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let bound = |g: &mut Self, lv: &mut Level| -> Result<Atom> {
+                    let dims: Vec<i64> = if g.ratio(1, 2)? {
+                        vec![]
+                    } else {
+                        xt.shape.dims().to_vec()
+                    };
+                    g.value_of(lv, &aval(&dims, xt.dtype))
+                };
+                let lo = bound(self, lv)?;
+                let hi = bound(self, lv)?;
+                self.add(lv, prim, vec![lo, x, hi], none);
+            }
+            ConvertElementType => {
+                let (x, _) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let d = self.dtype_where(|_| true)?;
+                let weak = d != DType::Bool && self.ratio(1, 8)?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([
+                        ("new_dtype", Param::DType(d)),
+                        ("weak_type", Param::Bool(weak)),
+                        ("sharding", Param::None),
+                    ]),
+                );
+            }
+            ReduceSum | ReduceProd | ReduceMax | ReduceMin => {
+                let numeric = matches!(prim, ReduceSum | ReduceProd);
+                let (x, xt) = self.operand(
+                    lv,
+                    |t| !numeric || is_numeric(t.dtype),
+                    |g| g.type_where(|d| !numeric || is_numeric(d)),
+                )?;
+                let axes = self.subset(xt.shape.rank())?;
+                let mut params = vec![("axes", Param::ints(&axes))];
+                if self.ratio(1, 2)? {
+                    params.push(("out_sharding", Param::None));
+                }
+                self.add(lv, prim, vec![x], Params::new(params));
+            }
+            Argmax | Argmin => {
+                let ok = |t: &AbstractValue| t.shape.dims().iter().any(|&d| d > 0);
+                let (x, xt) = self.operand(lv, ok, |g| {
+                    let mut t = g.any_type()?;
+                    if !ok(&t) {
+                        t = aval(&[2], t.dtype);
+                    }
+                    Ok(t)
+                })?;
+                let axes: Vec<usize> = (0..xt.shape.rank())
+                    .filter(|&i| xt.shape.dims()[i] > 0)
+                    .collect();
+                let axis = *self.u.choose(&axes)? as i64;
+                let index_dtype = self.dtype_where(DType::is_int)?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([
+                        ("axes", Param::ints(&[axis])),
+                        ("index_dtype", Param::DType(index_dtype)),
+                    ]),
+                );
+            }
+            BroadcastInDim => {
+                let max_rank = self.cfg.max_rank;
+                let (x, xt) = self.operand(lv, |t| t.shape.rank() < max_rank, |g| g.any_type())?;
+                let r = xt.shape.rank();
+                let extra = self.u.int_in_range(0..=max_rank.saturating_sub(r))?;
+                let out_rank = r + extra;
+                // Where the operand's dimensions go: a sorted choice of r of out_rank.
+                let mut positions: Vec<i64> = (0..out_rank as i64).collect();
+                while positions.len() > r {
+                    let i = self.u.int_in_range(0..=positions.len() - 1)?;
+                    positions.remove(i);
+                }
+                let mut out = self.dims(out_rank)?;
+                for (i, &p) in positions.iter().enumerate() {
+                    let d = xt.shape.dims()[i];
+                    if d != 1 || self.ratio(1, 2)? {
+                        out[p as usize] = d;
+                    }
+                }
+                let mut params = vec![
+                    ("shape", Param::ints(&out)),
+                    ("broadcast_dimensions", Param::ints(&positions)),
+                ];
+                if self.ratio(1, 2)? {
+                    params.push(("sharding", Param::None));
+                }
+                self.add(lv, prim, vec![x], Params::new(params));
+            }
+            Reshape => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let dims = xt.shape.dims().to_vec();
+                let n: i64 = dims.iter().product();
+                let new: Vec<i64> = match self.u.int_in_range(0..=4)? {
+                    0 => vec![n],
+                    1 => dims.iter().rev().copied().collect(),
+                    2 => {
+                        let mut d = dims.clone();
+                        let at = self.u.int_in_range(0..=d.len())?;
+                        d.insert(at, 1);
+                        d
+                    }
+                    3 => dims.iter().copied().filter(|&d| d != 1).collect(),
+                    _ if dims.len() >= 2 => {
+                        let at = self.u.int_in_range(0..=dims.len() - 2)?;
+                        let mut d = dims.clone();
+                        let merged = d[at] * d[at + 1];
+                        d.splice(at..at + 2, [merged]);
+                        d
+                    }
+                    _ if n % 2 == 0 && n > 0 => vec![2, n / 2],
+                    _ => vec![n, 1],
+                };
+                let mut params = vec![
+                    ("new_sizes", Param::ints(&new)),
+                    ("dimensions", Param::None),
+                ];
+                if self.ratio(1, 2)? {
+                    params.push(("sharding", Param::None));
+                }
+                self.add(lv, prim, vec![x], Params::new(params));
+            }
+            Transpose => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let perm = self.permutation(xt.shape.rank())?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("permutation", Param::ints(&perm))]),
+                );
+            }
+            Squeeze => {
+                let ok = |t: &AbstractValue| t.shape.dims().contains(&1);
+                let (x, xt) = self.operand(lv, ok, |g| {
+                    let t = g.any_type()?;
+                    let mut dims = t.shape.dims().to_vec();
+                    let at = g.u.int_in_range(0..=dims.len())?;
+                    dims.insert(at, 1);
+                    Ok(g.fit(aval(&dims, t.dtype)))
+                })?;
+                let ones: Vec<i64> = (0..xt.shape.rank())
+                    .filter(|&i| xt.shape.dims()[i] == 1)
+                    .map(|i| i as i64)
+                    .collect();
+                let mut dims = Vec::new();
+                for &o in &ones {
+                    if dims.is_empty() || self.ratio(1, 2)? {
+                        dims.push(o);
+                    }
+                }
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("dimensions", Param::ints(&dims))]),
+                );
+            }
+            ExpandDims => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let k = self.u.int_in_range(1..=2)?;
+                let out_rank = xt.shape.rank() + k;
+                let mut positions: Vec<i64> = (0..out_rank as i64).collect();
+                while positions.len() > k {
+                    let i = self.u.int_in_range(0..=positions.len() - 1)?;
+                    positions.remove(i);
+                }
+                if self.ratio(1, 4)? {
+                    positions.reverse();
+                }
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("dimensions", Param::ints(&positions))]),
+                );
+            }
+            Concatenate => {
+                let (x, xt) = self.operand(
+                    lv,
+                    |t| t.shape.rank() > 0,
+                    |g| {
+                        let mut t = g.any_type()?;
+                        if t.shape.rank() == 0 {
+                            t = aval(&[2], t.dtype);
+                        }
+                        Ok(t)
+                    },
+                )?;
+                let d = self.u.int_in_range(0..=xt.shape.rank() - 1)?;
+                let n = self.u.int_in_range(1..=3)?;
+                let mut ins = vec![x];
+                for _ in 1..n {
+                    let mut dims = xt.shape.dims().to_vec();
+                    dims[d] = self.dim()?;
+                    ins.push(self.value_of(lv, &aval(&dims, xt.dtype))?);
+                }
+                self.add(
+                    lv,
+                    prim,
+                    ins,
+                    Params::new([("dimension", Param::Int(d as i64))]),
+                );
+            }
+            Slice => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let (mut start, mut limit, mut strides) = (vec![], vec![], vec![]);
+                for &n in xt.shape.dims() {
+                    let s = self.u.int_in_range(0..=n)?;
+                    let l = self.u.int_in_range(s..=n)?;
+                    start.push(s);
+                    limit.push(if self.ratio(1, 2)? { n } else { l });
+                    strides.push(self.u.int_in_range(1..=3)?);
+                }
+                let strides = if self.ratio(1, 2)? {
+                    Param::None
+                } else {
+                    Param::ints(&strides)
+                };
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([
+                        ("start_indices", Param::ints(&start)),
+                        ("limit_indices", Param::ints(&limit)),
+                        ("strides", strides),
+                    ]),
+                );
+            }
+            DynamicSlice | DynamicUpdateSlice => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let mut sizes = Vec::new();
+                for &n in xt.shape.dims() {
+                    sizes.push(self.u.int_in_range(0..=n)?);
+                }
+                let idx_dtype = self.dtype_where(DType::is_int)?;
+                let mut ins = vec![x];
+                let params = if prim == DynamicSlice {
+                    Params::new([("slice_sizes", Param::ints(&sizes))])
+                } else {
+                    ins.push(self.value_of(lv, &aval(&sizes, xt.dtype))?);
+                    Params::empty()
+                };
+                for _ in 0..xt.shape.rank() {
+                    ins.push(self.value_of(lv, &AbstractValue::scalar(idx_dtype))?);
+                }
+                self.add(lv, prim, ins, params);
+            }
+            DotGeneral => self.dot_general(lv)?,
+            Iota => {
+                let t = self.type_where(is_numeric)?;
+                let mut dims = t.shape.dims().to_vec();
+                if dims.is_empty() {
+                    dims.push(self.dim()?);
+                }
+                let dim = self.u.int_in_range(0..=dims.len() - 1)? as i64;
+                self.add(
+                    lv,
+                    prim,
+                    vec![],
+                    Params::new([
+                        ("dtype", Param::DType(t.dtype)),
+                        ("shape", Param::ints(&dims)),
+                        ("dimension", Param::Int(dim)),
+                        ("sharding", Param::None),
+                    ]),
+                );
+            }
+            Gather | Scatter | ScatterAdd | ScatterSub | ScatterMul | ScatterMin | ScatterMax => {
+                self.gather_scatter(lv, prim)?
+            }
+            Rev => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let dims = self.subset(xt.shape.rank())?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("dimensions", Param::ints(&dims))]),
+                );
+            }
+            Pad => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let v = self.value_of(lv, &AbstractValue::scalar(xt.dtype))?;
+                let mut config = Vec::new();
+                for &d in xt.shape.dims() {
+                    let lo = self.u.int_in_range(-2..=2)?;
+                    let hi = self.u.int_in_range(-2..=2)?;
+                    let interior = self.u.int_in_range(0..=2)?;
+                    let out = lo + hi + d + (d - 1).max(0) * interior;
+                    config.push(if out >= 0 {
+                        (lo, hi, interior)
+                    } else {
+                        (0, 0, 0)
+                    });
+                }
+                self.add(
+                    lv,
+                    prim,
+                    vec![x, v],
+                    Params::new([("padding_config", Param::Padding(config.into()))]),
+                );
+            }
+            Jit | Remat | CustomJvpCall | CustomVjpCall => {
+                if self.can_nest(depth) {
+                    self.call(lv, prim, depth)?;
+                }
+            }
+            Cond => {
+                if self.can_nest(depth) {
+                    self.cond(lv, depth)?;
+                }
+            }
+            While => {
+                if self.can_nest(depth) {
+                    self.while_loop(lv, depth)?;
+                }
+            }
+            Scan => {
+                if self.can_nest(depth) {
+                    self.scan(lv, depth)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A binary element-wise equation on operands whose dtype satisfies `ok`: equal
+    /// types, a scalar partner, or a partner with size-1 dimensions.
+    fn binary(&mut self, lv: &mut Level, prim: Builtin, ok: fn(DType) -> bool) -> Result<()> {
+        let (x, xt) = self.operand(lv, |t| ok(t.dtype), |g| g.type_where(ok))?;
+        let ydims: Vec<i64> = match self.u.int_in_range(0..=5)? {
+            0 => vec![],
+            1 => xt
+                .shape
+                .dims()
+                .iter()
+                .map(|&d| {
+                    if d > 0 && self.u.ratio(1, 2).unwrap_or(false) {
+                        1
+                    } else {
+                        d
+                    }
+                })
+                .collect(),
+            _ => xt.shape.dims().to_vec(),
+        };
+        let y = self.value_of(lv, &aval(&ydims, xt.dtype))?;
+        let ins = if self.ratio(1, 2)? {
+            vec![x, y]
+        } else {
+            vec![y, x]
+        };
+        self.add(lv, prim, ins, Params::empty());
+        Ok(())
+    }
+
+    fn dot_general(&mut self, lv: &mut Level) -> Result<()> {
+        let nb = self.u.int_in_range(0..=1)?;
+        let nc = self.u.int_in_range(0..=2)?;
+        let nlf = self.u.int_in_range(0..=1)?;
+        let nrf = self.u.int_in_range(0..=1)?;
+        let batch = self.dims(nb)?;
+        let contract = self.dims(nc)?;
+        let lfree = self.dims(nlf)?;
+        let rfree = self.dims(nrf)?;
+        // Axis roles: 0 batch, 1 contracting, 2 free; laid out in a random order.
+        let side = |g: &mut Self, free: &[i64]| -> Result<(Vec<i64>, Vec<i64>, Vec<i64>)> {
+            let mut axes: Vec<(u8, usize)> = (0..nb)
+                .map(|i| (0, i))
+                .chain((0..nc).map(|i| (1, i)))
+                .chain((0..free.len()).map(|i| (2, i)))
+                .collect();
+            let perm = g.permutation(axes.len())?;
+            axes = perm.iter().map(|&p| axes[p as usize]).collect();
+            let dims: Vec<i64> = axes
+                .iter()
+                .map(|&(role, i)| match role {
+                    0 => batch[i],
+                    1 => contract[i],
+                    _ => free[i],
+                })
+                .collect();
+            let pos = |role: u8| -> Vec<i64> {
+                let mut v: Vec<(usize, i64)> = axes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &(r, _))| r == role)
+                    .map(|(p, &(_, i))| (i, p as i64))
+                    .collect();
+                v.sort();
+                v.into_iter().map(|(_, p)| p).collect()
+            };
+            Ok((dims, pos(0), pos(1)))
+        };
+        let (ldims, lb, lc) = side(self, &lfree)?;
+        let (rdims, rb, rc) = side(self, &rfree)?;
+        let ldtype = self.dtype_where(is_numeric)?;
+        let rdtype = if self.ratio(3, 4)? {
+            ldtype
+        } else {
+            self.dtype_where(is_numeric)?
+        };
+        let l = self.value_of(lv, &aval(&ldims, ldtype))?;
+        let r = self.value_of(lv, &aval(&rdims, rdtype))?;
+        let dn = DotDimensionNumbers {
+            lhs_contracting: lc,
+            rhs_contracting: rc,
+            lhs_batch: lb,
+            rhs_batch: rb,
+        };
+        let preferred = if self.ratio(1, 2)? {
+            Param::None
+        } else {
+            // The operands' common dtype, as JAX records it.
+            let la = aval(&[], ldtype);
+            let ra = aval(&[], rdtype);
+            let probe = Params::new([(
+                "dimension_numbers",
+                Param::DotDims(Arc::new(DotDimensionNumbers::default())),
+            )]);
+            match Builtin::DotGeneral.abstract_eval(&[la, ra], &probe) {
+                Ok(o) => Param::DType(o[0].dtype),
+                Err(_) => Param::None,
+            }
+        };
+        self.add(
+            lv,
+            Builtin::DotGeneral,
+            vec![l, r],
+            Params::new([
+                ("dimension_numbers", Param::DotDims(Arc::new(dn))),
+                ("precision", Param::None),
+                ("preferred_element_type", preferred),
+            ]),
+        );
+        Ok(())
+    }
+
+    /// `gather`, or a scatter, of slices along one axis at `k` indices (some out of
+    /// bounds), in a random mode.
+    fn gather_scatter(&mut self, lv: &mut Level, prim: Builtin) -> Result<()> {
+        let numeric = matches!(
+            prim,
+            Builtin::ScatterAdd | Builtin::ScatterSub | Builtin::ScatterMul
+        );
+        let okd = move |d: DType| !numeric || is_numeric(d);
+        let ok = move |t: &AbstractValue| okd(t.dtype) && t.shape.dims().iter().any(|&d| d > 0);
+        let (x, xt) = self.operand(lv, ok, |g| {
+            let mut t = g.type_where(okd)?;
+            if !ok(&t) {
+                t = aval(&[3], t.dtype);
+            }
+            Ok(t)
+        })?;
+        let rank = xt.shape.rank();
+        let axes: Vec<usize> = (0..rank).filter(|&i| xt.shape.dims()[i] > 0).collect();
+        let a = *self.u.choose(&axes)?;
+        let k = self.dim()?;
+        let idx_dtype = self.dtype_where(DType::is_int)?;
+        let idx = self.value_of(lv, &aval(&[k, 1], idx_dtype))?;
+        // The batch dimension (of size k) goes at `bpos` among the window dimensions.
+        let bpos = self.u.int_in_range(0..=rank - 1)?;
+        let window: Vec<i64> = (0..rank as i64).filter(|&p| p != bpos as i64).collect();
+        let mut sizes = Vec::with_capacity(rank);
+        for (i, &d) in xt.shape.dims().iter().enumerate() {
+            sizes.push(if i == a {
+                1
+            } else if self.ratio(3, 4)? {
+                d
+            } else {
+                self.u.int_in_range(0..=d)?
+            });
+        }
+        let mut out_dims: Vec<i64> = sizes
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != a)
+            .map(|(_, &s)| s)
+            .collect();
+        out_dims.insert(bpos, k);
+        let mode = *self.u.choose(&GatherScatterMode::ALL)?;
+        let sorted = Param::Bool(false);
+        let unique = Param::Bool(false);
+        if prim == Builtin::Gather {
+            let dn = GatherDimensionNumbers {
+                offset_dims: window,
+                collapsed_slice_dims: vec![a as i64],
+                start_index_map: vec![a as i64],
+                ..Default::default()
+            };
+            self.add(
+                lv,
+                prim,
+                vec![x, idx],
+                Params::new([
+                    ("dimension_numbers", Param::GatherDims(Arc::new(dn))),
+                    ("fill_value", Param::None),
+                    ("indices_are_sorted", sorted),
+                    ("mode", Param::Mode(mode)),
+                    ("slice_sizes", Param::ints(&sizes)),
+                    ("unique_indices", unique),
+                ]),
+            );
+        } else {
+            let updates = self.value_of(lv, &aval(&out_dims, xt.dtype))?;
+            let dn = ScatterDimensionNumbers {
+                update_window_dims: window,
+                inserted_window_dims: vec![a as i64],
+                scatter_dims_to_operand_dims: vec![a as i64],
+                ..Default::default()
+            };
+            self.add(
+                lv,
+                prim,
+                vec![x, idx, updates],
+                Params::new([
+                    ("dimension_numbers", Param::ScatterDims(Arc::new(dn))),
+                    ("indices_are_sorted", sorted),
+                    ("mode", Param::Mode(mode)),
+                    ("unique_indices", unique),
+                    ("update_consts", Param::ints(&[])),
+                    ("update_jaxpr", Param::None),
+                ]),
+            );
+        }
+        Ok(())
+    }
+
+    /// A shared sub-jaxpr taking exactly these types, if one was made.
+    fn shared_with(&mut self, ins: Option<&[AbstractValue]>) -> Result<Option<ClosedJaxpr>> {
+        let fits: Vec<&ClosedJaxpr> = self
+            .shared
+            .iter()
+            .filter(|j| {
+                ins.is_none_or(|ins| {
+                    let jin = j.in_avals();
+                    jin.len() == ins.len() && jin.iter().zip(ins).all(|(a, b)| a.same_type(b))
+                })
+            })
+            .collect();
+        if fits.is_empty() {
+            return Ok(None);
+        }
+        let i = self.u.choose_index(fits.len())?;
+        Ok(Some(fits[i].clone()))
+    }
+
+    fn call(&mut self, lv: &mut Level, prim: Builtin, depth: usize) -> Result<()> {
+        let (sub, args) = match self.ratio(1, 3)? {
+            true => match self.shared_with(None)? {
+                Some(sub) => {
+                    let args = sub
+                        .in_avals()
+                        .iter()
+                        .map(|t| self.value_of(lv, t))
+                        .collect::<Result<Vec<_>>>()?;
+                    (sub, args)
+                }
+                None => return Ok(()),
+            },
+            false => {
+                let ops = self.some_operands(lv, 3)?;
+                let avals: Vec<AbstractValue> = ops.iter().map(|(_, t)| t.clone()).collect();
+                let nouts = self.u.int_in_range(0..=2)?;
+                let sub = self.nested(&avals, Outs::Any(nouts), depth)?;
+                (sub, ops.into_iter().map(|(a, _)| a).collect())
+            }
+        };
+        let j = Param::Jaxpr(sub);
+        let params = match prim {
+            Builtin::Remat => remat_params(j, self.ratio(1, 2)?),
+            Builtin::CustomJvpCall => custom_jvp_params(j, "f"),
+            Builtin::CustomVjpCall => custom_vjp_params(j, "f"),
+            _ => Params::new([("jaxpr", j), ("name", Param::Str("f".into()))]),
+        };
+        self.add(lv, prim, args, params);
+        Ok(())
+    }
+
+    fn cond(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
+        let index = self.value_of(lv, &AbstractValue::scalar(DType::I32))?;
+        let ops = self.some_operands(lv, 3)?;
+        let in_avals: Vec<AbstractValue> = ops.iter().map(|(_, t)| t.clone()).collect();
+        let nouts = self.u.int_in_range(0..=2)?;
+        let mut out_avals = Vec::with_capacity(nouts);
+        for _ in 0..nouts {
+            out_avals.push(if !in_avals.is_empty() && self.ratio(1, 2)? {
+                self.u.choose(&in_avals)?.clone().with_weak_type(false)
+            } else {
+                self.any_type()?
+            });
+        }
+        let nbranches = self.u.int_in_range(1..=3)?;
+        let mut branches = Vec::with_capacity(nbranches);
+        for _ in 0..nbranches {
+            let reuse = self.shared_with(Some(&in_avals))?.filter(|j| {
+                let o = j.out_avals();
+                o.len() == out_avals.len() && o.iter().zip(&out_avals).all(|(a, b)| a.same_type(b))
+            });
+            branches.push(match reuse {
+                Some(j) if self.ratio(1, 2)? => j,
+                _ => self.nested(&in_avals, Outs::Exact(&out_avals), depth)?,
+            });
+        }
+        let mut ins = vec![index];
+        ins.extend(ops.into_iter().map(|(a, _)| a));
+        self.add(
+            lv,
+            Builtin::Cond,
+            ins,
+            Params::new([("branches", Param::Jaxprs(Arc::new(branches)))]),
+        );
+        Ok(())
+    }
+
+    /// A `while` whose first carry is an `i32` counter from `start` to at most `limit`
+    /// (so the trip count is at most `max_trip_count`), with other carries and consts.
+    fn while_loop(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
+        let limit = self.u.int_in_range(0..=self.cfg.max_trip_count)?;
+        let start = self.u.int_in_range(0..=limit)?;
+        let cond_consts = self.some_operands(lv, 1)?;
+        let body_consts = self.some_operands(lv, 2)?;
+        let carries = self.some_operands(lv, 2)?;
+        let i32s = AbstractValue::scalar(DType::I32);
+        let types = |v: &[(Atom, AbstractValue)]| -> Vec<AbstractValue> {
+            v.iter().map(|(_, t)| t.clone()).collect()
+        };
+        let carry_types: Vec<AbstractValue> = std::iter::once(i32s.clone())
+            .chain(types(&carries))
+            .collect();
+        let lit = |b: &mut JaxprBuilder, v: i64| {
+            b.literal(Literal {
+                value: LitValue::Int(v),
+                dtype: DType::I32,
+                weak_type: false,
+            })
+        };
+        // cond: counter < limit, sometimes and-ed with a bool of the level.
+        let cond_in: Vec<AbstractValue> = types(&cond_consts)
+            .into_iter()
+            .chain(carry_types.iter().cloned())
+            .collect();
+        let mut cl = self.new_level(&cond_in);
+        let counter = cl.pool[cond_consts.len()].0;
+        let limit_atom = lit(&mut cl.b, limit);
+        let Some(lt) = self.add(
+            &mut cl,
+            Builtin::Lt,
+            vec![counter, limit_atom],
+            Params::empty(),
+        ) else {
+            return Ok(());
+        };
+        let mut pred = lt[0];
+        if self.ratio(1, 3)? {
+            let n = self.u.int_in_range(0..=3)?;
+            self.fill(&mut cl, n, depth + 1)?;
+            let other = self.value_of(&mut cl, &AbstractValue::scalar(DType::Bool))?;
+            if let Some(a) = self.add(&mut cl, Builtin::And, vec![pred, other], Params::empty()) {
+                pred = a[0];
+            }
+        }
+        let Ok(cond_j) = cl.b.build(vec![pred]) else {
+            return Ok(());
+        };
+        // body: counter + 1, then the other carries from a random level.
+        let body_in: Vec<AbstractValue> = types(&body_consts)
+            .into_iter()
+            .chain(carry_types.iter().cloned())
+            .collect();
+        let mut bl = self.new_level(&body_in);
+        let counter = bl.pool[body_consts.len()].0;
+        let one = lit(&mut bl.b, 1);
+        let Some(next) = self.add(&mut bl, Builtin::Add, vec![counter, one], Params::empty())
+        else {
+            return Ok(());
+        };
+        let n = self.u.int_in_range(0..=self.cfg.max_nested_eqns)?;
+        self.fill(&mut bl, n, depth + 1)?;
+        let mut outs = vec![next[0]];
+        for t in &carry_types[1..] {
+            outs.push(self.value_of(&mut bl, t)?);
+        }
+        let Ok(body_j) = bl.b.build(outs) else {
+            return Ok(());
+        };
+        let init = lit(&mut lv.b, start);
+        let mut ins: Vec<Atom> = cond_consts.iter().map(|(a, _)| *a).collect();
+        ins.extend(body_consts.iter().map(|(a, _)| *a));
+        ins.push(init);
+        ins.extend(carries.iter().map(|(a, _)| *a));
+        self.add(
+            lv,
+            Builtin::While,
+            ins,
+            Params::new([
+                ("body_jaxpr", Param::Jaxpr(closed(body_j))),
+                ("body_nconsts", Param::Int(body_consts.len() as i64)),
+                ("cond_jaxpr", Param::Jaxpr(closed(cond_j))),
+                ("cond_nconsts", Param::Int(cond_consts.len() as i64)),
+            ]),
+        );
+        Ok(())
+    }
+
+    fn scan(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
+        let length = self.u.int_in_range(0..=self.cfg.max_trip_count)?;
+        let consts = self.some_operands(lv, 2)?;
+        let carries = self.some_operands(lv, 2)?;
+        let nxs = self.u.int_in_range(0..=2)?;
+        let mut xs = Vec::with_capacity(nxs);
+        let mut x_slices = Vec::with_capacity(nxs);
+        for _ in 0..nxs {
+            let t = self.any_type()?;
+            let mut dims = vec![length];
+            dims.extend_from_slice(t.shape.dims());
+            let full = self.fit(aval(&dims, t.dtype));
+            if full.shape.dims()[0] != length {
+                continue;
+            }
+            xs.push(self.value_of(lv, &full)?);
+            x_slices.push(aval(&full.shape.dims()[1..], t.dtype));
+        }
+        let carry_types: Vec<AbstractValue> = carries
+            .iter()
+            .map(|(_, t)| t.clone().with_weak_type(false))
+            .collect();
+        let mut body_in: Vec<AbstractValue> = consts.iter().map(|(_, t)| t.clone()).collect();
+        body_in.extend(carry_types.iter().cloned());
+        body_in.extend(x_slices);
+        let nys = self.u.int_in_range(0..=2)?;
+        let mut outs = carry_types.clone();
+        for _ in 0..nys {
+            outs.push(self.any_type()?);
+        }
+        let body = self.nested(&body_in, Outs::Exact(&outs), depth)?;
+        let mut ins: Vec<Atom> = consts.iter().map(|(a, _)| *a).collect();
+        ins.extend(carries.iter().map(|(a, _)| *a));
+        let n = ins.len() + xs.len();
+        ins.extend(xs);
+        let reverse = self.ratio(1, 2)?;
+        self.add(
+            lv,
+            Builtin::Scan,
+            ins,
+            Params::new([
+                ("_split_transpose", Param::Bool(false)),
+                ("jaxpr", Param::Jaxpr(body)),
+                ("length", Param::Int(length)),
+                ("linear", Param::Bools(vec![false; n].into())),
+                ("num_carry", Param::Int(carries.len() as i64)),
+                ("num_consts", Param::Int(consts.len() as i64)),
+                ("reverse", Param::Bool(reverse)),
+                ("unroll", Param::Int(1)),
+            ]),
+        );
+        Ok(())
+    }
+}

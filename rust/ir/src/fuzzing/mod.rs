@@ -1,0 +1,27 @@
+//! Fuzzing support (the `arbitrary` feature): generators of random jaxprs driven by
+//! [`arbitrary::Unstructured`], a mutator making ill-typed variants, random linear
+//! jaxprs for transposition, and the check functions of the cargo-fuzz targets in
+//! `fuzz/` (which `rust/ir/tests/fuzz_corpus.rs` also runs on the checked-in corpora, so
+//! a crash found once stays fixed without cargo-fuzz).
+//!
+//! From another crate (with `ferrax-ir = { ..., features = ["arbitrary"] }`):
+//! ```
+//! use arbitrary::Unstructured;
+//! use ferrax_ir::fuzzing::{arbitrary_jaxpr, GenConfig};
+//!
+//! let bytes = [7u8; 64]; // a fuzzer's input
+//! let j = arbitrary_jaxpr(&mut Unstructured::new(&bytes), &GenConfig::small()).unwrap();
+//! ferrax_ir::typecheck(&j).unwrap();
+//! ```
+
+pub mod checks;
+mod generate;
+mod linear;
+mod mutate;
+mod stats;
+
+pub use arbitrary;
+pub use generate::{arbitrary_jaxpr, arbitrary_jaxpr_with_report, GenConfig, GenReport};
+pub use linear::{arbitrary_linear_jaxpr, LinearJaxpr};
+pub use mutate::{mutate, Mutant, Mutation};
+pub use stats::Stats;
