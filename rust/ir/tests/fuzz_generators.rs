@@ -16,7 +16,10 @@ fn bytes(seed: u64, len: usize) -> Vec<u8> {
     (0..len).map(|_| rng.next_u64() as u8).collect()
 }
 
-/// Every primitive and dtype of a jaxpr and its sub-jaxprs (without recursion).
+static SHARED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Every primitive and dtype of a jaxpr and its sub-jaxprs (without recursion); counts
+/// sub-jaxprs met more than once in `SHARED`.
 fn walk(j: &Jaxpr, prims: &mut BTreeSet<String>, dtypes: &mut BTreeSet<DType>) -> usize {
     let mut subs: Vec<std::sync::Arc<Jaxpr>> = Vec::new();
     let mut stack: Vec<&Jaxpr> = vec![j];
@@ -42,6 +45,8 @@ fn walk(j: &Jaxpr, prims: &mut BTreeSet<String>, dtypes: &mut BTreeSet<DType>) -
             for s in e.sub_jaxprs() {
                 if seen_ptrs.insert(std::sync::Arc::as_ptr(s.jaxpr()) as usize) {
                     found.push(s.jaxpr().clone());
+                } else {
+                    SHARED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             }
         }
@@ -83,6 +88,8 @@ fn generated_jaxprs_cover_every_primitive_and_dtype() {
         .collect();
     assert!(missing.is_empty(), "no value of dtype {missing:?}");
     assert!(max_eqns > 20, "largest jaxpr has {max_eqns} equations");
+    let shared = SHARED.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(shared >= 10, "only {shared} sub-jaxprs were shared");
 }
 
 #[test]
