@@ -4,7 +4,7 @@
 //! sizes that are negative or too large to build are a [`GenError`].
 //!
 //! The generators driven by `arbitrary::Unstructured` (so a fuzzer's mutations steer
-//! them), over every built-in primitive and dtype, are in [`crate::fuzzing`] (the
+//! them), over every built-in primitive and dtype, are in `ferrax_ir::fuzzing` (the
 //! `arbitrary` feature).
 
 use crate::aval::{AbstractValue, Shape};

@@ -9,8 +9,9 @@
 //! converted, or a literal broadcast to the shape. Higher-order primitives get nested
 //! levels (`jit`, `remat2`, `custom_jvp_call`, `custom_vjp_call`, `cond` with 1 to 3
 //! branches, `while` with a counter that bounds its trip count, `scan`), and a sub-jaxpr
-//! made once may be called again (shared sub-jaxprs). Once the input is exhausted every
-//! choice takes its first option, so even a short input gives a full-sized program.
+//! made once may be called again (shared sub-jaxprs). The top level has up to
+//! [`GenConfig::max_eqns`] equations, at most twice the input's length; once the input
+//! is exhausted every choice takes its first option.
 //!
 //! An equation the rule rejects is not added (it is counted in
 //! [`GenReport::rejected`]: a generator bug, or a disagreement to look at), so every
@@ -134,7 +135,9 @@ pub fn arbitrary_jaxpr_with_report(
     let in_avals = (0..ninputs)
         .map(|_| g.any_type())
         .collect::<Result<Vec<_>>>()?;
-    let neqns = g.u.int_in_range(0..=g.cfg.max_eqns)?;
+    // Longer inputs make larger programs (a fuzzer's short inputs stay fast to check).
+    let most = g.cfg.max_eqns.min(8 + 2 * g.u.len());
+    let neqns = g.u.int_in_range(0..=most)?;
     let nouts = g.u.int_in_range(1..=3)?;
     let j = g.level(&in_avals, Outs::Any(nouts), neqns, 0)?;
     Ok((j, g.report))
@@ -394,7 +397,7 @@ impl Gen<'_, '_> {
             ("broadcast_dimensions", Param::ints(&[])),
             ("sharding", Param::None),
         ]);
-        match self.add(lv, Builtin::BroadcastInDim, vec![lit], params) {
+        match self.add_limited(lv, Builtin::BroadcastInDim, vec![lit], params, false) {
             Some(v) => Ok(v[0]),
             None => Ok(lit),
         }
@@ -408,6 +411,19 @@ impl Gen<'_, '_> {
         prim: Builtin,
         inputs: Vec<Atom>,
         params: Params,
+    ) -> Option<Vec<Atom>> {
+        self.add_limited(lv, prim, inputs, params, true)
+    }
+
+    /// [`Gen::add`], with the size limit only if `limited` (a value an equation needs
+    /// is made whatever its size).
+    fn add_limited(
+        &mut self,
+        lv: &mut Level,
+        prim: Builtin,
+        inputs: Vec<Atom>,
+        params: Params,
+        limited: bool,
     ) -> Option<Vec<Atom>> {
         let in_avals: Option<Vec<AbstractValue>> =
             inputs.iter().map(|&a| lv.b.atom_aval(a)).collect();
@@ -425,7 +441,9 @@ impl Gen<'_, '_> {
                 ));
                 return None;
             }
-            Ok(outs) if outs.iter().any(|o| o.shape.size() > self.cfg.max_elements) => return None,
+            Ok(outs) if limited && outs.iter().any(|o| o.shape.size() > self.cfg.max_elements) => {
+                return None
+            }
             Ok(_) => {}
         }
         match lv.b.add_eqn(prim.into(), inputs, params) {
@@ -1153,6 +1171,9 @@ impl Gen<'_, '_> {
             .map(|(_, &s)| s)
             .collect();
         out_dims.insert(bpos, k);
+        if out_dims.iter().product::<i64>() > self.cfg.max_elements {
+            return Ok(());
+        }
         let mode = *self.u.choose(&GatherScatterMode::ALL)?;
         let sorted = Param::Bool(false);
         let unique = Param::Bool(false);

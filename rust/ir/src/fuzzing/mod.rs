@@ -15,10 +15,10 @@
 //! ```
 
 pub mod checks;
-mod generate;
-mod linear;
-mod mutate;
-mod stats;
+pub mod generate;
+pub mod linear;
+pub mod mutate;
+pub mod stats;
 
 pub use arbitrary;
 pub use generate::{arbitrary_jaxpr, arbitrary_jaxpr_with_report, GenConfig, GenReport};

@@ -27,7 +27,8 @@ impl Stats {
     }
 
     /// Records one execution: whether its input gave a checked case, and how many soft
-    /// findings it had; prints the counters every `every` executions.
+    /// findings it had; prints the counters every `every` executions (and at powers of
+    /// two from 64).
     pub fn record(&self, valid: bool, findings: u64) {
         let n = self.execs.fetch_add(1, Ordering::Relaxed) + 1;
         if valid {
@@ -36,7 +37,8 @@ impl Stats {
         if findings > 0 {
             self.findings.fetch_add(findings, Ordering::Relaxed);
         }
-        if self.every > 0 && n % self.every == 0 {
+        // Powers of two first, so slow targets report early too.
+        if (n.is_power_of_two() && n >= 64) || (self.every > 0 && n % self.every == 0) {
             eprintln!("{}", self.summary());
         }
     }
