@@ -167,7 +167,9 @@ def test_long_rust_passes_release_the_gil(name: str, run: Callable[[_ir.Jaxpr], 
     finally:
         stop.set()
         ticker.join()
-    assert inside > 0, f"no other thread ran during {name} of 10^6 equations"
+    # Measured: 140 to 530 ticks detached; 0, at times 1 (a garbage collection running
+    # Python code lets the ticker in once), holding the GIL.
+    assert inside >= 10, f"another thread ticked only {inside} times during {name} of 10^6 equations"
 
 
 # ------------------------------------------------------------------- depth
