@@ -74,10 +74,13 @@ def _switch_often() -> Iterator[None]:
 
 def test_eight_threads_trace_jit_and_differentiate_at_once() -> None:
     x = np.linspace(-1.0, 1.0, 5).astype(np.float32)
-    shared_ref = ferrax.jit(_program(7))
+    # Closing over an array: the compiled entry has constant buffers to set up (they
+    # must be ready before another thread sees the executable).
+    weights = np.linspace(0.5, 2.0, 5).astype(np.float32)
+    shared_ref = ferrax.jit(lambda v: _program(7)(v) * weights)
     expected = [_results(k, x, shared_ref) for k in range(8)]
     # A jitted function shared by the threads, first called (traced, compiled) by all.
-    shared = ferrax.jit(_program(7))
+    shared = ferrax.jit(lambda v: _program(7)(v) * weights)
     failures: list[str] = []
     start = threading.Barrier(8)
 
