@@ -1202,3 +1202,29 @@ fn width_rule_at_the_boundary() {
     }
     assert!(seen.0 && seen.1, "both sides of the boundary were printed");
 }
+
+/// A fuzzing finding (fuzz/findings): a long equation's inputs wrap onto a line that
+/// starts with a literal (`False:bool[]`, `inf:f32[]`, ...), which was read as the next
+/// equation's binders. What follows decides: binders then `=`, or not.
+#[test]
+fn literal_at_the_start_of_a_wrapped_line() {
+    for lit in ["False:bool[]", "True:bool[]"] {
+        let text = format!("{{ lambda ; b:bool[]. let a:bool[] = and b\n    {lit}\n  in (a,) }}");
+        let j = ferrax_ir::text::parse_jaxpr(&text).unwrap();
+        assert_eq!(j.eqns().len(), 1);
+        let again = ferrax_ir::text::parse_jaxpr(&ferrax_ir::text::print_jaxpr(&j)).unwrap();
+        assert_eq!(
+            ferrax_ir::text::print_jaxpr(&again),
+            ferrax_ir::text::print_jaxpr(&j)
+        );
+    }
+    for lit in ["inf:f32[]", "nan:f32[]", "-inf:f32[]"] {
+        let text = format!("{{ lambda ; b:f32[]. let a:f32[] = add b\n    {lit}\n    c:f32[] = sin a\n  in (c,) }}");
+        let j = ferrax_ir::text::parse_jaxpr(&text).unwrap();
+        assert_eq!(j.eqns().len(), 2, "{text}");
+    }
+    // A variable named like a literal, binding at a line start, stays a binder.
+    let text = "{ lambda ; b:f32[]. let\n    nan:f32[] = sin b\n    inf:f32[] c:f32[] = jit[\n      jaxpr={ lambda ; d:f32[]. let  in (d, d) }\n      name=f\n    ] nan\n  in (inf, c) }";
+    let j = ferrax_ir::text::parse_jaxpr(text).unwrap();
+    assert_eq!(j.eqns().len(), 2);
+}

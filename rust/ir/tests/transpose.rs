@@ -1711,3 +1711,18 @@ fn new_equations_carry_jax_params() {
     );
     assert!(prims(&tj).contains(&"convert_element_type"), "{tj}");
 }
+
+/// A fuzzing finding (fuzz/findings): a scatter-add into an operand with an axis of size
+/// 0 drops every update, so the updates' cotangent is zero; the transpose built an
+/// ill-typed gather (a window larger than the operand) instead.
+#[test]
+fn scatter_into_an_empty_axis_transposes_to_zero() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/findings/transpose_scatter_add_into_empty_axis.jaxpr"
+    ))
+    .unwrap();
+    let j = parse(&text);
+    let tj = dot_test(&j, &[true, false, true], 7);
+    assert!(!prims(&tj).contains(&"gather"), "{tj}");
+}

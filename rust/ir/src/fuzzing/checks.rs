@@ -136,16 +136,6 @@ fn generated(u: &mut Unstructured<'_>, config: &GenConfig) -> Option<(Jaxpr, u64
     Some((j, report.rejected.len() as u64))
 }
 
-/// Whether a line of `text` starts with a literal whose value is a word.
-pub fn literal_starts_a_line(text: &str) -> bool {
-    text.lines().any(|l| {
-        let l = l.trim_start().trim_start_matches('-');
-        ["True:", "False:", "inf:", "nan:"]
-            .iter()
-            .any(|w| l.starts_with(w))
-    })
-}
-
 /// `print_parse`: a generated jaxpr (up to thousands of equations) prints to text that
 /// parses back to a jaxpr printing identically.
 pub fn check_print_parse(data: &[u8]) -> Checked {
@@ -156,15 +146,6 @@ pub fn check_print_parse(data: &[u8]) -> Checked {
     let text = print_jaxpr(&j);
     let parsed = match parse_jaxpr(&text) {
         Ok(p) => p,
-        // An open finding (fuzz/README.md): a wrapped line starting with a `True`,
-        // `False`, `inf` or `nan` literal is read as a new equation's binder. Counted,
-        // not a crash, until the parser is fixed.
-        Err(_) if literal_starts_a_line(&text) => {
-            return Checked {
-                valid: false,
-                findings: findings + 1,
-            }
-        }
         Err(e) => panic!("printed jaxpr does not parse: {e}\n{text}"),
     };
     let again = print_jaxpr(&parsed);

@@ -51,9 +51,9 @@ pub struct GenConfig {
     pub max_elements: i64,
     /// Most iterations of a `while` loop and longest `scan`.
     pub max_trip_count: i64,
-    /// Whether float literals may be infinite or NaN. Off in [`GenConfig::small`] and
-    /// [`GenConfig::large`] while the parser reads `inf:f32[]` at the start of a wrapped
-    /// line as a binder (an open finding, fuzz/README.md).
+    /// Whether float literals may be infinite or NaN. Off in [`GenConfig::small`] (NaN
+    /// would make the evaluating targets' comparisons of values fail), on in
+    /// [`GenConfig::large`].
     pub special_floats: bool,
 }
 
@@ -86,7 +86,7 @@ impl GenConfig {
             max_dim: 5,
             max_elements: 4096,
             max_trip_count: 4,
-            special_floats: false,
+            special_floats: true,
         }
     }
 }
@@ -666,9 +666,9 @@ impl Gen<'_, '_> {
                 for _ in 1..ncases {
                     cases.push(self.value_of(lv, &xt)?);
                 }
-                // A bool predicate with one case is left out until the evaluator agrees
-                // with the lowering on it (issue 10, found by probing).
-                let pdtype = if ncases == 2 && self.ratio(1, 2)? {
+                // A bool predicate takes one or two cases (one: the case, whatever the
+                // predicate, as in JAX).
+                let pdtype = if ncases <= 2 && self.ratio(1, 2)? {
                     DType::Bool
                 } else {
                     self.dtype_where(DType::is_int)?

@@ -1479,6 +1479,11 @@ impl Transposer<'_> {
                 }
             })
             .collect();
+        if slice_sizes.iter().zip(x.shape.dims()).any(|(s, d)| s > d) {
+            // No window fits in the operand (an axis of size 0): the scatter drops every
+            // update, whose cotangent is zero. (The gather would be ill-typed.)
+            return self.zeros(i, &u);
+        }
         let gdn = GatherDimensionNumbers {
             offset_dims: dn.update_window_dims.clone(),
             collapsed_slice_dims: dn.inserted_window_dims.clone(),

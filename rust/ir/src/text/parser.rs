@@ -13,8 +13,10 @@
 //! Whitespace (newlines included) separates tokens and is otherwise insignificant, except
 //! in two cases where JAX's text is ambiguous and line starts decide: an input list ends
 //! at a word followed by `:` (the next equation's binders), unless the word is a literal
-//! value (`1.0:f32[]`); the words `inf` and `nan` are both, and are read as a binder when
-//! they start a line, as a literal otherwise. An equation with no outputs is written
+//! value (`1.0:f32[]`); the words `inf`, `nan`, `True` and `False` may be either, and at
+//! the start of a line they are read as binders when binders and `=` follow (a long
+//! equation's inputs wrap onto lines that may start with a literal), as a literal
+//! otherwise. An equation with no outputs is written
 //! `= prim ...` by the printer; JAX writes just `prim ...`, which is recognised when the
 //! word starts a line, names a primitive and is not a variable of the scope (or is
 //! followed by `[`).
@@ -1375,6 +1377,44 @@ impl<'a, 'r> Parser<'a, 'r> {
         self.add_pending(si, exact)
     }
 
+    /// Whether `cur` (a word followed by `:`) starts the binders of an equation: one or
+    /// more `NAME:type`, then `=`, on one line. Decides a literal word at a line start (`False:bool[]`
+    /// on a wrapped line of inputs, or `nan:f32[] = ...` binding a variable named `nan`)
+    /// by what follows it, looking ahead on a copy of the lexer.
+    fn binders_follow(&self) -> bool {
+        let mut lx = self.lx.clone();
+        let mut toks = [self.cur, self.nxt]
+            .into_iter()
+            .chain(std::iter::from_fn(move || Some(lx.next_token())));
+        if toks.next().map(|t| t.kind) != Some(Kind::Word) {
+            return false;
+        }
+        // An equation's binders and its `=` are on one line: a token starting another
+        // line ends the look (as if it were the end of the text).
+        let mut kind = move || match toks.next() {
+            Some(t) if !t.line_start => t.kind,
+            _ => Kind::Eof,
+        };
+        loop {
+            // The rest of a binder, NAME read: ':' DTYPE '[' (INT | ',')* ']'.
+            if kind() != Kind::Colon || kind() != Kind::Word || kind() != Kind::LBracket {
+                return false;
+            }
+            loop {
+                match kind() {
+                    Kind::RBracket => break,
+                    Kind::Word | Kind::Comma => {}
+                    _ => return false,
+                }
+            }
+            match kind() {
+                Kind::Eq => return true,
+                Kind::Word => {} // The next binder's NAME.
+                _ => return false,
+            }
+        }
+    }
+
     fn read_inputs(&mut self, si: usize, inputs: &mut Vec<Atom>) -> Result<(), ReadError> {
         loop {
             let t = self.cur;
@@ -1382,7 +1422,9 @@ impl<'a, 'r> Parser<'a, 'r> {
                 break;
             }
             if self.nxt.kind == Kind::Colon {
-                if is_literal_word(t.text) && !(is_ident(t.text) && t.line_start) {
+                if is_literal_word(t.text)
+                    && !(is_ident(t.text) && t.line_start && self.binders_follow())
+                {
                     let lit = self.literal()?;
                     inputs.push(self.scopes[si].b.literal(lit));
                     continue;
