@@ -7,10 +7,9 @@ use super::generate::{arbitrary_jaxpr_with_report, GenConfig};
 use super::linear::arbitrary_linear_jaxpr;
 use super::mutate::mutate;
 use crate::aval::AbstractValue;
-use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
 use crate::eval::{check_close, eval_jaxpr_with, EvalError, EvalOptions, HostArray};
-use crate::jaxpr::{Atom, Jaxpr, VarId};
+use crate::jaxpr::{Atom, Jaxpr};
 use crate::passes::{dce, partial_eval, toposort, transpose};
 use crate::text::{parse_jaxpr, print_jaxpr};
 use crate::typecheck::typecheck;
@@ -185,16 +184,9 @@ pub fn check_typecheck(data: &[u8]) -> Checked {
 }
 
 /// `j` rebuilt with its equations in an order drawn from `u`, then sorted by
-/// [`JaxprBuilder::build_toposorted`].
+/// [`crate::builder::JaxprBuilder::build_toposorted`].
 fn shuffled_and_sorted(j: &Jaxpr, u: &mut Unstructured<'_>) -> Jaxpr {
-    let mut b = JaxprBuilder::new();
-    let mut map: Vec<Option<VarId>> = vec![None; j.num_vars()];
-    for &v in j.constvars() {
-        map[v.index()] = Some(b.add_constvar(j.var_aval(v).clone()));
-    }
-    for &v in j.invars() {
-        map[v.index()] = Some(b.add_invar(j.var_aval(v).clone()));
-    }
+    let (mut b, mut map) = super::builder_with_inputs(j);
     for e in j.eqns() {
         for &v in e.outvars() {
             map[v.index()] = Some(b.new_var(j.var_aval(v).clone()));

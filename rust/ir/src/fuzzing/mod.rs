@@ -25,3 +25,23 @@ pub use generate::{arbitrary_jaxpr, arbitrary_jaxpr_with_report, GenConfig, GenR
 pub use linear::{arbitrary_linear_jaxpr, LinearJaxpr};
 pub use mutate::{mutate, Mutant, Mutation};
 pub use stats::Stats;
+
+/// A builder holding `j`'s constants and inputs (same types, same order), and the map
+/// from `j`'s variables to the builder's (filled for those; `None` elsewhere), for the
+/// checks and the mutator that copy a jaxpr with changes.
+pub(crate) fn builder_with_inputs(
+    j: &crate::jaxpr::Jaxpr,
+) -> (
+    crate::builder::JaxprBuilder,
+    Vec<Option<crate::jaxpr::VarId>>,
+) {
+    let mut b = crate::builder::JaxprBuilder::new();
+    let mut map = vec![None; j.num_vars()];
+    for &v in j.constvars() {
+        map[v.index()] = Some(b.add_constvar(j.var_aval(v).clone()));
+    }
+    for &v in j.invars() {
+        map[v.index()] = Some(b.add_invar(j.var_aval(v).clone()));
+    }
+    (b, map)
+}

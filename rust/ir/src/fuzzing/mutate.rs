@@ -483,14 +483,7 @@ fn param_edit(j: &Jaxpr, u: &mut Unstructured<'_>, eqn: usize) -> Result<Option<
 
 /// Copies `j` with the edit applied, declaring every variable, and builds it.
 fn rebuild(j: &Jaxpr, edit: &Edit) -> std::result::Result<Jaxpr, TypeError> {
-    let mut b = JaxprBuilder::new();
-    let mut map: Vec<Option<VarId>> = vec![None; j.num_vars()];
-    for &v in j.constvars() {
-        map[v.index()] = Some(b.add_constvar(j.var_aval(v).clone()));
-    }
-    for &v in j.invars() {
-        map[v.index()] = Some(b.add_invar(j.var_aval(v).clone()));
-    }
+    let (mut b, mut map) = super::builder_with_inputs(j);
     let lits: Vec<Atom> = j.literals().iter().map(|l| b.literal(*l)).collect();
     // Every equation's outputs are declared first (so a moved equation's operands exist).
     let mut outs: Vec<Vec<VarId>> = Vec::with_capacity(j.eqns().len());
