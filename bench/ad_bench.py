@@ -294,14 +294,10 @@ def ad_table(rows: list[dict[str, Any]]) -> str:
 
 
 if __name__ == "__main__":
-    import json
+    # The same as `python bench/run.py --section ad` (results and header included).
     import pathlib
     import sys
 
-    rows = run_ad(use_jax="--no-jax" not in sys.argv, progress=lambda line: print(line, file=sys.stderr))
-    out = pathlib.Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "ad.json").write_text(json.dumps(rows, indent=1) + "\n")
-    table = ad_table(rows)
-    (out / "ad.md").write_text(table + "\n")
-    print(table)
+    from run import section_ad
+
+    section_ad(pathlib.Path(__file__).resolve().parent / "results", 1.0, "--no-jax" not in sys.argv)

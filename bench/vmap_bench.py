@@ -232,14 +232,10 @@ def vmap_table(rows: list[dict[str, Any]]) -> str:
 
 
 if __name__ == "__main__":
-    import json
+    # The same as `python bench/run.py --section vmap` (results and header included).
     import pathlib
     import sys
 
-    rows = run_vmap(use_jax="--no-jax" not in sys.argv, progress=lambda line: print(line, file=sys.stderr))
-    out = pathlib.Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "vmap.json").write_text(json.dumps(rows, indent=1) + "\n")
-    table = vmap_table(rows)
-    (out / "vmap.md").write_text(table + "\n")
-    print(table)
+    from run import section_vmap
+
+    section_vmap(pathlib.Path(__file__).resolve().parent / "results", 1.0, "--no-jax" not in sys.argv)
