@@ -73,7 +73,9 @@ pub enum LitValue {
     Bool(bool),
     /// An integer (any integer dtype).
     Int(i64),
-    /// A float (any float dtype; f32 values are stored exactly as f64).
+    /// A float (any float dtype), as written: `0.1:f32[]` keeps the f64 value 0.1, as a
+    /// weakly typed Python float does in JAX. Evaluation and lowering round it to the
+    /// dtype, so `0.1:f32[]` and `0.10000000149011612:f32[]` compute the same value.
     Float(f64),
 }
 

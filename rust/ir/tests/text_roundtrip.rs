@@ -1228,3 +1228,37 @@ fn literal_at_the_start_of_a_wrapped_line() {
     let j = ferrax_ir::text::parse_jaxpr(text).unwrap();
     assert_eq!(j.eqns().len(), 2);
 }
+
+/// Finding 1 of fuzz/README.md: a float literal keeps its value as written, so text whose
+/// decimal is not exact in the dtype prints back unchanged; evaluation and lowering round it.
+#[test]
+fn inexact_float_literals_keep_their_text() {
+    let finding = include_str!("../../../fuzz/findings/text_literal_printed_as_f64.jaxpr");
+    for text in [
+        finding.trim_end(),
+        "{ lambda ; . let  in (0.1:f32[],) }",
+        "{ lambda ; . let  in (0.10000000149011612:f32[],) }",
+        "{ lambda ; . let  in (0.1:bf16[], 1e-05:f16[], 100000.0:f16[], 0.1:f64[]) }",
+    ] {
+        let j = ferrax_ir::text::parse_jaxpr(text).unwrap();
+        assert_eq!(ferrax_ir::text::print_jaxpr(&j).trim_end(), text);
+    }
+    // Rounded where used: the evaluator holds the dtype's nearest value ...
+    let j = ferrax_ir::text::parse_jaxpr(
+        "{ lambda ; . let  in (0.1:f32[], 0.1:bf16[], 100000.0:f16[], 0.1:f64[]) }",
+    )
+    .unwrap();
+    let out = ferrax_ir::eval::eval_jaxpr(&j, &[], &[]).unwrap();
+    let vals: Vec<f64> = out.iter().map(|a| a.to_f64_vec()[0]).collect();
+    assert_eq!(vals[0], 0.1f32 as f64);
+    assert_eq!(vals[1], 0.10009765625); // bf16's nearest to 0.1
+    assert_eq!(vals[2], f64::INFINITY); // beyond f16's range
+    assert_eq!(vals[3], 0.1);
+    // ... and so does the lowering (f32 as its exact bits, f16 overflowing to infinity).
+    let hlo = ferrax_ir::lower::stablehlo::lower_jaxpr(&j, "m").unwrap();
+    assert!(
+        hlo.contains(&format!("0x{:08X}", 0.1f32.to_bits())),
+        "{hlo}"
+    );
+    assert!(hlo.contains("0x7C00"), "{hlo}");
+}

@@ -282,10 +282,10 @@ impl Gen<'_, '_> {
                 LitValue::Int(v)
             }
             _ => {
-                // Exactly representable in every float dtype: a value that is not (0.1)
-                // prints as its f64 repr, which reads back rounded (an open finding of
-                // the print_parse target, fuzz/README.md).
-                const FLOATS: [f64; 12] = [
+                // Exact values, values no float dtype holds exactly (a literal keeps the
+                // value as written and prints it back so), then the special ones: above
+                // f16's range, infinite, NaN.
+                const FLOATS: [f64; 16] = [
                     1.0,
                     0.5,
                     -1.5,
@@ -296,10 +296,14 @@ impl Gen<'_, '_> {
                     0.125,
                     -7.0,
                     0.375,
+                    0.1,
+                    -2.7,
+                    1e-5,
+                    1e5,
                     f64::INFINITY,
                     f64::NAN,
                 ];
-                let n = if self.cfg.special_floats { 12 } else { 10 };
+                let n = if self.cfg.special_floats { 16 } else { 13 };
                 LitValue::Float(*self.u.choose(&FLOATS[..n])?)
             }
         })

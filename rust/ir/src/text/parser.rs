@@ -251,35 +251,6 @@ fn parse_float_word(s: &str) -> f64 {
     }
 }
 
-/// Rounds `x` to the nearest value of a binary float format with `p` significand bits
-/// and normal exponents `emin..=emax` (ties to even, overflow to infinity).
-fn round_to_format(x: f64, p: i32, emin: i32, emax: i32) -> f64 {
-    if !x.is_finite() || x == 0.0 {
-        return x;
-    }
-    let a = x.abs();
-    let biased = ((a.to_bits() >> 52) & 0x7ff) as i32;
-    let e = (biased - 1023).max(emin);
-    let quantum = 2f64.powi(e - (p - 1));
-    let r = (a / quantum).round_ties_even() * quantum;
-    let r = if r >= 2f64.powi(emax + 1) {
-        f64::INFINITY
-    } else {
-        r
-    };
-    r.copysign(x)
-}
-
-/// The value nearest `x` that `dtype` can hold (floats are stored as exact f64 values).
-fn round_to_dtype(x: f64, dtype: DType) -> f64 {
-    match dtype {
-        DType::F32 => x as f32 as f64,
-        DType::F16 => round_to_format(x, 11, -14, 15),
-        DType::BF16 => round_to_format(x, 8, -126, 127),
-        _ => x,
-    }
-}
-
 /// A dtype from its short name (fast path) or any name [`DType::from_name`] reads.
 #[inline]
 fn dtype_of(s: &str) -> Option<DType> {
@@ -1039,12 +1010,12 @@ impl<'a, 'r> Parser<'a, 'r> {
                 ));
             };
             if dtype.is_float() {
-                LitValue::Float(round_to_dtype(i as f64, dtype))
+                LitValue::Float(i as f64)
             } else {
                 LitValue::Int(i)
             }
         } else if is_float_word(s) {
-            LitValue::Float(round_to_dtype(parse_float_word(s), dtype))
+            LitValue::Float(parse_float_word(s))
         } else {
             return Err(expected(&vt, "a literal value (a number, True or False)"));
         };
@@ -1994,13 +1965,19 @@ mod tests {
 
     #[test]
     fn rounding() {
-        assert_eq!(round_to_dtype(1e-5, DType::F32), 1e-5f32 as f64);
-        assert_eq!(round_to_dtype(1.0 / 3.0, DType::BF16), 0.333984375);
-        assert_eq!(round_to_dtype(65504.0, DType::F16), 65504.0);
-        assert_eq!(round_to_dtype(65520.0, DType::F16), f64::INFINITY);
-        assert_eq!(round_to_dtype(1e-8, DType::F16), 0.0);
-        assert_eq!(round_to_dtype(6e-8, DType::F16), 2f64.powi(-24));
-        assert_eq!(round_to_dtype(-1.0009765625, DType::F16), -1.0009765625);
-        assert_eq!(round_to_dtype(1.00048828125, DType::F16), 1.0);
+        assert_eq!(crate::eval::round_float(DType::F32, 1e-5), 1e-5f32 as f64);
+        assert_eq!(
+            crate::eval::round_float(DType::BF16, 1.0 / 3.0),
+            0.333984375
+        );
+        assert_eq!(crate::eval::round_float(DType::F16, 65504.0), 65504.0);
+        assert_eq!(crate::eval::round_float(DType::F16, 65520.0), f64::INFINITY);
+        assert_eq!(crate::eval::round_float(DType::F16, 1e-8), 0.0);
+        assert_eq!(crate::eval::round_float(DType::F16, 6e-8), 2f64.powi(-24));
+        assert_eq!(
+            crate::eval::round_float(DType::F16, -1.0009765625),
+            -1.0009765625
+        );
+        assert_eq!(crate::eval::round_float(DType::F16, 1.00048828125), 1.0);
     }
 }

@@ -76,6 +76,9 @@ pub(crate) fn float_literal(x: f64, d: DType) -> String {
         DType::F32 => format!("0x{:08X}", (x as f32).to_bits()),
         DType::F64 => format!("0x{:016X}", x.to_bits()),
         _ => {
+            // A literal keeps its value as written: round it here, so a value beyond
+            // the dtype's range becomes infinity as XLA would make it.
+            let x = crate::eval::round_float(d, x);
             if x.is_nan() {
                 return if d == DType::F16 { "0x7E00" } else { "0x7FC0" }.to_owned();
             }
