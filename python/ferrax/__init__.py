@@ -3,7 +3,16 @@
 The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 """
 
-from ferrax import lax, numpy, tree_util
+from ferrax import lax, numpy, sharding, tree_util
+from ferrax._devices import (
+    device_count,
+    devices,
+    local_device_count,
+    local_devices,
+    make_mesh,
+    process_count,
+    process_index,
+)
 from ferrax._array import Array
 from ferrax._autodiff import grad, jvp, linearize, value_and_grad, vjp
 from ferrax._custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat
@@ -14,6 +23,8 @@ from ferrax._jit import eval_jaxpr, jit
 from ferrax._runtime import device_put
 from ferrax._staging import make_jaxpr
 from ferrax._vmap import vmap
+from ferrax.sharding import NamedSharding, PartitionSpec
+from ferrax.sharding import PartitionSpec as P
 from ferrax.errors import (
     BuilderError,
     ConcretizationError,
@@ -22,6 +33,7 @@ from ferrax.errors import (
     ParseError,
     PassError,
     ShapeError,
+    ShardingError,
     TracerBoolConversionError,
     TypeCheckError,
     UnexpectedTracerError,
@@ -35,7 +47,11 @@ __all__ = [
     "LoweringError",
     "ParseError",
     "PassError",
+    "NamedSharding",
+    "P",
+    "PartitionSpec",
     "ShapeError",
+    "ShardingError",
     "TracerBoolConversionError",
     "TypeCheckError",
     "UnexpectedTracerError",
@@ -45,7 +61,15 @@ __all__ = [
     "custom_jvp",
     "custom_vjp",
     "enable_x64",
+    "device_count",
     "device_put",
+    "devices",
+    "local_device_count",
+    "local_devices",
+    "make_mesh",
+    "process_count",
+    "process_index",
+    "sharding",
     "eval_jaxpr",
     "grad",
     "hessian",

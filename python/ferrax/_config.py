@@ -34,6 +34,15 @@ def _bool_env(name: str, default: bool) -> bool:
 _x64: bool = _bool_env("JAX_ENABLE_X64", False)
 
 
+# Set by the runtime when it makes its client: settings that shape the client (the CPU
+# device count, the distributed runtime) are refused after that, as JAX refuses them.
+backend_started: bool = False
+
+# The distributed runtime's state once ``ferrax.distributed.initialize`` ran (its client,
+# process id and count, collectives), read by the runtime when it makes its client.
+distributed_state: Any = None
+
+
 def x64_enabled() -> bool:
     """True when 64-bit values stay 64-bit (``jax_enable_x64``)."""
     return _x64
@@ -76,6 +85,12 @@ class Config:
             _x64 = bool(value)
         elif name == "jax_num_cpu_devices":
             checked = _check_int(name, value)
+            if backend_started:
+                raise RuntimeError(
+                    "jax_num_cpu_devices config should be updated before backends are "
+                    "initialized i.e. before any ferrax operation is executed. You should "
+                    "initialize this config immediately after `import ferrax`."
+                )
             self._num_cpu_devices = -1 if checked is None else checked
         elif name == "jax_compilation_cache_dir":
             self._compilation_cache_dir = _check_str(name, value)

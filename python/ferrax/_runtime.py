@@ -8,6 +8,7 @@ project's notes on jaxlib's runtime API for why each call is made the way it is.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 import threading
@@ -19,7 +20,8 @@ import numpy as np
 from ferrax import _ir, dtypes
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, aval_of, to_numpy
-from ferrax.errors import LoweringError
+from ferrax.errors import LoweringError, ShardingError
+from ferrax.sharding import Mesh, PositionalSharding, Sharding, SingleDeviceSharding, named_from_hlo
 
 __all__ = ["DeviceArray", "Executable", "compile_stablehlo", "device_put"]
 
@@ -30,27 +32,94 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 
 class _Backend:
-    """The CPU client, its device and the sharding every buffer uses."""
+    """The CPU client with its devices, and the jaxlib objects every transfer uses."""
 
     def __init__(self) -> None:
         from jaxlib import xla_client
 
+        from ferrax import _config
+
         xc: Any = xla_client  # jaxlib's stubs lag its runtime API
         self.xc = xc
-        self.client: Any = xc.make_cpu_client()
-        self.device: Any = self.client.local_devices()[0]
+        self.jax_ext: Any = importlib.import_module("jaxlib._jax")
+        n = _config.config.jax_num_cpu_devices
+        if n < 0:
+            env = os.environ.get("JAX_NUM_CPU_DEVICES")
+            n = int(env) if env else -1
+        kwargs: dict[str, Any] = {}
+        if n >= 0:
+            kwargs["num_devices"] = n
+        dist = _config.distributed_state
+        if dist is not None:
+            kwargs.update(
+                distributed_client=dist.client,
+                node_id=dist.process_id,
+                num_nodes=dist.num_processes,
+                collectives=dist.collectives,
+            )
+        self.client: Any = xc.make_cpu_client(**kwargs)
+        _config.backend_started = True
+        self.process_index: int = int(self.client.process_index())
+        self.all_devices: list[Any] = list(self.client.devices())
+        self.local: list[Any] = list(self.client.local_devices())
+        self.device: Any = self.local[0]
         self.devices = xc.DeviceList((self.device,))
         self.sharding = xc.GSPMDSharding(self.devices, xc.HloSharding.replicate())
         self.semantics = xc.HostBufferSemantics.IMMUTABLE_UNTIL_TRANSFER_COMPLETES
-        self.jax_ext: Any = importlib.import_module("jaxlib._jax")
+        self._xshardings: dict[tuple[Any, int], Any] = {}
 
     def put(self, value: np.ndarray[Any, Any], aval: _ir.ShapedArray) -> Any:
         return self.xc.batched_device_put(
             aval, self.sharding, [value], [self.device], True, False, self.semantics, enable_x64=True
         )
 
-    def result_handler(self, aval: _ir.ShapedArray) -> Any:
-        return self.xc.array_result_handler(aval, self.sharding, True, _skip_checks=True)
+    def result_handler(self, aval: _ir.ShapedArray, xsharding: Any = None) -> Any:
+        return self.xc.array_result_handler(
+            aval, self.sharding if xsharding is None else xsharding, True, _skip_checks=True
+        )
+
+    def xsharding(self, sharding: Sharding, rank: int) -> Any:
+        """jaxlib's sharding object for ``sharding`` on arrays of rank ``rank``."""
+        key = (sharding, rank)
+        found = self._xshardings.get(key)
+        if found is None:
+            devices = self.xc.DeviceList(sharding._device_assignment)
+            hlo = self.xc.HloSharding.from_string(sharding._hlo_text(rank))
+            found = self._xshardings[key] = self.xc.GSPMDSharding(devices, hlo)
+        return found
+
+    def put_sharded(self, value: np.ndarray[Any, Any], aval: _ir.ShapedArray, sharding: Sharding) -> Any:
+        """``value`` laid out as ``sharding`` says: each addressable device gets its part.
+
+        Each part is put on its device alone and the parts are joined into one array
+        (jaxlib's batched put of a layout with copies calls a hook only ``jax`` installs)."""
+        index = sharding.devices_indices_map(value.shape)
+        devices = [d for d in sharding._device_assignment if d.process_index == self.process_index]
+        if len(sharding._device_assignment) == 1:
+            return self.xc.batched_device_put(
+                aval, self.single(devices[0]), [value], devices, True, False, self.semantics,
+                enable_x64=True,
+            )
+        parts = []
+        for d in devices:
+            part = np.ascontiguousarray(value[index[d]])
+            part_aval = _ir.ShapedArray(part.shape, aval.dtype, aval.weak_type)
+            parts.append(
+                self.xc.batched_device_put(
+                    part_aval, self.single(d), [part], [d], True, False, self.semantics, enable_x64=True
+                )
+            )
+        return self.jax_ext.ArrayImpl(aval, self.xsharding(sharding, value.ndim), parts, True, True)
+
+    def single(self, device: Any) -> Any:
+        """jaxlib's sharding of one device."""
+        key = (device.id, -1)
+        found = self._xshardings.get(key)
+        if found is None:
+            found = self._xshardings[key] = self.xc.GSPMDSharding(
+                self.xc.DeviceList((device,)), self.xc.HloSharding.replicate()
+            )
+        return found
 
 
 _backend: _Backend | None = None
@@ -89,18 +158,54 @@ class DeviceArray(ConcreteArray):
     Passing it to another jitted function keeps it on the device.
     """
 
-    __slots__ = ("_buffer", "_aval", "_host")
+    __slots__ = ("_buffer", "_aval", "_host", "_sharding")
 
-    def __init__(self, buffer: Any, aval: _ir.ShapedArray) -> None:
+    def __init__(self, buffer: Any, aval: _ir.ShapedArray, sharding: Sharding | None = None) -> None:
         self._buffer = buffer
         self._aval = aval
         self._host: np.ndarray[Any, Any] | None = None
+        # None: on the default device, not committed to it (as JAX's uncommitted arrays).
+        self._sharding = sharding
 
     @property
     def _value(self) -> np.ndarray[Any, Any]:  # type: ignore[override]
         if self._host is None:
-            self._host = _to_host(self._buffer, self._aval)
+            s = self._sharding
+            if s is None or s.num_devices == 1 or s.is_fully_replicated_for(len(self._aval.shape)):
+                self._host = _to_host(self._buffer, self._aval)
+            else:
+                self._host = _gathered_to_host(self._buffer, self._aval, s)
         return self._host
+
+    @property
+    def sharding(self) -> Sharding:
+        """How the array is laid out over devices."""
+        s = self._sharding
+        return SingleDeviceSharding(backend().device) if s is None else s
+
+    @property
+    def committed(self) -> bool:
+        """Whether the array was placed on its devices on purpose (``device_put`` with a
+        device or sharding, or a result of such arrays): jit keeps it there."""
+        return self._sharding is not None
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        """Whether every device holds the whole array."""
+        return self.sharding.is_fully_replicated_for(len(self._aval.shape))
+
+    @property
+    def addressable_shards(self) -> list[Shard]:
+        """This process's parts of the array, one per device, in the sharding's order."""
+        s = self.sharding
+        index = s.devices_indices_map(self._aval.shape)
+        replica = s._replica_ids(len(self._aval.shape))
+        me = backend().process_index
+        return [Shard(d, index[d], replica[d], self) for d in s._device_assignment if d.process_index == me]
+
+    def devices(self) -> set[Any]:
+        """The devices holding the array."""
+        return self.sharding.device_set
 
     @property
     def _weak(self) -> bool:  # type: ignore[override]
@@ -128,6 +233,78 @@ class DeviceArray(ConcreteArray):
         return self
 
 
+class Shard:
+    """One device's part of an array (``Array.addressable_shards``), as JAX's ``Shard``:
+    the device, the index of the part in the whole array, which copy it is, and the
+    part as an array on that device (``.data``)."""
+
+    __slots__ = ("device", "index", "replica_id", "_array", "_data")
+
+    def __init__(self, device: Any, index: tuple[slice, ...], replica_id: int, array: DeviceArray) -> None:
+        self.device = device
+        self.index = index
+        self.replica_id = replica_id
+        self._array = array
+        self._data: DeviceArray | None = None
+
+    @property
+    def data(self) -> DeviceArray:
+        """The part, on its device."""
+        if self._data is None:
+            part = np.ascontiguousarray(np.asarray(self._array)[self.index])
+            aval = _ir.ShapedArray(part.shape, self._array._aval.dtype, self._array._aval.weak_type)
+            sharding = SingleDeviceSharding(self.device)
+            self._data = DeviceArray(backend().put_sharded(part, aval, sharding), aval, sharding)
+        return self._data
+
+    def __repr__(self) -> str:
+        return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id})"
+
+
+_gather_programs: dict[tuple[Any, ...], Executable] = {}
+
+
+def _gathered_to_host(buffer: Any, aval: _ir.ShapedArray, sharding: Sharding) -> np.ndarray[Any, Any]:
+    """A split array's value: XLA gathers the parts on every device (a compiled identity
+    whose result is replicated, cached per type and layout), then the first device's copy
+    is read zero-copy. bf16 is read as its bits."""
+    rank = len(aval.shape)
+    key = (aval.shape, aval.dtype, sharding, rank)
+    exe = _gather_programs.get(key)
+    bf16 = aval.dtype == dtypes.bfloat16
+    if exe is None:
+        tiles, order, copies = sharding._tiling(rank)
+        names = [f"d{i}" for i in range(rank)] + ["copies"]
+        sizes = tiles + [copies]
+        mesh_axes = ", ".join(f'"{n}"={k}' for n, k in zip(names, sizes))
+        ids = "" if order == sorted(order) else f", device_ids=[{', '.join(map(str, order))}]"
+        split = ", ".join(f'{{"{names[i]}"}}' if tiles[i] > 1 else "{}" for i in range(rank))
+        whole = ", ".join("{}" for _ in range(rank))
+        shape = "x".join(str(d) for d in aval.shape)
+        el = _ir.ShapedArray((), aval.dtype).str_short()[:-2]
+        ty = f"tensor<{shape + 'x' if shape else ''}{_MLIR_ELEMENT.get(el, el)}>"
+        ty_out = ty.replace("bf16>", "ui16>") if bf16 else ty
+        body = f'    %0 = "stablehlo.bitcast_convert"(%a) : ({ty}) -> {ty_out}\n' if bf16 else ""
+        result = "%0" if bf16 else "%a"
+        n = sharding.num_devices
+        text = (
+            f"module @gather attributes {{mhlo.num_partitions = {n} : i32, mhlo.num_replicas = 1 : i32}} {{\n"
+            f"  sdy.mesh @mesh = <[{mesh_axes}]{ids}>\n"
+            f"  func.func public @main(%a: {ty} {{sdy.sharding = #sdy.sharding<@mesh, [{split}]>}}) -> "
+            f"({ty_out} {{sdy.sharding = #sdy.sharding<@mesh, [{whole}]>}}) {{\n"
+            f"{body}    return {result} : {ty_out}\n  }}\n}}\n"
+        )
+        out_aval = _ir.ShapedArray(aval.shape, np.uint16) if bf16 else aval
+        exe = compile_stablehlo(text, [out_aval], devices=sharding._device_assignment)
+        _gather_programs[key] = exe
+    (whole_buf,) = exe.execute_buffers([buffer])
+    out = np.from_dlpack(_DLPackView(whole_buf))
+    return out.view(dtypes.bfloat16) if bf16 else out
+
+
+_MLIR_ELEMENT = {"bool": "i1", "u8": "ui8", "u16": "ui16", "u32": "ui32", "u64": "ui64"}
+
+
 def _to_host(buffer: Any, aval: _ir.ShapedArray) -> np.ndarray[Any, Any]:
     if aval.dtype == dtypes.bfloat16:
         # DLPack has no bfloat16: view the bits as uint16 through a tiny program.
@@ -152,14 +329,63 @@ def _bf16_to_host(buffer: Any, aval: _ir.ShapedArray) -> np.ndarray[Any, Any]:
     return np.from_dlpack(_DLPackView(bits)).view(dtypes.bfloat16)
 
 
-def device_put(x: Any) -> Array:
-    """``x`` (an array-like) on the device, as a :class:`ferrax.Array`."""
-    if isinstance(x, DeviceArray):
+def device_put(x: Any, device: Any = None) -> Any:
+    """``x`` (an array-like, or a pytree of them) on a device, as :class:`ferrax.Array`s.
+
+    ``device`` is None (the default device; the array is not committed to it), a device
+    (``ferrax.devices()[1]``), or a :class:`~ferrax.sharding.Sharding` laying the array
+    out over several devices (a pytree of shardings for a pytree of values).
+    """
+    from ferrax.tree_util import tree_flatten, tree_unflatten
+
+    if isinstance(x, DeviceArray) and device is None:
         return x
-    # NumPy values and Python scalars are typed as JAX types them (float64 is float32
-    # without x64).
-    aval = aval_of(x)
-    return DeviceArray(_put(to_numpy(x), aval), aval)
+    if isinstance(x, (DeviceArray, np.ndarray, np.generic, int, float, bool, complex)) or hasattr(x, "__array__"):
+        return _device_put_one(x, device)
+    leaves, tree = tree_flatten(x)
+    if device is None or isinstance(device, Sharding) or not _is_tree_of_targets(device):
+        return tree_unflatten(tree, [_device_put_one(v, device) for v in leaves])
+    targets, target_tree = tree_flatten(device, is_leaf=lambda t: t is None or isinstance(t, Sharding))
+    if target_tree != tree:
+        raise ValueError(
+            f"device_put: the tree of devices/shardings {target_tree} does not match the tree of values {tree}"
+        )
+    return tree_unflatten(tree, [_device_put_one(v, t) for v, t in zip(leaves, targets)])
+
+
+def _is_tree_of_targets(device: Any) -> bool:
+    return isinstance(device, (tuple, list, dict))
+
+
+def _device_put_one(x: Any, device: Any) -> DeviceArray:
+    if device is None:
+        if isinstance(x, DeviceArray):
+            return x
+        aval = aval_of(x)
+        return DeviceArray(_put(to_numpy(x), aval), aval)
+    sharding = device if isinstance(device, Sharding) else SingleDeviceSharding(_check_device(device))
+    if isinstance(x, DeviceArray):
+        if x._sharding == sharding:
+            return x
+        aval = x._aval
+        value = np.asarray(x)
+    else:
+        aval = aval_of(x)
+        value = to_numpy(x)
+        if value.dtype != aval.dtype:
+            value = value.astype(aval.dtype)
+    try:
+        buffer = backend().put_sharded(np.asarray(value, order="C"), aval, sharding)
+    except ShardingError as e:
+        raise ShardingError(f"One of device_put args is incompatible with its sharding annotation {sharding!r}: {e}") from None
+    return DeviceArray(buffer, aval, sharding)
+
+
+def _check_device(device: Any) -> Any:
+    be = backend()
+    if not any(device is d or (hasattr(device, "id") and d.id == device.id) for d in be.all_devices):
+        raise ValueError(f"device_put: {device!r} is not a device of this process's backend ({be.all_devices})")
+    return device
 
 
 def _put(value: np.ndarray[Any, Any], aval: _ir.ShapedArray) -> Any:
@@ -179,16 +405,46 @@ _LOCATION = re.compile(r":(\d+):(\d+): error: (.*)")
 
 
 class Executable:
-    """A compiled program: call it with device buffers, get device buffers back."""
+    """A compiled program: call it with device buffers, get device buffers back.
 
-    __slots__ = ("_exe", "out_avals", "_handlers", "text")
+    A program compiled for several devices (``devices``, in partition order) returns
+    arrays laid out as XLA's partitioner chose (``out_shardings``), spelled as
+    :class:`NamedSharding` of ``mesh`` when one spells it."""
 
-    def __init__(self, exe: Any, out_avals: Sequence[_ir.ShapedArray], text: str) -> None:
+    __slots__ = ("_exe", "out_avals", "_handlers", "text", "out_shardings", "_devices")
+
+    def __init__(
+        self, exe: Any, out_avals: Sequence[_ir.ShapedArray], text: str,
+        devices: Sequence[Any] | None = None, mesh: Mesh | None = None,
+    ) -> None:
         self._exe = exe
         self.out_avals = list(out_avals)
         be = backend()
-        self._handlers = [be.result_handler(a) for a in self.out_avals]
         self.text = text
+        self._devices = devices
+        if devices is None:
+            self.out_shardings: list[Sharding | None] = [None] * len(self.out_avals)
+            self._handlers = [be.result_handler(a) for a in self.out_avals]
+            return
+        protos = exe.get_output_shardings()
+        self.out_shardings = []
+        self._handlers = []
+        for aval, proto in zip(self.out_avals, protos):
+            rank = len(aval.shape)
+            hlo = be.xc.HloSharding.from_proto(proto)
+            sharding = sharding_from_hlo(str(hlo), rank, devices, mesh)
+            self.out_shardings.append(sharding)
+            self._handlers.append(be.result_handler(aval, be.xsharding(sharding, rank)))
+
+    def parameter_shardings(self, ranks: Sequence[int], mesh: Mesh | None) -> list[Sharding]:
+        """The layout XLA expects of each argument (of these ranks), for a program
+        compiled for several devices."""
+        assert self._devices is not None
+        be = backend()
+        return [
+            sharding_from_hlo(str(be.xc.HloSharding.from_proto(proto)), rank, self._devices, mesh)
+            for proto, rank in zip(self._exe.get_parameter_shardings(), ranks)
+        ]
 
     def execute_buffers(self, buffers: Sequence[Any]) -> list[Any]:
         """Runs on device buffers; returns device buffers."""
@@ -196,13 +452,58 @@ class Executable:
 
     def __call__(self, buffers: list[Any]) -> list[DeviceArray]:
         outs = self._exe.execute_sharded(buffers).consume_with_handlers(self._handlers)
-        return [DeviceArray(b, a) for b, a in zip(outs, self.out_avals)]
+        return [DeviceArray(b, a, s) for b, a, s in zip(outs, self.out_avals, self.out_shardings)]
 
 
-def compile_stablehlo(text: str, out_avals: Sequence[_ir.ShapedArray]) -> Executable:
+_HLO_TILED = re.compile(r"\{devices=\[([\d,]+)\]([^ }]*)( last_tile_dim_replicate)?\}")
+_HLO_IOTA = re.compile(r"<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
+
+
+def sharding_from_hlo(text: str, rank: int, devices: Sequence[Any], mesh: Mesh | None) -> Sharding:
+    """The layout an HloSharding text describes over ``devices`` (partition order): a
+    :class:`NamedSharding` of ``mesh`` when one spells it."""
+    n = len(devices)
+    if text in ("{replicated}", "") or text.startswith("{maximal"):
+        tiles, order, copies = [1] * rank, list(range(n)), n
+    else:
+        m = _HLO_TILED.fullmatch(text)
+        if m is None:
+            raise LoweringError(f"XLA chose a layout ferrax cannot read: {text}")
+        dims = [int(d) for d in m.group(1).split(",")]
+        ids_text = m.group(2)
+        if ids_text.startswith("<="):
+            im = _HLO_IOTA.fullmatch(ids_text)
+            if im is None:
+                raise LoweringError(f"XLA chose a layout ferrax cannot read: {text}")
+            reshape = [int(d) for d in im.group(1).split(",")]
+            ids = np.arange(math.prod(reshape)).reshape(reshape)
+            if im.group(2):
+                ids = ids.transpose([int(p) for p in im.group(2).split(",")])
+            order = [int(i) for i in ids.reshape(-1)]
+        else:
+            order = [int(i) for i in ids_text.split(",")]
+        if m.group(3):
+            tiles, copies = dims[:-1], dims[-1]
+        else:
+            tiles, copies = dims, 1
+    if mesh is not None and len(tiles) == rank:
+        named = named_from_hlo(mesh, rank, tiles, order, copies)
+        if named is not None:
+            return named
+    if n == 1:
+        return SingleDeviceSharding(devices[0])
+    return PositionalSharding(devices, text, tiles, order, copies)
+
+
+def compile_stablehlo(
+    text: str, out_avals: Sequence[_ir.ShapedArray], devices: Sequence[Any] | None = None,
+    mesh: Mesh | None = None,
+) -> Executable:
     """Compiles a StableHLO module; a module XLA refuses is a :class:`LoweringError`
     quoting the offending line, and so is one nested too deeply for XLA to compile
-    (see :func:`nesting_depth`)."""
+    (see :func:`nesting_depth`). With ``devices`` (in partition order: several, or one
+    that is not the default), the module is partitioned over them by XLA's SPMD
+    partitioner (Shardy), as its arguments' and results' annotations ask."""
     depth = nesting_depth(text)
     if depth > MAX_NESTING_DEPTH:
         raise LoweringError(
@@ -213,11 +514,24 @@ def compile_stablehlo(text: str, out_avals: Sequence[_ir.ShapedArray]) -> Execut
             "stacked operand, lax.switch instead of nested conds)"
         )
     be = backend()
+    options = be.xc.CompileOptions()
+    device_list = be.devices
+    if devices is not None:
+        n = len(devices)
+        device_list = be.xc.DeviceList(tuple(devices))
+        options.num_replicas = 1
+        options.num_partitions = n
+        build = options.executable_build_options
+        build.use_spmd_partitioning = n > 1
+        build.use_shardy_partitioner = True
+        options.device_assignment = be.xc.DeviceAssignment.create(
+            np.array([d.id for d in devices], dtype=np.int32).reshape(1, n)
+        )
     try:
-        exe = be.client.compile_and_load(text, be.devices, be.xc.CompileOptions())
+        exe = be.client.compile_and_load(text, device_list, options)
     except RuntimeError as e:
         raise LoweringError(_describe_compile_error(str(e), text)) from None
-    return Executable(exe, out_avals, text)
+    return Executable(exe, out_avals, text, devices, mesh)
 
 
 def _describe_compile_error(message: str, text: str) -> str:

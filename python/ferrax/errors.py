@@ -24,6 +24,7 @@ __all__ = [
     "ParseError",
     "PassError",
     "ShapeError",
+    "ShardingError",
     "TracerBoolConversionError",
     "TypeCheckError",
     "UnexpectedTracerError",
@@ -93,3 +94,10 @@ def escaped_tracer_message(aval: str, where: str) -> str:
         "It escaped the function being traced (a global, a list or an attribute kept it): "
         "return it from the function instead."
     )
+
+
+class ShardingError(FerraxError, ValueError):
+    """A layout over devices that cannot hold the array: a dimension a sharding splits
+    into parts that do not divide it, a mesh axis the mesh lacks or used twice, a spec
+    longer than the array's rank, arrays of one call on different devices. Like the
+    errors JAX raises for these, it is also a ``ValueError``."""
