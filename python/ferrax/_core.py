@@ -68,6 +68,13 @@ class Primitive:
         self.transpose_rule: Callable[..., Any] | None = None
         self.transpose_jaxpr_rule: Callable[..., _ir.ClosedJaxpr] | None = None
         self.lowering_rule: Callable[..., Any] | None = None
+        # Collectives (``ferrax._lax.parallel``): the axis names an application names
+        # (from its params), and the batching rule used instead of ``batch_rule``:
+        # ``rule(vals, dims, own_axis, size, params)``, ``own_axis`` the vmap's axis name
+        # when the collective names it (its single-device meaning), else None (their
+        # params may hold an ``axis_size``, so they are not keywords).
+        self.collective_axes: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
+        self.collective_batch_rule: Callable[..., Any] | None = None
         self._extension: _ir.ExtensionPrimitive | None = None
 
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from ferrax._core import Tracer, aval_of, user_location
@@ -57,12 +57,23 @@ def _type_text(x: Any) -> str:
 
 
 def vmap(
-    fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
+    fun: Callable[..., Any],
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    axis_name: Hashable | None = None,
+    axis_size: int | None = None,
+    spmd_axis_name: Hashable | tuple[Hashable, ...] | None = None,
 ) -> Callable[..., Any]:
     """``fun`` mapped over axis ``in_axes`` of its arguments (an int, None for an
     argument every element shares, or a pytree of those matching the arguments),
     vectorized: the mapped axis of the outputs is ``out_axes`` (None: an output the same
-    for every element). ``axis_size`` gives the size when no argument is mapped."""
+    for every element). ``axis_size`` gives the size when no argument is mapped.
+
+    ``axis_name`` names the mapped axis for the collectives ``fun`` applies
+    (``lax.psum(x, axis_name)`` sums over the mapped elements, ``lax.axis_index`` is
+    each element's index, ...), as in JAX. ``spmd_axis_name`` is accepted for JAX's
+    signature; it only places the mapped axis on mesh devices in JAX, which does not
+    change values, and ferrax does not place it yet."""
     if not callable(fun):
         raise TypeError(f"vmap: expected a callable value, got {fun!r:.60}, at {user_location()}")
     for what, spec in (("in_axes", in_axes), ("out_axes", out_axes)):
@@ -137,7 +148,7 @@ def vmap(
             raw_cell.append(out_flat)
             return out_flat
 
-        outs, out_dims = batching.batch_flat(flat_fun, list(flat), dims, size)
+        outs, out_dims = batching.batch_flat(flat_fun, list(flat), dims, size, axis_name)
         out_tree = out_tree_cell[0]
         oaxes = _leaf_axes(out_axes if not isinstance(out_axes, list) else tuple(out_axes), out_tree, "out_axes")
         from ferrax._lax.control import _leaf_paths

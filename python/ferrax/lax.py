@@ -77,6 +77,21 @@ from ferrax._lax.elementwise import (
     tan,
     tanh,
 )
+from ferrax._lax.parallel import (
+    all_gather,
+    all_to_all,
+    axis_index,
+    axis_size,
+    pcast,
+    pmax,
+    pmean,
+    pmin,
+    ppermute,
+    pshuffle,
+    psum,
+    psum_scatter,
+    pvary,
+)
 from ferrax._lax.reductions import argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum
 from ferrax._lax.slicing import (
     GatherDimensionNumbers,
@@ -129,6 +144,9 @@ __all__ = [
     "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",
     # dynamic_slice along one axis
     "dynamic_index_in_dim", "dynamic_slice_in_dim",
+    # collectives over named axes (vmap's axis_name, shard_map's mesh axes)
+    "all_gather", "all_to_all", "axis_index", "axis_size", "pcast", "pmax", "pmean", "pmin",
+    "ppermute", "pshuffle", "psum", "psum_scatter", "pvary",
 ]
 
 

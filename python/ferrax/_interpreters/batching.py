@@ -11,11 +11,12 @@ primitives (``ferrax._lax``), written with the helpers here; the axis moves they
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from ferrax import _ir
 from ferrax._core import ConcreteArray, Primitive, Trace, Tracer, aval_of, new_main, to_numpy, user_location
+from ferrax._interpreters.axis_env import AxisFrame, bind_axes
 from ferrax.errors import FerraxError
 
 __all__ = ["BatchTrace", "BatchTracer", "BatchingError", "at_front", "batch_flat", "batch_jaxpr", "register_axis_ops"]
@@ -70,6 +71,10 @@ class BatchTracer(Tracer):
 class BatchTrace(Trace):
     """Applies primitives to batched values with each primitive's batching rule."""
 
+    #: The name ``vmap(..., axis_name=)`` gave this trace's axis, if any: collectives
+    #: naming it take their single-device meaning here.
+    axis_name: Hashable | None = None
+
     def pure(self, value: Any) -> BatchTracer:
         if not isinstance(value, (Tracer, ConcreteArray)):
             value = ConcreteArray(to_numpy(value), aval_of(value).weak_type)
@@ -90,6 +95,17 @@ class BatchTrace(Trace):
             dims.append(d)
             if d is not None:
                 batched = True
+        axes_of = primitive.collective_axes
+        if axes_of is not None:
+            name = self.axis_name
+            own = name if name is not None and name in axes_of(params) else None
+            if own is not None or batched:
+                crule = primitive.collective_batch_rule
+                assert crule is not None
+                out, out_dims = crule(vals, dims, own, self.main.global_data, params)
+                if not primitive.multiple_results:
+                    return [BatchTracer(self, out, out_dims)]
+                return [BatchTracer(self, o, d) for o, d in zip(out, out_dims, strict=True)]
         if not batched:
             outs = primitive.bind(*vals, **params)
             outs = list(outs) if primitive.multiple_results else [outs]
@@ -103,15 +119,25 @@ class BatchTrace(Trace):
         return [BatchTracer(self, o, d) for o, d in zip(out, out_dims, strict=True)]
 
 
-def batch_flat(fun: Callable[..., Sequence[Any]], args: list[Any], in_dims: list[int | None], size: int) -> tuple[list[Any], list[int | None]]:
+def batch_flat(
+    fun: Callable[..., Sequence[Any]], args: list[Any], in_dims: list[int | None], size: int, axis_name: Hashable | None = None
+) -> tuple[list[Any], list[int | None]]:
     """Runs ``fun`` on batched arguments (batch axis ``in_dims[i]`` of ``args[i]``, or
     none) under a new batching trace of ``size``; returns the outputs' values and batch
-    axes (None: the same for every element)."""
+    axes (None: the same for every element). ``axis_name`` names the batch axis for the
+    collectives ``fun`` applies (``vmap``'s ``axis_name``)."""
     with new_main(BatchTrace, size) as main:
         trace = main.trace
         assert isinstance(trace, BatchTrace)
         tracers = [BatchTracer(trace, a, d) if d is not None else a for a, d in zip(args, in_dims)]
-        outs = fun(*tracers)
+        if axis_name is None:
+            outs = fun(*tracers)
+        else:
+            # A collective naming the axis goes to this trace even when its operand is
+            # not batched here (psum of an unbatched value is size times it).
+            trace.axis_name = axis_name
+            with bind_axes([AxisFrame(axis_name, size, main)]):
+                outs = fun(*tracers)
         raised = [trace.full_raise(o) for o in outs]
         return [r.val for r in raised], [r.bdim for r in raised]
 
