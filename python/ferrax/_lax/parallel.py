@@ -17,6 +17,12 @@ name is bound either by ``vmap(..., axis_name=)`` or by a ``shard_map``'s mesh
   ``ppermute`` by the inverse permutation, ``all_to_all`` with its axes swapped) and
   XLA runs it.
 
+Reverse mode under a named ``vmap`` (``vmap(grad(f), axis_name=...)`` with a ``psum``
+in ``f``) follows JAX's vmap semantics: each lane's cotangent is its own, so ``psum``'s
+transpose sums them. The transpose pass turns ``psum`` into ``pvary`` (the shard_map
+meaning); a ``pvary`` over a vmap's axis, which users cannot write (JAX refuses it), is
+only ever such a transpose, and its batching rule sums over the lanes.
+
 Forward mode: every collective but ``pmax``/``pmin`` is linear. JAX 0.10 has no JVP rule
 for ``pmax``/``pmin``; ferrax gives them ``reduce_max``'s: the tangent averaged over the
 positions (devices, lanes) holding the extremum.
@@ -207,6 +213,10 @@ def pvary(x: Any, axis_name: AxisName) -> Any:
     JAX 0.10 writes ``pcast(x, axis_name, to='varying')``)."""
     names = _names(axis_name)
     _check_bound(names, "pvary")
+    for name in names:
+        frame = frame_of(name)
+        if frame is not None and frame.main is not None:
+            raise ValueError(f"pvary should be called under ferrax.shard_map (axis {name!r} is a vmap's), at {user_location()}")
     leaves, tree = _leaves(x)
     if not names:
         return tree_unflatten(tree, leaves)
@@ -472,9 +482,15 @@ def _reduction_rule(p: Primitive, reduce: Any, if_unbatched: Any) -> Any:
 
 
 def _pvary_rule(vals: Sequence[Any], dims: Dims, own: str | None, size: int, params: Params) -> tuple[Any, Any]:
+    # Users cannot apply pvary over a vmap's axis (JAX's ValueError, see pvary): over
+    # one, a pvary is the transpose of a psum, which in JAX's vmap semantics is a psum
+    # (each lane's cotangent is its own: they are summed), so it sums over the lanes.
     (x,), (d,) = vals, dims
-    rest = tuple(params["axes"]) if own is None else _rest(params["axes"], own)
-    return (pvary_p.bind(x, axes=rest) if rest else x), d
+    if own is None:
+        return pvary_p.bind(x, **params), d
+    out = _times(x, size) if d is None else reduce_sum(x, (d,))
+    rest = _rest(params["axes"], own)
+    return (pvary_p.bind(out, axes=rest) if rest else out), None
 
 
 def _all_gather_rule(vals: Sequence[Any], dims: Dims, own: str | None, size: int, params: Params) -> tuple[Any, Any]:
