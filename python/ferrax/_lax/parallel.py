@@ -575,3 +575,33 @@ reduce_scatter_p.collective_batch_rule = _reduce_scatter_rule
 ppermute_p.collective_batch_rule = _ppermute_rule
 all_to_all_p.collective_batch_rule = _all_to_all_rule
 axis_index_p.collective_batch_rule = _axis_index_rule
+
+
+def _as_batch_rule(p: Primitive) -> None:
+    """The ordinary batching rule: another axis than the vmap's (BatchTrace calls the
+    collective rule itself; this is for callers that only know ``batch_rule``)."""
+    crule = p.collective_batch_rule
+    assert crule is not None
+
+    def rule(vals: Sequence[Any], dims: Dims, *, axis_size: int, **params: Any) -> tuple[Any, Any]:
+        return crule(vals, dims, None, axis_size, params)  # type: ignore[no-any-return]
+
+    p.def_batch(rule)
+
+
+def _no_eager(p: Primitive) -> None:
+    """A collective alone has no eager meaning: it runs inside a shard_map (compiled) or
+    a named vmap (rewritten by its batching rule); reaching the eager evaluator means its
+    axis is bound by neither."""
+
+    def impl(*args: Any, **params: Any) -> Any:
+        axes_of = p.collective_axes
+        assert axes_of is not None
+        raise unbound_axis_error(axes_of(params)[0], _USER_NAMES.get(p.name, p.name))
+
+    p.def_impl(impl)
+
+
+for _p in (psum_p, pmax_p, pmin_p, pvary_p, all_gather_p, reduce_scatter_p, ppermute_p, all_to_all_p, axis_index_p):
+    _as_batch_rule(_p)
+    _no_eager(_p)
