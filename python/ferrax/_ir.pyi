@@ -285,7 +285,11 @@ class JaxprBuilder:
     raises :class:`BuilderError`.
     """
 
-    def __new__(cls) -> Self: ...
+    def __new__(cls, axis_env: Mapping[str, int] | None = None) -> Self:
+        """A builder; ``axis_env`` (axis name to size: the enclosing shard_maps' mesh
+        axes, for a shard_map body) makes collectives naming other axes a
+        :class:`TypeCheckError`. Without it collectives are checked leniently (their
+        axes are not looked up; ``all_to_all`` needs its axes' sizes, so give them)."""
     def add_constvar(self, aval: ShapedArray) -> Var:
         """Declares the next constant variable."""
     def add_invar(self, aval: ShapedArray) -> Var:
@@ -383,11 +387,15 @@ def abstract_eval(
     primitive: str | ExtensionPrimitive,
     avals: Sequence[ShapedArray],
     params: Mapping[str, object],
+    axis_env: Mapping[str, int] | None = None,
 ) -> list[ShapedArray]:
     """The output types of a primitive applied to operands of these types.
 
     The same rule the builder runs; a failure is a :class:`TypeCheckError` naming the
-    primitive and what mismatched.
+    primitive and what mismatched. ``axis_env`` maps the named axes in scope (the
+    enclosing shard_maps' mesh axes) to their sizes; a collective naming another axis
+    is a :class:`TypeCheckError` ("Found an unbound axis name: z"). ``None``: no axis is
+    in scope.
     """
 
 def builtin_primitives() -> list[str]:

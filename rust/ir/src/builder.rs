@@ -5,6 +5,7 @@ use crate::error::{Site, TypeError};
 use crate::jaxpr::{Atom, AvalId, Eqn, Jaxpr, LitId, Literal, VarId};
 use crate::params::Params;
 use crate::primitive::Primitive;
+use crate::sharding::AxisEnv;
 use crate::typecheck::{self, Parts};
 use std::collections::HashMap;
 
@@ -24,12 +25,28 @@ pub struct JaxprBuilder {
     constvars: Vec<VarId>,
     invars: Vec<VarId>,
     eqns: Vec<Eqn>,
+    env: AxisEnv,
 }
 
 impl JaxprBuilder {
-    /// An empty builder.
+    /// An empty builder, checking collectives in an open axis environment (see
+    /// [`AxisEnv`]).
     pub fn new() -> JaxprBuilder {
         JaxprBuilder::default()
+    }
+
+    /// An empty builder whose equations see the axes of `env` (a `shard_map` body's
+    /// builder: the mesh's axes, closed).
+    pub fn with_axis_env(env: AxisEnv) -> JaxprBuilder {
+        JaxprBuilder {
+            env,
+            ..JaxprBuilder::default()
+        }
+    }
+
+    /// The axis environment the equations are checked in.
+    pub fn axis_env(&self) -> &AxisEnv {
+        &self.env
     }
 
     fn intern(&mut self, aval: AbstractValue) -> AvalId {
@@ -146,7 +163,7 @@ impl JaxprBuilder {
             }
         }
         let outs = primitive
-            .abstract_eval(&in_avals, &params)
+            .abstract_eval_in(&in_avals, &params, &self.env)
             .map_err(|error| TypeError::Rule {
                 site: self.pending_site(&primitive),
                 primitive: primitive.name().to_owned(),
@@ -199,7 +216,7 @@ impl JaxprBuilder {
             eqns: self.eqns.into_boxed_slice(),
             outvars: outvars.into_boxed_slice(),
         };
-        typecheck::check_parts(&Parts::of(&jaxpr))?;
+        typecheck::check_parts_in(&Parts::of(&jaxpr), &self.env)?;
         Ok(jaxpr)
     }
 
@@ -216,7 +233,7 @@ impl JaxprBuilder {
             outvars: outvars.into_boxed_slice(),
         };
         #[cfg(debug_assertions)]
-        if let Err(e) = typecheck::check_parts(&Parts::of(&jaxpr)) {
+        if let Err(e) = typecheck::check_parts_in(&Parts::of(&jaxpr), &self.env) {
             panic!("a pass produced an ill-typed jaxpr: {e}");
         }
         jaxpr

@@ -50,5 +50,5 @@ pub use params::{
 pub use primitive::{
     Builtin, ExtensionPrimitive, NameError, ParamKind, Primitive, Registry, RuleError,
 };
-pub use sharding::{hlo_sharding, sdy_sharding, Mesh, PartitionSpec, ShardingError};
-pub use typecheck::typecheck;
+pub use sharding::{hlo_sharding, sdy_sharding, AxisEnv, Mesh, PartitionSpec, ShardingError};
+pub use typecheck::{typecheck, typecheck_in};

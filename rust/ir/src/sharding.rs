@@ -533,3 +533,84 @@ mod tests {
         assert_eq!(spec(&[]).to_string(), "P()");
     }
 }
+
+/// The named axes in scope where an equation is checked: those of every enclosing
+/// `shard_map`'s mesh, with their sizes (an inner binding of a name shadows an outer one).
+///
+/// An *open* environment (the default of [`crate::JaxprBuilder`] and of passes that rebuild
+/// sub-jaxprs without knowing where they sit) lets collectives name axes it does not
+/// bind: rules that need such an axis's size report
+/// [`crate::RuleError::AxisSizeUnknown`], and the checker then trusts the declared output
+/// types. A *closed* one (the full [`crate::typecheck`], Python's tracing inside a
+/// `shard_map` body) reports an unbound name as [`crate::RuleError::UnboundAxis`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AxisEnv {
+    axes: Vec<(Arc<str>, i64)>,
+    open: bool,
+}
+
+impl Default for AxisEnv {
+    /// Open, with no axes.
+    fn default() -> AxisEnv {
+        AxisEnv::open()
+    }
+}
+
+impl AxisEnv {
+    /// No axes; unbound names are errors.
+    pub fn closed() -> AxisEnv {
+        AxisEnv {
+            axes: Vec::new(),
+            open: false,
+        }
+    }
+
+    /// No axes; unbound names are tolerated.
+    pub fn open() -> AxisEnv {
+        AxisEnv {
+            axes: Vec::new(),
+            open: true,
+        }
+    }
+
+    /// A closed environment binding these axes.
+    pub fn of<N: AsRef<str>>(axes: impl IntoIterator<Item = (N, i64)>) -> AxisEnv {
+        AxisEnv {
+            axes: axes
+                .into_iter()
+                .map(|(n, s)| (Arc::from(n.as_ref()), s))
+                .collect(),
+            open: false,
+        }
+    }
+
+    /// True when unbound names are tolerated.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// The bound axes, outermost first.
+    pub fn axes(&self) -> &[(Arc<str>, i64)] {
+        &self.axes
+    }
+
+    /// This environment with a mesh's axes bound too (a `shard_map` body's).
+    pub fn with_mesh(&self, mesh: &Mesh) -> AxisEnv {
+        let mut axes = self.axes.clone();
+        axes.extend(mesh.axes().iter().cloned());
+        AxisEnv {
+            axes,
+            open: self.open,
+        }
+    }
+
+    /// The size of an axis: `Ok(Some)` if bound, `Ok(None)` if not bound in an open
+    /// environment, `Err(name)` if not bound in a closed one.
+    pub fn size(&self, name: &str) -> Result<Option<i64>, String> {
+        match self.axes.iter().rev().find(|(n, _)| &**n == name) {
+            Some((_, s)) => Ok(Some(*s)),
+            None if self.open => Ok(None),
+            None => Err(name.to_owned()),
+        }
+    }
+}

@@ -7,6 +7,8 @@ use crate::aval::AbstractValue;
 use crate::error::{Site, TypeError};
 use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Eqn, Jaxpr, Literal, VarId};
 use crate::params::Param;
+use crate::primitive::{Builtin, Primitive, RuleError};
+use crate::sharding::AxisEnv;
 use crate::text::{alphabetic_name, format_literal, skip_keyword_names};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -116,8 +118,8 @@ impl<'a> Parts<'a> {
     }
 }
 
-/// Checks one level of a jaxpr (sub-jaxprs are taken as already checked).
-pub(crate) fn check_parts(p: &Parts<'_>) -> Result<(), TypeError> {
+/// Checks one level of a jaxpr where the axes of `env` are in scope.
+pub(crate) fn check_parts_in(p: &Parts<'_>, env: &AxisEnv) -> Result<(), TypeError> {
     let num_vars = p.var_avals.len();
     let mut bound = vec![false; num_vars];
     let name_of = |v: VarId| p.var_name(&p.names(), v);
@@ -190,14 +192,20 @@ pub(crate) fn check_parts(p: &Parts<'_>) -> Result<(), TypeError> {
             }
         }
         // Step 2: types.
-        let inferred = e
-            .primitive
-            .abstract_eval(&in_avals, &e.params)
-            .map_err(|error| TypeError::Rule {
-                site: p.site(i),
-                primitive: e.primitive.name().to_owned(),
-                error,
-            })?;
+        let inferred = match e.primitive.abstract_eval_in(&in_avals, &e.params, env) {
+            Ok(t) => t,
+            // An open environment does not know the axis: trust the declared types.
+            Err(RuleError::AxisSizeUnknown { .. }) if env.is_open() => {
+                e.outvars.iter().map(|&v| p.aval(v).clone()).collect()
+            }
+            Err(error) => {
+                return Err(TypeError::Rule {
+                    site: p.site(i),
+                    primitive: e.primitive.name().to_owned(),
+                    error,
+                })
+            }
+        };
         let matches = inferred.len() == e.outvars.len()
             && inferred
                 .iter()
@@ -261,7 +269,19 @@ pub(crate) fn check_parts(p: &Parts<'_>) -> Result<(), TypeError> {
 
 /// Typechecks a jaxpr and every jaxpr nested in it (each distinct one once, from a
 /// worklist, so depth costs no stack). Returns the input and output types.
+///
+/// No named axis is in scope at the top: a collective must sit in a `shard_map` body
+/// (which binds its mesh's axes), else it is an unbound axis name.
 pub fn typecheck(jaxpr: &Jaxpr) -> Result<(Vec<AbstractValue>, Vec<AbstractValue>), TypeError> {
+    typecheck_in(jaxpr, &AxisEnv::closed())
+}
+
+/// Typechecks a jaxpr where the axes of `env` are in scope (a `shard_map` body traced
+/// on its own: the mesh's axes).
+pub fn typecheck_in(
+    jaxpr: &Jaxpr,
+    env: &AxisEnv,
+) -> Result<(Vec<AbstractValue>, Vec<AbstractValue>), TypeError> {
     struct Frame<'a> {
         parent: Option<usize>,
         holder: &'a Jaxpr,
@@ -270,9 +290,10 @@ pub fn typecheck(jaxpr: &Jaxpr) -> Result<(Vec<AbstractValue>, Vec<AbstractValue
     }
     let mut frames: Vec<Frame<'_>> = Vec::new();
     let mut seen: HashSet<*const Jaxpr> = HashSet::new();
-    let mut work: Vec<(Option<usize>, &Jaxpr)> = vec![(None, jaxpr)];
-    while let Some((frame, j)) = work.pop() {
-        if let Err(error) = check_parts(&Parts::of(j)) {
+    let mut work: Vec<(Option<usize>, &Jaxpr, Arc<AxisEnv>)> =
+        vec![(None, jaxpr, Arc::new(env.clone()))];
+    while let Some((frame, j, env)) = work.pop() {
+        if let Err(error) = check_parts_in(&Parts::of(j), &env) {
             let mut err = error;
             let mut at = frame;
             while let Some(f) = at {
@@ -287,6 +308,13 @@ pub fn typecheck(jaxpr: &Jaxpr) -> Result<(Vec<AbstractValue>, Vec<AbstractValue
             return Err(err);
         }
         for (i, e) in j.eqns.iter().enumerate() {
+            // A shard_map's body sees its mesh's axes.
+            let body_env = match (&e.primitive, e.params.get("mesh")) {
+                (Primitive::Builtin(Builtin::ShardMap), Some(Param::Mesh(m))) => {
+                    Some(Arc::new(env.with_mesh(m)))
+                }
+                _ => None,
+            };
             for (name, p) in e.params.iter() {
                 let subs: &[ClosedJaxpr] = match p {
                     Param::Jaxpr(cj) => std::slice::from_ref(cj),
@@ -301,7 +329,11 @@ pub fn typecheck(jaxpr: &Jaxpr) -> Result<(Vec<AbstractValue>, Vec<AbstractValue
                             eqn: i,
                             param: name,
                         });
-                        work.push((Some(frames.len() - 1), sub.jaxpr()));
+                        let sub_env = match (&body_env, name) {
+                            (Some(b), "jaxpr") => Arc::clone(b),
+                            _ => Arc::clone(&env),
+                        };
+                        work.push((Some(frames.len() - 1), sub.jaxpr(), sub_env));
                     }
                 }
             }

@@ -150,3 +150,62 @@ fn sharding_constraint_round_trips_and_transposes_to_itself() {
     assert!(text.contains("sharding_constraint["), "{text}");
     assert!(text.contains("spec=P('x', 'y')"), "{text}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Collectives and shard_map: text.
+
+/// Jaxprs JAX 0.10.2 printed (`jax.make_jaxpr` of shard_maps with every collective; the
+/// probes are in the files' names).
+const JAX_PRINTED: [(&str, &str); 4] = [
+    (
+        "every_collective",
+        include_str!("collectives/jax_every_collective.jaxpr"),
+    ),
+    (
+        "untiled_and_multi_axis",
+        include_str!("collectives/jax_untiled_and_multi_axis.jaxpr"),
+    ),
+    (
+        "nested_jit_cond",
+        include_str!("collectives/jax_nested_jit_cond.jaxpr"),
+    ),
+    (
+        "psum_pmax_pmin",
+        include_str!("collectives/jax_psum_pmax_pmin.jaxpr"),
+    ),
+];
+
+#[test]
+fn jax_printed_shard_maps_read_typecheck_and_round_trip() {
+    for (name, text) in JAX_PRINTED {
+        let j = parse_jaxpr(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        ferrax_ir::typecheck(&j).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let printed = print_jaxpr(&j);
+        let again = parse_jaxpr(&printed).unwrap_or_else(|e| panic!("{name}: {e}\n{printed}"));
+        assert_eq!(print_jaxpr(&again), printed, "{name}");
+        // ferrax keeps varying axes as pvary equations, not in types; psum_invariant
+        // reads as psum.
+        assert!(!printed.contains("{V:"), "{name}: {printed}");
+        assert!(!printed.contains("psum_invariant"), "{name}: {printed}");
+    }
+}
+
+#[test]
+fn shard_map_text_keeps_jax_params() {
+    let j = parse_jaxpr(JAX_PRINTED[0].1).unwrap();
+    let printed = print_jaxpr(&j);
+    for needle in [
+        "shard_map[",
+        "check_vma=True",
+        "in_specs=(P('x', 'y'),)",
+        "mesh=Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto))",
+        "newly_manual_axes=frozenset({'x', 'y'})",
+        "out_specs=(P('x', 'y'), P('x', 'y'), P('x', 'y'), P('x', 'y'))",
+        "psum[axes=('x',)]",
+        "ppermute[axis_name=('x',) perm=((0, 1), (1, 0))]",
+        "axis_index[axis_name=y]",
+        "axis_name=y",
+    ] {
+        assert!(printed.contains(needle), "{needle} not in\n{printed}");
+    }
+}

@@ -198,6 +198,16 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Remat, case_calls),
     (Builtin::StopGradient, case_stop_gradient),
     (Builtin::ShardingConstraint, case_sharding_constraint),
+    (Builtin::Psum, case_collectives),
+    (Builtin::Pmax, case_collectives),
+    (Builtin::Pmin, case_collectives),
+    (Builtin::Pvary, case_collectives),
+    (Builtin::AllGather, case_collectives),
+    (Builtin::ReduceScatter, case_collectives),
+    (Builtin::Ppermute, case_collectives),
+    (Builtin::AllToAll, case_collectives),
+    (Builtin::AxisIndex, case_collectives),
+    (Builtin::ShardMap, case_collectives),
 ];
 
 #[test]
@@ -2430,6 +2440,7 @@ fn case_stop_gradient() {
     }
 }
 
+#[test]
 fn case_sharding_constraint() {
     // The identity: a layout hint only.
     let mesh = ferrax_ir::Mesh::new([("x", 2), ("y", 2)]).unwrap();
@@ -2443,6 +2454,51 @@ fn case_sharding_constraint() {
         &run1(Builtin::ShardingConstraint, p, std::slice::from_ref(&x)),
         &x,
     );
+}
+
+/// Every collective in a shard_map over a mesh of two devices: device 0 holds [0, 1] of
+/// the input [0, 1, 2, 3] and device 1 holds [2, 3]. The expectations are derived by hand.
+#[test]
+fn case_collectives() {
+    let text = "{ lambda ; a:f32[4]. let
+    b:f32[2] c:f32[2] d:f32[2] e:f32[4] f:f32[2] g:f32[4] h:f32[4] i:i32[2] j:f32[2,4] = shard_map[
+      in_specs=(P('x',),)
+      jaxpr={ lambda ; k:f32[2]. let
+          l:f32[2] = psum[axes=('x',)] k
+          m:f32[2] = pmax[axes=('x',)] k
+          n:f32[2] = pmin[axes=('x',) axis_index_groups=None] k
+          o:f32[2] = pvary[axes=('x',)] l
+          p:f32[4] = all_gather[all_gather_dimension=0 axis_name=('x',) axis_size=2 tiled=True] k
+          q:f32[1] = reduce_scatter[axis_name=('x',) axis_size=2 scatter_dimension=0 tiled=True] k
+          r:f32[2] = ppermute[axis_name=('x',) perm=((0, 1), (1, 0))] k
+          s:f32[2] = all_to_all[axis_name=x concat_axis=0 split_axis=0 tiled=True] k
+          t:i32[] = axis_index[axis_name=x]
+          u:i32[1] = broadcast_in_dim[broadcast_dimensions=() shape=(1,)] t
+          v:f32[2,2] = all_gather[all_gather_dimension=0 axis_name=('x',) axis_size=2 tiled=False] k
+        in (l, m, n, p, q, r, s, u, v) }
+      mesh=Mesh('x': 2, axis_types=(Auto,))
+      out_specs=(P(), P(), P(), P(), P('x',), P('x',), P('x',), P('x',), P(None, 'x'))
+    ] a
+  in (b, c, d, e, f, g, h, i, j) }";
+    let j = ferrax_ir::text::parse_jaxpr(text).unwrap();
+    let outs = eval_jaxpr(&j, &[], &[fa(F32, &[4], &[0.0, 1.0, 2.0, 3.0])]).unwrap();
+    let want = [
+        fa(F32, &[2], &[2.0, 4.0]),
+        fa(F32, &[2], &[2.0, 3.0]),
+        fa(F32, &[2], &[0.0, 1.0]),
+        fa(F32, &[4], &[0.0, 1.0, 2.0, 3.0]),
+        fa(F32, &[2], &[2.0, 4.0]),
+        fa(F32, &[4], &[2.0, 3.0, 0.0, 1.0]),
+        fa(F32, &[4], &[0.0, 2.0, 1.0, 3.0]),
+        ia(I32, &[2], &[0, 1]),
+        fa(F32, &[2, 4], &[0.0, 1.0, 0.0, 1.0, 2.0, 3.0, 2.0, 3.0]),
+    ];
+    // reduce_scatter gives each device one sum ([2] on device 0, [4] on device 1), laid
+    // out by P('x') as [2, 4].
+    assert_eq!(outs.len(), want.len());
+    for (o, w) in outs.iter().zip(&want) {
+        assert_same(o, w);
+    }
 }
 
 /// A branch `x -> x * k`.

@@ -8,9 +8,9 @@
 
 use ferrax_ir::DType::{BF16, F16, F32, F64, I16, I32, I64, I8, U16, U32, U64, U8};
 use ferrax_ir::{
-    AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, GatherDimensionNumbers,
-    GatherScatterMode, JaxprBuilder, LitValue, Literal, Opaque, Param, ParamKind, Params,
-    RuleError, ScatterDimensionNumbers, Shape, ShapeError,
+    AbstractValue, Atom, AxisEnv, Builtin, ClosedJaxpr, DType, DotDimensionNumbers,
+    GatherDimensionNumbers, GatherScatterMode, JaxprBuilder, LitValue, Literal, Opaque, Param,
+    ParamKind, Params, RuleError, ScatterDimensionNumbers, Shape, ShapeError,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -98,6 +98,7 @@ enum Variant {
     Operands,
     Shape,
     SubJaxpr,
+    UnboundAxis,
 }
 
 fn kind_of(e: &RuleError) -> Variant {
@@ -112,6 +113,8 @@ fn kind_of(e: &RuleError) -> Variant {
         RuleError::Shape(_) => Variant::Shape,
         RuleError::SubJaxpr { .. } => Variant::SubJaxpr,
         RuleError::Extension { .. } => panic!("a built-in gave an extension error: {e}"),
+        RuleError::UnboundAxis { .. } => Variant::UnboundAxis,
+        RuleError::AxisSizeUnknown { .. } => panic!("a closed environment gave {e}"),
     }
 }
 
@@ -126,10 +129,12 @@ struct Case {
     inputs: Vec<AbstractValue>,
     params: Params,
     expect: Expect,
+    /// The axis environment (closed), for the collectives' cases.
+    env: Option<AxisEnv>,
 }
 
 #[derive(Default)]
-struct Table(Vec<Case>);
+struct Table(Vec<Case>, Option<AxisEnv>);
 
 impl Table {
     /// The rule accepts and gives exactly `outs` (weak types included).
@@ -147,6 +152,7 @@ impl Table {
             inputs,
             params,
             expect: Expect::Accept(outs),
+            env: self.1.clone(),
         });
     }
 
@@ -166,6 +172,7 @@ impl Table {
             inputs,
             params,
             expect: Expect::Reject(kind, needles.to_vec()),
+            env: self.1.clone(),
         });
     }
 }
@@ -182,7 +189,10 @@ fn types(avals: &[AbstractValue]) -> String {
 fn run(cases: &[Case]) {
     let mut failures = Vec::new();
     for c in cases {
-        let got = c.prim.abstract_eval(&c.inputs, &c.params);
+        let got = match &c.env {
+            Some(env) => c.prim.abstract_eval_in(&c.inputs, &c.params, env),
+            None => c.prim.abstract_eval(&c.inputs, &c.params),
+        };
         let site = format!("[{}] {} {}", c.prim.name(), c.label, types(&c.inputs));
         match (&c.expect, got) {
             (Expect::Accept(want), Ok(outs)) => {
@@ -4141,7 +4151,318 @@ fn sharding_cases(t: &mut Table) {
     );
 }
 
-const FAMILIES: [fn(&mut Table); 11] = [
+fn collective_cases(t: &mut Table) {
+    use Builtin::*;
+    let names = |ns: &[&str]| Param::Names(ns.iter().map(|n| Arc::from(*n)).collect());
+    let mesh22 = ferrax_ir::Mesh::new([("x", 2), ("y", 2)]).unwrap();
+    t.1 = Some(AxisEnv::of([("x", 2), ("y", 2)]));
+    for p in [Psum, Pmax, Pmin, Pvary] {
+        for x in [a(F32, &[2, 3]), w(a(F32, &[])), a(I32, &[4])] {
+            t.ok(
+                "same type",
+                p,
+                vec![x.clone()],
+                ps([("axes", names(&["x"]))]),
+                vec![x],
+            );
+        }
+        t.ok(
+            "two axes, groups None",
+            p,
+            vec![a(F32, &[2])],
+            if p == Pvary {
+                ps([("axes", names(&["y", "x"]))])
+            } else {
+                ps([
+                    ("axes", names(&["y", "x"])),
+                    ("axis_index_groups", Param::None),
+                ])
+            },
+            vec![a(F32, &[2])],
+        );
+        t.err(
+            "unbound axis",
+            p,
+            vec![a(F32, &[2])],
+            ps([("axes", names(&["z"]))]),
+            Variant::UnboundAxis,
+            &["Found an unbound axis name: z"],
+        );
+        t.err(
+            "axis twice",
+            p,
+            vec![a(F32, &[2])],
+            ps([("axes", names(&["x", "x"]))]),
+            Variant::BadParam,
+            &["axis name 'x' appears twice"],
+        );
+        if p != Pvary {
+            t.err(
+                "groups given",
+                p,
+                vec![a(F32, &[2])],
+                ps([
+                    ("axes", names(&["x"])),
+                    ("axis_index_groups", ints(&[0, 1])),
+                ]),
+                Variant::ParamKind,
+                &["param 'axis_index_groups' must be a None"],
+            );
+            t.err(
+                "bool",
+                p,
+                vec![a(BOOL, &[2])],
+                ps([("axes", names(&["x"]))]),
+                Variant::DType,
+                &["expected a numeric dtype"],
+            );
+        }
+    }
+    t.ok(
+        "one axis",
+        AxisIndex,
+        vec![],
+        ps([("axis_name", Param::Str("y".into()))]),
+        vec![a(I32, &[])],
+    );
+    t.ok(
+        "two axes",
+        AxisIndex,
+        vec![],
+        ps([("axis_name", names(&["x", "y"]))]),
+        vec![a(I32, &[])],
+    );
+    t.err(
+        "unbound",
+        AxisIndex,
+        vec![],
+        ps([("axis_name", Param::Str("i".into()))]),
+        Variant::UnboundAxis,
+        &["unbound axis name: i"],
+    );
+    let ag = |d: i64, n: i64, tiled: bool| {
+        ps([
+            ("all_gather_dimension", Param::Int(d)),
+            ("axis_name", names(&["y"])),
+            ("axis_size", Param::Int(n)),
+            ("tiled", Param::Bool(tiled)),
+            ("axis_index_groups", Param::None),
+        ])
+    };
+    t.ok(
+        "tiled",
+        AllGather,
+        vec![a(F32, &[4, 3])],
+        ag(0, 2, true),
+        vec![a(F32, &[8, 3])],
+    );
+    t.ok(
+        "untiled",
+        AllGather,
+        vec![a(F32, &[4, 3])],
+        ag(2, 2, false),
+        vec![a(F32, &[4, 3, 2])],
+    );
+    t.ok(
+        "weak kept",
+        AllGather,
+        vec![w(a(F32, &[4]))],
+        ag(0, 2, false),
+        vec![w(a(F32, &[2, 4]))],
+    );
+    t.err(
+        "axis_size disagrees",
+        AllGather,
+        vec![a(F32, &[4, 3])],
+        ag(0, 4, true),
+        Variant::BadParam,
+        &["param 'axis_size': 4 differs from the size of the named axes, 2"],
+    );
+    t.err(
+        "dim out of range",
+        AllGather,
+        vec![a(F32, &[4, 3])],
+        ag(2, 2, true),
+        Variant::BadParam,
+        &["all_gather_dimension"],
+    );
+    let rs = |d: i64, n: i64, tiled: bool| {
+        ps([
+            ("scatter_dimension", Param::Int(d)),
+            ("axis_name", names(&["x"])),
+            ("axis_size", Param::Int(n)),
+            ("tiled", Param::Bool(tiled)),
+        ])
+    };
+    t.ok(
+        "tiled",
+        ReduceScatter,
+        vec![a(F32, &[4, 3])],
+        rs(0, 2, true),
+        vec![a(F32, &[2, 3])],
+    );
+    t.ok(
+        "untiled",
+        ReduceScatter,
+        vec![a(F32, &[4, 2])],
+        rs(1, 2, false),
+        vec![a(F32, &[4])],
+    );
+    t.err(
+        "tiled, not divisible",
+        ReduceScatter,
+        vec![a(F32, &[3])],
+        rs(0, 2, true),
+        Variant::Operands,
+        &["tiled reduce_scatter operand scatter dimension size 3 must be divisible by shard_count 2"],
+    );
+    t.err(
+        "untiled, wrong size",
+        ReduceScatter,
+        vec![a(F32, &[3])],
+        rs(0, 2, false),
+        Variant::Operands,
+        &["reduce_scatter operand scatter dimension size 3 must match shard count 2"],
+    );
+    let pp = |perm: &[(i64, i64)]| {
+        ps([
+            ("axis_name", names(&["x"])),
+            ("perm", Param::Pairs(perm.iter().copied().collect())),
+        ])
+    };
+    t.ok(
+        "swap",
+        Ppermute,
+        vec![a(F32, &[3])],
+        pp(&[(0, 1), (1, 0)]),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "partial",
+        Ppermute,
+        vec![a(I32, &[])],
+        pp(&[(0, 1)]),
+        vec![a(I32, &[])],
+    );
+    t.err(
+        "out of range",
+        Ppermute,
+        vec![a(F32, &[3])],
+        pp(&[(0, 2)]),
+        Variant::BadParam,
+        &["index 2 is out of range for the axis size 2"],
+    );
+    t.err(
+        "two sources",
+        Ppermute,
+        vec![a(F32, &[3])],
+        pp(&[(0, 1), (0, 0)]),
+        Variant::BadParam,
+        &["source 0 appears twice"],
+    );
+    let a2a = |axis: Param, split: i64, concat: i64| {
+        ps([
+            ("axis_name", axis),
+            ("split_axis", Param::Int(split)),
+            ("concat_axis", Param::Int(concat)),
+            ("tiled", Param::Bool(true)),
+        ])
+    };
+    t.ok(
+        "tiled",
+        AllToAll,
+        vec![a(F32, &[4, 4])],
+        a2a(Param::Str("y".into()), 0, 1),
+        vec![a(F32, &[2, 8])],
+    );
+    t.ok(
+        "two axes",
+        AllToAll,
+        vec![w(a(F32, &[2, 4]))],
+        a2a(names(&["x", "y"]), 1, 0),
+        vec![a(F32, &[8, 1])],
+    );
+    t.err(
+        "not divisible",
+        AllToAll,
+        vec![a(F32, &[3, 4])],
+        a2a(Param::Str("y".into()), 0, 1),
+        Variant::Operands,
+        &["split_axis (3) has to be divisible by the size of the named axis (2)"],
+    );
+    // shard_map: the body takes each operand divided by its spec's axes.
+    let body = |ins: &[AbstractValue], outs_idx: &[usize]| {
+        let mut b = JaxprBuilder::new();
+        let vs: Vec<_> = ins.iter().map(|x| b.add_invar(x.clone())).collect();
+        let outs = outs_idx.iter().map(|&i| Atom::Var(vs[i])).collect();
+        Param::Jaxpr(ClosedJaxpr::new(Arc::new(b.build(outs).unwrap()), vec![]).unwrap())
+    };
+    let spec = |entries: &[&[&str]]| {
+        ferrax_ir::PartitionSpec::new(
+            entries
+                .iter()
+                .map(|e| e.iter().map(|n| Arc::from(*n)).collect())
+                .collect(),
+        )
+    };
+    let sm = |j: Param, ins: Vec<ferrax_ir::PartitionSpec>, outs: Vec<ferrax_ir::PartitionSpec>| {
+        ps([
+            ("jaxpr", j),
+            ("mesh", Param::Mesh(Arc::new(mesh22.clone()))),
+            ("in_specs", Param::Specs(ins.into())),
+            ("out_specs", Param::Specs(outs.into())),
+            ("check_vma", Param::Bool(true)),
+        ])
+    };
+    t.1 = Some(AxisEnv::closed());
+    t.ok(
+        "split and gathered back",
+        ShardMap,
+        vec![a(F32, &[8, 6]), a(F32, &[])],
+        sm(
+            body(&[a(F32, &[4, 3]), a(F32, &[])], &[0, 0, 1]),
+            vec![spec(&[&["x"], &["y"]]), spec(&[])],
+            vec![
+                spec(&[&["x"], &["y"]]),
+                spec(&[&[], &["x", "y"]]),
+                spec(&[]),
+            ],
+        ),
+        vec![a(F32, &[8, 6]), a(F32, &[4, 12]), a(F32, &[])],
+    );
+    t.err(
+        "not divisible",
+        ShardMap,
+        vec![a(F32, &[3, 4])],
+        sm(body(&[a(F32, &[1, 4])], &[0]), vec![spec(&[&["x"]])], vec![spec(&[&["x"]])]),
+        Variant::BadParam,
+        &["argument 0 of type f32[3,4]", "P('x',) maps array axis 0 (of size 3) to mesh axis 'x' (of size 2), but 2 does not evenly divide 3"],
+    );
+    t.err(
+        "body type",
+        ShardMap,
+        vec![a(F32, &[4, 4])],
+        sm(body(&[a(F32, &[4, 4])], &[0]), vec![spec(&[&["x"]])], vec![spec(&[])]),
+        Variant::SubJaxpr,
+        &["argument 0 of type f32[4,4] split by P('x',) is f32[2,4] on each device, but the jaxpr takes f32[4,4]"],
+    );
+    t.err(
+        "out spec too long",
+        ShardMap,
+        vec![a(F32, &[])],
+        sm(
+            body(&[a(F32, &[])], &[0]),
+            vec![spec(&[])],
+            vec![spec(&[&["x"]])],
+        ),
+        Variant::BadParam,
+        &["output 0 of type f32[]", "1 entries"],
+    );
+    t.1 = None;
+}
+
+const FAMILIES: [fn(&mut Table); 12] = [
+    collective_cases,
     sharding_cases,
     unary_cases,
     binary_cases,
@@ -4216,6 +4537,11 @@ fn dot_general_rules() {
 #[test]
 fn iota_rules() {
     run(&table(iota_cases));
+}
+
+#[test]
+fn collective_rules() {
+    run(&table(collective_cases));
 }
 
 #[test]

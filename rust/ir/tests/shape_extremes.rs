@@ -109,6 +109,11 @@ fn dims_i64(dims: &[i128]) -> Vec<i64> {
 }
 
 /// A base case: a primitive applied to operands of these types with these params (valid).
+/// The named axes in scope for the collectives' cases (as in a shard_map body).
+fn axes() -> ferrax_ir::AxisEnv {
+    ferrax_ir::AxisEnv::of([("x", 2), ("y", 2)])
+}
+
 struct Base {
     prim: Builtin,
     inputs: Vec<AbstractValue>,
@@ -124,6 +129,10 @@ fn base(prim: Builtin, inputs: Vec<AbstractValue>, params: Params) -> Base {
 }
 
 /// One valid application of every built-in (each checked to be accepted).
+fn names(ns: &[&str]) -> Param {
+    Param::Names(ns.iter().map(|n| Arc::from(*n)).collect())
+}
+
 fn bases() -> Vec<Base> {
     use Builtin::*;
     let f3 = a(F32, &[3]);
@@ -232,6 +241,70 @@ fn bases() -> Vec<Base> {
                 ]),
             ),
             Copy | StopGradient => base(p, vec![f23.clone()], no),
+            Psum | Pmax | Pmin | Pvary => base(p, vec![f23.clone()], ps([("axes", names(&["x"]))])),
+            AxisIndex => base(p, vec![], ps([("axis_name", names(&["x", "y"]))])),
+            AllGather => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    ("all_gather_dimension", Param::Int(1)),
+                    ("axis_name", names(&["y"])),
+                    ("axis_size", Param::Int(2)),
+                    ("tiled", Param::Bool(true)),
+                ]),
+            ),
+            ReduceScatter => base(
+                p,
+                vec![a(F32, &[4, 3])],
+                ps([
+                    ("scatter_dimension", Param::Int(0)),
+                    ("axis_name", names(&["x", "y"])),
+                    ("axis_size", Param::Int(4)),
+                    ("tiled", Param::Bool(true)),
+                ]),
+            ),
+            Ppermute => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    ("axis_name", names(&["x"])),
+                    ("perm", Param::Pairs(Arc::from(vec![(0, 1), (1, 0)]))),
+                ]),
+            ),
+            AllToAll => base(
+                p,
+                vec![a(F32, &[4, 3])],
+                ps([
+                    ("axis_name", names(&["y"])),
+                    ("split_axis", Param::Int(0)),
+                    ("concat_axis", Param::Int(1)),
+                    ("tiled", Param::Bool(true)),
+                ]),
+            ),
+            ShardMap => {
+                let mut b = JaxprBuilder::new();
+                let x = b.add_invar(a(F32, &[1, 3]));
+                let body = b.build(vec![Atom::Var(x)]).unwrap();
+                let spec = ferrax_ir::PartitionSpec::new(vec![vec!["x".into()]]);
+                base(
+                    p,
+                    vec![f23.clone()],
+                    ps([
+                        (
+                            "jaxpr",
+                            Param::Jaxpr(ClosedJaxpr::new(Arc::new(body), vec![]).unwrap()),
+                        ),
+                        (
+                            "mesh",
+                            Param::Mesh(Arc::new(
+                                ferrax_ir::Mesh::new([("x", 2), ("y", 2)]).unwrap(),
+                            )),
+                        ),
+                        ("in_specs", Param::Specs(Arc::from(vec![spec.clone()]))),
+                        ("out_specs", Param::Specs(Arc::from(vec![spec]))),
+                    ]),
+                )
+            }
             ShardingConstraint => base(
                 p,
                 vec![f23.clone()],
@@ -487,7 +560,7 @@ fn apply(
     inputs: &[AbstractValue],
     params: &Params,
 ) -> Result<Vec<AbstractValue>, RuleError> {
-    let r = prim.abstract_eval(inputs, params);
+    let r = prim.abstract_eval_in(inputs, params, &axes());
     if let Ok(outs) = &r {
         for o in outs {
             let again = Shape::new(o.shape.dims());
@@ -503,7 +576,7 @@ fn apply(
 /// first operand of a float dtype) transpose and partial evaluation on it: each must
 /// return (an error is fine: their results are checked elsewhere).
 fn passes_return(prim: Builtin, inputs: &[AbstractValue], params: &Params) {
-    let mut b = JaxprBuilder::new();
+    let mut b = JaxprBuilder::with_axis_env(axes());
     let ins: Vec<Atom> = inputs
         .iter()
         .map(|x| Atom::Var(b.add_invar(x.clone())))
@@ -525,7 +598,7 @@ fn every_base_case_is_accepted() {
     let bs = bases();
     assert_eq!(bs.len(), Builtin::ALL.len());
     for b in &bs {
-        let r = b.prim.abstract_eval(&b.inputs, &b.params);
+        let r = b.prim.abstract_eval_in(&b.inputs, &b.params, &axes());
         assert!(r.is_ok(), "{:?}: {r:?}", b.prim);
     }
 }

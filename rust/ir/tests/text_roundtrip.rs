@@ -6,9 +6,9 @@ use ferrax_ir::text::{
     format_param_flat, parse_jaxpr, parse_jaxpr_with, print_closed_jaxpr, print_jaxpr, ReadError,
 };
 use ferrax_ir::{
-    typecheck, AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers,
-    ExtensionPrimitive, GatherDimensionNumbers, GatherScatterMode, Jaxpr, JaxprBuilder, LitValue,
-    Literal, Param, Params, Primitive, Registry, ScatterDimensionNumbers, Shape, TypeError,
+    AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, ExtensionPrimitive,
+    GatherDimensionNumbers, GatherScatterMode, Jaxpr, JaxprBuilder, LitValue, Literal, Param,
+    Params, Primitive, Registry, ScatterDimensionNumbers, Shape, TypeError,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,6 +31,12 @@ fn lit(value: LitValue, dtype: DType) -> Literal {
 
 fn params(pairs: Vec<(&str, Param)>) -> Params {
     Params::new(pairs)
+}
+
+/// The collectives' cases name axes x and y (of size 2), as in a shard_map body printed
+/// by itself: an open environment binding them.
+fn open_axes() -> ferrax_ir::AxisEnv {
+    ferrax_ir::AxisEnv::open().with_mesh(&ferrax_ir::Mesh::new([("x", 2), ("y", 2)]).unwrap())
 }
 
 /// A closed jaxpr with these inputs whose body `f` builds.
@@ -319,6 +325,102 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             (vec![f32s(&[3])], ps)
         }
         StopGradient => (vec![av(DType::I32, &[2])], params(vec![])),
+        Psum | Pmax | Pmin => (
+            vec![f32s(&[2, 3])],
+            params(vec![
+                ("axes", Param::names(&["x", "y"])),
+                ("axis_index_groups", Param::None),
+            ]),
+        ),
+        Pvary => (
+            vec![f32s(&[2, 3])],
+            params(vec![("axes", Param::names(&["x", "y"]))]),
+        ),
+        AxisIndex => (vec![], params(vec![("axis_name", Param::Str("y".into()))])),
+        AllGather => (
+            vec![f32s(&[2, 3])],
+            params(vec![
+                ("all_gather_dimension", Param::Int(0)),
+                ("axis_index_groups", Param::None),
+                ("axis_name", Param::names(&["y"])),
+                ("axis_size", Param::Int(2)),
+                ("tiled", Param::Bool(false)),
+            ]),
+        ),
+        ReduceScatter => (
+            vec![f32s(&[4, 3])],
+            params(vec![
+                ("axis_index_groups", Param::None),
+                ("axis_name", Param::names(&["x"])),
+                ("axis_size", Param::Int(2)),
+                ("scatter_dimension", Param::Int(0)),
+                ("tiled", Param::Bool(true)),
+            ]),
+        ),
+        Ppermute => (
+            vec![f32s(&[3])],
+            params(vec![
+                ("axis_name", Param::names(&["x"])),
+                ("perm", Param::Pairs(Arc::from(vec![(0, 1), (1, 0)]))),
+            ]),
+        ),
+        AllToAll => (
+            vec![f32s(&[4, 3])],
+            params(vec![
+                ("axis_index_groups", Param::None),
+                ("axis_name", Param::Str("x".into())),
+                ("concat_axis", Param::Int(1)),
+                ("split_axis", Param::Int(0)),
+                ("tiled", Param::Bool(true)),
+            ]),
+        ),
+        ShardMap => {
+            let mut b = JaxprBuilder::with_axis_env(ferrax_ir::AxisEnv::of([("x", 2), ("y", 2)]));
+            let x = b.add_invar(f32s(&[2, 3]));
+            let s = b
+                .add_eqn(
+                    Builtin::Psum.into(),
+                    vec![Atom::Var(x)],
+                    params(vec![("axes", Param::names(&["y"]))]),
+                )
+                .unwrap();
+            let body = b.build(vec![Atom::Var(s[0]), Atom::Var(x)]).unwrap();
+            let p = |e: &[&[&str]]| {
+                ferrax_ir::PartitionSpec::new(
+                    e.iter()
+                        .map(|d| d.iter().map(|n| Arc::from(*n)).collect())
+                        .collect(),
+                )
+            };
+            (
+                vec![f32s(&[4, 6])],
+                params(vec![
+                    ("check_vma", Param::Bool(true)),
+                    (
+                        "in_specs",
+                        Param::Specs(Arc::from(vec![p(&[&["x"], &["y"]])])),
+                    ),
+                    (
+                        "jaxpr",
+                        Param::Jaxpr(ClosedJaxpr::new(Arc::new(body), vec![]).unwrap()),
+                    ),
+                    (
+                        "mesh",
+                        Param::Mesh(Arc::new(
+                            ferrax_ir::Mesh::new([("x", 2), ("y", 2)]).unwrap(),
+                        )),
+                    ),
+                    (
+                        "newly_manual_axes",
+                        Param::NameSet(Arc::from(vec![Arc::from("x"), Arc::from("y")])),
+                    ),
+                    (
+                        "out_specs",
+                        Param::Specs(Arc::from(vec![p(&[&["x"]]), p(&[&[], &["x", "y"]])])),
+                    ),
+                ]),
+            )
+        }
         ShardingConstraint => (
             vec![f32s(&[4, 2])],
             params(vec![
@@ -348,7 +450,7 @@ fn roundtrip(j: &Jaxpr, registry: &Registry) -> String {
     let text = print_jaxpr(j);
     let back = parse_jaxpr_with(&text, registry)
         .unwrap_or_else(|e| panic!("printed text does not parse: {e}\n{text}"));
-    typecheck(&back).expect("parsed jaxpr typechecks");
+    ferrax_ir::typecheck_in(&back, &open_axes()).expect("parsed jaxpr typechecks");
     assert_eq!(print_jaxpr(&back), text, "print(parse(text)) != text");
     assert_eq!(back.eqns().len(), j.eqns().len());
     for (e1, e2) in j.eqns().iter().zip(back.eqns()) {
@@ -383,7 +485,7 @@ fn every_builtin_roundtrips() {
     let reg = Registry::new();
     for &prim in Builtin::ALL {
         let (ins, ps) = case(prim);
-        let mut b = JaxprBuilder::new();
+        let mut b = JaxprBuilder::with_axis_env(open_axes());
         let xs: Vec<Atom> = ins
             .iter()
             .map(|a| Atom::Var(b.add_invar(a.clone())))
@@ -402,7 +504,7 @@ fn every_builtin_roundtrips() {
 #[test]
 fn all_builtins_in_one_jaxpr() {
     // Every case as an equation of one jaxpr with constvars and literal outputs.
-    let mut b = JaxprBuilder::new();
+    let mut b = JaxprBuilder::with_axis_env(open_axes());
     let c = b.add_constvar(f32s(&[3]));
     let mut outs = vec![Atom::Var(c)];
     for &prim in Builtin::ALL {
@@ -792,7 +894,7 @@ fn deep_jit_nest() {
         .unwrap_or(0);
     assert!(max_indent <= 6 * 34 + 4, "indent {max_indent}");
     let back = parse_jaxpr(&text).expect("the nest parses");
-    typecheck(&back).expect("typechecks");
+    ferrax_ir::typecheck_in(&back, &open_axes()).expect("typechecks");
     assert_eq!(print_jaxpr(&back), text);
 }
 
@@ -931,7 +1033,7 @@ fn deep_errors_do_not_overflow() {
 /// Parses `text`; if it is accepted, it must typecheck and print stably.
 fn check_accepted(text: &str, reg: &Registry) {
     if let Ok(j) = parse_jaxpr_with(text, reg) {
-        typecheck(&j).expect("accepted text typechecks");
+        ferrax_ir::typecheck_in(&j, &open_axes()).expect("accepted text typechecks");
         let printed = print_jaxpr(&j);
         let again = parse_jaxpr_with(&printed, reg).unwrap_or_else(|e| {
             panic!("printed form does not parse: {e}\n{printed}\nfrom\n{text}")
@@ -961,7 +1063,7 @@ fn seeds() -> Vec<String> {
             .join("\n")
     })
     .collect();
-    let mut b = JaxprBuilder::new();
+    let mut b = JaxprBuilder::with_axis_env(open_axes());
     for &prim in Builtin::ALL {
         let (ins, ps) = case(prim);
         let xs: Vec<Atom> = ins

@@ -379,13 +379,24 @@ fn literal_value(value: &Bound<'_, PyAny>, dtype: DType) -> Result<LitValue> {
 
 #[pymethods]
 impl JaxprBuilder {
+    /// A builder. `axis_env` (a mapping of axis name to size: the named axes of the
+    /// enclosing shard_maps, for a shard_map body's builder) makes collectives naming
+    /// other axes errors; without it, collectives are checked leniently (their axes
+    /// are not looked up; `all_to_all` then needs them).
     #[new]
-    fn py_new() -> JaxprBuilder {
-        JaxprBuilder {
+    #[pyo3(signature = (axis_env = None))]
+    fn py_new(axis_env: Option<&Bound<'_, PyAny>>) -> Result<JaxprBuilder> {
+        let inner = match axis_env {
+            Some(m) if !m.is_none() => {
+                IrBuilder::with_axis_env(crate::params::axis_env_from_py(m)?)
+            }
+            _ => IrBuilder::new(),
+        };
+        Ok(JaxprBuilder {
             id: NEXT_BUILDER_ID.fetch_add(1, Ordering::Relaxed),
-            inner: Mutex::new(Some(IrBuilder::new())),
+            inner: Mutex::new(Some(inner)),
             avals: Mutex::new(AvalCache::default()),
-        }
+        })
     }
 
     /// Declares the next constant variable.

@@ -241,6 +241,16 @@ fn mesh_of(v: &Bound<'_, PyAny>) -> Result<Option<ferrax_ir::Mesh>> {
         .map_err(|e| errors::value_error(format!("invalid mesh: {e}")))
 }
 
+/// A closed axis environment from a mapping of axis name to size.
+pub fn axis_env_from_py(v: &Bound<'_, PyAny>) -> Result<ferrax_ir::AxisEnv> {
+    let mut axes: Vec<(String, i64)> = Vec::new();
+    for item in v.call_method0("items")?.try_iter()? {
+        let (name, size): (String, i64) = item?.extract()?;
+        axes.push((name, size));
+    }
+    Ok(ferrax_ir::AxisEnv::of(axes))
+}
+
 /// A mesh from Python (see [`mesh_of`]); anything else is a `ValueError`.
 pub fn mesh_from_py(v: &Bound<'_, PyAny>) -> Result<ferrax_ir::Mesh> {
     mesh_of(v)?.ok_or_else(|| {

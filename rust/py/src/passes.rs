@@ -90,19 +90,28 @@ pub fn toposort(py: Python<'_>, jaxpr: PyRef<'_, Jaxpr>) -> Jaxpr {
 /// `ExtensionPrimitive`) to operands of these types with these params: the same rule
 /// the builder runs, without building anything. A rule failure is a `TypeCheckError`
 /// whose message names the primitive and what mismatched.
+///
+/// `axis_env` maps the named axes in scope (those of the enclosing shard_maps' meshes) to
+/// their sizes; a collective naming another axis is a `TypeCheckError` ("Found an
+/// unbound axis name: z"). None means no axis is in scope.
 #[pyfunction]
-#[pyo3(signature = (primitive, avals, params))]
+#[pyo3(signature = (primitive, avals, params, axis_env = None))]
 pub fn abstract_eval<'py>(
     py: Python<'py>,
     primitive: &Bound<'py, PyAny>,
     avals: Vec<PyRef<'py, ShapedArray>>,
     params: &Bound<'py, PyAny>,
+    axis_env: Option<&Bound<'py, PyAny>>,
 ) -> Result<Bound<'py, PyList>> {
     let prim = crate::builder::primitive_from_py(primitive)?;
     let params = crate::params::params_from_py(&prim, params)?;
     let ins: Vec<AbstractValue> = avals.iter().map(|a| a.aval.clone()).collect();
+    let env = match axis_env {
+        Some(m) if !m.is_none() => crate::params::axis_env_from_py(m)?,
+        _ => ferrax_ir::AxisEnv::closed(),
+    };
     let outs = prim
-        .abstract_eval(&ins, &params)
+        .abstract_eval_in(&ins, &params, &env)
         .map_err(|e| crate::errors::type_check(format!("{} {e}", prim.name())))?;
     Ok(avals_to_py(py, outs)?)
 }

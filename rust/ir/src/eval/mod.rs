@@ -78,6 +78,7 @@ mod array;
 mod indexing;
 mod numeric;
 mod ops;
+mod spmd;
 
 pub use array::{allclose, check_close, ArrayError, HostArray, HostData};
 pub use numeric::{round_float, round_to_bf16, round_to_f16, wrap_int};
@@ -200,6 +201,13 @@ pub enum EvalError {
         /// The equation.
         site: Box<EqnSite>,
     },
+    /// A program the evaluator cannot run: a collective outside a `shard_map`, control
+    /// flow in a `shard_map` body whose predicate or trip count differs between devices
+    /// while it holds a collective, a `shard_map` nested in another.
+    Unsupported {
+        /// What cannot be run, and why.
+        what: String,
+    },
     /// A jaxpr invariant the evaluator relies on does not hold, or the evaluator
     /// computed a value of the wrong type: a bug, never caused by a typechecked jaxpr and
     /// valid inputs.
@@ -249,6 +257,7 @@ impl fmt::Display for EvalError {
             EvalError::UnsupportedPrimitive { name } => {
                 write!(f, "cannot evaluate the extension primitive '{name}'")
             }
+            EvalError::Unsupported { what } => write!(f, "cannot evaluate {what}"),
             EvalError::IterationLimit { limit, site } => {
                 write!(
                     f,
@@ -1221,6 +1230,11 @@ fn start<'a>(
     let params = eqn.params();
     let ins = frame.read_owned(eqn.inputs(), meter, depth)?;
     match prim {
+        Builtin::ShardMap => {
+            let outs = spmd::eval_shard_map(eqn, ins, meter.options)?;
+            frame.finish_eqn(outs, meter)?;
+            Ok(None)
+        }
         Builtin::Jit | Builtin::CustomJvpCall | Builtin::CustomVjpCall | Builtin::Remat => {
             let name = prim.call_jaxpr_param().unwrap_or("jaxpr");
             let child = Frame::closed(ops::param_jaxpr(params, name)?, ins, meter)?;

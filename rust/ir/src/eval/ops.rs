@@ -279,7 +279,15 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         Rev => super::indexing::rev(arg(ins, 0)?, param_ints(params, "dimensions")?)?,
         Pad => pad(arg(ins, 0)?, arg(ins, 1)?, params)?,
         StopGradient | ShardingConstraint => arg(ins, 0)?.clone(),
-        Jit | Cond | While | Scan | CustomJvpCall | CustomVjpCall | Remat => {
+        // A collective outside a shard_map has no meaning on one device (the shape rule
+        // refuses it in a closed axis environment).
+        Psum | Pmax | Pmin | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll
+        | AxisIndex => {
+            return Err(super::EvalError::Unsupported {
+                what: format!("{} outside a shard_map", prim.name()),
+            })
+        }
+        Jit | Cond | While | Scan | CustomJvpCall | CustomVjpCall | Remat | ShardMap => {
             return Err(internal(format!(
                 "{} is higher-order: the frame machine evaluates it",
                 prim.name()

@@ -617,6 +617,9 @@ impl Gen<'_, '_> {
                 let (x, _) = self.operand(lv, |_| true, |g| g.any_type())?;
                 self.add(lv, prim, vec![x], none);
             }
+            // Collectives need an enclosing shard_map; shard_maps are not generated yet.
+            Psum | Pmax | Pmin | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll
+            | AxisIndex | ShardMap => {}
             ShardingConstraint => {
                 // A one-device mesh, so that every target (lowering included) takes it.
                 let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;

@@ -6,9 +6,11 @@ mod rules;
 use crate::aval::AbstractValue;
 use crate::jaxpr::ClosedJaxpr;
 use crate::params::Params;
+use crate::sharding::AxisEnv;
 use std::fmt;
 use std::sync::Arc;
 
+pub(crate) use rules::unshard_aval;
 pub use rules::RuleError;
 
 /// The kind of value a parameter takes.
@@ -70,6 +72,8 @@ pub enum ParamKind {
     AxisNameSet,
     /// A tuple of int pairs (`((0, 1), (1, 0))`).
     Pairs,
+    /// One axis name (a bare word, `axis_name=y`) or a tuple of names.
+    AxisName,
 }
 
 impl fmt::Display for ParamKind {
@@ -103,6 +107,7 @@ impl fmt::Display for ParamKind {
             ParamKind::AxisNames => "tuple of axis names",
             ParamKind::AxisNameSet => "set of axis names",
             ParamKind::Pairs => "tuple of int pairs",
+            ParamKind::AxisName => "axis name or tuple of axis names",
         };
         f.write_str(s)
     }
@@ -257,6 +262,16 @@ builtins! {
     Remat => "remat2",
     StopGradient => "stop_gradient",
     ShardingConstraint => "sharding_constraint",
+    Psum => "psum",
+    Pmax => "pmax",
+    Pmin => "pmin",
+    Pvary => "pvary",
+    AllGather => "all_gather",
+    ReduceScatter => "reduce_scatter",
+    Ppermute => "ppermute",
+    AllToAll => "all_to_all",
+    AxisIndex => "axis_index",
+    ShardMap => "shard_map",
 }
 
 /// Families of built-ins that share a rule.
@@ -334,6 +349,24 @@ impl Builtin {
                 | Builtin::CustomJvpCall
                 | Builtin::CustomVjpCall
                 | Builtin::Remat
+                | Builtin::ShardMap
+        )
+    }
+
+    /// True for the collectives: primitives that name mesh axes and so need an
+    /// enclosing `shard_map` (or an open axis environment) to be checked.
+    pub fn is_collective(self) -> bool {
+        use Builtin::*;
+        matches!(
+            self,
+            Psum | Pmax
+                | Pmin
+                | Pvary
+                | AllGather
+                | ReduceScatter
+                | Ppermute
+                | AllToAll
+                | AxisIndex
         )
     }
 
@@ -417,6 +450,42 @@ impl Builtin {
             ],
             Rev => specs![req("dimensions", K::Ints)],
             ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
+            Psum | Pmax | Pmin => specs![
+                req("axes", K::AxisNames),
+                opt("axis_index_groups", K::NoneOnly),
+            ],
+            Pvary => specs![req("axes", K::AxisNames)],
+            AllGather => specs![
+                req("all_gather_dimension", K::Int),
+                req("axis_name", K::AxisName),
+                req("axis_size", K::Int),
+                req("tiled", K::Bool),
+                opt("axis_index_groups", K::NoneOnly),
+            ],
+            ReduceScatter => specs![
+                req("axis_name", K::AxisName),
+                req("axis_size", K::Int),
+                req("scatter_dimension", K::Int),
+                req("tiled", K::Bool),
+                opt("axis_index_groups", K::NoneOnly),
+            ],
+            Ppermute => specs![req("axis_name", K::AxisName), req("perm", K::Pairs)],
+            AllToAll => specs![
+                req("axis_name", K::AxisName),
+                req("split_axis", K::Int),
+                req("concat_axis", K::Int),
+                opt("tiled", K::Bool),
+                opt("axis_index_groups", K::NoneOnly),
+            ],
+            AxisIndex => specs![req("axis_name", K::AxisName)],
+            ShardMap => specs![
+                req("jaxpr", K::Jaxpr),
+                req("mesh", K::Mesh),
+                req("in_specs", K::Specs),
+                req("out_specs", K::Specs),
+                opt("check_vma", K::Bool),
+                opt("newly_manual_axes", K::AxisNameSet),
+            ],
             Pad => specs![req("padding_config", K::PaddingConfig)],
             Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
             Cond => specs![req("branches", K::Jaxprs)],
@@ -476,8 +545,19 @@ impl Builtin {
         inputs: &[AbstractValue],
         params: &Params,
     ) -> Result<Vec<AbstractValue>, RuleError> {
+        self.abstract_eval_in(inputs, params, &AxisEnv::open())
+    }
+
+    /// The shape/dtype rule where the named axes of `env` are in scope (collectives
+    /// look their axes up there; see [`AxisEnv`]).
+    pub fn abstract_eval_in(
+        self,
+        inputs: &[AbstractValue],
+        params: &Params,
+        env: &AxisEnv,
+    ) -> Result<Vec<AbstractValue>, RuleError> {
         rules::check_params(self, params)?;
-        rules::abstract_eval(self, inputs, params)
+        rules::abstract_eval(self, inputs, params, env)
     }
 }
 
@@ -546,8 +626,18 @@ impl Primitive {
         inputs: &[AbstractValue],
         params: &Params,
     ) -> Result<Vec<AbstractValue>, RuleError> {
+        self.abstract_eval_in(inputs, params, &AxisEnv::open())
+    }
+
+    /// The output types where the named axes of `env` are in scope.
+    pub fn abstract_eval_in(
+        &self,
+        inputs: &[AbstractValue],
+        params: &Params,
+        env: &AxisEnv,
+    ) -> Result<Vec<AbstractValue>, RuleError> {
         match self {
-            Primitive::Builtin(b) => b.abstract_eval(inputs, params),
+            Primitive::Builtin(b) => b.abstract_eval_in(inputs, params, env),
             Primitive::Extension(e) => {
                 // A name text cannot hold would print a jaxpr that does not read back.
                 let names = std::iter::once(check_primitive_name(e.name()))
@@ -704,6 +794,12 @@ impl Registry {
     pub fn lookup(&self, name: &str) -> Option<Primitive> {
         if let Some(b) = Builtin::from_name(name) {
             return Some(Primitive::Builtin(b));
+        }
+        // JAX 0.10 prints a psum in a shard_map body checked for varying axes as
+        // `psum_invariant` (psum whose operand varies and result does not): ferrax's
+        // psum, which keeps varying axes as explicit pvary equations.
+        if name == "psum_invariant" {
+            return Some(Primitive::Builtin(Builtin::Psum));
         }
         self.extensions
             .get(name)

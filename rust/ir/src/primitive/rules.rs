@@ -6,6 +6,8 @@ use crate::dtype::DType;
 use crate::jaxpr::ClosedJaxpr;
 use crate::params::{DotDimensionNumbers, Param, Params};
 
+mod collectives;
+pub(crate) use collectives::unshard_aval;
 mod indexing;
 use std::fmt;
 
@@ -71,6 +73,17 @@ pub enum RuleError {
         /// Its message.
         message: String,
     },
+    /// A collective names an axis no enclosing `shard_map` binds (JAX's `NameError`).
+    UnboundAxis {
+        /// The axis name.
+        name: String,
+    },
+    /// The rule needs the size of an axis an open environment does not bind (the
+    /// checker then trusts the declared types; see [`crate::AxisEnv`]).
+    AxisSizeUnknown {
+        /// The axis name.
+        name: String,
+    },
 }
 
 impl fmt::Display for RuleError {
@@ -96,6 +109,14 @@ impl fmt::Display for RuleError {
             RuleError::Shape(e) => write!(f, "output shape: {e}"),
             RuleError::SubJaxpr { reason } => f.write_str(reason),
             RuleError::Extension { message } => f.write_str(message),
+            RuleError::UnboundAxis { name } => write!(
+                f,
+                "Found an unbound axis name: {name}. To fix this, use it under a shard_map \
+                 whose mesh has that axis"
+            ),
+            RuleError::AxisSizeUnknown { name } => {
+                write!(f, "the size of axis '{name}' is not known here")
+            }
         }
     }
 }
@@ -145,6 +166,7 @@ fn param_fits(kind: ParamKind, value: &Param) -> bool {
             | (K::AxisNames, Param::Names(_))
             | (K::AxisNameSet, Param::NameSet(_))
             | (K::Pairs, Param::Pairs(_))
+            | (K::AxisName, Param::Str(_) | Param::Names(_))
     ) || (kind == K::Bools && matches!(value, Param::Ints(v) if v.is_empty()))
         || (kind == K::Ints && matches!(value, Param::Bools(v) if v.is_empty()))
 }
@@ -329,7 +351,15 @@ fn is_permutation(perm: &[i64], rank: usize) -> bool {
     perm.len() == rank && check_axes("permutation", perm, rank).is_ok()
 }
 
-pub(super) fn abstract_eval(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
+pub(super) fn abstract_eval(
+    prim: Builtin,
+    inputs: &[AbstractValue],
+    params: &Params,
+    env: &crate::sharding::AxisEnv,
+) -> Rule {
+    if prim.is_collective() || prim == Builtin::ShardMap {
+        return collectives::abstract_eval(prim, inputs, params, env);
+    }
     match prim.family() {
         Family::UnaryFloat => unary(inputs, DType::is_float, "a float dtype"),
         Family::UnarySigned => unary(inputs, DType::is_signed, "a signed int or float dtype"),

@@ -145,7 +145,44 @@ pub fn parse_jaxpr(text: &str) -> Result<Jaxpr, ReadError> {
 
 /// Reads a jaxpr whose equations may use the extension primitives of `registry`.
 pub fn parse_jaxpr_with(text: &str, registry: &Registry) -> Result<Jaxpr, ReadError> {
-    Parser::new(text, registry).run()
+    let j = Parser::new(text, registry).run()?;
+    // Nested jaxprs are read before the shard_map that binds their axes, so they were
+    // checked without its mesh; check them again with it. The environment stays open, so
+    // that a shard_map body printed by itself (collectives at its top level) reads back;
+    // `typecheck` reports axes no shard_map binds.
+    if uses_named_axes(&j) {
+        crate::typecheck::typecheck_in(&j, &crate::sharding::AxisEnv::open())
+            .map_err(ReadError::Type)?;
+    }
+    Ok(j)
+}
+
+/// True when a collective or a shard_map appears anywhere in the jaxpr.
+fn uses_named_axes(j: &Jaxpr) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut work = vec![j];
+    while let Some(j) = work.pop() {
+        for e in j.eqns() {
+            if let Primitive::Builtin(b) = e.primitive() {
+                if b.is_collective() || *b == Builtin::ShardMap {
+                    return true;
+                }
+            }
+            for (_, p) in e.params().iter() {
+                let subs: &[ClosedJaxpr] = match p {
+                    Param::Jaxpr(cj) => std::slice::from_ref(cj),
+                    Param::Jaxprs(cjs) => cjs,
+                    _ => continue,
+                };
+                for sub in subs {
+                    if seen.insert(Arc::as_ptr(sub.jaxpr())) {
+                        work.push(sub.jaxpr());
+                    }
+                }
+            }
+        }
+    }
+    false
 }
 
 /// Tuples in a param value nest at most this deep.
@@ -1983,6 +2020,10 @@ fn by_kind(kind: ParamKind, v: &Val<'_>, shared: &Shared<'_>) -> Result<Option<P
                 .collect::<Option<Vec<_>>>()
                 .map(|ps| Param::Specs(ps.into()))
         }),
+        K::AxisName => match v {
+            Val::Seq { .. } => by_kind(K::AxisNames, v, shared)?,
+            _ => as_str(v).map(Param::Str),
+        },
         K::AxisNames => seq(v).and_then(|items| {
             items
                 .iter()

@@ -13,7 +13,11 @@ use std::fmt::Write as _;
 /// Writes the ops of a `while` region from its block arguments; returns what it yields.
 type RegionWriter<'c, T> = dyn FnMut(&mut Module, &mut FuncState<'_>, &[Ssa]) -> T + 'c;
 
-fn sub<'a>(e: &'a Eqn, b: Builtin, name: &'static str) -> Result<&'a ClosedJaxpr, LowerError> {
+pub(super) fn sub<'a>(
+    e: &'a Eqn,
+    b: Builtin,
+    name: &'static str,
+) -> Result<&'a ClosedJaxpr, LowerError> {
     let cj = match e.params().get(name) {
         Some(Param::Jaxpr(cj)) => cj,
         _ => {
@@ -44,7 +48,7 @@ fn int(e: &Eqn, b: Builtin, name: &'static str) -> Result<usize, LowerError> {
 
 impl Module {
     /// Writes a `func.call` of `callee` (indented by `indent`) and returns its results.
-    fn call(
+    pub(super) fn call(
         &mut self,
         f: &mut FuncState<'_>,
         indent: &str,
@@ -90,7 +94,7 @@ impl Module {
             Some(Param::Str(s)) => s.to_string(),
             _ => b.name().to_owned(),
         };
-        let callee = self.function_for(cj.jaxpr(), &hint);
+        let callee = self.function_for(cj.jaxpr(), &hint, f.mesh.as_ref());
         let args: Vec<&Ssa> = inputs.iter().collect();
         let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
         Ok(self.call(f, "    ", &callee, &args, &types))
@@ -121,7 +125,7 @@ impl Module {
                     count: br.consts().len(),
                 });
             }
-            callees.push(self.function_for(br.jaxpr(), "branch"));
+            callees.push(self.function_for(br.jaxpr(), "branch", f.mesh.as_ref()));
         }
         // The index, as i32 clamped into range (XLA's case runs the last branch for any
         // out-of-range index; the evaluator clamps both ways).
@@ -222,8 +226,8 @@ impl Module {
         let body_j = sub(e, b, "body_jaxpr")?;
         let cn = int(e, b, "cond_nconsts")?;
         let bn = int(e, b, "body_nconsts")?;
-        let cond_fn = self.function_for(cond_j.jaxpr(), "while_cond");
-        let body_fn = self.function_for(body_j.jaxpr(), "while_body");
+        let cond_fn = self.function_for(cond_j.jaxpr(), "while_cond", f.mesh.as_ref());
+        let body_fn = self.function_for(body_j.jaxpr(), "while_body", f.mesh.as_ref());
         let cond_consts: Vec<Ssa> = inputs[..cn].to_vec();
         let body_consts: Vec<Ssa> = inputs[cn..cn + bn].to_vec();
         let init: Vec<Ssa> = inputs[cn + bn..].to_vec();
@@ -260,7 +264,7 @@ impl Module {
         let nc = int(e, b, "num_consts")?;
         let ncarry = int(e, b, "num_carry")?;
         let reverse = matches!(e.params().get("reverse"), Some(Param::Bool(true)));
-        let body_fn = self.function_for(body_j.jaxpr(), "scan_body");
+        let body_fn = self.function_for(body_j.jaxpr(), "scan_body", f.mesh.as_ref());
         let consts: Vec<Ssa> = inputs[..nc].to_vec();
         let xs: Vec<Ssa> = inputs[nc + ncarry..].to_vec();
         let xs_avals: Vec<AbstractValue> = in_avals[nc + ncarry..].to_vec();

@@ -17,6 +17,7 @@
 mod control;
 mod indexing;
 mod ops;
+mod spmd;
 mod text;
 
 use crate::jaxpr::{Atom, Jaxpr, VarId};
@@ -70,6 +71,11 @@ pub enum LowerError {
         /// What is wrong.
         reason: String,
     },
+    /// A collective outside any `shard_map` body, or a `shard_map` inside another.
+    NoMesh {
+        /// The primitive.
+        primitive: String,
+    },
     /// The lowering options do not fit the jaxpr (a sharding for each argument and each
     /// result, or none).
     BadOptions {
@@ -105,6 +111,9 @@ impl fmt::Display for LowerError {
                 write!(f, "'{primitive}': {reason}")
             }
             LowerError::BadOptions { reason } => f.write_str(reason),
+            LowerError::NoMesh { primitive } => {
+                write!(f, "'{primitive}' needs an enclosing shard_map (and only one)")
+            }
         }
     }
 }
@@ -222,10 +231,10 @@ pub fn lower_jaxpr_with(
         }
     }
     m.main_shardings = Some((arg_sh, res_sh));
-    m.function(jaxpr, "main", true)?;
+    m.function(jaxpr, "main", true, None)?;
     m.main_shardings = None;
-    while let Some((j, name)) = m.pending.pop() {
-        m.function(&j, &name, false)?;
+    while let Some((j, name, mesh)) = m.pending.pop() {
+        m.function(&j, &name, false, mesh)?;
     }
     m.out.push_str("}\n");
     let mut head = format!("module @{}", sanitize(module_name));
@@ -274,8 +283,10 @@ type MainShardings = (Vec<Option<String>>, Vec<Option<String>>);
 /// private functions, by identity.
 pub(crate) struct Module {
     pub(crate) out: String,
-    functions: HashMap<*const Jaxpr, String>,
-    pending: Vec<(Arc<Jaxpr>, String)>,
+    functions: HashMap<(*const Jaxpr, *const Mesh), String>,
+    pending: Vec<(Arc<Jaxpr>, String, Option<Arc<Mesh>>)>,
+    /// The next collective's channel handle.
+    pub(crate) next_channel: u64,
     /// The partition count the module is compiled for.
     pub(crate) num_partitions: u32,
     /// While `@main` is written: its argument and result shardings.
@@ -293,24 +304,40 @@ impl Module {
             num_partitions: 1,
             main_shardings: None,
             meshes: Vec::new(),
+            next_channel: 1,
         }
     }
 
-    /// The name of the private function for a sub-jaxpr, queueing it the first time.
-    pub(crate) fn function_for(&mut self, j: &Arc<Jaxpr>, hint: &str) -> String {
-        let key = Arc::as_ptr(j);
+    /// The name of the private function for a sub-jaxpr run in the `shard_map` body of
+    /// `mesh` (or outside any), queueing it the first time: one function per jaxpr and
+    /// mesh, so that collectives in it lower with that mesh's groups.
+    pub(crate) fn function_for(
+        &mut self,
+        j: &Arc<Jaxpr>,
+        hint: &str,
+        mesh: Option<&Arc<Mesh>>,
+    ) -> String {
+        let key = (Arc::as_ptr(j), mesh.map_or(std::ptr::null(), Arc::as_ptr));
         if let Some(name) = self.functions.get(&key) {
             return name.clone();
         }
         let name = format!("{}_{}", sanitize(hint), self.functions.len());
         self.functions.insert(key, name.clone());
-        self.pending.push((Arc::clone(j), name.clone()));
+        self.pending
+            .push((Arc::clone(j), name.clone(), mesh.cloned()));
         name
     }
 
     /// Writes one function: its signature, its equations, its return.
-    fn function(&mut self, j: &Jaxpr, name: &str, public: bool) -> Result<(), LowerError> {
+    fn function(
+        &mut self,
+        j: &Jaxpr,
+        name: &str,
+        public: bool,
+        mesh: Option<Arc<Mesh>>,
+    ) -> Result<(), LowerError> {
         let mut f = FuncState::new(j);
+        f.mesh = mesh;
         let (arg_sh, res_sh) = self.main_shardings.take().unwrap_or_default();
         let annotate = |ty: &str, sh: Option<&Option<String>>| match sh {
             Some(Some(s)) => format!("{ty} {{sdy.sharding = {s}}}"),
@@ -374,6 +401,8 @@ pub(crate) struct FuncState<'j> {
     pub(crate) jaxpr: &'j Jaxpr,
     values: Vec<Option<Ssa>>,
     next: u32,
+    /// The mesh of the `shard_map` body this function runs in (collectives need it).
+    pub(crate) mesh: Option<Arc<Mesh>>,
 }
 
 impl<'j> FuncState<'j> {
@@ -382,6 +411,7 @@ impl<'j> FuncState<'j> {
             jaxpr,
             values: vec![None; jaxpr.num_vars()],
             next: 0,
+            mesh: None,
         }
     }
 

@@ -511,6 +511,16 @@ impl Module {
             Builtin::Cond => self.lower_cond(f, e, inputs, in_avals, out_avals),
             Builtin::While => self.lower_while(f, e, inputs, in_avals),
             Builtin::Scan => self.lower_scan(f, e, inputs, in_avals, out_avals),
+            Builtin::ShardMap => self.lower_shard_map(f, e, inputs, in_avals, out_avals),
+            Builtin::Psum
+            | Builtin::Pmax
+            | Builtin::Pmin
+            | Builtin::Pvary
+            | Builtin::AllGather
+            | Builtin::ReduceScatter
+            | Builtin::Ppermute
+            | Builtin::AllToAll
+            | Builtin::AxisIndex => self.lower_collective(f, b, e, inputs, in_avals, out_avals),
             _ => Err(LowerError::Unsupported {
                 primitive: b.name().to_owned(),
             }),
