@@ -30,6 +30,7 @@ __all__ = [
     "cost_analysis",
     "dce",
     "hlo_sharding",
+    "insert_pvary",
     "lower_to_stablehlo",
     "parse_jaxpr",
     "partial_eval",
@@ -424,6 +425,24 @@ def lower_to_stablehlo(
     :class:`LoweringError`; a malformed mesh or spec is a ``ValueError``.
 
     An extension primitive or a nested jaxpr with constants is a :class:`LoweringError`.
+    """
+
+def insert_pvary(
+    jaxpr: Jaxpr,
+    mesh: Sequence[tuple[str, int]],
+    in_axes: Sequence[Sequence[str]],
+    out_axes: Sequence[Sequence[str]] | None = None,
+) -> tuple[Jaxpr, list[list[str]]]:
+    """A shard_map body with ``pvary`` equations inserted where JAX's tracing inserts them.
+
+    ``in_axes`` gives, per input, the mesh axes it varies over (its in_spec's axes).
+    Returns the new body and, per output, the axes it varies over (mesh order). With
+    ``out_axes`` (per output, its out_spec's axes) an output varying over fewer of them
+    gets a ``pvary`` to them; the caller checks that no output varies over an axis its
+    out_spec does not name (JAX's error). Operands of one equation are made to vary
+    over the union of their axes; ``psum``/``pmax``/``pmin`` get their operand
+    ``pvary``'d over their axes first; calls, ``cond``, ``while`` and ``scan`` are
+    inferred through their jaxprs. A wrong number of axes lists is a :class:`PassError`.
     """
 
 def sdy_sharding(

@@ -209,3 +209,106 @@ fn shard_map_text_keeps_jax_params() {
         assert!(printed.contains(needle), "{needle} not in\n{printed}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The pvary insertion pass.
+
+fn names(ns: &[&str]) -> Vec<Arc<str>> {
+    ns.iter().map(|n| Arc::from(*n)).collect()
+}
+
+#[test]
+fn insert_pvary_matches_jax_tracing() {
+    // The body of tests/collectives/jax_psum_pmax_pmin.jaxpr as ferrax traces it, before
+    // the pass: no pvary.
+    let body = parse_jaxpr(
+        "{ lambda ; a:f32[2,4] b:f32[]. let
+    c:f32[] = convert_element_type[new_dtype=float32 weak_type=False] b
+    e:f32[2,4] = mul a c
+    f:f32[2,4] = psum[axes=('x',)] e
+    g:f32[] = reduce_sum[axes=(0, 1) out_sharding=None] f
+    i:f32[2,4] = pmax[axes=('x', 'y') axis_index_groups=None] a
+    j:f32[2,4] = psum[axes=('x',)] a
+    l:f32[2,4] = pmin[axes=('y',) axis_index_groups=None] j
+  in (g, i, l) }",
+    )
+    .unwrap();
+    let mesh = mesh22();
+    let (j, outs) = ferrax_ir::passes::insert_pvary(
+        &body,
+        &mesh,
+        &[names(&["x"]), names(&[])],
+        Some(&[names(&[]), names(&[]), names(&["y"])]),
+    )
+    .unwrap();
+    // JAX's body, without its {V:...} annotations and with psum_invariant as psum.
+    let want = parse_jaxpr(
+        "{ lambda ; a:f32[2,4] b:f32[]. let
+    c:f32[] = convert_element_type[new_dtype=float32 weak_type=False] b
+    d:f32[] = pvary[axes=('x',)] c
+    e:f32[2,4] = mul a d
+    f:f32[2,4] = psum[axes=('x',)] e
+    g:f32[] = reduce_sum[axes=(0, 1) out_sharding=None] f
+    h:f32[2,4] = pvary[axes=('y',)] a
+    i:f32[2,4] = pmax[axes=('x', 'y') axis_index_groups=None] h
+    j:f32[2,4] = psum[axes=('x',)] a
+    k:f32[2,4] = pvary[axes=('y',)] j
+    l:f32[2,4] = pmin[axes=('y',) axis_index_groups=None] k
+    m:f32[2,4] = pvary[axes=('y',)] l
+  in (g, i, m) }",
+    )
+    .unwrap();
+    assert_eq!(print_jaxpr(&j), print_jaxpr(&want));
+    assert_eq!(outs, vec![names(&[]), names(&[]), names(&["y"])]);
+}
+
+#[test]
+fn insert_pvary_goes_through_calls_and_control_flow() {
+    // A psum inside a jit makes its output invariant; cond branches agree; a scan carry
+    // that meets a varying value is widened from the start.
+    let body = parse_jaxpr(
+        "{ lambda ; a:f32[2] b:f32[] p:i32[] s:f32[3]. let
+    c:f32[2] = jit[
+      name=f
+      jaxpr={ lambda ; d:f32[2]. let e:f32[2] = psum[axes=('y',)] d in (e,) }
+    ] a
+    f:f32[2] = cond[
+      branches=(
+        { lambda ; g:f32[2] h:f32[]. let in (g,) }
+        { lambda ; i:f32[2] j:f32[]. let k:f32[2] = mul i j in (k,) }
+      )
+    ] p c b
+    l:f32[] m:f32[3] = scan[
+      _split_transpose=False
+      jaxpr={ lambda ; n:f32[] o:f32[]. let q:f32[] = add n o in (q, n) }
+      length=3
+      linear=(False, False)
+      num_carry=1
+      num_consts=0
+      reverse=False
+      unroll=1
+    ] b s
+  in (c, f, l, m) }",
+    )
+    .unwrap();
+    let mesh = mesh22();
+    let (j, outs) = ferrax_ir::passes::insert_pvary(
+        &body,
+        &mesh,
+        &[names(&["x", "y"]), names(&[]), names(&[]), names(&["x"])],
+        None,
+    )
+    .unwrap();
+    ferrax_ir::typecheck_in(&j, &ferrax_ir::AxisEnv::of([("x", 2), ("y", 2)])).unwrap();
+    assert_eq!(
+        outs,
+        vec![names(&["x"]), names(&["x"]), names(&["x"]), names(&["x"])],
+        "{}",
+        print_jaxpr(&j)
+    );
+    let text = print_jaxpr(&j);
+    // The cond's second branch multiplies by an invariant b: b is pvary'd inside; the
+    // scan's initial carry b is pvary'd before the scan.
+    assert!(text.contains("pvary[axes=('x',)] j"), "{text}");
+    assert_eq!(text.matches("pvary[axes=('x',)] b").count(), 1, "{text}");
+}

@@ -471,6 +471,11 @@ fn param_of_kind(kind: ParamKind, v: &Bound<'_, PyAny>) -> Result<Option<Param>>
             None => None,
         },
         K::AxisNames => names_of(v)?.map(|ns| Param::Names(ns.into())),
+        // One name (all_to_all's and axis_index's `axis_name=y`) or a tuple of them.
+        K::AxisName => match str_of(v)? {
+            Some(s) => Some(Param::Str(s)),
+            None => names_of(v)?.map(|ns| Param::Names(ns.into())),
+        },
         K::AxisNameSet => match iter_items(v)? {
             Some(_) => names_of(v)?.map(|mut ns| {
                 // A Python set has no order: keep a deterministic one.

@@ -283,3 +283,37 @@ pub fn partial_eval(
         pe.num_residuals,
     ))
 }
+
+/// The pvary insertion pass for a shard_map body traced without `pvary` where JAX would
+/// insert one (see `ferrax_ir::passes::vma`): given the mesh (`(("x", 2), ...)`) and, per
+/// input, the axes it varies over (its in_spec's axes), returns the body with `pvary`
+/// equations inserted and, per output, the axes it varies over (mesh order). With
+/// `out_axes` (per output, its out_spec's axes) outputs varying over fewer of them get a
+/// `pvary` to them; the caller checks that no output varies over an axis its out_spec
+/// does not name (JAX's error).
+#[pyfunction]
+#[pyo3(signature = (jaxpr, mesh, in_axes, out_axes = None))]
+pub fn insert_pvary(
+    py: Python<'_>,
+    jaxpr: PyRef<'_, Jaxpr>,
+    mesh: &Bound<'_, PyAny>,
+    in_axes: Vec<Vec<String>>,
+    out_axes: Option<Vec<Vec<String>>>,
+) -> Result<(Jaxpr, Vec<Vec<String>>)> {
+    let mesh = crate::params::mesh_from_py(mesh)?;
+    let conv = |v: Vec<Vec<String>>| -> Vec<Vec<Arc<str>>> {
+        v.into_iter()
+            .map(|ns| ns.into_iter().map(|n| Arc::from(n.as_str())).collect())
+            .collect()
+    };
+    let ins = conv(in_axes);
+    let outs = out_axes.map(conv);
+    let inner = &jaxpr.inner;
+    let (j, axes) =
+        py.detach(|| ferrax_ir::passes::insert_pvary(inner, &mesh, &ins, outs.as_deref()))?;
+    let axes = axes
+        .into_iter()
+        .map(|ns| ns.iter().map(|n| n.to_string()).collect())
+        .collect();
+    Ok((Jaxpr::new(Arc::new(j)), axes))
+}

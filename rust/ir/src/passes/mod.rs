@@ -8,6 +8,7 @@ pub mod partial_eval;
 mod rebuild;
 pub mod toposort;
 pub mod transpose;
+pub mod vma;
 
 pub use closure::consts_to_invars;
 pub use cost::{cost, Cost};
@@ -15,6 +16,7 @@ pub use dce::dce;
 pub use partial_eval::{partial_eval, PartialEval};
 pub use toposort::toposort;
 pub use transpose::transpose;
+pub use vma::insert_pvary;
 
 use std::fmt;
 
@@ -72,6 +74,11 @@ pub enum PassError {
         /// The typechecker's message.
         message: String,
     },
+    /// The pass does not handle this input (a shard_map nested in another, ...).
+    Unsupported {
+        /// What is not handled.
+        what: String,
+    },
     /// Placeholder while a pass is being written.
     NotImplemented,
 }
@@ -124,6 +131,7 @@ impl fmt::Display for PassError {
             PassError::IllTyped { eqn: None, message } => {
                 write!(f, "the pass built an ill-typed jaxpr: {message}")
             }
+            PassError::Unsupported { what } => write!(f, "not supported: {what}"),
             PassError::NotImplemented => f.write_str("not implemented"),
         }
     }
