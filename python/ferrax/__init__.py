@@ -21,6 +21,7 @@ from ferrax._cost import cost_analysis
 from ferrax._jacobians import hessian, jacfwd, jacrev
 from ferrax._jit import eval_jaxpr, jit
 from ferrax._runtime import device_put
+from ferrax._shard_map import pmap, shard_map
 from ferrax._staging import make_jaxpr
 from ferrax._vmap import vmap
 from ferrax.sharding import NamedSharding, PartitionSpec
@@ -81,7 +82,9 @@ __all__ = [
     "lax",
     "make_jaxpr",
     "numpy",
+    "pmap",
     "remat",
+    "shard_map",
     "tree_util",
     "value_and_grad",
     "vjp",

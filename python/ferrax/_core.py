@@ -187,6 +187,10 @@ class Primitive:
 
     def abstract_eval(self, avals: Sequence[_ir.ShapedArray], params: dict[str, Any]) -> list[_ir.ShapedArray]:
         """The output types for these operand types (Rust's rule, or the extension's)."""
+        if self.collective_axes is not None:
+            from ferrax._interpreters.axis_env import axis_env
+
+            return _ir.abstract_eval(self.ir_primitive(), avals, params, axis_env())
         return _ir.abstract_eval(self.ir_primitive(), avals, params)
 
 

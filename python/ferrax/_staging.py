@@ -27,6 +27,7 @@ from ferrax._core import (
     to_numpy,
     user_location,
 )
+from ferrax._interpreters.axis_env import axis_env
 from ferrax.errors import BuilderError, TypeCheckError, UnexpectedTracerError, escaped_tracer_message
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
@@ -39,7 +40,10 @@ class _Staging:
     __slots__ = ("builder", "consts", "const_vars")
 
     def __init__(self) -> None:
-        self.builder = _ir.JaxprBuilder()
+        # Inside a shard_map body or a named vmap the collectives' axes are known: the
+        # builder checks them (and gets all_gather's and all_to_all's sizes).
+        env = axis_env()
+        self.builder = _ir.JaxprBuilder() if env is None else _ir.JaxprBuilder(axis_env=env)
         self.consts: list[Any] = []
         # (id of the constant's storage, its type) -> its constvar; the constant is kept
         # alive in `consts`, so the id stays its own.

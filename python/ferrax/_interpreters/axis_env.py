@@ -68,10 +68,17 @@ def frame_of(name: Hashable) -> AxisFrame | None:
     return None
 
 
-def axis_env() -> dict[Hashable, int]:
-    """Every bound axis name and its size (the innermost binding of each)."""
-    env: dict[Hashable, int] = {}
-    for frame in _state.frames:
+def axis_env() -> dict[str, int] | None:
+    """Every bound axis name and its size (the innermost binding of each), as the Rust
+    rules take them; ``None`` when no axis is bound, or when a ``vmap`` named its axis
+    with something else than a string (the rules then check collectives leniently)."""
+    frames = _state.frames
+    if not frames:
+        return None
+    env: dict[str, int] = {}
+    for frame in frames:
+        if not isinstance(frame.name, str):
+            return None
         env[frame.name] = frame.size
     return env
 

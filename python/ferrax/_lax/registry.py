@@ -13,8 +13,10 @@ def _collect() -> dict[str, Primitive]:
             if isinstance(value, Primitive):
                 found[value.name] = value
     from ferrax._jit import jit_p
+    from ferrax._shard_map import shard_map_p
 
     found[jit_p.name] = jit_p
+    found[shard_map_p.name] = shard_map_p
     return found
 
 

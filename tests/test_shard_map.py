@@ -1,0 +1,412 @@
+"""``ferrax.shard_map`` and the collectives on meshes of four CPU devices (issue 11, item 3).
+
+Cases are generated over meshes ((4,) and (2, 2)), input specs and collectives with their
+options; each runs under ``ferrax.shard_map`` (eagerly, through ``ferrax.jit`` over the
+mesh) and is compared with ``jax.shard_map`` in this process and with a NumPy model that
+applies the collective to the per-device blocks. Each device's result is returned whole
+(``out_specs`` names every mesh axis on a new leading dimension), so every device is
+checked. Then invariant outputs (``P()``), ``grad`` through ``shard_map`` with ``psum``
+(a replicated parameter's gradient summed over devices), ``jvp`` and ``vmap`` of
+``shard_map``, ``jit`` around it, and the errors against JAX's types and texts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh as JMesh
+from jax.sharding import PartitionSpec as JP
+
+import ferrax
+import ferrax.numpy as fnp
+from ferrax import lax
+from ferrax.sharding import Mesh as FMesh
+from ferrax.sharding import PartitionSpec as FP
+
+NDArray = np.ndarray[Any, Any]
+
+if len(jax.devices()) < 4 or len(ferrax.devices()) < 4:  # pragma: no cover - conftest sets 4
+    pytest.skip("needs 4 CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count=4)", allow_module_level=True)
+
+MESHES = {(4,): ("x",), (2, 2): ("x", "y")}
+
+
+class Lib(NamedTuple):
+    """One library's namespace: lax, numpy, shard_map, Mesh, P, transformations."""
+
+    lax: Any
+    np: Any
+    shard_map: Any
+    P: Any
+    mesh: Callable[[tuple[int, ...]], Any]
+    grad: Any
+    jvp: Any
+    vmap: Any
+    jit: Any
+
+
+def _fmesh(shape: tuple[int, ...]) -> Any:
+    return FMesh(np.array(ferrax.devices()[: math.prod(shape)], dtype=object).reshape(shape), MESHES[shape])
+
+
+def _jmesh(shape: tuple[int, ...]) -> Any:
+    return JMesh(np.array(jax.devices()[: math.prod(shape)]).reshape(shape), MESHES[shape])
+
+
+FX = Lib(lax, fnp, ferrax.shard_map, FP, _fmesh, ferrax.grad, ferrax.jvp, ferrax.vmap, ferrax.jit)
+JX = Lib(jax.lax, jnp, jax.shard_map, JP, _jmesh, jax.grad, jax.jvp, jax.vmap, jax.jit)
+
+
+# ----------------------------------------------------------------------- the NumPy model
+
+
+def _coords(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    return list(itertools.product(*[range(s) for s in shape]))
+
+
+def _entry_axes(entry: Any) -> tuple[str, ...]:
+    if entry is None:
+        return ()
+    return (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def _block(x: NDArray, spec: tuple[Any, ...], shape: tuple[int, ...], coord: tuple[int, ...]) -> NDArray:
+    """Device ``coord``'s block of ``x`` laid out by ``spec``."""
+    names = MESHES[shape]
+    pos = dict(zip(names, coord))
+    sizes = dict(zip(names, shape))
+    index = []
+    for d in range(x.ndim):
+        axes = _entry_axes(spec[d]) if d < len(spec) else ()
+        k, i = 1, 0
+        for a in axes:
+            i = i * sizes[a] + pos[a]
+            k *= sizes[a]
+        n = x.shape[d] // k
+        index.append(slice(i * n, (i + 1) * n))
+    return x[tuple(index)]
+
+
+def _groups(shape: tuple[int, ...], axes: tuple[str, ...]) -> dict[tuple[int, ...], tuple[tuple[int, ...], int]]:
+    """For each device: the key of its group along ``axes`` and its position in it."""
+    names = MESHES[shape]
+    sizes = dict(zip(names, shape))
+    out = {}
+    for c in _coords(shape):
+        pos = dict(zip(names, c))
+        key = tuple(p for n, p in zip(names, c) if n not in axes)
+        i = 0
+        for a in axes:
+            i = i * sizes[a] + pos[a]
+        out[c] = (key, i)
+    return out
+
+
+def model(op: str, opts: dict[str, Any], blocks: dict[tuple[int, ...], NDArray], shape: tuple[int, ...], axes: tuple[str, ...]) -> dict[tuple[int, ...], NDArray]:
+    """Each device's result of collective ``op`` over ``axes``, from the devices' blocks."""
+    groups = _groups(shape, axes)
+    members: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    for c, (key, i) in sorted(groups.items(), key=lambda kv: kv[1][1]):
+        members.setdefault(key, []).append(c)
+    out = {}
+    for c, (key, i) in groups.items():
+        group = [blocks[m] for m in members[key]]
+        n = len(group)
+        if op == "psum":
+            out[c] = np.sum(group, axis=0)
+        elif op == "pmean":
+            out[c] = np.mean(group, axis=0)
+        elif op == "pmax":
+            out[c] = np.max(group, axis=0)
+        elif op == "pmin":
+            out[c] = np.min(group, axis=0)
+        elif op == "all_gather":
+            a = opts["axis"]
+            out[c] = np.concatenate(group, axis=a) if opts["tiled"] else np.stack(group, axis=a)
+        elif op == "psum_scatter":
+            total = np.sum(group, axis=0)
+            d = opts["scatter_dimension"]
+            out[c] = np.split(total, n, axis=d)[i]
+        elif op == "ppermute":
+            src = {dst: s for s, dst in opts["perm"]}.get(i)
+            out[c] = group[src] if src is not None else np.zeros_like(blocks[c])
+        elif op == "all_to_all":
+            s, k = opts["split_axis"], opts["concat_axis"]
+            out[c] = np.concatenate([np.split(b, n, axis=s)[i] for b in group], axis=k)
+        elif op == "axis_index":
+            out[c] = np.asarray(i, np.int32)
+        else:  # pragma: no cover
+            raise AssertionError(op)
+    return out
+
+
+# --------------------------------------------------------------------------- the cases
+
+
+class Coll(NamedTuple):
+    name: str  # the lax function
+    opts: dict[str, Any]
+
+    def apply(self, L: Any, a: Any, axes: tuple[str, ...]) -> Any:
+        name = axes[0] if len(axes) == 1 else axes
+        if self.name == "axis_index":
+            return L.axis_index(name)
+        return getattr(L, self.name)(a, name, **self.opts)
+
+
+def _cycle(n: int) -> tuple[tuple[int, int], ...]:
+    return tuple((i, (i + 1) % n) for i in range(n))
+
+
+def _colls(n: int) -> list[Coll]:
+    return [
+        Coll("psum", {}),
+        Coll("pmean", {}),
+        Coll("pmax", {}),
+        Coll("pmin", {}),
+        Coll("all_gather", {"axis": 0, "tiled": False}),
+        Coll("all_gather", {"axis": 1, "tiled": True}),
+        Coll("psum_scatter", {"scatter_dimension": 0, "tiled": True}),
+        Coll("psum_scatter", {"scatter_dimension": 1, "tiled": True}),
+        Coll("ppermute", {"perm": _cycle(n)}),
+        Coll("ppermute", {"perm": ((0, n - 1),)}),
+        Coll("all_to_all", {"split_axis": 0, "concat_axis": 1, "tiled": True}),
+        Coll("all_to_all", {"split_axis": 1, "concat_axis": 0, "tiled": True}),
+        Coll("axis_index", {}),
+    ]
+
+
+class Case(NamedTuple):
+    shape: tuple[int, ...]
+    spec: tuple[Any, ...]
+    axes: tuple[str, ...]
+    coll: Coll
+
+    @property
+    def jax_refuses(self) -> bool:
+        """JAX refuses a psum (psum_scatter, pmean) over axes some of which the operand
+        varies over and others not ("can only accept axis_name which corresponds to one
+        of varying, ... state of the input"); ferrax makes the operand vary over all of
+        them first (pvary), which the NumPy model checks."""
+        varying = {a for e in self.spec for a in _entry_axes(e)}
+        partly = bool(varying & set(self.axes)) and not set(self.axes) <= varying
+        return partly and self.coll.name in ("psum", "pmean", "psum_scatter")
+
+    @property
+    def id(self) -> str:
+        opts = "-".join(f"{k}{v}" for k, v in self.coll.opts.items() if k != "perm")
+        return f"mesh{self.shape}-spec{self.spec}-over{self.axes}-{self.coll.name}{opts}"
+
+
+SPECS: dict[tuple[int, ...], list[tuple[Any, ...]]] = {
+    (4,): [("x",), (None, "x"), ()],
+    (2, 2): [("x", "y"), ("y",), (("x", "y"),), (None, "x"), ()],
+}
+AXES: dict[tuple[int, ...], list[tuple[str, ...]]] = {(4,): [("x",)], (2, 2): [("x",), ("y",), ("x", "y")]}
+
+
+def _cases() -> list[Case]:
+    out = []
+    for shape in MESHES:
+        for spec, axes in itertools.product(SPECS[shape], AXES[shape]):
+            n = math.prod(dict(zip(MESHES[shape], shape))[a] for a in axes)
+            for coll in _colls(n):
+                out.append(Case(shape, spec, axes, coll))
+    return out
+
+
+CASES = _cases()
+X = (np.arange(16 * 16, dtype=np.float32).reshape(16, 16) * 0.37) % 7.0 - 3.0
+
+
+def _all_axes(shape: tuple[int, ...]) -> Any:
+    names = MESHES[shape]
+    return names[0] if len(names) == 1 else names
+
+
+def _run(lib: Lib, case: Case, x: Any) -> Any:
+    mesh = lib.mesh(case.shape)
+
+    def body(a: Any) -> Any:
+        r = case.coll.apply(lib.lax, a, case.axes)
+        return lib.lax.expand_dims(r, (0,))
+
+    return lib.shard_map(body, mesh=mesh, in_specs=lib.P(*case.spec), out_specs=lib.P(_all_axes(case.shape)))(x)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
+def test_collective_under_shard_map(case: Case) -> None:
+    got = np.asarray(_run(FX, case, X))
+    if not case.jax_refuses:
+        want = np.asarray(_run(JX, case, jnp.asarray(X)))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # The NumPy model, device by device (row-major over the mesh, as out_specs lays out).
+    coords = _coords(case.shape)
+    blocks = {c: _block(X, case.spec, case.shape, c) for c in coords}
+    expected = model(case.coll.name, case.coll.opts, blocks, case.shape, case.axes)
+    for k, c in enumerate(coords):
+        np.testing.assert_allclose(got[k], expected[c], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- invariant outputs, jit
+
+#: ``jit`` of a function holding a shard_map compiles for the mesh's devices with the
+#: lead's sharded jit (ferrax.sharding.note_mesh marks it); skipped on a branch without it.
+SHARDED_JIT = pytest.mark.skipif(
+    not hasattr(ferrax.sharding, "note_mesh"), reason="jit over a mesh (the lead's sharded jit) is not on this branch"
+)
+
+
+@pytest.mark.parametrize("shape", list(MESHES))
+def test_replicated_outputs(shape: tuple[int, ...]) -> None:
+    def f(lib: Lib) -> Any:
+        names = MESHES[shape]
+        everything = names[0] if len(names) == 1 else names
+
+        def body(a: Any, w: Any) -> Any:
+            s = lib.lax.psum(a * w, everything)
+            return s, lib.lax.pmax(a, everything).sum(), lib.lax.pmean(a, everything) + w
+
+        spec = lib.P(everything)
+        return lib.shard_map(body, mesh=lib.mesh(shape), in_specs=(spec, lib.P()), out_specs=(lib.P(), lib.P(), lib.P()))
+
+    w = np.float32(1.5)
+    got, want = f(FX)(X, w), f(JX)(jnp.asarray(X), w)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-6)
+    if hasattr(ferrax.sharding, "note_mesh"):  # see SHARDED_JIT
+        for g, e in zip(ferrax.jit(f(FX))(X, w), jax.jit(f(JX))(jnp.asarray(X), w)):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-6)
+
+
+def test_output_shardings_follow_out_specs() -> None:
+    mesh = _fmesh((2, 2))
+    out = ferrax.shard_map(lambda a: (a * 2, lax.psum(a, ("x", "y"))), mesh=mesh, in_specs=FP("x", "y"), out_specs=(FP("x", "y"), FP()))(X)
+    assert out[0].sharding == ferrax.NamedSharding(mesh, FP("x", "y"))
+    assert out[1].sharding == ferrax.NamedSharding(mesh, FP())
+
+
+# ------------------------------------------------------------------------- transformations
+
+
+def _loss(lib: Lib, shape: tuple[int, ...], spec: tuple[Any, ...]) -> Callable[..., Any]:
+    names = MESHES[shape]
+    everything = names[0] if len(names) == 1 else names
+
+    def body(w: Any, b: Any, x: Any) -> Any:
+        h = lib.np.tanh(x * w + b)
+        local = (h * h).sum() + lib.lax.all_gather(h, names[-1], tiled=True).sum() * 0.5
+        return lib.lax.psum(local, everything)
+
+    b_spec = lib.P(spec[1]) if len(spec) > 1 else lib.P()  # b along x's last dimension
+    sm = lib.shard_map(body, mesh=lib.mesh(shape), in_specs=(lib.P(), b_spec, lib.P(*spec)), out_specs=lib.P())
+    return lambda w, b, x: sm(w, b, x)
+
+
+@pytest.mark.parametrize("shape, spec", [((4,), ("x",)), ((2, 2), ("x", "y")), ((2, 2), (None, "y"))])
+def test_grad_through_shard_map_with_psum(shape: tuple[int, ...], spec: tuple[Any, ...]) -> None:
+    # w is replicated: its gradient is the sum of every device's contribution (psum's
+    # transpose is pvary, pvary's is psum).
+    w = np.float32(0.3)
+    b = np.linspace(-1, 1, 16).astype(np.float32)
+    got = ferrax.grad(_loss(FX, shape, spec), argnums=(0, 1, 2))(w, b, X)
+    want = jax.grad(_loss(JX, shape, spec), argnums=(0, 1, 2))(w, jnp.asarray(b), jnp.asarray(X))
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=2e-5, atol=1e-5)
+
+
+@SHARDED_JIT
+def test_grad_through_shard_map_under_jit() -> None:
+    w = np.float32(0.3)
+    b = np.linspace(-1, 1, 16).astype(np.float32)
+    got = ferrax.jit(ferrax.grad(_loss(FX, (2, 2), ("x", "y"))))(w, b, X)
+    want = jax.grad(_loss(JX, (2, 2), ("x", "y")))(w, jnp.asarray(b), jnp.asarray(X))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5)
+
+
+def test_jvp_of_shard_map() -> None:
+    def f(lib: Lib) -> Any:
+        def body(a: Any) -> Any:
+            return lib.lax.psum(lib.np.sin(a), "x"), lib.lax.ppermute(a * a, "y", ((0, 1), (1, 0)))
+
+        return lib.shard_map(body, mesh=lib.mesh((2, 2)), in_specs=lib.P("x", "y"), out_specs=(lib.P(None, "y"), lib.P("x", "y")))
+
+    t = np.cos(X)
+    got = ferrax.jvp(f(FX), (X,), (t,))
+    want = jax.jvp(f(JX), (jnp.asarray(X),), (jnp.asarray(t),))
+    for g, e in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("in_axes", [0, 1])
+def test_vmap_of_shard_map(in_axes: int) -> None:
+    def f(lib: Lib) -> Any:
+        def body(a: Any, w: Any) -> Any:
+            return lib.lax.psum(a * w, "x"), lib.lax.all_gather(a, "y", axis=1, tiled=True)
+
+        return lib.shard_map(body, mesh=lib.mesh((2, 2)), in_specs=(lib.P("x", "y"), lib.P()), out_specs=(lib.P(None, "y"), lib.P("x", "y")))
+
+    xs = np.stack([X, X * 2.0, -X], axis=in_axes)
+    w = np.float32(0.5)
+    got = ferrax.vmap(f(FX), in_axes=(in_axes, None))(xs, w)
+    want = jax.vmap(f(JX), in_axes=(in_axes, None))(jnp.asarray(xs), w)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-6)
+
+
+def test_make_jaxpr_is_one_shard_map_equation() -> None:
+    mesh = _fmesh((2, 2))
+    sm = ferrax.shard_map(lambda a: lax.psum(a, "x") * 2.0, mesh=mesh, in_specs=FP("x", "y"), out_specs=FP(None, "y"))
+    closed = ferrax.make_jaxpr(sm)(X)
+    assert [e.primitive for e in closed.jaxpr.eqns] == ["shard_map"]
+    assert closed.out_avals[0].shape == (8, 16)
+    text = str(closed)
+    assert "psum" in text and "mesh=" in text and "in_specs=(P('x', 'y'),)" in text
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+def _error(f: Callable[[], Any]) -> BaseException:
+    with pytest.raises(Exception) as info:
+        f()
+    return info.value
+
+
+ERRORS = [
+    # (label, function of the library giving a call that fails)
+    ("indivisible", lambda lib: lambda: lib.shard_map(lambda a: a, mesh=lib.mesh((2, 2)), in_specs=lib.P("y", "x"), out_specs=lib.P("y", "x"))(np.ones((3, 5), np.float32))),
+    ("unknown axis in in_specs", lambda lib: lambda: lib.shard_map(lambda a: a, mesh=lib.mesh((2, 2)), in_specs=lib.P("z"), out_specs=lib.P())(X)),
+    ("unknown axis in out_specs", lambda lib: lambda: lib.shard_map(lambda a: a, mesh=lib.mesh((2, 2)), in_specs=lib.P("x"), out_specs=lib.P("z"))(X)),
+    ("spec longer than rank", lambda lib: lambda: lib.shard_map(lambda a: a, mesh=lib.mesh((2, 2)), in_specs=lib.P("x", None, "y"), out_specs=lib.P())(X)),
+    ("output varies but declared replicated", lambda lib: lambda: lib.shard_map(lambda a: a, mesh=lib.mesh((2, 2)), in_specs=lib.P("x"), out_specs=lib.P())(X)),
+    ("psum over y leaves x varying", lambda lib: lambda: lib.shard_map(lambda a: lib.lax.psum(a, "y"), mesh=lib.mesh((2, 2)), in_specs=lib.P("x", "y"), out_specs=lib.P(None, "y"))(X)),
+    ("in_specs of the wrong length", lambda lib: lambda: lib.shard_map(lambda a, b: a, mesh=lib.mesh((2, 2)), in_specs=(lib.P("x"),), out_specs=lib.P("x"))(X, X)),
+    ("out_specs of the wrong length", lambda lib: lambda: lib.shard_map(lambda a: (a, a), mesh=lib.mesh((2, 2)), in_specs=lib.P("x"), out_specs=(lib.P("x"), lib.P("x"), lib.P()))(X)),
+    ("tiled psum_scatter indivisible", lambda lib: lambda: lib.shard_map(lambda a: lib.lax.psum_scatter(a, "y", tiled=True), mesh=lib.mesh((2, 2)), in_specs=lib.P("x"), out_specs=lib.P("x"))(np.ones((6, 4), np.float32))),
+]
+
+
+@pytest.mark.parametrize("label, make", ERRORS, ids=[e[0] for e in ERRORS])
+def test_errors_as_jax(label: str, make: Callable[[Lib], Callable[[], Any]]) -> None:
+    got, want = _error(make(FX)), _error(make(JX))
+    assert isinstance(got, type(want)) or type(want).__name__ == "DuplicateSpecError"
+    assert isinstance(got, ValueError)
+    # JAX names an internal wrapper in some of these ('_rem_singleton'): not the names.
+    first_line = re.sub(r"function '[^']*'", "function", str(want).splitlines()[0])
+    assert first_line in re.sub(r"function '[^']*'", "function", str(got))
+    assert __file__ in str(got)
+
+
+def test_unbound_axis_inside_body() -> None:
+    with pytest.raises(NameError, match="unbound axis name: k"):
+        ferrax.shard_map(lambda a: lax.psum(a, "k"), mesh=_fmesh((2, 2)), in_specs=FP("x"), out_specs=FP("x"))(X)
