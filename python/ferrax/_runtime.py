@@ -171,7 +171,9 @@ class DeviceArray(ConcreteArray):
     def _value(self) -> np.ndarray[Any, Any]:  # type: ignore[override]
         if self._host is None:
             s = self._sharding
-            if s is None or s.num_devices == 1 or s.is_fully_replicated_for(len(self._aval.shape)):
+            if s is None or s.num_devices == 1 or (
+                s.is_fully_replicated_for(len(self._aval.shape)) and self._aval.dtype != dtypes.bfloat16
+            ):
                 self._host = _to_host(self._buffer, self._aval)
             else:
                 self._host = _gathered_to_host(self._buffer, self._aval, s)
