@@ -21,6 +21,8 @@ from ferrax._cost import cost_analysis
 from ferrax._jacobians import hessian, jacfwd, jacrev
 from ferrax._jit import eval_jaxpr, jit
 from ferrax._runtime import device_put
+from ferrax._multihost import make_array_from_process_local_data, make_array_from_single_device_arrays
+from ferrax import distributed
 from ferrax._staging import make_jaxpr
 from ferrax._vmap import vmap
 from ferrax.sharding import NamedSharding, PartitionSpec
@@ -64,6 +66,7 @@ __all__ = [
     "device_count",
     "device_put",
     "devices",
+    "distributed",
     "local_device_count",
     "local_devices",
     "make_mesh",
@@ -79,6 +82,8 @@ __all__ = [
     "jvp",
     "linearize",
     "lax",
+    "make_array_from_process_local_data",
+    "make_array_from_single_device_arrays",
     "make_jaxpr",
     "numpy",
     "remat",
