@@ -29,11 +29,13 @@ __all__ = [
     "consts_to_invars",
     "cost_analysis",
     "dce",
+    "hlo_sharding",
     "lower_to_stablehlo",
     "parse_jaxpr",
     "partial_eval",
     "random_jaxpr",
     "reference_eval",
+    "sdy_sharding",
     "toposort",
     "transpose",
     "typecheck",
@@ -391,10 +393,64 @@ def abstract_eval(
 def builtin_primitives() -> list[str]:
     """The names of the built-in primitives of the Rust catalogue."""
 
-def lower_to_stablehlo(jaxpr: Jaxpr, module_name: str = "ferrax") -> str:
+def lower_to_stablehlo(
+    jaxpr: Jaxpr,
+    module_name: str = "ferrax",
+    *,
+    mesh: Sequence[tuple[str, int]] | None = None,
+    arg_specs: Sequence[Sequence[str | Sequence[str] | None] | None] | None = None,
+    result_specs: Sequence[Sequence[str | Sequence[str] | None] | None] | None = None,
+    num_partitions: int | None = None,
+) -> str:
     """The jaxpr as a StableHLO text module; ``@main`` takes the constvars, then the invars.
 
+    For SPMD, as JAX 0.10 lowers with Shardy: ``mesh`` (``(("x", 2), ("y", 2))``, or an
+    object with ``axis_names`` and ``axis_sizes``) is declared as ``sdy.mesh @mesh``;
+    ``arg_specs`` (one per argument of ``@main``: constvars then invars) and
+    ``result_specs`` (one per output), each a partition spec (a tuple of entries:
+    ``None``, an axis name or a tuple of names) or ``None``, become ``sdy.sharding``
+    attributes; ``num_partitions`` (default: the mesh's size, else 1) > 1 adds
+    ``mhlo.num_partitions`` and ``mhlo.num_replicas = 1``. Devices are numbered row-major
+    over the mesh axes. A mesh param (``sharding_constraint``, ``shard_map``) with more
+    devices than ``num_partitions``, or specs that do not fit, is a
+    :class:`LoweringError`; a malformed mesh or spec is a ``ValueError``.
+
     An extension primitive or a nested jaxpr with constants is a :class:`LoweringError`.
+    """
+
+def sdy_sharding(
+    axis_names: Sequence[str],
+    axis_sizes: Sequence[int],
+    spec: Sequence[str | Sequence[str] | None],
+    rank: int,
+) -> str:
+    """The Shardy dimension shardings (``[{"x"}, {}]``) of a rank-``rank`` array laid out by
+    ``spec`` on the mesh of these axes.
+
+    Each ``spec`` entry is ``None``, an axis name or a sequence of names (``{"x", "y"}``).
+    An unknown axis, an axis used twice or a sharded dimension past ``rank`` (trailing
+    ``None`` entries are fine, as in JAX) raises ``ValueError``.
+
+    Params of the sharding primitives, as the bindings give and take them: a mesh as
+    ``(("x", 2), ("y", 2))`` (or any object with ``axis_names`` and ``axis_sizes``); a
+    partition spec as a tuple of entries (``None``, a name, or a tuple of names; any
+    iterable of such entries is accepted); a tuple of specs; axis names as a tuple of
+    ``str`` (one ``str`` is accepted); a set of names as a ``frozenset`` of ``str``; a
+    permutation as a tuple of ``(int, int)`` pairs.
+    """
+
+def hlo_sharding(
+    axis_names: Sequence[str],
+    axis_sizes: Sequence[int],
+    spec: Sequence[str | Sequence[str] | None],
+    rank: int,
+) -> str:
+    """The GSPMD sharding text of a rank-``rank`` array laid out by ``spec`` on a mesh.
+
+    ``{replicated}`` or ``{devices=[t0,...(,k)]ID,ID,...( last_tile_dim_replicate)}`` with
+    an explicit list of partition ids (devices numbered row-major over the mesh axes), as
+    ``str(NamedSharding(mesh, spec)._to_xla_hlo_sharding(rank))`` in explicit form. Errors
+    as :func:`sdy_sharding`.
     """
 
 def consts_to_invars(jaxpr: Jaxpr) -> Jaxpr:

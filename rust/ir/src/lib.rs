@@ -34,6 +34,7 @@ pub mod lower;
 pub mod params;
 pub mod passes;
 pub mod primitive;
+pub mod sharding;
 pub mod text;
 pub mod typecheck;
 
@@ -49,4 +50,5 @@ pub use params::{
 pub use primitive::{
     Builtin, ExtensionPrimitive, NameError, ParamKind, Primitive, Registry, RuleError,
 };
+pub use sharding::{hlo_sharding, sdy_sharding, Mesh, PartitionSpec, ShardingError};
 pub use typecheck::typecheck;

@@ -2,6 +2,7 @@
 
 use crate::dtype::DType;
 use crate::jaxpr::ClosedJaxpr;
+use crate::sharding::{Mesh, PartitionSpec};
 use std::any::Any;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -447,6 +448,19 @@ pub enum Param {
     Jaxprs(Arc<Vec<ClosedJaxpr>>),
     /// A host value the IR does not interpret (a Python function, a policy).
     Opaque(Opaque),
+    /// A mesh: `Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto))`.
+    Mesh(Arc<Mesh>),
+    /// One partition spec: `P('x', None)`.
+    Spec(Arc<PartitionSpec>),
+    /// A tuple of partition specs: `(P('x',), P())`.
+    Specs(Arc<[PartitionSpec]>),
+    /// A tuple of axis names: `('x', 'y')`.
+    Names(Arc<[Arc<str>]>),
+    /// A set of axis names, printed as JAX prints a frozenset: `frozenset({'x', 'y'})`
+    /// (in the order held).
+    NameSet(Arc<[Arc<str>]>),
+    /// A tuple of integer pairs (`ppermute`'s `perm`): `((0, 1), (1, 0))`.
+    Pairs(Arc<[(i64, i64)]>),
 }
 
 impl PartialEq for Param {
@@ -467,6 +481,12 @@ impl PartialEq for Param {
             (Param::Padding(a), Param::Padding(b)) => a == b,
             (Param::Jaxpr(a), Param::Jaxpr(b)) => a.ptr_eq(b),
             (Param::Opaque(a), Param::Opaque(b)) => a == b,
+            (Param::Mesh(a), Param::Mesh(b)) => a == b,
+            (Param::Spec(a), Param::Spec(b)) => a == b,
+            (Param::Specs(a), Param::Specs(b)) => a == b,
+            (Param::Names(a), Param::Names(b)) => a == b,
+            (Param::NameSet(a), Param::NameSet(b)) => a == b,
+            (Param::Pairs(a), Param::Pairs(b)) => a == b,
             (Param::Jaxprs(a), Param::Jaxprs(b)) => {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.ptr_eq(y))
             }
@@ -495,7 +515,18 @@ impl Param {
             Param::Jaxpr(_) => "jaxpr",
             Param::Jaxprs(_) => "tuple of jaxprs",
             Param::Opaque(_) => "host object (opaque)",
+            Param::Mesh(_) => "mesh",
+            Param::Spec(_) => "partition spec",
+            Param::Specs(_) => "tuple of partition specs",
+            Param::Names(_) => "tuple of axis names",
+            Param::NameSet(_) => "set of axis names",
+            Param::Pairs(_) => "tuple of int pairs",
         }
+    }
+
+    /// Builds a tuple-of-names parameter.
+    pub fn names<N: AsRef<str>>(names: &[N]) -> Param {
+        Param::Names(names.iter().map(|n| Arc::from(n.as_ref())).collect())
     }
 
     /// Builds a tuple-of-ints parameter.

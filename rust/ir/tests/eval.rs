@@ -197,6 +197,7 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::CustomVjpCall, case_calls),
     (Builtin::Remat, case_calls),
     (Builtin::StopGradient, case_stop_gradient),
+    (Builtin::ShardingConstraint, case_sharding_constraint),
 ];
 
 #[test]
@@ -2427,6 +2428,21 @@ fn case_stop_gradient() {
             &x,
         );
     }
+}
+
+fn case_sharding_constraint() {
+    // The identity: a layout hint only.
+    let mesh = ferrax_ir::Mesh::new([("x", 2), ("y", 2)]).unwrap();
+    let spec = ferrax_ir::PartitionSpec::new(vec![vec!["x".into()]]);
+    let p = Params::new([
+        ("mesh", Param::Mesh(Arc::new(mesh))),
+        ("spec", Param::Spec(Arc::new(spec))),
+    ]);
+    let x = fa(F32, &[2, 2], &[1.5, -2.0, 3.0, 4.0]);
+    assert_same(
+        &run1(Builtin::ShardingConstraint, p, std::slice::from_ref(&x)),
+        &x,
+    );
 }
 
 /// A branch `x -> x * k`.

@@ -4064,7 +4064,85 @@ fn indexing_rules() {
     run(&table(indexing_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 10] = [
+fn sharding_cases(t: &mut Table) {
+    let sc = Builtin::ShardingConstraint;
+    let mesh = Param::Mesh(Arc::new(
+        ferrax_ir::Mesh::new([("x", 2), ("y", 2)]).unwrap(),
+    ));
+    let spec = |entries: &[&[&str]]| {
+        Param::Spec(Arc::new(ferrax_ir::PartitionSpec::new(
+            entries
+                .iter()
+                .map(|e| e.iter().map(|n| Arc::from(*n)).collect())
+                .collect(),
+        )))
+    };
+    for (x, sp) in [
+        (a(F32, &[4, 2]), spec(&[&["x"], &["y"]])),
+        (w(a(F32, &[])), spec(&[])),
+        (a(I32, &[3]), spec(&[&["x", "y"]])),
+        (a(BOOL, &[3, 1]), spec(&[&[], &[]])),
+    ] {
+        t.ok(
+            "identity type",
+            sc,
+            vec![x.clone()],
+            ps([("mesh", mesh.clone()), ("spec", sp)]),
+            vec![x],
+        );
+    }
+    t.err(
+        "unknown axis",
+        sc,
+        vec![a(F32, &[4])],
+        ps([("mesh", mesh.clone()), ("spec", spec(&[&["z"]]))]),
+        Variant::BadParam,
+        &["param 'spec'", "'z'", "not found in the mesh"],
+    );
+    t.err(
+        "axis twice",
+        sc,
+        vec![a(F32, &[4, 4])],
+        ps([("mesh", mesh.clone()), ("spec", spec(&[&["x"], &["x"]]))]),
+        Variant::BadParam,
+        &["mesh axis 'x' more than once"],
+    );
+    t.err(
+        "past the rank",
+        sc,
+        vec![a(F32, &[4])],
+        ps([("mesh", mesh.clone()), ("spec", spec(&[&[], &["x"]]))]),
+        Variant::BadParam,
+        &["2 entries", "rank-1"],
+    );
+    t.err(
+        "spec of the wrong kind",
+        sc,
+        vec![a(F32, &[4])],
+        ps([("mesh", mesh.clone()), ("spec", ints(&[0]))]),
+        Variant::ParamKind,
+        &["param 'spec' must be a partition spec"],
+    );
+    t.err(
+        "no mesh",
+        sc,
+        vec![a(F32, &[4])],
+        ps([("spec", spec(&[]))]),
+        Variant::MissingParam,
+        &["missing param 'mesh'"],
+    );
+    t.err(
+        "two operands",
+        sc,
+        vec![a(F32, &[]), a(F32, &[])],
+        ps([("mesh", mesh), ("spec", spec(&[]))]),
+        Variant::Arity,
+        &["takes 1 operands but was given 2"],
+    );
+}
+
+const FAMILIES: [fn(&mut Table); 11] = [
+    sharding_cases,
     unary_cases,
     binary_cases,
     select_clamp_convert_cases,
@@ -4138,6 +4216,11 @@ fn dot_general_rules() {
 #[test]
 fn iota_rules() {
     run(&table(iota_cases));
+}
+
+#[test]
+fn sharding_rules() {
+    run(&table(sharding_cases));
 }
 
 #[test]

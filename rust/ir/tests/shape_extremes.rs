@@ -232,6 +232,25 @@ fn bases() -> Vec<Base> {
                 ]),
             ),
             Copy | StopGradient => base(p, vec![f23.clone()], no),
+            ShardingConstraint => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    (
+                        "mesh",
+                        Param::Mesh(std::sync::Arc::new(
+                            ferrax_ir::Mesh::new([("x", 2), ("y", 2)]).unwrap(),
+                        )),
+                    ),
+                    (
+                        "spec",
+                        Param::Spec(std::sync::Arc::new(ferrax_ir::PartitionSpec::new(vec![
+                            vec![],
+                            vec!["y".into()],
+                        ]))),
+                    ),
+                ]),
+            ),
             Gather => base(
                 p,
                 vec![a(F32, &[5, 3]), a(I32, &[4, 1])],

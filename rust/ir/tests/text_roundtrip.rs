@@ -319,6 +319,24 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             (vec![f32s(&[3])], ps)
         }
         StopGradient => (vec![av(DType::I32, &[2])], params(vec![])),
+        ShardingConstraint => (
+            vec![f32s(&[4, 2])],
+            params(vec![
+                (
+                    "mesh",
+                    Param::Mesh(Arc::new(
+                        ferrax_ir::Mesh::new([("x", 2), ("y", 2)]).unwrap(),
+                    )),
+                ),
+                (
+                    "spec",
+                    Param::Spec(Arc::new(ferrax_ir::PartitionSpec::new(vec![vec![
+                        "y".into(),
+                        "x".into(),
+                    ]]))),
+                ),
+            ]),
+        ),
         #[allow(unreachable_patterns)]
         other => panic!("add a test case for the new built-in {other:?}"),
     }

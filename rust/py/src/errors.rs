@@ -231,3 +231,8 @@ pub fn type_check(message: impl Into<String>) -> Error {
 pub fn builder(message: impl Into<String>) -> Error {
     Error::Py(BuilderError::new_err(message.into()))
 }
+
+/// A Python `ValueError` (an invalid mesh or partition spec).
+pub fn value_error(message: impl Into<String>) -> Error {
+    Error::Py(pyo3::exceptions::PyValueError::new_err(message.into()))
+}

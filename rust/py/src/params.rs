@@ -118,7 +118,161 @@ pub fn param_to_py<'py>(py: Python<'py>, p: &Param) -> PyResult<Bound<'py, PyAny
             Some(obj) => obj.clone_ref(py).into_bound(py),
             None => PyString::new(py, o.name()).into_any(),
         },
+        Param::Mesh(m) => {
+            let axes = m
+                .axes()
+                .iter()
+                .map(|(n, s)| {
+                    PyTuple::new(
+                        py,
+                        [
+                            PyString::new(py, n).into_any(),
+                            s.into_pyobject(py)?.into_any(),
+                        ],
+                    )
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, axes)?.into_any()
+        }
+        Param::Spec(spec) => spec_to_py(py, spec)?.into_any(),
+        Param::Specs(specs) => {
+            let items = specs
+                .iter()
+                .map(|sp| spec_to_py(py, sp))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, items)?.into_any()
+        }
+        Param::Names(ns) => PyTuple::new(py, ns.iter().map(|n| &**n))?.into_any(),
+        Param::NameSet(ns) => {
+            pyo3::types::PyFrozenSet::new(py, ns.iter().map(|n| &**n))?.into_any()
+        }
+        Param::Pairs(ps) => {
+            let items = ps
+                .iter()
+                .map(|&(a, b)| PyTuple::new(py, [a, b]))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, items)?.into_any()
+        }
     })
+}
+
+/// A partition spec as a tuple of entries: `None`, an axis name, or a tuple of names.
+fn spec_to_py<'py>(
+    py: Python<'py>,
+    spec: &ferrax_ir::PartitionSpec,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let entries = spec
+        .entries()
+        .iter()
+        .map(|e| -> PyResult<Bound<'py, PyAny>> {
+            Ok(match e.as_slice() {
+                [] => py.None().into_bound(py),
+                [n] => PyString::new(py, n).into_any(),
+                names => PyTuple::new(py, names.iter().map(|n| &**n))?.into_any(),
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, entries)
+}
+
+/// The items of any iterable but a string; `None` for a string or a non-iterable.
+fn iter_items<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Vec<Bound<'py, PyAny>>>> {
+    if v.is_instance_of::<PyString>() {
+        return Ok(None);
+    }
+    if let Some(items) = sequence_items(v)? {
+        return Ok(Some(items));
+    }
+    match v.try_iter() {
+        Ok(it) => Ok(Some(it.collect::<PyResult<Vec<_>>>()?)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Axis names: a tuple (or any iterable) of str, or one str.
+fn names_of(v: &Bound<'_, PyAny>) -> Result<Option<Vec<Arc<str>>>> {
+    if let Some(s) = str_of(v)? {
+        return Ok(Some(vec![s]));
+    }
+    let Some(items) = iter_items(v)? else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for it in &items {
+        match str_of(it)? {
+            Some(s) => out.push(s),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// A mesh: `(("x", 2), ("y", 2))`, or an object with `axis_names` and `axis_sizes`
+/// (JAX's and ferrax's `Mesh`).
+fn mesh_of(v: &Bound<'_, PyAny>) -> Result<Option<ferrax_ir::Mesh>> {
+    let mut axes: Vec<(Arc<str>, i64)> = Vec::new();
+    if let (Ok(names), Ok(sizes)) = (v.getattr("axis_names"), v.getattr("axis_sizes")) {
+        let (Some(names), Some(sizes)) = (names_of(&names)?, ints_of(&sizes)?) else {
+            return Ok(None);
+        };
+        if names.len() != sizes.len() {
+            return Ok(None);
+        }
+        axes.extend(names.into_iter().zip(sizes.iter().copied()));
+    } else {
+        let Some(items) = iter_items(v)? else {
+            return Ok(None);
+        };
+        for it in &items {
+            let Some(pair) = sequence_items(it)? else {
+                return Ok(None);
+            };
+            let [n, s] = pair.as_slice() else {
+                return Ok(None);
+            };
+            let (Some(n), Some(s)) = (str_of(n)?, int_of(s)) else {
+                return Ok(None);
+            };
+            axes.push((n, s));
+        }
+    }
+    ferrax_ir::Mesh::new(axes)
+        .map(Some)
+        .map_err(|e| errors::value_error(format!("invalid mesh: {e}")))
+}
+
+/// A mesh from Python (see [`mesh_of`]); anything else is a `ValueError`.
+pub fn mesh_from_py(v: &Bound<'_, PyAny>) -> Result<ferrax_ir::Mesh> {
+    mesh_of(v)?.ok_or_else(|| {
+        errors::value_error(
+            "a mesh is a sequence of (axis name, size) pairs, or has axis_names and axis_sizes",
+        )
+    })
+}
+
+/// A partition spec from Python (see [`spec_of`]).
+pub fn spec_from_py(v: &Bound<'_, PyAny>) -> Result<Option<ferrax_ir::PartitionSpec>> {
+    spec_of(v)
+}
+
+/// A partition spec: an iterable of entries, each `None`, an axis name or an iterable of
+/// names (JAX's and ferrax's `PartitionSpec` iterate so).
+fn spec_of(v: &Bound<'_, PyAny>) -> Result<Option<ferrax_ir::PartitionSpec>> {
+    let Some(items) = iter_items(v)? else {
+        return Ok(None);
+    };
+    let mut entries = Vec::with_capacity(items.len());
+    for it in &items {
+        if it.is_none() {
+            entries.push(Vec::new());
+            continue;
+        }
+        match names_of(it)? {
+            Some(ns) => entries.push(ns),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(ferrax_ir::PartitionSpec::new(entries)))
 }
 
 /// The name of a custom rule (`jvp`, `fwd`, `bwd`), as JAX prints it: a `str` itself,
@@ -296,6 +450,40 @@ fn param_of_kind(kind: ParamKind, v: &Bound<'_, PyAny>) -> Result<Option<Param>>
         K::Opaque if v.is_none() => None,
         K::Opaque => Some(Param::Opaque(opaque_of(v, rule_name(v)?)?)),
         K::OptOpaque => Some(Param::Opaque(opaque_of(v, printed_name(v)?)?)),
+        K::Mesh => mesh_of(v)?.map(|m| Param::Mesh(Arc::new(m))),
+        K::Spec => spec_of(v)?.map(|sp| Param::Spec(Arc::new(sp))),
+        K::Specs => match iter_items(v)? {
+            Some(items) => items
+                .iter()
+                .map(spec_of)
+                .collect::<Result<Option<Vec<_>>>>()?
+                .map(|ps| Param::Specs(ps.into())),
+            None => None,
+        },
+        K::AxisNames => names_of(v)?.map(|ns| Param::Names(ns.into())),
+        K::AxisNameSet => match iter_items(v)? {
+            Some(_) => names_of(v)?.map(|mut ns| {
+                // A Python set has no order: keep a deterministic one.
+                if !v.is_instance_of::<PyTuple>() && !v.is_instance_of::<PyList>() {
+                    ns.sort();
+                }
+                Param::NameSet(ns.into())
+            }),
+            None => None,
+        },
+        K::Pairs => match sequence_items(v)? {
+            Some(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for it in &items {
+                    match ints_of(it)?.as_deref() {
+                        Some(&[a, b]) => out.push((a, b)),
+                        _ => return Ok(None),
+                    }
+                }
+                Some(Param::Pairs(out.into()))
+            }
+            None => None,
+        },
         #[allow(unreachable_patterns)] // Kinds the crate may add later.
         _ => None,
     })

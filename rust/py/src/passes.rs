@@ -120,15 +120,111 @@ pub fn builtin_primitives() -> Vec<&'static str> {
 /// Lowers a jaxpr to a StableHLO text module named `module_name`, whose `@main` takes the
 /// constvars then the invars. A jaxpr that cannot be lowered (an extension primitive,
 /// constants in a nested jaxpr) is a `LoweringError`.
+///
+/// For SPMD (Shardy): `mesh` (`(("x", 2), ("y", 2))`), with `arg_specs` (one per argument
+/// of `@main`: constvars then invars) and `result_specs` (one per output), each a
+/// partition spec or `None`, written as `sdy.sharding` attributes; `num_partitions`
+/// (default: the mesh's size, else 1) > 1 adds `mhlo.num_partitions` and
+/// `mhlo.num_replicas = 1` to the module.
 #[pyfunction]
-#[pyo3(signature = (jaxpr, module_name = "ferrax"))]
+#[pyo3(signature = (jaxpr, module_name = "ferrax", *, mesh = None, arg_specs = None, result_specs = None, num_partitions = None))]
 pub fn lower_to_stablehlo(
     py: Python<'_>,
     jaxpr: PyRef<'_, Jaxpr>,
     module_name: &str,
+    mesh: Option<&Bound<'_, PyAny>>,
+    arg_specs: Option<&Bound<'_, PyAny>>,
+    result_specs: Option<&Bound<'_, PyAny>>,
+    num_partitions: Option<u32>,
 ) -> Result<String> {
     let inner = &jaxpr.inner;
-    Ok(py.detach(|| ferrax_ir::lower::stablehlo::lower_jaxpr(inner, module_name))?)
+    let mesh = match mesh {
+        Some(m) if !m.is_none() => Some(crate::params::mesh_from_py(m)?),
+        _ => None,
+    };
+    let specs = |v: Option<&Bound<'_, PyAny>>,
+                 what: &str|
+     -> Result<Vec<Option<ferrax_ir::PartitionSpec>>> {
+        let Some(v) = v.filter(|v| !v.is_none()) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for item in v.try_iter()? {
+            let item = item?;
+            if item.is_none() {
+                out.push(None);
+                continue;
+            }
+            match crate::params::spec_from_py(&item)? {
+                Some(sp) => out.push(Some(sp)),
+                None => {
+                    return Err(crate::errors::value_error(format!(
+                        "{what}: a partition spec is a sequence of entries, each None, an axis \
+                         name or a sequence of names"
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    };
+    let options = ferrax_ir::lower::stablehlo::LowerOptions {
+        num_partitions: num_partitions.unwrap_or_else(|| {
+            mesh.as_ref()
+                .map_or(1, |m| m.size().clamp(1, u32::MAX as i64) as u32)
+        }),
+        mesh,
+        arg_specs: specs(arg_specs, "arg_specs")?,
+        result_specs: specs(result_specs, "result_specs")?,
+    };
+    Ok(py.detach(|| ferrax_ir::lower::stablehlo::lower_jaxpr_with(inner, module_name, &options))?)
+}
+
+/// The Shardy dimension shardings (`[{"x"}, {}]`) of an array of rank `rank` laid out by
+/// `spec` on the mesh of these axes. Each spec entry is `None`, an axis name, or a
+/// sequence of names. An unknown axis, an axis used twice or a sharded dimension past
+/// the rank raises `ValueError`.
+#[pyfunction]
+#[pyo3(signature = (axis_names, axis_sizes, spec, rank))]
+pub fn sdy_sharding(
+    axis_names: Vec<String>,
+    axis_sizes: Vec<i64>,
+    spec: &Bound<'_, PyAny>,
+    rank: usize,
+) -> Result<String> {
+    let (mesh, spec) = mesh_and_spec(&axis_names, &axis_sizes, spec)?;
+    ferrax_ir::sdy_sharding(&mesh, &spec, rank)
+        .map_err(|e| crate::errors::value_error(e.to_string()))
+}
+
+fn mesh_and_spec(
+    axis_names: &[String],
+    axis_sizes: &[i64],
+    spec: &Bound<'_, PyAny>,
+) -> Result<(ferrax_ir::Mesh, ferrax_ir::PartitionSpec)> {
+    let mesh = ferrax_ir::Mesh::from_names_sizes(axis_names, axis_sizes)
+        .map_err(|e| crate::errors::value_error(format!("invalid mesh: {e}")))?;
+    let Some(spec) = crate::params::spec_from_py(spec)? else {
+        return Err(crate::errors::value_error(
+            "a partition spec is a sequence of entries, each None, an axis name or a sequence of names",
+        ));
+    };
+    Ok((mesh, spec))
+}
+
+/// The GSPMD sharding text (`HloSharding`, as XLA prints it, with an explicit device
+/// list of partition ids) of an array of rank `rank` laid out by `spec` on the mesh of
+/// these axes (devices numbered row-major over the axes). Errors as `sdy_sharding`.
+#[pyfunction]
+#[pyo3(signature = (axis_names, axis_sizes, spec, rank))]
+pub fn hlo_sharding(
+    axis_names: Vec<String>,
+    axis_sizes: Vec<i64>,
+    spec: &Bound<'_, PyAny>,
+    rank: usize,
+) -> Result<String> {
+    let (mesh, spec) = mesh_and_spec(&axis_names, &axis_sizes, spec)?;
+    ferrax_ir::hlo_sharding(&mesh, &spec, rank)
+        .map_err(|e| crate::errors::value_error(e.to_string()))
 }
 
 /// The same jaxpr with its constvars turned into leading inputs (closure conversion).

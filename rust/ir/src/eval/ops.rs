@@ -278,7 +278,7 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         }
         Rev => super::indexing::rev(arg(ins, 0)?, param_ints(params, "dimensions")?)?,
         Pad => pad(arg(ins, 0)?, arg(ins, 1)?, params)?,
-        StopGradient => arg(ins, 0)?.clone(),
+        StopGradient | ShardingConstraint => arg(ins, 0)?.clone(),
         Jit | Cond | While | Scan | CustomJvpCall | CustomVjpCall | Remat => {
             return Err(internal(format!(
                 "{} is higher-order: the frame machine evaluates it",

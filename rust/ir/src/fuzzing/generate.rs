@@ -617,6 +617,27 @@ impl Gen<'_, '_> {
                 let (x, _) = self.operand(lv, |_| true, |g| g.any_type())?;
                 self.add(lv, prim, vec![x], none);
             }
+            ShardingConstraint => {
+                // A one-device mesh, so that every target (lowering included) takes it.
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let rank = xt.shape.rank();
+                let mut entries = vec![Vec::new(); rank];
+                if rank > 0 && self.ratio(1, 2)? {
+                    let d = self.u.int_in_range(0..=rank - 1)?;
+                    entries[d].push(std::sync::Arc::from("x"));
+                }
+                let mesh = crate::sharding::Mesh::new([("x", 1)]).unwrap_or_default();
+                let params = Params::new([
+                    ("mesh", Param::Mesh(std::sync::Arc::new(mesh))),
+                    (
+                        "spec",
+                        Param::Spec(std::sync::Arc::new(crate::sharding::PartitionSpec::new(
+                            entries,
+                        ))),
+                    ),
+                ]);
+                self.add(lv, prim, vec![x], params);
+            }
             Not => {
                 let (x, _) = self.operand(
                     lv,

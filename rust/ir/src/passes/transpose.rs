@@ -222,7 +222,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     use Builtin::*;
     match p {
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
-        | Squeeze | ExpandDims | Rev | Concatenate => Ok(()),
+        | Squeeze | ExpandDims | Rev | Concatenate | ShardingConstraint => Ok(()),
         Slice | Pad => Ok(()),
         Jit | Remat | Scan => Ok(()),
         Cond if lin_ops[0] => Err(non_linear(0)),
@@ -1150,6 +1150,11 @@ impl Transposer<'_> {
                 self.give(i, ins[0], n)?;
             }
             Copy => self.give(i, ins[0], g)?,
+            // The cotangent is laid out as the value was.
+            ShardingConstraint => {
+                let c = self.emit1(i, ShardingConstraint, vec![gv], e.params().clone())?;
+                self.give(i, ins[0], c)?;
+            }
             Mul | Div => {
                 let k = if self.atom_is_lin(ins[0]) { 0 } else { 1 };
                 let other = self.fwd_atom(ins[1 - k]);

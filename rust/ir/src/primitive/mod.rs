@@ -58,6 +58,18 @@ pub enum ParamKind {
     OptOpaque,
     /// A tuple of `(low, high, interior)` triples (`pad`'s `padding_config`).
     PaddingConfig,
+    /// A mesh (`Mesh('x': 2, axis_types=(Auto,))`).
+    Mesh,
+    /// One partition spec (`P('x', None)`).
+    Spec,
+    /// A tuple of partition specs.
+    Specs,
+    /// A tuple of axis names (`('x', 'y')`).
+    AxisNames,
+    /// A set of axis names (`frozenset({'x', 'y'})`).
+    AxisNameSet,
+    /// A tuple of int pairs (`((0, 1), (1, 0))`).
+    Pairs,
 }
 
 impl fmt::Display for ParamKind {
@@ -85,6 +97,12 @@ impl fmt::Display for ParamKind {
             ParamKind::Opaque => "host object (opaque)",
             ParamKind::OptOpaque => "host object (opaque) or None",
             ParamKind::PaddingConfig => "tuple of (low, high, interior) triples",
+            ParamKind::Mesh => "mesh",
+            ParamKind::Spec => "partition spec",
+            ParamKind::Specs => "tuple of partition specs",
+            ParamKind::AxisNames => "tuple of axis names",
+            ParamKind::AxisNameSet => "set of axis names",
+            ParamKind::Pairs => "tuple of int pairs",
         };
         f.write_str(s)
     }
@@ -238,6 +256,7 @@ builtins! {
     CustomVjpCall => "custom_vjp_call",
     Remat => "remat2",
     StopGradient => "stop_gradient",
+    ShardingConstraint => "sharding_constraint",
 }
 
 /// Families of built-ins that share a rule.
@@ -397,6 +416,7 @@ impl Builtin {
                 opt("update_consts", K::Ints),
             ],
             Rev => specs![req("dimensions", K::Ints)],
+            ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
             Pad => specs![req("padding_config", K::PaddingConfig)],
             Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
             Cond => specs![req("branches", K::Jaxprs)],

@@ -139,6 +139,12 @@ fn param_fits(kind: ParamKind, value: &Param) -> bool {
             | (K::OptJaxpr, Param::Jaxpr(_) | Param::None)
             | (K::Opaque, Param::Opaque(_))
             | (K::OptOpaque, Param::Opaque(_) | Param::None)
+            | (K::Mesh, Param::Mesh(_))
+            | (K::Spec, Param::Spec(_))
+            | (K::Specs, Param::Specs(_))
+            | (K::AxisNames, Param::Names(_))
+            | (K::AxisNameSet, Param::NameSet(_))
+            | (K::Pairs, Param::Pairs(_))
     ) || (kind == K::Bools && matches!(value, Param::Ints(v) if v.is_empty()))
         || (kind == K::Ints && matches!(value, Param::Bools(v) if v.is_empty()))
 }
@@ -541,6 +547,17 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         }
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
+        ShardingConstraint => {
+            arity(inputs, 1)?;
+            let (Some(Param::Mesh(mesh)), Some(Param::Spec(spec))) =
+                (params.get("mesh"), params.get("spec"))
+            else {
+                return Err(RuleError::MissingParam { name: "spec" });
+            };
+            spec.check(mesh, inputs[0].shape.rank())
+                .map_err(|e| bad("spec", e.to_string()))?;
+            Ok(vec![inputs[0].clone()])
+        }
         Jit | CustomJvpCall | CustomVjpCall | Remat => {
             let j = jaxpr(params, prim.call_jaxpr_param().unwrap_or("jaxpr"))?;
             if let Some(Param::Int(n)) = params.get("num_consts") {

@@ -79,6 +79,7 @@ use crate::params::{
     ScatterDimensionNumbers,
 };
 use crate::primitive::{Builtin, ParamKind, Primitive, Registry};
+use crate::sharding::{Mesh, PartitionSpec};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
@@ -392,6 +393,9 @@ enum Val<'a> {
         /// The record's source text, name to `)` (an opaque param's name).
         text: &'a str,
     },
+    /// A value of a syntax of its own, read whole: `Mesh(...)`, `P(...)`,
+    /// `frozenset({...})`.
+    Param(Param),
 }
 
 /// An open `(` or `[` in a param value, or the `(` of a record.
@@ -931,6 +935,25 @@ impl<'a, 'r> Parser<'a, 'r> {
             }
         }
         self.expect(Kind::RBracket, "',' or ']' in a shape")?;
+        // JAX 0.10 prints the varying manual axes of a value in a shard_map body after
+        // its type (`f32[4]{V:x}`, `f32[4]{V:(x,y)}`). ferrax keeps them as explicit
+        // `pvary` equations instead, so the annotation is read and dropped.
+        if self.cur.kind == Kind::LBrace && self.nxt.is_word("V") {
+            self.bump();
+            self.bump();
+            self.expect(Kind::Colon, "':' after V in a type's varying axes")?;
+            loop {
+                let t = self.cur;
+                match t.kind {
+                    Kind::RBrace => {
+                        self.bump();
+                        break;
+                    }
+                    Kind::Word | Kind::Comma | Kind::LParen | Kind::RParen => self.bump(),
+                    _ => return Err(expected(&t, "axis names and '}' in a type's varying axes")),
+                }
+            }
+        }
         match Shape::new(&dims) {
             Ok(shape) => Ok(AbstractValue::new(shape, dtype)),
             Err(e) => Err(perr(&t, format!("bad shape {:?}: {e}", dims.as_slice()))),
@@ -1203,6 +1226,26 @@ impl<'a, 'r> Parser<'a, 'r> {
                 },
                 Kind::Word
                     if self.nxt.kind == Kind::LParen
+                        && self.nxt.start == t.start + t.text.len()
+                        && matches!(t.text, "Mesh" | "P" | "frozenset")
+                        && matches!(
+                            (pe.builtin, pe.current),
+                            (Some(b), Some(p)) if matches!(
+                                b.param_kind(p.text),
+                                Some(ParamKind::Mesh | ParamKind::Spec | ParamKind::Specs
+                                    | ParamKind::AxisNameSet)
+                            )
+                        ) =>
+                {
+                    let p = match t.text {
+                        "Mesh" => Param::Mesh(Arc::new(self.mesh_value()?)),
+                        "P" => Param::Spec(Arc::new(self.spec_value()?)),
+                        _ => Param::NameSet(self.name_set_value()?.into()),
+                    };
+                    self.deliver(Val::Param(p))?;
+                }
+                Kind::Word
+                    if self.nxt.kind == Kind::LParen
                         && self.nxt.start == t.start + t.text.len() =>
                 {
                     // `Name(`: a record.
@@ -1263,6 +1306,139 @@ impl<'a, 'r> Parser<'a, 'r> {
                 _ => return Err(expected(&t, "a param value")),
             }
         }
+    }
+
+    /// A quoted name (`'x'`) at the current token.
+    fn quoted_name(&mut self) -> Result<Arc<str>, ReadError> {
+        let t = self.cur;
+        if t.kind != Kind::Str {
+            return Err(expected(&t, "a quoted axis name"));
+        }
+        let Some(s) = unquote(t.text) else {
+            return Err(perr(&t, format!("bad escape in string {}", t.describe())));
+        };
+        self.bump();
+        Ok(Arc::from(s.as_str()))
+    }
+
+    /// `Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto))` or `Mesh()`, from the word `Mesh`.
+    fn mesh_value(&mut self) -> Result<Mesh, ReadError> {
+        let start = self.cur;
+        self.bump();
+        self.expect(Kind::LParen, "'(' after Mesh")?;
+        let mut axes: Vec<(Arc<str>, i64)> = Vec::new();
+        let mut types: Option<Vec<Tok<'a>>> = None;
+        while self.cur.kind != Kind::RParen {
+            if self.cur.is_word("axis_types") && types.is_none() {
+                self.bump();
+                self.expect(Kind::Eq, "'=' after axis_types")?;
+                self.expect(Kind::LParen, "'(' of the axis types")?;
+                let mut ts = Vec::new();
+                while self.cur.kind == Kind::Word {
+                    ts.push(self.cur);
+                    self.bump();
+                    if self.cur.kind != Kind::Comma {
+                        break;
+                    }
+                    self.bump();
+                }
+                self.expect(Kind::RParen, "')' after the axis types")?;
+                types = Some(ts);
+            } else {
+                let name = self.quoted_name()?;
+                self.expect(Kind::Colon, "':' after a mesh axis name")?;
+                let n = self.cur;
+                let size = match as_int(&Val::Word(n))? {
+                    Some(i) if n.kind == Kind::Word => i,
+                    _ => return Err(expected(&n, "a mesh axis size")),
+                };
+                self.bump();
+                axes.push((name, size));
+            }
+            if self.cur.kind == Kind::Comma {
+                self.bump();
+            } else {
+                break;
+            }
+        }
+        self.expect(Kind::RParen, "',' or ')' in a mesh")?;
+        if let Some(ts) = &types {
+            if ts.len() != axes.len() {
+                return Err(perr(
+                    &start,
+                    format!(
+                        "the mesh has {} axes but {} axis types",
+                        axes.len(),
+                        ts.len()
+                    ),
+                ));
+            }
+            if let Some(t) = ts.iter().find(|t| t.text != "Auto") {
+                return Err(perr(
+                    t,
+                    format!("unsupported mesh axis type {} (only Auto)", t.describe()),
+                ));
+            }
+        }
+        Mesh::new(axes).map_err(|e| perr(&start, format!("bad mesh: {e}")))
+    }
+
+    /// `P('x', None, ('y', 'z'))`, from the word `P`.
+    fn spec_value(&mut self) -> Result<PartitionSpec, ReadError> {
+        self.bump();
+        self.expect(Kind::LParen, "'(' after P")?;
+        let mut entries: Vec<Vec<Arc<str>>> = Vec::new();
+        while self.cur.kind != Kind::RParen {
+            let t = self.cur;
+            match t.kind {
+                Kind::Word if t.text == "None" => {
+                    self.bump();
+                    entries.push(Vec::new());
+                }
+                Kind::Str => entries.push(vec![self.quoted_name()?]),
+                Kind::LParen => {
+                    self.bump();
+                    let mut names = Vec::new();
+                    while self.cur.kind == Kind::Str {
+                        names.push(self.quoted_name()?);
+                        if self.cur.kind != Kind::Comma {
+                            break;
+                        }
+                        self.bump();
+                    }
+                    self.expect(Kind::RParen, "',' or ')' in a partition spec entry")?;
+                    entries.push(names);
+                }
+                _ => return Err(expected(&t, "None, an axis name or a tuple of axis names")),
+            }
+            if self.cur.kind == Kind::Comma {
+                self.bump();
+            } else {
+                break;
+            }
+        }
+        self.expect(Kind::RParen, "',' or ')' in a partition spec")?;
+        Ok(PartitionSpec::new(entries))
+    }
+
+    /// `frozenset({'x', 'y'})` (or `frozenset({})`, `frozenset()`), from the word.
+    fn name_set_value(&mut self) -> Result<Vec<Arc<str>>, ReadError> {
+        self.bump();
+        self.expect(Kind::LParen, "'(' after frozenset")?;
+        let mut names = Vec::new();
+        if self.cur.kind == Kind::LBrace {
+            self.bump();
+            while self.cur.kind == Kind::Str {
+                names.push(self.quoted_name()?);
+                if self.cur.kind != Kind::Comma {
+                    break;
+                }
+                self.bump();
+            }
+            self.expect(Kind::RBrace, "',' or '}' in a set")?;
+        }
+        self.expect(Kind::RParen, "')' after a set")?;
+        Ok(names)
     }
 
     /// True when the word `t`, in the param value being read, names a shared jaxpr that
@@ -1785,6 +1961,51 @@ fn by_kind(kind: ParamKind, v: &Val<'_>, shared: &Shared<'_>) -> Result<Option<P
         K::PaddingConfig => as_padding(v)?.map(|c| Param::Padding(c.into())),
         K::OptOpaque if is_none(v) => Some(Param::None),
         K::Opaque | K::OptOpaque => as_opaque(v).map(Param::Opaque),
+        K::Mesh => match v {
+            Val::Param(p @ Param::Mesh(_)) => Some(p.clone()),
+            _ => None,
+        },
+        K::Spec => match v {
+            Val::Param(p @ Param::Spec(_)) => Some(p.clone()),
+            _ => None,
+        },
+        K::AxisNameSet => match v {
+            Val::Param(p @ Param::NameSet(_)) => Some(p.clone()),
+            _ => None,
+        },
+        K::Specs => seq(v).and_then(|items| {
+            items
+                .iter()
+                .map(|it| match it {
+                    Val::Param(Param::Spec(p)) => Some((**p).clone()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(|ps| Param::Specs(ps.into()))
+        }),
+        K::AxisNames => seq(v).and_then(|items| {
+            items
+                .iter()
+                .map(|it| match it {
+                    Val::Str(s) => Some(Arc::from(s.as_str())),
+                    _ => None,
+                })
+                .collect::<Option<Vec<Arc<str>>>>()
+                .map(|ns| Param::Names(ns.into()))
+        }),
+        K::Pairs => match seq(v) {
+            Some(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for it in items {
+                    match as_ints(it)?.as_deref() {
+                        Some(&[a, b]) => out.push((a, b)),
+                        _ => return Ok(None),
+                    }
+                }
+                Some(Param::Pairs(out.into()))
+            }
+            None => None,
+        },
     })
 }
 
@@ -1866,6 +2087,7 @@ fn by_syntax(v: Val<'_>, shared: &Shared<'_>) -> Result<Param, ReadError> {
             },
         }),
         Val::Str(s) => Ok(Param::Str(Arc::from(s.as_str()))),
+        Val::Param(p) => Ok(p),
         Val::Jaxpr(cj) => Ok(Param::Jaxpr(cj)),
         Val::Record { name, .. } => {
             if let Some(f) = as_record(

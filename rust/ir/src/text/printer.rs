@@ -1044,6 +1044,53 @@ fn write_param_flat(out: &mut String, p: &Param) -> bool {
         Param::Jaxprs(js) if js.is_empty() => out.push_str("()"),
         Param::Jaxpr(_) | Param::Jaxprs(_) => return false,
         Param::Opaque(o) => write_opaque_param(out, o.name()),
+        Param::Mesh(m) => {
+            let _ = write!(out, "{m}");
+        }
+        Param::Spec(p) => {
+            let _ = write!(out, "{p}");
+        }
+        Param::Specs(ps) => {
+            out.push('(');
+            for (i, p) in ps.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "{p}");
+            }
+            out.push_str(if ps.len() == 1 { ",)" } else { ")" });
+        }
+        Param::Names(ns) => {
+            out.push('(');
+            for (i, n) in ns.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&crate::sharding::quote(n));
+            }
+            out.push_str(if ns.len() == 1 { ",)" } else { ")" });
+        }
+        // JAX prints an empty frozenset as `frozenset({})` too.
+        Param::NameSet(ns) => {
+            out.push_str("frozenset({");
+            for (i, n) in ns.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&crate::sharding::quote(n));
+            }
+            out.push_str("})");
+        }
+        Param::Pairs(ps) => {
+            out.push('(');
+            for (i, (a, b)) in ps.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "({a}, {b})");
+            }
+            out.push_str(if ps.len() == 1 { ",)" } else { ")" });
+        }
     }
     true
 }

@@ -21,6 +21,7 @@ mod text;
 
 use crate::jaxpr::{Atom, Jaxpr, VarId};
 use crate::primitive::Primitive;
+use crate::sharding::{Mesh, PartitionSpec};
 use std::collections::HashMap;
 use std::fmt;
 use std::fmt::Write as _;
@@ -53,6 +54,28 @@ pub enum LowerError {
         /// The param.
         param: &'static str,
     },
+    /// A mesh has more devices than the module has partitions.
+    TooFewPartitions {
+        /// The primitive using the mesh.
+        primitive: String,
+        /// The mesh's device count.
+        mesh_size: i64,
+        /// The module's partition count.
+        num_partitions: u32,
+    },
+    /// A sharding annotation is not valid for its value.
+    BadSharding {
+        /// The primitive.
+        primitive: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The lowering options do not fit the jaxpr (a sharding for each argument and each
+    /// result, or none).
+    BadOptions {
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for LowerError {
@@ -69,24 +92,160 @@ impl fmt::Display for LowerError {
             LowerError::BadParam { primitive, param } => {
                 write!(f, "'{primitive}' has no valid '{param}' param")
             }
+            LowerError::TooFewPartitions {
+                primitive,
+                mesh_size,
+                num_partitions,
+            } => write!(
+                f,
+                "'{primitive}' uses a mesh of {mesh_size} devices but the module is lowered for \
+                 {num_partitions} partitions"
+            ),
+            LowerError::BadSharding { primitive, reason } => {
+                write!(f, "'{primitive}': {reason}")
+            }
+            LowerError::BadOptions { reason } => f.write_str(reason),
         }
     }
 }
 
 impl std::error::Error for LowerError {}
 
+/// How to lower a jaxpr for several partitions (SPMD, with Shardy): the mesh and the
+/// partition spec of each of `@main`'s arguments (constvars, then invars) and results
+/// (`None`: unannotated; an empty list: none annotated), and the number of partitions
+/// the module is compiled for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// The mesh the argument and result specs refer to (declared as `sdy.mesh @mesh`).
+    pub mesh: Option<Mesh>,
+    /// One per argument of `@main` (constvars then invars), or empty.
+    pub arg_specs: Vec<Option<PartitionSpec>>,
+    /// One per result, or empty.
+    pub result_specs: Vec<Option<PartitionSpec>>,
+    /// The number of partitions (devices) the module runs on.
+    pub num_partitions: u32,
+}
+
+impl Default for LowerOptions {
+    fn default() -> LowerOptions {
+        LowerOptions {
+            mesh: None,
+            arg_specs: Vec::new(),
+            result_specs: Vec::new(),
+            num_partitions: 1,
+        }
+    }
+}
+
 /// Lowers a jaxpr to a StableHLO module named `module_name`. `@main` takes the constvars
 /// (in order) and then the invars.
 pub fn lower_jaxpr(jaxpr: &Jaxpr, module_name: &str) -> Result<String, LowerError> {
+    lower_jaxpr_with(jaxpr, module_name, &LowerOptions::default())
+}
+
+/// Lowers a jaxpr as [`lower_jaxpr`] does, for SPMD as JAX 0.10 does with Shardy: each
+/// mesh used is declared at module level (`sdy.mesh @mesh = <["x"=2, "y"=2]>`), `@main`'s
+/// arguments and results carry `sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>`, and
+/// the module gets `mhlo.num_partitions` (with `mhlo.num_replicas = 1`) when it has more
+/// than one partition.
+pub fn lower_jaxpr_with(
+    jaxpr: &Jaxpr,
+    module_name: &str,
+    options: &LowerOptions,
+) -> Result<String, LowerError> {
+    let n_args = jaxpr.constvars().len() + jaxpr.invars().len();
+    let n_results = jaxpr.outvars().len();
+    for (what, given, want) in [
+        ("argument", options.arg_specs.len(), n_args),
+        ("result", options.result_specs.len(), n_results),
+    ] {
+        if given != 0 && given != want {
+            return Err(LowerError::BadOptions {
+                reason: format!("{given} {what} specs given for {want} {what}s"),
+            });
+        }
+    }
+    if options.num_partitions == 0 {
+        return Err(LowerError::BadOptions {
+            reason: "num_partitions must be at least 1".to_owned(),
+        });
+    }
     let mut m = Module::new();
+    m.num_partitions = options.num_partitions;
     m.out.reserve(jaxpr.eqns().len() * 96 + 256);
-    let _ = writeln!(m.out, "module @{} {{", sanitize(module_name));
+    let annotated = options
+        .arg_specs
+        .iter()
+        .chain(&options.result_specs)
+        .any(|s| s.is_some());
+    let mut arg_sh = Vec::new();
+    let mut res_sh = Vec::new();
+    if annotated {
+        let Some(mesh) = &options.mesh else {
+            return Err(LowerError::BadOptions {
+                reason: "argument or result specs given without a mesh".to_owned(),
+            });
+        };
+        let symbol = m.mesh_symbol(mesh, "lower_to_stablehlo")?;
+        let in_avals = jaxpr
+            .constvars()
+            .iter()
+            .chain(jaxpr.invars())
+            .map(|&v| jaxpr.var_aval(v).clone());
+        for (what, specs, avals, out) in [
+            (
+                "argument",
+                &options.arg_specs,
+                in_avals.collect::<Vec<_>>(),
+                &mut arg_sh,
+            ),
+            (
+                "result",
+                &options.result_specs,
+                jaxpr.out_avals(),
+                &mut res_sh,
+            ),
+        ] {
+            for (i, spec) in specs.iter().enumerate() {
+                out.push(match spec {
+                    Some(spec) => {
+                        let dims = crate::sharding::sdy_sharding(mesh, spec, avals[i].shape.rank())
+                            .map_err(|e| LowerError::BadOptions {
+                                reason: format!("{what} {i} ({}): {e}", avals[i]),
+                            })?;
+                        Some(format!("#sdy.sharding<@{symbol}, {dims}>"))
+                    }
+                    None => None,
+                });
+            }
+        }
+    }
+    m.main_shardings = Some((arg_sh, res_sh));
     m.function(jaxpr, "main", true)?;
+    m.main_shardings = None;
     while let Some((j, name)) = m.pending.pop() {
         m.function(&j, &name, false)?;
     }
     m.out.push_str("}\n");
-    Ok(m.out)
+    let mut head = format!("module @{}", sanitize(module_name));
+    if options.num_partitions > 1 {
+        let _ = write!(
+            head,
+            " attributes {{mhlo.num_partitions = {} : i32, mhlo.num_replicas = 1 : i32}}",
+            options.num_partitions
+        );
+    }
+    head.push_str(" {\n");
+    for (mesh, symbol) in &m.meshes {
+        let _ = writeln!(
+            head,
+            "  sdy.mesh @{symbol} = {}",
+            crate::sharding::sdy_mesh(mesh)
+        );
+    }
+    head.push_str(&m.out);
+    Ok(head)
 }
 
 /// Makes a name usable as an MLIR symbol (letters, digits, `_`, `.`, `$`).
@@ -108,12 +267,21 @@ fn sanitize(name: &str) -> String {
     }
 }
 
+/// `@main`'s argument and result sharding attributes (`None`: unannotated).
+type MainShardings = (Vec<Option<String>>, Vec<Option<String>>);
+
 /// The module being written: its buffer, and the sub-jaxprs lowered (or queued) as
 /// private functions, by identity.
 pub(crate) struct Module {
     pub(crate) out: String,
     functions: HashMap<*const Jaxpr, String>,
     pending: Vec<(Arc<Jaxpr>, String)>,
+    /// The partition count the module is compiled for.
+    pub(crate) num_partitions: u32,
+    /// While `@main` is written: its argument and result shardings.
+    main_shardings: Option<MainShardings>,
+    /// The meshes used, each with its `sdy.mesh` symbol, in order of first use.
+    pub(crate) meshes: Vec<(Mesh, String)>,
 }
 
 impl Module {
@@ -122,6 +290,9 @@ impl Module {
             out: String::new(),
             functions: HashMap::new(),
             pending: Vec::new(),
+            num_partitions: 1,
+            main_shardings: None,
+            meshes: Vec::new(),
         }
     }
 
@@ -140,6 +311,11 @@ impl Module {
     /// Writes one function: its signature, its equations, its return.
     fn function(&mut self, j: &Jaxpr, name: &str, public: bool) -> Result<(), LowerError> {
         let mut f = FuncState::new(j);
+        let (arg_sh, res_sh) = self.main_shardings.take().unwrap_or_default();
+        let annotate = |ty: &str, sh: Option<&Option<String>>| match sh {
+            Some(Some(s)) => format!("{ty} {{sdy.sharding = {s}}}"),
+            _ => ty.to_owned(),
+        };
         let params: Vec<String> = j
             .constvars()
             .iter()
@@ -147,19 +323,24 @@ impl Module {
             .enumerate()
             .map(|(i, &v)| {
                 let arg = Ssa::new(format!("%arg{i}"), tensor_type(j.var_aval(v)));
-                let s = format!("{}: {}", arg.name, arg.ty);
+                let s = annotate(&format!("{}: {}", arg.name, arg.ty), arg_sh.get(i));
                 f.bind(v, arg);
                 s
             })
             .collect();
         let results: Vec<String> = j.out_avals().iter().map(tensor_type).collect();
+        let result_decls: Vec<String> = results
+            .iter()
+            .enumerate()
+            .map(|(i, t)| annotate(t, res_sh.get(i)))
+            .collect();
         let _ = writeln!(
             self.out,
             "  func.func {}@{}({}) -> ({}) {{",
             if public { "public " } else { "private " },
             name,
             params.join(", "),
-            results.join(", ")
+            result_decls.join(", ")
         );
         for e in j.eqns() {
             let outs = match e.primitive() {
@@ -230,5 +411,63 @@ impl<'j> FuncState<'j> {
                 ops::literal_constant(m, self, &lit)
             }
         }
+    }
+}
+
+impl Module {
+    /// The `sdy.mesh` symbol of a mesh (declared once per distinct mesh: `mesh`,
+    /// `mesh_1`, ...), checked against the module's partitions.
+    pub(crate) fn mesh_symbol(&mut self, mesh: &Mesh, user: &str) -> Result<String, LowerError> {
+        if mesh.size() > i64::from(self.num_partitions) {
+            return Err(LowerError::TooFewPartitions {
+                primitive: user.to_owned(),
+                mesh_size: mesh.size(),
+                num_partitions: self.num_partitions,
+            });
+        }
+        if let Some((_, s)) = self.meshes.iter().find(|(m, _)| m == mesh) {
+            return Ok(s.clone());
+        }
+        let symbol = match self.meshes.len() {
+            0 => "mesh".to_owned(),
+            n => format!("mesh_{n}"),
+        };
+        self.meshes.push((mesh.clone(), symbol.clone()));
+        Ok(symbol)
+    }
+
+    /// The mesh of an equation's `mesh` param and its symbol.
+    pub(crate) fn eqn_mesh<'e>(
+        &mut self,
+        e: &'e crate::jaxpr::Eqn,
+        b: crate::primitive::Builtin,
+    ) -> Result<(&'e Mesh, String), LowerError> {
+        let Some(crate::params::Param::Mesh(mesh)) = e.params().get("mesh") else {
+            return Err(LowerError::BadParam {
+                primitive: b.name().to_owned(),
+                param: "mesh",
+            });
+        };
+        let symbol = self.mesh_symbol(mesh, b.name())?;
+        Ok((mesh, symbol))
+    }
+
+    /// The Shardy sharding (`<@mesh, [{"x"}, {}]>`) of a spec on a mesh for a value of
+    /// rank `rank`.
+    pub(crate) fn sdy_sharding(
+        &self,
+        symbol: &str,
+        mesh: &Mesh,
+        spec: &PartitionSpec,
+        rank: usize,
+        b: crate::primitive::Builtin,
+    ) -> Result<String, LowerError> {
+        let dims = crate::sharding::sdy_sharding(mesh, spec, rank).map_err(|err| {
+            LowerError::BadSharding {
+                primitive: b.name().to_owned(),
+                reason: err.to_string(),
+            }
+        })?;
+        Ok(format!("<@{symbol}, {dims}>"))
     }
 }

@@ -7,6 +7,7 @@ use crate::dtype::{DType, DTypeKind};
 use crate::jaxpr::{Eqn, LitValue, Literal};
 use crate::params::{DotDimensionNumbers, Param};
 use crate::primitive::{Builtin, Family};
+use std::fmt::Write as _;
 
 /// A literal as a `stablehlo.constant`.
 pub(crate) fn literal_constant(m: &mut Module, f: &mut FuncState<'_>, lit: &Literal) -> Ssa {
@@ -463,6 +464,20 @@ impl Module {
             // Operands of one type: a plain add, no broadcasting.
             Builtin::AddAny => {
                 one(self.op1(f, "stablehlo.add", &[&inputs[0], &inputs[1]], "", out_ty))
+            }
+            Builtin::ShardingConstraint => {
+                let (mesh, symbol) = self.eqn_mesh(e, b)?;
+                let Some(Param::Spec(spec)) = e.params().get("spec") else {
+                    return Err(bad(b, "spec"));
+                };
+                let sh = self.sdy_sharding(&symbol, mesh, spec, in_avals[0].shape.rank(), b)?;
+                let r = f.fresh();
+                let _ = writeln!(
+                    self.out,
+                    "    {r} = sdy.sharding_constraint {} {sh} : {out_ty}",
+                    inputs[0].name
+                );
+                one(Ssa::new(r, out_ty))
             }
             Builtin::Pad => {
                 let config: &[(i64, i64, i64)] = match e.params().get("padding_config") {
