@@ -208,6 +208,14 @@ def _scenario_unreachable(rank: int, address: str) -> None:
     _report({"error": None})
 
 
+def _scenario_alone(rank: int, address: str) -> None:
+    """Process 0 of 2 starts the service, but process 1 never comes."""
+    import ferrax as fx
+
+    fx.distributed.initialize(address, 2, rank, initialization_timeout=1)
+    _report({"joined": True})
+
+
 def _scenario_die(rank: int, address: str) -> None:
     """Process 1 dies after a first computation; process 0 waits in Python."""
     import ferrax as fx
@@ -295,6 +303,7 @@ def _scenario_checks(rank: int, address: str) -> None:
 SCENARIOS = {
     "compute": _scenario_compute,
     "unreachable": _scenario_unreachable,
+    "alone": _scenario_alone,
     "die": _scenario_die,
     "die_in_collective": _scenario_die_in_collective,
     "checks": _scenario_checks,
@@ -402,6 +411,17 @@ def test_unreachable_coordinator_is_an_error_naming_it() -> None:
     assert res["type"] == "DistributedError" and res["runtime"]
     assert address in res["error"] and "initialization_timeout=2" in res["error"]
     assert 1.5 < res["seconds"] < 10
+
+
+def test_a_process_that_never_joins_stops_the_others() -> None:
+    """Process 1 never starts: process 0's initialize does not wait forever; jaxlib stops
+    the process after initialization_timeout (a few seconds of RPC deadline later),
+    after ferrax said on stderr what it was waiting for."""
+    address = f"127.0.0.1:{_free_port()}"
+    (run,) = _run("alone", [0], address=address, timeout=30)
+    assert run.rc not in (0, None) and run.result is None, run
+    assert f"coordinator at {address}, but not all 2 processes joined within initialization_timeout=1 s" in run.err
+    assert "Terminating process" in run.err and run.seconds < 20, run
 
 
 def test_a_dead_process_stops_the_others_naming_it() -> None:
