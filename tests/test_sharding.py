@@ -14,12 +14,17 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh as JMesh
 from jax.sharding import NamedSharding as JNamed
-from jax.sharding import PartitionSpec as JP
+from jax.sharding import PartitionSpec as _JP
 
 import ferrax as fx
 from ferrax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 P = PartitionSpec
+
+
+def JP(*entries: Any) -> Any:
+    """JAX's PartitionSpec (its constructor is untyped)."""
+    return _JP(*entries)  # type: ignore[no-untyped-call]
 
 MESHES: list[tuple[tuple[int, ...], tuple[str, ...]]] = [
     ((4,), ("x",)),
@@ -76,7 +81,7 @@ def test_num_cpu_devices_is_refused_once_running() -> None:
 def test_layout_matches_jax(shape: tuple[int, ...], names: tuple[str, ...], spec: tuple[Any, ...]) -> None:
     mesh, jmesh = _meshes(shape, names)
     ours = NamedSharding(mesh, P(*spec))
-    theirs = JNamed(jmesh, JP(*spec))
+    theirs: Any = JNamed(jmesh, JP(*spec))
     gshape = (8, 4)[: len(spec)]
     want = {d.id: idx for d, idx in theirs.devices_indices_map(gshape).items()}
     got = {d.id: idx for d, idx in ours.devices_indices_map(gshape).items()}
@@ -133,11 +138,12 @@ def test_device_put_to_a_device_and_trees() -> None:
     assert x.committed
     assert not fx.device_put(1.0).committed
     mesh = Mesh(np.array(fx.devices()), ("x",))
-    tree = {"a": np.ones((4, 2), np.float32), "b": [np.zeros(8, np.float32)]}
+    tree: Any = {"a": np.ones((4, 2), np.float32), "b": [np.zeros(8, np.float32)]}
     out = fx.device_put(tree, NamedSharding(mesh, P("x")))
     assert out["a"].sharding.spec == P("x")
     assert out["b"][0].sharding == NamedSharding(mesh, P("x"))
-    out2 = fx.device_put((np.ones(4), np.ones(4)), (NamedSharding(mesh, P("x")), NamedSharding(mesh, P())))
+    pair: Any = (np.ones(4), np.ones(4))
+    out2 = fx.device_put(pair, (NamedSharding(mesh, P("x")), NamedSharding(mesh, P())))
     assert out2[0].sharding.spec == P("x") and out2[1].is_fully_replicated
 
 

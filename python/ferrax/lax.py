@@ -30,6 +30,7 @@ from ferrax._array import Array
 from ferrax._core import ConcreteArray, to_numpy
 from ferrax._lax._operands import scalar
 from ferrax._lax.custom import stop_gradient
+from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
 from ferrax._lax.elementwise import (
     abs,
@@ -129,6 +130,8 @@ __all__ = [
     "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",
     # dynamic_slice along one axis
     "dynamic_index_in_dim", "dynamic_slice_in_dim",
+    # layout over devices
+    "with_sharding_constraint",
 ]
 
 
