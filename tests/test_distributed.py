@@ -469,6 +469,43 @@ def test_initialize_after_the_backend_started_is_refused() -> None:
     assert not fx.distributed.is_initialized()
 
 
+CLUSTER_ENVS: list[dict[str, str]] = [
+    {  # Slurm, one node
+        "SLURM_JOB_ID": "123456", "SLURM_STEP_NODELIST": "node001", "SLURM_NTASKS": "4",
+        "SLURM_PROCID": "2", "SLURM_LOCALID": "0",
+    },
+    {  # Slurm, a range of nodes
+        "SLURM_JOB_ID": "77", "SLURM_STEP_NODELIST": "gpu[003-007,012],cpu1", "SLURM_NTASKS": "8",
+        "SLURM_PROCID": "5", "SLURM_LOCALID": "1",
+    },
+    {  # Slurm, with the coordinator's port given
+        "SLURM_JOB_ID": "77", "SLURM_STEP_NODELIST": "a,b", "SLURM_NTASKS": "2",
+        "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "JAX_COORDINATOR_PORT": "4242",
+    },
+    {  # Open MPI
+        "OMPI_MCA_orte_hnp_uri": "1531576320.0;tcp://10.96.0.1,10.148.0.1,10.108.0.1:34911",
+        "OMPI_COMM_WORLD_SIZE": "3", "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+    },
+]
+
+
+@pytest.mark.parametrize("env", CLUSTER_ENVS, ids=["slurm", "slurm-range", "slurm-port", "ompi"])
+@pytest.mark.parametrize("given", [(None, None, None, None), ("h:1", 2, 1, [0])])
+def test_cluster_detection_as_jax(env: dict[str, str], given: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under Slurm's or Open MPI's launcher, the unset arguments come from the
+    environment as JAX's cluster detection reads them."""
+    from ferrax import distributed
+
+    for name in [n for n in os.environ if n.startswith(("SLURM_", "OMPI_", "JAX_COORDINATOR"))]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    clusters = importlib.import_module("jax._src.clusters")
+    theirs = clusters.ClusterEnv.auto_detect_unset_distributed_params(*given, None, 300)
+    mine = distributed._detect(*given, None)
+    assert mine == (theirs[0], theirs[1], theirs[2], None if theirs[3] is None else list(theirs[3]))
+
+
 # Single process: the constructors and process_allgather against JAX's.
 
 
