@@ -502,7 +502,8 @@ def test_cluster_detection_as_jax(env: dict[str, str], given: tuple[Any, ...], m
         monkeypatch.setenv(name, value)
     clusters = importlib.import_module("jax._src.clusters")
     theirs = clusters.ClusterEnv.auto_detect_unset_distributed_params(*given, None, 300)
-    mine = distributed._detect(*given, None)
+    address, count, pid, local = given
+    mine = distributed._detect(address, count, pid, local, None)
     assert mine == (theirs[0], theirs[1], theirs[2], None if theirs[3] is None else list(theirs[3]))
 
 
