@@ -326,7 +326,7 @@ def _initialize(
             use_compression=True,
         )
         logger.info("Connecting to the distributed service on %s", coordinator_address)
-        with _joining(coordinator_address, process_id, num_processes, initialization_timeout):
+        with _JoinWatch(coordinator_address, process_id, num_processes, initialization_timeout):
             client.connect()
     except BaseException:
         if state.service is not None:
@@ -348,7 +348,7 @@ def _initialize(
     _config.distributed_state = state
 
 
-class _joining:
+class _JoinWatch:
     """While ``connect`` waits for every process to register: if it outlasts the
     timeout, jaxlib terminates the process; say first, on stderr, what was awaited."""
 
