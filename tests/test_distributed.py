@@ -204,6 +204,21 @@ def _scenario_unreachable(rank: int, address: str) -> None:
     _report({"error": None})
 
 
+def _scenario_port_taken(rank: int, address: str) -> None:
+    """Another program listens on the coordinator's port: process 0 cannot start the
+    service."""
+    import ferrax as fx
+
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+        s.bind(("::", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        try:
+            fx.distributed.initialize(f"127.0.0.1:{port}", 2, 0, initialization_timeout=5)
+        except fx.distributed.DistributedError as e:
+            _report({"error": str(e), "port": port, "initialized": fx.distributed.is_initialized()})
+
+
 def _scenario_alone(rank: int, address: str) -> None:
     """Process 0 of 2 starts the service, but process 1 never comes."""
     import ferrax as fx
@@ -300,6 +315,7 @@ SCENARIOS = {
     "compute": _scenario_compute,
     "unreachable": _scenario_unreachable,
     "alone": _scenario_alone,
+    "port_taken": _scenario_port_taken,
     "die": _scenario_die,
     "die_in_collective": _scenario_die_in_collective,
     "checks": _scenario_checks,
@@ -412,6 +428,16 @@ def test_unreachable_coordinator_is_an_error_naming_it() -> None:
     assert res["type"] == "DistributedError" and res["runtime"]
     assert address in res["error"] and "initialization_timeout=2" in res["error"]
     assert 1.5 < res["seconds"] < 10
+
+
+def test_coordinator_port_in_use_is_an_error() -> None:
+    (run,) = _run("port_taken", [0], timeout=30)
+    assert run.rc == 0 and run.result is not None, run
+    res = run.result
+    assert not res["initialized"]
+    assert res["error"].startswith(
+        f"ferrax.distributed.initialize: process 0 could not start the coordination service on [::]:{res['port']}"
+    ), res
 
 
 def test_a_process_that_never_joins_stops_the_others() -> None:
