@@ -167,6 +167,14 @@ def _scenario_compute(rank: int, address: str) -> None:
         case["matmul_sharding"] = repr(prod.sharding.spec) if hasattr(prod.sharding, "spec") else None
         cases.append(case)
     out["cases"] = cases
+    # Interleaved: the mesh alternates the processes' devices, so process r holds row
+    # blocks r and r + 2 of 4; its local data is those blocks, in order.
+    devs = fx.devices()
+    inter = NamedSharding(Mesh(np.array([devs[0], devs[2], devs[1], devs[3]]), ("x",)), PartitionSpec("x"))
+    rows = np.concatenate([G[2 * rank : 2 * rank + 2], G[2 * rank + 4 : 2 * rank + 6]])
+    a = fx.make_array_from_process_local_data(inter, rows)
+    out["interleaved"] = np.asarray(a).tolist()
+    out["interleaved_sum"] = float(np.asarray(fx.jit(lambda x: x.sum(0))(a)).sum())
     # An explicit global shape: this process's rows of a (8, 8) array split over "p".
     s = NamedSharding(mesh, PartitionSpec("p"))
     out["explicit"] = np.asarray(fx.make_array_from_process_local_data(s, G[4 * rank : 4 * rank + 4], (8, 8))).tolist()
@@ -394,6 +402,12 @@ def test_jitted_computation_equals_one_process(compute_runs: list[Run]) -> None:
             a = fx.device_put(G, NamedSharding(mesh, PartitionSpec(*spec)))
             w = fx.device_put(W, NamedSharding(mesh, PartitionSpec()))
             assert case["matmul_sharding"] == repr(fx.jit(lambda x, w: x @ w)(a, w).sharding.spec), spec
+
+
+def test_interleaved_process_blocks(compute_runs: list[Run]) -> None:
+    for run in compute_runs:
+        np.testing.assert_array_equal(np.array(run.result["interleaved"], np.float32), G)
+        np.testing.assert_allclose(run.result["interleaved_sum"], G.sum(), rtol=1e-6)
 
 
 def test_explicit_global_shape_and_bad_local_data(compute_runs: list[Run]) -> None:
