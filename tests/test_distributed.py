@@ -182,6 +182,10 @@ def _scenario_compute(rank: int, address: str) -> None:
         fx.make_array_from_process_local_data(s, G[:3], (8, 8))
     except ValueError as e:
         out["bad_local"] = str(e)
+    try:
+        multihost_utils.process_allgather(fx.make_array_from_process_local_data(s, G[4 * rank : 4 * rank + 4]))
+    except ValueError as e:
+        out["gather_untiled_global"] = str(e)
     out["gather_stacked"] = multihost_utils.process_allgather(np.float32(rank + 0.5)).tolist()
     out["gather_tiled"] = multihost_utils.process_allgather(np.arange(3, dtype=np.int32) + 10 * rank, tiled=True).tolist()
     out["gather_tree"] = {
@@ -434,6 +438,9 @@ def test_process_allgather_across_processes(compute_runs: list[Run]) -> None:
     for run in compute_runs:
         res = run.result
         assert res["gather_stacked"] == [0.5, 1.5]
+        assert res["gather_untiled_global"] == (
+            "Gathering global non-fully-addressable arrays only supports tiled=True"
+        )
         assert res["gather_tiled"] == [0, 1, 2, 10, 11, 12]
         assert res["gather_tree"] == {"a": [[0.0, 0.0], [1.0, 1.0]]}
     for rank, run in enumerate(compute_runs):

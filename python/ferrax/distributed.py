@@ -14,11 +14,17 @@ out over it holds only this process's parts (:func:`ferrax.make_array_from_proce
 builds one from each process's data).
 
 Failures are errors, never hangs: a coordinator that cannot be reached within
-``initialization_timeout`` seconds is a :class:`DistributedError` naming its address; a
-process that stops sending heartbeats for ``heartbeat_timeout_seconds`` makes the
-coordination service stop every other process, with a message naming the process that
-died (jaxlib terminates them, as it does under JAX: a computation blocked in a collective
-with the dead process cannot be interrupted otherwise).
+``initialization_timeout`` seconds is a :class:`DistributedError` naming its address
+(and so is a coordinator port already in use on process 0). A process that dies while
+another computes with it: an all-gather on the survivor raises a ``RuntimeError`` at
+once (gloo sees the connection close); otherwise (an all-reduce waiting for it, or no
+computation at all) the coordination service notices the missed heartbeats after
+``heartbeat_timeout_seconds`` and jaxlib terminates every other process with a message
+naming the dead one ("The following tasks are unhealthy (stopped sending heartbeats):
+1"), as under JAX. jaxlib's ``missed_heartbeat_callback`` cannot take a Python function
+instead (jaxlib 0.10.2 cannot pass the status to Python: the process aborts with
+``std::bad_cast``), so it is left to jaxlib's default. Processes that never join make
+``initialize`` end the same way after ``initialization_timeout``.
 """
 
 from __future__ import annotations
