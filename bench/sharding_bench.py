@@ -13,7 +13,10 @@ so the ratio should be about 1.0: the target is within 5%).
 The four CPU devices are made by ``XLA_FLAGS=--xla_force_host_platform_device_count=4``,
 set here before jaxlib loads (for ferrax and JAX alike). The machine has 2 cores, so
 4 devices share them: the absolute step times say nothing about scaling, the ratios do.
-The 2-process step time is measured by examples/distributed (see the README).
+The last row runs the same step over 2 processes x 1 device (bench/dp_worker.py, each
+system's two workers started together, talking over loopback with gloo; the slower
+process's time per repetition; the ratio range there pairs extremes, as the two
+systems' workers run at different times).
 """
 
 from __future__ import annotations
@@ -154,7 +157,69 @@ def run_sharding(use_jax: bool = True, reps_scale: float = 1.0, progress: Callab
                 + "  ".join(f"{k} {v['median_s'] * 1e3:.3f} ms" for k, v in r.items() if isinstance(v, dict))
                 + (f"  ratio {r['ratio']:.4f}" if "ratio" in r else "")
             )
+    rows.append(run_two_processes(use_jax, reps, progress))
     return rows
+
+
+def _two_processes(system: str, reps: int, timeout: float = 300.0) -> tuple[list[float], float]:
+    """The step time of ``system`` over 2 processes x 1 device (bench/dp_worker.py):
+    per repetition the slower process's; and a checksum of the trained parameters."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, os.path.join(here, "dp_worker.py"), "--system", system, "--coordinator",
+             f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i), "--reps", str(reps)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for i in range(2)
+    ]
+    results = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+            if p.returncode != 0 or not lines:
+                raise RuntimeError(f"{system} worker failed (exit {p.returncode}):\n{err[-2000:]}")
+            results.append(json.loads(lines[-1][len("RESULT "):]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    per_rep = [max(r["step_s"][i] for r in results) for i in range(reps)]
+    return per_rep, results[0]["checksum"]
+
+
+def run_two_processes(use_jax: bool, reps: int, progress: Callable[[str], None] | None) -> dict[str, Any]:
+    """The 2-process row: each system's workers in turn (two rounds, alternating)."""
+    systems = ["ferrax"] + (["jax"] if use_jax and _jax() is not None else [])
+    per: dict[str, list[float]] = {s: [] for s in systems}
+    sums: dict[str, float] = {}
+    for _ in range(2):
+        for s in systems:
+            times, sums[s] = _two_processes(s, max(2, reps // 2))
+            per[s] += times
+    if len(sums) == 2:
+        np.testing.assert_allclose(sums["ferrax"], sums["jax"], rtol=2e-3)
+    r: dict[str, Any] = {"metric": "data-parallel step", "case": "mlp(8), batch 256, 2 processes x 1 device", "target": TARGETS["data-parallel step"]}
+    for name, ts in per.items():
+        r[name] = {"median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts), "reps": len(ts)}
+    if "jax" in per:
+        r["ratio"] = r["ferrax"]["median_s"] / r["jax"]["median_s"]
+        r["ratio_min"] = min(per["ferrax"]) / max(per["jax"])
+        r["ratio_max"] = max(per["ferrax"]) / min(per["jax"])
+    if progress is not None:
+        progress(f"{r['case']:36s} " + "  ".join(f"{k} {v['median_s'] * 1e3:.3f} ms" for k, v in r.items() if isinstance(v, dict)))
+    return r
 
 
 def sharding_table(rows: list[dict[str, Any]]) -> str:
