@@ -195,6 +195,17 @@ def _scenario_compute(rank: int, address: str) -> None:
         multihost_utils.process_allgather(np.zeros(rank + 1, np.float32))
     except ValueError as e:
         out["gather_mismatch"] = str(e)
+    out["broadcast"] = {
+        k: v.tolist()
+        for k, v in multihost_utils.broadcast_one_to_all({"a": np.arange(3, dtype=np.int32) + rank, "b": np.float32(rank)}).items()
+    }
+    out["broadcast_from_1"] = multihost_utils.broadcast_one_to_all(np.arange(2.0, dtype=np.float32) + rank, is_source=rank == 1).tolist()
+    multihost_utils.assert_equal({"same": np.arange(4)}, "equal")
+    try:
+        multihost_utils.assert_equal(np.arange(4) + rank, "differs")
+        out["assert_equal"] = None
+    except AssertionError as e:
+        out["assert_equal"] = str(e).split(".")[0]
     multihost_utils.sync_global_devices("end")
     out["jax_imported"] = "jax" in sys.modules
     fx.distributed.shutdown()
@@ -438,6 +449,9 @@ def test_process_allgather_across_processes(compute_runs: list[Run]) -> None:
     for run in compute_runs:
         res = run.result
         assert res["gather_stacked"] == [0.5, 1.5]
+        assert res["broadcast"] == {"a": [0, 1, 2], "b": 0.0}
+        assert res["broadcast_from_1"] == [1.0, 2.0]
+        assert res["assert_equal"] == "differs"
         assert res["gather_untiled_global"] == (
             "Gathering global non-fully-addressable arrays only supports tiled=True"
         )
@@ -683,6 +697,20 @@ def test_example_launcher_trains_across_two_processes() -> None:
     losses = [ln.split(":")[1].split("(")[0].split() for ln in lines if ln.startswith("process ")]
     assert len(losses) == 2 and losses[0] == losses[1] and len(losses[0]) == 3, out
     assert "same losses on 2 processes x 2 devices as on 1 device" in out
+
+
+@pytest.mark.parametrize("value", [np.float32(2.5), np.arange(6, dtype=np.int32).reshape(2, 3), np.array([True, False])])
+def test_one_process_broadcast_and_assert_equal_as_jax(value: Any) -> None:
+    from ferrax.experimental import multihost_utils as fmu
+
+    jmu = importlib.import_module("jax.experimental.multihost_utils")
+    for source in (None, True, False):
+        mine = fmu.broadcast_one_to_all({"v": value}, is_source=source)["v"]
+        theirs = jmu.broadcast_one_to_all({"v": value}, is_source=source)["v"]
+        assert isinstance(mine, np.ndarray) and mine.dtype == theirs.dtype and mine.shape == theirs.shape
+        np.testing.assert_array_equal(mine, theirs)
+    fmu.assert_equal({"v": value}, "one process")
+    jmu.assert_equal({"v": value}, "one process")
 
 
 def _worker_main(argv: list[str]) -> None:

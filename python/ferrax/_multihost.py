@@ -24,6 +24,8 @@ from ferrax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 __all__ = [
     "make_array_from_process_local_data",
     "make_array_from_single_device_arrays",
+    "assert_equal",
+    "broadcast_one_to_all",
     "process_allgather",
     "sync_global_devices",
 ]
@@ -368,3 +370,42 @@ def sync_global_devices(name: str) -> None:
     if client is None:
         return
     _agree("sync_global_devices", name)
+
+
+def broadcast_one_to_all(in_tree: Any, is_source: bool | None = None) -> Any:
+    """The source process's values on every process, as NumPy arrays (a pytree in, the
+    same tree out), as ``jax.experimental.multihost_utils.broadcast_one_to_all``: the
+    source is process 0, or the processes passing ``is_source=True`` (their values are
+    summed, as JAX sums them). Every process must call it with values of the same
+    shapes."""
+    from ferrax.tree_util import tree_map
+
+    if _process_count() == 1:
+        return tree_map(np.asarray, in_tree)
+    source = backend().process_index == 0 if is_source is None else bool(is_source)
+
+    def one(x: Any) -> np.ndarray[Any, Any]:
+        value = np.asarray(x)
+        stacked = _allgather_one(value if source else np.zeros_like(value), tiled=False)
+        return np.asarray(stacked.sum(axis=0, dtype=stacked.dtype))
+
+    return tree_map(one, in_tree)
+
+
+def assert_equal(in_tree: Any, fail_message: str = "") -> None:
+    """Raises AssertionError (with ``fail_message``) unless every process passes the
+    same values (a pytree of arrays), as ``jax.experimental.multihost_utils.assert_equal``."""
+    from ferrax.tree_util import tree_leaves, tree_map
+
+    def expected(x: Any) -> np.ndarray[Any, Any]:
+        if isinstance(x, DeviceArray) and not x.sharding.is_fully_addressable:
+            return np.asarray(x.addressable_shards[0].data)
+        value = np.asarray(x)
+        if value.ndim == 0:
+            value = np.expand_dims(value, axis=0)
+        return np.concatenate([value] * _process_count())
+
+    out = process_allgather(in_tree, tiled=True)
+    want = tree_map(expected, in_tree)
+    if not all(bool(np.all(np.equal(a, b))) for a, b in zip(tree_leaves(want), tree_leaves(out))):
+        raise AssertionError(f"{fail_message}. Expected: {out}; got: {in_tree}.")
