@@ -159,6 +159,11 @@ def _scenario_compute(rank: int, address: str) -> None:
         b = fx.make_array_from_single_device_arrays(G.shape, s, parts)
         case["from_single"] = np.asarray(b).tolist()
         case["allgather"] = multihost_utils.process_allgather(a, tiled=True).tolist()
+        # The older pair: each process's local value <-> the global array.
+        h = multihost_utils.host_local_array_to_global_array(_local_block(kind, rank), mesh, PartitionSpec(*spec))
+        back = multihost_utils.global_array_to_host_local_array(h, mesh, PartitionSpec(*spec))
+        case["host_local"] = [list(h.shape), np.asarray(h).tolist(), list(back.shape), np.asarray(back).tolist()]
+        case["host_local_devices"] = sorted(d.id for d in back.sharding.device_set)
         # Jitted over the mesh of both processes: XLA's partitioner adds the collectives.
         total = fx.jit(lambda x: (x * x).sum())(a)
         prod = fx.jit(lambda x, w: x @ w)(a, fx.device_put(W, NamedSharding(mesh, PartitionSpec())))
@@ -175,6 +180,10 @@ def _scenario_compute(rank: int, address: str) -> None:
     a = fx.make_array_from_process_local_data(inter, rows)
     out["interleaved"] = np.asarray(a).tolist()
     out["interleaved_sum"] = float(np.asarray(fx.jit(lambda x: x.sum(0))(a)).sum())
+    try:
+        multihost_utils.host_local_array_to_global_array(rows, inter.mesh, PartitionSpec("x"))
+    except ValueError as e:
+        out["interleaved_host_local"] = str(e)
     # An explicit global shape: this process's rows of a (8, 8) array split over "p".
     s = NamedSharding(mesh, PartitionSpec("p"))
     out["explicit"] = np.asarray(fx.make_array_from_process_local_data(s, G[4 * rank : 4 * rank + 4], (8, 8))).tolist()
@@ -405,6 +414,12 @@ def test_process_local_data_makes_the_global_array(compute_runs: list[Run]) -> N
             np.testing.assert_array_equal(np.array(case["value"], np.float32), one["value"])
             np.testing.assert_array_equal(np.array(case["from_single"], np.float32), G, err_msg=str(spec))
             np.testing.assert_array_equal(np.array(case["allgather"], np.float32), G, err_msg=str(spec))
+            shape, value, back_shape, back = case["host_local"]
+            block = _local_block(kind, rank)
+            assert shape == [ROWS, COLS] and back_shape == list(block.shape), spec
+            np.testing.assert_array_equal(np.array(value, np.float32), G, err_msg=str(spec))
+            np.testing.assert_array_equal(np.array(back, np.float32), block, err_msg=str(spec))
+            assert case["host_local_devices"] == [2048 * rank, 2048 * rank + 1], spec
             for index, data in case["shards"]:
                 np.testing.assert_array_equal(np.array(data, np.float32), G[eval(index)], err_msg=str(spec))
             # The shards this process holds are those of its devices in the 1-process layout.
@@ -433,6 +448,11 @@ def test_interleaved_process_blocks(compute_runs: list[Run]) -> None:
     for run in compute_runs:
         np.testing.assert_array_equal(np.array(run.result["interleaved"], np.float32), G)
         np.testing.assert_allclose(run.result["interleaved_sum"], G.sum(), rtol=1e-6)
+        # The older host-local API needs each process's devices to form a block of the mesh.
+        assert run.result["interleaved_host_local"] == (
+            "When passing host local inputs to pjit, devices connected to a single host must "
+            "form a contiguous subcube of the global device mesh"
+        )
 
 
 def test_explicit_global_shape_and_bad_local_data(compute_runs: list[Run]) -> None:
@@ -697,6 +717,25 @@ def test_example_launcher_trains_across_two_processes() -> None:
     losses = [ln.split(":")[1].split("(")[0].split() for ln in lines if ln.startswith("process ")]
     assert len(losses) == 2 and losses[0] == losses[1] and len(losses[0]) == 3, out
     assert "same losses on 2 processes x 2 devices as on 1 device" in out
+
+
+@pytest.mark.parametrize("spec", [c[0] for c in CASES])
+def test_one_process_host_local_global_as_jax(spec: tuple[Any, ...]) -> None:
+    """With one process the local mesh is the whole mesh: the global array is the local
+    value laid out by the spec, and back."""
+    from ferrax.experimental import multihost_utils as fmu
+    from ferrax.sharding import PartitionSpec
+
+    jax = _jax()
+    jmu = importlib.import_module("jax.experimental.multihost_utils")
+    mine = fmu.host_local_array_to_global_array({"g": G}, _fx_mesh(), PartitionSpec(*spec))["g"]
+    theirs = jmu.host_local_array_to_global_array({"g": G}, _jax_mesh(), jax.sharding.PartitionSpec(*spec))["g"]
+    np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs))
+    assert [str(s.index) for s in mine.addressable_shards] == [str(s.index) for s in theirs.addressable_shards]
+    back = fmu.global_array_to_host_local_array(mine, _fx_mesh(), PartitionSpec(*spec))
+    np.testing.assert_array_equal(np.asarray(back), G)
+    with pytest.raises(ValueError, match="`None` is not a valid input to the pspecs argument"):
+        fmu.host_local_array_to_global_array(G, _fx_mesh(), None)
 
 
 @pytest.mark.parametrize("value", [np.float32(2.5), np.arange(6, dtype=np.int32).reshape(2, 3), np.array([True, False])])

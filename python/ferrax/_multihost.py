@@ -26,6 +26,8 @@ __all__ = [
     "make_array_from_single_device_arrays",
     "assert_equal",
     "broadcast_one_to_all",
+    "global_array_to_host_local_array",
+    "host_local_array_to_global_array",
     "process_allgather",
     "sync_global_devices",
 ]
@@ -409,3 +411,113 @@ def assert_equal(in_tree: Any, fail_message: str = "") -> None:
     want = tree_map(expected, in_tree)
     if not all(bool(np.all(np.equal(a, b))) for a, b in zip(tree_leaves(want), tree_leaves(out))):
         raise AssertionError(f"{fail_message}. Expected: {out}; got: {in_tree}.")
+
+
+def local_mesh(mesh: Mesh) -> Mesh:
+    """The part of ``mesh`` this process drives, as a mesh with the same axis names
+    (JAX's ``Mesh.local_mesh``): this process's devices must form a contiguous block
+    of the mesh."""
+    me = backend().process_index
+    is_local = np.vectorize(lambda d: d.process_index == me, otypes=[bool])(mesh.devices)
+    block = []
+    for axis in range(mesh.devices.ndim):
+        others = tuple(a for a in range(mesh.devices.ndim) if a != axis)
+        present = np.flatnonzero(is_local.any(axis=others) if others else is_local)
+        if present.size == 0:
+            raise ValueError(f"the mesh holds no device of process {me}, at {user_location()}")
+        block.append(slice(int(present.min()), int(present.max()) + 1))
+    if not is_local[tuple(block)].all():
+        raise ValueError(
+            "When passing host local inputs to pjit, devices connected to a single host must "
+            "form a contiguous subcube of the global device mesh"
+        )
+    return Mesh(mesh.devices[tuple(block)], mesh.axis_names, mesh.axis_types)
+
+
+def _rescaled_shape(shape: tuple[int, ...], spec: PartitionSpec, divide: Mesh, multiply: Mesh) -> tuple[int, ...]:
+    """``shape`` with each split dimension divided by its axes' sizes in ``divide`` and
+    multiplied by their sizes in ``multiply`` (local <-> global shapes)."""
+    out = list(shape)
+    for dim in range(len(shape)):
+        for axis in spec.axes_of(dim):
+            d, m = divide.shape[axis], multiply.shape[axis]
+            if out[dim] % d:
+                raise ValueError(
+                    f"dimension {dim} of size {out[dim]} is split over mesh axis {axis!r} of size "
+                    f"{d}, which does not divide it, at {user_location()}"
+                )
+            out[dim] = out[dim] // d * m
+    return tuple(out)
+
+
+def _check_spec(spec: Any) -> PartitionSpec:
+    if spec is None:
+        raise ValueError(
+            "`None` is not a valid input to the pspecs argument. Please use "
+            "ferrax.sharding.PartitionSpec() if you wanted to replicate your input."
+        )
+    if not isinstance(spec, PartitionSpec):
+        raise TypeError(f"pspecs must be PartitionSpecs (ferrax.P), got {spec!r:.80}, at {user_location()}")
+    return spec
+
+
+def host_local_array_to_global_array(local_inputs: Any, global_mesh: Mesh, pspecs: Any) -> Any:
+    """Global arrays over ``global_mesh`` made of each process's local values (a pytree;
+    ``pspecs`` one PartitionSpec for all or a tree of them), as JAX's
+    ``multihost_utils.host_local_array_to_global_array``: the local value is laid out
+    over this process's part of the mesh (:func:`local_mesh`) as its spec says, and
+    along each split dimension the processes' values follow one another. Eager only."""
+    from ferrax.tree_util import tree_flatten, tree_unflatten
+
+    leaves, tree = tree_flatten(local_inputs)
+    specs = _prefix_leaves(pspecs, tree, len(leaves), lambda s: s is None or isinstance(s, PartitionSpec))
+    local = local_mesh(global_mesh)
+    out = []
+    for x, spec in zip(leaves, specs):
+        spec = _check_spec(spec)
+        if isinstance(x, DeviceArray) and not x.sharding.is_fully_addressable:
+            out.append(x)
+            continue
+        aval = aval_of(x)
+        value = to_numpy(x)
+        if value.dtype != aval.dtype:
+            value = value.astype(aval.dtype)
+        shape = _rescaled_shape(tuple(value.shape), spec, local, global_mesh)
+        sharding = NamedSharding(global_mesh, spec)
+        index = NamedSharding(local, spec).devices_indices_map(value.shape)
+        devices = [d for d in sharding._device_assignment if d.process_index == backend().process_index]
+        parts = [value[index[d]] for d in devices]
+        out.append(_assemble(_ir.ShapedArray(shape, aval.dtype, aval.weak_type), sharding, devices, parts))
+    return tree_unflatten(tree, out)
+
+
+def global_array_to_host_local_array(global_inputs: Any, global_mesh: Mesh, pspecs: Any) -> Any:
+    """This process's part of each global array (a pytree; ``pspecs`` as above), as an
+    array over this process's part of the mesh, as JAX's
+    ``multihost_utils.global_array_to_host_local_array``: the inverse of
+    :func:`host_local_array_to_global_array`. Arrays this process holds whole are
+    returned as they are. Eager only; every process must call it (reading a global
+    array back is collective)."""
+    from ferrax.tree_util import tree_flatten, tree_unflatten
+
+    leaves, tree = tree_flatten(global_inputs)
+    specs = _prefix_leaves(pspecs, tree, len(leaves), lambda s: s is None or isinstance(s, PartitionSpec))
+    local = local_mesh(global_mesh)
+    out = []
+    for x, spec in zip(leaves, specs):
+        spec = _check_spec(spec)
+        if isinstance(x, DeviceArray) and x.sharding.is_fully_addressable:
+            out.append(x)
+            continue
+        aval = aval_of(x)
+        whole = np.asarray(x)
+        if whole.dtype != aval.dtype:
+            whole = whole.astype(aval.dtype)
+        shape = _rescaled_shape(tuple(whole.shape), spec, global_mesh, local)
+        global_index = NamedSharding(global_mesh, spec).devices_indices_map(whole.shape)
+        sharding = NamedSharding(local, spec)
+        devices = list(sharding._device_assignment)
+        # Each local device holds the same block of the local array as of the global one.
+        parts = [whole[global_index[d]] for d in devices]
+        out.append(_assemble(_ir.ShapedArray(shape, aval.dtype, aval.weak_type), sharding, devices, parts))
+    return tree_unflatten(tree, out)
