@@ -1,12 +1,12 @@
 """Data-parallel training of the MLP across 2 processes on this machine, with ONE command:
 
     python examples/distributed/launch.py [--processes 2] [--devices-per-process 2]
-    python examples/distributed/launch.py --step-time     # ferrax against JAX, 2 processes
 
 starts the processes (``train.py``, each with its own CPU devices, talking over
 loopback), waits for them (each bounded in time, every one stopped if one fails),
 prints their losses and checks them against the same training in one process on one
-device (``examples/data_parallel.py``).
+device (``examples/data_parallel.py``). The step time across processes, ferrax against
+JAX, is measured by bench/ (``bench/sharding_bench.py`` with ``bench/dp_worker.py``).
 """
 
 import argparse
@@ -26,19 +26,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(processes, devices_per_process, steps, timeout, script="train.py", extra=()):
-    """Runs ``script`` (``train.py``: ``steps`` training steps) in ``processes``
-    processes; returns their RESULT records."""
+def launch(processes, devices_per_process, steps, timeout):
+    """Runs ``train.py`` (``steps`` training steps) in ``processes`` processes; returns
+    their RESULT records."""
     address = f"127.0.0.1:{free_port()}"
     env = dict(os.environ, JAX_NUM_CPU_DEVICES=str(devices_per_process), PYTHONUNBUFFERED="1")
     env.pop("XLA_FLAGS", None)
     procs = []
     try:
         for rank in range(processes):
-            cmd = [sys.executable, os.path.join(HERE, script), "--coordinator", address,
-                   "--num-processes", str(processes), "--process-id", str(rank), *extra]
-            if script == "train.py":
-                cmd += ["--steps", str(steps)]
+            cmd = [sys.executable, os.path.join(HERE, "train.py"), "--coordinator", address,
+                   "--num-processes", str(processes), "--process-id", str(rank), "--steps", str(steps)]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True))
         deadline = time.monotonic() + timeout
         while any(p.poll() is None for p in procs):
@@ -70,14 +68,7 @@ def main():
     parser.add_argument("--devices-per-process", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=300)
-    parser.add_argument("--step-time", action="store_true",
-                        help="instead of training: time BENCH.md's data-parallel step (step_time.py) "
-                        "across the processes, with ferrax and with JAX")
-    parser.add_argument("--rounds", type=int, default=2, help="with --step-time: rounds per library")
     args = parser.parse_args()
-    if args.step_time:
-        step_time(args)
-        return
 
     results = launch(args.processes, args.devices_per_process, args.steps, args.timeout)
     for r in results:
@@ -97,26 +88,6 @@ def main():
     for r in results:
         np.testing.assert_allclose(r["losses"], reference, rtol=1e-5)
     print(f"same losses on {args.processes} processes x {args.devices_per_process} devices as on 1 device")
-
-
-def step_time(args):
-    """The step time of BENCH.md's data-parallel MLP step across the processes, ferrax
-    against JAX (each in its own set of processes; the libraries alternate over
-    ``--rounds`` rounds and each keeps its best round, as the machine's load varies)."""
-    times = {"ferrax": [], "jax": []}
-    for _ in range(args.rounds):
-        for library in times:
-            results = launch(args.processes, args.devices_per_process, 0, args.timeout,
-                             script="step_time.py", extra=["--library", library])
-            # A step ends when the slowest process is done.
-            times[library].append(max(r["median_s"] for r in results))
-            checksums = sorted({round(r["checksum"], 3) for r in results})
-            print(f"{library}: {1000 * times[library][-1]:.2f} ms per step (the slowest process's "
-                  f"median; parameter checksum {checksums})")
-    best = {k: min(v) for k, v in times.items()}
-    print(f"{args.processes} processes x {args.devices_per_process} devices, mlp(8) data-parallel step: "
-          f"ferrax {1000 * best['ferrax']:.2f} ms, JAX {1000 * best['jax']:.2f} ms, "
-          f"ratio {best['ferrax'] / best['jax']:.3f}")
 
 
 if __name__ == "__main__":
