@@ -18,9 +18,9 @@ Failures are errors, never hangs: a coordinator that cannot be reached within
 (and so is a coordinator port already in use on process 0). A process that dies while
 another computes with it: an all-gather on the survivor raises a ``RuntimeError`` at
 once (gloo sees the connection close); otherwise (an all-reduce waiting for it, or no
-computation at all) the coordination service notices the missed heartbeats after
-``heartbeat_timeout_seconds`` and jaxlib terminates every other process with a message
-naming the dead one ("The following tasks are unhealthy (stopped sending heartbeats):
+computation at all) the coordination service notices the missed heartbeats (at the
+latest after ``heartbeat_timeout_seconds``) and jaxlib terminates every other process
+with a message naming the dead one ("The following tasks are unhealthy (stopped sending heartbeats):
 1"), as under JAX. jaxlib's ``missed_heartbeat_callback`` cannot take a Python function
 instead (jaxlib 0.10.2 cannot pass the status to Python: the process aborts with
 ``std::bad_cast``), so it is left to jaxlib's default. Processes that never join make
