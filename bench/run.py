@@ -13,8 +13,11 @@ Sections:
   vmap   vmap, ferrax against JAX: make_jaxpr(vmap(chain(n))) with batch 8, and the
          trace, XLA compile and compiled run of jit(vmap(grad(loss), in_axes=(None, 0, 0)))
          per-example gradients of mlp(8) (see bench/vmap_bench.py).
+  sharding  the data-parallel training step of mlp(8) jitted over 1, 2 and 4 CPU devices
+         (batch split, parameters replicated), ferrax against JAX (see
+         bench/sharding_bench.py); makes 4 CPU devices for the whole run.
 
-Usage: python bench/run.py [--section ir|trace|jit|ad|vmap|all] [--sizes 1000,10000,100000,1000000]
+Usage: python bench/run.py [--section ir|trace|jit|ad|vmap|sharding|all] [--sizes 1000,10000,100000,1000000]
                            [--reps-scale 1.0] [--no-jax] [--out bench/results]
 JAX is optional: sections that compare against it print ferrax's figures alone when it
 is not installed (or with --no-jax).
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import platform
 import subprocess
@@ -32,6 +36,13 @@ import time
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+if any(a in ("sharding", "all", "--section=sharding", "--section=all") for a in sys.argv) or "--section" not in " ".join(sys.argv):
+    # Four CPU devices for the sharding section, made before jaxlib loads (XLA reads the
+    # flag when a client is made); the other sections use the first device only.
+    _FLAG = "--xla_force_host_platform_device_count"
+    if _FLAG not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" {_FLAG}=4").strip()
 
 # Targets from the issues, in nanoseconds per equation (bytes for memory).
 IR_TARGETS: dict[str, float] = {
@@ -234,9 +245,25 @@ def section_vmap(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None
     _comparison_section("vmap", out_dir, vmap_bench.run_vmap, vmap_bench.vmap_table, what, rep_scale, use_jax)
 
 
+def section_sharding(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import sharding_bench
+
+    what = (
+        "data-parallel step: `jit(step, in_shardings=(replicated, batch, batch), "
+        "out_shardings=replicated)` of mlp(8) (W: f32[256,256], b: f32[256], loss "
+        "`mean((mlp(x) - y) ** 2)`, SGD update), batch 256 split over a mesh of 1, 2, 4 CPU "
+        "devices (4 devices made on a 2-core machine: the ratio matters, not the scaling); "
+        "steady-state step on laid-out device arguments (10 chained steps per timing)."
+    )
+    _comparison_section(
+        "sharding", out_dir, sharding_bench.run_sharding, sharding_bench.sharding_table, what, rep_scale, use_jax
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "vmap", "all"], default="all")
+    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "vmap", "sharding", "all"], default="all")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="ir section sizes")
     parser.add_argument(
         "--reps-scale", type=float, default=1.0, help="trace, ad and vmap sections: scale the repetitions (min 3)"
@@ -265,6 +292,10 @@ def main() -> None:
         print()
     if args.section in ("vmap", "all"):
         section_vmap(out_dir, args.reps_scale, not args.no_jax)
+    if args.section == "all":
+        print()
+    if args.section in ("sharding", "all"):
+        section_sharding(out_dir, args.reps_scale, not args.no_jax)
 
 
 if __name__ == "__main__":

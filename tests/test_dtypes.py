@@ -271,11 +271,10 @@ def test_config_update_and_read() -> None:
     before = (cfg.jax_num_cpu_devices, cfg.jax_compilation_cache_dir)
     assert before == (-1, None)
     try:
-        cfg.update("jax_num_cpu_devices", 4)
         cfg.update("jax_compilation_cache_dir", "/tmp/ferrax-cache")
         assert cfg.values == {
             "jax_enable_x64": False,
-            "jax_num_cpu_devices": 4,
+            "jax_num_cpu_devices": -1,
             "jax_compilation_cache_dir": "/tmp/ferrax-cache",
         }
         # Wrong types are refused as JAX refuses them.
@@ -283,10 +282,29 @@ def test_config_update_and_read() -> None:
             cfg.update("jax_num_cpu_devices", "4")
         with pytest.raises(ValueError, match="str"):
             cfg.update("jax_compilation_cache_dir", 3)
+        # The device count shapes the runtime's client: once it runs, JAX's RuntimeError.
+        ferrax.devices()
+        with pytest.raises(RuntimeError, match="before backends are initialized"):
+            cfg.update("jax_num_cpu_devices", 4)
     finally:
-        cfg.update("jax_num_cpu_devices", None)
         cfg.update("jax_compilation_cache_dir", None)
     assert (cfg.jax_num_cpu_devices, cfg.jax_compilation_cache_dir) == before
+
+
+def test_num_cpu_devices_before_the_first_computation() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import os; os.environ.pop('XLA_FLAGS', None)\n"
+        "import ferrax, numpy as np\n"
+        "ferrax.config.update('jax_num_cpu_devices', 3)\n"
+        "assert ferrax.config.values['jax_num_cpu_devices'] == 3\n"
+        "assert ferrax.device_count() == 3, ferrax.devices()\n"
+        "assert float(ferrax.jit(lambda a: a * 2.0)(np.float32(1.5))) == 3.0\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, env=env)
 
 
 def test_unknown_config_names_are_attribute_errors_as_in_jax() -> None:

@@ -157,7 +157,14 @@ CASES = [
     _c("rev", lambda x: lax.rev(x, (1,)), S),
     *[_c(name, _called(name), S) for name in ("custom_jvp_call", "custom_vjp_call", "remat2")],
     _c("stop_gradient", lambda x: bind1(stop_gradient_p, x), S),
+    _c("sharding_constraint", lambda x: lax.with_sharding_constraint(x, _replicated()), S),
 ]
+
+
+def _replicated() -> Any:
+    from ferrax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    return NamedSharding(Mesh(np.array(fx.devices()), ("x",)), PartitionSpec())
 
 
 def _accepts(case: Case, dtype: np.dtype[Any]) -> bool:

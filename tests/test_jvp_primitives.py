@@ -536,9 +536,28 @@ def gen_rev(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     return [Case(str(d), call("rev", d), (x,)) for d in [(0,), (1,), (0, 1)]]
 
 
+def _named(L: Any, spec: tuple[Any, ...]) -> Any:
+    """A NamedSharding of ``spec`` on a mesh of the four test devices, in ferrax's or
+    JAX's classes as ``L`` is ferrax.lax or jax.lax."""
+    if L is lax:
+        from ferrax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        return NamedSharding(Mesh(np.array(ferrax.devices()), ("x",)), PartitionSpec(*spec))
+    return jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(jax.devices()), ("x",)), jax.sharding.PartitionSpec(*spec))
+
+
+def gen_sharding_constraint(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (4, 3), dtype)
+    def op(spec: tuple[Any, ...]) -> Op:
+        return lambda L: lambda a: L.with_sharding_constraint(L.sin(a), _named(L, spec))
+
+    return [Case(str(spec), op(spec), (x,)) for spec in [(), ("x",), (None, None)]]
+
+
 # ------------------------------------------------------------------------- the table
 
 CASES: dict[str, Gen] = {
+    "sharding_constraint": gen_sharding_constraint,
     "neg": unary("neg", normal),
     "abs": unary("abs", away_from_zero),
     "sign": unary("sign", away_from_zero),

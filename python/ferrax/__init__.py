@@ -22,6 +22,8 @@ from ferrax._jacobians import hessian, jacfwd, jacrev
 from ferrax._jit import eval_jaxpr, jit
 from ferrax._runtime import device_put
 from ferrax._shard_map import pmap, shard_map
+from ferrax._multihost import make_array_from_process_local_data, make_array_from_single_device_arrays
+from ferrax import distributed
 from ferrax._staging import make_jaxpr
 from ferrax._vmap import vmap
 from ferrax.sharding import NamedSharding, PartitionSpec
@@ -65,6 +67,7 @@ __all__ = [
     "device_count",
     "device_put",
     "devices",
+    "distributed",
     "local_device_count",
     "local_devices",
     "make_mesh",
@@ -80,6 +83,8 @@ __all__ = [
     "jvp",
     "linearize",
     "lax",
+    "make_array_from_process_local_data",
+    "make_array_from_single_device_arrays",
     "make_jaxpr",
     "numpy",
     "pmap",

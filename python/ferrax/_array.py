@@ -16,6 +16,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ferrax import numpy as _fnp
+    from ferrax._runtime import Shard
+    from ferrax.sharding import Sharding
 else:
     # ferrax.numpy implements the operators; it binds itself here when imported (it
     # imports this module, so this one cannot import it).
@@ -238,6 +240,37 @@ class Array:
     def block_until_ready(self) -> Array:
         """Waits until the value is computed (at once for eager arrays); returns it."""
         return self
+
+    # Layout over devices (arrays on the device override these; eager host values live
+    # on the default device, as if put there).
+    @property
+    def sharding(self) -> Sharding:
+        """How the array is laid out over devices."""
+        from ferrax._runtime import backend
+        from ferrax.sharding import SingleDeviceSharding
+
+        return SingleDeviceSharding(backend().device)
+
+    @property
+    def committed(self) -> bool:
+        """Whether the array was placed on its devices on purpose."""
+        return False
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        """Whether every device holding the array holds all of it."""
+        return self.sharding.is_fully_replicated_for(self.ndim)
+
+    @property
+    def addressable_shards(self) -> list[Shard]:
+        """This process's parts of the array, one per device."""
+        from ferrax._runtime import device_put
+
+        return device_put(self, self.sharding).addressable_shards
+
+    def devices(self) -> set[Any]:
+        """The devices holding the array."""
+        return self.sharding.device_set
 
     # Arithmetic.
     def __add__(self, other: Any) -> Array:

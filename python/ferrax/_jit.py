@@ -20,7 +20,9 @@ from ferrax._array import type_name
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
-from ferrax._runtime import DeviceArray, Executable, buffer_of, compile_stablehlo
+from ferrax._runtime import DeviceArray, Executable, backend, buffer_of, compile_stablehlo
+from ferrax.errors import ShardingError
+from ferrax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding, collecting_meshes, note_mesh
 from ferrax._staging import trace_to_jaxpr
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
@@ -149,7 +151,7 @@ class _Entry:
 
     __slots__ = (
         "jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64", "float0",
-        "staged",
+        "staged", "placed", "meshes",
     )
 
     def __init__(
@@ -168,6 +170,10 @@ class _Entry:
         # The jaxpr a call staged into an outer trace holds (constants as inputs): one
         # per signature, so that calls of one jitted function share it, as in JAX.
         self.staged: _ir.ClosedJaxpr | None = None
+        # Executables for calls on other devices than the default one, by layout.
+        self.placed: dict[Hashable, tuple[Executable, list[Any], list[Sharding]]] = {}
+        # The meshes the traced function uses inside (sharding constraints, shard_map).
+        self.meshes: frozenset[Mesh] = frozenset()
         # The output is one bare array (not a tuple or list of one).
         self.single_leaf = out_tree == tree_structure(0) and not self.float0
         # The mode it was traced in: defaults and constants' dtypes depend on it.
@@ -184,20 +190,24 @@ def _unflatten(entry: _Entry, outs: Sequence[Any]) -> Any:
 
 
 class Lowered:
-    """A jitted function lowered for one signature."""
+    """A jitted function lowered for one signature (and layout over devices)."""
 
-    def __init__(self, jitted: Jitted[Any, Any], entry: _Entry) -> None:
+    def __init__(self, jitted: Jitted[Any, Any], entry: _Entry, placement: _Placement | None = None) -> None:
         self._jitted = jitted
         self._entry = entry
+        self._placement = placement
 
     def as_text(self) -> str:
         """The StableHLO module (MLIR text)."""
-        return self._jitted._lower(self._entry)
+        return self._jitted._lower(self._entry, self._placement)
 
     def compile(self) -> Compiled:
         """Compiles the module with XLA."""
-        self._jitted._compile(self._entry)
-        return Compiled(self._jitted, self._entry)
+        if self._placement is None:
+            self._jitted._compile(self._entry)
+        else:
+            self._jitted._compile_placed(self._entry, self._placement)
+        return Compiled(self._jitted, self._entry, self._placement)
 
 
 class Traced:
@@ -241,22 +251,26 @@ class Traced:
 class Compiled:
     """A compiled signature of a jitted function; callable with matching arguments."""
 
-    def __init__(self, jitted: Jitted[Any, Any], entry: _Entry) -> None:
+    def __init__(self, jitted: Jitted[Any, Any], entry: _Entry, placement: _Placement | None = None) -> None:
         self._jitted = jitted
         self._entry = entry
+        self._placement = placement
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._jitted(*args, **kwargs)
 
     def as_text(self) -> str:
         """The StableHLO module it was compiled from."""
-        return self._jitted._lower(self._entry)
+        return self._jitted._lower(self._entry, self._placement)
 
 
 class Jitted(Generic[P, R]):
     """A function compiled with XLA for each signature it is called with."""
 
-    def __init__(self, fun: Callable[P, R], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...]) -> None:
+    def __init__(
+        self, fun: Callable[P, R], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...],
+        in_shardings: Any = None, out_shardings: Any = None,
+    ) -> None:
         if not callable(fun):
             raise TypeError(
                 f"jit expects a callable (a function to compile), got {fun!r} of type "
@@ -268,10 +282,15 @@ class Jitted(Generic[P, R]):
         # Signatures of positional device arrays only, by their avals.
         self._fast: dict[tuple[_ir.ShapedArray, ...], _Entry] = {}
         self._name = getattr(fun, "__name__", "fun")
+        self._in_shardings = in_shardings
+        self._out_shardings = out_shardings
+        # Whether a call may need several devices (then the fast path is off).
+        self._placed = in_shardings is not None or out_shardings is not None
+        self._placements: dict[Hashable, Any] = {}
         functools.update_wrapper(self, fun)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        if not kwargs and not _core._state.dynamic and not self._signature.static_argnums:
+        if not kwargs and not _core._state.dynamic and not self._signature.static_argnums and not self._placed:
             # Fast path: positional device arrays of a signature compiled before.
             fast = self._fast_call(args)
             if fast is not _MISS:
@@ -281,6 +300,14 @@ class Jitted(Generic[P, R]):
         if not isinstance(trace, EvalTrace):
             return self._stage(flat, tree, static_key, rebuild)  # type: ignore[no-any-return]
         entry = self._entry(flat, tree, static_key, rebuild)
+        if self._placed or entry.meshes or any(type(x) is DeviceArray and x._sharding is not None for x in flat):
+            # The placement depends on the signature and the arguments' layouts only.
+            pkey = (id(entry), tuple(x._sharding if type(x) is DeviceArray else None for x in flat))
+            placement = self._placements.get(pkey, _MISS)
+            if placement is _MISS:
+                placement = self._placements[pkey] = _placement(self, flat, tree, entry)
+            if placement is not None:
+                return self._call_placed(entry, flat, placement)  # type: ignore[no-any-return]
         exe = entry.executable
         if exe is None:
             self._compile(entry)
@@ -288,7 +315,7 @@ class Jitted(Generic[P, R]):
             assert exe is not None
         buffers = entry.const_buffers + [buffer_of(x, a) for x, a in zip(flat, entry.in_avals)]
         outs = exe(buffers)
-        if not kwargs and len(args) == len(flat) and all(type(x) is DeviceArray for x in args):
+        if not kwargs and len(args) == len(flat) and all(type(x) is DeviceArray and x._sharding is None for x in args):
             # Each positional argument is one device array: the fast path's signature.
             self._fast[tuple(x._aval for x in flat)] = entry
         return _unflatten(entry, outs)  # type: ignore[no-any-return]
@@ -309,7 +336,7 @@ class Jitted(Generic[P, R]):
     def _fast_call(self, args: tuple[Any, ...]) -> Any:
         avals = []
         for x in args:
-            if type(x) is not DeviceArray:
+            if type(x) is not DeviceArray or x._sharding is not None:
                 return _MISS
             avals.append(x._aval)
         entry = self._fast.get(tuple(avals))
@@ -341,13 +368,17 @@ class Jitted(Generic[P, R]):
                         kept.append(x)
                 return kept
 
-            closed, _ = trace_to_jaxpr(without_float0, avals, tree)
+            with collecting_meshes() as meshes:
+                closed, _ = trace_to_jaxpr(without_float0, avals, tree)
             entry = _Entry(closed, trees[0], avals, holes)
+            entry.meshes = frozenset(meshes)
             self._cache[key] = entry
         return entry
 
     def _stage(self, flat: list[Any], tree: PyTreeDef, static_key: Hashable, rebuild: Callable[..., Callable[..., Any]]) -> Any:
         entry = self._entry(flat, tree, static_key, rebuild)
+        for mesh in entry.meshes:  # the enclosing trace runs on them too
+            note_mesh(mesh)
         closed = entry.jaxpr
         inner = entry.staged
         if inner is None:
@@ -355,11 +386,48 @@ class Jitted(Generic[P, R]):
         outs = jit_p.bind(*closed.consts, *flat, jaxpr=inner, name=self._name)
         return _unflatten(entry, outs)
 
-    def _lower(self, entry: _Entry) -> str:
+    def _lower(self, entry: _Entry, placement: _Placement | None = None) -> str:
+        if placement is not None:
+            return self._lower_placed(entry, placement)
         if entry.text is None:
             hoisted = _ir.consts_to_invars(entry.jaxpr.jaxpr)
             entry.text = _ir.lower_to_stablehlo(hoisted, f"jit_{self._name}")
         return entry.text
+
+    def _lower_placed(self, entry: _Entry, placement: _Placement) -> str:
+        hoisted = _ir.consts_to_invars(entry.jaxpr.jaxpr)
+        mesh = placement.mesh
+        if mesh is None:
+            return _ir.lower_to_stablehlo(hoisted, f"jit_{self._name}")
+        n_consts = len(entry.jaxpr.consts)
+        args = [()] * n_consts + [_spec_entries(s) for s in placement.in_shardings]
+        results = [_spec_entries(s) for s in placement.out_shardings]
+        return _ir.lower_to_stablehlo(
+            hoisted, f"jit_{self._name}", mesh=mesh.shape_tuple, arg_specs=args, result_specs=results,
+        )
+
+    def _call_placed(self, entry: _Entry, flat: list[Any], placement: _Placement) -> Any:
+        """A call on several devices (or one that is not the default): compiled once per
+        layout of the arguments, arguments laid out as the executable expects."""
+        exe, consts, arg_shardings = self._compile_placed(entry, placement)
+        buffers = list(consts)
+        for i, (x, aval, want) in enumerate(zip(flat, entry.in_avals, arg_shardings)):
+            buffers.append(_place(x, aval, want, i))
+        return _unflatten(entry, exe(buffers))
+
+    def _compile_placed(self, entry: _Entry, placement: _Placement) -> tuple[Executable, list[Any], list[Sharding]]:
+        compiled = entry.placed.get(placement.key)
+        if compiled is None:
+            text = self._lower_placed(entry, placement)
+            exe = compile_stablehlo(text, entry.jaxpr.out_avals, devices=placement.devices, mesh=placement.mesh)
+            ranks = [len(aval_of(c).shape) for c in entry.jaxpr.consts] + [len(a.shape) for a in entry.in_avals]
+            params = exe.parameter_shardings(ranks, placement.mesh)
+            n_consts = len(entry.jaxpr.consts)
+            consts = [
+                _place(c, aval_of(c), params[i], None) for i, c in enumerate(entry.jaxpr.consts)
+            ]
+            compiled = entry.placed[placement.key] = (exe, consts, params[n_consts:])
+        return compiled
 
     def _compile(self, entry: _Entry) -> None:
         if entry.executable is not None:
@@ -372,9 +440,14 @@ class Jitted(Generic[P, R]):
         entry.executable = executable
 
     def lower(self, *args: P.args, **kwargs: P.kwargs) -> Lowered:
-        """Traces for these arguments' signature; the result gives the StableHLO text."""
+        """Traces for these arguments' signature; the result gives the StableHLO text
+        (with the layouts over devices, when the call has some)."""
         flat, tree, static_key, rebuild = self._signature.split(tuple(args), dict(kwargs))
-        return Lowered(self, self._entry(flat, tree, static_key, rebuild))
+        entry = self._entry(flat, tree, static_key, rebuild)
+        placement = None
+        if self._placed or entry.meshes or any(type(x) is DeviceArray and x._sharding is not None for x in flat):
+            placement = _placement(self, flat, tree, entry)
+        return Lowered(self, entry, placement)
 
     def trace(self, *args: P.args, **kwargs: P.kwargs) -> Traced:
         """Traces for these arguments' signature: the :class:`Traced` has the jaxpr
@@ -385,6 +458,148 @@ class Jitted(Generic[P, R]):
     def _cache_size(self) -> int:
         """How many signatures have been traced."""
         return len(self._cache)
+
+
+class _Placement:
+    """Where a call runs: the devices in partition order, the mesh, and the layout of
+    each argument leaf and output leaf (None: XLA decides)."""
+
+    __slots__ = ("devices", "mesh", "in_shardings", "out_shardings", "key")
+
+    def __init__(
+        self, devices: tuple[Any, ...], mesh: Mesh | None,
+        in_shardings: list[Sharding | None], out_shardings: list[Sharding | None],
+    ) -> None:
+        self.devices = devices
+        self.mesh = mesh
+        self.in_shardings = in_shardings
+        self.out_shardings = out_shardings
+        self.key = (tuple(d.id for d in devices), mesh, tuple(in_shardings), tuple(out_shardings))
+
+
+def _broadcast_prefix(prefix: Any, value: Any, what: str) -> list[Sharding | None]:
+    """``prefix`` (a sharding, None, or a tuple/list/dict of them matching the top of
+    ``value``'s structure) spread over ``value``'s leaves."""
+    if prefix is None or isinstance(prefix, Sharding):
+        return [prefix] * len(tree_flatten(value)[0])
+    if isinstance(prefix, (tuple, list)) and isinstance(value, (tuple, list)) and len(prefix) == len(value):
+        return [s for p, v in zip(prefix, value) for s in _broadcast_prefix(p, v, what)]
+    if isinstance(prefix, dict) and isinstance(value, dict) and set(prefix) == set(value):
+        return [s for k in sorted(value) for s in _broadcast_prefix(prefix[k], value[k], what)]
+    raise ValueError(
+        f"{what} {prefix!r} is not a prefix of the structure it applies to "
+        f"({tree_structure(value)}), at {user_location()}"
+    )
+
+
+def _placement(jitted: Jitted[Any, Any], flat: list[Any], tree: PyTreeDef, entry: _Entry) -> _Placement | None:
+    """The placement of a call, or None for the default device."""
+    n_leaves = len(flat)
+    if jitted._in_shardings is None:
+        ins: list[Sharding | None] = [None] * n_leaves
+    else:
+        dyn_args, dyn_kwargs = tree_unflatten(tree, flat)
+        spec = jitted._in_shardings
+        if isinstance(spec, (Sharding, type(None))):
+            spec = (spec,) * len(dyn_args)
+        if isinstance(spec, list):
+            spec = tuple(spec)
+        if not isinstance(spec, tuple) or len(spec) != len(dyn_args):
+            raise ValueError(
+                f"jit's in_shardings has {len(spec) if isinstance(spec, tuple) else 1} entries "
+                f"but the function was called with {len(dyn_args)} positional arguments, at "
+                f"{user_location()}"
+            )
+        ins = _broadcast_prefix(spec, tuple(dyn_args), "in_shardings")
+        ins += [None] * (n_leaves - len(ins))  # keyword arguments: XLA decides
+    # Arguments laid out already keep their layout; an explicit one must agree.
+    for i, x in enumerate(flat):
+        if type(x) is DeviceArray and x._sharding is not None:
+            asked = ins[i]
+            if asked is None:
+                ins[i] = x._sharding
+            elif not _same_layout(asked, x._sharding, len(x.shape)):
+                raise ShardingError(
+                    f"argument leaf {i} of jit is laid out as {x._sharding!r} but in_shardings "
+                    f"asks for {ins[i]!r}; device_put it with that sharding first, at {user_location()}"
+                )
+    n_out = len(entry.jaxpr.out_avals)
+    if jitted._out_shardings is None:
+        outs: list[Sharding | None] = [None] * n_out
+    elif isinstance(jitted._out_shardings, Sharding):
+        outs = [jitted._out_shardings] * n_out
+    else:
+        shape = tree_unflatten(entry.out_tree, [0] * entry.out_tree.num_leaves)
+        outs = _broadcast_prefix(jitted._out_shardings, shape, "out_shardings")
+        if entry.float0:
+            outs = [s for i, s in enumerate(outs) if i not in entry.float0]
+    given: list[Sharding] = [s for s in ins + outs if s is not None]
+    # A mesh used inside (a sharding constraint, a shard_map) places the call on it too.
+    given += [NamedSharding(m, PartitionSpec()) for m in entry.meshes]
+    if not given:
+        return None
+    devices = given[0]._device_assignment
+    for s in given[1:]:
+        if [d.id for d in s._device_assignment] != [d.id for d in devices]:
+            raise ShardingError(
+                f"Received incompatible devices for jitted computation: {given[0]!r} and {s!r} "
+                f"(every argument and output of one call must be laid out over the same devices "
+                f"in the same order), at {user_location()}"
+            )
+    meshes = {s.mesh for s in given if isinstance(s, NamedSharding)}
+    if len(meshes) > 1:
+        raise ShardingError(f"the shardings of one jit call use different meshes: {meshes}, at {user_location()}")
+    mesh = next(iter(meshes)) if meshes else None
+    if mesh is None and len(devices) == 1 and devices[0] is backend().device:
+        return None
+    if mesh is None and len(devices) > 1:
+        raise ShardingError(
+            f"jit over several devices needs NamedShardings (got {given[0]!r}), at {user_location()}"
+        )
+    for i, si in enumerate(ins):
+        if si is not None and not isinstance(si, NamedSharding) and mesh is not None:
+            if si.num_devices == 1 and mesh.size == 1:
+                ins[i] = None
+                continue
+            raise ShardingError(f"argument leaf {i}'s layout {si!r} is not a NamedSharding of {mesh}, at {user_location()}")
+    for i, (si, aval) in enumerate(zip(ins, entry.in_avals)):
+        if si is not None:
+            try:
+                si.shard_shape(aval.shape)
+            except ShardingError as e:
+                raise ShardingError(f"argument leaf {i} of jit: {e}, at {user_location()}") from None
+    for i, (so, aval) in enumerate(zip(outs, entry.jaxpr.out_avals)):
+        if so is not None:
+            try:
+                so.shard_shape(aval.shape)
+            except ShardingError as e:
+                raise ShardingError(f"output leaf {i} of jit: {e}, at {user_location()}") from None
+    return _Placement(tuple(devices), mesh, ins, outs)
+
+
+def _same_layout(a: Sharding, b: Sharding, rank: int) -> bool:
+    if a is b or a == b:
+        return True
+    return [d.id for d in a._device_assignment] == [d.id for d in b._device_assignment] and a._tiling(rank) == b._tiling(rank)
+
+
+def _spec_entries(s: Sharding | None) -> Any:
+    """A layout as the lowering takes it: a NamedSharding's spec entries, None for XLA's
+    choice."""
+    if s is None:
+        return None
+    assert isinstance(s, NamedSharding)
+    return tuple(s.spec)
+
+
+def _place(x: Any, aval: _ir.ShapedArray, want: Sharding, index: int | None) -> Any:
+    """The buffer of ``x`` laid out as ``want`` (copied there when it is not)."""
+    if type(x) is DeviceArray and x._sharding is not None and _same_layout(x._sharding, want, len(aval.shape)):
+        return x._buffer
+    value = np.asarray(x)
+    if value.dtype != aval.dtype:
+        value = value.astype(aval.dtype)
+    return backend().put_sharded(np.asarray(value, order="C"), aval, want)
 
 
 def _arg_aval(x: Any, index: int) -> _ir.ShapedArray:
@@ -401,11 +616,20 @@ def _arg_aval(x: Any, index: int) -> _ir.ShapedArray:
 
 def jit(
     fun: Callable[P, R],
+    /,
+    *,
+    in_shardings: Any = None,
+    out_shardings: Any = None,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
 ) -> Jitted[P, R]:
     """``fun`` compiled with XLA: traced once per signature (argument types, static
-    arguments and pytree structure), lowered to StableHLO, compiled and cached."""
+    arguments and pytree structure), lowered to StableHLO, compiled and cached.
+
+    ``in_shardings``/``out_shardings`` (a :class:`~ferrax.sharding.Sharding`, or one per
+    positional argument / output, as pytree prefixes; None leaves it to XLA) lay the
+    computation out over several devices with XLA's SPMD partitioner. Arguments already
+    laid out (``device_put`` with a sharding, results of such calls) keep their layout."""
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     positional, var_positional = _positional_params(fun)
@@ -418,7 +642,7 @@ def jit(
             f"jitted function has static_argnums={nums}, but only accepts {n} positional "
             f"arguments, at {user_location()}"
         )
-    return Jitted(fun, nums, names)
+    return Jitted(fun, nums, names, in_shardings, out_shardings)
 
 
 def _positional_params(fun: Any) -> tuple[list[str], bool]:

@@ -13,7 +13,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -24,6 +24,8 @@ from ferrax.errors import LoweringError, ShardingError
 from ferrax.sharding import Mesh, PositionalSharding, Sharding, SingleDeviceSharding, named_from_hlo
 
 __all__ = ["DeviceArray", "Executable", "compile_stablehlo", "device_put"]
+
+T = TypeVar("T")
 
 # XLA's C++ logging prints INFO lines (the client's device count, ...) on stderr unless
 # told otherwise before jaxlib loads; JAX keeps them off by default in the same way, and
@@ -171,7 +173,9 @@ class DeviceArray(ConcreteArray):
     def _value(self) -> np.ndarray[Any, Any]:  # type: ignore[override]
         if self._host is None:
             s = self._sharding
-            if s is None or s.num_devices == 1 or s.is_fully_replicated_for(len(self._aval.shape)):
+            if s is None or s.num_devices == 1 or (
+                s.is_fully_replicated_for(len(self._aval.shape)) and self._aval.dtype != dtypes.bfloat16
+            ):
                 self._host = _to_host(self._buffer, self._aval)
             else:
                 self._host = _gathered_to_host(self._buffer, self._aval, s)
@@ -329,6 +333,10 @@ def _bf16_to_host(buffer: Any, aval: _ir.ShapedArray) -> np.ndarray[Any, Any]:
     return np.from_dlpack(_DLPackView(bits)).view(dtypes.bfloat16)
 
 
+@overload
+def device_put(x: Array | np.ndarray[Any, Any] | np.generic | float | int | bool, device: Any = None) -> Array: ...
+@overload
+def device_put(x: T, device: Any = None) -> T: ...
 def device_put(x: Any, device: Any = None) -> Any:
     """``x`` (an array-like, or a pytree of them) on a device, as :class:`ferrax.Array`s.
 
@@ -426,13 +434,14 @@ class Executable:
             self.out_shardings: list[Sharding | None] = [None] * len(self.out_avals)
             self._handlers = [be.result_handler(a) for a in self.out_avals]
             return
-        protos = exe.get_output_shardings()
+        # None when the program was not partitioned (one device): every result whole.
+        protos = exe.get_output_shardings() or [None] * len(self.out_avals)
         self.out_shardings = []
         self._handlers = []
         for aval, proto in zip(self.out_avals, protos):
             rank = len(aval.shape)
-            hlo = be.xc.HloSharding.from_proto(proto)
-            sharding = sharding_from_hlo(str(hlo), rank, devices, mesh)
+            text = "{replicated}" if proto is None else str(be.xc.HloSharding.from_proto(proto))
+            sharding = sharding_from_hlo(text, rank, devices, mesh)
             self.out_shardings.append(sharding)
             self._handlers.append(be.result_handler(aval, be.xsharding(sharding, rank)))
 
@@ -441,9 +450,12 @@ class Executable:
         compiled for several devices."""
         assert self._devices is not None
         be = backend()
+        protos = self._exe.get_parameter_shardings() or [None] * len(ranks)
         return [
-            sharding_from_hlo(str(be.xc.HloSharding.from_proto(proto)), rank, self._devices, mesh)
-            for proto, rank in zip(self._exe.get_parameter_shardings(), ranks)
+            sharding_from_hlo(
+                "{replicated}" if proto is None else str(be.xc.HloSharding.from_proto(proto)), rank, self._devices, mesh
+            )
+            for proto, rank in zip(protos, ranks)
         ]
 
     def execute_buffers(self, buffers: Sequence[Any]) -> list[Any]:

@@ -30,6 +30,7 @@ from ferrax._array import Array
 from ferrax._core import ConcreteArray, to_numpy
 from ferrax._lax._operands import scalar
 from ferrax._lax.custom import stop_gradient
+from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
 from ferrax._lax.elementwise import (
     abs,
@@ -147,6 +148,8 @@ __all__ = [
     # collectives over named axes (vmap's axis_name, shard_map's mesh axes)
     "all_gather", "all_to_all", "axis_index", "axis_size", "pcast", "pmax", "pmean", "pmin",
     "ppermute", "pshuffle", "psum", "psum_scatter", "pvary",
+    # layout over devices
+    "with_sharding_constraint",
 ]
 
 

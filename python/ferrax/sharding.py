@@ -18,7 +18,9 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import threading
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -156,6 +158,9 @@ class Mesh:
         self.devices: np.ndarray[Any, Any] = arr
         self.axis_names: tuple[str, ...] = names
         self.axis_types: tuple[AxisType, ...] = types
+        self._sizes: tuple[int, ...] = tuple(int(s) for s in arr.shape)
+        self._flat: tuple[Device, ...] = tuple(arr.flat)
+        self._hash = hash((names, self._sizes, tuple(d.id for d in self._flat), types))
 
     @property
     def shape(self) -> dict[str, int]:
@@ -165,7 +170,7 @@ class Mesh:
     @property
     def axis_sizes(self) -> tuple[int, ...]:
         """The size of each axis."""
-        return tuple(int(s) for s in self.devices.shape)
+        return self._sizes
 
     @property
     def shape_tuple(self) -> tuple[tuple[str, int], ...]:
@@ -185,7 +190,7 @@ class Mesh:
 
     @property
     def _flat_devices(self) -> tuple[Device, ...]:
-        return tuple(self.devices.flat)
+        return self._flat
 
     @property
     def local_devices(self) -> list[Device]:
@@ -196,13 +201,15 @@ class Mesh:
         return [d for d in self.devices.flat if d.process_index == me]
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.axis_names, self.axis_sizes, tuple(d.id for d in self.devices.flat), self.axis_types)
+        return (self.axis_names, self._sizes, tuple(d.id for d in self._flat), self.axis_types)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mesh) and self._key() == other._key()
+        if self is other:
+            return True
+        return isinstance(other, Mesh) and self._hash == other._hash and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        return self._hash
 
     def __repr__(self) -> str:
         return (
@@ -340,12 +347,19 @@ class NamedSharding(Sharding):
                 seen.add(a)
         self.mesh = mesh
         self.spec = spec
+        self._tilings: dict[int, tuple[list[int], list[int], int]] = {}
 
     @property
     def _device_assignment(self) -> tuple[Device, ...]:
-        return self.mesh._flat_devices
+        return self.mesh._flat
 
     def _tiling(self, rank: int) -> tuple[list[int], list[int], int]:
+        found = self._tilings.get(rank)
+        if found is None:
+            found = self._tilings[rank] = self._compute_tiling(rank)
+        return found
+
+    def _compute_tiling(self, rank: int) -> tuple[list[int], list[int], int]:
         if len(self.spec) > rank:
             raise ShardingError(
                 f"Sharding {self!r} is only valid for values of rank at least {len(self.spec)}, "
@@ -372,12 +386,17 @@ class NamedSharding(Sharding):
         return NamedSharding(self.mesh, spec)
 
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
         if not isinstance(other, NamedSharding):
             return NotImplemented
         return self.mesh == other.mesh and _trimmed(self.spec) == _trimmed(other.spec)
 
     def __hash__(self) -> int:
-        return hash((self.mesh, _trimmed(self.spec)))
+        h = self.__dict__.get("_hash_value")
+        if h is None:
+            h = self.__dict__["_hash_value"] = hash((self.mesh, _trimmed(self.spec)))
+        return int(h)
 
     def __repr__(self) -> str:
         return f"NamedSharding(mesh={self.mesh}, spec={self.spec}, memory_kind=device)"
@@ -494,3 +513,34 @@ def named_from_hlo(mesh: Mesh, rank: int, tiles: list[int], order: list[int], co
 def spec_axes(spec: PartitionSpec) -> Mapping[int, tuple[str, ...]]:
     """Each split dimension with its mesh axes."""
     return {d: spec.axes_of(d) for d in range(len(spec)) if spec.axes_of(d)}
+
+
+# Meshes the functions being traced use (sharding constraints, shard_map): a jitted
+# function runs on its mesh's devices even when no argument or output says so. One stack
+# of sets per thread, as tracing state is per thread.
+_meshes_in_use = threading.local()
+
+
+def note_mesh(mesh: Mesh) -> None:
+    """Records that the function being traced uses ``mesh`` (no-op outside a trace that
+    collects meshes)."""
+    stack: list[set[Mesh]] | None = getattr(_meshes_in_use, "stack", None)
+    if stack:
+        stack[-1].add(mesh)
+
+
+@contextmanager
+def collecting_meshes() -> Iterator[set[Mesh]]:
+    """Collects the meshes noted inside the block (nested blocks' meshes count for the
+    enclosing ones too)."""
+    stack: list[set[Mesh]] | None = getattr(_meshes_in_use, "stack", None)
+    if stack is None:
+        stack = _meshes_in_use.stack = []
+    found: set[Mesh] = set()
+    stack.append(found)
+    try:
+        yield found
+    finally:
+        stack.pop()
+        if stack:
+            stack[-1].update(found)
