@@ -184,26 +184,31 @@ def _colls(n: int) -> list[Coll]:
     ]
 
 
-class Case(NamedTuple):
+class Combo(NamedTuple):
+    """A mesh, the input's spec and the axes the collectives act over; every collective
+    of :func:`_colls` runs on it in one shard_map (one compilation per library)."""
+
     shape: tuple[int, ...]
     spec: tuple[Any, ...]
     axes: tuple[str, ...]
-    coll: Coll
 
     @property
-    def jax_refuses(self) -> bool:
+    def id(self) -> str:
+        return f"mesh{self.shape}-spec{self.spec}-over{self.axes}"
+
+    @property
+    def colls(self) -> list[Coll]:
+        n = math.prod(dict(zip(MESHES[self.shape], self.shape))[a] for a in self.axes)
+        return _colls(n)
+
+    def jax_refuses(self, coll: Coll) -> bool:
         """JAX refuses a psum (psum_scatter, pmean) over axes some of which the operand
         varies over and others not ("can only accept axis_name which corresponds to one
         of varying, ... state of the input"); ferrax makes the operand vary over all of
         them first (pvary), which the NumPy model checks."""
         varying = {a for e in self.spec for a in _entry_axes(e)}
         partly = bool(varying & set(self.axes)) and not set(self.axes) <= varying
-        return partly and self.coll.name in ("psum", "pmean", "psum_scatter")
-
-    @property
-    def id(self) -> str:
-        opts = "-".join(f"{k}{v}" for k, v in self.coll.opts.items() if k != "perm")
-        return f"mesh{self.shape}-spec{self.spec}-over{self.axes}-{self.coll.name}{opts}"
+        return partly and coll.name in ("psum", "pmean", "psum_scatter")
 
 
 SPECS: dict[tuple[int, ...], list[tuple[Any, ...]]] = {
@@ -211,19 +216,7 @@ SPECS: dict[tuple[int, ...], list[tuple[Any, ...]]] = {
     (2, 2): [("x", "y"), ("y",), (("x", "y"),), (None, "x"), ()],
 }
 AXES: dict[tuple[int, ...], list[tuple[str, ...]]] = {(4,): [("x",)], (2, 2): [("x",), ("y",), ("x", "y")]}
-
-
-def _cases() -> list[Case]:
-    out = []
-    for shape in MESHES:
-        for spec, axes in itertools.product(SPECS[shape], AXES[shape]):
-            n = math.prod(dict(zip(MESHES[shape], shape))[a] for a in axes)
-            for coll in _colls(n):
-                out.append(Case(shape, spec, axes, coll))
-    return out
-
-
-CASES = _cases()
+COMBOS = [Combo(shape, spec, axes) for shape in MESHES for spec, axes in itertools.product(SPECS[shape], AXES[shape])]
 X = (np.arange(16 * 16, dtype=np.float32).reshape(16, 16) * 0.37) % 7.0 - 3.0
 
 
@@ -232,29 +225,36 @@ def _all_axes(shape: tuple[int, ...]) -> Any:
     return names[0] if len(names) == 1 else names
 
 
-def _run(lib: Lib, case: Case, x: Any) -> Any:
-    mesh = lib.mesh(case.shape)
+def _run(lib: Lib, combo: Combo, colls: list[Coll], x: Any) -> Any:
+    """Each collective's result on every device: out_specs name every mesh axis on a new
+    leading dimension, so device k's result is row k."""
+    mesh = lib.mesh(combo.shape)
 
     def body(a: Any) -> Any:
-        r = case.coll.apply(lib.lax, a, case.axes)
-        return lib.lax.expand_dims(r, (0,))
+        return tuple(lib.lax.expand_dims(c.apply(lib.lax, a, combo.axes), (0,)) for c in colls)
 
-    return lib.shard_map(body, mesh=mesh, in_specs=lib.P(*case.spec), out_specs=lib.P(_all_axes(case.shape)))(x)
+    out = lib.P(_all_axes(combo.shape))
+    return lib.shard_map(body, mesh=mesh, in_specs=lib.P(*combo.spec), out_specs=(out,) * len(colls))(x)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
-def test_collective_under_shard_map(case: Case) -> None:
-    got = np.asarray(_run(FX, case, X))
-    if not case.jax_refuses:
-        want = np.asarray(_run(JX, case, jnp.asarray(X)))
-        assert got.dtype == want.dtype and got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-6)
+@pytest.mark.parametrize("combo", [pytest.param(c, id=c.id) for c in COMBOS])
+def test_collectives_under_shard_map(combo: Combo) -> None:
+    colls = combo.colls
+    got = [np.asarray(r) for r in _run(FX, combo, colls, X)]
+    compared = [k for k, c in enumerate(colls) if not combo.jax_refuses(c)]
+    # Under jax.jit: JAX runs an eager shard_map equation by equation (slow).
+    want = jax.jit(lambda x: _run(JX, combo, [colls[k] for k in compared], x))(jnp.asarray(X))
+    for k, w in zip(compared, want):
+        w = np.asarray(w)
+        assert got[k].dtype == w.dtype and got[k].shape == w.shape, colls[k]
+        np.testing.assert_allclose(got[k], w, rtol=1e-6, err_msg=str(colls[k]))
     # The NumPy model, device by device (row-major over the mesh, as out_specs lays out).
-    coords = _coords(case.shape)
-    blocks = {c: _block(X, case.spec, case.shape, c) for c in coords}
-    expected = model(case.coll.name, case.coll.opts, blocks, case.shape, case.axes)
-    for k, c in enumerate(coords):
-        np.testing.assert_allclose(got[k], expected[c], rtol=1e-6)
+    coords = _coords(combo.shape)
+    blocks = {c: _block(X, combo.spec, combo.shape, c) for c in coords}
+    for coll, g in zip(colls, got):
+        expected = model(coll.name, coll.opts, blocks, combo.shape, combo.axes)
+        for k, c in enumerate(coords):
+            np.testing.assert_allclose(g[k], expected[c], rtol=1e-6, err_msg=f"{coll} on device {c}")
 
 
 # ---------------------------------------------------------------- invariant outputs, jit
@@ -410,3 +410,26 @@ def test_errors_as_jax(label: str, make: Callable[[Lib], Callable[[], Any]]) -> 
 def test_unbound_axis_inside_body() -> None:
     with pytest.raises(NameError, match="unbound axis name: k"):
         ferrax.shard_map(lambda a: lax.psum(a, "k"), mesh=_fmesh((2, 2)), in_specs=FP("x"), out_specs=FP("x"))(X)
+
+
+# ------------------------------------------------------------------------------------ pmap
+
+
+@pytest.mark.parametrize("in_axes", [0, 1])
+def test_pmap_matches_jax(in_axes: int) -> None:
+    xs = np.moveaxis(X[:4, :6].reshape(4, 2, 3), 0, in_axes)
+    w = np.float32(2.0)
+
+    def f(L: Any) -> Callable[..., Any]:
+        return lambda a, b: (L.psum(a * b, "i"), a * L.axis_index("i"), L.ppermute(a, "i", _cycle(4)))
+
+    got = ferrax.pmap(f(lax), "i", in_axes=(in_axes, None))(xs, w)
+    want = jax.pmap(f(jax.lax), "i", in_axes=(in_axes, None))(jnp.asarray(xs), w)
+    for g, e in zip(got, want):
+        assert np.asarray(g).shape == np.asarray(e).shape
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-6)
+
+
+def test_pmap_more_elements_than_devices() -> None:
+    with pytest.raises(ValueError, match="requires 5 logical devices"):
+        ferrax.pmap(lambda a: a)(np.zeros((5, 2), np.float32))

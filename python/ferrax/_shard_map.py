@@ -30,6 +30,7 @@ from ferrax._interpreters import ad, batching
 from ferrax._interpreters.axis_env import AxisFrame, bind_axes
 from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
 from ferrax._staging import trace_to_jaxpr
+from ferrax import sharding as sharding_module
 from ferrax.sharding import Mesh, NamedSharding, PartitionSpec
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
@@ -356,6 +357,11 @@ def shard_map(
             _check_out_vma(f, mesh, outs_specs, out_axes)
         params = _params(body, mesh, all_specs, outs_specs, check_vma)
         operands = [*consts, *flat]
+        # A jit tracing this call compiles for the mesh's devices (ferrax.sharding's
+        # record of the meshes a traced function uses, where the branch has it).
+        note_mesh = getattr(sharding_module, "note_mesh", None)
+        if note_mesh is not None:
+            note_mesh(mesh)
         if isinstance(find_top_trace(operands), EvalTrace):
             outs = _eager(params)(*operands)
         else:
