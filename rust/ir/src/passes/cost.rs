@@ -8,6 +8,12 @@
 //! body. A `while` loop's trip count depends on data: it counts one iteration of its
 //! condition and body, and the report says how many such loops there are.
 //!
+//! A `shard_map` counts its body times the number of devices of its mesh (the work of
+//! all devices). Collectives move data, which the model does not count; the reducing
+//! ones (`psum`, `pmax`, `pmin` and `reduce_scatter` of floats) count one operation per
+//! element of their operand on each device (the combining, whatever the group size;
+//! a lower bound on a ring's `n - 1` per element).
+//!
 //! Nested jaxprs are costed once each, bottom-up from an explicit stack.
 
 use crate::aval::AbstractValue;
@@ -162,6 +168,20 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                 flops(ins.get(2).map_or(0.0, size))
             }
             Builtin::Jit | Builtin::Remat => sub("jaxpr"),
+            Builtin::ShardMap => {
+                let devices = match e.params().get("mesh") {
+                    Some(Param::Mesh(m)) => m.size() as f64,
+                    _ => 1.0,
+                };
+                let c = sub("jaxpr");
+                Cost {
+                    flops: devices * c.flops,
+                    while_loops: c.while_loops,
+                }
+            }
+            Builtin::Psum | Builtin::Pmax | Builtin::Pmin | Builtin::ReduceScatter if float_in => {
+                flops(ins.first().map_or(0.0, size))
+            }
             Builtin::CustomJvpCall | Builtin::CustomVjpCall => sub("call_jaxpr"),
             Builtin::Cond => match e.params().get("branches") {
                 Some(Param::Jaxprs(brs)) => brs

@@ -1,7 +1,8 @@
 //! Dead-code elimination.
 //!
 //! Walks the equations backwards keeping those a used output depends on. Higher-order
-//! equations are pruned inside: a `jit`'s (or `remat2`'s) jaxpr loses the outputs nobody
+//! equations are pruned inside: a `jit`'s (or `remat2`'s, or `shard_map`'s, whose specs
+//! follow) jaxpr loses the outputs nobody
 //! uses (`custom_jvp_call` and `custom_vjp_call` are kept whole), `cond`
 //! branches lose them too (and keep the union of the inputs any branch needs), `while` and
 //! `scan` drop carried values that neither a used output nor the loop condition depends on
@@ -254,7 +255,10 @@ impl<'a> Frame<'a> {
             self.pending = match e.primitive.as_builtin() {
                 // `remat2` is a call like `jit`; `custom_jvp_call` and `custom_vjp_call`
                 // are kept whole (their rules see the whole function).
-                Some(Builtin::Jit | Builtin::Remat) if sub_jaxpr(e, "jaxpr").is_some() => {
+                // A shard_map is pruned as a call; its specs follow its inputs and outputs.
+                Some(Builtin::Jit | Builtin::Remat | Builtin::ShardMap)
+                    if sub_jaxpr(e, "jaxpr").is_some() =>
+                {
                     Some(Pending::Jit { eqn: i, used_outs })
                 }
                 Some(Builtin::Cond) => Some(Pending::Cond {
@@ -314,12 +318,27 @@ impl<'a> Frame<'a> {
                         inner.jaxpr(),
                         used_outs,
                     ),
-                    Some((pruned, used_in)) => Progress::Finished(Kept::New {
-                        eqn,
-                        inputs: filter(&e.inputs, &used_in),
-                        outvars: filter(&e.outvars, &used_outs),
-                        params: e.params.with("jaxpr", Param::Jaxpr(reclose(pruned, inner))),
-                    }),
+                    Some((pruned, used_in)) => {
+                        let mut params =
+                            e.params.with("jaxpr", Param::Jaxpr(reclose(pruned, inner)));
+                        for (name, used) in [("in_specs", &used_in), ("out_specs", &used_outs)] {
+                            if let Some(Param::Specs(specs)) = e.params.get(name) {
+                                let kept: Vec<_> = specs
+                                    .iter()
+                                    .zip(used.iter())
+                                    .filter(|(_, &u)| u)
+                                    .map(|(sp, _)| sp.clone())
+                                    .collect();
+                                params = params.with(name, Param::Specs(kept.into()));
+                            }
+                        }
+                        Progress::Finished(Kept::New {
+                            eqn,
+                            inputs: filter(&e.inputs, &used_in),
+                            outvars: filter(&e.outvars, &used_outs),
+                            params,
+                        })
+                    }
                 }
             }
             Pending::Cond {

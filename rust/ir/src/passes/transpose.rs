@@ -119,6 +119,7 @@ pub fn transpose(jaxpr: &Jaxpr, linear: &[bool]) -> Result<Jaxpr, PassError> {
         linear: linear.to_vec(),
         cts: vec![true; jaxpr.outvars().len()],
         drop_zeros: false,
+        axes: Vec::new(),
     };
     let mut memo: HashMap<(*const Jaxpr, Request), Transposed> = HashMap::new();
     let mut stack = vec![Transposer::start(jaxpr, top)?];
@@ -164,6 +165,9 @@ struct Request {
     /// Whether a linear input that receives no cotangent is left out of the outputs
     /// (instead of getting zeros).
     drop_zeros: bool,
+    /// The named axes in scope (a shard_map body's mesh axes), for the collectives the
+    /// transpose emits.
+    axes: Vec<(Arc<str>, i64)>,
 }
 
 /// A transposed sub-jaxpr.
@@ -187,6 +191,7 @@ enum Pending {
     Jit { eqn: usize },
     Cond { eqn: usize, done: Vec<Transposed> },
     Scan { eqn: usize },
+    ShardMap { eqn: usize },
 }
 
 /// The equation index of what the pass emits for no source equation (the outputs'
@@ -223,6 +228,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     match p {
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
         | Squeeze | ExpandDims | Rev | Concatenate | ShardingConstraint => Ok(()),
+        Psum | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll | ShardMap => Ok(()),
         Slice | Pad => Ok(()),
         Jit | Remat | Scan => Ok(()),
         Cond if lin_ops[0] => Err(non_linear(0)),
@@ -329,10 +335,18 @@ impl<'a> Transposer<'a> {
     /// Sets up the frame of `jaxpr` and runs the forward sweep: copies the equations that
     /// depend on no linear input, checks the others, and seeds the outputs' cotangents.
     fn start(jaxpr: &'a Jaxpr, request: Request) -> Result<Transposer<'a>, PassError> {
+        let env = crate::sharding::AxisEnv::open();
+        let env = if request.axes.is_empty() {
+            env
+        } else {
+            crate::sharding::Mesh::new(request.axes.iter().map(|(n, s)| (n.as_ref(), *s)))
+                .map(|m| env.with_mesh(&m))
+                .unwrap_or_default()
+        };
         let mut t = Transposer {
             src: jaxpr,
             request,
-            out: JaxprBuilder::new(),
+            out: JaxprBuilder::with_axis_env(env),
             is_lin: vec![false; jaxpr.num_vars()],
             fwd: vec![None; jaxpr.num_vars()],
             ct: vec![None; jaxpr.num_vars()],
@@ -416,6 +430,9 @@ impl<'a> Transposer<'a> {
                     })
                 }
                 Primitive::Builtin(Builtin::Scan) => self.pending = Some(Pending::Scan { eqn: i }),
+                Primitive::Builtin(Builtin::ShardMap) => {
+                    self.pending = Some(Pending::ShardMap { eqn: i })
+                }
                 Primitive::Extension(x) => self.transpose_extension(i, e, x.as_ref())?,
                 _ => self.transpose_eqn(i, e, g)?,
             }
@@ -441,10 +458,29 @@ impl<'a> Transposer<'a> {
                         linear: self.lin_flags(e.inputs()),
                         cts: self.has_ct(e.outvars()),
                         drop_zeros: true,
+                        axes: self.request.axes.clone(),
                     };
                     return Ok(Some((p, inner.jaxpr(), request)));
                 };
                 self.emit_jit(eqn, e, inner, t)?;
+            }
+            Pending::ShardMap { eqn } => {
+                let e = &src.eqns()[eqn];
+                let inner = sub_jaxpr(e, "jaxpr")?;
+                let Some(t) = child else {
+                    let mut axes = self.request.axes.clone();
+                    if let Some(Param::Mesh(m)) = e.params().get("mesh") {
+                        axes.extend(m.axes().iter().cloned());
+                    }
+                    let request = Request {
+                        linear: self.lin_flags(e.inputs()),
+                        cts: self.has_ct(e.outvars()),
+                        drop_zeros: true,
+                        axes,
+                    };
+                    return Ok(Some((p, inner.jaxpr(), request)));
+                };
+                self.emit_shard_map(eqn, e, inner, t)?;
             }
             Pending::Cond { eqn, mut done } => {
                 let e = &src.eqns()[eqn];
@@ -458,6 +494,7 @@ impl<'a> Transposer<'a> {
                         linear: self.lin_flags(&e.inputs()[1..]),
                         cts: self.has_ct(e.outvars()),
                         drop_zeros: true,
+                        axes: self.request.axes.clone(),
                     };
                     return Ok(Some((Pending::Cond { eqn, done }, next, request)));
                 }
@@ -473,6 +510,7 @@ impl<'a> Transposer<'a> {
                         linear: self.scan_body_flags(e),
                         cts: self.scan_body_cts(e),
                         drop_zeros: false,
+                        axes: self.request.axes.clone(),
                     };
                     return Ok(Some((p, body.jaxpr(), request)));
                 };
@@ -613,6 +651,64 @@ impl<'a> Transposer<'a> {
         if e.primitive().as_builtin() == Some(Builtin::Remat) {
             params = params.with("differentiated", Param::Bool(true));
         }
+        let outs = self.emit(i, e.primitive().clone(), operands, params)?;
+        self.give_present(i, e.inputs(), &t.present, &outs)
+    }
+
+    /// `shard_map`: a shard_map of the transposed body, on the non-linear operands (with
+    /// their in_specs) and the outputs' non-zero cotangents (with the out_specs), returning
+    /// the linear operands' non-zero cotangents (with their in_specs). The body's
+    /// explicit pvary equations make this local: psum's transpose is pvary, pvary's psum.
+    fn emit_shard_map(
+        &mut self,
+        i: usize,
+        e: &Eqn,
+        inner: &ClosedJaxpr,
+        t: Transposed,
+    ) -> Result<(), PassError> {
+        if !t.present.iter().any(|&p| p) {
+            return Ok(());
+        }
+        let (Some(Param::Specs(in_specs)), Some(Param::Specs(out_specs))) =
+            (e.params().get("in_specs"), e.params().get("out_specs"))
+        else {
+            return Err(PassError::IllTyped {
+                eqn: Some(i),
+                message: "shard_map without its specs".to_owned(),
+            });
+        };
+        let lin = self.lin_flags(e.inputs());
+        let mut new_in: Vec<crate::sharding::PartitionSpec> = Vec::new();
+        for (k, sp) in in_specs.iter().enumerate() {
+            if !lin[k] {
+                new_in.push(sp.clone());
+            }
+        }
+        for (k, sp) in out_specs.iter().enumerate() {
+            if self.ct[e.outvars()[k].index()].is_some() {
+                new_in.push(sp.clone());
+            }
+        }
+        let lin_specs = in_specs
+            .iter()
+            .zip(&lin)
+            .filter(|(_, &l)| l)
+            .map(|(s, _)| s);
+        let new_out: Vec<crate::sharding::PartitionSpec> = lin_specs
+            .zip(&t.present)
+            .filter(|(_, &p)| p)
+            .map(|(s, _)| s.clone())
+            .collect();
+        let mut operands = self.non_linear_operands(e.inputs());
+        operands.extend(self.present_cts(e.outvars()));
+        let params = e
+            .params()
+            .with(
+                "jaxpr",
+                Param::Jaxpr(ClosedJaxpr::from_parts(t.jaxpr, inner.consts().to_vec())),
+            )
+            .with("in_specs", Param::Specs(new_in.into()))
+            .with("out_specs", Param::Specs(new_out.into()));
         let outs = self.emit(i, e.primitive().clone(), operands, params)?;
         self.give_present(i, e.inputs(), &t.present, &outs)
     }
@@ -1150,6 +1246,76 @@ impl Transposer<'_> {
                 self.give(i, ins[0], n)?;
             }
             Copy => self.give(i, ins[0], g)?,
+            // psum's transpose is pvary (the identity on data) and pvary's is psum: the
+            // shard_map body's explicit pvary equations keep this local.
+            Psum => {
+                let axes = e
+                    .params()
+                    .get("axes")
+                    .cloned()
+                    .unwrap_or(Param::Names(Arc::from(vec![])));
+                let c = self.emit1(i, Pvary, vec![gv], params([("axes", axes)]))?;
+                self.give(i, ins[0], c)?;
+            }
+            Pvary => {
+                let axes = e
+                    .params()
+                    .get("axes")
+                    .cloned()
+                    .unwrap_or(Param::Names(Arc::from(vec![])));
+                let c = self.emit1(i, Psum, vec![gv], params([("axes", axes)]))?;
+                self.give(i, ins[0], c)?;
+            }
+            AllGather | ReduceScatter => {
+                let ps = e.params();
+                let get = |n: &str| ps.get(n).cloned().unwrap_or(Param::None);
+                let (prim, dim_name, dim) = if p == AllGather {
+                    (
+                        ReduceScatter,
+                        "scatter_dimension",
+                        get("all_gather_dimension"),
+                    )
+                } else {
+                    (AllGather, "all_gather_dimension", get("scatter_dimension"))
+                };
+                let c = self.emit1(
+                    i,
+                    prim,
+                    vec![gv],
+                    params([
+                        ("axis_name", get("axis_name")),
+                        ("axis_size", get("axis_size")),
+                        ("tiled", get("tiled")),
+                        (dim_name, dim),
+                    ]),
+                )?;
+                self.give(i, ins[0], c)?;
+            }
+            Ppermute => {
+                let inverse: Vec<(i64, i64)> = match e.params().get("perm") {
+                    Some(Param::Pairs(ps)) => ps.iter().map(|&(a, b)| (b, a)).collect(),
+                    _ => Vec::new(),
+                };
+                let c = self.emit1(
+                    i,
+                    Ppermute,
+                    vec![gv],
+                    e.params().with("perm", Param::Pairs(inverse.into())),
+                )?;
+                self.give(i, ins[0], c)?;
+            }
+            AllToAll => {
+                let ps = e.params();
+                let get = |n: &str| ps.get(n).cloned().unwrap_or(Param::Int(0));
+                let c = self.emit1(
+                    i,
+                    AllToAll,
+                    vec![gv],
+                    ps.with("split_axis", get("concat_axis"))
+                        .with("concat_axis", get("split_axis")),
+                )?;
+                self.give(i, ins[0], c)?;
+            }
             // The cotangent is laid out as the value was.
             ShardingConstraint => {
                 let c = self.emit1(i, ShardingConstraint, vec![gv], e.params().clone())?;
