@@ -441,3 +441,43 @@ fn shard_map_cost_counts_every_device() {
     // Per device: 2 for sin, 2 for the psum's combining; 4 devices.
     assert_eq!(ferrax_ir::passes::cost(&j).flops, 16.0);
 }
+
+#[test]
+fn shard_map_partial_eval_splits_and_keeps_values() {
+    let j = parse_jaxpr(
+        "{ lambda ; a:f32[4,4] w:f32[]. let
+    d:f32[2,4] e:f32[4,4] = shard_map[
+      in_specs=(P('x', 'y'), P())
+      jaxpr={ lambda ; a:f32[2,2] w:f32[]. let
+          b:f32[2,2] = sin a
+          c:f32[2,2] = psum[axes=('x',)] b
+          v:f32[] = pvary[axes=('y',)] w
+          d:f32[2,2] = mul c v
+          e:f32[2,2] = cos a
+        in (d, e) }
+      mesh=Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto))
+      out_specs=(P(None, 'y'), P('x', 'y'))
+    ] a w
+  in (d, e) }",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let pe = ferrax_ir::passes::partial_eval(&j, &[false, true], &[false, false]).unwrap();
+    ferrax_ir::typecheck(&pe.known).unwrap_or_else(|e| panic!("{e}\n{}", print_jaxpr(&pe.known)));
+    ferrax_ir::typecheck(&pe.unknown)
+        .unwrap_or_else(|e| panic!("{e}\n{}", print_jaxpr(&pe.unknown)));
+    assert_eq!(pe.out_unknowns, vec![true, false]);
+    assert_eq!(pe.num_residuals, 1);
+    let known_text = print_jaxpr(&pe.known);
+    // The residual (psum's result, per device f32[2,2]) leaves with a leading axis split
+    // over every mesh axis.
+    assert!(known_text.contains("f32[4,2,2]"), "{known_text}");
+    assert!(known_text.contains("P(('x', 'y'),)"), "{known_text}");
+    let a = values(1, &j.in_avals()[0]);
+    let w = values(2, &j.in_avals()[1]);
+    let full = eval_jaxpr(&j, &[], &[a.clone(), w.clone()]).unwrap();
+    let known = eval_jaxpr(&pe.known, &[], &[a]).unwrap();
+    assert_eq!(known.len(), 2);
+    assert_eq!(known[0].to_f64_vec(), full[1].to_f64_vec());
+    let unknown = eval_jaxpr(&pe.unknown, &[], &[known[1].clone(), w]).unwrap();
+    assert_eq!(unknown[0].to_f64_vec(), full[0].to_f64_vec());
+}

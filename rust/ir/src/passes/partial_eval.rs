@@ -526,7 +526,9 @@ impl<'a> Frame<'a> {
             return Ok(());
         }
         self.pending = match e.primitive().as_builtin() {
-            Some(Builtin::Jit | Builtin::Remat) if jaxpr_param(e.params(), "jaxpr").is_some() => {
+            Some(Builtin::Jit | Builtin::Remat | Builtin::ShardMap)
+                if jaxpr_param(e.params(), "jaxpr").is_some() =>
+            {
                 Some(Pending::Jit { eqn: i })
             }
             Some(Builtin::Cond) if !self.atom_uk(e.inputs()[0]) => Some(Pending::Cond {
@@ -584,10 +586,10 @@ impl<'a> Frame<'a> {
                     let need = (&**inner.jaxpr(), uk, vec![false; e.outvars().len()]);
                     return Ok(Some((Pending::Jit { eqn }, need)));
                 };
-                if e.primitive().as_builtin() == Some(Builtin::Remat) {
-                    self.split_remat(eqn, inner, &r.out_uk, r.dirty)?;
-                } else {
-                    self.split_jit(eqn, inner, &r);
+                match e.primitive().as_builtin() {
+                    Some(Builtin::Remat) => self.split_remat(eqn, inner, &r.out_uk, r.dirty)?,
+                    Some(Builtin::ShardMap) => self.split_shard_map(eqn, inner, &r)?,
+                    _ => self.split_jit(eqn, inner, &r),
                 }
                 Ok(None)
             }
@@ -737,6 +739,176 @@ impl<'a> Frame<'a> {
         };
         self.items.push((false, known));
         self.items.push((true, unknown));
+    }
+
+    /// `shard_map`: a known shard_map of the known half of the body and an unknown one of
+    /// the unknown half. Each residual (a per-device value of type `S`) leaves the known
+    /// body as `[1, *S]` and the known shard_map with a leading axis split over all the
+    /// mesh's axes (`[devices, *S]`, so every device's value is kept whatever it varies
+    /// over), and enters the unknown shard_map the same way, as JAX does.
+    fn split_shard_map(
+        &mut self,
+        eqn: usize,
+        inner: &ClosedJaxpr,
+        r: &Rc<Sub>,
+    ) -> Result<(), PassError> {
+        self.dirty |= r.dirty;
+        let src = self.src;
+        let e = &src.eqns()[eqn];
+        let (Some(Param::Mesh(mesh)), Some(Param::Specs(in_specs)), Some(Param::Specs(out_specs))) = (
+            e.params().get("mesh"),
+            e.params().get("in_specs"),
+            e.params().get("out_specs"),
+        ) else {
+            return Err(ill_typed(eqn, "shard_map without its mesh or specs"));
+        };
+        let all_axes: Vec<Arc<str>> = mesh.axes().iter().map(|(n, _)| n.clone()).collect();
+        let res_spec = crate::sharding::PartitionSpec::new(vec![all_axes]);
+        let devices = mesh.size();
+        let lead = |a: &AbstractValue| -> Result<AbstractValue, PassError> {
+            let mut dims = vec![1];
+            dims.extend_from_slice(a.shape.dims());
+            let shape = crate::aval::Shape::new(&dims).map_err(|er| ill_typed(eqn, er))?;
+            Ok(AbstractValue::new(shape, a.dtype).with_weak_type(a.weak_type))
+        };
+        // The known body: the known half, then each residual reshaped to [1, *S].
+        let nres = r.num_res();
+        let known_j = &r.known;
+        let nk_out = known_j.outvars().len() - nres;
+        let mut kb = JaxprBuilder::new();
+        let kins: Vec<Atom> = known_j
+            .in_avals()
+            .into_iter()
+            .map(|a| Atom::Var(kb.add_invar(a)))
+            .collect();
+        let kouts = kb
+            .add_eqn(
+                Builtin::Jit.into(),
+                kins,
+                Params::new([
+                    ("jaxpr", Param::Jaxpr(closed(known_j, Some(inner)))),
+                    ("name", Param::Str("shard_map_known".into())),
+                ]),
+            )
+            .map_err(|er| ill_typed(eqn, er))?;
+        let mut kres: Vec<Atom> = kouts[..nk_out].iter().map(|&v| Atom::Var(v)).collect();
+        for (&v, a) in kouts[nk_out..].iter().zip(&r.res_avals) {
+            let l = lead(a)?;
+            let o = kb
+                .add_eqn(
+                    Builtin::Reshape.into(),
+                    vec![Atom::Var(v)],
+                    Params::new([
+                        ("new_sizes", Param::ints(l.shape.dims())),
+                        ("dimensions", Param::None),
+                    ]),
+                )
+                .map_err(|er| ill_typed(eqn, er))?;
+            kres.push(Atom::Var(o[0]));
+        }
+        let known_body = Arc::new(kb.build(kres).map_err(|er| ill_typed(eqn, er))?);
+        // The unknown body: residuals [1, *S] reshaped back, then the unknown half.
+        let mut ub = JaxprBuilder::new();
+        let mut uins = Vec::new();
+        for a in &r.res_avals {
+            let v = ub.add_invar(lead(a)?);
+            let o = ub
+                .add_eqn(
+                    Builtin::Reshape.into(),
+                    vec![Atom::Var(v)],
+                    Params::new([
+                        ("new_sizes", Param::ints(a.shape.dims())),
+                        ("dimensions", Param::None),
+                    ]),
+                )
+                .map_err(|er| ill_typed(eqn, er))?;
+            uins.push(Atom::Var(o[0]));
+        }
+        for a in r.unknown.in_avals().into_iter().skip(nres) {
+            uins.push(Atom::Var(ub.add_invar(a)));
+        }
+        let uouts = ub
+            .add_eqn(
+                Builtin::Jit.into(),
+                uins,
+                Params::new([
+                    ("jaxpr", Param::Jaxpr(closed(&r.unknown, None))),
+                    ("name", Param::Str("shard_map_unknown".into())),
+                ]),
+            )
+            .map_err(|er| ill_typed(eqn, er))?;
+        let unknown_body = Arc::new(
+            ub.build(uouts.into_iter().map(Atom::Var).collect())
+                .map_err(|er| ill_typed(eqn, er))?,
+        );
+        // The two shard_maps.
+        let mut known_ins = Vec::new();
+        let mut known_in_specs = Vec::new();
+        let mut unknown_ins = Vec::new();
+        let mut unknown_in_specs = Vec::new();
+        for (&a, sp) in e.inputs().iter().zip(in_specs.iter()) {
+            if self.atom_uk(a) {
+                unknown_ins.push(self.x(a));
+                unknown_in_specs.push(sp.clone());
+            } else {
+                known_ins.push(self.x(a));
+                known_in_specs.push(sp.clone());
+            }
+        }
+        let mut known_outs = Vec::new();
+        let mut known_out_specs = Vec::new();
+        let mut unknown_outs = Vec::new();
+        let mut unknown_out_specs = Vec::new();
+        for ((&o, &u), sp) in e.outvars().iter().zip(&r.out_uk).zip(out_specs.iter()) {
+            if u {
+                unknown_outs.push(o.index() as u32);
+                unknown_out_specs.push(sp.clone());
+            } else {
+                known_outs.push(o.index() as u32);
+                known_out_specs.push(sp.clone());
+            }
+        }
+        let mut res_ins: Vec<X> = Vec::with_capacity(nres + unknown_ins.len());
+        let mut res_in_specs = Vec::with_capacity(nres + unknown_ins.len());
+        for a in &r.res_avals {
+            let mut dims = vec![devices];
+            dims.extend_from_slice(a.shape.dims());
+            let shape = crate::aval::Shape::new(&dims).map_err(|er| ill_typed(eqn, er))?;
+            let v = self.new_var(AbstractValue::new(shape, a.dtype).with_weak_type(a.weak_type));
+            known_outs.push(v);
+            known_out_specs.push(res_spec.clone());
+            res_ins.push(X::Var(v));
+            res_in_specs.push(res_spec.clone());
+        }
+        res_ins.extend(unknown_ins);
+        res_in_specs.extend(unknown_in_specs);
+        for &o in &unknown_outs {
+            self.uk[o as usize] = true;
+        }
+        let prim = e.primitive().clone();
+        let known = Item::New {
+            prim: prim.clone(),
+            inputs: known_ins,
+            outs: known_outs,
+            params: e
+                .params()
+                .with("jaxpr", Param::Jaxpr(closed(&known_body, None)))
+                .with("in_specs", Param::Specs(known_in_specs.into()))
+                .with("out_specs", Param::Specs(known_out_specs.into())),
+        };
+        let unknown = Item::New {
+            prim,
+            inputs: res_ins,
+            outs: unknown_outs,
+            params: e
+                .params()
+                .with("jaxpr", Param::Jaxpr(closed(&unknown_body, None)))
+                .with("in_specs", Param::Specs(res_in_specs.into()))
+                .with("out_specs", Param::Specs(unknown_out_specs.into())),
+        };
+        self.items.push((false, known));
+        self.items.push((true, unknown));
+        Ok(())
     }
 
     /// `remat2` (a checkpoint) keeps no intermediate value: the known outputs are
