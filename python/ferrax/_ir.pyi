@@ -418,7 +418,8 @@ def lower_to_stablehlo(
     ``arg_specs`` (one per argument of ``@main``: constvars then invars) and
     ``result_specs`` (one per output), each a partition spec (a tuple of entries:
     ``None``, an axis name or a tuple of names) or ``None``, become ``sdy.sharding``
-    attributes; ``num_partitions`` (default: the mesh's size, else 1) > 1 adds
+    attributes; ``num_partitions`` (default: the largest size of ``mesh`` and of the
+    meshes of the jaxpr's ``shard_map``/``sharding_constraint`` equations, else 1) > 1 adds
     ``mhlo.num_partitions`` and ``mhlo.num_replicas = 1``. Devices are numbered row-major
     over the mesh axes. A mesh param (``sharding_constraint``, ``shard_map``) with more
     devices than ``num_partitions``, or specs that do not fit, is a

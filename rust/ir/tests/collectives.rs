@@ -481,3 +481,152 @@ fn shard_map_partial_eval_splits_and_keeps_values() {
     let unknown = eval_jaxpr(&pe.unknown, &[], &[known[1].clone(), w]).unwrap();
     assert_eq!(unknown[0].to_f64_vec(), full[0].to_f64_vec());
 }
+
+// ---------------------------------------------------------------------------------------
+// Errors: unbound axes, devices that disagree, meshes too large.
+
+#[test]
+fn unbound_axes_are_type_errors() {
+    // At the top level (parse reads a body printed alone; typecheck refuses it).
+    let j =
+        parse_jaxpr("{ lambda ; a:f32[2]. let b:f32[2] = psum[axes=('x',)] a in (b,) }").unwrap();
+    let e = ferrax_ir::typecheck(&j).unwrap_err().to_string();
+    assert!(e.contains("Found an unbound axis name: x"), "{e}");
+    // In a shard_map whose mesh lacks the axis (nested in a jit of the body).
+    let text = "{ lambda ; a:f32[2]. let
+    b:f32[2] = shard_map[
+      in_specs=(P(),)
+      jaxpr={ lambda ; c:f32[2]. let
+          d:f32[2] = jit[
+            name=f
+            jaxpr={ lambda ; e:f32[2]. let f:f32[2] = psum[axes=('z',)] e in (f,) }
+          ] c
+        in (d,) }
+      mesh=Mesh('x': 2, axis_types=(Auto,))
+      out_specs=(P(),)
+    ] a
+  in (b,) }";
+    let e = match parse_jaxpr(text) {
+        Ok(j) => ferrax_ir::typecheck(&j).unwrap_err().to_string(),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("Found an unbound axis name: z"), "{e}");
+    // all_to_all's sizes come from the mesh even in a body read before its shard_map.
+    let bad = "{ lambda ; a:f32[4]. let
+    b:f32[4] = shard_map[
+      in_specs=(P(),)
+      jaxpr={ lambda ; c:f32[4]. let
+          d:f32[2] = all_to_all[axis_name=x concat_axis=0 split_axis=0 tiled=True] c
+        in (d,) }
+      mesh=Mesh('x': 2, axis_types=(Auto,))
+      out_specs=(P('x',),)
+    ] a
+  in (b,) }";
+    let e = parse_jaxpr(bad).unwrap_err().to_string();
+    assert!(e.contains("differ from the rule's (f32[4])"), "{e}");
+}
+
+#[test]
+fn divergent_control_flow_with_collectives_is_an_eval_error() {
+    // The cond index is the device's axis_index: devices take different branches.
+    let text = "{ lambda ; a:f32[2]. let
+    b:f32[2] = shard_map[
+      in_specs=(P('x',),)
+      jaxpr={ lambda ; c:f32[1]. let
+          i:i32[] = axis_index[axis_name=x]
+          d:f32[1] = cond[
+            branches=(
+              { lambda ; e:f32[1]. let f:f32[1] = psum[axes=('x',)] e in (f,) }
+              { lambda ; g:f32[1]. let in (g,) }
+            )
+          ] i c
+        in (d,) }
+      mesh=Mesh('x': 2, axis_types=(Auto,))
+      out_specs=(P('x',),)
+    ] a
+  in (b,) }";
+    let j = parse_jaxpr(text).unwrap_or_else(|e| panic!("{e}"));
+    let x = HostArray::from_f64(
+        j.in_avals()[0].shape.clone(),
+        ferrax_ir::DType::F32,
+        vec![1.0, 2.0],
+    )
+    .unwrap();
+    let e = eval_jaxpr(&j, &[], std::slice::from_ref(&x)).unwrap_err();
+    assert!(
+        matches!(e, ferrax_ir::eval::EvalError::Unsupported { .. }),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("index that differs between devices"),
+        "{e}"
+    );
+    // The same cond without a collective runs device by device.
+    let ok = text.replace("f:f32[1] = psum[axes=('x',)] e", "f:f32[1] = neg e");
+    let j = parse_jaxpr(&ok).unwrap();
+    let out = eval_jaxpr(&j, &[], &[x]).unwrap();
+    assert_eq!(out[0].to_f64_vec(), vec![-1.0, 2.0]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Lowering text.
+
+#[test]
+fn collectives_lower_as_jax_with_shardy() {
+    let j = parse_jaxpr(JAX_PRINTED[0].1).unwrap();
+    let text = lower_jaxpr_with(
+        &j,
+        "jit_f",
+        &LowerOptions {
+            num_partitions: 4,
+            ..LowerOptions::default()
+        },
+    )
+    .unwrap();
+    for needle in [
+        "module @jit_f attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {",
+        "sdy.mesh @mesh = <[\"x\"=2, \"y\"=2]>",
+        "sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{\"x\"}, {\"y\"}]>] out_shardings=[<@mesh, [{\"x\"}, {\"y\"}]>, <@mesh, [{\"x\"}, {\"y\"}]>, <@mesh, [{\"x\"}, {\"y\"}]>, <@mesh, [{\"x\"}, {\"y\"}]>] manual_axes={\"x\", \"y\"}",
+        "\"stablehlo.all_reduce\"(%arg0) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids}>",
+        "\"stablehlo.all_gather\"(%arg0) <{all_gather_dim = 0 : i64, channel_handle = #stablehlo.channel_handle<handle = 2, type = 1>, replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>, use_global_device_ids}> : (tensor<4x4xf32>) -> tensor<8x4xf32>",
+        "source_target_pairs = dense<[[0, 2], [2, 0], [1, 3], [3, 1]]> : tensor<4x2xi64>",
+        "\"stablehlo.partition_id\"()",
+        "scatter_dimension = 0 : i64, use_global_device_ids}>",
+        "concat_dimension = 1 : i64, replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>, split_count = 2 : i64, split_dimension = 0 : i64}>",
+        "sdy.return",
+    ] {
+        assert!(text.contains(needle), "{needle}\nnot in\n{text}");
+    }
+    // A mesh larger than the module's partitions; a collective outside any shard_map.
+    match lower_jaxpr(&j, "m") {
+        Err(LowerError::TooFewPartitions { mesh_size: 4, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ferrax_ir::lower::stablehlo::required_partitions(&j), 4);
+    let top =
+        parse_jaxpr("{ lambda ; a:f32[2]. let b:f32[2] = psum[axes=('x',)] a in (b,) }").unwrap();
+    assert!(matches!(
+        lower_jaxpr(&top, "m"),
+        Err(LowerError::NoMesh { .. })
+    ));
+}
+
+#[test]
+fn collectives_in_nested_calls_get_the_mesh() {
+    // The jit in the body is lowered once per mesh, with the body's groups.
+    let j = parse_jaxpr(JAX_PRINTED[2].1).unwrap();
+    let text = lower_jaxpr_with(
+        &j,
+        "m",
+        &LowerOptions {
+            num_partitions: 4,
+            ..LowerOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        text.contains("replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>"),
+        "{text}"
+    );
+    assert_eq!(text.matches("func.func private").count(), 4, "{text}");
+}

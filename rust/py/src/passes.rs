@@ -133,7 +133,8 @@ pub fn builtin_primitives() -> Vec<&'static str> {
 /// For SPMD (Shardy): `mesh` (`(("x", 2), ("y", 2))`), with `arg_specs` (one per argument
 /// of `@main`: constvars then invars) and `result_specs` (one per output), each a
 /// partition spec or `None`, written as `sdy.sharding` attributes; `num_partitions`
-/// (default: the mesh's size, else 1) > 1 adds `mhlo.num_partitions` and
+/// (default: the largest of `mesh` and of the meshes the jaxpr's shard_maps and
+/// sharding_constraints use, else 1) > 1 adds `mhlo.num_partitions` and
 /// `mhlo.num_replicas = 1` to the module.
 #[pyfunction]
 #[pyo3(signature = (jaxpr, module_name = "ferrax", *, mesh = None, arg_specs = None, result_specs = None, num_partitions = None))]
@@ -178,8 +179,11 @@ pub fn lower_to_stablehlo(
     };
     let options = ferrax_ir::lower::stablehlo::LowerOptions {
         num_partitions: num_partitions.unwrap_or_else(|| {
-            mesh.as_ref()
-                .map_or(1, |m| m.size().clamp(1, u32::MAX as i64) as u32)
+            let needed = ferrax_ir::lower::stablehlo::required_partitions(inner);
+            let of_mesh = mesh
+                .as_ref()
+                .map_or(1, |m| m.size().clamp(1, u32::MAX as i64) as u32);
+            needed.max(of_mesh)
         }),
         mesh,
         arg_specs: specs(arg_specs, "arg_specs")?,

@@ -147,6 +147,27 @@ impl Default for LowerOptions {
     }
 }
 
+/// The partitions a jaxpr needs: the most devices of any mesh its `shard_map`s and
+/// `sharding_constraint`s use (at any depth), 1 if none.
+pub fn required_partitions(jaxpr: &Jaxpr) -> u32 {
+    let mut most: i64 = 1;
+    let mut seen = std::collections::HashSet::new();
+    let mut work = vec![jaxpr];
+    while let Some(j) = work.pop() {
+        for e in j.eqns() {
+            if let Some(crate::params::Param::Mesh(m)) = e.params().get("mesh") {
+                most = most.max(m.size());
+            }
+            for sub in e.sub_jaxprs() {
+                if seen.insert(Arc::as_ptr(sub.jaxpr())) {
+                    work.push(sub.jaxpr());
+                }
+            }
+        }
+    }
+    u32::try_from(most).unwrap_or(u32::MAX)
+}
+
 /// Lowers a jaxpr to a StableHLO module named `module_name`. `@main` takes the constvars
 /// (in order) and then the invars.
 pub fn lower_jaxpr(jaxpr: &Jaxpr, module_name: &str) -> Result<String, LowerError> {
