@@ -172,6 +172,25 @@ def _split_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "localhost", int(port)
 
 
+def _check_bindable(bind: str) -> None:
+    """Raises :class:`DistributedError` when the service's address cannot be bound (a
+    port in use): jaxlib's service sometimes crashes the process on it instead of
+    raising (seen with jaxlib 0.10.2 under load)."""
+    host, port = _split_address(bind)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if host in ("localhost",):
+        family = socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host if host != "localhost" else "127.0.0.1", port))
+    except OSError as e:
+        raise DistributedError(
+            f"ferrax.distributed.initialize: process 0 could not start the coordination "
+            f"service on {bind}: {e.strerror or e}"
+        ) from None
+
+
 def _wait_for_coordinator(address: str, timeout: float) -> None:
     """Returns once the coordinator's port accepts connections; a
     :class:`DistributedError` naming it after ``timeout`` seconds (jaxlib's client would
@@ -302,6 +321,7 @@ def _initialize(
         if state.service is not None:
             raise RuntimeError("distributed.initialize should only be called once.")
         logger.info("Starting the distributed service on %s", bind)
+        _check_bindable(bind)
         try:
             state.service = jax_ext.get_distributed_runtime_service(
                 bind,
