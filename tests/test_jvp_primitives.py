@@ -1043,14 +1043,7 @@ def test_check_grads_tolerances_and_pytrees() -> None:
 #: Reverse mode needs transposition rules (Rust, ``ferrax-ir``): a primitive without one
 #: would be listed here as a strict xfail (whoever adds the rule removes its line). Every
 #: primitive of the table has one now.
-NO_TRANSPOSE_YET: dict[str, str] = {
-    # Second order only (first-order reverse mode, and forward over reverse, agree with
-    # JAX): a shard_map computing residuals on a mesh with an axis its inputs do not
-    # vary over gives reverse-over-reverse derivatives that many times too large (the
-    # Rust partial evaluation saves residuals as varying over every mesh axis).
-    name: "second-order reverse mode through a shard_map with residuals and an unused mesh axis (Rust partial_eval)"
-    for name in ("pmax", "pmin", "pvary", "axis_index", "shard_map")
-}
+NO_TRANSPOSE_YET: dict[str, str] = {}
 
 
 def rev_params() -> list[Any]:
