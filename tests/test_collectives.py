@@ -324,3 +324,46 @@ def test_psum_scatter_sizes_checked(tiled: bool, text: str) -> None:
     x = np.ones((3, 5, 5), np.float32)
     with pytest.raises(ValueError, match=text):
         ferrax.vmap(lambda a: lax.psum_scatter(a, "i", scatter_dimension=1, tiled=tiled), axis_name="i")(x)
+
+
+# ------------------------------------------------- inside calls and control flow, vmap(grad)
+
+
+def _jit_of(L: Any) -> Any:
+    return ferrax.jit if L is lax else jax.jit
+
+
+INSIDE: list[tuple[str, Callable[[Any], Callable[[Any], Any]]]] = [
+    ("jit", lambda L: lambda a: _jit_of(L)(lambda b: L.all_gather(b, "i") * L.psum(b, "i"))(a)),
+    ("cond", lambda L: lambda a: L.cond(a.sum() > 0.5, lambda b: L.psum(b, "i"), lambda b: b * 2.0, a)),
+    ("scan", lambda L: lambda a: L.scan(lambda c, b: (c + L.psum(b, "i"), c), np.float32(0.0), a)[0]),
+    ("fori_loop", lambda L: lambda a: L.fori_loop(0, 2, lambda k, c: c + L.pmax(c, "i"), a)),
+    ("jit in jit", lambda L: lambda a: _jit_of(L)(lambda b: _jit_of(L)(lambda c: L.axis_index("i") * c)(b))(a)),
+]
+
+
+@pytest.mark.parametrize("name, f", INSIDE, ids=[n for n, _ in INSIDE])
+def test_collectives_inside_calls_and_control_flow(name: str, f: Callable[[Any], Callable[[Any], Any]]) -> None:
+    # The vmap's axis name reaches the jaxprs of calls and control flow it vectorizes.
+    x = np.random.default_rng(4).standard_normal((3, 2)).astype(np.float32)
+    _same(ferrax.vmap(f(lax), axis_name="i")(x), jax.vmap(f(jax.lax), axis_name="i")(x))
+
+
+VMAP_OF_GRAD: list[tuple[str, Callable[[Any], Callable[[Any], Any]]]] = [
+    ("psum", lambda L: lambda w: L.psum(w * 2.0, "i") * w),
+    ("all_gather", lambda L: lambda w: L.all_gather(w * 2.0, "i").sum() * w),
+    ("pmean", lambda L: lambda w: L.pmean(w * w, "i")),
+    ("ppermute", lambda L: lambda w: L.ppermute(w, "i", [(0, 1), (1, 2), (2, 0)]) * w),
+    ("psum_scatter", lambda L: lambda w: (L.psum_scatter(w * w, "i", tiled=True) ** 2).sum()),
+]
+
+
+@pytest.mark.parametrize("name, f", VMAP_OF_GRAD, ids=[n for n, _ in VMAP_OF_GRAD])
+def test_vmap_of_grad(name: str, f: Callable[[Any], Callable[[Any], Any]]) -> None:
+    # JAX's vmap semantics: each lane's cotangent is its own, so psum's transpose sums
+    # them (a psum recorded while linearizing transposes to a pvary, which sums over the
+    # lanes of the vmap's axis).
+    x = np.arange(9, dtype=np.float32).reshape(3, 3) * 0.5 - 1.0
+    got = ferrax.vmap(ferrax.grad(lambda w: f(lax)(w).sum()), axis_name="i")(x)
+    want = jax.vmap(jax.grad(lambda w: f(jax.lax)(w).sum()), axis_name="i")(x)
+    _same(got, want)

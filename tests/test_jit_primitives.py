@@ -158,7 +158,26 @@ CASES = [
     *[_c(name, _called(name), S) for name in ("custom_jvp_call", "custom_vjp_call", "remat2")],
     _c("stop_gradient", lambda x: bind1(stop_gradient_p, x), S),
     _c("sharding_constraint", lambda x: lax.with_sharding_constraint(x, _replicated()), S),
+    # Collectives mean something inside a shard_map (here over a (2, 2) mesh): eagerly it
+    # runs compiled for the mesh's devices, under jit as one equation of the program.
+    _c("psum", lambda x: _in_shard_map(lambda a: lax.psum(a, "x"), ("x",), ())(x), (4, 3)),
+    _c("pmax", lambda x: _in_shard_map(lambda a: lax.pmax(a, ("x", "y")), ("x", "y"), ())(x), (4, 6)),
+    _c("pmin", lambda x: _in_shard_map(lambda a: lax.pmin(a, "y"), ("x", "y"), ("x",))(x), (4, 6)),
+    _c("pvary", lambda x: _in_shard_map(lambda a: lax.pcast(a, "x", to="varying"), (), ("x",))(x), (2, 3)),
+    _c("all_gather", lambda x: _in_shard_map(lambda a: lax.all_gather(a, "x"), ("x",), ("x",))(x), (4, 3)),
+    _c("reduce_scatter", lambda x: _in_shard_map(lambda a: lax.psum_scatter(a, "x", tiled=True), ("x",), ("x",))(x), (8, 3)),
+    _c("ppermute", lambda x: _in_shard_map(lambda a: lax.ppermute(a, "x", [(0, 1), (1, 0)]), ("x",), ("x",))(x), (4, 3)),
+    _c("all_to_all", lambda x: _in_shard_map(lambda a: lax.all_to_all(a, "x", 0, 1, tiled=True), ("x",), ("x",))(x), (8, 3)),
+    _c("axis_index", lambda x: _in_shard_map(lambda a: lax.mul(a, lax.convert_element_type(lax.axis_index("y"), a.dtype)), ("x", "y"), ("x", "y"))(x), (4, 6)),
+    _c("shard_map", lambda x: _in_shard_map(lambda a: lax.mul(a, a), ("x", "y"), ("x", "y"))(x), (4, 6)),
 ]
+
+
+def _in_shard_map(body: Callable[..., Any], in_spec: tuple[Any, ...], out_spec: tuple[Any, ...]) -> Callable[..., Any]:
+    from ferrax.sharding import Mesh, PartitionSpec
+
+    mesh = Mesh(np.array(fx.devices()[:4]).reshape(2, 2), ("x", "y"))
+    return fx.shard_map(body, mesh=mesh, in_specs=PartitionSpec(*in_spec), out_specs=PartitionSpec(*out_spec))  # type: ignore[no-any-return]
 
 
 def _replicated() -> Any:

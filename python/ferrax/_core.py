@@ -362,6 +362,9 @@ def find_top_trace(args: Sequence[Any]) -> Trace:
 
 def bind(primitive: Primitive, args: Sequence[Any], params: dict[str, Any]) -> Any:
     """Applies ``primitive`` to ``args`` under the innermost active transformation."""
+    if primitive.collective_axes is not None:
+        # A collective picks its trace by its axis names too (ferrax._lax.parallel).
+        return primitive.bind(*args, **params)
     dynamic = _state.dynamic
     if dynamic:
         # Fast path (staging): every argument already a tracer of the dynamic trace, which

@@ -398,36 +398,29 @@ _eager_cache: dict[Any, Callable[..., Any]] = {}
 
 
 def _eager(params: dict[str, Any]) -> Callable[..., Any]:
-    """The shard_map equation compiled for its mesh's devices (XLA's SPMD partitioner,
-    with the specs as the arguments' and results' layouts), as a function of arrays;
-    the arguments are laid out by their in_specs first (``device_put``), the results
-    keep the out_specs' layouts. Cached per equation."""
+    """The shard_map equation run through ``ferrax.jit`` over its mesh's devices (XLA's
+    SPMD partitioner), its in_specs and out_specs as the in/out shardings: arguments
+    are laid out by their specs, results keep the out_specs' layouts. Cached per
+    equation."""
     mesh = _device_mesh(params["mesh"])
     body: _ir.ClosedJaxpr = params["jaxpr"]
     key = (body, mesh, params["in_specs"], params["out_specs"], params["check_vma"])
     fn = _eager_cache.get(key)
     if fn is not None:
         return fn
-    from ferrax._runtime import compile_stablehlo, device_put
+    from ferrax._jit import jit
 
-    in_specs, out_specs = params["in_specs"], params["out_specs"]
-    tiles_in = [_tiles(mesh, s, len(a.shape)) for s, a in zip(in_specs, body.in_avals)]
-    b = _ir.JaxprBuilder()
-    ins = [
-        b.add_invar(_ir.ShapedArray(tuple(d * k for d, k in zip(a.shape, t)), a.dtype, a.weak_type))
-        for a, t in zip(body.in_avals, tiles_in)
-    ]
-    outs = b.add_eqn("shard_map", ins, {**params, "mesh": mesh})
-    jaxpr = b.build(outs)
-    text = _ir.lower_to_stablehlo(
-        jaxpr, "shard_map", mesh=mesh.shape_tuple, arg_specs=list(in_specs), result_specs=list(out_specs)
-    )
-    exe = compile_stablehlo(text, jaxpr.out_avals, devices=list(mesh._flat_devices), mesh=mesh)
-    shardings = [NamedSharding(mesh, PartitionSpec(*s)) for s in in_specs]
+    bound = {**params, "mesh": mesh}
+
+    def shard_map_call(*xs: Any) -> Any:
+        return shard_map_p.bind(*xs, **bound)
+
+    in_shardings = tuple(NamedSharding(mesh, PartitionSpec(*s)) for s in params["in_specs"])
+    out_shardings = [NamedSharding(mesh, PartitionSpec(*s)) for s in params["out_specs"]]
+    jitted = jit(shard_map_call, in_shardings=in_shardings, out_shardings=out_shardings)
 
     def run(*args: Any) -> list[Any]:
-        buffers = [device_put(x, sh)._buffer for x, sh in zip(args, shardings)]
-        return list(exe(buffers))
+        return list(jitted(*args))
 
     if len(_eager_cache) > 256:
         _eager_cache.clear()

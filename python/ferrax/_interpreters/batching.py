@@ -11,6 +11,7 @@ primitives (``ferrax._lax``), written with the helpers here; the axis moves they
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -95,9 +96,9 @@ class BatchTrace(Trace):
             dims.append(d)
             if d is not None:
                 batched = True
+        name = self.axis_name
         axes_of = primitive.collective_axes
         if axes_of is not None:
-            name = self.axis_name
             own = name if name is not None and name in axes_of(params) else None
             if own is not None or batched:
                 crule = primitive.collective_batch_rule
@@ -113,10 +114,28 @@ class BatchTrace(Trace):
         rule = primitive.batch_rule
         if rule is None:
             raise BatchingError(f"Batching rule for '{primitive.name}' not implemented, at {user_location()}")
-        out, out_dims = rule(vals, dims, axis_size=self.main.global_data, **params)
+        if name is None:
+            out, out_dims = rule(vals, dims, axis_size=self.main.global_data, **params)
+        else:
+            # A named axis: sub-jaxprs the rule vectorizes (batch_jaxpr) keep its name,
+            # so collectives over it inside calls and control flow keep their meaning.
+            outer = _rule_axis.name
+            _rule_axis.name = name
+            try:
+                out, out_dims = rule(vals, dims, axis_size=self.main.global_data, **params)
+            finally:
+                _rule_axis.name = outer
         if not primitive.multiple_results:
             return [BatchTracer(self, out, out_dims)]
         return [BatchTracer(self, o, d) for o, d in zip(out, out_dims, strict=True)]
+
+
+class _RuleAxis(threading.local):
+    name: Hashable | None = None
+
+
+#: The axis name of the batching trace whose rule is running (per thread).
+_rule_axis = _RuleAxis()
 
 
 def batch_flat(
@@ -169,7 +188,8 @@ def batch_jaxpr(
     """
     n_out = len(closed.out_avals)
     inst = (instantiate,) * n_out if isinstance(instantiate, bool) else tuple(instantiate)
-    key = (closed, axis_size, tuple(in_batched), inst)
+    axis_name = _rule_axis.name
+    key = (closed, axis_size, tuple(in_batched), inst, axis_name)
     hit = _batch_cache.get(key)
     if hit is not None:
         return hit
@@ -185,7 +205,7 @@ def batch_jaxpr(
 
     def fun(*xs: Any) -> list[Any]:
         dims = [0 if b else None for b in in_batched]
-        outs, out_dims = batch_flat(lambda *ys: eval_closed(closed, *ys), list(xs), dims, axis_size)
+        outs, out_dims = batch_flat(lambda *ys: eval_closed(closed, *ys), list(xs), dims, axis_size, axis_name)
         out_batched[:] = [d is not None or i for d, i in zip(out_dims, inst)]
         return [bdim_at_front(o, d, axis_size) if b else o for o, d, b in zip(outs, out_dims, out_batched)]
 

@@ -429,6 +429,15 @@ pmax_p.def_jvp(_extremum_jvp(pmax_p))
 pmin_p.def_jvp(_extremum_jvp(pmin_p))
 
 
+def _axis_index_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    # An integer with no operand: never differentiated (kept for the rule table).
+    out = axis_index_p.bind(**params)
+    return out, ad.Zero(aval_of(out))
+
+
+axis_index_p.def_jvp(_axis_index_jvp)
+
+
 # ---------------------------------------------------------------------------- batching
 # One rule per collective, ``rule(vals, dims, own, size, params)``, with two cases: the
 # vmap's own axis is among those the collective names (``own`` is its name: the

@@ -11,7 +11,7 @@
 
 use super::ops::{self, internal};
 use super::{eval_jaxpr_with, EvalError, EvalOptions, HostArray, R};
-use crate::aval::{AbstractValue, Shape};
+use crate::aval::AbstractValue;
 use crate::dtype::DType;
 use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue};
 use crate::params::{Param, Params};
@@ -304,7 +304,7 @@ impl Spmd<'_> {
             return Err(unsupported("a shard_map inside a shard_map body"));
         }
         if b.is_higher_order() && holds_collective(e) {
-            return self.control(b, e, ins, depth);
+            return self.control(j, b, e, ins, depth);
         }
         self.per_device(j, e, ins)
     }
@@ -346,6 +346,7 @@ impl Spmd<'_> {
     /// Control flow holding collectives, in lockstep.
     fn control(
         &mut self,
+        j: &Jaxpr,
         b: Builtin,
         e: &Eqn,
         ins: Vec<PerDevice>,
@@ -452,21 +453,19 @@ impl Spmd<'_> {
                     }
                 }
                 let mut result = carry;
-                for mut steps in ys {
+                for (k, mut steps) in ys.into_iter().enumerate() {
                     if reverse {
                         steps.reverse();
                     }
+                    let y = e
+                        .outvars()
+                        .get(ncarry + k)
+                        .map(|&v| j.var_aval(v).clone())
+                        .ok_or_else(|| internal("scan output count"))?;
                     let mut per_dev = Vec::with_capacity(n);
                     for dev in 0..n {
                         let parts: Vec<HostArray> = steps.iter().map(|s| s[dev].clone()).collect();
-                        let elem = parts
-                            .first()
-                            .map(HostArray::aval)
-                            .unwrap_or_else(|| AbstractValue::scalar(DType::F32));
-                        let mut dims = vec![length as i64];
-                        dims.extend_from_slice(elem.shape.dims());
-                        let shape = Shape::new(&dims).map_err(|er| internal(er.to_string()))?;
-                        per_dev.push(ops::stack(&parts, shape, elem.dtype)?);
+                        per_dev.push(ops::stack(&parts, y.shape.clone(), y.dtype)?);
                     }
                     result.push(per_dev);
                 }

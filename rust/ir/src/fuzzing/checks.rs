@@ -452,7 +452,11 @@ pub fn check_lower(data: &[u8]) -> Checked {
     let Some((j, findings)) = generated(&mut u, &GenConfig::large()) else {
         return Checked::default();
     };
-    match crate::lower::stablehlo::lower_jaxpr(&j, "fuzz") {
+    let options = crate::lower::stablehlo::LowerOptions {
+        num_partitions: crate::lower::stablehlo::required_partitions(&j),
+        ..Default::default()
+    };
+    match crate::lower::stablehlo::lower_jaxpr_with(&j, "fuzz", &options) {
         Ok(text) => assert!(text.contains("func.func"), "lowering emitted no function"),
         Err(e) => panic!("lowering failed: {e}\n{j}"),
     }

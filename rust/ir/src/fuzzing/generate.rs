@@ -126,6 +126,7 @@ pub fn arbitrary_jaxpr_with_report(
         total: 0,
         shared: Vec::new(),
         report: GenReport::default(),
+        mesh: None,
     };
     g.cfg.max_depth = g.cfg.max_depth.min(8);
     g.cfg.max_rank = g.cfg.max_rank.min(8);
@@ -163,6 +164,8 @@ struct Gen<'a, 'b> {
     total: usize,
     shared: Vec<ClosedJaxpr>,
     report: GenReport,
+    /// The mesh of the shard_map whose body is being generated (collectives use it).
+    mesh: Option<crate::sharding::Mesh>,
 }
 
 fn is_numeric(d: DType) -> bool {
@@ -432,7 +435,7 @@ impl Gen<'_, '_> {
         let in_avals: Option<Vec<AbstractValue>> =
             inputs.iter().map(|&a| lv.b.atom_aval(a)).collect();
         let in_avals = in_avals?;
-        match prim.abstract_eval(&in_avals, &params) {
+        match prim.abstract_eval_in(&in_avals, &params, &self.axis_env()) {
             Err(e) => {
                 self.report.rejected.push(format!(
                     "{}: {e} (operands {})",
@@ -472,8 +475,16 @@ impl Gen<'_, '_> {
 
     // ---- levels ---------------------------------------------------------------------
 
+    /// The named axes in scope: the mesh of the shard_map body being generated.
+    fn axis_env(&self) -> crate::sharding::AxisEnv {
+        match &self.mesh {
+            Some(m) => crate::sharding::AxisEnv::closed().with_mesh(m),
+            None => crate::sharding::AxisEnv::closed(),
+        }
+    }
+
     fn new_level(&self, in_avals: &[AbstractValue]) -> Level {
-        let mut b = JaxprBuilder::new();
+        let mut b = JaxprBuilder::with_axis_env(self.axis_env());
         let pool = in_avals
             .iter()
             .map(|t| (Atom::Var(b.add_invar(t.clone())), t.clone()))
@@ -536,7 +547,8 @@ impl Gen<'_, '_> {
         let n = self.u.int_in_range(0..=self.cfg.max_nested_eqns)?;
         let j = self.level(in_avals, outs, n, depth + 1)?;
         let cj = closed(j);
-        if self.shared.len() < 64 {
+        // A jaxpr of a shard_map body may hold collectives: it is not shared elsewhere.
+        if self.shared.len() < 64 && self.mesh.is_none() {
             self.shared.push(cj.clone());
         }
         Ok(cj)
@@ -562,7 +574,23 @@ impl Gen<'_, '_> {
 
     fn eqn(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
         use Builtin::*;
-        let prim = *self.u.choose(Builtin::ALL)?;
+        // In a shard_map body, a third of the equations are collectives.
+        const COLLECTIVES: [Builtin; 9] = [
+            Builtin::Psum,
+            Builtin::Pmax,
+            Builtin::Pmin,
+            Builtin::Pvary,
+            Builtin::AllGather,
+            Builtin::ReduceScatter,
+            Builtin::Ppermute,
+            Builtin::AllToAll,
+            Builtin::AxisIndex,
+        ];
+        let prim = if self.mesh.is_some() && self.ratio(1, 3)? {
+            *self.u.choose(&COLLECTIVES)?
+        } else {
+            *self.u.choose(Builtin::ALL)?
+        };
         let none = Params::empty();
         match prim {
             Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
@@ -617,9 +645,18 @@ impl Gen<'_, '_> {
                 let (x, _) = self.operand(lv, |_| true, |g| g.any_type())?;
                 self.add(lv, prim, vec![x], none);
             }
-            // Collectives need an enclosing shard_map; shard_maps are not generated yet.
+            // Collectives only in a shard_map body; shard_maps not nested in one another.
             Psum | Pmax | Pmin | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll
-            | AxisIndex | ShardMap => {}
+            | AxisIndex => {
+                if let Some(mesh) = self.mesh.clone() {
+                    self.collective(lv, prim, &mesh)?;
+                }
+            }
+            ShardMap => {
+                if self.mesh.is_none() && self.can_nest(depth) {
+                    self.shard_map(lv, depth)?;
+                }
+            }
             ShardingConstraint => {
                 // A one-device mesh, so that every target (lowering included) takes it.
                 let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
@@ -1042,6 +1079,206 @@ impl Gen<'_, '_> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Some axes of the mesh (at least one), in a random order.
+    fn some_axes(&mut self, mesh: &crate::sharding::Mesh) -> Result<Vec<Arc<str>>> {
+        let mut names: Vec<Arc<str>> = Vec::new();
+        for (n, _) in mesh.axes() {
+            if self.ratio(1, 2)? {
+                names.push(n.clone());
+            }
+        }
+        if names.is_empty() {
+            let k = self
+                .u
+                .int_in_range(0..=mesh.axes().len().saturating_sub(1))?;
+            if let Some((n, _)) = mesh.axes().get(k) {
+                names.push(n.clone());
+            }
+        }
+        if names.len() > 1 && self.ratio(1, 2)? {
+            names.reverse();
+        }
+        Ok(names)
+    }
+
+    /// A collective over axes of the body's mesh.
+    fn collective(
+        &mut self,
+        lv: &mut Level,
+        prim: Builtin,
+        mesh: &crate::sharding::Mesh,
+    ) -> Result<()> {
+        use Builtin::*;
+        let axes = self.some_axes(mesh)?;
+        let n: i64 = axes
+            .iter()
+            .map(|a| mesh.axis_size(a).unwrap_or(1))
+            .product();
+        let names = Param::Names(axes.clone().into());
+        match prim {
+            AxisIndex => {
+                self.add(lv, prim, vec![], Params::new([("axis_name", names)]));
+            }
+            Psum | Pmax | Pmin | Pvary => {
+                let (x, _) = if prim == Pvary {
+                    self.operand(lv, |_| true, |g| g.any_type())?
+                } else {
+                    self.operand(lv, |t| is_numeric(t.dtype), |g| g.type_where(is_numeric))?
+                };
+                self.add(lv, prim, vec![x], Params::new([("axes", names)]));
+            }
+            Ppermute => {
+                let (x, _) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let shift = self.u.int_in_range(0..=n.max(1) - 1)?;
+                let perm: Vec<(i64, i64)> = (0..n)
+                    .filter(|_| self.u.ratio(3, 4).unwrap_or(true))
+                    .map(|i| (i, (i + shift) % n))
+                    .collect();
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("axis_name", names), ("perm", Param::Pairs(perm.into()))]),
+                );
+            }
+            AllGather => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let tiled = xt.shape.rank() > 0 && self.ratio(1, 2)?;
+                let top = if tiled {
+                    xt.shape.rank() - 1
+                } else {
+                    xt.shape.rank()
+                };
+                let d = self.u.int_in_range(0..=top)? as i64;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([
+                        ("all_gather_dimension", Param::Int(d)),
+                        ("axis_name", names),
+                        ("axis_size", Param::Int(n)),
+                        ("tiled", Param::Bool(tiled)),
+                    ]),
+                );
+            }
+            ReduceScatter | AllToAll => {
+                let ok = move |t: &AbstractValue| {
+                    is_numeric(t.dtype) && t.shape.dims().iter().any(|&d| d % n == 0)
+                };
+                let Some((x, xt)) = self.pick_where(lv, ok)? else {
+                    return Ok(());
+                };
+                let dims: Vec<usize> = (0..xt.shape.rank())
+                    .filter(|&k| xt.shape.dims()[k] % n == 0)
+                    .collect();
+                let d = dims[self.u.int_in_range(0..=dims.len() - 1)?] as i64;
+                if prim == ReduceScatter {
+                    let tiled = !(xt.shape.dims()[d as usize] == n && self.ratio(1, 2)?);
+                    self.add(
+                        lv,
+                        prim,
+                        vec![x],
+                        Params::new([
+                            ("scatter_dimension", Param::Int(d)),
+                            ("axis_name", names),
+                            ("axis_size", Param::Int(n)),
+                            ("tiled", Param::Bool(tiled)),
+                        ]),
+                    );
+                } else {
+                    let c = self.u.int_in_range(0..=xt.shape.rank() - 1)? as i64;
+                    self.add(
+                        lv,
+                        prim,
+                        vec![x],
+                        Params::new([
+                            ("axis_name", names),
+                            ("split_axis", Param::Int(d)),
+                            ("concat_axis", Param::Int(c)),
+                            ("tiled", Param::Bool(true)),
+                        ]),
+                    );
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A shard_map over a small mesh (axes of size 1 or 2) on operands of the pool,
+    /// each split by a random spec; its body (collectives included) gets its pvary
+    /// equations from [`crate::passes::insert_pvary`], and each output's out_spec puts
+    /// the axes it varies over on its first dimension.
+    fn shard_map(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
+        let mut axes = vec![("x", 1 + self.u.int_in_range(0..=1)? as i64)];
+        if self.ratio(1, 2)? {
+            axes.push(("y", 1 + self.u.int_in_range(0..=1)? as i64));
+        }
+        let Ok(mesh) = crate::sharding::Mesh::new(axes) else {
+            return Ok(());
+        };
+        let nin = self.u.int_in_range(1..=2)?;
+        let mut ins = Vec::new();
+        let mut specs = Vec::new();
+        let mut locals = Vec::new();
+        let mut in_axes = Vec::new();
+        for _ in 0..nin {
+            let Some((a, t)) = self.pick_where(lv, |_| true)? else {
+                break;
+            };
+            let rank = t.shape.rank();
+            let mut dims = t.shape.dims().to_vec();
+            let mut entries: Vec<Vec<Arc<str>>> = vec![Vec::new(); rank];
+            let mut used = Vec::new();
+            for (name, size) in mesh.axes() {
+                if rank > 0 && self.ratio(1, 2)? {
+                    let d = self.u.int_in_range(0..=rank - 1)?;
+                    if dims[d] % size == 0 {
+                        dims[d] /= size;
+                        entries[d].push(name.clone());
+                        used.push(name.clone());
+                    }
+                }
+            }
+            ins.push(a);
+            specs.push(crate::sharding::PartitionSpec::new(entries));
+            locals.push(aval(&dims, t.dtype).with_weak_type(t.weak_type));
+            in_axes.push(used);
+        }
+        if ins.is_empty() {
+            return Ok(());
+        }
+        let nout = self.u.int_in_range(1..=2)?;
+        let n = self.u.int_in_range(0..=self.cfg.max_nested_eqns)?;
+        let saved = self.mesh.replace(mesh.clone());
+        let body = self.level(&locals, Outs::Any(nout), n, depth + 1);
+        self.mesh = saved;
+        let body = body?;
+        let Ok((body, out_axes)) = crate::passes::insert_pvary(&body, &mesh, &in_axes, None) else {
+            return Ok(());
+        };
+        let mut out_specs = Vec::new();
+        for (t, axes) in body.out_avals().iter().zip(out_axes) {
+            if axes.is_empty() {
+                out_specs.push(crate::sharding::PartitionSpec::replicated());
+            } else if t.shape.rank() > 0 {
+                out_specs.push(crate::sharding::PartitionSpec::new(vec![axes]));
+            } else {
+                return Ok(());
+            }
+        }
+        let params = Params::new([
+            ("jaxpr", Param::Jaxpr(closed(body))),
+            ("mesh", Param::Mesh(Arc::new(mesh))),
+            ("in_specs", Param::Specs(specs.into())),
+            ("out_specs", Param::Specs(out_specs.into())),
+            ("check_vma", Param::Bool(true)),
+        ]);
+        self.add(lv, Builtin::ShardMap, ins, params);
         Ok(())
     }
 

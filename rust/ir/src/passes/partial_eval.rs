@@ -743,9 +743,9 @@ impl<'a> Frame<'a> {
 
     /// `shard_map`: a known shard_map of the known half of the body and an unknown one of
     /// the unknown half. Each residual (a per-device value of type `S`) leaves the known
-    /// body as `[1, *S]` and the known shard_map with a leading axis split over all the
-    /// mesh's axes (`[devices, *S]`, so every device's value is kept whatever it varies
-    /// over), and enters the unknown shard_map the same way, as JAX does.
+    /// body as `[1, *S]` and the known shard_map with a leading axis split over the mesh
+    /// axes it varies over (so every distinct per-device value is kept, and it is
+    /// replicated over the others), and enters the unknown shard_map the same way.
     fn split_shard_map(
         &mut self,
         eqn: usize,
@@ -762,9 +762,27 @@ impl<'a> Frame<'a> {
         ) else {
             return Err(ill_typed(eqn, "shard_map without its mesh or specs"));
         };
+        // Each residual leaves split over the mesh axes it varies over (inferred on the
+        // known half from the known operands' specs), so that transposing the halves
+        // sums its cotangent over exactly the axes it is replicated over.
+        let nres = r.num_res();
+        let known_in_axes: Vec<Vec<Arc<str>>> = e
+            .inputs()
+            .iter()
+            .zip(in_specs.iter())
+            .filter(|(&a, _)| !self.atom_uk(a))
+            .map(|(_, sp)| sp.all_axes().cloned().collect())
+            .collect();
         let all_axes: Vec<Arc<str>> = mesh.axes().iter().map(|(n, _)| n.clone()).collect();
-        let res_spec = crate::sharding::PartitionSpec::new(vec![all_axes]);
-        let devices = mesh.size();
+        let res_axes: Vec<Vec<Arc<str>>> =
+            match crate::passes::insert_pvary(&r.known, mesh, &known_in_axes, None) {
+                Ok((_, outs)) if outs.len() >= nres => outs[outs.len() - nres..].to_vec(),
+                _ => vec![all_axes; nres],
+            };
+        let res_specs: Vec<crate::sharding::PartitionSpec> = res_axes
+            .iter()
+            .map(|axes| crate::sharding::PartitionSpec::new(vec![axes.clone()]))
+            .collect();
         let lead = |a: &AbstractValue| -> Result<AbstractValue, PassError> {
             let mut dims = vec![1];
             dims.extend_from_slice(a.shape.dims());
@@ -772,7 +790,6 @@ impl<'a> Frame<'a> {
             Ok(AbstractValue::new(shape, a.dtype).with_weak_type(a.weak_type))
         };
         // The known body: the known half, then each residual reshaped to [1, *S].
-        let nres = r.num_res();
         let known_j = &r.known;
         let nk_out = known_j.outvars().len() - nres;
         let mut kb = JaxprBuilder::new();
@@ -870,15 +887,15 @@ impl<'a> Frame<'a> {
         }
         let mut res_ins: Vec<X> = Vec::with_capacity(nres + unknown_ins.len());
         let mut res_in_specs = Vec::with_capacity(nres + unknown_ins.len());
-        for a in &r.res_avals {
-            let mut dims = vec![devices];
+        for (a, spec) in r.res_avals.iter().zip(&res_specs) {
+            let mut dims = vec![spec.tiles(mesh, 0)];
             dims.extend_from_slice(a.shape.dims());
             let shape = crate::aval::Shape::new(&dims).map_err(|er| ill_typed(eqn, er))?;
             let v = self.new_var(AbstractValue::new(shape, a.dtype).with_weak_type(a.weak_type));
             known_outs.push(v);
-            known_out_specs.push(res_spec.clone());
+            known_out_specs.push(spec.clone());
             res_ins.push(X::Var(v));
-            res_in_specs.push(res_spec.clone());
+            res_in_specs.push(spec.clone());
         }
         res_ins.extend(unknown_ins);
         res_in_specs.extend(unknown_in_specs);

@@ -333,7 +333,7 @@ pub(super) fn abstract_eval(
             for (i, ((x, spec), want)) in inputs.iter().zip(in_specs).zip(&body_ins).enumerate() {
                 let local = shard_aval(mesh, spec, x)
                     .map_err(|m| bad("in_specs", format!("argument {i} of type {x}: {m}")))?;
-                if !local.same_type(want) || local.weak_type != want.weak_type {
+                if !local.same_type(want) {
                     return Err(RuleError::SubJaxpr {
                         reason: format!(
                             "argument {i} of type {x} split by {spec} is {local} on each device, \
