@@ -193,3 +193,22 @@ def test_with_sharding_constraint() -> None:
     np.testing.assert_allclose(np.asarray(g), np.asarray(jg), rtol=1e-4, atol=1e-4)
     vm = fx.vmap(lambda r: lax.with_sharding_constraint(r * 2.0, NamedSharding(mesh, P("x"))))(a)
     np.testing.assert_allclose(np.asarray(vm), a * 2.0)
+
+
+def test_shardings_of_a_jit_staged_into_another_trace() -> None:
+    """Inside another jit, under grad or vmap, a jit's in/out shardings become layout
+    requests around its call (JAX keeps them on its pjit equation)."""
+    mesh, jmesh = _pair((4,), ("x",))
+    split = NamedSharding(mesh, P("x"))
+    inner = fx.jit(lambda a: fnp.sin(a) * 2.0, in_shardings=split, out_shardings=NamedSharding(mesh, P()))
+    a = np.linspace(-1.0, 1.0, 8, dtype=np.float32)
+    text = str(fx.make_jaxpr(lambda v: inner(v) + 1.0)(a))
+    assert text.count("sharding_constraint") == 2, text
+    out = fx.jit(lambda v: inner(v) + 1.0)(a)
+    np.testing.assert_allclose(np.asarray(out), np.sin(a) * 2.0 + 1.0, rtol=1e-6)
+    g = fx.grad(lambda v: fnp.sum(inner(v)))(a)
+    jinner = jax.jit(lambda v: jnp.sin(v) * 2.0, in_shardings=JNamed(jmesh, JP("x")), out_shardings=JNamed(jmesh, JP()))
+    jg = jax.grad(lambda v: jnp.sum(jinner(v)))(a)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(jg), rtol=1e-6)
+    vm = fx.vmap(inner)(np.stack([a, a]))
+    np.testing.assert_allclose(np.asarray(vm), np.stack([np.sin(a) * 2.0] * 2), rtol=1e-6)

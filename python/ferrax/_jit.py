@@ -383,7 +383,15 @@ class Jitted(Generic[P, R]):
         inner = entry.staged
         if inner is None:
             inner = entry.staged = _ir.ClosedJaxpr(_ir.consts_to_invars(closed.jaxpr), [])
-        outs = jit_p.bind(*closed.consts, *flat, jaxpr=inner, name=self._name)
+        if self._placed:
+            # Staged into an outer trace, the layouts asked for stay requests to XLA (as
+            # the shardings of JAX's pjit equation do): constraints around the call.
+            ins, want_out = _requested(self, flat, tree, entry)
+            flat = [_constrained(x, s) for x, s in zip(flat, ins)]
+            outs = jit_p.bind(*closed.consts, *flat, jaxpr=inner, name=self._name)
+            outs = [_constrained(x, s) for x, s in zip(outs, want_out)]
+        else:
+            outs = jit_p.bind(*closed.consts, *flat, jaxpr=inner, name=self._name)
         return _unflatten(entry, outs)
 
     def _lower(self, entry: _Entry, placement: _Placement | None = None) -> str:
@@ -492,8 +500,9 @@ def _broadcast_prefix(prefix: Any, value: Any, what: str) -> list[Sharding | Non
     )
 
 
-def _placement(jitted: Jitted[Any, Any], flat: list[Any], tree: PyTreeDef, entry: _Entry) -> _Placement | None:
-    """The placement of a call, or None for the default device."""
+def _requested(jitted: Jitted[Any, Any], flat: list[Any], tree: PyTreeDef, entry: _Entry) -> tuple[list[Sharding | None], list[Sharding | None]]:
+    """The layouts ``in_shardings``/``out_shardings`` ask for, per argument leaf and per
+    output leaf (None: not said)."""
     n_leaves = len(flat)
     if jitted._in_shardings is None:
         ins: list[Sharding | None] = [None] * n_leaves
@@ -512,6 +521,22 @@ def _placement(jitted: Jitted[Any, Any], flat: list[Any], tree: PyTreeDef, entry
             )
         ins = _broadcast_prefix(spec, tuple(dyn_args), "in_shardings")
         ins += [None] * (n_leaves - len(ins))  # keyword arguments: XLA decides
+    n_out = len(entry.jaxpr.out_avals)
+    if jitted._out_shardings is None:
+        outs: list[Sharding | None] = [None] * n_out
+    elif isinstance(jitted._out_shardings, Sharding):
+        outs = [jitted._out_shardings] * n_out
+    else:
+        shape = tree_unflatten(entry.out_tree, [0] * entry.out_tree.num_leaves)
+        outs = _broadcast_prefix(jitted._out_shardings, shape, "out_shardings")
+        if entry.float0:
+            outs = [s for i, s in enumerate(outs) if i not in entry.float0]
+    return ins, outs
+
+
+def _placement(jitted: Jitted[Any, Any], flat: list[Any], tree: PyTreeDef, entry: _Entry) -> _Placement | None:
+    """The placement of a call, or None for the default device."""
+    ins, outs = _requested(jitted, flat, tree, entry)
     # Arguments laid out already keep their layout; an explicit one must agree.
     for i, x in enumerate(flat):
         if type(x) is DeviceArray and x._sharding is not None:
@@ -523,16 +548,6 @@ def _placement(jitted: Jitted[Any, Any], flat: list[Any], tree: PyTreeDef, entry
                     f"argument leaf {i} of jit is laid out as {x._sharding!r} but in_shardings "
                     f"asks for {ins[i]!r}; device_put it with that sharding first, at {user_location()}"
                 )
-    n_out = len(entry.jaxpr.out_avals)
-    if jitted._out_shardings is None:
-        outs: list[Sharding | None] = [None] * n_out
-    elif isinstance(jitted._out_shardings, Sharding):
-        outs = [jitted._out_shardings] * n_out
-    else:
-        shape = tree_unflatten(entry.out_tree, [0] * entry.out_tree.num_leaves)
-        outs = _broadcast_prefix(jitted._out_shardings, shape, "out_shardings")
-        if entry.float0:
-            outs = [s for i, s in enumerate(outs) if i not in entry.float0]
     given: list[Sharding] = [s for s in ins + outs if s is not None]
     # A mesh used inside (a sharding constraint, a shard_map) places the call on it too.
     given += [NamedSharding(m, PartitionSpec()) for m in entry.meshes]
@@ -575,6 +590,14 @@ def _placement(jitted: Jitted[Any, Any], flat: list[Any], tree: PyTreeDef, entry
             except ShardingError as e:
                 raise ShardingError(f"output leaf {i} of jit: {e}, at {user_location()}") from None
     return _Placement(tuple(devices), mesh, ins, outs)
+
+
+def _constrained(x: Any, s: Sharding | None) -> Any:
+    if not isinstance(s, NamedSharding):
+        return x
+    from ferrax._lax.layout import with_sharding_constraint
+
+    return with_sharding_constraint(x, s)
 
 
 def _same_layout(a: Sharding, b: Sharding, rank: int) -> bool:
