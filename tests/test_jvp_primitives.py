@@ -67,7 +67,6 @@ class Case(NamedTuple):
     args: tuple[NDArray, ...]
     grads: bool = True  # False where finite differences are meaningless (ties)
     jax_differs: str = ""  # why JAX's jvp is not the reference here (checked by (b))
-    sharded: bool = False  # a shard_map over four devices (the collectives' cases)
 
 
 Gen = Callable[[np.random.Generator, np.dtype[Any]], list[Case]]
@@ -565,7 +564,8 @@ def gen_sharding_constraint(rng: np.random.Generator, dtype: np.dtype[Any]) -> l
 
 
 def scase(label: str, op: Op, args: tuple[NDArray, ...], **kw: Any) -> Case:
-    return Case(label, op, args, sharded=True, **kw)
+    """A case whose op is a shard_map (see :func:`in_shard_map`)."""
+    return Case(label, op, args, **kw)
 
 
 def in_shard_map(body: Op, in_specs: list[tuple[Any, ...]], out_spec: tuple[Any, ...]) -> Op:
@@ -738,11 +738,6 @@ CASES: dict[str, Gen] = {
     "shard_map": gen_shard_map,
 }
 
-#: ``ferrax.jit`` of a function holding a shard_map compiles for the mesh's devices with
-#: the lead's sharded jit (``ferrax.sharding.note_mesh`` marks it): without it the
-#: sharded cases are not staged (check (c)); their eager jvps are still checked.
-SHARDED_JIT = hasattr(ferrax.sharding, "note_mesh")
-
 
 def test_every_primitive_has_cases() -> None:
     table = set(ferrax._ir.builtin_primitives())
@@ -847,8 +842,6 @@ def staged_table(library: str, dtype: np.dtype[Any]) -> dict[str, list[Any]] | N
         cs = cases_of(name, dtype)
         ts = tangents_of(cs)
         for c, t in zip(cs, ts):
-            if library == "ferrax" and c.sharded and not SHARDED_JIT:
-                continue
             if library == "ferrax" or not c.jax_differs:
                 names.append(name)
                 cases.append(c)
@@ -889,13 +882,8 @@ def test_jvp_matches_jax(name: str, dtype: np.dtype[Any]) -> None:
             assert_same(t_out, np.zeros(j_out.shape, float0), dtype, f"{cases[k].label}: tangent")
     # (c) the same jvps staged under ferrax.jit equal the eager ones.
     fx_table = staged_table("ferrax", dtype)
-    kept = [k for k, c in enumerate(cases) if SHARDED_JIT or not c.sharded]
-    staged = (
-        fx_table.get(name, [])
-        if fx_table is not None
-        else run_staged(ferrax.jit, ferrax.jvp, lax, [cases[k] for k in kept], [tangents[k] for k in kept])
-    )
-    for c, (out, t_out), (s_out, s_t_out) in zip([cases[k] for k in kept], [eager[k] for k in kept], staged, strict=True):
+    staged = fx_table[name] if fx_table is not None else run_staged(ferrax.jit, ferrax.jvp, lax, cases, tangents)
+    for c, (out, t_out), (s_out, s_t_out) in zip(cases, eager, staged, strict=True):
         assert_same(s_out, out, dtype, f"{c.label}: staged primal")
         if is_float(out):
             assert_same(s_t_out, t_out, dtype, f"{c.label}: staged tangent")

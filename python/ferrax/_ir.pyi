@@ -364,8 +364,16 @@ def parse_jaxpr(
     but is ill formed or ill typed is a :class:`TypeCheckError`.
     """
 
-def typecheck(jaxpr: Jaxpr) -> tuple[list[ShapedArray], list[ShapedArray]]:
-    """Typechecks a jaxpr (and its sub-jaxprs); returns its input and output types."""
+def typecheck(
+    jaxpr: Jaxpr, axis_env: Mapping[str, int] | None = None
+) -> tuple[list[ShapedArray], list[ShapedArray]]:
+    """Typechecks a jaxpr (and its sub-jaxprs); returns its input and output types.
+
+    ``axis_env`` (axis name to size) puts named axes in scope, for a shard_map body
+    checked by itself; without it a collective outside every shard_map is a
+    :class:`TypeCheckError` ("Found an unbound axis name: x"). A shard_map binds its
+    mesh's axes for its body.
+    """
 
 def dce(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
     """Dead-code elimination; returns the new jaxpr and which inputs it kept.

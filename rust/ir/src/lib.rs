@@ -17,9 +17,18 @@
 //! 5. Sub-jaxprs satisfy all of this themselves; a built jaxpr is never changed (passes
 //!    build new ones), so sharing one through an `Arc` is safe.
 //!
+//! # Named axes
+//! Collectives (`psum`, `all_gather`, ...) name mesh axes that an enclosing `shard_map`
+//! binds for its body ([`sharding::AxisEnv`]; [`typecheck()`] starts with none in scope).
+//! A `shard_map` body keeps JAX 0.10's varying-manual-axes semantics with explicit `pvary`
+//! equations ([`passes::insert_pvary`]), not in its types. Partition ids are the mesh's
+//! devices numbered row-major over its axes.
+//!
 //! Nothing in the crate recurses over the depth of nesting or the length of a chain: a
 //! jaxpr with a million equations or a hundred thousand nested sub-jaxprs can be checked,
-//! printed, parsed, transformed and dropped without overflowing the stack.
+//! printed, parsed, transformed and dropped without overflowing the stack. (Two bounded
+//! exceptions: [`passes::insert_pvary`] and the lockstep evaluation of a `shard_map`
+//! body recurse into sub-jaxprs, refusing with an error past a fixed depth.)
 
 pub mod aval;
 pub mod builder;

@@ -541,7 +541,7 @@ mod tests {
 /// sub-jaxprs without knowing where they sit) lets collectives name axes it does not
 /// bind: rules that need such an axis's size report
 /// [`crate::RuleError::AxisSizeUnknown`], and the checker then trusts the declared output
-/// types. A *closed* one (the full [`crate::typecheck`], Python's tracing inside a
+/// types. A *closed* one (the full [`crate::typecheck()`], Python's tracing inside a
 /// `shard_map` body) reports an unbound name as [`crate::RuleError::UnboundAxis`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AxisEnv {

@@ -661,3 +661,50 @@ fn lockstep_scan_of_length_zero_stacks_typed_empty_outputs() {
     assert_eq!(out[0].aval(), j.out_avals()[0]);
     assert_eq!(out[1].to_f64_vec(), x.to_f64_vec());
 }
+
+#[test]
+fn while_loops_holding_collectives_run_in_lockstep_or_stop() {
+    // Each device counts up to a bound; a psum runs every iteration. With the bound the
+    // same everywhere the loop runs in lockstep; with the device's axis_index in it, the
+    // trip counts differ and the evaluation stops.
+    let text = |bound: &str| {
+        format!(
+            "{{ lambda ; a:f32[2]. let
+    b:f32[2] = shard_map[
+      in_specs=(P('x',),)
+      jaxpr={{ lambda ; c:f32[1]. let
+          i:i32[] = axis_index[axis_name=x]
+          n:i32[] = {bound}
+          d:i32[] e:f32[1] = while[
+            body_jaxpr={{ lambda ; f:i32[] g:f32[1]. let
+                h:i32[] = add f 1:i32[]
+                k:f32[1] = psum[axes=('x',)] g
+              in (h, k) }}
+            body_nconsts=0
+            cond_jaxpr={{ lambda ; m:i32[] o:i32[] p:f32[1]. let q:bool[] = lt o m in (q,) }}
+            cond_nconsts=1
+          ] n 0:i32[] c
+        in (e,) }}
+      mesh=Mesh('x': 2, axis_types=(Auto,))
+      out_specs=(P('x',),)
+    ] a
+  in (b,) }}"
+        )
+    };
+    let same = parse_jaxpr(&text("add 0:i32[] 2:i32[]")).unwrap_or_else(|e| panic!("{e}"));
+    let x = HostArray::from_f64(
+        same.in_avals()[0].shape.clone(),
+        ferrax_ir::DType::F32,
+        vec![1.0, 2.0],
+    )
+    .unwrap();
+    // Two psums over two devices: 1 + 2 = 3, then 3 + 3 = 6 on each.
+    let out = eval_jaxpr(&same, &[], std::slice::from_ref(&x)).unwrap();
+    assert_eq!(out[0].to_f64_vec(), vec![6.0, 6.0]);
+    let differ = parse_jaxpr(&text("add i 1:i32[]")).unwrap();
+    let e = eval_jaxpr(&differ, &[], &[x]).unwrap_err();
+    assert!(
+        e.to_string().contains("trip count differs between devices"),
+        "{e}"
+    );
+}

@@ -35,15 +35,22 @@ pub fn parse_jaxpr(
 }
 
 /// Typechecks a jaxpr and every jaxpr nested in it; returns the input and output types.
-/// An error is a `TypeCheckError` naming the equation.
+/// An error is a `TypeCheckError` naming the equation. `axis_env` (axis name to size)
+/// puts named axes in scope, for a shard_map body checked by itself; without it a
+/// collective outside every shard_map is an unbound axis name.
 #[pyfunction]
-#[pyo3(signature = (jaxpr))]
+#[pyo3(signature = (jaxpr, axis_env = None))]
 pub fn typecheck<'py>(
     py: Python<'py>,
     jaxpr: PyRef<'py, Jaxpr>,
+    axis_env: Option<&Bound<'py, PyAny>>,
 ) -> Result<(Bound<'py, PyList>, Bound<'py, PyList>)> {
     let inner = &jaxpr.inner;
-    let (ins, outs) = py.detach(|| ferrax_ir::typecheck(inner))?;
+    let env = match axis_env {
+        Some(m) if !m.is_none() => crate::params::axis_env_from_py(m)?,
+        _ => ferrax_ir::AxisEnv::closed(),
+    };
+    let (ins, outs) = py.detach(|| ferrax_ir::typecheck_in(inner, &env))?;
     Ok((avals_to_py(py, ins)?, avals_to_py(py, outs)?))
 }
 
