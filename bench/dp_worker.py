@@ -51,23 +51,8 @@ def main() -> None:
     repl = sharding.NamedSharding(mesh, sharding.PartitionSpec())
     split = sharding.NamedSharding(mesh, sharding.PartitionSpec("batch"))
 
-    def loss(params: Any, x: Any, y: Any) -> Any:
-        h = x
-        for w, b in params:
-            h = fnp.tanh(h @ w + b)
-        return fnp.mean((h - y) ** 2)
-
-    def step(params: Any, x: Any, y: Any) -> Any:
-        grads = mod.grad(loss)(params, x, y)
-        return mod.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
-
-    rng = np.random.default_rng(0)
-    params = [
-        (rng.standard_normal((sb.WIDTH, sb.WIDTH), dtype=np.float32) / 16, np.zeros(sb.WIDTH, np.float32))
-        for _ in range(sb.DEPTH)
-    ]
-    x = rng.standard_normal((sb.BATCH, sb.WIDTH), dtype=np.float32)
-    y = rng.standard_normal((sb.BATCH, sb.WIDTH), dtype=np.float32)
+    system = sb._Sys(args.system, mod, fnp, sharding)
+    step, params, x, y = system.model()
     rows = sb.BATCH // args.num_processes
     mine = slice(args.process_id * rows, (args.process_id + 1) * rows)
     xs = mod.make_array_from_process_local_data(split, x[mine])

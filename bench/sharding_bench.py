@@ -54,12 +54,10 @@ class _Sys:
         self.fnp = fnp
         self.sharding = sharding
 
-    def step_fn(self, n: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        """The jitted step over the first ``n`` devices and its arguments laid out."""
-        mod, fnp, sh = self.mod, self.fnp, self.sharding
-        mesh = sh.Mesh(np.array(mod.devices()[:n]), ("batch",))
-        repl = sh.NamedSharding(mesh, sh.PartitionSpec())
-        split = sh.NamedSharding(mesh, sh.PartitionSpec("batch"))
+    def model(self) -> tuple[Callable[..., Any], Any, Any, Any]:
+        """The training step of mlp(8) and its data: ``(step, params, x, y)`` as NumPy
+        values (the same for every configuration, 1 process or several)."""
+        mod, fnp = self.mod, self.fnp
 
         def loss(params: Any, x: Any, y: Any) -> Any:
             h = x
@@ -78,6 +76,15 @@ class _Sys:
         ]
         x = rng.standard_normal((BATCH, WIDTH), dtype=np.float32)
         y = rng.standard_normal((BATCH, WIDTH), dtype=np.float32)
+        return step, params, x, y
+
+    def step_fn(self, n: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        """The jitted step over the first ``n`` devices and its arguments laid out."""
+        mod, sh = self.mod, self.sharding
+        mesh = sh.Mesh(np.array(mod.devices()[:n]), ("batch",))
+        repl = sh.NamedSharding(mesh, sh.PartitionSpec())
+        split = sh.NamedSharding(mesh, sh.PartitionSpec("batch"))
+        step, params, x, y = self.model()
         jstep = mod.jit(step, in_shardings=(repl, split, split), out_shardings=repl)
         args = (mod.device_put(params, repl), mod.device_put(x, split), mod.device_put(y, split))
         return jstep, args
