@@ -390,12 +390,19 @@ class NamedSharding(Sharding):
             return True
         if not isinstance(other, NamedSharding):
             return NotImplemented
-        return self.mesh == other.mesh and _trimmed(self.spec) == _trimmed(other.spec)
+        return (
+            hash(self) == hash(other)
+            and self.mesh == other.mesh
+            and self.__dict__["_trimmed_spec"] == other.__dict__["_trimmed_spec"]
+        )
 
     def __hash__(self) -> int:
+        # Cached with the trimmed spec (a call of a jitted function compares its
+        # arguments' shardings with the executable's).
         h = self.__dict__.get("_hash_value")
         if h is None:
-            h = self.__dict__["_hash_value"] = hash((self.mesh, _trimmed(self.spec)))
+            trimmed = self.__dict__["_trimmed_spec"] = _trimmed(self.spec)
+            h = self.__dict__["_hash_value"] = hash((self.mesh, trimmed))
         return int(h)
 
     def __repr__(self) -> str:
