@@ -1,0 +1,328 @@
+"""``ferrax.nn`` against ``jax.nn``: dtypes and weak types, values, derivatives, errors.
+
+Every case is written once as ``case(nn, x)`` for a module ``nn`` (``ferrax.nn`` or
+``jax.nn``):
+
+* types: each case over a table of operands (Python scalars, bools, NumPy scalars,
+  arrays of every float and several integer dtypes), in both x64 modes: ferrax's
+  result has JAX's dtype, weak type and shape (JAX traced with ``eval_shape``, which
+  compiles nothing), or both raise, ferrax an instance of JAX's exception class;
+* values: all cases at once over edge points (infinities, NaN, the kinks) and random
+  points, in float16, bfloat16, float32 and float64: JAX under one ``jit`` per dtype,
+  ferrax eagerly and (float32, float64) under one ``jit``;
+* derivatives: ``vmap(grad(case))`` over the same points against JAX's (the custom
+  rules: ``relu`` at 0, ``relu6`` at 0 and 6, ``softplus`` at infinities), and
+  gradients of the softmax family where logits are ``-inf`` or masked out.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ferrax
+import ferrax.nn as fnn
+import ferrax.numpy as fnp
+from ferrax.tree_util import tree_leaves, tree_map
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+Case = Callable[[Any, Any], Any]
+F16, BF16, F32, F64 = (np.dtype(d) for d in (np.float16, ml_dtypes.bfloat16, np.float32, np.float64))
+RTOL = {F16: 4e-3, BF16: 3e-2, F32: 2e-5, F64: 1e-12}
+
+
+@contextmanager
+def both_x64(x64: bool) -> Iterator[None]:
+    with ferrax.enable_x64(x64), jax.enable_x64(x64):
+        yield
+
+
+# --------------------------------------------------------------------------- the cases
+
+# Elementwise activations: name -> case. Each is also differentiated pointwise.
+ELEMENTWISE: dict[str, Case] = {
+    "relu": lambda nn, x: nn.relu(x),
+    "relu6": lambda nn, x: nn.relu6(x),
+    "sigmoid": lambda nn, x: nn.sigmoid(x),
+    "log_sigmoid": lambda nn, x: nn.log_sigmoid(x),
+    "silu": lambda nn, x: nn.silu(x),
+    "swish": lambda nn, x: nn.swish(x),
+    "softplus": lambda nn, x: nn.softplus(x),
+    "soft_sign": lambda nn, x: nn.soft_sign(x),
+    "elu": lambda nn, x: nn.elu(x),
+    "elu(alpha=0.5)": lambda nn, x: nn.elu(x, 0.5),
+    "leaky_relu": lambda nn, x: nn.leaky_relu(x),
+    "leaky_relu(0.2)": lambda nn, x: nn.leaky_relu(x, negative_slope=0.2),
+    "celu": lambda nn, x: nn.celu(x),
+    "celu(alpha=2)": lambda nn, x: nn.celu(x, alpha=2.0),
+    "selu": lambda nn, x: nn.selu(x),
+    "hard_tanh": lambda nn, x: nn.hard_tanh(x),
+    "hard_sigmoid": lambda nn, x: nn.hard_sigmoid(x),
+    "hard_silu": lambda nn, x: nn.hard_silu(x),
+    "hard_swish": lambda nn, x: nn.hard_swish(x),
+    "gelu": lambda nn, x: nn.gelu(x),
+    "gelu(approximate=True)": lambda nn, x: nn.gelu(x, approximate=True),
+    "identity": lambda nn, x: nn.identity(x),
+    "tanh": lambda nn, x: nn.tanh(x),
+    "squareplus": lambda nn, x: nn.squareplus(x),
+    "squareplus(b=1)": lambda nn, x: nn.squareplus(x, 1.0),
+    "sparse_plus": lambda nn, x: nn.sparse_plus(x),
+    "sparse_sigmoid": lambda nn, x: nn.sparse_sigmoid(x),
+    "mish": lambda nn, x: nn.mish(x),
+    "log1mexp": lambda nn, x: nn.log1mexp(x),
+}
+if hasattr(ferrax.lax, "erfc"):
+    ELEMENTWISE["gelu(approximate=False)"] = lambda nn, x: nn.gelu(x, approximate=False)
+
+# Functions over axes, on a 2-d operand (the masks and scales are fixed arrays).
+MASK = np.array([[True, False, True, True, False, True]] * 3 + [[False] * 6])
+SCALE = np.linspace(-1.0, 2.0, 24).reshape(4, 6).astype(np.float32)
+AXES: dict[str, Case] = {
+    "softmax": lambda nn, x: nn.softmax(x),
+    "softmax(axis=0)": lambda nn, x: nn.softmax(x, axis=0),
+    "softmax(axis=None)": lambda nn, x: nn.softmax(x, axis=None),
+    "softmax(axis=(0, 1))": lambda nn, x: nn.softmax(x, axis=(0, 1)),
+    "softmax(where)": lambda nn, x: nn.softmax(x, where=MASK),
+    "log_softmax": lambda nn, x: nn.log_softmax(x),
+    "log_softmax(axis=0)": lambda nn, x: nn.log_softmax(x, axis=0),
+    "log_softmax(axis=None)": lambda nn, x: nn.log_softmax(x, axis=None),
+    "log_softmax(where)": lambda nn, x: nn.log_softmax(x, where=MASK),
+    "logsumexp": lambda nn, x: nn.logsumexp(x),
+    "logsumexp(axis=1)": lambda nn, x: nn.logsumexp(x, axis=1),
+    "logsumexp(axis=-2, keepdims)": lambda nn, x: nn.logsumexp(x, axis=-2, keepdims=True),
+    "logsumexp(b)": lambda nn, x: nn.logsumexp(x, axis=1, b=SCALE.astype(x.dtype)),
+    "logsumexp(b, return_sign)": lambda nn, x: nn.logsumexp(x, 0, SCALE.astype(x.dtype), return_sign=True),
+    "logsumexp(where)": lambda nn, x: nn.logsumexp(x, axis=1, where=MASK),
+    "logmeanexp": lambda nn, x: nn.logmeanexp(x, axis=1),
+    "logmeanexp(where)": lambda nn, x: nn.logmeanexp(x, axis=0, where=MASK),
+    "standardize": lambda nn, x: nn.standardize(x),
+    "standardize(axis=0, stable)": lambda nn, x: nn.standardize(x, axis=0, algorithm="stable"),
+    "standardize(axis=None, eps)": lambda nn, x: nn.standardize(x, axis=None, epsilon=0.5),
+    "standardize(mean, variance)": lambda nn, x: nn.standardize(x, mean=0.5, variance=x * x + 1),
+    "standardize(where)": lambda nn, x: nn.standardize(x, where=MASK),
+    "glu": lambda nn, x: nn.glu(x),
+    "glu(axis=0)": lambda nn, x: nn.glu(x, axis=0),
+}
+
+EDGES = [-np.inf, -100.0, -6.0, -3.0, -1.0, -0.5, -1e-3, 0.0, 1e-3, 0.5, 1.0, 3.0, 6.0, 100.0, np.inf, np.nan]
+
+
+def points(dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """Edge points and random points in [-8, 8], of ``dtype``."""
+    rng = np.random.default_rng(0)
+    return np.concatenate([EDGES, rng.uniform(-8, 8, 48)]).astype(dtype)
+
+
+def matrix(dtype: np.dtype[Any], seed: int = 1) -> np.ndarray[Any, Any]:
+    return np.random.default_rng(seed).uniform(-4, 4, (4, 6)).astype(dtype)
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def assert_close(ours: Any, theirs: Any, dtype: np.dtype[Any], what: str, scale: Any = 0.0) -> None:
+    """Equal to a tolerance of ``dtype``, relative to the expected value plus ``scale``
+    (the magnitude of what cancelled, e.g. the input); NaNs and infinities must match."""
+    a, e = np.asarray(ours).astype(np.float64), np.asarray(theirs).astype(np.float64)
+    assert a.shape == e.shape, (what, a.shape, e.shape)
+    tol = RTOL[dtype]
+    with np.errstate(invalid="ignore"):
+        ok = (a == e) | (np.isnan(a) & np.isnan(e)) | (np.abs(a - e) <= tol * (1 + np.abs(e) + scale))
+    bad = np.flatnonzero(~ok)
+    assert bad.size == 0, f"{what}: at {bad[:5]}, {a.ravel()[bad[:5]]} != {e.ravel()[bad[:5]]}"
+
+
+def type_of(x: Any) -> tuple[np.dtype[Any], bool, tuple[int, ...]]:
+    return np.dtype(x.dtype), bool(x.weak_type), tuple(x.shape)
+
+
+def outcome(run: Callable[[], Any]) -> Any:
+    """The types of ``run()``'s results, or the exception it raised."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return [type_of(r) for r in tree_leaves(run())]
+    except Exception as e:  # noqa: BLE001 - compared with JAX's below
+        return e
+
+
+# JAX raises an AssertionError for an odd glu axis; ferrax a ValueError.
+JAX_TO_FERRAX: dict[type[BaseException], type[BaseException]] = {AssertionError: ValueError}
+
+
+def assert_same_outcome(ours: Any, theirs: Any, what: str) -> None:
+    if isinstance(theirs, BaseException):
+        want = JAX_TO_FERRAX.get(type(theirs), type(theirs))
+        assert isinstance(ours, want), (what, ours, theirs)
+    else:
+        assert not isinstance(ours, BaseException), (what, ours, theirs)
+        assert ours == theirs, what
+
+
+OPERANDS: dict[str, Any] = {
+    "float": 2.5,
+    "int": 2,
+    "bool": True,
+    "np.float32": np.float32(-1.5),
+    "np.float16": np.float16(0.5),
+    "f16[5]": np.linspace(-2, 2, 5).astype(np.float16),
+    "bf16[5]": np.linspace(-2, 2, 5).astype(ml_dtypes.bfloat16),
+    "f32[2,4]": matrix(F32)[:2, :4],
+    "f64[4]": np.linspace(-3, 3, 4),
+    "i32[4]": np.array([-2, 0, 3, 7], np.int32),
+    "i64[4]": np.array([-2, 0, 3, 7], np.int64),
+    "u8[3]": np.array([0, 3, 200], np.uint8),
+    "i8[3]": np.array([-5, 0, 5], np.int8),
+    "bool[3]": np.array([True, False, True]),
+}
+
+
+def jax_types(case: Case, x: Any) -> Any:
+    """JAX's result types for ``case(jax.nn, x)``, traced (nothing compiled). Arrays are
+    passed as arguments, not closed over: JAX 0.10.2 can reuse a custom_jvp function's
+    trace made in the other x64 mode for a closed-over int64 array."""
+    if isinstance(x, np.ndarray):
+        return jax.eval_shape(lambda x: case(jax.nn, x), x)
+    return jax.eval_shape(lambda: case(jax.nn, x))
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
+def test_types_as_jax(x64: bool) -> None:
+    """Every case, over every kind of operand: JAX's dtype, weak type and shape, or an
+    error of JAX's class."""
+    cases = {**ELEMENTWISE, **{k: v for k, v in AXES.items() if "where" not in k and "b)" not in k}}
+    with both_x64(x64):
+        for name, case in cases.items():
+            for kind, x in OPERANDS.items():
+                ours = outcome(lambda: case(fnn, x))
+                theirs = outcome(lambda: jax_types(case, x))
+                assert_same_outcome(ours, theirs, f"{name} of {kind}")
+
+
+def _all_cases(nn: Any, cases: dict[str, Case], x: Any) -> dict[str, Any]:
+    return {name: case(nn, x) for name, case in cases.items()}
+
+
+def _pointwise_grads(nn: Any, vmap: Any, grad: Any, xs: Any) -> dict[str, Any]:
+    return {name: vmap(grad(lambda x, c=case: c(nn, x)))(xs) for name, case in ELEMENTWISE.items()}
+
+
+def _everything(nn: Any, vmap: Any, grad: Any, xs: Any, m: Any) -> tuple[Any, Any, Any]:
+    """Every case's values at the points ``xs`` and on the matrix ``m``, and the
+    pointwise derivatives at ``xs``."""
+    return _all_cases(nn, ELEMENTWISE, xs), _all_cases(nn, AXES, m), _pointwise_grads(nn, vmap, grad, xs)
+
+
+def assert_all_close(
+    ours: Any, theirs: Any, dtype: np.dtype[Any], how: str, check_types: bool = True, scales: Any = (0.0,) * 3
+) -> None:
+    for group_ours, group_theirs, scale in zip(ours, theirs, scales):
+        assert group_ours.keys() == group_theirs.keys()
+        for name in group_ours:
+            for o, t in zip(tree_leaves(group_ours[name]), tree_leaves(group_theirs[name]), strict=True):
+                if check_types:
+                    assert type_of(o) == type_of(t), (how, name)
+                assert_close(o, t, dtype, f"{how} {name}", scale if o.shape == np.shape(scale) else 0.0)
+
+
+def test_values_and_derivatives_as_jax_x32() -> None:
+    """All cases' values at edge and random points (float32, and float16 and bfloat16
+    against JAX's float32 values at the same points), and their pointwise derivatives
+    (JAX's custom rules included: relu at 0, relu6 at 0 and 6, softplus at infinities),
+    eager and jitted, against JAX's jitted ones (one compilation for JAX, one for ferrax).
+    """
+    low = [F32, F16, BF16]
+    xs = np.stack([points(F32).astype(d).astype(F32) for d in low])
+    ms = np.stack([matrix(F32).astype(d).astype(F32) for d in low])
+    with both_x64(False):
+        values = jax.vmap(lambda xs, m: _everything(jax.nn, jax.vmap, jax.grad, xs, m)[:2])
+        theirs = jax.jit(lambda xs, ms: (values(xs, ms), _everything(jax.nn, jax.vmap, jax.grad, xs[0], ms[0])[2]))(xs, ms)
+        for i, d in enumerate(low):
+            ours = _everything(fnn, ferrax.vmap, ferrax.grad, xs[i].astype(d), ms[i].astype(d))
+            reference = tree_map(lambda t: t[i], theirs[0])
+            # JAX's float32 results at the low-precision points: no type check for those,
+            # and errors relative to the inputs too (squareplus(-100) cancels in float16).
+            scales = (np.abs(xs[i]), 4.0) if d != F32 else (0.0, 0.0)
+            assert_all_close(ours[:2], reference, d, f"eager {d}", check_types=d == F32, scales=scales)
+            if d == F32:
+                assert_all_close(ours[2:], theirs[1:], d, "eager grad")
+        jitted = ferrax.jit(lambda xs, m: _everything(fnn, ferrax.vmap, ferrax.grad, xs, m))(xs[0], ms[0])
+        assert_all_close(jitted[:2], tree_map(lambda t: t[0], theirs[0]), F32, "jit")
+        assert_all_close(jitted[2:], theirs[1:], F32, "jit grad")
+
+
+def test_values_and_derivatives_as_jax_x64() -> None:
+    """The same in float64 with x64 on, eagerly, against JAX's jitted values."""
+    xs, m = points(F64), matrix(F64)
+    with both_x64(True):
+        theirs = jax.jit(lambda xs, m: _everything(jax.nn, jax.vmap, jax.grad, xs, m))(xs, m)
+        ours = _everything(fnn, ferrax.vmap, ferrax.grad, xs, m)
+        assert_all_close(ours, theirs, F64, "eager x64")
+
+
+def test_relu_derivative_is_zero_at_kinks() -> None:
+    """The custom rules themselves: relu'(0) = 0, relu6'(0) = relu6'(6) = 0, by jvp and
+    by grad (a max-based derivative would give 0.5 or 1)."""
+    assert float(ferrax.grad(fnn.relu)(0.0)) == 0.0
+    assert float(ferrax.grad(fnn.relu)(1e-30)) == 1.0
+    _, t = ferrax.jvp(fnn.relu6, (fnp.array([0.0, 6.0, 3.0]),), (fnp.ones(3),))
+    np.testing.assert_array_equal(np.asarray(t), [0.0, 0.0, 1.0])
+    assert float(ferrax.grad(fnn.hard_sigmoid)(-3.0)) == 0.0
+
+
+# Reductions differentiated at hard points: logits of -inf, masked-out elements, all
+# -inf rows. Each case is differentiated as sum(weights * f(x)).
+NEG_INF_LOGITS = np.array(
+    [[0.5, -np.inf, 2.0, -1.0], [-np.inf, -np.inf, -np.inf, -np.inf], [3.0, 1.0, -np.inf, 0.0]], np.float32
+)
+ROW_MASK = np.array([[True, True, False, True], [True, False, True, True], [False, False, False, False]])
+B_WITH_ZEROS = np.array([[1.0, 0.0, 2.0, 0.5], [0.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.0, 2.0]], np.float32)
+HARD: dict[str, Case] = {
+    "softmax(-inf)": lambda nn, x: nn.softmax(x[::2]),
+    "softmax(all -inf row)": lambda nn, x: nn.softmax(x),
+    "softmax(where)": lambda nn, x: nn.softmax(x, where=ROW_MASK),
+    "log_softmax(-inf)": lambda nn, x: nn.log_softmax(x[::2]),
+    "log_softmax(where)": lambda nn, x: nn.log_softmax(x[::2], where=ROW_MASK[::2]),
+    "logsumexp(-inf)": lambda nn, x: nn.logsumexp(x[::2], axis=1),
+    "logsumexp(all -inf row)": lambda nn, x: nn.logsumexp(x, axis=1),
+    "logsumexp(where)": lambda nn, x: nn.logsumexp(x, axis=1, where=ROW_MASK),
+    "logsumexp(b with zeros)": lambda nn, x: nn.logsumexp(x, axis=0, b=B_WITH_ZEROS),
+    "standardize(where)": lambda nn, x: nn.standardize(nn.relu(x[::2]) + B_WITH_ZEROS[::2], where=ROW_MASK[::2]),
+}
+
+
+def weights(shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    n = int(np.prod(shape))
+    return np.linspace(0.5, 2.0, n).reshape(shape).astype(np.float32)
+
+
+def _hard_grads(nn: Any, grad: Any, x: Any) -> dict[str, Any]:
+    def loss(case: Case) -> Callable[[Any], Any]:
+        def f(x: Any) -> Any:
+            y = case(nn, x)
+            return (y * weights(y.shape)).sum()
+
+        return f
+
+    return {name: (case(nn, x), grad(loss(case))(x)) for name, case in HARD.items()}
+
+
+def test_softmax_family_derivatives_at_infinities() -> None:
+    """Values and gradients of the softmax family where logits are -inf, rows are all
+    -inf, or elements are masked out, as JAX's (finite where JAX's are)."""
+    x = NEG_INF_LOGITS
+    theirs = jax.jit(lambda x: _hard_grads(jax.nn, jax.grad, x))(x)
+    eager = _hard_grads(fnn, ferrax.grad, x)
+    jitted = ferrax.jit(lambda x: _hard_grads(fnn, ferrax.grad, x))(x)
+    for how, ours in (("eager", eager), ("jit", jitted)):
+        for name in HARD:
+            for what, o, t in zip(("value", "grad"), ours[name], theirs[name], strict=True):
+                assert_close(o, t, F32, f"{how} {what} {name}")
