@@ -326,3 +326,98 @@ def test_softmax_family_derivatives_at_infinities() -> None:
         for name in HARD:
             for what, o, t in zip(("value", "grad"), ours[name], theirs[name], strict=True):
                 assert_close(o, t, F32, f"{how} {what} {name}")
+
+
+# ----------------------------------------------------------------------------- one_hot
+
+ONE_HOT: dict[str, Case] = {
+    "default": lambda nn, x: nn.one_hot(x, 5),
+    "axis=0": lambda nn, x: nn.one_hot(x, 4, axis=0),
+    "axis=1": lambda nn, x: nn.one_hot(x, 3, axis=1),
+    "axis=-2": lambda nn, x: nn.one_hot(x, 3, axis=-2),
+    "int8": lambda nn, x: nn.one_hot(x, 5, dtype=np.int8),
+    "bool": lambda nn, x: nn.one_hot(x, 5, dtype=np.bool_),
+    "float16": lambda nn, x: nn.one_hot(x, 5, dtype=np.float16),
+    "bfloat16": lambda nn, x: nn.one_hot(x, 2, dtype=ml_dtypes.bfloat16),
+    "uint8 classes 0": lambda nn, x: nn.one_hot(x, 0, dtype=np.uint8),
+}
+INDICES: dict[str, Any] = {
+    "i32[2,3]": np.array([[0, 4, -1], [5, 2, 3]], np.int32),
+    "u8[4]": np.array([0, 1, 2, 255], np.uint8),
+    "i64[3]": np.array([3, -7, 1], np.int64),
+    "int": 2,
+}
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
+def test_one_hot_as_jax(x64: bool) -> None:
+    """Values (out-of-range indices give zero rows), dtypes and shapes as JAX's, for
+    every index dtype, class count, dtype and axis."""
+    with both_x64(x64):
+        for name, case in ONE_HOT.items():
+            for kind, x in INDICES.items():
+                what = f"one_hot {name} of {kind}"
+                theirs = outcome(lambda: case(jax.nn, x))
+                ours = outcome(lambda: case(fnn, x))
+                assert_same_outcome(ours, theirs, what)
+                if not isinstance(theirs, BaseException):
+                    np.testing.assert_array_equal(np.asarray(case(fnn, x)), np.asarray(case(jax.nn, x)), what)
+
+
+def test_one_hot_under_transformations() -> None:
+    """one_hot under jit and vmap, and over a vmap axis name (each member compares the
+    indices with its own position), as JAX's."""
+    x = np.array([[0, 2, 1], [1, 1, 0]], np.int32)
+    ours = ferrax.jit(lambda x: fnn.one_hot(x, 3))(x)
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(jax.nn.one_hot(x, 3)))
+    named = ferrax.vmap(lambda i: fnn.one_hot(i, 2, axis="b"), axis_name="b")(x)
+    theirs = jax.vmap(lambda i: jax.nn.one_hot(i, 2, axis="b"), axis_name="b")(x)
+    assert type_of(named) == type_of(theirs)
+    np.testing.assert_array_equal(np.asarray(named), np.asarray(theirs))
+    with pytest.raises(ValueError, match="num_classes"):
+        ferrax.vmap(lambda i: fnn.one_hot(i, 3, axis="b"), axis_name="b")(x)
+
+
+# ------------------------------------------------------------------------------ errors
+
+ERRORS: dict[str, Case] = {
+    "softmax of a scalar": lambda nn, x: nn.softmax(1.0),
+    "softmax axis out of range": lambda nn, x: nn.softmax(x, axis=2),
+    "log_softmax repeated axis": lambda nn, x: nn.log_softmax(x, axis=(0, 0)),
+    "logsumexp of a list": lambda nn, x: nn.logsumexp([1.0, 2.0]),
+    "logsumexp axis out of range": lambda nn, x: nn.logsumexp(x, axis=-3),
+    "relu of a list": lambda nn, x: nn.relu([1.0]),
+    "relu6 of a list": lambda nn, x: nn.relu6([1.0]),
+    "gelu of a list": lambda nn, x: nn.gelu([1.0]),
+    "elu of a string": lambda nn, x: nn.elu("x"),
+    "sigmoid of integers": lambda nn, x: nn.sigmoid(np.arange(3)),
+    "glu of an odd axis": lambda nn, x: nn.glu(x[:, :3]),
+    "glu axis out of range": lambda nn, x: nn.glu(x, axis=4),
+    "standardize unknown algorithm": lambda nn, x: nn.standardize(x, algorithm="slow"),
+    "standardize mean as a list": lambda nn, x: nn.standardize(x, mean=[0.0]),
+    "one_hot axis out of range": lambda nn, x: nn.one_hot(np.arange(3), 3, axis=2),
+    "one_hot num_classes not an int": lambda nn, x: nn.one_hot(np.arange(3), 2.5),
+    "softmax shape mismatch of where": lambda nn, x: nn.softmax(x, where=np.ones(5, bool)),
+}
+
+
+def test_errors_as_jax() -> None:
+    """Bad arguments raise JAX's exception class (a ValueError where JAX asserts), with
+    a message that names the user's line."""
+    x = matrix(F32)
+    for name, case in ERRORS.items():
+        theirs = outcome(lambda: case(jax.nn, x))
+        assert isinstance(theirs, BaseException), name
+        with pytest.raises(JAX_TO_FERRAX.get(type(theirs), type(theirs))) as info:
+            case(fnn, x)
+        assert "test_nn.py" in str(info.value), (name, str(info.value))
+
+
+def test_traced_num_classes_and_float_indices() -> None:
+    """A traced num_classes is a ConcretizationError (JAX's ConcretizationTypeError is
+    a TypeError too); float indices warn as JAX does (a DeprecationWarning)."""
+    with pytest.raises(ferrax.ConcretizationError, match="num_classes"):
+        ferrax.jit(lambda n: fnn.one_hot(np.arange(3), n))(3)
+    with pytest.warns(DeprecationWarning, match="integer-typed"):
+        out = fnn.one_hot(np.array([0.0, 1.7]), 2)
+    np.testing.assert_array_equal(np.asarray(out), [[1.0, 0.0], [0.0, 0.0]])

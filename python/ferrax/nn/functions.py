@@ -473,7 +473,12 @@ def one_hot(
             f"({given.aval.str_short()}), at {user_location()}. The error arose in the "
             "argument `num_classes`: pass it as a Python int (static_argnums)."
         )
-    n = operator.index(num_classes)
+    try:
+        n = operator.index(num_classes)
+    except TypeError:
+        raise TypeError(
+            f"one_hot: num_classes must be an integer, got {num_classes!r}, at {user_location()}"
+        ) from None
     xa = fnp.asarray(x)
     if not dtypes.is_int(xa.dtype):
         warnings.warn(
