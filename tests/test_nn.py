@@ -172,7 +172,6 @@ OPERANDS: dict[str, Any] = {
     "int": 2,
     "bool": True,
     "np.float32": np.float32(-1.5),
-    "np.float16": np.float16(0.5),
     "f16[5]": np.linspace(-2, 2, 5).astype(np.float16),
     "bf16[5]": np.linspace(-2, 2, 5).astype(ml_dtypes.bfloat16),
     "f32[2,4]": matrix(F32)[:2, :4],
@@ -180,7 +179,6 @@ OPERANDS: dict[str, Any] = {
     "i32[4]": np.array([-2, 0, 3, 7], np.int32),
     "i64[4]": np.array([-2, 0, 3, 7], np.int64),
     "u8[3]": np.array([0, 3, 200], np.uint8),
-    "i8[3]": np.array([-5, 0, 5], np.int8),
     "bool[3]": np.array([True, False, True]),
 }
 
@@ -198,7 +196,10 @@ def jax_types(case: Case, x: Any) -> Any:
 def test_types_as_jax(x64: bool) -> None:
     """Every case, over every kind of operand: JAX's dtype, weak type and shape, or an
     error of JAX's class."""
-    cases = {**ELEMENTWISE, **{k: v for k, v in AXES.items() if "where" not in k and "b)" not in k}}
+    cases = {
+        **{k: v for k, v in ELEMENTWISE.items() if k not in ALIASES},
+        **{k: v for k, v in AXES.items() if k in ("softmax", "log_softmax", "logsumexp", "logmeanexp", "standardize", "glu")},
+    }
     with both_x64(x64):
         for name, case in cases.items():
             for kind, x in OPERANDS.items():
@@ -207,18 +208,36 @@ def test_types_as_jax(x64: bool) -> None:
                 assert_same_outcome(ours, theirs, f"{name} of {kind}")
 
 
+# Cases whose types are those of another case (the type test skips them).
+ALIASES = ("swish", "hard_swish", "gelu(approximate=True)", "leaky_relu(0.2)", "squareplus(b=1)")
+# Cases with custom derivative rules or kinks: their derivatives are also jitted.
+KINKED = ("relu", "relu6", "softplus", "log_sigmoid", "hard_tanh", "hard_silu", "elu", "celu", "log1mexp")
+
+
+def jax_compiled(f: Callable[..., Any], *args: Any) -> Any:
+    """``jax.jit(f)(*args)``, compiled without LLVM's optimizations (the values are the
+    same; the compilation is twice as fast)."""
+    return jax.jit(f).lower(*args).compile({"xla_backend_optimization_level": 0})(*args)
+
+
 def _all_cases(nn: Any, cases: dict[str, Case], x: Any) -> dict[str, Any]:
     return {name: case(nn, x) for name, case in cases.items()}
 
 
-def _pointwise_grads(nn: Any, vmap: Any, grad: Any, xs: Any) -> dict[str, Any]:
-    return {name: vmap(grad(lambda x, c=case: c(nn, x)))(xs) for name, case in ELEMENTWISE.items()}
+def _pointwise_grads(nn: Any, vmap: Any, grad: Any, xs: Any, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+    return {
+        name: vmap(grad(lambda x, c=case: c(nn, x)))(xs)
+        for name, case in ELEMENTWISE.items()
+        if only is None or name in only
+    }
 
 
-def _everything(nn: Any, vmap: Any, grad: Any, xs: Any, m: Any) -> tuple[Any, Any, Any]:
+def _everything(
+    nn: Any, vmap: Any, grad: Any, xs: Any, m: Any, only: tuple[str, ...] | None = None
+) -> tuple[Any, Any, Any]:
     """Every case's values at the points ``xs`` and on the matrix ``m``, and the
-    pointwise derivatives at ``xs``."""
-    return _all_cases(nn, ELEMENTWISE, xs), _all_cases(nn, AXES, m), _pointwise_grads(nn, vmap, grad, xs)
+    pointwise derivatives at ``xs`` (of the cases ``only``, if given)."""
+    return _all_cases(nn, ELEMENTWISE, xs), _all_cases(nn, AXES, m), _pointwise_grads(nn, vmap, grad, xs, only)
 
 
 def assert_all_close(
@@ -237,14 +256,17 @@ def test_values_and_derivatives_as_jax_x32() -> None:
     """All cases' values at edge and random points (float32, and float16 and bfloat16
     against JAX's float32 values at the same points), and their pointwise derivatives
     (JAX's custom rules included: relu at 0, relu6 at 0 and 6, softplus at infinities),
-    eager and jitted, against JAX's jitted ones (one compilation for JAX, one for ferrax).
+    eagerly, against JAX's jitted ones; and jitted (values, and the derivatives of the
+    cases with kinks or custom rules): one compilation for JAX, one for ferrax.
     """
     low = [F32, F16, BF16]
     xs = np.stack([points(F32).astype(d).astype(F32) for d in low])
     ms = np.stack([matrix(F32).astype(d).astype(F32) for d in low])
     with both_x64(False):
         values = jax.vmap(lambda xs, m: _everything(jax.nn, jax.vmap, jax.grad, xs, m)[:2])
-        theirs = jax.jit(lambda xs, ms: (values(xs, ms), _everything(jax.nn, jax.vmap, jax.grad, xs[0], ms[0])[2]))(xs, ms)
+        theirs = jax_compiled(
+            lambda xs, ms: (values(xs, ms), _everything(jax.nn, jax.vmap, jax.grad, xs[0], ms[0])[2]), xs, ms
+        )
         for i, d in enumerate(low):
             ours = _everything(fnn, ferrax.vmap, ferrax.grad, xs[i].astype(d), ms[i].astype(d))
             reference = tree_map(lambda t: t[i], theirs[0])
@@ -254,16 +276,16 @@ def test_values_and_derivatives_as_jax_x32() -> None:
             assert_all_close(ours[:2], reference, d, f"eager {d}", check_types=d == F32, scales=scales)
             if d == F32:
                 assert_all_close(ours[2:], theirs[1:], d, "eager grad")
-        jitted = ferrax.jit(lambda xs, m: _everything(fnn, ferrax.vmap, ferrax.grad, xs, m))(xs[0], ms[0])
+        jitted = ferrax.jit(lambda xs, m: _everything(fnn, ferrax.vmap, ferrax.grad, xs, m, KINKED))(xs[0], ms[0])
         assert_all_close(jitted[:2], tree_map(lambda t: t[0], theirs[0]), F32, "jit")
-        assert_all_close(jitted[2:], theirs[1:], F32, "jit grad")
+        assert_all_close(jitted[2:], ({k: theirs[1][k] for k in KINKED},), F32, "jit grad")
 
 
 def test_values_and_derivatives_as_jax_x64() -> None:
     """The same in float64 with x64 on, eagerly, against JAX's jitted values."""
     xs, m = points(F64), matrix(F64)
     with both_x64(True):
-        theirs = jax.jit(lambda xs, m: _everything(jax.nn, jax.vmap, jax.grad, xs, m))(xs, m)
+        theirs = jax_compiled(lambda xs, m: _everything(jax.nn, jax.vmap, jax.grad, xs, m), xs, m)
         ours = _everything(fnn, ferrax.vmap, ferrax.grad, xs, m)
         assert_all_close(ours, theirs, F64, "eager x64")
 
@@ -319,7 +341,7 @@ def test_softmax_family_derivatives_at_infinities() -> None:
     """Values and gradients of the softmax family where logits are -inf, rows are all
     -inf, or elements are masked out, as JAX's (finite where JAX's are)."""
     x = NEG_INF_LOGITS
-    theirs = jax.jit(lambda x: _hard_grads(jax.nn, jax.grad, x))(x)
+    theirs = jax_compiled(lambda x: _hard_grads(jax.nn, jax.grad, x), x)
     eager = _hard_grads(fnn, ferrax.grad, x)
     jitted = ferrax.jit(lambda x: _hard_grads(fnn, ferrax.grad, x))(x)
     for how, ours in (("eager", eager), ("jit", jitted)):
@@ -352,16 +374,17 @@ INDICES: dict[str, Any] = {
 @pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
 def test_one_hot_as_jax(x64: bool) -> None:
     """Values (out-of-range indices give zero rows), dtypes and shapes as JAX's, for
-    every index dtype, class count, dtype and axis."""
+    every index dtype, class count, dtype and axis (JAX's values in one compilation)."""
     with both_x64(x64):
-        for name, case in ONE_HOT.items():
-            for kind, x in INDICES.items():
-                what = f"one_hot {name} of {kind}"
-                theirs = outcome(lambda: case(jax.nn, x))
-                ours = outcome(lambda: case(fnn, x))
-                assert_same_outcome(ours, theirs, what)
-                if not isinstance(theirs, BaseException):
-                    np.testing.assert_array_equal(np.asarray(case(fnn, x)), np.asarray(case(jax.nn, x)), what)
+        combos = [(name, kind) for name in ONE_HOT for kind in INDICES]
+        ours = {c: outcome(lambda: ONE_HOT[c[0]](fnn, INDICES[c[1]])) for c in combos}
+        theirs = {c: outcome(lambda: jax.eval_shape(lambda: ONE_HOT[c[0]](jax.nn, INDICES[c[1]]))) for c in combos}
+        for c in combos:
+            assert_same_outcome(ours[c], theirs[c], f"one_hot {c}")
+        ok = [c for c in combos if not isinstance(theirs[c], BaseException)]
+        values = jax_compiled(lambda: [ONE_HOT[name](jax.nn, INDICES[kind]) for name, kind in ok])
+        for c, v in zip(ok, values, strict=True):
+            np.testing.assert_array_equal(np.asarray(ONE_HOT[c[0]](fnn, INDICES[c[1]])), np.asarray(v), str(c))
 
 
 def test_one_hot_under_transformations() -> None:
