@@ -444,3 +444,106 @@ def test_traced_num_classes_and_float_indices() -> None:
     with pytest.warns(DeprecationWarning, match="integer-typed"):
         out = fnn.one_hot(np.array([0.0, 1.7]), 2)
     np.testing.assert_array_equal(np.asarray(out), [[1.0, 0.0], [0.0, 0.0]])
+
+
+# ------------------------------------------------------------------------ initializers
+
+INITIALIZERS: dict[str, Callable[[Any], Any]] = {
+    "zeros": lambda init: init.zeros,
+    "ones": lambda init: init.ones,
+    "constant": lambda init: init.constant(-0.5),
+    "constant(int)": lambda init: init.constant(3, dtype=np.int32),
+    "uniform": lambda init: init.uniform(),
+    "uniform(2)": lambda init: init.uniform(2.0),
+    "normal": lambda init: init.normal(),
+    "normal(0.5)": lambda init: init.normal(stddev=0.5),
+    "glorot_uniform": lambda init: init.glorot_uniform(),
+    "xavier_uniform": lambda init: init.xavier_uniform(),
+    "he_uniform": lambda init: init.he_uniform(),
+    "kaiming_uniform(batch_axis=0)": lambda init: init.kaiming_uniform(batch_axis=0),
+    "lecun_uniform": lambda init: init.lecun_uniform(in_axis=(0,), out_axis=-1),
+    "variance_scaling(fan_out, normal)": lambda init: init.variance_scaling(0.3, "fan_out", "normal"),
+    "variance_scaling(fan_geo_avg, uniform)": lambda init: init.variance_scaling(2.0, "fan_geo_avg", "uniform"),
+}
+TRUNCATED: dict[str, Callable[[Any], Any]] = {
+    "truncated_normal": lambda init: init.truncated_normal(),
+    "truncated_normal(1, -1, 3)": lambda init: init.truncated_normal(1.0, lower=-1.0, upper=3.0),
+    "glorot_normal": lambda init: init.glorot_normal(),
+    "xavier_normal": lambda init: init.xavier_normal(),
+    "he_normal": lambda init: init.he_normal(),
+    "kaiming_normal": lambda init: init.kaiming_normal(),
+    "lecun_normal": lambda init: init.lecun_normal(),
+    "variance_scaling(fan_avg, truncated_normal)": lambda init: init.variance_scaling(1.5, "fan_avg", "truncated_normal"),
+}
+INIT_SHAPES = [(3, 4), (2, 3, 5)]
+# A few initializers for the other dtypes (the dtype handling is shared by all).
+FEW = ("constant", "uniform(2)", "normal", "glorot_uniform", "truncated_normal", "he_normal")
+
+
+def _initialized(init: Any, random: Any, seed: Any, dtype: Any, cases: dict[str, Callable[[Any], Any]]) -> dict[str, Any]:
+    """Each case drawn with its own key, over the shapes in turn."""
+    keys = random.split(random.key(seed), len(cases))
+    return {
+        name: make(init)(keys[i], INIT_SHAPES[i % len(INIT_SHAPES)], dtype)
+        for i, (name, make) in enumerate(cases.items())
+    }
+
+
+@pytest.mark.parametrize("dtype", [None, F16, BF16, F64], ids=["default", "float16", "bfloat16", "float64"])
+def test_initializers_as_jax(dtype: Any) -> None:
+    """Every initializer (a few for the non-default dtypes): JAX's bits for the same key
+    (the same draws, scaled alike), dtypes and weak types, eagerly; the default dtype
+    also under jit."""
+    random = pytest.importorskip("ferrax.random")
+    import ferrax.nn.initializers as finit
+    import jax.nn.initializers as jinit
+
+    cases = dict(INITIALIZERS)
+    if hasattr(random, "truncated_normal"):
+        cases.update(TRUNCATED)
+    if dtype is not None:
+        cases = {k: v for k, v in cases.items() if k in FEW}
+    with both_x64(dtype == F64):
+        theirs = jax_compiled(lambda seed: _initialized(jinit, jax.random, seed, dtype, cases), np.uint32(7))
+        eager = _initialized(finit, random, np.uint32(7), dtype, cases)
+        runs = [("eager", eager)]
+        assert eager.keys() == theirs.keys()
+        theirs_few: dict[str, Any] = {}
+        if dtype is None:
+            few = {k: v for k, v in cases.items() if k in FEW}
+            jitted = ferrax.jit(lambda s: _initialized(finit, random, s, dtype, few))(np.uint32(7))
+            runs.append(("jit", jitted))
+            theirs_few = jax_compiled(lambda seed: _initialized(jinit, jax.random, seed, dtype, few), np.uint32(7))
+        for how, ours in runs:
+            assert ours.keys() <= theirs.keys()
+            for name in ours:
+                want = theirs_few[name] if how == "jit" else theirs[name]
+                assert type_of(ours[name]) == type_of(want), (how, name)
+                tol = RTOL.get(np.dtype(want.dtype), 0.0) / 4
+                np.testing.assert_allclose(
+                    np.asarray(ours[name]).astype(np.float64), np.asarray(want).astype(np.float64),
+                    rtol=tol, atol=tol, err_msg=f"{how} {name}",
+                )
+
+
+def test_initializer_errors_as_jax() -> None:
+    """Fans of a 1-d shape, unknown modes and distributions, axes outside the shape:
+    JAX's exception classes, naming the user's line."""
+    random = pytest.importorskip("ferrax.random")
+    import ferrax.nn.initializers as finit
+    import jax.nn.initializers as jinit
+
+    bad: dict[str, Callable[[Any, Any], Any]] = {
+        "1-d shape": lambda init, key: init.glorot_uniform()(key, (5,)),
+        "mode": lambda init, key: init.variance_scaling(1.0, "fan_max", "normal")(key, (2, 2)),
+        "distribution": lambda init, key: init.variance_scaling(1.0, "fan_in", "cauchy")(key, (2, 2)),
+        "in_axis": lambda init, key: init.lecun_uniform(in_axis=3)(key, (2, 2)),
+    }
+    for name, call in bad.items():
+        theirs = outcome(lambda: call(jinit, jax.random.key(0)))
+        assert isinstance(theirs, BaseException), name
+        with pytest.raises(type(theirs)) as info:
+            call(finit, random.key(0))
+        assert "test_nn.py" in str(info.value), (name, str(info.value))
+    assert isinstance(finit.he_normal(), finit.Initializer)
+    np.testing.assert_array_equal(np.asarray(finit.ones(None, (2,))), [1.0, 1.0])

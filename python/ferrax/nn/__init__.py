@@ -2,6 +2,7 @@
 ``logsumexp``, ``one_hot``, ``standardize``), with JAX's dtypes, weak types, values and
 custom derivatives; initializers are in :mod:`ferrax.nn.initializers`."""
 
+from ferrax.nn import initializers
 from ferrax.nn.functions import (
     celu,
     elu,
@@ -38,7 +39,7 @@ from ferrax.nn.functions import (
 
 __all__ = [
     "celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
-    "identity", "leaky_relu", "log1mexp", "log_sigmoid", "log_softmax", "logmeanexp",
+    "identity", "initializers", "leaky_relu", "log1mexp", "log_sigmoid", "log_softmax", "logmeanexp",
     "logsumexp", "mish", "one_hot", "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign",
     "softmax", "softplus", "sparse_plus", "sparse_sigmoid", "squareplus", "standardize",
     "swish", "tanh",
