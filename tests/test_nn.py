@@ -282,11 +282,12 @@ def test_values_and_derivatives_as_jax_x32() -> None:
 
 
 def test_values_and_derivatives_as_jax_x64() -> None:
-    """The same in float64 with x64 on, eagerly, against JAX's jitted values."""
+    """The same in float64 with x64 on, eagerly, against JAX's jitted values (the
+    derivatives of the cases with kinks or custom rules)."""
     xs, m = points(F64), matrix(F64)
     with both_x64(True):
-        theirs = jax_compiled(lambda xs, m: _everything(jax.nn, jax.vmap, jax.grad, xs, m), xs, m)
-        ours = _everything(fnn, ferrax.vmap, ferrax.grad, xs, m)
+        theirs = jax_compiled(lambda xs, m: _everything(jax.nn, jax.vmap, jax.grad, xs, m, KINKED), xs, m)
+        ours = _everything(fnn, ferrax.vmap, ferrax.grad, xs, m, KINKED)
         assert_all_close(ours, theirs, F64, "eager x64")
 
 

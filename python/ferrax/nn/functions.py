@@ -108,9 +108,6 @@ def logaddexp(x1: ArrayLike, x2: ArrayLike) -> Array:
     """``log(exp(x1) + exp(x2))`` without overflow, with JAX's derivative rule (finite
     where an operand is ``-inf``)."""
     a, b = promote_args_inexact("logaddexp", x1, x2)
-    if a.shape != b.shape:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-        a, b = fnp.broadcast_to(a, shape), fnp.broadcast_to(b, shape)
     return _logaddexp(a, b)
 
 
