@@ -315,13 +315,7 @@ class Sharding:
 
     def _hlo_text(self, rank: int) -> str:
         """The sharding as XLA's HloSharding text (``{replicated}``, ``{devices=[2,1]0,1}``)."""
-        tiles, order, copies = self._tiling(rank)
-        if all(t == 1 for t in tiles):
-            return "{replicated}"
-        dims = tiles + ([copies] if copies > 1 else [])
-        ids = ",".join(str(p) for p in order)
-        suffix = " last_tile_dim_replicate" if copies > 1 else ""
-        return f"{{devices=[{','.join(map(str, dims))}]{ids}{suffix}}}"
+        raise NotImplementedError
 
 
 class NamedSharding(Sharding):
@@ -365,17 +359,15 @@ class NamedSharding(Sharding):
                 f"Sharding {self!r} is only valid for values of rank at least {len(self.spec)}, "
                 f"but was applied to a value of rank {rank}."
             )
-        names = self.mesh.axis_names
-        sizes = dict(zip(names, self.mesh.axis_sizes))
-        dim_axes = [self.spec.axes_of(d) for d in range(rank)]
-        used = [a for axes in dim_axes for a in axes]
-        unused = [a for a in names if a not in used]
-        ids = np.arange(self.mesh.size).reshape(self.mesh.axis_sizes)
-        perm = [names.index(a) for a in used + unused]
-        tiles = [math.prod(sizes[a] for a in axes) for axes in dim_axes]
-        copies = math.prod(sizes[a] for a in unused)
-        order = [int(i) for i in np.transpose(ids, perm).reshape(-1)] if ids.ndim else [0]
-        return tiles, order, copies
+        from ferrax import _ir
+
+        return _ir.sharding_tiling(self.mesh.axis_names, self.mesh.axis_sizes, tuple(self.spec), rank)
+
+    def _hlo_text(self, rank: int) -> str:
+        self._tiling(rank)  # a spec longer than the rank is refused with JAX's message
+        from ferrax import _ir
+
+        return _ir.hlo_sharding(self.mesh.axis_names, self.mesh.axis_sizes, tuple(self.spec), rank)
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -431,6 +423,9 @@ class SingleDeviceSharding(Sharding):
     def _tiling(self, rank: int) -> tuple[list[int], list[int], int]:
         return [1] * rank, [0], 1
 
+    def _hlo_text(self, rank: int) -> str:
+        return "{replicated}"
+
     @property
     def is_fully_replicated(self) -> bool:
         return True
@@ -464,6 +459,9 @@ class PositionalSharding(Sharding):
 
     def _tiling(self, rank: int) -> tuple[list[int], list[int], int]:
         return list(self._tiles), list(self._order), self._copies
+
+    def _hlo_text(self, rank: int) -> str:
+        return self._text
 
     @property
     def is_fully_replicated(self) -> bool:
