@@ -548,3 +548,96 @@ def test_initializer_errors_as_jax() -> None:
         assert "test_nn.py" in str(info.value), (name, str(info.value))
     assert isinstance(finit.he_normal(), finit.Initializer)
     np.testing.assert_array_equal(np.asarray(finit.ones(None, (2,))), [1.0, 1.0])
+
+
+# --------------------------------------------------------------------------- attention
+
+_rng = np.random.default_rng(5)
+B, T, S, N, K, H = 2, 5, 6, 4, 2, 3
+Q, KEY, V = (_rng.standard_normal(s).astype(np.float32) for s in ((B, T, N, H), (B, S, K, H), (B, S, K, H)))
+BIAS = _rng.standard_normal((B, N, T, S)).astype(np.float32)
+BIAS_1 = _rng.standard_normal((1, 1, T, S)).astype(np.float32)
+ATT_MASK = _rng.integers(0, 2, (B, 1, T, S)).astype(bool)
+ATTENTION: dict[str, Callable[[Any, Any, Any, Any], Any]] = {
+    "plain": lambda nn, q, k, v: nn.dot_product_attention(q, k, v),
+    "bias": lambda nn, q, k, v: nn.dot_product_attention(q, k, v, BIAS),
+    "one-head bias, mask, scale": lambda nn, q, k, v: nn.dot_product_attention(q, k, v, BIAS_1, ATT_MASK, scale=0.3),
+    "causal": lambda nn, q, k, v: nn.dot_product_attention(q, k, v, is_causal=True),
+    "window": lambda nn, q, k, v: nn.dot_product_attention(q, k, v, local_window_size=(1, 2)),
+    "window 1, causal": lambda nn, q, k, v: nn.dot_product_attention(q, k, v, local_window_size=1, is_causal=True),
+    "sequence lengths": lambda nn, q, k, v: nn.dot_product_attention(
+        q, k, v, query_seq_lengths=np.array([3, 5], np.int32), key_value_seq_lengths=np.array([6, 2], np.int32)
+    ),
+    "residual": lambda nn, q, k, v: nn.dot_product_attention(q, k, v, mask=ATT_MASK, return_residual=True),
+    "unbatched": lambda nn, q, k, v: nn.dot_product_attention(q[0], k[0], v[0], is_causal=True),
+}
+# Half-precision operands: JAX's jitted attention fails on CPU for them (it asks for the
+# F16_F16_F32 dot algorithm, which XLA's CPU backend refuses; eagerly JAX falls back), so
+# ferrax's values are compared with JAX's at the same points in float32, and the types
+# with JAX's traced ones.
+LOW_ATTENTION: dict[str, Callable[[Any, Any, Any, Any], Any]] = {
+    "float16": lambda nn, q, k, v: nn.dot_product_attention(q, k, v),
+    "bfloat16": lambda nn, q, k, v: nn.dot_product_attention(q, k, v, is_causal=True),
+}
+
+
+# The cases also run under ferrax.jit (with the gradient).
+JITTED_ATTENTION = ("one-head bias, mask, scale", "sequence lengths", "residual", "bfloat16")
+
+
+def _attention_all(
+    nn: Any, grad: Any, q: Any, k: Any, v: Any, only: tuple[str, ...] | None = None
+) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    def loss(q: Any, k: Any, v: Any) -> Any:
+        return (nn.dot_product_attention(q, k, v, BIAS, is_causal=True) ** 2).sum()
+
+    low: dict[str, Any] = {}
+    for (name, case), d in zip(LOW_ATTENTION.items(), (F16, BF16)):
+        if only is not None and name not in only:
+            continue
+        # ferrax in the low dtype, JAX in float32 at the same points.
+        ops = [a.astype(d) if nn is fnn else a.astype(d).astype(F32) for a in (q, k, v)]
+        low[name] = case(nn, *ops)
+    values = {name: case(nn, q, k, v) for name, case in ATTENTION.items() if only is None or name in only}
+    return values, grad(loss, argnums=(0, 1, 2))(q, k, v), low
+
+
+def test_dot_product_attention_as_jax() -> None:
+    """Grouped-query attention with biases, masks, causal and windowed masks, sequence
+    lengths, the residual, unbatched and half-precision operands, and its gradient:
+    JAX's values and types, eagerly and jitted."""
+    theirs = jax_compiled(lambda q, k, v: _attention_all(jax.nn, jax.grad, q, k, v), Q, KEY, V)
+    eager = _attention_all(fnn, ferrax.grad, Q, KEY, V)
+    jitted = ferrax.jit(lambda q, k, v: _attention_all(fnn, ferrax.grad, q, k, v, JITTED_ATTENTION))(Q, KEY, V)
+    for how, ours in (("eager", eager), ("jit", jitted)):
+        for name in ours[0]:
+            for o, t in zip(tree_leaves(ours[0][name]), tree_leaves(theirs[0][name]), strict=True):
+                assert type_of(o) == type_of(t), (how, name)
+                assert_close(o, t, np.dtype(t.dtype), f"{how} {name}")
+        for o, t in zip(ours[1], theirs[1], strict=True):
+            assert_close(o, t, F32, f"{how} grad")
+        for (name, case), d in zip(LOW_ATTENTION.items(), (F16, BF16)):
+            if name not in ours[2]:
+                continue
+            want = jax.eval_shape(lambda q, k, v: case(jax.nn, q, k, v), *(a.astype(d) for a in (Q, KEY, V)))
+            assert type_of(ours[2][name]) == type_of(want), (how, name)
+            assert_close(ours[2][name], theirs[2][name], d, f"{how} {name}")
+
+
+def test_dot_product_attention_errors_as_jax() -> None:
+    """Operands that do not fit raise JAX's ValueError, naming the user's line."""
+    bad: dict[str, Callable[[Any], Any]] = {
+        "value dtype": lambda nn: nn.dot_product_attention(Q, KEY, V.astype(np.float16)),
+        "query head size": lambda nn: nn.dot_product_attention(Q[..., :2], KEY, V),
+        "heads not a multiple": lambda nn: nn.dot_product_attention(Q[:, :, :3], KEY, V),
+        "float mask": lambda nn: nn.dot_product_attention(Q, KEY, V, mask=ATT_MASK.astype(np.float32)),
+        "int64 lengths": lambda nn: nn.dot_product_attention(Q, KEY, V, query_seq_lengths=np.array([1, 2], np.int8)),
+        "lengths shape": lambda nn: nn.dot_product_attention(Q, KEY, V, key_value_seq_lengths=np.array([1, 2, 3], np.int32)),
+        "implementation": lambda nn: nn.dot_product_attention(Q, KEY, V, implementation="tpu"),
+    }
+    for name, call in bad.items():
+        theirs = outcome(lambda: call(jax.nn))
+        assert isinstance(theirs, ValueError), (name, theirs)
+        with pytest.raises(ValueError) as info:
+            call(fnn)
+        assert "test_nn.py" in str(info.value), (name, str(info.value))

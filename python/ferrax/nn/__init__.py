@@ -5,6 +5,7 @@ custom derivatives; initializers are in :mod:`ferrax.nn.initializers`."""
 from ferrax.nn import initializers
 from ferrax.nn.functions import (
     celu,
+    dot_product_attention,
     elu,
     gelu,
     glu,
@@ -38,7 +39,7 @@ from ferrax.nn.functions import (
 )
 
 __all__ = [
-    "celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
+    "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
     "identity", "initializers", "leaky_relu", "log1mexp", "log_sigmoid", "log_softmax", "logmeanexp",
     "logsumexp", "mish", "one_hot", "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign",
     "softmax", "softplus", "sparse_plus", "sparse_sigmoid", "squareplus", "standardize",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import operator
 import warnings
+from collections.abc import Sequence
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -36,7 +37,7 @@ from ferrax.numpy._promotion import (
 from ferrax.numpy._shape import normalize_axes, normalize_axis
 
 __all__ = [
-    "celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
+    "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
     "identity", "leaky_relu", "log1mexp", "log_sigmoid", "log_softmax", "logmeanexp",
     "logsumexp", "mish", "one_hot", "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign",
     "softmax", "softplus", "sparse_plus", "sparse_sigmoid", "squareplus", "standardize",
@@ -512,3 +513,145 @@ _log1mexp.defjvps(lambda g, ans, x: g / fnp.expm1(x))
 def log1mexp(x: ArrayLike) -> Array:
     """``log(1 - exp(-x))``, accurate for small and large ``x`` (undefined below 0)."""
     return _log1mexp(_checked("log1mexp", x))
+
+
+# ---------------------------------------------------------------------------- attention
+
+
+def _as_4d(t: ArrayLike) -> Array:
+    """``t`` with leading size-1 axes up to rank 4."""
+    x = fnp.asarray(t)
+    if x.ndim < 4:
+        x = fnp.reshape(x, (1,) * (4 - x.ndim) + x.shape)
+    return x
+
+
+def _check_attention_operand(
+    t: Array | None, shape: Sequence[int], dtype: np.dtype[Any] | None, name: str
+) -> None:
+    if t is None:
+        return
+    if t.ndim != len(shape):
+        raise ValueError(f"{name} ndim should be {len(shape)}, but got {t.ndim}, at {user_location()}")
+    if dtype is not None and t.dtype != dtype:
+        raise ValueError(f"{name} dtype should be {dtype}, but got {t.dtype}, at {user_location()}")
+    if any(want != -1 and got != want for got, want in zip(t.shape, shape)):
+        raise ValueError(f"{name} shape should be {list(shape)}: but got {t.shape}, at {user_location()}")
+
+
+def _grouped(t: Array | None, heads: int, groups: int) -> Array | None:
+    """A ``(B, N, T, S)`` bias or mask as ``(B, K, G, T, S)`` (N = K G heads), or with
+    size-1 head axes if it has one head."""
+    if t is None:
+        return None
+    b, n, rows, cols = t.shape
+    if n == 1:
+        return fnp.reshape(t, (b, 1, 1, rows, cols))
+    if n != heads * groups:
+        raise ValueError(
+            f"a bias or mask has {n} heads, but the query has {heads * groups}, at {user_location()}"
+        )
+    return fnp.reshape(t, (b, heads, groups, rows, cols))
+
+
+def dot_product_attention(
+    query: ArrayLike,
+    key: ArrayLike,
+    value: ArrayLike,
+    bias: ArrayLike | None = None,
+    mask: ArrayLike | None = None,
+    *,
+    scale: float | None = None,
+    is_causal: bool = False,
+    query_seq_lengths: ArrayLike | None = None,
+    key_value_seq_lengths: ArrayLike | None = None,
+    local_window_size: int | tuple[int, int] | None = None,
+    implementation: Literal["xla", "cudnn"] | None = None,
+    return_residual: bool = False,
+) -> Array | tuple[Array, Array]:
+    """Scaled dot-product attention, ``softmax(scale * Q K^T + bias) V``, over arrays of
+    shape ``(B, T, N, H)`` (query) and ``(B, S, K, H)`` (key and value); the batch axis
+    may be left out. ``N`` must be a multiple of ``K`` (grouped-query attention).
+
+    ``mask`` (bool, broadcastable to ``(B, N, T, S)``), ``is_causal``, the sequence
+    lengths and ``local_window_size`` (``(left, right)``, or one int for both) leave
+    positions out; their logits become a large negative number. The softmax is computed
+    in float32 at least (JAX's XLA implementation, the only one here: ``"cudnn"`` is a
+    ``ValueError``). ``return_residual`` also returns the log-sum-exp of each query's
+    logits, of shape ``(B, T, N)``, without gradient.
+    """
+    output_shape = fnp.asarray(query).shape
+    q, k, v = _as_4d(query), _as_4d(key), _as_4d(value)
+    bias_arr = None if bias is None else _as_4d(bias)
+    mask_arr = None if mask is None else _as_4d(mask)
+    q_len = None if query_seq_lengths is None else fnp.asarray(query_seq_lengths)
+    kv_len = None if key_value_seq_lengths is None else fnp.asarray(key_value_seq_lengths)
+    window = (local_window_size, local_window_size) if isinstance(local_window_size, int) else local_window_size
+    b, s, heads, h = k.shape
+    _check_attention_operand(v, [b, s, heads, h], k.dtype, "value")
+    _check_attention_operand(q, [b, -1, -1, h], k.dtype, "query")
+    _check_attention_operand(mask_arr, [-1] * 4, np.dtype(np.bool_), "mask")
+    _check_attention_operand(bias_arr, [-1] * 4, None, "bias")
+    _check_attention_operand(q_len, [b], np.dtype(np.int32), "query_seq_lengths")
+    _check_attention_operand(kv_len, [b], np.dtype(np.int32), "key_value_seq_lengths")
+    if q.shape[-2] % heads != 0:
+        raise ValueError(
+            f"The number of query heads must be a multiple of key/value heads, but got "
+            f"{q.shape[-2]} vs {heads}, at {user_location()}"
+        )
+    if implementation not in (None, "xla"):
+        raise ValueError(
+            f"Unsupported implementation option: {implementation} (ferrax has the XLA "
+            f"implementation only), at {user_location()}"
+        )
+    scale_val = (1.0 / np.sqrt(h)) if scale is None else scale
+    t, n = q.shape[1], q.shape[2]
+    groups = n // heads
+
+    # Logits (B, K, G, T, S), in at least float32.
+    logits_dtype = dtypes.result_type([(q.dtype, False), (np.dtype(np.float32), False)])[0]
+    qg = fnp.reshape(q, (b, t, heads, groups, h))
+    logits = lax.dot_general(qg, k, (((4,), (3,)), ((0, 2), (0, 2))), preferred_element_type=logits_dtype)
+    logits = lax.transpose(logits, (0, 1, 3, 2, 4))  # (B, K, T, G, S) -> (B, K, G, T, S)
+    logits = logits * fnp.array(scale_val, dtype=logits.dtype)
+    grouped_bias = _grouped(bias_arr, heads, groups)
+    if grouped_bias is not None:
+        logits = fnp.astype(logits + grouped_bias, logits.dtype)
+
+    keep: Array | None = _grouped(mask_arr, heads, groups)
+    rows = lax.broadcasted_iota(np.int32, (t, s), 0)
+    cols = lax.broadcasted_iota(np.int32, (t, s), 1)
+    extra: list[Array] = []
+    if is_causal:
+        extra.append(fnp.less_equal(cols, rows))
+    if window is not None:
+        left, right = window
+        extra.append(fnp.logical_and(fnp.greater_equal(rows, cols - right), fnp.less_equal(rows, cols + left)))
+    for m in extra:
+        keep = m if keep is None else fnp.logical_and(keep, m)
+    if q_len is not None or kv_len is not None:
+        padding: Any = True
+        if q_len is not None:
+            padding = fnp.less(rows[None], q_len[:, None, None])
+        if kv_len is not None:
+            padding = fnp.logical_and(padding, fnp.less(cols[None], kv_len[:, None, None]))
+        padding = fnp.reshape(padding, (b, 1, 1, t, s))
+        keep = padding if keep is None else fnp.logical_and(keep, padding)
+    if keep is not None:
+        large_negative = -0.7 * min(float(np.finfo(logits.dtype).max), float(np.finfo(np.float32).max))
+        keep = fnp.broadcast_to(keep, logits.shape)
+        logits = fnp.where(keep, logits, fnp.array(large_negative, dtype=logits.dtype))
+
+    padded = fnp.astype(logits, np.float32)
+    probs = fnp.astype(softmax(padded, axis=-1), k.dtype)
+    encoded = lax.dot_general(probs, v, (((4,), (1,)), ((0, 1), (0, 2))))  # (B, K, G, T, H)
+    encoded = fnp.reshape(lax.transpose(encoded, (0, 3, 1, 2, 4)), (b, t, n, h))
+    if q_len is not None:
+        valid = fnp.less(lax.broadcasted_iota(np.int32, (1, t), 1), q_len[:, None])
+        encoded = encoded * fnp.astype(valid[:, :, None, None], encoded.dtype)
+    out = fnp.reshape(encoded, output_shape)
+    if not return_residual:
+        return out
+    lse = fnp.astype(logsumexp(padded, axis=-1), k.dtype)  # (B, K, G, T)
+    lse = fnp.reshape(lax.transpose(lse, (0, 3, 1, 2)), (b, t, n))
+    return out, fnp.reshape(lax.stop_gradient(lse), output_shape[:-1])
