@@ -337,7 +337,7 @@ impl Cx<'_> {
                 }
                 let (cc, rest) = masks.split_at(nc);
                 let (bc, init) = rest.split_at(nb);
-                let carry = self.fixpoint(body, bc, init, depth)?;
+                let carry = self.fixpoint(body, bc, init, &[], depth)?;
                 let bconsts = vec![0; body.jaxpr().constvars().len()];
                 let body_in: Vec<Axes> = bc.iter().chain(&carry).copied().collect();
                 let (new_body, _) =
@@ -372,7 +372,7 @@ impl Cx<'_> {
                 }
                 let (consts, rest) = masks.split_at(nconsts);
                 let (init, xs) = rest.split_at(ncarry);
-                let carry = self.fixpoint_scan(body, consts, init, xs, depth)?;
+                let carry = self.fixpoint(body, consts, init, xs, depth)?;
                 let bconsts = vec![0; body.jaxpr().constvars().len()];
                 let body_in: Vec<Axes> = consts.iter().chain(&carry).chain(xs).copied().collect();
                 let (_, outs) = self.infer(body.jaxpr(), &bconsts, &body_in, None, depth + 1)?;
@@ -406,30 +406,10 @@ impl Cx<'_> {
         }
     }
 
-    /// The carry axes of a while body at the fixed point (carries only widen).
+    /// The carry axes of a `while` or `scan` body at the fixed point (carries only
+    /// widen): the body takes `consts`, the carry and `xs` (none for `while`), and its
+    /// first outputs are the carry.
     fn fixpoint(
-        &self,
-        body: &ClosedJaxpr,
-        consts: &[Axes],
-        init: &[Axes],
-        depth: usize,
-    ) -> Result<Vec<Axes>, PassError> {
-        let bconsts = vec![0; body.jaxpr().constvars().len()];
-        let mut carry = init.to_vec();
-        for _ in 0..=65 {
-            let ins: Vec<Axes> = consts.iter().chain(&carry).copied().collect();
-            let (_, outs) = self.infer(body.jaxpr(), &bconsts, &ins, None, depth + 1)?;
-            let next: Vec<Axes> = carry.iter().zip(&outs).map(|(c, o)| c | o).collect();
-            if next == carry {
-                return Ok(carry);
-            }
-            carry = next;
-        }
-        Ok(carry)
-    }
-
-    /// The carry axes of a scan body at the fixed point.
-    fn fixpoint_scan(
         &self,
         body: &ClosedJaxpr,
         consts: &[Axes],
