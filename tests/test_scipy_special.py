@@ -53,6 +53,8 @@ if HAS_ERF:
 BINARY: dict[str, Case] = {
     "xlogy": lambda sp, x, y: sp.xlogy(x, y),
     "xlog1py": lambda sp, x, y: sp.xlog1py(x, y),
+    "rel_entr": lambda sp, x, y: sp.rel_entr(x, y),
+    "kl_div": lambda sp, x, y: sp.kl_div(x, y),
 }
 REDUCING: dict[str, Case] = {
     "logsumexp": lambda sp, x: sp.logsumexp(x),

@@ -24,8 +24,8 @@ from ferrax.nn.functions import softmax as _nn_softmax
 from ferrax.numpy._promotion import ArrayLike, convert, operand_aval, promote_args_inexact
 
 __all__ = [
-    "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gammaln", "log_softmax", "logit",
-    "logsumexp", "softmax", "xlog1py", "xlogy",
+    "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gammaln", "kl_div", "log_softmax",
+    "logit", "logsumexp", "rel_entr", "softmax", "xlog1py", "xlogy",
 ]
 
 
@@ -149,6 +149,26 @@ def entr(x: ArrayLike) -> Array:
     xa = _inexact("entr", x)
     negative = lax.lt(xa, convert(0, xa.dtype))
     return lax.select_n(negative, lax.neg(_xlogx(xa)), fnp.full_like(xa, -np.inf))
+
+
+def rel_entr(p: ArrayLike, q: ArrayLike) -> Array:
+    """The relative entropy term: ``p log(p / q)`` where both are positive, 0 where
+    ``p`` is 0 and ``q >= 0``, ``inf`` elsewhere."""
+    pa, qa = promote_args_inexact("rel_entr", p, q)
+    zero = convert(0, pa.dtype, pa.weak_type)
+    both_positive = lax.bitwise_and(lax.gt(pa, zero), lax.gt(qa, zero))
+    p_zero = lax.bitwise_and(lax.eq(pa, zero), lax.ge(qa, zero))
+    safe_p = fnp.where(both_positive, pa, 1)
+    safe_q = fnp.where(both_positive, qa, 1)
+    value = lax.sub(_xlogx(safe_p), _xlogy(*promote_args_inexact("rel_entr", safe_p, safe_q)))
+    return fnp.where(both_positive, value, fnp.where(p_zero, zero, np.inf))
+
+
+def kl_div(p: ArrayLike, q: ArrayLike) -> Array:
+    """The Kullback-Leibler divergence term ``rel_entr(p, q) - p + q``."""
+    pa, qa = promote_args_inexact("kl_div", p, q)
+    out: Array = rel_entr(pa, qa) - pa + qa
+    return out
 
 
 def softmax(x: ArrayLike, /, *, axis: int | tuple[int, ...] | None = None) -> Array:
