@@ -3,7 +3,7 @@
 The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 """
 
-from ferrax import lax, numpy, sharding, tree_util
+from ferrax import lax, numpy, random, sharding, tree_util
 from ferrax._devices import (
     device_count,
     devices,
@@ -88,6 +88,7 @@ __all__ = [
     "make_jaxpr",
     "numpy",
     "pmap",
+    "random",
     "remat",
     "shard_map",
     "tree_util",
