@@ -8,8 +8,9 @@ return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan
 
 Not yet here (ferrax lacks what JAX uses): ``choice`` with ``p=``, ``categorical`` with
 ``replace=False`` (``lax.top_k``), ``gumbel(mode="highest")`` in float32 (``lax.clz``),
-``truncated_normal`` (``erf``, ``nextafter``), ``multivariate_normal`` (linalg), and the
-gamma family (``gamma``, ``beta``, ``dirichlet``, ``t``). ``permutation`` sorts by
+``truncated_normal`` (``erf``, ``nextafter``) and ``multivariate_normal`` (linalg);
+the gamma family (``gamma``, ``loggamma``, ``beta``, ``dirichlet``, ``t``) samples as
+JAX does but has no derivative with respect to its parameters yet. ``permutation`` sorts by
 comparing all pairs (ferrax has no sort primitive yet): quadratic in the axis length.
 """
 
@@ -27,18 +28,23 @@ from ferrax.random._keys import (
 )
 from ferrax.random._samplers import (
     bernoulli,
+    beta,
     bits,
     categorical,
     cauchy,
     choice,
+    dirichlet,
     exponential,
+    gamma,
     gumbel,
     laplace,
     logistic,
+    loggamma,
     normal,
     permutation,
     rademacher,
     randint,
+    t,
     uniform,
 )
 
@@ -47,12 +53,15 @@ __all__ = [
     "KeyDType",
     "PRNGKey",
     "bernoulli",
+    "beta",
     "bits",
     "categorical",
     "cauchy",
     "choice",
+    "dirichlet",
     "exponential",
     "fold_in",
+    "gamma",
     "gumbel",
     "key",
     "key_data",
@@ -60,11 +69,13 @@ __all__ = [
     "key_impl",
     "laplace",
     "logistic",
+    "loggamma",
     "normal",
     "permutation",
     "rademacher",
     "randint",
     "split",
+    "t",
     "uniform",
     "wrap_key_data",
 ]

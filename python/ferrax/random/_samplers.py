@@ -22,18 +22,23 @@ from ferrax.random._keys import UINT_DTYPES, check_key, random_bits_data, split_
 
 __all__ = [
     "bernoulli",
+    "beta",
     "bits",
     "categorical",
     "cauchy",
     "choice",
+    "dirichlet",
     "exponential",
+    "gamma",
     "gumbel",
     "laplace",
     "logistic",
+    "loggamma",
     "normal",
     "permutation",
     "rademacher",
     "randint",
+    "t",
     "uniform",
 ]
 
@@ -736,4 +741,188 @@ def choice(
         result = perm[index]
     final = shp if arr.ndim == 0 else (*arr.shape[:axis], *shp, *arr.shape[axis + 1:])
     out = fnp.reshape(result, final)
+    return out
+
+
+# --- the gamma family ------------------------------------------------------------------
+
+
+def _scalar_normal(data: Any, dtype: np.dtype[Any]) -> Any:
+    return _normal_impl(_raw_bits(data, (), dtype), (), dtype)
+
+
+def _scalar_uniform(data: Any, dtype: np.dtype[Any]) -> Any:
+    return _uniform_values(_raw_bits(data, (), dtype), _const(0.0, dtype), _const(1.0, dtype), (), dtype)
+
+
+def _gamma_one(data: Any, alpha: Any, log_space: bool) -> Any:
+    # Marsaglia and Tsang's method, with JAX's keys, loops and boost for alpha < 1.
+    dtype = alpha.dtype
+
+    def c(v: float) -> Any:
+        return fnp.full((), v, dtype)
+
+    zero, one, minus_one = c(0.0), c(1.0), c(-1.0)
+    boost_mask = lax.ge(alpha, one)
+    alpha_orig = alpha
+    alpha = lax.select_n(boost_mask, lax.add(alpha, one), alpha)
+    d = lax.sub(alpha, c(1.0 / 3.0))
+    cc = lax.div(c(1.0 / 3.0), lax.sqrt(d))
+
+    def cond_fn(state: Any) -> Any:
+        _, x, v, u = state
+        return fnp.logical_and(
+            lax.ge(u, lax.sub(one, lax.mul(c(0.0331), lax.mul(x, x)))),
+            lax.ge(
+                lax.log(u),
+                lax.add(lax.mul(x, c(0.5)), lax.mul(d, lax.add(lax.sub(one, v), lax.log(v)))),
+            ),
+        )
+
+    def next_xv(state: Any) -> Any:
+        k = split_data(state[0], (2,))
+        x = _scalar_normal(k[1], dtype)
+        return k[0], x, lax.add(one, lax.mul(x, cc))
+
+    def body_fn(state: Any) -> Any:
+        k = split_data(state[0], (3,))
+        _, x, v = lax.while_loop(lambda s: lax.le(s[2], zero), next_xv, (k[1], zero, minus_one))
+        big_x = lax.mul(x, x)
+        big_v = lax.mul(lax.mul(v, v), v)
+        u = _scalar_uniform(k[2], dtype)
+        return k[0], big_x, big_v, u
+
+    keys = split_data(data, (2,))
+    _, _, v, _ = lax.while_loop(cond_fn, body_fn, (keys[0], zero, one, c(2.0)))
+    if log_space:
+        u = _scalar_uniform(keys[1], dtype)
+        log_samples = lax.neg(lax.neg(lax.log1p(lax.neg(u))))
+        log_boost = lax.select_n(
+            fnp.logical_or(boost_mask, lax.eq(log_samples, zero)),
+            lax.mul(log_samples, lax.div(one, alpha_orig)),
+            zero,
+        )
+        return lax.add(lax.add(lax.log(d), lax.log(v)), log_boost)
+    samples = lax.sub(one, _scalar_uniform(keys[1], dtype))
+    boost = lax.select_n(boost_mask, lax.pow(samples, lax.div(one, alpha_orig)), one)
+    return lax.mul(lax.mul(d, v), boost)
+
+
+def _gamma_values(data: Any, a: Any, log_space: bool) -> Any:
+    from ferrax._vmap import vmap
+
+    shape = tuple(a.shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    keys = split_data(data, (n,))
+    samples = vmap(lambda k, al: _gamma_one(k, al, log_space))(keys, fnp.reshape(a, (n,)))
+    return fnp.reshape(samples, shape)
+
+
+def _gamma_impl(data: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype[Any], log_space: bool) -> Any:
+    a = lax.convert_element_type(a, dtype)
+    if tuple(a.shape) != shape:
+        a = fnp.broadcast_to(a, shape)
+    return _gamma_values(data, a, log_space)
+
+
+_gamma_jit = jit(_gamma_impl, static_argnums=(2, 3, 4))
+
+
+def _param_shape(name: str, shape: Shape | None, *params: Any) -> tuple[int, ...]:
+    if shape is None:
+        return _broadcast_shapes(*(_np_shape(p) for p in params))
+    shp = _canonical_shape(shape)
+    _check_shape(name, shp, *(_np_shape(p) for p in params))
+    return shp
+
+
+def gamma(key: Any, a: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """Gamma random values with shape parameter ``a`` (Marsaglia and Tsang, as JAX;
+    no derivative with respect to ``a`` yet)."""
+    data, _ = check_key("gamma", key)
+    d = _float_dtype("gamma", dtype)
+    out: Array = _gamma_jit(data, a, _param_shape("gamma", shape, a), d, False)
+    return out
+
+
+def loggamma(key: Any, a: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """The log of gamma random values, computed in log space (accurate for small ``a``)."""
+    data, _ = check_key("loggamma", key)
+    d = _float_dtype("gamma", dtype)
+    out: Array = _gamma_jit(data, a, _param_shape("gamma", shape, a), d, True)
+    return out
+
+
+def _beta_impl(data: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    keys = split_data(data, (2,))
+    a = fnp.broadcast_to(lax.convert_element_type(a, dtype), shape)
+    b = fnp.broadcast_to(lax.convert_element_type(b, dtype), shape)
+    log_a = _gamma_values(keys[0], a, True)
+    log_b = _gamma_values(keys[1], b, True)
+    log_max = lax.max(log_a, log_b)
+    ga = lax.exp(lax.sub(log_a, log_max))
+    gb = lax.exp(lax.sub(log_b, log_max))
+    return lax.div(ga, lax.add(ga, gb))
+
+
+_beta_jit = jit(_beta_impl, static_argnums=(3, 4))
+
+
+def beta(key: Any, a: Any, b: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """Beta random values with parameters ``a`` and ``b``."""
+    data, _ = check_key("beta", key)
+    d = _float_dtype("beta", dtype)
+    out: Array = _beta_jit(data, a, b, _param_shape("beta", shape, a, b), d)
+    return out
+
+
+def _dirichlet_impl(data: Any, alpha: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    alpha = lax.convert_element_type(alpha, dtype)
+    full = (*shape, alpha.shape[-1])
+    logs = _gamma_values(data, fnp.broadcast_to(alpha, full), True)
+    # softmax over the last axis, as jax.nn.softmax computes it.
+    shifted = lax.sub(logs, fnp.broadcast_to(fnp.max(logs, axis=-1, keepdims=True), full))
+    unnormalized = lax.exp(shifted)
+    total = fnp.broadcast_to(fnp.sum(unnormalized, axis=-1, keepdims=True), full)
+    return lax.div(unnormalized, total)
+
+
+_dirichlet_jit = jit(_dirichlet_impl, static_argnums=(2, 3))
+
+
+def dirichlet(key: Any, alpha: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """Dirichlet random vectors with concentrations ``alpha`` (its last axis)."""
+    data, _ = check_key("dirichlet", key)
+    d = _float_dtype("dirichlet", dtype)
+    ashape = _np_shape(alpha)
+    if len(ashape) < 1:
+        raise ValueError(
+            f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == {len(ashape)}, at {user_location()}"
+        )
+    if shape is None:
+        shp = ashape[:-1]
+    else:
+        shp = _canonical_shape(shape)
+        _check_shape("dirichlet", shp, ashape[:-1])
+    out: Array = _dirichlet_jit(data, alpha, shp, d)
+    return out
+
+
+def _t_impl(data: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    df = lax.convert_element_type(df, dtype)
+    keys = split_data(data, (2,))
+    n = _normal_impl(_raw_bits(keys[0], shape, dtype), shape, dtype)
+    half_df = lax.div(fnp.broadcast_to(df, shape), fnp.full(shape, 2.0, dtype))
+    g = _gamma_values(keys[1], half_df, False)
+    return lax.mul(n, lax.sqrt(lax.div(half_df, g)))
+
+
+_t_jit = jit(_t_impl, static_argnums=(2, 3))
+
+
+def t(key: Any, df: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """Student's t random values with ``df`` degrees of freedom."""
+    data, _ = check_key("t", key)
+    d = _float_dtype("t", dtype)
+    out: Array = _t_jit(data, df, _param_shape("t", shape, df), d)
     return out
