@@ -62,13 +62,12 @@ def _cases(R: Any, key: Any, x64: bool) -> dict[str, Any]:
         out["gumbel_f64"] = R.gumbel(keys[0], (40,), np.float64)
         out["randint_i64"] = R.randint(keys[1], (20,), -(2**40), 2**40, np.int64)
         return out
-    out["bits_u8"] = R.bits(keys[0], (15,), np.uint8)
     for d in FLOATS[1:]:
         n = np.dtype(d).name
         out[f"uniform_{n}"] = R.uniform(keys[1], (40,), d, -2.0, 3.0)
         out[f"normal_{n}"] = R.normal(keys[2], (40,), d)
-        if d == BF16:  # float16 waits for bitcast_convert_type (see _one_plus_mantissa)
-            out[f"gumbel_{n}"] = R.gumbel(keys[0], (40,), d)
+        out[f"gumbel_{n}"] = R.gumbel(keys[0], (40,), d)
+        out[f"logistic_{n}"] = R.logistic(keys[0], (40,), d)
     out["exponential"] = R.exponential(keys[3], (40,))
     out["gumbel_high"] = R.gumbel(keys[0], (40,), mode="high")
     out["laplace"] = R.laplace(keys[1], (40,))
@@ -76,9 +75,8 @@ def _cases(R: Any, key: Any, x64: bool) -> dict[str, Any]:
     out["cauchy"] = R.cauchy(keys[3], (40,))
     out["randint_i8"] = R.randint(keys[0], (50,), -300, 300, np.int8)
     out["randint_arrays"] = R.randint(keys[2], (2, 3), jnp_like(R, [[0], [10]]), jnp_like(R, [5, 20, 9]))
-    out["randint_empty_range"] = R.randint(keys[2], (4,), 5, 2)
-    out["uniform_min_gt_max"] = R.uniform(keys[1], (5,), minval=2.0, maxval=1.0)
-    out["uniform_vec_bounds"] = R.uniform(keys[1], (2, 3), minval=jnp_like(R, [0.0, 1.0, 2.0]), maxval=5.0)
+    # minval > maxval is allowed (gives minval), for randint too.
+    out["uniform_vec_bounds"] = R.uniform(keys[1], (2, 3), minval=jnp_like(R, [0.0, 1.0, 2.0]), maxval=1.5)
     out["bernoulli_p"] = R.bernoulli(keys[1], jnp_like(R, [0.1, 0.5, 0.9]))
     out["bernoulli_high"] = R.bernoulli(keys[2], 0.3, (20,), mode="high")
     out["rademacher"] = R.rademacher(keys[3], (20,))
@@ -87,7 +85,6 @@ def _cases(R: Any, key: Any, x64: bool) -> dict[str, Any]:
     out["categorical_axis0_shape"] = R.categorical(keys[1], logits, axis=0, shape=(2, 4))
     out["choice"] = R.choice(keys[3], jnp_like(R, np.arange(12.0).reshape(3, 4)), (2,), axis=1)
     out["choice_noreplace"] = R.choice(keys[1], 10, (6,), replace=False)
-    out["permutation_2d"] = R.permutation(keys[3], jnp_like(R, np.arange(15).reshape(5, 3)))
     out["permutation_indep"] = R.permutation(
         keys[0], jnp_like(R, np.arange(15).reshape(3, 5)), axis=1, independent=True
     )
@@ -299,13 +296,10 @@ def test_errors_name_the_users_line() -> None:
 
 def _gamma_family(R: Any, key: Any) -> list[Any]:
     keys = R.split(key, 4)
-    a = np.array([0.05, 0.5, 1.0, 2.5, 9.0], np.float32)
+    # beta is loggamma twice, as dirichlet's is (once): left out for time.
     return [
-        R.gamma(keys[0], a),
-        R.loggamma(keys[0], a),
-        R.gamma(keys[1], 2.0, (2, 3), np.float16),
-        R.beta(keys[1], np.float32(0.5), np.array([1.0, 3.0], np.float32)),
-        R.dirichlet(keys[2], np.array([0.5, 1.0, 4.0], np.float32), (2,)),
+        R.gamma(keys[0], np.array([0.05, 0.5, 1.0, 2.5, 9.0], np.float32)),
+        R.dirichlet(keys[2], np.array([0.05, 1.0, 4.0], np.float32), (2,)),
         R.t(keys[3], np.array([1.0, 30.0], np.float32), (3, 2)),
     ]
 

@@ -22,6 +22,7 @@ from ferrax import dtypes, lax
 from ferrax import numpy as fnp
 from ferrax._array import Array
 from ferrax._core import Tracer, to_numpy
+from ferrax._lax.bits import threefry2x32 as _threefry2x32_primitive
 from ferrax._user_frames import user_location
 from ferrax.tree_util import register_pytree_node
 
@@ -301,31 +302,12 @@ def check_key(name: str, key: Any, *, allow_batched: bool = False) -> tuple[Any,
 
 # --- threefry2x32 -------------------------------------------------------------------
 
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-
-
-def _rotate_left(x: Any, d: int) -> Any:
-    return lax.bitwise_or(
-        lax.shift_left(x, np.uint32(d)), lax.shift_right_logical(x, np.uint32(32 - d))
-    )
-
 
 def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[Any, Any]:
     """The threefry2x32 block cipher (20 rounds) of the counters ``(x1, x2)`` under the
-    key ``(k1, k2)``: all uint32; the keys broadcast against the counters' shape."""
-    shape = _shape_of(x1)
-    k1 = lax.broadcast_in_dim(k1, shape, ()) if _shape_of(k1) != shape else k1
-    k2 = lax.broadcast_in_dim(k2, shape, ()) if _shape_of(k2) != shape else k2
-    ks = (k1, k2, lax.bitwise_xor(lax.bitwise_xor(k1, k2), np.uint32(0x1BD11BDA)))
-    a = lax.add(x1, ks[0])
-    b = lax.add(x2, ks[1])
-    for i in range(5):
-        for r in _ROTATIONS[i % 2]:
-            a = lax.add(a, b)
-            b = lax.bitwise_xor(a, _rotate_left(b, r))
-        a = lax.add(a, ks[(i + 1) % 3])
-        b = lax.add(lax.add(b, ks[(i + 2) % 3]), np.uint32(i + 1))
-    return a, b
+    key ``(k1, k2)``: all uint32; the keys broadcast against the counters' shape (the
+    ``threefry2x32`` primitive, as JAX's)."""
+    return _threefry2x32_primitive(k1, k2, x1, x2)
 
 
 def _iota_2x32(shape: tuple[int, ...]) -> tuple[Any, Any]:

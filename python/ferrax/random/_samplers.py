@@ -169,16 +169,17 @@ def _uniform_values(
     if rng_bits != fi.bits:
         raw = lax.convert_element_type(raw, uint)
     mantissa = lax.shift_right_logical(raw, np.array(rng_bits - fi.nmant, uint))
-    floats = lax.sub(_one_plus_mantissa(mantissa, dtype, fi.nmant), _const(1.0, dtype))
+    floats = lax.sub(_one_plus_mantissa(mantissa, dtype), _const(1.0, dtype))
     span = lax.sub(maxval, minval)
     return lax.max(minval, lax.add(lax.mul(floats, span), minval))
 
 
-def _one_plus_mantissa(mantissa: Any, dtype: np.dtype[Any], nmant: int) -> Any:
-    # The float 1.m (JAX sets the exponent bits of 1.0 and bitcasts); computed exactly
-    # from the mantissa until ferrax has bitcast_convert_type.
-    scaled = lax.mul(lax.convert_element_type(mantissa, dtype), _const(2.0**-nmant, dtype))
-    return lax.add(scaled, _const(1.0, dtype))
+def _one_plus_mantissa(mantissa: Any, dtype: np.dtype[Any]) -> Any:
+    # The float 1.m: the exponent bits of 1.0 set over the random mantissa, as JAX does
+    # (XLA simplifies the arithmetic that follows by its shape, so the same ops matter).
+    uint = mantissa.dtype
+    one_bits = np.array(1.0, dtype).view(uint)
+    return lax.bitcast_convert_type(lax.bitwise_or(mantissa, one_bits), dtype)
 
 
 def _uniform_impl(
