@@ -70,6 +70,7 @@ def _cases(R: Any, key: Any, x64: bool) -> dict[str, Any]:
         out[f"logistic_{n}"] = R.logistic(keys[0], (40,), d)
     out["exponential"] = R.exponential(keys[3], (40,))
     out["gumbel_high"] = R.gumbel(keys[0], (40,), mode="high")
+    out["gumbel_highest"] = R.gumbel(keys[1], (40,), mode="highest")
     out["laplace"] = R.laplace(keys[1], (40,))
     out["logistic"] = R.logistic(keys[2], (40,))
     out["cauchy"] = R.cauchy(keys[3], (40,))
@@ -323,3 +324,21 @@ def test_gamma_family_matches_jax() -> None:
         assert _ulps(g_np, w_np) <= 2
         same += int((g_np.view(np.dtype(f"i{g_np.itemsize}")) == w_np.view(np.dtype(f"i{w_np.itemsize}"))).sum())
     assert same >= sum(np.size(w) for w in want) - 4
+
+
+@pytest.mark.skipif(not hasattr(flax, "erf"), reason="needs ferrax.lax.erf")
+def test_truncated_normal_matches_jax() -> None:
+    def draws(R: Any, k: Any) -> list[Any]:
+        k1, k2 = R.split(k)
+        return [
+            R.truncated_normal(k1, -1.0, 2.0, (50,)),
+            R.truncated_normal(k2, np.array([-3.0, 0.0, 1.0], np.float32), 1.5),
+            R.truncated_normal(k2, 0.5, 4.0, (3,), np.float16),
+        ]
+
+    want = jax.jit(lambda k: draws(jr, k))(jr.key(4))
+    got = ferrax.jit(lambda k: draws(fr, k))(fr.key(4))
+    for w, g in zip(want, got):
+        w_np, g_np = np.asarray(w), np.asarray(g)
+        assert (g_np.dtype, g_np.shape) == (w_np.dtype, w_np.shape)
+        assert g_np.tobytes() == w_np.tobytes()

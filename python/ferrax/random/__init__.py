@@ -7,11 +7,11 @@ return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan
 ``lax.cond``.
 
 Not yet here (ferrax lacks what JAX uses): ``choice`` with ``p=``, ``categorical`` with
-``replace=False`` (``lax.top_k``), ``gumbel(mode="highest")`` in float32 (``lax.clz``),
-``truncated_normal`` (``erf``, ``nextafter``) and ``multivariate_normal`` (linalg);
-the gamma family (``gamma``, ``loggamma``, ``beta``, ``dirichlet``, ``t``) samples as
-JAX does but has no derivative with respect to its parameters yet. ``permutation`` sorts by
-comparing all pairs (ferrax has no sort primitive yet): quadratic in the axis length.
+``replace=False`` (``lax.top_k``) and ``multivariate_normal`` (linalg);
+``truncated_normal`` needs ``ferrax.lax.erf``. The gamma family (``gamma``,
+``loggamma``, ``beta``, ``dirichlet``, ``t``) samples as JAX does but has no derivative
+with respect to its parameters yet. ``permutation`` sorts by comparing all pairs
+(ferrax has no sort primitive yet): quadratic in the axis length.
 """
 
 from ferrax.random._keys import (
@@ -45,6 +45,7 @@ from ferrax.random._samplers import (
     rademacher,
     randint,
     t,
+    truncated_normal,
     uniform,
 )
 
@@ -76,6 +77,7 @@ __all__ = [
     "randint",
     "split",
     "t",
+    "truncated_normal",
     "uniform",
     "wrap_key_data",
 ]

@@ -39,6 +39,7 @@ __all__ = [
     "rademacher",
     "randint",
     "t",
+    "truncated_normal",
     "uniform",
 ]
 
@@ -390,6 +391,79 @@ def normal(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
     return out
 
 
+def _erf(x: Any) -> Any:
+    """``lax.erf`` (a primitive lowered to chlo.erf, as JAX's)."""
+    erf = getattr(lax, "erf", None)
+    if erf is None:
+        raise NotImplementedError(
+            f"truncated_normal needs ferrax.lax.erf, which this build lacks, at {user_location()}"
+        )
+    return erf(x)
+
+
+def _nextafter_inf(x: Any, up: bool) -> Any:
+    """``nextafter(x, +inf)`` (``up``) or ``nextafter(x, -inf)``, on the bits, as XLA
+    expands chlo.next_after."""
+    dtype = x.dtype
+    ints = np.dtype(f"i{dtype.itemsize}")
+    shape = _np_shape(x)
+    nbits = 8 * dtype.itemsize
+    sign_mask = np.array(-(2 ** (nbits - 1)), ints)
+    abs_mask = np.array(2 ** (nbits - 1) - 1, ints)
+    inf_bits = np.array(np.inf, dtype).view(ints)
+    nan_bits = np.array(np.nan, dtype).view(ints)
+
+    def full(v: Any) -> Any:
+        return fnp.full(shape, v, ints)
+
+    xi = lax.bitcast_convert_type(x, ints)
+    x_abs = lax.bitwise_and(xi, full(abs_mask))
+    negative = lax.ne(lax.bitwise_and(xi, full(sign_mask)), full(0))
+    away = fnp.logical_or(lax.gt(x_abs, full(inf_bits)), negative if up else fnp.logical_not(negative))
+    step = lax.select_n(away, full(1), full(-1))
+    result = lax.add(xi, step)
+    smallest = full(1) if up else lax.bitwise_or(full(sign_mask), full(1))
+    result = lax.select_n(lax.eq(x_abs, full(0)), result, smallest)
+    target = np.inf if up else -np.inf
+    result = lax.select_n(lax.eq(x, fnp.full(shape, target, dtype)), result, full(np.array(target, dtype).view(ints)))
+    result = lax.select_n(lax.ne(x, x), result, full(nan_bits))
+    return lax.bitcast_convert_type(result, dtype)
+
+
+def _truncated_normal_impl(
+    raw: Any, lower: Any, upper: Any, shape: tuple[int, ...], dtype: np.dtype[Any]
+) -> Any:
+    sqrt2 = _const(math.sqrt(2), dtype)
+    lower = lax.convert_element_type(lower, dtype)
+    upper = lax.convert_element_type(upper, dtype)
+    a = _erf(lax.div(lower, fnp.full(_np_shape(lower), sqrt2, dtype)))
+    b = _erf(lax.div(upper, fnp.full(_np_shape(upper), sqrt2, dtype)))
+    u = _uniform_values(raw, a, b, shape, dtype)
+    out = lax.mul(fnp.full(shape, sqrt2, dtype), _erf_inv(u))
+    lo = fnp.broadcast_to(_nextafter_inf(lax.stop_gradient(lower), True), shape)
+    hi = fnp.broadcast_to(_nextafter_inf(lax.stop_gradient(upper), False), shape)
+    return lax.min(hi, lax.max(lo, out))
+
+
+_truncated_normal_jit = jit(_truncated_normal_impl, static_argnums=(3, 4))
+
+
+def truncated_normal(
+    key: Any, lower: Any, upper: Any, shape: Shape | None = None, dtype: Any = None
+) -> Array:
+    """Standard normal values truncated to ``(lower, upper)`` (by inverting the normal
+    CDF on a uniform draw between ``erf`` of the bounds, as JAX)."""
+    shp = None if shape is None else _canonical_shape(shape)
+    data, _ = check_key("truncated_normal", key)
+    d = _float_dtype("truncated_normal", dtype)
+    if shp is None:
+        shp = _broadcast_shapes(_np_shape(lower), _np_shape(upper))
+    else:
+        _check_shape("truncated_normal", shp, _np_shape(lower), _np_shape(upper))
+    out: Array = _truncated_normal_jit(_raw_bits(data, shp, d), lower, upper, shp, d)
+    return out
+
+
 def _bernoulli_impl(
     raw: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
     dtype = p.dtype
@@ -511,9 +585,7 @@ def _gumbel_values(
         u = _uniform_values(raw, _const(fi.tiny, dtype), _const(1.0, dtype), shape, dtype)
         return lax.neg(lax.log(lax.neg(lax.log(u))))
     if mode == "highest" and dtype == np.dtype(np.float32):
-        raise NotImplementedError(
-            f"gumbel mode='highest' for float32 needs lax.clz, at {user_location()}"
-        )
+        return _gumbel_highest_f32(raw, shape)
     both = _uniform_values(raw, _const(0.0, dtype), _const(1.0, dtype), (2, *shape), dtype)
     high, low = both[0], both[1]
     x = lax.select_n(
@@ -525,6 +597,42 @@ def _gumbel_values(
         high,
     )
     return lax.neg(lax.log(lax.neg(lax.log1p(lax.neg(x)))))
+
+
+def _safe_int_to_float(hi: Any, lo: Any) -> Any:
+    # The 64-bit fixed-point fraction hi:lo as a float32 in (0, 1), keeping the leading
+    # bits whatever the number of leading zeros (JAX's _safe_int_to_float).
+    shape = _np_shape(hi)
+
+    def full(v: int) -> Any:
+        return fnp.full(shape, np.array(v, np.uint32), np.uint32)
+
+    hiclz, loclz = lax.clz(hi), lax.clz(lo)
+    hi_all_zero = lax.eq(hiclz, full(32))
+    mantissa = lax.bitwise_or(
+        lax.shift_left(hi, hiclz),
+        lax.select_n(hi_all_zero, lax.shift_right_logical(lo, lax.sub(full(32), hiclz)), lax.shift_left(lo, loclz)),
+    )
+    mantissa = lax.shift_right_logical(mantissa, full(32 - 23 - 1))
+    mantissa = lax.bitwise_and(mantissa, full((1 << 23) - 1))
+    zeros = lax.select_n(hi_all_zero, hiclz, lax.add(full(32), loclz))
+    exp = lax.shift_left(lax.sub(full(126), zeros), full(23))
+    exp = lax.bitwise_and(exp, full((1 << 30) - (1 << 22)))
+    return lax.bitcast_convert_type(lax.bitwise_or(exp, mantissa), np.float32)
+
+
+def _gumbel_highest_f32(raw: Any, shape: tuple[int, ...]) -> Any:
+    neg = lax.bitwise_not(raw)
+    lo_bits = neg[1]
+    carry = fnp.astype(lax.eq(lo_bits, fnp.full(shape, np.array(0xFFFFFFFF, np.uint32), np.uint32)), np.uint32)
+    neg = lax.add(neg, fnp.stack([carry, fnp.ones(shape, np.uint32)]))
+    flip = lax.lt(raw[0], fnp.full(shape, np.array(1 << 31, np.uint32), np.uint32))
+    hi = lax.select_n(flip, neg[0], raw[0])
+    lo = lax.select_n(flip, neg[1], raw[1])
+    x = _safe_int_to_float(hi, lo)
+    one_minus = lax.neg(lax.log(lax.neg(lax.log1p(lax.neg(x)))))
+    direct = lax.neg(lax.log(lax.neg(lax.log(x))))
+    return lax.select_n(flip, direct, one_minus)
 
 
 _gumbel_jit = jit(_gumbel_values, static_argnums=(1, 2, 3))
@@ -542,7 +650,8 @@ def _gumbel_mode(mode: str | None) -> str:
 
 
 def gumbel(key: Any, shape: Shape = (), dtype: Any = None, mode: str | None = None) -> Array:
-    """Standard Gumbel random values (``mode`` "low", "high" or "highest" as JAX's)."""
+    """Standard Gumbel random values (``mode`` "low", "high" or "highest" as JAX's:
+    more random bits for a wider range)."""
     data, _ = check_key("gumbel", key)
     shp, d = _simple_sampler("gumbel", dtype, shape)
     m = _gumbel_mode(mode)
