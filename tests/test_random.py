@@ -86,6 +86,8 @@ def _cases(R: Any, key: Any, x64: bool) -> dict[str, Any]:
     out["categorical_axis0_shape"] = R.categorical(keys[1], logits, axis=0, shape=(2, 4))
     out["choice"] = R.choice(keys[3], jnp_like(R, np.arange(12.0).reshape(3, 4)), (2,), axis=1)
     out["choice_noreplace"] = R.choice(keys[1], 10, (6,), replace=False)
+    out["choice_p"] = R.choice(keys[2], 5, (9,), p=jnp_like(R, [0.1, 0.2, 0.05, 0.3, 0.35]))
+    out["categorical_noreplace"] = R.categorical(keys[3], logits, shape=(2, 3), replace=False)
     out["permutation_indep"] = R.permutation(
         keys[0], jnp_like(R, np.arange(15).reshape(3, 5)), axis=1, independent=True
     )
@@ -227,6 +229,27 @@ def test_key_array_behaves_as_jax() -> None:
     assert fr.key_impl(k) == jr.key_impl(jk) == fr.key_impl(fr.PRNGKey(0))
     assert np.asarray(fr.uniform(fr.PRNGKey(5), (3,))).tolist() == np.asarray(fr.uniform(k, (3,))).tolist()
     assert fr.key_dtype() == k.dtype
+
+
+def test_dtypes_weak_types_and_derivatives() -> None:
+    def kinds(R: Any) -> list[tuple[Any, bool]]:
+        k = R.key(0)
+        outs = [
+            R.uniform(k), R.normal(k), R.randint(k, (), 0, 3), R.bits(k), R.bernoulli(k),
+            R.key_data(k), R.PRNGKey(0), R.rademacher(k), R.categorical(k, np.zeros(3, np.float32)),
+            R.choice(k, 4, (2,)), R.permutation(k, 4),
+        ]
+        return [(np.dtype(x.dtype), bool(x.weak_type)) for x in outs]
+
+    assert kinds(fr) == kinds(jr)
+    # Bounds are differentiable; the draws themselves are constants.
+    for R, api in ((jr, jax), (fr, ferrax)):
+        g = api.grad(lambda m: R.uniform(R.key(0), (3,), minval=m, maxval=2.0 * m + 1.0).sum())(0.5)
+        h = api.grad(lambda m: (m * R.normal(R.key(0), (3,))).sum())(0.5)
+        if R is jr:
+            want = (np.asarray(g), np.asarray(h))
+        else:
+            assert (np.asarray(g).tobytes(), np.asarray(h).tobytes()) == (want[0].tobytes(), want[1].tobytes())
 
 
 def _errors(R: Any, np_like: Any) -> list[Callable[[], Any]]:

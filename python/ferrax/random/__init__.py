@@ -6,12 +6,12 @@ Keys are typed (``key(0)``: a :class:`KeyArray` of dtype ``key<fry>``) or raw
 return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan`` and
 ``lax.cond``.
 
-Not yet here (ferrax lacks what JAX uses): ``choice`` with ``p=``, ``categorical`` with
-``replace=False`` (``lax.top_k``) and ``multivariate_normal`` (linalg);
-``truncated_normal`` needs ``ferrax.lax.erf``. The gamma family (``gamma``,
-``loggamma``, ``beta``, ``dirichlet``, ``t``) samples as JAX does but has no derivative
-with respect to its parameters yet. ``permutation`` sorts by comparing all pairs
-(ferrax has no sort primitive yet): quadratic in the axis length.
+Not yet here: ``multivariate_normal`` (ferrax has no linalg yet). ``truncated_normal``
+needs ``ferrax.lax.erf``. The gamma family (``gamma``, ``loggamma``, ``beta``,
+``dirichlet``, ``t``) samples as JAX does but has no derivative with respect to its
+parameters yet. ``permutation``, ``choice(replace=False)`` and
+``categorical(replace=False)`` sort by comparing all pairs, as ferrax has no sort or
+top_k primitive yet: quadratic in the axis length (the same results as JAX's sorts).
 """
 
 from ferrax.random._keys import (

@@ -707,6 +707,22 @@ def _categorical_impl(
 _categorical_jit = jit(_categorical_impl, static_argnums=(2, 3, 4))
 
 
+def _categorical_top_k_impl(
+    raw: Any, logits: Any, shape: tuple[int, ...], axis: int, k: int, mode: str
+) -> Any:
+    shifted = lax.add(logits, _gumbel_values(raw, tuple(logits.shape), logits.dtype, mode))
+    nd_in = shifted.ndim
+    moved = fnp.transpose(shifted, (*(i for i in range(nd_in) if i != axis), axis))
+    indices = _top_k_indices(moved, k)  # batch + (k,)
+    # The k draws lead: the sample axes first, then the batch axes.
+    nd = indices.ndim
+    indices = fnp.transpose(indices, (nd - 1, *range(nd - 1)))
+    return fnp.reshape(fnp.astype(indices, dtypes.default_int()), shape)
+
+
+_categorical_top_k_jit = jit(_categorical_top_k_impl, static_argnums=(2, 3, 4, 5))
+
+
 def categorical(
     key: Any,
     logits: Any,
@@ -728,14 +744,51 @@ def categorical(
     else:
         shp = _canonical_shape(shape)
         _check_shape("categorical", shp, batch_shape)
-    if not replace:
-        raise NotImplementedError(
-            f"categorical(replace=False) needs lax.top_k, which ferrax lacks, at {user_location()}"
-        )
     m = _gumbel_mode(mode)
+    if not replace:
+        k = int(np.prod(shp[: len(shp) - len(batch_shape)], dtype=np.int64))
+        if k > logits_arr.shape[axis]:
+            raise ValueError(
+                f"Number of samples without replacement ({k}) cannot exceed number of "
+                f"categories ({logits_arr.shape[axis]}), at {user_location()}"
+            )
+        lshape = tuple(logits_arr.shape)
+        raw = _raw_bits(data, _gumbel_bits_shape(lshape, logits_arr.dtype, m), logits_arr.dtype)
+        out_nr: Array = _categorical_top_k_jit(raw, logits_arr, shp, axis % nd, k, m)
+        return out_nr
     gshape = _categorical_gumbel_shape(logits_arr.shape, shp, axis)
     raw = _raw_bits(data, _gumbel_bits_shape(gshape, logits_arr.dtype, m), logits_arr.dtype)
     out: Array = _categorical_jit(raw, logits_arr, shp, axis, m)
+    return out
+
+
+# --- top_k and cumsum, as JAX's results, without their primitives -----------------------
+
+
+def _top_k_indices(x: Any, k: int) -> Any:
+    """The indices of the ``k`` largest entries along the last axis, largest first and
+    the lower index first among equals (``lax.top_k``'s), by ranks: quadratic in the
+    axis length, as ferrax has no top_k primitive yet."""
+    n = x.shape[-1]
+    xi = fnp.expand_dims(x, -1)  # [..., i, 1]
+    xj = fnp.expand_dims(x, -2)  # [..., 1, j]
+    idx = lax.iota(np.int32, n)
+    before = fnp.logical_or(
+        lax.gt(*_same(xj, xi)),
+        fnp.logical_and(lax.eq(*_same(xj, xi)), fnp.less(idx[None, :], idx[:, None])),
+    )
+    rank = fnp.sum(fnp.astype(before, np.int32), axis=-1)  # [..., i]
+    onehot = fnp.equal(fnp.expand_dims(rank, -2), lax.iota(np.int32, k)[:, None])  # [..., p, i]
+    return fnp.astype(fnp.argmax(onehot, axis=-1), np.int32)
+
+
+def _cumsum(x: Any) -> Any:
+    # Left to right, as XLA's CPU backend evaluates JAX's cumsum (a reduce_window).
+    def step(total: Any, v: Any) -> tuple[Any, Any]:
+        total = lax.add(total, v)
+        return total, total
+
+    _, out = lax.scan(step, fnp.zeros((), x.dtype), x)
     return out
 
 
@@ -800,6 +853,27 @@ def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> A
     return out
 
 
+def _choice_p_impl(raw: Any, p: Any, shape: tuple[int, ...]) -> Any:
+    dtype = p.dtype
+    p_cuml = _cumsum(p)
+    u = _uniform_values(raw, _const(0.0, dtype), _const(1.0, dtype), shape, dtype)
+    r = lax.mul(fnp.full(shape, p_cuml[-1], dtype), lax.sub(fnp.ones(shape, dtype), u))
+    # searchsorted (side="left"): how many cumulative sums are below r.
+    below = lax.lt(fnp.broadcast_to(p_cuml, (*shape, p.shape[0])), fnp.expand_dims(r, -1))
+    return fnp.astype(fnp.sum(fnp.astype(below, np.int32), axis=-1), dtypes.default_int())
+
+
+_choice_p_jit = jit(_choice_p_impl, static_argnums=(2,))
+
+
+def _choice_top_k_impl(raw: Any, p: Any, k: int, mode: str) -> Any:
+    g = lax.add(_gumbel_values(raw, tuple(p.shape), p.dtype, mode), lax.log(p))
+    return fnp.astype(_top_k_indices(g, k), dtypes.default_int())
+
+
+_choice_top_k_jit = jit(_choice_top_k_impl, static_argnums=(2, 3))
+
+
 def choice(
     key: Any,
     a: Any,
@@ -810,7 +884,7 @@ def choice(
     mode: str | None = None,
 ) -> Array:
     """A random sample from ``a``'s entries along ``axis`` (or from ``arange(a)``), with
-    or without replacement; ``p`` (weights) is not supported yet."""
+    or without replacement, uniformly or with the probabilities ``p``."""
     data, _ = check_key("choice", key)
     if not isinstance(shape, Sequence):
         raise TypeError(
@@ -838,11 +912,24 @@ def choice(
             f"when 'replace=False', at {user_location()}"
         )
     if p is not None:
-        raise NotImplementedError(
-            f"choice with p= needs cumsum/searchsorted or top_k as JAX computes them, "
-            f"at {user_location()}"
-        )
-    if replace:
+        p_arr = fnp.asarray(p)
+        if not dtypes.is_float(p_arr.dtype):
+            p_arr = fnp.astype(p_arr, dtypes.default_float())
+        if _np_shape(p_arr) != (n_inputs,):
+            raise ValueError(
+                "p must be None or a 1D vector with the same size as a.shape[axis]. "
+                f"p has shape {_np_shape(p_arr)} and a.shape[axis] is {n_inputs}, "
+                f"at {user_location()}"
+            )
+        pd = p_arr.dtype
+        if replace:
+            ind = _choice_p_jit(_raw_bits(data, shp, pd), p_arr, shp)
+        else:
+            m = _gumbel_mode(mode)
+            raw = _raw_bits(data, _gumbel_bits_shape((n_inputs,), pd, m), pd)
+            ind = _choice_top_k_jit(raw, p_arr, n_draws, m)
+        result = ind if arr.ndim == 0 else fnp.take(arr, ind, axis)
+    elif replace:
         ind = randint(key, shp, 0, n_inputs)
         result = ind if arr.ndim == 0 else fnp.take(arr, ind, axis)
     else:
