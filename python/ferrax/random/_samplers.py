@@ -1,8 +1,10 @@
 """Samplers: JAX 0.10's algorithms mapping threefry bits to values, step for step.
 
-Each sampler with floating-point work runs as one ``ferrax.jit`` computation cached per
-(shape, dtype), as JAX jits its samplers, so its values are XLA's, the same bits as
-JAX's. Integer-only work (``bits``, ``randint``) is exact everywhere and runs eagerly.
+The random bits are drawn where the key is (eagerly for a concrete key: integer work is
+exact everywhere, so ``bits`` and ``randint`` never compile). The floating-point steps of
+each sampler run as one ``ferrax.jit`` computation cached per (shape, dtype), as JAX jits
+its samplers, with the same operations as JAX's (XLA simplifies by the form of the
+arithmetic), so the values are the same bits as JAX's.
 """
 
 from __future__ import annotations
@@ -183,12 +185,7 @@ def _one_plus_mantissa(mantissa: Any, dtype: np.dtype[Any]) -> Any:
     return lax.bitcast_convert_type(lax.bitwise_or(mantissa, one_bits), dtype)
 
 
-def _uniform_impl(
-    raw: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
-    return _uniform_values(raw, minval, maxval, shape, dtype)
-
-
-_uniform_jit = jit(_uniform_impl, static_argnums=(3, 4))
+_uniform_jit = jit(_uniform_values, static_argnums=(3, 4))
 
 
 def uniform(
@@ -371,8 +368,7 @@ def _erf_inv(x: Any) -> Any:
     return select(lax.eq(lax.abs(x), full(1.0)), lax.mul(x, full(np.inf)), result)
 
 
-def _normal_impl(
-    raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+def _normal_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     fi = _FInfo(dtype)
     lo = _const(-1.0 + fi.epsneg, dtype)  # nextafter(-1, 0)
     u = _uniform_values(raw, lo, _const(1.0, dtype), shape, dtype)
@@ -464,8 +460,7 @@ def truncated_normal(
     return out
 
 
-def _bernoulli_impl(
-    raw: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
+def _bernoulli_impl(raw: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
     dtype = p.dtype
     p = fnp.broadcast_to(p, shape)
     if mode == "high":
@@ -506,8 +501,7 @@ def _simple_sampler(name: str, dtype: Any, shape: Shape) -> tuple[tuple[int, ...
     return _canonical_shape(shape), _float_dtype(name, dtype)
 
 
-def _exponential_impl(
-    raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+def _exponential_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     u = _uniform_values(raw, _const(0.0, dtype), _const(1.0, dtype), shape, dtype)
     return lax.neg(lax.log1p(lax.neg(u)))
 
@@ -523,8 +517,7 @@ def exponential(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
     return out
 
 
-def _laplace_impl(
-    raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+def _laplace_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     lo = _const(-1.0 + _FInfo(dtype).epsneg, dtype)
     u = _uniform_values(raw, lo, _const(1.0, dtype), shape, dtype)
     return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))))
@@ -541,8 +534,7 @@ def laplace(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
     return out
 
 
-def _logistic_impl(
-    raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+def _logistic_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     lo = _const(_FInfo(dtype).tiny, dtype)
     x = _uniform_values(raw, lo, _const(1.0, dtype), shape, dtype)
     return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
@@ -559,8 +551,7 @@ def logistic(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
     return out
 
 
-def _cauchy_impl(
-    raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+def _cauchy_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     lo = _const(_FInfo(dtype).eps, dtype)
     u = _uniform_values(raw, lo, _const(1.0, dtype), shape, dtype)
     pi = fnp.full(shape, np.pi, dtype)
@@ -578,8 +569,7 @@ def cauchy(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
     return out
 
 
-def _gumbel_values(
-    raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any], mode: str) -> Any:
+def _gumbel_values(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any], mode: str) -> Any:
     fi = _FInfo(dtype)
     if mode == "low":
         u = _uniform_values(raw, _const(fi.tiny, dtype), _const(1.0, dtype), shape, dtype)
@@ -659,8 +649,7 @@ def gumbel(key: Any, shape: Shape = (), dtype: Any = None, mode: str | None = No
     return out
 
 
-def _rademacher_impl(
-    raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+def _rademacher_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     f = dtypes.default_float()
     u = _uniform_values(raw, _const(0.0, f), _const(1.0, f), shape, f)
     b = fnp.astype(lax.lt(u, fnp.full(shape, 0.5, f)), dtype)
@@ -693,9 +682,7 @@ def _categorical_gumbel_shape(
     return (*prefix, *rest)
 
 
-def _categorical_impl(
-    raw: Any, logits: Any, shape: tuple[int, ...], axis: int, mode: str
-) -> Any:
+def _categorical_impl(raw: Any, logits: Any, shape: tuple[int, ...], axis: int, mode: str) -> Any:
     nd = logits.ndim
     gshape = _categorical_gumbel_shape(tuple(logits.shape), shape, axis)
     n_prefix = len(gshape) - nd
