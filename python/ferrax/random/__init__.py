@@ -9,9 +9,10 @@ return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan
 Not yet here: ``multivariate_normal`` (ferrax has no linalg yet). ``truncated_normal``
 needs ``ferrax.lax.erf``. The gamma family (``gamma``, ``loggamma``, ``beta``,
 ``dirichlet``, ``t``) samples as JAX does but has no derivative with respect to its
-parameters yet. ``permutation``, ``choice(replace=False)`` and
-``categorical(replace=False)`` sort by comparing all pairs, as ferrax has no sort or
-top_k primitive yet: quadratic in the axis length (the same results as JAX's sorts).
+parameters yet. ferrax has no sort or top_k primitive yet: ``permutation`` sorts with
+NumPy when its key is known, and by comparing all pairs when traced, as
+``choice(replace=False)`` with ``p`` and ``categorical(replace=False)`` always do
+(quadratic in the axis length; the same results as JAX's sorts).
 """
 
 from ferrax.random._keys import (

@@ -18,6 +18,7 @@ import numpy as np
 from ferrax import dtypes, lax
 from ferrax import numpy as fnp
 from ferrax._array import Array
+from ferrax._core import Tracer, to_numpy
 from ferrax._jit import jit
 from ferrax._user_frames import user_location
 from ferrax.random._keys import UINT_DTYPES, check_key, random_bits_data, split_data
@@ -784,7 +785,11 @@ def _cumsum(x: Any) -> Any:
 
 def _sort_along_last(sort_keys: Any, values: Any) -> Any:
     # A stable sort of ``values`` by ``sort_keys`` along the last axis (lax.sort_key_val's
-    # result), by ranks: O(n**2) comparisons, as ferrax has no sort primitive yet.
+    # result). Known keys are sorted by NumPy; traced ones by ranks, O(n**2) comparisons,
+    # as ferrax has no sort primitive yet.
+    if not isinstance(sort_keys, Tracer):
+        order = np.argsort(to_numpy(sort_keys), axis=-1, kind="stable").astype(np.int32)
+        return fnp.take_along_axis(values, fnp.asarray(order), axis=-1)
     n = sort_keys.shape[-1]
     ki = fnp.expand_dims(sort_keys, -1)  # [..., i, 1]
     kj = fnp.expand_dims(sort_keys, -2)  # [..., 1, j]
