@@ -14,6 +14,7 @@ import pytest
 import ferrax as fx
 from ferrax import TypeCheckError, _ir, lax
 from ferrax._lax._operands import bind1
+from ferrax._lax.bits import threefry2x32
 from ferrax._lax.custom import custom_jvp_call_p, custom_vjp_call_p, remat_p, stop_gradient_p
 from ferrax._lax.elementwise import add_any_p
 
@@ -54,6 +55,10 @@ S = (2, 3)
 
 def _4(x: Any) -> Any:
     return lax.convert_element_type(4, x.dtype)
+
+
+def _same_width_int(x: Any) -> np.dtype[Any]:
+    return np.dtype(f"i{x.dtype.itemsize}")
 
 
 def _half(x: Any) -> Any:
@@ -111,6 +116,12 @@ CASES = [
         "shift_left", "shift_right_logical", "shift_right_arithmetic",
     )],
     _c("shift_left", lambda x: lax.shift_left(x, lax.convert_element_type(-1, x.dtype)), S),
+    # Bits over each integer dtype's whole range (shift=True draws it).
+    *[_c(n, getattr(lax, n), (4, 8), shift=True) for n in ("population_count", "clz")],
+    _c("bitcast_convert_type", lambda x: lax.bitcast_convert_type(x, _same_width_int(x)), S),
+    _c("bitcast_convert_type", lambda x: lax.bitcast_convert_type(x, np.uint8), S),
+    _c("bitcast_convert_type", lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, np.uint8), x.dtype), S),
+    _c("threefry2x32", lambda k0, k1, x0, x1: lax.concatenate(threefry2x32(k0, k1, x0, x1), 0), (), (), (4, 8), (1, 8), shift=True),
     _c("div", lax.div, S, S, nonzero=True),
     _c("rem", lax.rem, S, S, nonzero=True),
     _c("pow", lax.pow, S, S, positive=True),

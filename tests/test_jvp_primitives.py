@@ -174,6 +174,62 @@ def gen_not(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     return [Case("int", lambda L: L.bitwise_not, (x,)), Case("bool", lambda L: L.bitwise_not, (x > 0,))]
 
 
+def gen_count_bits(name: str) -> Gen:
+    """population_count, clz: integer operands (edge values included), float0 tangents."""
+
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        it = int_dtype(dtype)
+        info = np.iinfo(it)
+        x = np.concatenate([rng.integers(info.min, info.max, (6,), dtype=it, endpoint=True), np.array([0, -1, info.min, info.max], it)])
+        return [Case("int", lambda L: getattr(L, name), (x,))]
+
+    return gen
+
+
+def gen_bitcast(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    """Floats to the integer of their width, to themselves and to a narrower float (zero
+    tangents, JAX's rule: never checked by finite differences, where the identity would
+    have a derivative of 1), and integers to floats."""
+    x = normal(rng, (2, 3), dtype)
+    k = dtype.itemsize
+    same_int = np.dtype(f"i{k}")
+    cases = [
+        Case("to_int", lambda L: lambda a: L.bitcast_convert_type(a, same_int), (x,)),
+        Case("to_self", lambda L: lambda a: L.bitcast_convert_type(a, dtype), (x,), grads=False),
+        Case("from_int", lambda L: lambda a: L.bitcast_convert_type(a, dtype), (x.view(same_int),)),
+        # Bytes joined along the last axis (reshaped first: jax.vmap of a widening bitcast
+        # batched along that axis fails, which the batching table would try; ferrax's
+        # rule is checked there in tests/test_bits.py).
+        Case("widen", lambda L: lambda a: L.bitcast_convert_type(L.reshape(a, (2, 3, k)), dtype), (x.view(np.int8).reshape(2, 3 * k),)),
+    ]
+    if dtype.itemsize >= 4:
+        cases.append(Case("narrower", lambda L: lambda a: L.bitcast_convert_type(a, np.float16), (x,), grads=False))
+    return cases
+
+
+def threefry_op(L: Any) -> Callable[..., Any]:
+    """threefry2x32 of ``L`` (JAX's from its PRNG module), both words in one array."""
+    if L is jlax:
+        from jax._src.random.threefry2x32 import threefry2x32_p
+
+        def fn(*xs: Any) -> Any:
+            return L.concatenate(threefry2x32_p.bind(*xs), 0)  # type: ignore[no-untyped-call]
+    else:
+        from ferrax._lax.bits import threefry2x32
+
+        def fn(*xs: Any) -> Any:
+            return L.concatenate(threefry2x32(*xs), 0)
+
+    return fn
+
+
+def gen_threefry2x32(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    def u(*shape: int) -> NDArray:
+        return np.asarray(rng.integers(0, 2**32, shape, dtype=np.uint32))
+
+    return [Case("scalar keys", threefry_op, (u(), u(), u(4), u(4))), Case("arrays", threefry_op, (u(3), u(3), u(3), u(3)))]
+
+
 def off_the_steps(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> NDArray:
     """Integers plus 0.1 to 0.4, either sign: away from where floor, ceil and round jump
     (integers, half-integers), so finite differences see their zero derivative."""
@@ -690,6 +746,10 @@ CASES: dict[str, Gen] = {
     "shift_left": integer_binary("shift_left", shifts=True),
     "shift_right_logical": integer_binary("shift_right_logical", shifts=True),
     "shift_right_arithmetic": integer_binary("shift_right_arithmetic", shifts=True),
+    "population_count": gen_count_bits("population_count"),
+    "clz": gen_count_bits("clz"),
+    "bitcast_convert_type": gen_bitcast,
+    "threefry2x32": gen_threefry2x32,
     "eq": comparison("eq"),
     "ne": comparison("ne"),
     "lt": comparison("lt"),

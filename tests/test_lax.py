@@ -236,6 +236,22 @@ for src in ALL:
             lambda L, x, dst=dst: L.convert_element_type(x, dst), data, dtypes=(dst,),
         )
 
+# Bits: the counts on every dtype (integers only: the others refused by both); bitcasts
+# of the same width, narrower (a trailing axis) and wider (a last axis joined), bool
+# refused but to itself. Float operands hold NaN and infinities.
+for d in ALL:
+    for fn in ("population_count", "clz"):
+        case(fn, short(d), lambda L, x, fn=fn: getattr(L, fn)(x), values(d))
+BITCASTS: list[tuple[np.dtype[Any], np.dtype[Any], tuple[int, ...]]] = [
+    (F32, I32, (12,)), (I32, F32, (12,)), (F16, BF16, (12,)), (BOOL, BOOL, (12,)), (BOOL, U8, (12,)),
+    (U8, BOOL, (12,)), (U32, U8, (12,)), (F64, F16, (12,)), (U8, U32, (3, 4)), (I16, F64, (3, 4)), (U8, U16, (3, 4)),
+]
+for src, dst, shape in BITCASTS:
+    case(
+        "bitcast_convert_type", f"{short(src)}->{short(dst)}{list(shape)}",
+        lambda L, x, dst=dst: L.bitcast_convert_type(x, dst), values(src).reshape(shape), dtypes=(dst,),
+    )
+
 # Reductions over several axes, with NaN for max/min; the empty-extent identities.
 REDUCTIONS: list[tuple[str, Call]] = [
     ("reduce_sum", np.sum), ("reduce_prod", np.prod), ("reduce_max", np.max), ("reduce_min", np.min)

@@ -3,7 +3,7 @@
 The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 """
 
-from ferrax import lax, numpy, sharding, tree_util
+from ferrax import lax, numpy, random, sharding, tree_util
 from ferrax._devices import (
     device_count,
     devices,
@@ -90,6 +90,7 @@ __all__ = [
     "nn",
     "numpy",
     "pmap",
+    "random",
     "remat",
     "scipy",
     "shard_map",

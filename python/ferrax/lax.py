@@ -29,6 +29,7 @@ from typing import Any
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, to_numpy
 from ferrax._lax._operands import scalar
+from ferrax._lax.bits import bitcast_convert_type, clz, population_count
 from ferrax._lax.custom import stop_gradient
 from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
@@ -150,6 +151,8 @@ __all__ = [
     "ppermute", "pshuffle", "psum", "psum_scatter", "pvary",
     # layout over devices
     "with_sharding_constraint",
+    # bits
+    "bitcast_convert_type", "clz", "population_count",
 ]
 
 

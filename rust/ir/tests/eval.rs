@@ -152,6 +152,10 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::ShiftLeft, case_shifts),
     (Builtin::ShiftRightLogical, case_shifts),
     (Builtin::ShiftRightArithmetic, case_shifts),
+    (Builtin::PopulationCount, case_count_bits),
+    (Builtin::Clz, case_count_bits),
+    (Builtin::BitcastConvertType, case_bitcast_convert_type),
+    (Builtin::Threefry2x32, case_threefry2x32),
     (Builtin::Eq, case_comparisons),
     (Builtin::Ne, case_comparisons),
     (Builtin::Lt, case_comparisons),
@@ -490,6 +494,151 @@ fn case_not() {
     assert_same(
         &run1(Builtin::Not, none(), &[ia(U8, &[3], &[0, 255, 5])]),
         &ia(U8, &[3], &[255, 0, 250]),
+    );
+}
+
+#[test]
+fn case_count_bits() {
+    // Each value's bits as an unsigned number of its width, counted with Rust's own ops.
+    let values: [i64; 7] = [0, 1, -1, 5, i64::MIN, i64::MAX, 0x0123_4567_89ab_cdef];
+    for d in [I8, I16, I32, I64, U8, DType::U16, U32, U64] {
+        let bits = d.size_bytes() as u32 * 8;
+        let m = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        let x = HostArray::from_u64(sh(&[7]), d, values.iter().map(|&v| v as u64 & m).collect())
+            .unwrap();
+        let pop = run1(Builtin::PopulationCount, none(), std::slice::from_ref(&x));
+        let clz = run1(Builtin::Clz, none(), std::slice::from_ref(&x));
+        let want_pop: Vec<i64> = values
+            .iter()
+            .map(|&v| i64::from((v as u64 & m).count_ones()))
+            .collect();
+        let want_clz: Vec<i64> = values
+            .iter()
+            .map(|&v| i64::from((v as u64 & m).leading_zeros() - (64 - bits)))
+            .collect();
+        assert_same(&pop, &ia(d, &[7], &want_pop));
+        assert_same(&clz, &ia(d, &[7], &want_clz));
+    }
+}
+
+#[test]
+fn case_bitcast_convert_type() {
+    let to = |d: DType| params(vec![("new_dtype", Param::DType(d))]);
+    let bc = |x: HostArray, d: DType| run1(Builtin::BitcastConvertType, to(d), &[x]);
+    // Same width: IEEE bit patterns (of f32, f16 and bf16: 1.0, -2.0, the smallest
+    // subnormal, infinity).
+    assert_same(
+        &bc(fa(F32, &[3], &[1.5, -2.0, f64::INFINITY]), I32),
+        &ia(
+            I32,
+            &[3],
+            &[0x3FC0_0000, 0xC000_0000_u32 as i32 as i64, 0x7F80_0000],
+        ),
+    );
+    let tiny = 2f64.powi(-24);
+    assert_same(
+        &bc(fa(F16, &[4], &[1.0, -2.0, tiny, f64::INFINITY]), DType::U16),
+        &ia(DType::U16, &[4], &[0x3C00, 0xC000, 0x0001, 0x7C00]),
+    );
+    assert_same(
+        &bc(ia(DType::U16, &[4], &[0x3C00, 0xC000, 0x0001, 0xFC00]), F16),
+        &fa(F16, &[4], &[1.0, -2.0, tiny, f64::NEG_INFINITY]),
+    );
+    assert_same(
+        &bc(fa(BF16, &[2], &[1.0, -0.0]), I16),
+        &ia(I16, &[2], &[0x3F80, i64::from(0x8000_u16 as i16)]),
+    );
+    // f16 NaN bits keep their payload and sign through f16.
+    let nan = bc(ia(DType::U16, &[1], &[0xFE01]), F16);
+    assert_same(&bc(nan, DType::U16), &ia(DType::U16, &[1], &[0xFE01]));
+    assert_same(&bc(ia(I8, &[2], &[-1, 5]), U8), &ia(U8, &[2], &[255, 5]));
+    assert_same(
+        &bc(
+            HostArray::from_u64(sh(&[1]), U64, vec![0xBFF0_0000_0000_0000]).unwrap(),
+            F64,
+        ),
+        &fa(F64, &[1], &[-1.0]),
+    );
+    // Narrowing: least significant part first, in a new trailing dimension.
+    assert_same(
+        &bc(ia(U32, &[2], &[0x0102_0304, 0xFFFF_0000]), U8),
+        &ia(U8, &[2, 4], &[4, 3, 2, 1, 0, 0, 255, 255]),
+    );
+    assert_same(&bc(ia(I32, &[], &[-2]), I16), &ia(I16, &[2], &[-2, -1]));
+    // Widening joins the last dimension back, and round-trips.
+    assert_same(
+        &bc(ia(U8, &[2, 4], &[4, 3, 2, 1, 0, 0, 255, 255]), U32),
+        &ia(U32, &[2], &[0x0102_0304, 0xFFFF_0000]),
+    );
+    let x = fa(F64, &[3], &[1.0, -3.25e-300, 7.0e300]);
+    assert_same(&bc(bc(x.clone(), DType::U16), F64), &x);
+    assert_same(&bc(bc(x.clone(), F32), F64), &x);
+    // Empty arrays keep their shapes' rule.
+    assert_eq!(bc(ia(U32, &[0], &[]), U8).shape, sh(&[0, 4]));
+}
+
+#[test]
+fn case_threefry2x32() {
+    // Random123's known-answer vectors for Threefry-2x32 with 20 rounds (kat_vectors:
+    // zeros, all ones, and the digits of pi), one block per element: the keys are
+    // arrays here, broadcast against nothing.
+    // (key, counts, expected words)
+    type Kat = ([u32; 2], [u32; 2], [u32; 2]);
+    let kat: [Kat; 3] = [
+        ([0, 0], [0, 0], [0x6b20_0159, 0x99ba_4efe]),
+        (
+            [0xffff_ffff, 0xffff_ffff],
+            [0xffff_ffff, 0xffff_ffff],
+            [0x1cb9_96fc, 0xbb00_2be7],
+        ),
+        (
+            [0x1319_8a2e, 0x0370_7344],
+            [0x243f_6a88, 0x85a3_08d3],
+            [0xc492_3a9c, 0x483d_f7a0],
+        ),
+    ];
+    let col = |f: &dyn Fn(&Kat) -> u32| -> HostArray {
+        ia(
+            U32,
+            &[3],
+            &kat.iter().map(|k| i64::from(f(k))).collect::<Vec<_>>(),
+        )
+    };
+    let outs = run(
+        Builtin::Threefry2x32,
+        none(),
+        &[
+            col(&|k| k.0[0]),
+            col(&|k| k.0[1]),
+            col(&|k| k.1[0]),
+            col(&|k| k.1[1]),
+        ],
+    );
+    assert_same(&outs[0], &col(&|k| k.2[0]));
+    assert_same(&outs[1], &col(&|k| k.2[1]));
+    // Scalar keys broadcast against counts (as jax.random.bits calls it); JAX 0.10.2
+    // gives these for key (0, 0) and counts (i, 0).
+    let outs = run(
+        Builtin::Threefry2x32,
+        none(),
+        &[
+            ia(U32, &[], &[0]),
+            ia(U32, &[], &[0]),
+            ia(U32, &[1, 3], &[0, 1, 2]),
+            ia(U32, &[1, 1], &[0]),
+        ],
+    );
+    assert_same(
+        &outs[0],
+        &ia(U32, &[1, 3], &[1_797_259_609, 1_351_547_692, 1_688_610_540]),
+    );
+    assert_same(
+        &outs[1],
+        &ia(U32, &[1, 3], &[2_579_123_966, 3_235_790_642, 4_229_293_427]),
     );
 }
 

@@ -4461,7 +4461,240 @@ fn collective_cases(t: &mut Table) {
     t.1 = None;
 }
 
-const FAMILIES: [fn(&mut Table); 12] = [
+/// The bit primitives: `population_count`, `clz`, `bitcast_convert_type`,
+/// `threefry2x32` (checked against JAX 0.10.2's `make_jaxpr` and `Primitive.bind`).
+fn bit_cases(t: &mut Table) {
+    use Builtin::{BitcastConvertType, Clz, PopulationCount, Threefry2x32};
+    // population_count, clz: integers only, same type out (weak types kept).
+    for p in [PopulationCount, Clz] {
+        for d in [I8, I16, I32, I64, U8, U16, U32, U64] {
+            t.ok(
+                "int",
+                p,
+                vec![a(d, &[2, 3])],
+                no_params(),
+                vec![a(d, &[2, 3])],
+            );
+        }
+        t.ok(
+            "weak",
+            p,
+            vec![w(a(I32, &[]))],
+            no_params(),
+            vec![w(a(I32, &[]))],
+        );
+        for d in [BOOL, F16, BF16, F32, F64] {
+            t.err(
+                "not int",
+                p,
+                vec![a(d, &[2])],
+                no_params(),
+                Variant::DType,
+                &["operand 0 has dtype", "an integer dtype"],
+            );
+        }
+        t.err(
+            "arity",
+            p,
+            vec![],
+            no_params(),
+            Variant::Arity,
+            &["takes 1"],
+        );
+    }
+
+    // bitcast_convert_type: same width keeps the shape, narrowing adds a trailing
+    // dimension, widening removes a last dimension of the ratio; bool only to itself;
+    // never weakly typed.
+    let nd = |d: DType| ps([("new_dtype", Param::DType(d))]);
+    let bc = BitcastConvertType;
+    t.ok(
+        "same width",
+        bc,
+        vec![a(F32, &[3])],
+        nd(I32),
+        vec![a(I32, &[3])],
+    );
+    t.ok(
+        "same dtype",
+        bc,
+        vec![a(F32, &[3])],
+        nd(F32),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "f16 to bf16",
+        bc,
+        vec![a(F16, &[2])],
+        nd(BF16),
+        vec![a(BF16, &[2])],
+    );
+    t.ok(
+        "bool to bool",
+        bc,
+        vec![a(BOOL, &[2])],
+        nd(BOOL),
+        vec![a(BOOL, &[2])],
+    );
+    t.ok(
+        "narrow",
+        bc,
+        vec![a(U32, &[3])],
+        nd(U8),
+        vec![a(U8, &[3, 4])],
+    );
+    t.ok(
+        "narrow scalar",
+        bc,
+        vec![a(U32, &[])],
+        nd(U16),
+        vec![a(U16, &[2])],
+    );
+    t.ok(
+        "narrow f64",
+        bc,
+        vec![a(F64, &[2, 0])],
+        nd(F16),
+        vec![a(F16, &[2, 0, 4])],
+    );
+    t.ok(
+        "widen",
+        bc,
+        vec![a(U8, &[3, 4])],
+        nd(U32),
+        vec![a(U32, &[3])],
+    );
+    t.ok(
+        "widen to scalar",
+        bc,
+        vec![a(I16, &[4])],
+        nd(F64),
+        vec![a(F64, &[])],
+    );
+    t.ok(
+        "strips weak",
+        bc,
+        vec![w(a(F32, &[]))],
+        nd(I32),
+        vec![a(I32, &[])],
+    );
+    t.ok(
+        "strips weak, same",
+        bc,
+        vec![w(a(F32, &[]))],
+        nd(F32),
+        vec![a(F32, &[])],
+    );
+    t.err(
+        "widen, last dim does not fit",
+        bc,
+        vec![a(U8, &[3, 3])],
+        nd(U32),
+        Variant::BadParam,
+        &["u8[3,3]", "needs a last dimension of 4, got 3"],
+    );
+    t.err(
+        "widen a scalar",
+        bc,
+        vec![a(U16, &[])],
+        nd(U32),
+        Variant::BadParam,
+        &["needs a last dimension of 2, got 1"],
+    );
+    t.err(
+        "bool to u8",
+        bc,
+        vec![a(BOOL, &[3])],
+        nd(U8),
+        Variant::BadParam,
+        &["bool", "only to itself"],
+    );
+    t.err(
+        "u8 to bool",
+        bc,
+        vec![a(U8, &[3])],
+        nd(BOOL),
+        Variant::BadParam,
+        &["bool", "only to itself"],
+    );
+    t.err(
+        "no dtype",
+        bc,
+        vec![a(U8, &[3])],
+        no_params(),
+        Variant::MissingParam,
+        &["new_dtype"],
+    );
+    t.err(
+        "dtype kind",
+        bc,
+        vec![a(U8, &[3])],
+        ps([("new_dtype", Param::Int(1))]),
+        Variant::ParamKind,
+        &["new_dtype"],
+    );
+
+    // threefry2x32: four u32 operands broadcasting together (scalars; size-1 dimensions
+    // of equal ranks); two u32 outputs.
+    let u = |dims: &[i64]| a(U32, dims);
+    let tf = |t: &mut Table, label: &str, ins: [&[i64]; 4], out: &[i64]| {
+        let ins = ins.iter().map(|d| u(d)).collect();
+        t.ok(label, Threefry2x32, ins, no_params(), vec![u(out), u(out)]);
+    };
+    tf(t, "scalar keys", [&[], &[], &[3], &[3]], &[3]);
+    tf(t, "all scalars", [&[], &[], &[], &[]], &[]);
+    tf(t, "size-1 keys", [&[1], &[1], &[3], &[3]], &[3]);
+    tf(t, "stretched", [&[2, 1], &[], &[1, 3], &[2, 3]], &[2, 3]);
+    tf(t, "scalar counts", [&[3], &[3], &[], &[]], &[3]);
+    tf(t, "empty", [&[], &[], &[0], &[0]], &[0]);
+    t.ok(
+        "weak in, strong out",
+        Threefry2x32,
+        vec![w(u(&[])), u(&[]), u(&[2]), u(&[2])],
+        no_params(),
+        vec![u(&[2]), u(&[2])],
+    );
+    t.err(
+        "i32 count",
+        Threefry2x32,
+        vec![u(&[]), u(&[]), a(I32, &[3]), u(&[3])],
+        no_params(),
+        Variant::DType,
+        &["operand 2 has dtype i32", "u32"],
+    );
+    t.err(
+        "disagreeing dims",
+        Threefry2x32,
+        vec![u(&[2]), u(&[]), u(&[3]), u(&[3])],
+        no_params(),
+        Variant::Operands,
+        &["differ in dimension 0"],
+    );
+    t.err(
+        "ranks",
+        Threefry2x32,
+        vec![u(&[]), u(&[]), u(&[3]), u(&[2, 3])],
+        no_params(),
+        Variant::Operands,
+        &["different ranks"],
+    );
+    t.err(
+        "arity",
+        Threefry2x32,
+        vec![u(&[]), u(&[]), u(&[3])],
+        no_params(),
+        Variant::Arity,
+        &["takes 4"],
+    );
+}
+
+#[test]
+fn bit_rules() {
+    run(&table(bit_cases));
+}
+
+const FAMILIES: [fn(&mut Table); 13] = [
+    bit_cases,
     collective_cases,
     sharding_cases,
     unary_cases,

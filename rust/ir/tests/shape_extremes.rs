@@ -9,7 +9,7 @@
 //! `dynamic_slice`, `concatenate`, the reductions), it is computed here in `i128` and
 //! compared, accepted and refused cases alike.
 
-use ferrax_ir::DType::{F32, I32};
+use ferrax_ir::DType::{F32, I32, U32, U8};
 use ferrax_ir::{
     AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, GatherDimensionNumbers,
     GatherScatterMode, JaxprBuilder, LitValue, Literal, Opaque, Param, Params, RuleError,
@@ -150,6 +150,22 @@ fn bases() -> Vec<Base> {
             ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => {
                 base(p, vec![a(I32, &[2, 3]); 2], no)
             }
+            PopulationCount | Clz => base(p, vec![a(I32, &[2, 3])], no),
+            BitcastConvertType => base(
+                p,
+                vec![a(U8, &[2, 4])],
+                ps([("new_dtype", Param::DType(F32))]),
+            ),
+            Threefry2x32 => base(
+                p,
+                vec![
+                    a(U32, &[2, 1]),
+                    a(U32, &[]),
+                    a(U32, &[1, 3]),
+                    a(U32, &[2, 3]),
+                ],
+                no,
+            ),
             IntegerPow => base(p, vec![f23.clone()], ps([("y", Param::Int(3))])),
             Round => base(
                 p,

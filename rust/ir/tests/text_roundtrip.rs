@@ -81,6 +81,20 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
         ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => {
             (vec![av(DType::I16, &[2]), av(DType::I16, &[2])], none())
         }
+        PopulationCount | Clz => (vec![av(DType::U32, &[3])], none()),
+        BitcastConvertType => (
+            vec![av(DType::U32, &[3])],
+            params(vec![("new_dtype", Param::DType(DType::U8))]),
+        ),
+        Threefry2x32 => (
+            vec![
+                av(DType::U32, &[]),
+                av(DType::U32, &[]),
+                av(DType::U32, &[3]),
+                av(DType::U32, &[3]),
+            ],
+            none(),
+        ),
         Eq | Ne | Lt | Le | Gt | Ge => (vec![f32s(&[3]), f32s(&[])], none()),
         SelectN => (vec![av(DType::Bool, &[3]), f32s(&[3]), f32s(&[3])], none()),
         Clamp => (vec![f32s(&[]), f32s(&[3]), f32s(&[])], none()),

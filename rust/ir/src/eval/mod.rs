@@ -75,6 +75,7 @@
 //! naming the limit and the equation.
 
 mod array;
+mod bits;
 mod indexing;
 mod numeric;
 mod ops;

@@ -223,6 +223,11 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         Neg | Abs | Sign | Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt
         | Rsqrt | Square | Not | Copy | Floor | Ceil => unary(prim, arg(ins, 0)?)?,
         Round => round(arg(ins, 0)?, param_int(params, "rounding_method")?)?,
+        PopulationCount | Clz => super::bits::count_bits(prim, arg(ins, 0)?)?,
+        BitcastConvertType => {
+            super::bits::bitcast_convert_type(arg(ins, 0)?, param_dtype(params, "new_dtype")?)?
+        }
+        Threefry2x32 => return super::bits::threefry2x32(ins),
         IntegerPow => integer_pow(arg(ins, 0)?, param_int(params, "y")?)?,
         Pow => pow(arg(ins, 0)?, arg(ins, 1)?)?,
         Add | Sub | Mul | Div | Rem | Max | Min | And | Or | Xor | ShiftLeft
@@ -477,7 +482,7 @@ fn compare(prim: Builtin, ord: Option<Ordering>) -> bool {
 
 /// The step of an operand of `len` elements read by a result of `n` elements: element
 /// `i` reads position `i * step`, so 1 for a full operand and 0 for a broadcast scalar.
-fn step_of(len: usize, n: usize) -> R<usize> {
+pub(super) fn step_of(len: usize, n: usize) -> R<usize> {
     if len == n {
         Ok(1)
     } else if len == 1 {
@@ -505,7 +510,7 @@ fn binary_shape(x: &HostArray, y: &HostArray) -> R<Shape> {
 /// An operand of an element-wise op as read by a result of `shape`: itself when it has
 /// the result's size or one element (read with step 1 or 0), else stretched along its
 /// size-1 dimensions (operands of the result's rank only).
-fn stretched<'a>(x: &'a HostArray, shape: &Shape) -> R<std::borrow::Cow<'a, HostArray>> {
+pub(super) fn stretched<'a>(x: &'a HostArray, shape: &Shape) -> R<std::borrow::Cow<'a, HostArray>> {
     let n = shape.size() as usize;
     if x.len() == n || x.len() == 1 {
         return Ok(std::borrow::Cow::Borrowed(x));

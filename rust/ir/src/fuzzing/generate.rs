@@ -699,6 +699,13 @@ impl Gen<'_, '_> {
             ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => {
                 self.binary(lv, prim, DType::is_int)?
             }
+            PopulationCount | Clz => {
+                let (x, _) =
+                    self.operand(lv, |t| t.dtype.is_int(), |g| g.type_where(DType::is_int))?;
+                self.add(lv, prim, vec![x], none);
+            }
+            BitcastConvertType => self.bitcast_convert_type(lv)?,
+            Threefry2x32 => self.threefry2x32(lv)?,
             Pow => {
                 let (x, xt) = self.operand(
                     lv,
@@ -1309,6 +1316,55 @@ impl Gen<'_, '_> {
             vec![y, x]
         };
         self.add(lv, prim, ins, Params::empty());
+        Ok(())
+    }
+
+    /// `bitcast_convert_type` to a dtype of any width but `bool`'s: a narrower one adds a
+    /// trailing dimension; a wider one takes an operand whose last dimension is the ratio.
+    fn bitcast_convert_type(&mut self, lv: &mut Level) -> Result<()> {
+        let not_bool = |d: DType| d != DType::Bool;
+        let new = self.dtype_where(not_bool)?;
+        let (x, _) = self.operand(
+            lv,
+            |t| {
+                let (old, new) = (t.dtype.size_bytes(), new.size_bytes());
+                t.dtype != DType::Bool
+                    && (old >= new || t.shape.dims().last() == Some(&((new / old) as i64)))
+            },
+            |g| {
+                let d = g.dtype_where(not_bool)?;
+                let dims = g.shape()?;
+                let mut dims = g.fit(aval(&dims, d)).shape.dims().to_vec();
+                if d.size_bytes() < new.size_bytes() {
+                    dims.push((new.size_bytes() / d.size_bytes()) as i64);
+                }
+                Ok(aval(&dims, d))
+            },
+        )?;
+        self.add(
+            lv,
+            Builtin::BitcastConvertType,
+            vec![x],
+            Params::new([("new_dtype", Param::DType(new))]),
+        );
+        Ok(())
+    }
+
+    /// `threefry2x32` of `u32` counts, with keys of the counts' shape or scalars.
+    fn threefry2x32(&mut self, lv: &mut Level) -> Result<()> {
+        let u32s = |d: DType| d == DType::U32;
+        let (x0, xt) = self.operand(lv, |t| u32s(t.dtype), |g| g.type_where(u32s))?;
+        let mut ins = Vec::with_capacity(4);
+        for _ in 0..3 {
+            let dims: Vec<i64> = if self.ratio(1, 2)? {
+                vec![]
+            } else {
+                xt.shape.dims().to_vec()
+            };
+            ins.push(self.value_of(lv, &aval(&dims, DType::U32))?);
+        }
+        ins.insert(2, x0);
+        self.add(lv, Builtin::Threefry2x32, ins, Params::empty());
         Ok(())
     }
 

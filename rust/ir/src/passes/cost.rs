@@ -197,6 +197,10 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                     ),
                 _ => Cost::default(),
             },
+            // Integer arithmetic (threefry2x32's rounds: 43 operations per element as
+            // XLA's cost analysis counts them) and reading bits as another dtype: free
+            // in this model of floating-point operations, as population_count and clz.
+            Builtin::Threefry2x32 | Builtin::BitcastConvertType => Cost::default(),
             Builtin::While => {
                 let c = sub("cond_jaxpr") + sub("body_jaxpr");
                 Cost {

@@ -216,6 +216,10 @@ builtins! {
     ShiftLeft => "shift_left",
     ShiftRightLogical => "shift_right_logical",
     ShiftRightArithmetic => "shift_right_arithmetic",
+    PopulationCount => "population_count",
+    Clz => "clz",
+    BitcastConvertType => "bitcast_convert_type",
+    Threefry2x32 => "threefry2x32",
     Eq => "eq",
     Ne => "ne",
     Lt => "lt",
@@ -287,6 +291,8 @@ pub enum Family {
     UnaryAny,
     /// One operand, same type out; bool or integer.
     UnaryBitwise,
+    /// One operand, same type out; integer only (`population_count`, `clz`).
+    UnaryInt,
     /// Two operands of one type, same type out; numeric.
     BinaryNumeric,
     /// Two operands, the first's type out: a float base and an exponent of the same
@@ -319,6 +325,7 @@ impl Builtin {
             Neg | Sign | Square => Family::UnaryNumeric,
             Copy | StopGradient => Family::UnaryAny,
             Not => Family::UnaryBitwise,
+            PopulationCount | Clz => Family::UnaryInt,
             Add | Sub | Mul | Div | Rem => Family::BinaryNumeric,
             Pow => Family::BinaryFloat,
             Max | Min => Family::BinaryAny,
@@ -390,6 +397,7 @@ impl Builtin {
                 specs![opt("accuracy", K::NoneOnly)]
             }
             IntegerPow => specs![req("y", K::Int)],
+            BitcastConvertType => specs![req("new_dtype", K::DType)],
             // JAX's `RoundingMethod`: 0 away from zero, 1 to nearest even.
             Round => specs![req("rounding_method", K::Int)],
             ConvertElementType => specs![

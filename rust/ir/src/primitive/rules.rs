@@ -366,6 +366,7 @@ pub(super) fn abstract_eval(
         Family::UnaryNumeric => unary(inputs, |d| d != DType::Bool, "a numeric dtype"),
         Family::UnaryAny => unary(inputs, |_| true, "any dtype"),
         Family::UnaryBitwise => unary(inputs, |d| !d.is_float(), "bool or an integer dtype"),
+        Family::UnaryInt => unary(inputs, DType::is_int, "an integer dtype"),
         Family::BinaryNumeric => binary(inputs, |d| d != DType::Bool, "a numeric dtype", None),
         Family::BinaryFloat => pow(inputs),
         Family::BinaryAny => binary(inputs, |_| true, "any dtype", None),
@@ -478,6 +479,8 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             }
             Ok(out)
         }
+        BitcastConvertType => bitcast_convert_type(inputs, params),
+        Threefry2x32 => threefry2x32(inputs),
         SelectN => select_n(inputs),
         Clamp => clamp(inputs),
         ConvertElementType => {
@@ -698,6 +701,67 @@ fn pad(inputs: &[AbstractValue], params: &Params) -> Rule {
     Ok(vec![
         AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type && v.weak_type)
     ])
+}
+
+/// `bitcast_convert_type`, as JAX types it: the same bits read as `new_dtype`. Widths
+/// equal: the operand's shape. Narrowing: a trailing dimension of the ratio is added.
+/// Widening: the operand's last dimension (1 for a scalar) times its width must be the
+/// new width, and that dimension goes. `bool` only to itself; never weakly typed.
+fn bitcast_convert_type(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let new = dtype(params, "new_dtype")?;
+    if (x.dtype == DType::Bool || new == DType::Bool) && x.dtype != new {
+        return Err(bad(
+            "new_dtype",
+            format!(
+                "bitcast_convert_type does not convert {} to {new}: bool converts only to itself",
+                x.dtype
+            ),
+        ));
+    }
+    let (old_bits, new_bits) = (x.dtype.size_bytes() * 8, new.size_bytes() * 8);
+    let dims = x.shape.dims();
+    let out: Vec<i64> = match old_bits.cmp(&new_bits) {
+        std::cmp::Ordering::Equal => dims.to_vec(),
+        std::cmp::Ordering::Greater => {
+            let mut d = dims.to_vec();
+            d.push((old_bits / new_bits) as i64);
+            d
+        }
+        std::cmp::Ordering::Less => {
+            let last = dims.last().copied().unwrap_or(1);
+            if last.checked_mul(old_bits as i64) != Some(new_bits as i64) {
+                return Err(bad(
+                    "new_dtype",
+                    format!(
+                        "converting {x} from {} ({old_bits} bits) to {new} ({new_bits} bits) \
+                         needs a last dimension of {}, got {last}",
+                        x.dtype,
+                        new_bits / old_bits
+                    ),
+                ));
+            }
+            dims[..dims.len().saturating_sub(1)].to_vec()
+        }
+    };
+    Ok(vec![AbstractValue::new(shape(&out)?, new)])
+}
+
+/// `threefry2x32`: four `u32` operands (two key words, two count words) that broadcast
+/// together as JAX's elementwise operands do (scalars, and size-1 dimensions of operands
+/// of equal rank); two `u32` outputs of the broadcast shape.
+fn threefry2x32(inputs: &[AbstractValue]) -> Rule {
+    arity(inputs, 4)?;
+    for i in 0..4 {
+        check_dtype(inputs, i, |d| d == DType::U32, "u32")?;
+    }
+    let mut acc = inputs[0].clone();
+    for x in &inputs[1..] {
+        acc = AbstractValue::new(binary_shape(&acc, x)?, DType::U32);
+    }
+    let out = AbstractValue::new(acc.shape, DType::U32);
+    Ok(vec![out.clone(), out])
 }
 
 fn select_n(inputs: &[AbstractValue]) -> Rule {

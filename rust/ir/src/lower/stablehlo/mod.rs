@@ -14,6 +14,7 @@
 //! a worklist, so nesting depth costs no stack; each is one pass over its equations
 //! writing into the module's one buffer.
 
+mod bits;
 mod control;
 mod indexing;
 mod ops;

@@ -131,6 +131,7 @@ impl Module {
             | Family::UnarySigned
             | Family::UnaryNumeric
             | Family::UnaryBitwise
+            | Family::UnaryInt
             | Family::UnaryAny => {
                 let op = match b {
                     Builtin::Neg => "stablehlo.negate",
@@ -166,6 +167,8 @@ impl Module {
                     Builtin::Floor => "stablehlo.floor",
                     Builtin::Ceil => "stablehlo.ceil",
                     Builtin::Not => "stablehlo.not",
+                    Builtin::PopulationCount => "stablehlo.popcnt",
+                    Builtin::Clz => "stablehlo.count_leading_zeros",
                     Builtin::Square => {
                         let x = &inputs[0];
                         return Ok(vec![self.op1(f, "stablehlo.multiply", &[x, x], "", out_ty)]);
@@ -318,6 +321,13 @@ impl Module {
                 "",
                 out_ty,
             )),
+            Builtin::BitcastConvertType => {
+                one(self.op1(f, "stablehlo.bitcast_convert", &[&inputs[0]], "", out_ty))
+            }
+            Builtin::Threefry2x32 => {
+                let dims = out_avals[0].shape.dims().to_vec();
+                Ok(self.threefry2x32(f, inputs, in_avals, &dims))
+            }
             Builtin::ConvertElementType => {
                 if in_avals[0].dtype == out_avals[0].dtype {
                     return one(inputs[0].clone());

@@ -1,0 +1,84 @@
+"""``ferrax.random``: JAX's PRNG API, with the same bits as JAX 0.10's default PRNG
+(threefry2x32, ``jax_threefry_partitionable=True``) for the same keys.
+
+Keys are typed (``key(0)``: a :class:`KeyArray` of dtype ``key<fry>``) or raw
+(``PRNGKey(0)``: ``uint32[2]``); every function takes either, and ``split``/``fold_in``
+return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan`` and
+``lax.cond``.
+
+Not yet here: ``multivariate_normal`` (ferrax has no linalg yet). ``truncated_normal``
+needs ``ferrax.lax.erf``. The gamma family (``gamma``, ``loggamma``, ``beta``,
+``dirichlet``, ``t``) samples as JAX does but has no derivative with respect to its
+parameters yet. ferrax has no sort or top_k primitive yet: ``permutation`` sorts with
+NumPy when its key is known, and by comparing all pairs when traced, as
+``choice(replace=False)`` with ``p`` and ``categorical(replace=False)`` always do
+(quadratic in the axis length; the same results as JAX's sorts).
+"""
+
+from ferrax.random._keys import (
+    KeyArray,
+    KeyDType,
+    PRNGKey,
+    fold_in,
+    key,
+    key_data,
+    key_dtype,
+    key_impl,
+    split,
+    wrap_key_data,
+)
+from ferrax.random._samplers import (
+    bernoulli,
+    beta,
+    bits,
+    categorical,
+    cauchy,
+    choice,
+    dirichlet,
+    exponential,
+    gamma,
+    gumbel,
+    laplace,
+    logistic,
+    loggamma,
+    normal,
+    permutation,
+    rademacher,
+    randint,
+    t,
+    truncated_normal,
+    uniform,
+)
+
+__all__ = [
+    "KeyArray",
+    "KeyDType",
+    "PRNGKey",
+    "bernoulli",
+    "beta",
+    "bits",
+    "categorical",
+    "cauchy",
+    "choice",
+    "dirichlet",
+    "exponential",
+    "fold_in",
+    "gamma",
+    "gumbel",
+    "key",
+    "key_data",
+    "key_dtype",
+    "key_impl",
+    "laplace",
+    "logistic",
+    "loggamma",
+    "normal",
+    "permutation",
+    "rademacher",
+    "randint",
+    "split",
+    "t",
+    "truncated_normal",
+    "uniform",
+    "wrap_key_data",
+]

@@ -1,0 +1,500 @@
+"""PRNG keys and the threefry2x32 key operations (seed, split, fold_in, random bits).
+
+JAX 0.10's default PRNG is threefry2x32 with ``jax_threefry_partitionable=True``: the
+counters hashed by ``split`` and ``random_bits`` are a 64-bit iota over the output shape,
+given to threefry as its high and low 32-bit halves; ``fold_in`` hashes the counter pair
+``(0, data)``. Everything here is integer arithmetic, so eager (NumPy) and compiled
+results are the same bits as JAX's.
+
+A typed key array (``key(0)``, dtype ``key<fry>``) is a :class:`KeyArray`: a pytree with
+one ``uint32[..., 2]`` leaf, so it passes through ``jit``, ``vmap``, ``scan`` and ``cond``.
+A raw key (``PRNGKey(0)``, ``uint32[2]``) is accepted wherever a key is, as in JAX.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ferrax import dtypes, lax
+from ferrax import numpy as fnp
+from ferrax._array import Array
+from ferrax._core import Tracer, to_numpy
+from ferrax._lax.bits import threefry2x32 as _threefry2x32_primitive
+from ferrax._user_frames import user_location
+from ferrax.tree_util import register_pytree_node
+
+__all__ = [
+    "KeyArray",
+    "KeyDType",
+    "check_key",
+    "fold_in_data",
+    "random_bits_data",
+    "seed_data",
+    "split_data",
+    "threefry2x32",
+]
+
+_U32 = np.dtype(np.uint32)
+_IMPL_NAME = "threefry2x32"
+_IMPL_TAG = "fry"
+
+UINT_DTYPES: dict[int, np.dtype[Any]] = {
+    8: np.dtype(np.uint8),
+    16: np.dtype(np.uint16),
+    32: np.dtype(np.uint32),
+    64: np.dtype(np.uint64),
+}
+
+
+class KeyDType:
+    """The dtype of typed key arrays: ``key<fry>`` for threefry2x32 keys."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        """``key<fry>``, as JAX names it."""
+        return f"key<{_IMPL_TAG}>"
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per key (two uint32 words)."""
+        return 8
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyDType)
+
+    def __hash__(self) -> int:
+        return hash(KeyDType)
+
+
+_KEY_DTYPE = KeyDType()
+
+
+def _shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(np.shape(x)) if not isinstance(x, Array) else tuple(x.shape)
+
+
+def _dtype_of(x: Any) -> np.dtype[Any]:
+    return x.dtype if isinstance(x, Array) else np.asarray(x).dtype
+
+
+def _check_key_data(data: Any) -> None:
+    # The checks and messages of JAX's ``_check_prng_key_data``.
+    if not all(hasattr(data, a) for a in ("ndim", "shape", "dtype")):
+        raise TypeError(
+            "invalid PRNG key data: expected key_data to have ndim, shape, and dtype "
+            f"attributes. Got {data!r}, at {user_location()}"
+        )
+    shape = tuple(data.shape)
+    if len(shape) < 1:
+        raise TypeError(
+            f"invalid PRNG key data: expected key_data.ndim >= 1; got ndim={len(shape)}, "
+            f"at {user_location()}"
+        )
+    if shape[-1:] != (2,):
+        raise TypeError(
+            "invalid PRNG key data: expected key_data.shape to end with (2,); got "
+            f"shape={shape} for impl={_IMPL_NAME}, at {user_location()}"
+        )
+    if np.dtype(data.dtype) != _U32:
+        raise TypeError(
+            "invalid PRNG key data: expected key_data.dtype = uint32; got "
+            f"dtype={data.dtype}, at {user_location()}"
+        )
+
+
+class KeyArray:
+    """An array of threefry2x32 PRNG keys (JAX's typed keys, dtype ``key<fry>``).
+
+    Its shape is the shape of the keys (the key data has one more, trailing, axis of 2
+    uint32 words). It is a pytree with that ``uint32`` data as its one leaf, so it passes
+    through ``jit``, ``vmap``, ``lax.scan`` and ``lax.cond``. It supports indexing,
+    ``reshape``, ``ravel``, ``flatten``, ``squeeze``, ``transpose``/``T``, ``len``,
+    iteration and ``==``/``!=``; no arithmetic. :func:`ferrax.random.key_data` gives its
+    data.
+    """
+
+    __slots__ = ("_data",)
+    _data: Any
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, data: Any) -> None:
+        if not isinstance(data, Array):
+            data = fnp.asarray(data)
+        _check_key_data(data)
+        self._data = data
+
+    @classmethod
+    def _wrap(cls, data: Any) -> KeyArray:
+        # No checks: pytree unflattening passes whatever leaves a transformation has
+        # (tracers, in_axes specs, placeholders).
+        out = object.__new__(cls)
+        out._data = data
+        return out
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the key array (the key data's shape without its last axis)."""
+        return _shape_of(self._data)[:-1]
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of keys."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> KeyDType:
+        """``key<fry>``."""
+        return _KEY_DTYPE
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per key."""
+        return _KEY_DTYPE.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all keys."""
+        return self.size * self.itemsize
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[KeyArray]:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d key array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __bool__(self) -> bool:
+        raise TypeError("key array cannot be converted to boolean.")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        raise TypeError(
+            "an array of PRNG keys cannot be converted to a NumPy array; use "
+            f"ferrax.random.key_data(keys) for the underlying integers, at {user_location()}"
+        )
+
+    def __getitem__(self, index: Any) -> KeyArray:
+        idx = index if isinstance(index, tuple) else (index,)
+        if any(i is Ellipsis for i in idx):
+            full = (*idx, slice(None))
+        else:
+            full = (*idx, Ellipsis, slice(None))
+        return KeyArray._wrap(self._data[full])
+
+    def reshape(self, *shape: Any) -> KeyArray:
+        """The keys in a new shape (``-1`` allowed)."""
+        dims = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        n = self.size
+        known = [int(d) for d in dims if int(d) != -1]
+        out = tuple(
+            n // max(int(np.prod(known, dtype=np.int64)), 1) if int(d) == -1 else int(d)
+            for d in dims
+        )
+        if int(np.prod(out, dtype=np.int64)) != n:
+            raise TypeError(
+                f"cannot reshape a key array of shape {self.shape} into shape {dims}, "
+                f"at {user_location()}"
+            )
+        return KeyArray._wrap(fnp.reshape(self._data, (*out, 2)))
+
+    def ravel(self) -> KeyArray:
+        """The keys as a 1-D array."""
+        return self.reshape(-1)
+
+    flatten = ravel
+
+    def squeeze(self, axis: int | Sequence[int] | None = None) -> KeyArray:
+        """The keys without axes of length 1."""
+        shape = self.shape
+        if axis is None:
+            axes = tuple(i for i, d in enumerate(shape) if d == 1)
+        else:
+            axes = tuple(a % len(shape) for a in ((axis,) if isinstance(axis, int) else axis))
+        return KeyArray._wrap(fnp.squeeze(self._data, axes) if axes else self._data)
+
+    def transpose(self, *axes: Any) -> KeyArray:
+        """The keys with their axes permuted (reversed by default)."""
+        nd = self.ndim
+        if not axes or axes == (None,):
+            perm = tuple(reversed(range(nd)))
+        elif len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            perm = tuple(int(a) % nd for a in axes[0])
+        else:
+            perm = tuple(int(a) % nd for a in axes)
+        return KeyArray._wrap(fnp.transpose(self._data, (*perm, nd)))
+
+    @property
+    def T(self) -> KeyArray:
+        """The keys with their axes reversed."""
+        return self.transpose()
+
+    def _equal(self, other: object) -> Any:
+        if not isinstance(other, KeyArray):
+            raise TypeError(
+                f"cannot compare a key array with {type(other).__name__}, at {user_location()}"
+            )
+        return fnp.all(fnp.equal(self._data, other._data), axis=-1)
+
+    def __eq__(self, other: object) -> Any:
+        return self._equal(other)
+
+    def __ne__(self, other: object) -> Any:
+        return fnp.logical_not(self._equal(other))
+
+    def block_until_ready(self) -> KeyArray:
+        """Waits for the key data to be computed; returns the keys."""
+        wait = getattr(self._data, "block_until_ready", None)
+        if wait is not None:
+            wait()
+        return self
+
+    def __repr__(self) -> str:
+        data = self._data
+        body = repr(data) if isinstance(data, Tracer) else str(to_numpy(data))
+        return f"Array({self.shape}, dtype={self.dtype.name}) overlaying:\n{body}"
+
+    __str__ = __repr__
+
+
+register_pytree_node(
+    KeyArray,
+    lambda k: ((k._data,), None),
+    lambda _aux, children: KeyArray._wrap(list(children)[0]),
+)
+
+
+def check_key(name: str, key: Any, *, allow_batched: bool = False) -> tuple[Any, bool]:
+    """The key data (``uint32[..., 2]``) of a typed or raw key, and whether it was typed.
+
+    Raises JAX's errors: ``TypeError`` for what is not a key, ``ValueError`` for a key
+    array where one key is expected (unless ``allow_batched``)."""
+    if isinstance(key, KeyArray):
+        data, typed = key._data, True
+    elif isinstance(key, (Array, np.ndarray)):
+        _check_key_data(key)
+        data, typed = (key if isinstance(key, Array) else fnp.asarray(key)), False
+    else:
+        raise TypeError(f"unexpected PRNG key type {type(key)}, at {user_location()}")
+    if not allow_batched and len(_shape_of(data)) != 1:
+        raise ValueError(
+            f"{name} accepts a single key, but was given a key array of shape "
+            f"{_shape_of(data)[:-1]} != (). Use ferrax.vmap for batching, at {user_location()}"
+        )
+    return data, typed
+
+
+# --- threefry2x32 -------------------------------------------------------------------
+
+
+def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[Any, Any]:
+    """The threefry2x32 block cipher (20 rounds) of the counters ``(x1, x2)`` under the
+    key ``(k1, k2)``: all uint32; the keys broadcast against the counters' shape (the
+    ``threefry2x32`` primitive, as JAX's)."""
+    return _threefry2x32_primitive(k1, k2, x1, x2)
+
+
+def _iota_2x32(shape: tuple[int, ...]) -> tuple[Any, Any]:
+    # The high and low words of a 64-bit iota over ``shape`` (row-major).
+    size = int(np.prod(shape, dtype=np.int64))
+    if size >= 2**32:
+        raise NotImplementedError(
+            f"random arrays of 2**32 elements or more are not supported, at {user_location()}"
+        )
+    if not shape:
+        zero = fnp.zeros((), _U32)
+        return zero, zero
+    lo = lax.reshape(lax.iota(_U32, size), shape)
+    return fnp.zeros(shape, _U32), lo
+
+
+def _key_words(data: Any) -> tuple[Any, Any]:
+    return data[..., 0], data[..., 1]
+
+
+def seed_data(seed: Any) -> Any:
+    """The key data ``uint32[2]`` of an integer seed: its high and low 32-bit words."""
+    k1: Any
+    if _dtype_of(seed).itemsize > 4:
+        k1 = lax.convert_element_type(lax.shift_right_logical(seed, 32), _U32)
+    else:
+        k1 = fnp.zeros((), _U32)
+    k2 = lax.convert_element_type(seed, _U32)
+    return fnp.stack([k1, k2])
+
+
+def split_data(data: Any, shape: tuple[int, ...]) -> Any:
+    """``uint32[*shape, 2]``: the keys split from one key's data."""
+    k1, k2 = _key_words(data)
+    hi, lo = _iota_2x32(shape)
+    b1, b2 = threefry2x32(k1, k2, hi, lo)
+    return fnp.stack([b1, b2], axis=len(shape))
+
+
+def fold_in_data(data: Any, msg: Any) -> Any:
+    """The key data of ``data`` with the uint32 scalar ``msg`` folded in."""
+    k1, k2 = _key_words(data)
+    b1, b2 = threefry2x32(k1, k2, fnp.zeros((), _U32), msg)
+    return fnp.stack([b1, b2])
+
+
+def random_bits_data(data: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
+    """``uint{bit_width}[*shape]`` random bits from one key's data."""
+    k1, k2 = _key_words(data)
+    hi, lo = _iota_2x32(shape)
+    b1, b2 = threefry2x32(k1, k2, hi, lo)
+    dtype = UINT_DTYPES[bit_width]
+    if bit_width == 64:
+        high = lax.convert_element_type(b1, dtype)
+        low = lax.convert_element_type(b2, dtype)
+        return lax.bitwise_or(lax.shift_left(high, np.uint64(32)), low)
+    bits = lax.bitwise_xor(b1, b2)
+    return bits if bit_width == 32 else lax.convert_element_type(bits, dtype)
+
+
+# --- the public key functions -------------------------------------------------------------
+
+
+def _check_impl(impl: Any, name: str) -> None:
+    if impl is None or impl == _IMPL_NAME or isinstance(impl, KeyDType):
+        return
+    if isinstance(impl, str):
+        raise ValueError(
+            f'unrecognized PRNG implementation "{impl}". Did you mean one of: '
+            f'"{_IMPL_NAME}"? (ferrax has threefry2x32 only), at {user_location()}'
+        )
+    raise TypeError(
+        f"unrecognized type {type(impl)} for specifying PRNG implementation in {name}, "
+        f"at {user_location()}"
+    )
+
+
+def _seed_array(ctor: str, seed: Any) -> Any:
+    if isinstance(seed, KeyArray):
+        raise TypeError(f"{ctor} accepts a scalar seed, but was given a PRNG key, at {user_location()}")
+    if np.ndim(seed) if not isinstance(seed, Array) else seed.ndim:
+        raise TypeError(
+            f"{ctor} accepts a scalar seed, but was given an array of shape "
+            f"{_shape_of(seed)} != (). Use ferrax.vmap for batching, at {user_location()}"
+        )
+    if isinstance(seed, (bool, int)):
+        # JAX makes a Python int an int64 first, then (without x64) wraps it to int32.
+        try:
+            wide = np.int64(int(seed))
+        except OverflowError:
+            raise OverflowError(
+                f"Python int {seed} too large to convert to int64, at {user_location()}"
+            ) from None
+        return fnp.asarray(wide if dtypes.x64_enabled() else wide.astype(np.int32))
+    arr = seed if isinstance(seed, Array) else fnp.asarray(seed)
+    if not dtypes.is_int(arr.dtype):
+        raise TypeError(f"PRNG key seed must be an integer; got {seed!r}, at {user_location()}")
+    return arr
+
+
+def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
+    """A typed PRNG key (dtype ``key<fry>``, shape ``()``) from an integer seed: its
+    high and low 32-bit words."""
+    if dtype is not None:
+        if impl is not None:
+            raise ValueError(
+                f"Cannot specify both `impl` and `dtype` arguments to ferrax.random.key, "
+                f"at {user_location()}"
+            )
+        impl = dtype
+    _check_impl(impl, "key")
+    return KeyArray._wrap(seed_data(_seed_array("key", seed)))
+
+
+def PRNGKey(seed: Any, *, impl: Any = None) -> Array:
+    """A raw PRNG key (``uint32[2]``) from an integer seed: the data of ``key(seed)``."""
+    _check_impl(impl, "PRNGKey")
+    out: Array = seed_data(_seed_array("PRNGKey", seed))
+    return out
+
+
+def _rewrap(typed: bool, data: Any) -> Any:
+    return KeyArray._wrap(data) if typed else data
+
+
+def split(key: Any, num: int | Sequence[int] = 2) -> Any:
+    """``num`` new keys (an int or a shape) from one key, on new leading axes; typed keys
+    give typed keys, raw keys raw ones."""
+    data, typed = check_key("split", key)
+    shape = tuple(num) if isinstance(num, Sequence) else (num,)
+    dims = []
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(
+                f"split: num must be an int or a tuple of ints, got {num!r}, at {user_location()}"
+            )
+        if d < 0:
+            raise ValueError(f"split: num must be nonnegative, got {num!r}, at {user_location()}")
+        dims.append(int(d))
+    return _rewrap(typed, split_data(data, tuple(dims)))
+
+
+def fold_in(key: Any, data: Any) -> Any:
+    """A new key from a key and a 32-bit integer (``data``, converted to uint32)."""
+    key_data_, typed = check_key("fold_in", key)
+    if (data.ndim if isinstance(data, Array) else np.ndim(data)):
+        raise TypeError(
+            "fold_in accepts a scalar, but was given an array of shape "
+            f"{_shape_of(data)} != (). Use ferrax.vmap for batching, at {user_location()}"
+        )
+    if isinstance(data, (bool, int)) and not 0 <= int(data) < 2**32:
+        raise OverflowError(f"Python integer {data} out of bounds for uint32, at {user_location()}")
+    msg = fnp.asarray(data, dtype=_U32) if not isinstance(data, Array) else data
+    if msg.dtype != _U32:
+        msg = lax.convert_element_type(msg, _U32)
+    return _rewrap(typed, fold_in_data(key_data_, msg))
+
+
+def key_data(keys: Any) -> Array:
+    """The ``uint32[..., 2]`` data of a key array (raw keys are returned as they are)."""
+    data, _ = check_key("key_data", keys, allow_batched=True)
+    out: Array = data
+    return out
+
+
+def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
+    """The typed key array whose data is ``key_bits_array`` (``uint32[..., 2]``)."""
+    if dtype is not None:
+        if impl is not None:
+            raise ValueError(
+                "Cannot specify both `impl` and `dtype` arguments to "
+                f"ferrax.random.wrap_key_data, at {user_location()}"
+            )
+        impl = dtype
+    _check_impl(impl, "wrap_key_data")
+    _check_key_data(key_bits_array)
+    data = key_bits_array if isinstance(key_bits_array, Array) else fnp.asarray(key_bits_array)
+    return KeyArray._wrap(data)
+
+
+def key_impl(keys: Any) -> str:
+    """The name of the keys' PRNG implementation: ``"threefry2x32"``."""
+    check_key("key_impl", keys, allow_batched=True)
+    return _IMPL_NAME
+
+
+def key_dtype(impl: Any = None) -> KeyDType:
+    """The dtype of typed keys (``key<fry>``)."""
+    _check_impl(impl, "key_dtype")
+    return _KEY_DTYPE

@@ -1,0 +1,1117 @@
+"""Samplers: JAX 0.10's algorithms mapping threefry bits to values, step for step.
+
+The random bits are drawn where the key is (eagerly for a concrete key: integer work is
+exact everywhere, so ``bits`` and ``randint`` never compile). The floating-point steps of
+each sampler run as one ``ferrax.jit`` computation cached per (shape, dtype), as JAX jits
+its samplers, with the same operations as JAX's (XLA simplifies by the form of the
+arithmetic), so the values are the same bits as JAX's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ferrax import dtypes, lax
+from ferrax import numpy as fnp
+from ferrax._array import Array
+from ferrax._core import Tracer, to_numpy
+from ferrax._jit import jit
+from ferrax._user_frames import user_location
+from ferrax.random._keys import UINT_DTYPES, check_key, random_bits_data, split_data
+
+__all__ = [
+    "bernoulli",
+    "beta",
+    "bits",
+    "categorical",
+    "cauchy",
+    "choice",
+    "dirichlet",
+    "exponential",
+    "gamma",
+    "gumbel",
+    "laplace",
+    "logistic",
+    "loggamma",
+    "normal",
+    "permutation",
+    "rademacher",
+    "randint",
+    "t",
+    "truncated_normal",
+    "uniform",
+]
+
+Shape = Sequence[int]
+
+
+# --- argument checks ------------------------------------------------------------------
+
+
+def _canonical_shape(shape: Any) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    try:
+        out = tuple(
+            int(d) if isinstance(d, (int, np.integer)) and not isinstance(d, bool) else _bad(d)
+            for d in dims
+        )
+    except TypeError:
+        raise TypeError(
+            "Shapes must be 1D sequences of concrete values of integer type, got "
+            f"{shape!r}, at {user_location()}"
+        ) from None
+    if any(d < 0 for d in out):
+        raise ValueError(f"shape {out} has a negative dimension, at {user_location()}")
+    return out
+
+
+def _bad(d: Any) -> int:
+    raise TypeError(d)
+
+
+def _np_shape(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape) if isinstance(x, Array) else tuple(np.shape(x))
+
+
+def _broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(
+            f"Incompatible shapes for broadcasting: shapes={list(shapes)}, at {user_location()}"
+        ) from None
+
+
+def _check_shape(name: str, shape: tuple[int, ...], *param_shapes: tuple[int, ...]) -> None:
+    if param_shapes:
+        got = _broadcast_shapes(shape, *param_shapes)
+        if got != shape:
+            raise ValueError(
+                f"{name} parameter shapes must be broadcast-compatible with shape argument, "
+                "and the result of broadcasting the shapes must equal the shape argument, "
+                f"but got result {got} for shape argument {shape}, at {user_location()}"
+            )
+
+
+def _float_dtype(name: str, dtype: Any, *, allow_complex: bool = False) -> np.dtype[Any]:
+    d = dtypes.canonicalize(float if dtype is None else dtype, name)
+    if not dtypes.is_float(d):
+        kind = "a float or complex dtype" if allow_complex else "a float dtype"
+        raise ValueError(f"dtype argument to `{name}` must be {kind}, got {d}, at {user_location()}")
+    return d
+
+
+class _FInfo:
+    """The few float constants the samplers use, for every float dtype (bfloat16 too)."""
+
+    def __init__(self, dtype: np.dtype[Any]) -> None:
+        if dtype == dtypes.bfloat16:
+            self.bits, self.nmant, self.tiny = 16, 7, 2.0**-126
+        else:
+            fi = np.finfo(dtype)
+            self.bits, self.nmant, self.tiny = int(fi.bits), int(fi.nmant), float(fi.tiny)
+        self.eps = 2.0**-self.nmant
+        self.epsneg = 2.0 ** -(self.nmant + 1)
+
+
+def _const(value: float, dtype: np.dtype[Any]) -> Any:
+    return np.array(value, dtype)
+
+
+def _broadcast_to_shape(name: str, x: Any, shape: tuple[int, ...]) -> Any:
+    # JAX pads the rank to len(shape), then relies on size-1 broadcasting.
+    xs = _np_shape(x)
+    if len(xs) > len(shape):
+        raise TypeError(
+            f"{name}: arrays must have the same number of dimensions, got "
+            f"{{{len(shape)}, {len(xs)}}}, at {user_location()}"
+        )
+    padded = (1,) * (len(shape) - len(xs)) + xs
+    if any(p not in (1, s) for p, s in zip(padded, shape)):
+        raise TypeError(
+            f"{name} got incompatible shapes for broadcasting: {shape}, {xs}, at {user_location()}"
+        )
+    return fnp.broadcast_to(x, shape) if xs != shape else x
+
+
+# --- bits and uniform -------------------------------------------------------------------
+
+
+def bits(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+    """Uniform random bits as unsigned integers (``dtype`` uint32 by default, uint64
+    with x64)."""
+    data, _ = check_key("bits", key)
+    d = dtypes.default_uint() if dtype is None else dtypes.canonicalize(dtype, "bits")
+    if d.kind != "u":
+        raise ValueError(
+            f"dtype argument to `bits` must be an unsigned int dtype, got {d}, at {user_location()}"
+        )
+    out: Array = random_bits_data(data, d.itemsize * 8, _canonical_shape(shape))
+    return out
+
+
+def _raw_bits(data: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    """The random bits ``uniform`` draws for ``dtype``: computed where the key is (eagerly
+    for a concrete key: integer work is exact everywhere), outside the compiled float
+    work."""
+    fi = _FInfo(dtype)
+    return random_bits_data(data, 8 if fi.nmant < 8 else fi.bits, shape)
+
+
+def _uniform_values(
+    raw: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]
+) -> Any:
+    fi = _FInfo(dtype)
+    minval = _broadcast_to_shape("max", lax.convert_element_type(minval, dtype), shape)
+    maxval = _broadcast_to_shape("mul", lax.convert_element_type(maxval, dtype), shape)
+    rng_bits = 8 if fi.nmant < 8 else fi.bits
+    uint = UINT_DTYPES[fi.bits]
+    if rng_bits != fi.bits:
+        raw = lax.convert_element_type(raw, uint)
+    mantissa = lax.shift_right_logical(raw, np.array(rng_bits - fi.nmant, uint))
+    floats = lax.sub(_one_plus_mantissa(mantissa, dtype), _const(1.0, dtype))
+    span = lax.sub(maxval, minval)
+    return lax.max(minval, lax.add(lax.mul(floats, span), minval))
+
+
+def _one_plus_mantissa(mantissa: Any, dtype: np.dtype[Any]) -> Any:
+    # The float 1.m: the exponent bits of 1.0 set over the random mantissa, as JAX does
+    # (XLA simplifies the arithmetic that follows by its shape, so the same ops matter).
+    uint = mantissa.dtype
+    one_bits = np.array(1.0, dtype).view(uint)
+    return lax.bitcast_convert_type(lax.bitwise_or(mantissa, one_bits), dtype)
+
+
+_uniform_jit = jit(_uniform_values, static_argnums=(3, 4))
+
+
+def uniform(
+    key: Any,
+    shape: Shape = (),
+    dtype: Any = None,
+    minval: Any = 0.0,
+    maxval: Any = 1.0,
+) -> Array:
+    """Uniform random values in ``[minval, maxval)`` (float32 by default, float64 with
+    x64)."""
+    data, _ = check_key("uniform", key)
+    d = _float_dtype("uniform", dtype)
+    shp = _canonical_shape(shape)
+    out: Array = _uniform_jit(_raw_bits(data, shp, d), minval, maxval, shp, d)
+    return out
+
+
+# --- integers ---------------------------------------------------------------------------
+
+
+def _iinfo(d: np.dtype[Any]) -> np.iinfo[Any]:
+    return np.iinfo(d)
+
+
+def _convert_and_clip_integer(val: Any, dtype: np.dtype[Any]) -> Any:
+    # ``val`` in ``dtype``, clipped to the range of both types rather than wrapped.
+    vd = val.dtype
+    lo = max(int(_iinfo(dtype).min), int(_iinfo(vd).min))
+    hi = min(int(_iinfo(dtype).max), int(_iinfo(vd).max))
+    clipped = lax.min(lax.max(val, fnp.full_like(val, lo)), fnp.full_like(val, hi))
+    return lax.convert_element_type(clipped, dtype)
+
+
+def _randint_values(
+    data: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]
+) -> Any:
+    _check_shape("randint", shape, _np_shape(minval), _np_shape(maxval))
+    minval = fnp.asarray(minval)
+    maxval = fnp.asarray(maxval)
+    if not dtypes.is_int(minval.dtype):
+        minval = fnp.astype(minval, dtypes.default_int())
+    if not dtypes.is_int(maxval.dtype):
+        maxval = fnp.astype(maxval, dtypes.default_int())
+    top = _convert_and_clip_integer(fnp.asarray(np.array(_iinfo(dtype).max, dtype)), maxval.dtype)
+    maxval_out_of_range = lax.gt(maxval, lax.broadcast_in_dim(top, _np_shape(maxval), ()))
+    minval = _convert_and_clip_integer(minval, dtype)
+    maxval = _convert_and_clip_integer(maxval, dtype)
+    minval = fnp.broadcast_to(minval, shape)
+    maxval = fnp.broadcast_to(maxval, shape)
+    maxval_out_of_range = fnp.broadcast_to(maxval_out_of_range, shape)
+    nbits = _iinfo(dtype).bits
+    keys = split_data(data, (2,))
+    higher = random_bits_data(keys[0], nbits, shape)
+    lower = random_bits_data(keys[1], nbits, shape)
+    unsigned = UINT_DTYPES[nbits]
+    span = lax.convert_element_type(lax.sub(maxval, minval), unsigned)
+    one = fnp.ones(shape, unsigned)
+    # maxval <= minval gives minval; a maxval beyond the dtype's range one more value.
+    span = lax.select_n(lax.le(maxval, minval), span, one)
+    span = lax.select_n(
+        fnp.logical_and(maxval_out_of_range, lax.gt(maxval, minval)), span, lax.add(span, one)
+    )
+    multiplier = lax.rem(fnp.full(shape, 2 ** (nbits // 2), unsigned), span)
+    multiplier = lax.rem(lax.mul(multiplier, multiplier), span)
+    offset = lax.add(lax.mul(lax.rem(higher, span), multiplier), lax.rem(lower, span))
+    offset = lax.rem(offset, span)
+    return lax.add(minval, lax.convert_element_type(offset, dtype))
+
+
+def randint(
+    key: Any, shape: Shape, minval: Any, maxval: Any, dtype: Any = None
+) -> Array:
+    """Uniform random integers in ``[minval, maxval)`` (int32 by default, int64 with
+    x64), by JAX's algorithm (so with its small modulo bias)."""
+    data, _ = check_key("randint", key)
+    d = dtypes.canonicalize(int if dtype is None else dtype, "randint")
+    if not dtypes.is_int(d):
+        raise TypeError(f"randint only accepts integer dtypes, got {d}, at {user_location()}")
+    shp = _canonical_shape(shape)
+    info = _iinfo(d)
+    sampling = d
+    if info.bits < 32:
+        # Sampled in 32 bits to avoid bias, as JAX does.
+        sampling = np.dtype(np.int32)
+        minval = fnp.clip(fnp.astype(fnp.asarray(minval), sampling), int(info.min), int(info.max))
+        maxval = fnp.clip(
+            fnp.astype(fnp.asarray(maxval), sampling), int(info.min), int(info.max) + 1
+        )
+    out: Array = fnp.astype(_randint_values(data, minval, maxval, shp, sampling), d)
+    return out
+
+
+# --- normal and friends ------------------------------------------------------------------
+
+# XLA's ErfInv (Giles' approximations), as XLA's CPU backend expands chlo.erf_inv.
+_ERF_INV_F32_LT5 = (
+    2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+    -0.00125372503, -0.00417768164, 0.246640727, 1.50140941,
+)
+_ERF_INV_F32_GE5 = (
+    -0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+    -0.0076224613, 0.00943887047, 1.00167406, 2.83297682,
+)
+_ERF_INV_F64_LT6_25 = (
+    -3.64441206401782e-21, -1.6850591381820166e-19, 1.28584807152564e-18,
+    1.1157877678025181e-17, -1.3331716628546209e-16, 2.0972767875968562e-17,
+    6.6376381343583238e-15, -4.0545662729752069e-14, -8.1519341976054722e-14,
+    2.6335093153082323e-12, -1.2975133253453532e-11, -5.4154120542946279e-11,
+    1.0512122733215323e-09, -4.1126339803469837e-09, -2.9070369957882005e-08,
+    4.2347877827932404e-07, -1.3654692000834679e-06, -1.3882523362786469e-05,
+    0.00018673420803405714, -0.000740702534166267, -0.0060336708714301491,
+    0.24015818242558962, 1.6536545626831027,
+)
+_ERF_INV_F64_LT16 = (
+    2.2137376921775787e-09, 9.0756561938885391e-08, -2.7517406297064545e-07,
+    1.8239629214389228e-08, 1.5027403968909828e-06, -4.013867526981546e-06,
+    2.9234449089955446e-06, 1.2475304481671779e-05, -4.7318229009055734e-05,
+    6.8284851459573175e-05, 2.4031110387097894e-05, -0.00035503752036284748,
+    0.0009532893797373805, -0.0016882755560235047, 0.0024914420961078508,
+    -0.0037512085075692412, 0.0053709145535900636, 1.0052589676941592, 3.0838856104922208,
+)
+_ERF_INV_F64_GE16 = (
+    -2.7109920616438573e-11, -2.5556418169965252e-10, 1.5076572693500548e-09,
+    -3.789465440126737e-09, 7.61570120807834e-09, -1.496002662714924e-08,
+    2.9147953450901081e-08, -6.7711997758452339e-08, 2.2900482228026655e-07,
+    -9.9298272942317e-07, 4.5260625972231537e-06, -1.9681778105531671e-05,
+    7.5995277030017761e-05, -0.00021503011930044477, -0.00013871931833623122,
+    1.0103004648645344, 4.8499064014085844,
+)
+
+
+def _erf_inv(x: Any) -> Any:
+    """``erf_inv`` of a float array, as XLA computes it (``lax.erf_inv`` will replace
+    this when ferrax has the primitive)."""
+    dtype = x.dtype
+    if dtype in (np.dtype(np.float16), dtypes.bfloat16):
+        # XLA evaluates the half-precision types in float32.
+        return lax.convert_element_type(_erf_inv(lax.convert_element_type(x, np.float32)), dtype)
+    shape = _np_shape(x)
+
+    def full(v: float) -> Any:
+        return fnp.full(shape, v, dtype)
+
+    def select(pred: Any, a: Any, b: Any) -> Any:
+        return lax.select_n(pred, b, a)
+
+    w = lax.neg(lax.log1p(lax.mul(x, lax.neg(x))))
+    if dtype == np.dtype(np.float32):
+        lt = lax.lt(w, full(5.0))
+        z = select(lt, lax.sub(w, full(2.5)), lax.sub(lax.sqrt(w), full(3.0)))
+        p = select(lt, full(_ERF_INV_F32_LT5[0]), full(_ERF_INV_F32_GE5[0]))
+        for a, b in zip(_ERF_INV_F32_LT5[1:], _ERF_INV_F32_GE5[1:]):
+            p = lax.add(select(lt, full(a), full(b)), lax.mul(p, z))
+    else:
+        lt6 = lax.lt(w, full(6.25))
+        lt16 = lax.lt(w, full(16.0))
+
+        def coefficient(i: int) -> Any:
+            c = full(_ERF_INV_F64_LT6_25[i])
+            if i < 19:
+                c = select(lt6, c, full(_ERF_INV_F64_LT16[i]))
+            if i < 17:
+                c = select(lt16, c, full(_ERF_INV_F64_GE16[i]))
+            return c
+
+        z = select(
+            lt6,
+            lax.sub(w, full(3.125)),
+            lax.sub(lax.sqrt(w), select(lt16, full(3.25), full(5.0))),
+        )
+        p = coefficient(0)
+        for i in range(1, 17):
+            p = lax.add(coefficient(i), lax.mul(p, z))
+        for i in range(17, 19):
+            p = select(lt16, lax.add(coefficient(i), lax.mul(p, z)), p)
+        for i in range(19, 23):
+            p = select(lt6, lax.add(coefficient(i), lax.mul(p, z)), p)
+    result = lax.mul(p, x)
+    return select(lax.eq(lax.abs(x), full(1.0)), lax.mul(x, full(np.inf)), result)
+
+
+def _normal_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    fi = _FInfo(dtype)
+    lo = _const(-1.0 + fi.epsneg, dtype)  # nextafter(-1, 0)
+    u = _uniform_values(raw, lo, _const(1.0, dtype), shape, dtype)
+    return lax.mul(fnp.full(shape, math.sqrt(2), dtype), _erf_inv(u))
+
+
+_normal_jit = jit(_normal_impl, static_argnums=(1, 2))
+
+
+def normal(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+    """Standard normal random values (float32 by default, float64 with x64)."""
+    data, _ = check_key("normal", key)
+    d = _float_dtype("normal", dtype, allow_complex=True)
+    shp = _canonical_shape(shape)
+    out: Array = _normal_jit(_raw_bits(data, shp, d), shp, d)
+    return out
+
+
+def _erf(x: Any) -> Any:
+    """``lax.erf`` (a primitive lowered to chlo.erf, as JAX's)."""
+    erf = getattr(lax, "erf", None)
+    if erf is None:
+        raise NotImplementedError(
+            f"truncated_normal needs ferrax.lax.erf, which this build lacks, at {user_location()}"
+        )
+    return erf(x)
+
+
+def _nextafter_inf(x: Any, up: bool) -> Any:
+    """``nextafter(x, +inf)`` (``up``) or ``nextafter(x, -inf)``, on the bits, as XLA
+    expands chlo.next_after."""
+    dtype = x.dtype
+    ints = np.dtype(f"i{dtype.itemsize}")
+    shape = _np_shape(x)
+    nbits = 8 * dtype.itemsize
+    sign_mask = np.array(-(2 ** (nbits - 1)), ints)
+    abs_mask = np.array(2 ** (nbits - 1) - 1, ints)
+    inf_bits = np.array(np.inf, dtype).view(ints)
+    nan_bits = np.array(np.nan, dtype).view(ints)
+
+    def full(v: Any) -> Any:
+        return fnp.full(shape, v, ints)
+
+    xi = lax.bitcast_convert_type(x, ints)
+    x_abs = lax.bitwise_and(xi, full(abs_mask))
+    negative = lax.ne(lax.bitwise_and(xi, full(sign_mask)), full(0))
+    away = fnp.logical_or(lax.gt(x_abs, full(inf_bits)), negative if up else fnp.logical_not(negative))
+    step = lax.select_n(away, full(1), full(-1))
+    result = lax.add(xi, step)
+    smallest = full(1) if up else lax.bitwise_or(full(sign_mask), full(1))
+    result = lax.select_n(lax.eq(x_abs, full(0)), result, smallest)
+    target = np.inf if up else -np.inf
+    result = lax.select_n(lax.eq(x, fnp.full(shape, target, dtype)), result, full(np.array(target, dtype).view(ints)))
+    result = lax.select_n(lax.ne(x, x), result, full(nan_bits))
+    return lax.bitcast_convert_type(result, dtype)
+
+
+def _truncated_normal_impl(
+    raw: Any, lower: Any, upper: Any, shape: tuple[int, ...], dtype: np.dtype[Any]
+) -> Any:
+    sqrt2 = _const(math.sqrt(2), dtype)
+    lower = lax.convert_element_type(lower, dtype)
+    upper = lax.convert_element_type(upper, dtype)
+    a = _erf(lax.div(lower, fnp.full(_np_shape(lower), sqrt2, dtype)))
+    b = _erf(lax.div(upper, fnp.full(_np_shape(upper), sqrt2, dtype)))
+    u = _uniform_values(raw, a, b, shape, dtype)
+    out = lax.mul(fnp.full(shape, sqrt2, dtype), _erf_inv(u))
+    lo = fnp.broadcast_to(_nextafter_inf(lax.stop_gradient(lower), True), shape)
+    hi = fnp.broadcast_to(_nextafter_inf(lax.stop_gradient(upper), False), shape)
+    return lax.min(hi, lax.max(lo, out))
+
+
+_truncated_normal_jit = jit(_truncated_normal_impl, static_argnums=(3, 4))
+
+
+def truncated_normal(
+    key: Any, lower: Any, upper: Any, shape: Shape | None = None, dtype: Any = None
+) -> Array:
+    """Standard normal values truncated to ``(lower, upper)`` (by inverting the normal
+    CDF on a uniform draw between ``erf`` of the bounds, as JAX)."""
+    shp = None if shape is None else _canonical_shape(shape)
+    data, _ = check_key("truncated_normal", key)
+    d = _float_dtype("truncated_normal", dtype)
+    if shp is None:
+        shp = _broadcast_shapes(_np_shape(lower), _np_shape(upper))
+    else:
+        _check_shape("truncated_normal", shp, _np_shape(lower), _np_shape(upper))
+    out: Array = _truncated_normal_jit(_raw_bits(data, shp, d), lower, upper, shp, d)
+    return out
+
+
+def _bernoulli_impl(raw: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
+    dtype = p.dtype
+    p = fnp.broadcast_to(p, shape)
+    if mode == "high":
+        u = _uniform_values(raw, _const(0.0, dtype), _const(1.0, dtype), (2, *shape), dtype)
+        u1, u2 = u[0], u[1]
+        u2 = lax.mul(u2, fnp.full(shape, 2.0 ** -_FInfo(dtype).nmant, dtype))
+        return lax.lt(u2, lax.sub(p, u1))
+    u = _uniform_values(raw, _const(0.0, dtype), _const(1.0, dtype), shape, dtype)
+    return lax.lt(u, p)
+
+
+_bernoulli_jit = jit(_bernoulli_impl, static_argnums=(2, 3))
+
+
+def bernoulli(key: Any, p: Any = 0.5, shape: Shape | None = None, mode: str = "low") -> Array:
+    """Bernoulli random booleans, true with probability ``p`` (float; broadcast to
+    ``shape``, whose default is ``p``'s shape)."""
+    shp = None if shape is None else _canonical_shape(shape)
+    if mode not in ("high", "low"):
+        raise ValueError(f"got mode={mode!r}, expected 'high' or 'low', at {user_location()}")
+    data, _ = check_key("bernoulli", key)
+    p_arr = fnp.asarray(p)
+    if not dtypes.is_float(p_arr.dtype):
+        raise TypeError(
+            f"bernoulli probability `p` must have a floating dtype, got {p_arr.dtype}, "
+            f"at {user_location()}"
+        )
+    if shp is None:
+        shp = _np_shape(p_arr)
+    else:
+        _check_shape("bernoulli", shp, _np_shape(p_arr))
+    raw = _raw_bits(data, (2, *shp) if mode == "high" else shp, p_arr.dtype)
+    out: Array = _bernoulli_jit(raw, p_arr, shp, mode)
+    return out
+
+
+def _simple_sampler(name: str, dtype: Any, shape: Shape) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    return _canonical_shape(shape), _float_dtype(name, dtype)
+
+
+def _exponential_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    u = _uniform_values(raw, _const(0.0, dtype), _const(1.0, dtype), shape, dtype)
+    return lax.neg(lax.log1p(lax.neg(u)))
+
+
+_exponential_jit = jit(_exponential_impl, static_argnums=(1, 2))
+
+
+def exponential(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+    """Standard exponential random values."""
+    data, _ = check_key("exponential", key)
+    shp, d = _simple_sampler("exponential", dtype, shape)
+    out: Array = _exponential_jit(_raw_bits(data, shp, d), shp, d)
+    return out
+
+
+def _laplace_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    lo = _const(-1.0 + _FInfo(dtype).epsneg, dtype)
+    u = _uniform_values(raw, lo, _const(1.0, dtype), shape, dtype)
+    return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))))
+
+
+_laplace_jit = jit(_laplace_impl, static_argnums=(1, 2))
+
+
+def laplace(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+    """Standard Laplace random values."""
+    data, _ = check_key("laplace", key)
+    shp, d = _simple_sampler("laplace", dtype, shape)
+    out: Array = _laplace_jit(_raw_bits(data, shp, d), shp, d)
+    return out
+
+
+def _logistic_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    lo = _const(_FInfo(dtype).tiny, dtype)
+    x = _uniform_values(raw, lo, _const(1.0, dtype), shape, dtype)
+    return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
+
+
+_logistic_jit = jit(_logistic_impl, static_argnums=(1, 2))
+
+
+def logistic(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+    """Standard logistic random values."""
+    data, _ = check_key("logistic", key)
+    shp, d = _simple_sampler("logistic", dtype, shape)
+    out: Array = _logistic_jit(_raw_bits(data, shp, d), shp, d)
+    return out
+
+
+def _cauchy_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    lo = _const(_FInfo(dtype).eps, dtype)
+    u = _uniform_values(raw, lo, _const(1.0, dtype), shape, dtype)
+    pi = fnp.full(shape, np.pi, dtype)
+    return lax.tan(lax.mul(pi, lax.sub(u, fnp.full(shape, 0.5, dtype))))
+
+
+_cauchy_jit = jit(_cauchy_impl, static_argnums=(1, 2))
+
+
+def cauchy(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+    """Standard Cauchy random values."""
+    data, _ = check_key("cauchy", key)
+    shp, d = _simple_sampler("cauchy", dtype, shape)
+    out: Array = _cauchy_jit(_raw_bits(data, shp, d), shp, d)
+    return out
+
+
+def _gumbel_values(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any], mode: str) -> Any:
+    fi = _FInfo(dtype)
+    if mode == "low":
+        u = _uniform_values(raw, _const(fi.tiny, dtype), _const(1.0, dtype), shape, dtype)
+        return lax.neg(lax.log(lax.neg(lax.log(u))))
+    if mode == "highest" and dtype == np.dtype(np.float32):
+        return _gumbel_highest_f32(raw, shape)
+    both = _uniform_values(raw, _const(0.0, dtype), _const(1.0, dtype), (2, *shape), dtype)
+    high, low = both[0], both[1]
+    x = lax.select_n(
+        lax.ge(high, fnp.full(shape, 0.5, dtype)),
+        lax.add(
+            lax.add(high, lax.mul(fnp.full(shape, 2.0**-fi.nmant, dtype), low)),
+            fnp.full(shape, fi.tiny, dtype),
+        ),
+        high,
+    )
+    return lax.neg(lax.log(lax.neg(lax.log1p(lax.neg(x)))))
+
+
+def _safe_int_to_float(hi: Any, lo: Any) -> Any:
+    # The 64-bit fixed-point fraction hi:lo as a float32 in (0, 1), keeping the leading
+    # bits whatever the number of leading zeros (JAX's _safe_int_to_float).
+    shape = _np_shape(hi)
+
+    def full(v: int) -> Any:
+        return fnp.full(shape, np.array(v, np.uint32), np.uint32)
+
+    hiclz, loclz = lax.clz(hi), lax.clz(lo)
+    hi_all_zero = lax.eq(hiclz, full(32))
+    mantissa = lax.bitwise_or(
+        lax.shift_left(hi, hiclz),
+        lax.select_n(hi_all_zero, lax.shift_right_logical(lo, lax.sub(full(32), hiclz)), lax.shift_left(lo, loclz)),
+    )
+    mantissa = lax.shift_right_logical(mantissa, full(32 - 23 - 1))
+    mantissa = lax.bitwise_and(mantissa, full((1 << 23) - 1))
+    zeros = lax.select_n(hi_all_zero, hiclz, lax.add(full(32), loclz))
+    exp = lax.shift_left(lax.sub(full(126), zeros), full(23))
+    exp = lax.bitwise_and(exp, full((1 << 30) - (1 << 22)))
+    return lax.bitcast_convert_type(lax.bitwise_or(exp, mantissa), np.float32)
+
+
+def _gumbel_highest_f32(raw: Any, shape: tuple[int, ...]) -> Any:
+    neg = lax.bitwise_not(raw)
+    lo_bits = neg[1]
+    carry = fnp.astype(lax.eq(lo_bits, fnp.full(shape, np.array(0xFFFFFFFF, np.uint32), np.uint32)), np.uint32)
+    neg = lax.add(neg, fnp.stack([carry, fnp.ones(shape, np.uint32)]))
+    flip = lax.lt(raw[0], fnp.full(shape, np.array(1 << 31, np.uint32), np.uint32))
+    hi = lax.select_n(flip, neg[0], raw[0])
+    lo = lax.select_n(flip, neg[1], raw[1])
+    x = _safe_int_to_float(hi, lo)
+    one_minus = lax.neg(lax.log(lax.neg(lax.log1p(lax.neg(x)))))
+    direct = lax.neg(lax.log(lax.neg(lax.log(x))))
+    return lax.select_n(flip, direct, one_minus)
+
+
+_gumbel_jit = jit(_gumbel_values, static_argnums=(1, 2, 3))
+
+
+def _gumbel_bits_shape(shape: tuple[int, ...], dtype: np.dtype[Any], mode: str) -> tuple[int, ...]:
+    return shape if mode == "low" else (2, *shape)
+
+
+def _gumbel_mode(mode: str | None) -> str:
+    mode = "low" if mode is None else mode
+    if mode not in ("highest", "high", "low"):
+        raise ValueError(f"Must provide valid mode for gumbel got: {mode}, at {user_location()}")
+    return mode
+
+
+def gumbel(key: Any, shape: Shape = (), dtype: Any = None, mode: str | None = None) -> Array:
+    """Standard Gumbel random values (``mode`` "low", "high" or "highest" as JAX's:
+    more random bits for a wider range)."""
+    data, _ = check_key("gumbel", key)
+    shp, d = _simple_sampler("gumbel", dtype, shape)
+    m = _gumbel_mode(mode)
+    out: Array = _gumbel_jit(_raw_bits(data, _gumbel_bits_shape(shp, d, m), d), shp, d, m)
+    return out
+
+
+def _rademacher_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    f = dtypes.default_float()
+    u = _uniform_values(raw, _const(0.0, f), _const(1.0, f), shape, f)
+    b = fnp.astype(lax.lt(u, fnp.full(shape, 0.5, f)), dtype)
+    return fnp.astype(2 * b - 1, dtype)
+
+
+_rademacher_jit = jit(_rademacher_impl, static_argnums=(1, 2))
+
+
+def rademacher(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+    """Random -1 and 1 with equal probability (int32 by default, int64 with x64)."""
+    data, _ = check_key("rademacher", key)
+    d = dtypes.canonicalize(int if dtype is None else dtype, "rademacher")
+    shp = _canonical_shape(shape)
+    raw = _raw_bits(data, shp, dtypes.default_float())
+    out: Array = _rademacher_jit(raw, shp, d)
+    return out
+
+
+def _categorical_gumbel_shape(
+    logits_shape: tuple[int, ...], shape: tuple[int, ...], axis: int
+) -> tuple[int, ...]:
+    # The prefix of ``shape`` beyond the batch shape, then the batch shape with the
+    # logits' axis put back.
+    nd = len(logits_shape)
+    prefix = shape[: len(shape) - (nd - 1)]
+    ax = axis - nd if axis >= 0 else axis
+    rest = list(shape[len(shape) - (nd - 1):])
+    rest.insert(ax % nd, logits_shape[ax])
+    return (*prefix, *rest)
+
+
+def _categorical_impl(raw: Any, logits: Any, shape: tuple[int, ...], axis: int, mode: str) -> Any:
+    nd = logits.ndim
+    gshape = _categorical_gumbel_shape(tuple(logits.shape), shape, axis)
+    n_prefix = len(gshape) - nd
+    g = _gumbel_values(raw, gshape, logits.dtype, mode)
+    expanded = fnp.expand_dims(logits, tuple(range(n_prefix))) if n_prefix else logits
+    return fnp.argmax(lax.add(g, fnp.broadcast_to(expanded, g.shape)), axis=axis - nd if axis >= 0 else axis)
+
+
+_categorical_jit = jit(_categorical_impl, static_argnums=(2, 3, 4))
+
+
+def _categorical_top_k_impl(
+    raw: Any, logits: Any, shape: tuple[int, ...], axis: int, k: int, mode: str
+) -> Any:
+    shifted = lax.add(logits, _gumbel_values(raw, tuple(logits.shape), logits.dtype, mode))
+    nd_in = shifted.ndim
+    moved = fnp.transpose(shifted, (*(i for i in range(nd_in) if i != axis), axis))
+    indices = _top_k_indices(moved, k)  # batch + (k,)
+    # The k draws lead: the sample axes first, then the batch axes.
+    nd = indices.ndim
+    indices = fnp.transpose(indices, (nd - 1, *range(nd - 1)))
+    return fnp.reshape(fnp.astype(indices, dtypes.default_int()), shape)
+
+
+_categorical_top_k_jit = jit(_categorical_top_k_impl, static_argnums=(2, 3, 4, 5))
+
+
+def categorical(
+    key: Any,
+    logits: Any,
+    axis: int = -1,
+    shape: Shape | None = None,
+    replace: bool = True,
+    mode: str | None = None,
+) -> Array:
+    """Samples from categorical distributions given by unnormalized log probabilities
+    along ``axis`` (the Gumbel-max trick, as JAX)."""
+    data, _ = check_key("categorical", key)
+    logits_arr = fnp.asarray(logits)
+    nd = logits_arr.ndim
+    if not -nd <= axis < nd:
+        raise ValueError(f"axis {axis} is out of bounds for logits of rank {nd}, at {user_location()}")
+    batch_shape = tuple(d for i, d in enumerate(logits_arr.shape) if i != axis % nd)
+    if shape is None:
+        shp = batch_shape
+    else:
+        shp = _canonical_shape(shape)
+        _check_shape("categorical", shp, batch_shape)
+    m = _gumbel_mode(mode)
+    if not replace:
+        k = int(np.prod(shp[: len(shp) - len(batch_shape)], dtype=np.int64))
+        if k > logits_arr.shape[axis]:
+            raise ValueError(
+                f"Number of samples without replacement ({k}) cannot exceed number of "
+                f"categories ({logits_arr.shape[axis]}), at {user_location()}"
+            )
+        lshape = tuple(logits_arr.shape)
+        raw = _raw_bits(data, _gumbel_bits_shape(lshape, logits_arr.dtype, m), logits_arr.dtype)
+        out_nr: Array = _categorical_top_k_jit(raw, logits_arr, shp, axis % nd, k, m)
+        return out_nr
+    gshape = _categorical_gumbel_shape(logits_arr.shape, shp, axis)
+    raw = _raw_bits(data, _gumbel_bits_shape(gshape, logits_arr.dtype, m), logits_arr.dtype)
+    out: Array = _categorical_jit(raw, logits_arr, shp, axis, m)
+    return out
+
+
+# --- top_k and cumsum, as JAX's results, without their primitives -----------------------
+
+
+def _top_k_indices(x: Any, k: int) -> Any:
+    """The indices of the ``k`` largest entries along the last axis, largest first and
+    the lower index first among equals (``lax.top_k``'s), by ranks: quadratic in the
+    axis length, as ferrax has no top_k primitive yet."""
+    n = x.shape[-1]
+    xi = fnp.expand_dims(x, -1)  # [..., i, 1]
+    xj = fnp.expand_dims(x, -2)  # [..., 1, j]
+    idx = lax.iota(np.int32, n)
+    before = fnp.logical_or(
+        lax.gt(*_same(xj, xi)),
+        fnp.logical_and(lax.eq(*_same(xj, xi)), fnp.less(idx[None, :], idx[:, None])),
+    )
+    rank = fnp.sum(fnp.astype(before, np.int32), axis=-1)  # [..., i]
+    onehot = fnp.equal(fnp.expand_dims(rank, -2), lax.iota(np.int32, k)[:, None])  # [..., p, i]
+    return fnp.astype(fnp.argmax(onehot, axis=-1), np.int32)
+
+
+def _cumsum(x: Any) -> Any:
+    # Left to right, as XLA's CPU backend evaluates JAX's cumsum (a reduce_window).
+    def step(total: Any, v: Any) -> tuple[Any, Any]:
+        total = lax.add(total, v)
+        return total, total
+
+    _, out = lax.scan(step, fnp.zeros((), x.dtype), x)
+    return out
+
+
+# --- permutations --------------------------------------------------------------------------
+
+
+def _sort_along_last(sort_keys: Any, values: Any) -> Any:
+    # A stable sort of ``values`` by ``sort_keys`` along the last axis (lax.sort_key_val's
+    # result). Known keys are sorted by NumPy; traced ones by ranks, O(n**2) comparisons,
+    # as ferrax has no sort primitive yet.
+    if not isinstance(sort_keys, Tracer):
+        order = np.argsort(to_numpy(sort_keys), axis=-1, kind="stable").astype(np.int32)
+        return fnp.take_along_axis(values, fnp.asarray(order), axis=-1)
+    n = sort_keys.shape[-1]
+    ki = fnp.expand_dims(sort_keys, -1)  # [..., i, 1]
+    kj = fnp.expand_dims(sort_keys, -2)  # [..., 1, j]
+    idx = lax.iota(np.int32, n)
+    before = fnp.logical_or(
+        lax.lt(*_same(kj, ki)),
+        fnp.logical_and(lax.eq(*_same(kj, ki)), fnp.less(idx[None, :], idx[:, None])),
+    )
+    rank = fnp.sum(fnp.astype(before, np.int32), axis=-1)  # [..., i]
+    # The element whose rank is p goes to position p.
+    onehot = fnp.equal(fnp.expand_dims(rank, -2), idx[:, None])  # [..., p, i]
+    source = fnp.argmax(onehot, axis=-1)
+    return fnp.take_along_axis(values, fnp.astype(source, np.int32), axis=-1)
+
+
+def _same(a: Any, b: Any) -> tuple[Any, Any]:
+    shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    return fnp.broadcast_to(a, shape), fnp.broadcast_to(b, shape)
+
+
+def _shuffle(data: Any, x: Any, axis: int) -> Any:
+    size = int(np.prod(x.shape, dtype=np.int64))
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(rounds):
+        keys = split_data(data, (2,))
+        data, sub = keys[0], keys[1]
+        sort_keys = random_bits_data(sub, 32, tuple(x.shape))
+        moved_keys = fnp.swapaxes(sort_keys, axis, -1)
+        moved = fnp.swapaxes(x, axis, -1)
+        x = fnp.swapaxes(_sort_along_last(moved_keys, moved), axis, -1)
+    return x
+
+
+def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Array:
+    """A random permutation of ``arange(x)`` (an int ``x``) or of ``x``'s entries along
+    ``axis`` (each slice independently if ``independent``), the same as JAX's."""
+    data, _ = check_key("permutation", key)
+    arr = fnp.asarray(x)
+    nd = max(arr.ndim, 1)
+    if not -nd <= axis < nd:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {nd}, at {user_location()}")
+    axis = axis % nd
+    if arr.ndim == 0:
+        if not dtypes.is_int(arr.dtype):
+            raise TypeError(f"x must be an integer or at least 1-dimensional, at {user_location()}")
+        out: Array = _shuffle(data, fnp.arange(int(arr)), axis)
+        return out
+    if independent or arr.ndim == 1:
+        out = _shuffle(data, arr, axis)
+        return out
+    ind = _shuffle(data, fnp.arange(arr.shape[axis]), 0)
+    out = fnp.take(arr, ind, axis)
+    return out
+
+
+def _choice_p_impl(raw: Any, p: Any, shape: tuple[int, ...]) -> Any:
+    dtype = p.dtype
+    p_cuml = _cumsum(p)
+    u = _uniform_values(raw, _const(0.0, dtype), _const(1.0, dtype), shape, dtype)
+    r = lax.mul(fnp.full(shape, p_cuml[-1], dtype), lax.sub(fnp.ones(shape, dtype), u))
+    # searchsorted (side="left"): how many cumulative sums are below r.
+    below = lax.lt(fnp.broadcast_to(p_cuml, (*shape, p.shape[0])), fnp.expand_dims(r, -1))
+    return fnp.astype(fnp.sum(fnp.astype(below, np.int32), axis=-1), dtypes.default_int())
+
+
+_choice_p_jit = jit(_choice_p_impl, static_argnums=(2,))
+
+
+def _choice_top_k_impl(raw: Any, p: Any, k: int, mode: str) -> Any:
+    g = lax.add(_gumbel_values(raw, tuple(p.shape), p.dtype, mode), lax.log(p))
+    return fnp.astype(_top_k_indices(g, k), dtypes.default_int())
+
+
+_choice_top_k_jit = jit(_choice_top_k_impl, static_argnums=(2, 3))
+
+
+def choice(
+    key: Any,
+    a: Any,
+    shape: Shape = (),
+    replace: bool = True,
+    p: Any = None,
+    axis: int = 0,
+    mode: str | None = None,
+) -> Array:
+    """A random sample from ``a``'s entries along ``axis`` (or from ``arange(a)``), with
+    or without replacement, uniformly or with the probabilities ``p``."""
+    data, _ = check_key("choice", key)
+    if not isinstance(shape, Sequence):
+        raise TypeError(
+            f"shape argument of ferrax.random.choice must be a sequence, got {shape}, "
+            f"at {user_location()}"
+        )
+    shp = _canonical_shape(shape)
+    arr = fnp.asarray(a)
+    if arr.ndim == 0:
+        n_inputs = int(arr)
+    else:
+        if not -arr.ndim <= axis < arr.ndim:
+            raise ValueError(f"axis {axis} is out of bounds, at {user_location()}")
+        axis = axis % arr.ndim
+        n_inputs = arr.shape[axis]
+    n_draws = int(np.prod(shp, dtype=np.int64))
+    if n_draws == 0:
+        out: Array = fnp.zeros(shp, arr.dtype)
+        return out
+    if n_inputs <= 0:
+        raise ValueError(f"a must be greater than 0 unless no samples are taken, at {user_location()}")
+    if not replace and n_draws > n_inputs:
+        raise ValueError(
+            f"Cannot take a larger sample (size {n_draws}) than population (size {n_inputs}) "
+            f"when 'replace=False', at {user_location()}"
+        )
+    if p is not None:
+        p_arr = fnp.asarray(p)
+        if not dtypes.is_float(p_arr.dtype):
+            p_arr = fnp.astype(p_arr, dtypes.default_float())
+        if _np_shape(p_arr) != (n_inputs,):
+            raise ValueError(
+                "p must be None or a 1D vector with the same size as a.shape[axis]. "
+                f"p has shape {_np_shape(p_arr)} and a.shape[axis] is {n_inputs}, "
+                f"at {user_location()}"
+            )
+        pd = p_arr.dtype
+        if replace:
+            ind = _choice_p_jit(_raw_bits(data, shp, pd), p_arr, shp)
+        else:
+            m = _gumbel_mode(mode)
+            raw = _raw_bits(data, _gumbel_bits_shape((n_inputs,), pd, m), pd)
+            ind = _choice_top_k_jit(raw, p_arr, n_draws, m)
+        result = ind if arr.ndim == 0 else fnp.take(arr, ind, axis)
+    elif replace:
+        ind = randint(key, shp, 0, n_inputs)
+        result = ind if arr.ndim == 0 else fnp.take(arr, ind, axis)
+    else:
+        perm = permutation(key, n_inputs if arr.ndim == 0 else arr, axis)
+        index = (slice(None),) * axis + (slice(n_draws),)
+        result = perm[index]
+    final = shp if arr.ndim == 0 else (*arr.shape[:axis], *shp, *arr.shape[axis + 1:])
+    out = fnp.reshape(result, final)
+    return out
+
+
+# --- the gamma family ------------------------------------------------------------------
+
+
+def _scalar_normal(data: Any, dtype: np.dtype[Any]) -> Any:
+    return _normal_impl(_raw_bits(data, (), dtype), (), dtype)
+
+
+def _scalar_uniform(data: Any, dtype: np.dtype[Any]) -> Any:
+    return _uniform_values(_raw_bits(data, (), dtype), _const(0.0, dtype), _const(1.0, dtype), (), dtype)
+
+
+def _gamma_one(data: Any, alpha: Any, log_space: bool) -> Any:
+    # Marsaglia and Tsang's method, with JAX's keys, loops and boost for alpha < 1.
+    dtype = alpha.dtype
+
+    def c(v: float) -> Any:
+        return fnp.full((), v, dtype)
+
+    zero, one, minus_one = c(0.0), c(1.0), c(-1.0)
+    boost_mask = lax.ge(alpha, one)
+    alpha_orig = alpha
+    alpha = lax.select_n(boost_mask, lax.add(alpha, one), alpha)
+    d = lax.sub(alpha, c(1.0 / 3.0))
+    cc = lax.div(c(1.0 / 3.0), lax.sqrt(d))
+
+    def cond_fn(state: Any) -> Any:
+        _, x, v, u = state
+        return fnp.logical_and(
+            lax.ge(u, lax.sub(one, lax.mul(c(0.0331), lax.mul(x, x)))),
+            lax.ge(
+                lax.log(u),
+                lax.add(lax.mul(x, c(0.5)), lax.mul(d, lax.add(lax.sub(one, v), lax.log(v)))),
+            ),
+        )
+
+    def next_xv(state: Any) -> Any:
+        k = split_data(state[0], (2,))
+        x = _scalar_normal(k[1], dtype)
+        return k[0], x, lax.add(one, lax.mul(x, cc))
+
+    def body_fn(state: Any) -> Any:
+        k = split_data(state[0], (3,))
+        _, x, v = lax.while_loop(lambda s: lax.le(s[2], zero), next_xv, (k[1], zero, minus_one))
+        big_x = lax.mul(x, x)
+        big_v = lax.mul(lax.mul(v, v), v)
+        u = _scalar_uniform(k[2], dtype)
+        return k[0], big_x, big_v, u
+
+    keys = split_data(data, (2,))
+    _, _, v, _ = lax.while_loop(cond_fn, body_fn, (keys[0], zero, one, c(2.0)))
+    if log_space:
+        u = _scalar_uniform(keys[1], dtype)
+        log_samples = lax.neg(lax.neg(lax.log1p(lax.neg(u))))
+        log_boost = lax.select_n(
+            fnp.logical_or(boost_mask, lax.eq(log_samples, zero)),
+            lax.mul(log_samples, lax.div(one, alpha_orig)),
+            zero,
+        )
+        return lax.add(lax.add(lax.log(d), lax.log(v)), log_boost)
+    samples = lax.sub(one, _scalar_uniform(keys[1], dtype))
+    boost = lax.select_n(boost_mask, lax.pow(samples, lax.div(one, alpha_orig)), one)
+    return lax.mul(lax.mul(d, v), boost)
+
+
+def _gamma_values(data: Any, a: Any, log_space: bool) -> Any:
+    from ferrax._vmap import vmap
+
+    shape = tuple(a.shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    keys = split_data(data, (n,))
+    samples = vmap(lambda k, al: _gamma_one(k, al, log_space))(keys, fnp.reshape(a, (n,)))
+    return fnp.reshape(samples, shape)
+
+
+def _gamma_impl(data: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype[Any], log_space: bool) -> Any:
+    a = lax.convert_element_type(a, dtype)
+    if tuple(a.shape) != shape:
+        a = fnp.broadcast_to(a, shape)
+    return _gamma_values(data, a, log_space)
+
+
+_gamma_jit = jit(_gamma_impl, static_argnums=(2, 3, 4))
+
+
+def _param_shape(name: str, shape: Shape | None, *params: Any) -> tuple[int, ...]:
+    if shape is None:
+        return _broadcast_shapes(*(_np_shape(p) for p in params))
+    shp = _canonical_shape(shape)
+    _check_shape(name, shp, *(_np_shape(p) for p in params))
+    return shp
+
+
+def gamma(key: Any, a: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """Gamma random values with shape parameter ``a`` (Marsaglia and Tsang, as JAX;
+    no derivative with respect to ``a`` yet)."""
+    data, _ = check_key("gamma", key)
+    d = _float_dtype("gamma", dtype)
+    out: Array = _gamma_jit(data, a, _param_shape("gamma", shape, a), d, False)
+    return out
+
+
+def loggamma(key: Any, a: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """The log of gamma random values, computed in log space (accurate for small ``a``)."""
+    data, _ = check_key("loggamma", key)
+    d = _float_dtype("gamma", dtype)
+    out: Array = _gamma_jit(data, a, _param_shape("gamma", shape, a), d, True)
+    return out
+
+
+def _beta_impl(data: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    keys = split_data(data, (2,))
+    a = fnp.broadcast_to(lax.convert_element_type(a, dtype), shape)
+    b = fnp.broadcast_to(lax.convert_element_type(b, dtype), shape)
+    log_a = _gamma_values(keys[0], a, True)
+    log_b = _gamma_values(keys[1], b, True)
+    log_max = lax.max(log_a, log_b)
+    ga = lax.exp(lax.sub(log_a, log_max))
+    gb = lax.exp(lax.sub(log_b, log_max))
+    return lax.div(ga, lax.add(ga, gb))
+
+
+_beta_jit = jit(_beta_impl, static_argnums=(3, 4))
+
+
+def beta(key: Any, a: Any, b: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """Beta random values with parameters ``a`` and ``b``."""
+    data, _ = check_key("beta", key)
+    d = _float_dtype("beta", dtype)
+    out: Array = _beta_jit(data, a, b, _param_shape("beta", shape, a, b), d)
+    return out
+
+
+def _dirichlet_impl(data: Any, alpha: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    alpha = lax.convert_element_type(alpha, dtype)
+    full = (*shape, alpha.shape[-1])
+    logs = _gamma_values(data, fnp.broadcast_to(alpha, full), True)
+    # softmax over the last axis, as jax.nn.softmax computes it.
+    shifted = lax.sub(logs, fnp.broadcast_to(fnp.max(logs, axis=-1, keepdims=True), full))
+    unnormalized = lax.exp(shifted)
+    total = fnp.broadcast_to(fnp.sum(unnormalized, axis=-1, keepdims=True), full)
+    return lax.div(unnormalized, total)
+
+
+_dirichlet_jit = jit(_dirichlet_impl, static_argnums=(2, 3))
+
+
+def dirichlet(key: Any, alpha: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """Dirichlet random vectors with concentrations ``alpha`` (its last axis)."""
+    data, _ = check_key("dirichlet", key)
+    d = _float_dtype("dirichlet", dtype)
+    ashape = _np_shape(alpha)
+    if len(ashape) < 1:
+        raise ValueError(
+            f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == {len(ashape)}, at {user_location()}"
+        )
+    if shape is None:
+        shp = ashape[:-1]
+    else:
+        shp = _canonical_shape(shape)
+        _check_shape("dirichlet", shp, ashape[:-1])
+    out: Array = _dirichlet_jit(data, alpha, shp, d)
+    return out
+
+
+def _t_impl(data: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    df = lax.convert_element_type(df, dtype)
+    keys = split_data(data, (2,))
+    n = _normal_impl(_raw_bits(keys[0], shape, dtype), shape, dtype)
+    half_df = lax.div(fnp.broadcast_to(df, shape), fnp.full(shape, 2.0, dtype))
+    g = _gamma_values(keys[1], half_df, False)
+    return lax.mul(n, lax.sqrt(lax.div(half_df, g)))
+
+
+_t_jit = jit(_t_impl, static_argnums=(2, 3))
+
+
+def t(key: Any, df: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+    """Student's t random values with ``df`` degrees of freedom."""
+    data, _ = check_key("t", key)
+    d = _float_dtype("t", dtype)
+    out: Array = _t_jit(data, df, _param_shape("t", shape, df), d)
+    return out
