@@ -270,6 +270,7 @@ def _describe_value(x: Any) -> str:
 # reading the leaves.
 _TREEDEFS: dict[tuple[Any, ...], PyTreeDef] = {}
 _TREEDEFS_MAX = 4096
+_KEY_MAX = 4096
 
 
 def tree_flatten(tree: Any, is_leaf: IsLeaf | None = None) -> tuple[list[Any], PyTreeDef]:
@@ -311,6 +312,8 @@ def tree_flatten(tree: Any, is_leaf: IsLeaf | None = None) -> tuple[list[Any], P
             key.append(len(children))
             children.reverse()
             stack.extend(children)
+    if len(key) > _KEY_MAX:  # a large tree: not worth keeping
+        return leaves, _flatten_building(tree, None)[1]
     k = tuple(key)
     treedef = _TREEDEFS.get(k)
     if treedef is None:
