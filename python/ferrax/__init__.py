@@ -3,7 +3,7 @@
 The IR itself (jaxprs, builders, passes) is in :mod:`ferrax.core`.
 """
 
-from ferrax import lax, numpy, random, sharding, tree_util
+from ferrax import lax, numpy, random, sharding, tree, tree_util
 from ferrax._devices import (
     device_count,
     devices,
@@ -94,6 +94,7 @@ __all__ = [
     "remat",
     "scipy",
     "shard_map",
+    "tree",
     "tree_util",
     "value_and_grad",
     "vjp",
