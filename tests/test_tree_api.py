@@ -388,3 +388,118 @@ def test_module_exports() -> None:
     for name in ftu.__all__:
         assert getattr(ftu, name).__doc__, name
     assert ferrax.tree is ftree
+
+
+# ------------------------------------------------------------------ eval_shape & co
+
+import jax.numpy as jnp  # noqa: E402
+
+import ferrax.numpy as fnp  # noqa: E402
+
+JAX_STRUCT: Any = jax.ShapeDtypeStruct  # untyped in jax
+
+
+def _struct_text(tree: Any, lib: Any) -> list[tuple[Any, ...]]:
+    """The (path, shape, dtype name, weak type) of each struct of an eval_shape result."""
+    def is_struct(x: Any) -> bool:
+        return isinstance(x, (ferrax.ShapeDtypeStruct, JAX_STRUCT))
+
+    out = []
+    for path, s in lib.tree_util.tree_leaves_with_path(tree, is_leaf=is_struct):
+        assert is_struct(s), s
+        out.append((lib.tree_util.keystr(path), tuple(s.shape), str(s.dtype), bool(s.weak_type), s.sharding))
+    return out
+
+
+EVAL_SHAPE_CASES: list[tuple[str, Callable[..., Any], Callable[[Any], tuple[Any, ...]]]] = [
+    ("binary", lambda np_, x, y: (x + y, x.sum(), 1.0), lambda lib: (lib.ShapeDtypeStruct((2, 3), np.float32), 2)),
+    ("weak in", lambda np_, x: x * 2, lambda lib: (lib.ShapeDtypeStruct((2,), np.int32, weak_type=True),)),
+    ("64-bit in", lambda np_, x, y: (x, y), lambda lib: (lib.ShapeDtypeStruct((2,), np.float64), np.int64(3))),
+    ("promotion", lambda np_, x, y: x * y, lambda lib: (lib.ShapeDtypeStruct((3,), np.int8), lib.ShapeDtypeStruct((3,), np.float16))),
+    ("pytrees", lambda np_, t: {"s": t["a"] @ t["b"][0], "n": None, "m": np_.mean(t["b"][1])},
+     lambda lib: ({"a": lib.ShapeDtypeStruct((2, 4), np.float32), "b": [np.ones((4, 5), np.float32), np.arange(3)]},)),
+    ("consts out", lambda np_, x: (np.ones(2), 3, 2.5, True, np_.zeros((2, 2), np_.int8)), lambda lib: (1,)),
+    ("python scalars", lambda np_, x, y: x / y, lambda lib: (3, 2)),
+    ("bool", lambda np_, x: x > 0, lambda lib: (lib.ShapeDtypeStruct((4, 1), np.float32),)),
+    ("keys", lambda np_, k: (k, k.reshape((1,))), lambda lib: (lib.random.key(0),)),
+]
+
+
+@pytest.mark.parametrize("case", EVAL_SHAPE_CASES, ids=lambda c: c[0])
+def test_eval_shape_as_jax(case: tuple[str, Callable[..., Any], Callable[[Any], tuple[Any, ...]]]) -> None:
+    _, fn, make_args = case
+    got = ferrax.eval_shape(functools.partial(fn, fnp), *make_args(ferrax))
+    want = jax.eval_shape(functools.partial(fn, jnp), *make_args(jax))
+    assert _struct_text(got, ferrax) == _struct_text(want, jax)
+
+
+def test_eval_shape_keyword_arguments_and_structs_in_structs_out() -> None:
+    out = ferrax.eval_shape(lambda x, *, k: x * k, fnp.ones(3), k=2.0)
+    assert out == ferrax.ShapeDtypeStruct((3,), np.float32)
+    again = ferrax.eval_shape(lambda t: t, out)
+    assert again == out
+    # Nothing is compiled or computed: a function too big to run is fine.
+    big = ferrax.eval_shape(lambda x: x @ x, ferrax.ShapeDtypeStruct((100_000, 100_000), np.float32))
+    assert big.shape == (100_000, 100_000)
+    # jax's structs are accepted too (any object with a shape and a dtype).
+    assert ferrax.eval_shape(lambda x: x, JAX_STRUCT((2,), np.int8)).dtype == np.int8
+
+
+def test_eval_shape_errors_as_jax() -> None:
+    for lib, np_ in [(ferrax, fnp), (jax, jnp)]:
+        with pytest.raises(TypeError):
+            lib.eval_shape(lambda x: x, "a")
+        with pytest.raises(TypeError):
+            lib.eval_shape(lambda x: x + np_.ones(3), np_.ones(2))
+
+
+def test_shape_dtype_struct_as_jax() -> None:
+    libs: list[Any] = [ferrax, jax]
+    for lib in libs:
+        S: Any = lib.ShapeDtypeStruct
+        s = S([2, 3], "float32")
+        assert s.shape == (2, 3) and s.dtype == np.float32 and s.sharding is None and s.weak_type is False
+        assert (s.ndim, s.size, len(s)) == (2, 6, 2)
+        assert s == S((2, 3), np.float32) and hash(s) == hash(S((2, 3), np.float32))
+        assert s != S((2, 3), np.float32, weak_type=True) and s != (2, 3)
+        assert s.update(shape=(4,)) == S((4,), np.float32) and s.update(weak_type=True).weak_type
+        assert S((2,), int).dtype == np.int64 and S((2,), float).dtype == np.float64
+        with pytest.raises(RuntimeError, match="Cannot reassign attributes \\(shape\\) of immutable ShapeDtypeStruct"):
+            s.shape = (3,)
+        with pytest.raises(ValueError, match="dtype must be specified"):
+            S((2,), None)
+        with pytest.raises(TypeError):
+            S((2,), "foo")
+        with pytest.raises(TypeError):
+            S(3, np.float32)
+        with pytest.raises(TypeError, match="len\\(\\) of unsized object"):
+            len(S((), np.float32))
+    struct_args: list[tuple[Any, Any, dict[str, Any]]] = [
+        ((2, 3), np.float32, {}), ((), np.int8, {"weak_type": True}), ((0, 1), np.bool_, {})
+    ]
+    for shape, dtype, kw in struct_args:
+        args = (shape, dtype)
+        assert repr(ferrax.ShapeDtypeStruct(*args, **kw)) == repr(JAX_STRUCT(*args, **kw))
+        assert str(ferrax.ShapeDtypeStruct(*args, **kw)) == str(JAX_STRUCT(*args, **kw))
+    assert ferrax.ShapeDtypeStruct.like(fnp.ones((2,), fnp.int8)) == ferrax.ShapeDtypeStruct((2,), np.int8)
+    assert ferrax.ShapeDtypeStruct.like(2.0) == ferrax.ShapeDtypeStruct((), np.float32, weak_type=True)
+    assert ftree.leaves([ferrax.ShapeDtypeStruct((2,), np.float32)]) == [ferrax.ShapeDtypeStruct((2,), np.float32)]
+
+
+def test_device_get_and_block_until_ready_as_jax() -> None:
+    compiled = ferrax.jit(lambda: fnp.arange(3.0))()
+    jcompiled = jax.jit(lambda: jnp.arange(3.0))()
+    ours = {"a": fnp.ones(2), "b": 1, "c": np.float32(2), "d": None, "e": "text", "f": compiled}
+    theirs = {"a": jnp.ones(2), "b": 1, "c": np.float32(2), "d": None, "e": "text", "f": jcompiled}
+    got, want = ferrax.device_get(ours), jax.device_get(theirs)
+    assert ftree.structure(got) == ftree.structure(want)
+    for x, y in zip(ftree.leaves(got), jax.tree.leaves(want)):
+        assert type(x) is type(y)
+        if isinstance(y, np.ndarray):
+            assert x.dtype == y.dtype and x.tolist() == y.tolist()
+        else:
+            assert x == y
+    assert ferrax.block_until_ready(ours) is ours
+    assert ferrax.block_until_ready(compiled) is compiled
+    # Under a transformation a tracer is left as it is.
+    assert float(ferrax.grad(lambda x: ferrax.device_get(x) * 2.0)(1.0)) == 2.0

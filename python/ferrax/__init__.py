@@ -20,7 +20,8 @@ from ferrax._config import config, enable_x64
 from ferrax._cost import cost_analysis
 from ferrax._jacobians import hessian, jacfwd, jacrev
 from ferrax._jit import eval_jaxpr, jit
-from ferrax._runtime import device_put
+from ferrax._runtime import block_until_ready, device_get, device_put
+from ferrax._eval_shape import ShapeDtypeStruct, eval_shape
 from ferrax._shard_map import pmap, shard_map
 from ferrax._multihost import make_array_from_process_local_data, make_array_from_single_device_arrays
 from ferrax import distributed
@@ -54,11 +55,13 @@ __all__ = [
     "NamedSharding",
     "P",
     "PartitionSpec",
+    "ShapeDtypeStruct",
     "ShapeError",
     "ShardingError",
     "TracerBoolConversionError",
     "TypeCheckError",
     "UnexpectedTracerError",
+    "block_until_ready",
     "config",
     "checkpoint",
     "cost_analysis",
@@ -66,6 +69,7 @@ __all__ = [
     "custom_vjp",
     "enable_x64",
     "device_count",
+    "device_get",
     "device_put",
     "devices",
     "distributed",
@@ -76,6 +80,7 @@ __all__ = [
     "process_index",
     "sharding",
     "eval_jaxpr",
+    "eval_shape",
     "grad",
     "hessian",
     "jacfwd",

@@ -23,7 +23,7 @@ from ferrax._core import ConcreteArray, aval_of, to_numpy
 from ferrax.errors import LoweringError, ShardingError
 from ferrax.sharding import Mesh, PositionalSharding, Sharding, SingleDeviceSharding, named_from_hlo
 
-__all__ = ["DeviceArray", "Executable", "compile_stablehlo", "device_put"]
+__all__ = ["DeviceArray", "Executable", "block_until_ready", "compile_stablehlo", "device_get", "device_put"]
 
 T = TypeVar("T")
 
@@ -359,6 +359,33 @@ def device_put(x: Any, device: Any = None) -> Any:
             f"device_put: the tree of devices/shardings {target_tree} does not match the tree of values {tree}"
         )
     return tree_unflatten(tree, [_device_put_one(v, t) for v, t in zip(leaves, targets)])
+
+
+def device_get(x: Any) -> Any:
+    """``x`` (a pytree) with each array leaf copied to the host as a NumPy array (what
+    its ``__array__`` gives); tracers and leaves that are not arrays are left as they
+    are."""
+    from ferrax._core import Tracer
+    from ferrax.tree_util import tree_map
+
+    def get(leaf: Any) -> Any:
+        if isinstance(leaf, Tracer):
+            return leaf
+        to_array = getattr(leaf, "__array__", None)
+        return leaf if to_array is None else to_array()
+
+    return tree_map(get, x)
+
+
+def block_until_ready(x: T) -> T:
+    """Waits until every array in the pytree ``x`` is computed; returns ``x``."""
+    from ferrax.tree_util import tree_leaves
+
+    for leaf in tree_leaves(x):
+        wait = getattr(leaf, "block_until_ready", None)
+        if wait is not None:
+            wait()
+    return x
 
 
 def _is_tree_of_targets(device: Any) -> bool:
