@@ -27,7 +27,6 @@ from ferrax.numpy._creation import (
     eye,
     full,
     full_like,
-    linspace,
     ones,
     ones_like,
     zeros,
@@ -36,7 +35,7 @@ from ferrax.numpy._creation import (
 from ferrax.numpy._indexing import getitem, index_apply, index_update, take, take_along_axis
 from ferrax.numpy._products import dot, matmul
 from ferrax.numpy._promotion import ArrayLike, broadcast_shapes, broadcast_to, result_type
-from ferrax.numpy._reductions import all, any, argmax, argmin, max, mean, min, prod, std, sum, var
+from ferrax.numpy._reductions import all, any, argmax, argmin, max, mean, min, prod, sum
 from ferrax.numpy._scalar_types import (
     bfloat16,
     bool_,
@@ -57,7 +56,6 @@ from ferrax.numpy._shape import (
     expand_dims,
     flip,
     ravel,
-    repeat,
     reshape,
     squeeze,
     stack,
@@ -122,6 +120,19 @@ from ferrax.numpy._ufuncs import (
     where,
 )
 
+# NumPy breadth (issue 12 item 3): ferrax.numpy._breadth; linspace, repeat, std and var
+# there extend the core ones (retstep/axis, total_repeat_length, where=).
+from ferrax.numpy._breadth import (
+    allclose, array_equal, array_split, atleast_1d, atleast_2d, atleast_3d, average,
+    bitwise_count, bitwise_invert, column_stack, count_nonzero, diag, diagonal, diff, dstack,
+    e, empty, empty_like, euler_gamma, finfo, fliplr, flipud, fmod, heaviside, hstack, hypot,
+    identity, iinfo, inf, inner, isclose, isinf, isnan, isneginf, isposinf, issubdtype, kron,
+    linspace, log10, log2, logaddexp, logaddexp2, logspace, meshgrid, moveaxis, nan,
+    nan_to_num, nanargmax, nanargmin, nanmax, nanmean, nanmin, nanprod, nanstd, nansum, nanvar,
+    newaxis, outer, pi, promote_types, repeat, roll, select, split, std, tensordot, tile,
+    trace, tri, tril, triu, var, vstack,
+)
+
 ndarray = Array
 """The array type (:class:`ferrax.Array`), under NumPy's name."""
 
@@ -153,6 +164,16 @@ __all__ = [
     "dot", "matmul",
     # indexing (Array.__getitem__ and Array.at)
     "getitem", "index_apply", "index_update", "take", "take_along_axis",
+    # breadth (issue 12)
+    "allclose", "array_equal", "array_split", "atleast_1d", "atleast_2d", "atleast_3d",
+    "average", "bitwise_count", "bitwise_invert", "column_stack", "count_nonzero", "diag",
+    "diagonal", "diff", "dstack", "e", "empty", "empty_like", "euler_gamma", "finfo",
+    "fliplr", "flipud", "fmod", "heaviside", "hstack", "hypot", "identity", "iinfo", "inf",
+    "inner", "isclose", "isinf", "isnan", "isneginf", "isposinf", "issubdtype", "kron",
+    "log10", "log2", "logaddexp", "logaddexp2", "logspace", "meshgrid", "moveaxis", "nan",
+    "nan_to_num", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nanprod",
+    "nanstd", "nansum", "nanvar", "newaxis", "outer", "pi", "promote_types", "roll",
+    "select", "split", "tensordot", "tile", "trace", "tri", "tril", "triu", "vstack",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,

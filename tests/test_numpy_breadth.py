@@ -1,0 +1,483 @@
+"""The NumPy breadth of issue 12 (``ferrax.numpy._breadth``) against ``jax.numpy``.
+
+One table of cases, each a function ``call(m, *inputs)`` written once for a NumPy-like
+module ``m`` and run with ``ferrax.numpy`` and ``jax.numpy`` eagerly: values, dtypes and
+weak types must agree, in JAX's default mode and again with x64 on. Each group of cases
+is also run once under one ``ferrax.jit`` (all of the group's cases in one compilation)
+and must give the eager values. Bad arguments raise the exception class JAX raises, with
+a message naming this file's line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ferrax
+import ferrax.numpy as fnp
+from ferrax.tree_util import tree_leaves
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+Call = Callable[..., Any]
+
+rng = np.random.default_rng(0)
+F = rng.normal(size=(3, 4)).astype(np.float32)
+G = rng.normal(size=(3, 4)).astype(np.float32)
+FP = np.abs(F) + 0.5
+FN = F.copy()
+FN[0, 1], FN[1, 2], FN[2, 0], FN[2, 3] = np.nan, np.inf, -np.inf, np.nan
+ALLNAN = FN.copy()
+ALLNAN[1] = np.nan
+FZ = np.round(F).astype(np.float32)  # zeros and small integers
+I = rng.integers(-5, 6, size=(3, 4)).astype(np.int32)
+I2 = rng.integers(-3, 4, size=(3, 4)).astype(np.int32)
+IP = np.abs(I) + 1
+I8 = rng.integers(-100, 100, size=(4, 4)).astype(np.int8)
+U8 = rng.integers(0, 255, size=(5,)).astype(np.uint8)
+B = rng.integers(0, 2, size=(3, 4)).astype(np.bool_)
+H = (np.abs(F) + 0.5).astype(np.float16)
+BF = F.astype(ml_dtypes.bfloat16)
+F64 = rng.normal(size=(3, 4))
+I64 = rng.integers(-5, 6, size=(3, 4))
+V = rng.normal(size=(4,)).astype(np.float32)
+W = rng.normal(size=(3,)).astype(np.float32)
+V7 = np.arange(7, dtype=np.float32)
+T = rng.normal(size=(2, 3, 4)).astype(np.float32)
+M = rng.normal(size=(3, 4, 5)).astype(np.float32)
+SQ = rng.normal(size=(4, 4)).astype(np.float32)
+K2 = rng.normal(size=(2, 2)).astype(np.float32)
+WTS = np.abs(rng.normal(size=(4,))).astype(np.float32)
+COUNTS = np.array([1, 0, 3, 2], dtype=np.int32)
+MASK = F > -0.5
+
+
+class Static:
+    """An input that stays a NumPy value under jit (a shape depends on it)."""
+
+    def __init__(self, value: np.ndarray[Any, Any]) -> None:
+        self.value = value
+
+
+# Each case: (group, id, call, inputs). Inputs are NumPy values and Python scalars.
+Case = tuple[str, str, Call, tuple[Any, ...]]
+CASES: list[Case] = []
+
+
+def case(group: str, name: str, call: Call, *inputs: Any) -> None:
+    CASES.append((group, name, call, inputs))
+
+
+# --- value tests
+for n, x in [("F", FN), ("I", I), ("B", B), ("H", H), ("py", 2.0), ("F64", F64)]:
+    case("tests", f"isnan_{n}", lambda m, x: m.isnan(x), x)
+    case("tests", f"isinf_{n}", lambda m, x: m.isinf(x), x)
+    case("tests", f"nan_to_num_{n}", lambda m, x: m.nan_to_num(x), x)
+case("tests", "isposinf", lambda m, x: m.isposinf(x), FN)
+case("tests", "isneginf", lambda m, x: m.isneginf(x), FN)
+case("tests", "nan_to_num_args", lambda m, x: m.nan_to_num(x, nan=1.0, posinf=2.0, neginf=-2.0), FN)
+case("tests", "nan_to_num_bf16", lambda m, x: m.nan_to_num(x), FN.astype(ml_dtypes.bfloat16))
+case("tests", "isclose", lambda m, x, y: m.isclose(x, x + y * 1e-6), F, G)
+case("tests", "isclose_far", lambda m, x, y: m.isclose(x, y), F, G)
+case("tests", "isclose_nan", lambda m, x: m.isclose(x, x), FN)
+case("tests", "isclose_equal_nan", lambda m, x: m.isclose(x, x, equal_nan=True), FN)
+case("tests", "isclose_int", lambda m, x, y: m.isclose(x, y, atol=1), I, I2)
+case("tests", "isclose_scalar", lambda m, x: m.isclose(x, 1.0, rtol=0.5), F)
+case("tests", "isclose_tol", lambda m, x, y: m.isclose(x, y, rtol=0.0, atol=1.5), F, G)
+case("tests", "allclose", lambda m, x: m.allclose(x, x + 1e-7), F)
+case("tests", "allclose_no", lambda m, x, y: m.allclose(x, y), F, G)
+case("tests", "array_equal", lambda m, x: m.array_equal(x, x), F)
+case("tests", "array_equal_shape", lambda m, x: m.array_equal(x, x[:2]), F)
+case("tests", "array_equal_nan", lambda m, x: m.array_equal(x, x), FN)
+case("tests", "array_equal_equal_nan", lambda m, x: m.array_equal(x, x, equal_nan=True), FN)
+case("tests", "array_equal_int", lambda m, x, y: m.array_equal(x, y), I, I2)
+
+# --- ufuncs
+for n, x in [("F", FP), ("I", IP), ("H", H), ("BF", BF), ("py", 3.0), ("pyint", 8), ("F64", np.abs(F64))]:
+    case("ufuncs", f"log2_{n}", lambda m, x: m.log2(x), x)
+    case("ufuncs", f"log10_{n}", lambda m, x: m.log10(x), x)
+for n, x, y in [("FF", F, G), ("FN", FN, G), ("NN", FN, FN), ("pyF", 1.0, F), ("II", I, I2), ("H", H, 1.0),
+                ("F64", F64, 2)]:
+    case("ufuncs", f"logaddexp_{n}", lambda m, x, y: m.logaddexp(x, y), x, y)
+    case("ufuncs", f"logaddexp2_{n}", lambda m, x, y: m.logaddexp2(x, y), x, y)
+    case("ufuncs", f"hypot_{n}", lambda m, x, y: m.hypot(x, y), x, y)
+    case("ufuncs", f"heaviside_{n}", lambda m, x, y: m.heaviside(x, y), x, y)
+case("ufuncs", "hypot_zero", lambda m, x: m.hypot(x * 0, x * 0), F)
+case("ufuncs", "hypot_py", lambda m: m.hypot(3, 4))
+case("ufuncs", "heaviside_zero", lambda m, x: m.heaviside(x, 0.5), FZ)
+for n, x, y in [("FF", F, G), ("II", I, I2), ("IPy", I, 3), ("pyF", 5.5, F), ("I8", I8, np.int8(7)),
+                ("U8", U8, np.uint8(0)), ("FN", FN, G), ("F64", F64, I64)]:
+    case("ufuncs", f"fmod_{n}", lambda m, x, y: m.fmod(x, y), x, y)
+case("ufuncs", "bitwise_invert_I", lambda m, x: m.bitwise_invert(x), I)
+case("ufuncs", "bitwise_invert_B", lambda m, x: m.bitwise_invert(x), B)
+case("ufuncs", "bitwise_invert_U8", lambda m, x: m.bitwise_invert(x), U8)
+case("ufuncs", "bitwise_count_I", lambda m, x: m.bitwise_count(x), I)
+case("ufuncs", "bitwise_count_U8", lambda m, x: m.bitwise_count(x), U8)
+case("ufuncs", "bitwise_count_I8", lambda m, x: m.bitwise_count(x), I8)
+
+# --- creation
+case("creation", "empty", lambda m: m.empty((2, 3)))
+case("creation", "empty_int", lambda m: m.empty((2,), int))
+case("creation", "empty_like", lambda m, x: m.empty_like(x), I)
+case("creation", "identity", lambda m: m.identity(3))
+case("creation", "identity_int", lambda m: m.identity(3, dtype=np.int8))
+case("creation", "tri", lambda m: m.tri(3))
+case("creation", "tri_MK", lambda m: m.tri(3, 5, 1))
+case("creation", "tri_neg", lambda m: m.tri(4, 2, -1, dtype=int))
+for k in (-1, 0, 2):
+    case("creation", f"tril_{k}", lambda m, x, k=k: m.tril(x, k), F)
+    case("creation", f"triu_{k}", lambda m, x, k=k: m.triu(x, k), I)
+case("creation", "tril_3d", lambda m, x: m.tril(x), T)
+case("creation", "triu_bool", lambda m, x: m.triu(x), B)
+case("creation", "linspace", lambda m: m.linspace(0, 1, 5))
+case("creation", "linspace_retstep", lambda m: m.linspace(0.0, 1.0, 5, endpoint=False, retstep=True))
+case("creation", "linspace_arrays", lambda m, a, b: m.linspace(a, b, 4, axis=1), V, V + 1)
+case("creation", "linspace_axis_neg", lambda m, a: m.linspace(a, 2.0, 3, axis=-1), W)
+case("creation", "linspace_int", lambda m: m.linspace(0, 10, 4, dtype=int))
+case("creation", "linspace_one", lambda m: m.linspace(2.0, 3.0, 1, retstep=True))
+case("creation", "linspace_one_open", lambda m: m.linspace(2.0, 3.0, 1, endpoint=False, retstep=True))
+case("creation", "linspace_zero", lambda m: m.linspace(0, 1, 0, retstep=True))
+case("creation", "linspace_f16", lambda m, a: m.linspace(a, 1, 3), np.float16(0))
+case("creation", "linspace_f64", lambda m, a: m.linspace(a, 1, 3), np.float64(0))
+case("creation", "logspace", lambda m: m.logspace(0, 2, 3))
+case("creation", "logspace_base", lambda m: m.logspace(0, 3, 4, base=2.0, endpoint=False))
+case("creation", "logspace_int", lambda m: m.logspace(0, 2, 3, dtype=np.int32))
+case("creation", "logspace_array", lambda m, a: m.logspace(a, 1.0, 3, axis=1), W)
+case("creation", "meshgrid", lambda m, a, b: m.meshgrid(a, b), V, W)
+case("creation", "meshgrid_ij", lambda m, a, b: m.meshgrid(a, b, indexing="ij"), V, W)
+case("creation", "meshgrid_sparse", lambda m, a, b: m.meshgrid(a, b, a, sparse=True), V, W)
+case("creation", "meshgrid_one", lambda m, a: m.meshgrid(a), U8)
+
+# --- shapes
+case("shapes", "fliplr", lambda m, x: m.fliplr(x), F)
+case("shapes", "flipud", lambda m, x: m.flipud(x), T)
+case("shapes", "moveaxis", lambda m, x: m.moveaxis(x, 0, -1), T)
+case("shapes", "moveaxis_many", lambda m, x: m.moveaxis(x, (0, 1), (2, 0)), T)
+case("shapes", "atleast", lambda m, x, y, z: [m.atleast_1d(x), m.atleast_2d(y), m.atleast_3d(z), m.atleast_3d(y)], 2.0, V, F)
+case("shapes", "atleast_many", lambda m, x, y: m.atleast_2d(x, y), 1, V)
+case("shapes", "hstack_1d", lambda m, x, y: m.hstack([x, y]), V, W)
+case("shapes", "hstack_2d", lambda m, x, y: m.hstack([x, y]), F, I)
+case("shapes", "hstack_dtype", lambda m, x, y: m.hstack([x, y], dtype=np.float16), V, W)
+case("shapes", "vstack", lambda m, x, y: m.vstack([x, y]), V, V)
+case("shapes", "vstack_array", lambda m, x: m.vstack(x), F)
+case("shapes", "dstack", lambda m, x, y: m.dstack([x, y]), F, G)
+case("shapes", "dstack_1d", lambda m, x: m.dstack([x, x]), V)
+case("shapes", "column_stack", lambda m, x, y: m.column_stack([x, y]), V, V)
+case("shapes", "column_stack_2d", lambda m, x, y: m.column_stack([x, y]), F[:, :1], W)
+case("shapes", "split", lambda m, x: m.split(x, 2, axis=1), F)
+case("shapes", "split_indices", lambda m, x: m.split(x, [1, 4]), V7)
+case("shapes", "split_empty", lambda m, x: m.split(x, [2, 2, 4], axis=1), F)
+case("shapes", "array_split", lambda m, x: m.array_split(x, 3), V7)
+case("shapes", "array_split_many", lambda m, x: m.array_split(x, 5, axis=0), F)
+case("shapes", "tile", lambda m, x: m.tile(x, 2), V)
+case("shapes", "tile_2d", lambda m, x: m.tile(x, (2, 1)), F)
+case("shapes", "tile_grow", lambda m, x: m.tile(x, (2, 2, 1)), V)
+case("shapes", "tile_scalar", lambda m: m.tile(3.0, 2))
+case("shapes", "repeat_total", lambda m, x: m.repeat(x, 2, axis=0, total_repeat_length=6), F)
+case("shapes", "repeat_total_short", lambda m, x: m.repeat(x, 2, total_repeat_length=5), V)
+case("shapes", "repeat_total_long", lambda m, x, c: m.repeat(x, c, total_repeat_length=9), V, COUNTS)
+case("shapes", "repeat_total_axis", lambda m, x, c: m.repeat(x, c, axis=1, total_repeat_length=6), F, COUNTS)
+case("shapes", "repeat_total_scalar", lambda m: m.repeat(2.0, 3, total_repeat_length=3))
+case("shapes", "repeat", lambda m, x, c: m.repeat(x, c, axis=1), I, Static(COUNTS))
+for n, s, ax in [("1", 1, None), ("neg", -2, 1), ("pair", (1, 2), (0, 1)), ("big", 10, 0), ("same", 1, (0, 1))]:
+    case("shapes", f"roll_{n}", lambda m, x, s=s, ax=ax: m.roll(x, s, ax), F)
+case("shapes", "roll_array_shift", lambda m, x: m.roll(x, np.array(3), 1), F)
+for k in (0, 1, -1, 5):
+    case("shapes", f"diagonal_{k}", lambda m, x, k=k: m.diagonal(x, k), F)
+    case("shapes", f"diag_vec_{k}", lambda m, x, k=k: m.diag(x, k), V)
+    case("shapes", f"diag_mat_{k}", lambda m, x, k=k: m.diag(x, k), I)
+    case("shapes", f"trace_{k}", lambda m, x, k=k: m.trace(x, k), F)
+case("shapes", "diagonal_axes", lambda m, x: m.diagonal(x, 1, 2, 0), T)
+case("shapes", "diag_py", lambda m, x: m.diag(x), 1.0 * V)
+case("shapes", "trace_int8", lambda m, x: m.trace(x), I8)
+case("shapes", "trace_bool", lambda m, x: m.trace(x), B)
+case("shapes", "trace_axes", lambda m, x: m.trace(x, 0, 2, 1), T)
+case("shapes", "trace_dtype", lambda m, x: m.trace(x, dtype=np.float16), I)
+case("shapes", "diff", lambda m, x: m.diff(x), V)
+case("shapes", "diff_axis0", lambda m, x: m.diff(x, axis=0), I)
+case("shapes", "diff_n2", lambda m, x: m.diff(x, n=2), F)
+case("shapes", "diff_n0", lambda m, x: m.diff(x, n=0), F)
+case("shapes", "diff_bool", lambda m, x: m.diff(x), B)
+case("shapes", "diff_pend", lambda m, x: m.diff(x, prepend=0, append=x[:2]), V)
+case("shapes", "diff_pend_2d", lambda m, x: m.diff(x, axis=0, prepend=1.0), F)
+case("shapes", "diff_u8", lambda m, x: m.diff(x), U8)
+case("shapes", "select", lambda m, x, y: m.select([x > 0, x < -1], [x, y], 0), F, I)
+case("shapes", "select_default", lambda m, b: m.select([b], [2.0], default=1.0), B)
+case("shapes", "select_int", lambda m, x, y: m.select([x, y], [x, y], default=-1), I, I2)
+case("shapes", "select_bcast", lambda m, x, v: m.select([x > 0], [v], default=x), F, V)
+
+# --- products
+case("products", "outer", lambda m, x, y: m.outer(x, y), V, W)
+case("products", "outer_2d", lambda m, x, y: m.outer(x, y), K2, I)
+case("products", "outer_py", lambda m, x: m.outer(x, 2.0), I)
+case("products", "inner_vec", lambda m, x: m.inner(x, x), V)
+case("products", "inner_mat", lambda m, x, y: m.inner(x, y), F, G)
+case("products", "inner_int", lambda m, x, y: m.inner(x, y), I, I2)
+case("products", "inner_scalar", lambda m, x: m.inner(x, 2.0), F)
+case("products", "tensordot", lambda m, x, y: m.tensordot(x, y), T, M)
+case("products", "tensordot_1", lambda m, x, y: m.tensordot(x, y, 1), T, SQ)
+case("products", "tensordot_0", lambda m, x, y: m.tensordot(x, y, 0), V, W)
+case("products", "tensordot_pair", lambda m, x, y: m.tensordot(x, y, ([0], [1])), F, F.T.copy())
+case("products", "tensordot_lists", lambda m, x, y: m.tensordot(x, y, ((1, 2), (0, 1))), T, M)
+case("products", "tensordot_ints", lambda m, x, y: m.tensordot(x, y, (1, 0)), F, SQ)
+case("products", "tensordot_mixed", lambda m, x, y: m.tensordot(x, y), I, F)
+case("products", "tensordot_i8", lambda m, x: m.tensordot(x, x, 1), I8)
+case("products", "kron", lambda m, x, y: m.kron(x, y), K2, F)
+case("products", "kron_ndims", lambda m, x, y: m.kron(x, y), V, K2)
+case("products", "kron_int", lambda m, x, y: m.kron(x, y), I8[:2, :2], U8[:3])
+
+# --- reductions
+for n, x in [("F", F), ("I", I), ("B", B), ("H", H)]:
+    case("reductions", f"count_nonzero_{n}", lambda m, x: m.count_nonzero(x), x)
+    case("reductions", f"count_nonzero_axis_{n}", lambda m, x: m.count_nonzero(x, axis=0, keepdims=True), x)
+for n, x in [("F", F), ("I", I), ("H", H), ("BF", BF), ("B", B), ("F64", F64), ("I64", I64)]:
+    case("reductions", f"var_{n}", lambda m, x: m.var(x), x)
+    case("reductions", f"std_axis_{n}", lambda m, x: m.std(x, axis=1, ddof=1), x)
+    case("reductions", f"var_where_{n}", lambda m, x: m.var(x, axis=0, where=MASK, keepdims=True), x)
+case("reductions", "var_correction", lambda m, x: m.var(x, correction=1.5), F)
+case("reductions", "var_too_few", lambda m, x: m.var(x, axis=0, ddof=3), F)
+case("reductions", "var_where_few", lambda m, x: m.var(x, axis=1, where=x > 1.5, ddof=1), F)
+case("reductions", "std_where", lambda m, x: m.std(x, where=MASK), F)
+case("reductions", "std_dtype", lambda m, x: m.std(x, axis=0, dtype=np.float16), I)
+case("reductions", "var_py", lambda m: m.var(2.0))
+case("reductions", "average", lambda m, x: m.average(x), F)
+case("reductions", "average_int", lambda m, x: m.average(x, axis=0), I)
+case("reductions", "average_weights", lambda m, x, w: m.average(x, axis=1, weights=w), F, WTS)
+case("reductions", "average_weights_full", lambda m, x, w: m.average(x, weights=w), F, FP)
+case("reductions", "average_returned", lambda m, x: m.average(x, axis=0, returned=True), I)
+case("reductions", "average_returned_w", lambda m, x, w: m.average(x, axis=(0, 1), weights=w, returned=True, keepdims=True), F, FP)
+case("reductions", "average_weights_axes", lambda m, x, w: m.average(x, axis=(2, 0), weights=w), T, FP[:2].T.copy())
+case("reductions", "average_int_weights", lambda m, x, w: m.average(x, axis=1, weights=w), I, COUNTS)
+for n, x in [("F", FN), ("I", I), ("ALL", ALLNAN), ("H", FN.astype(np.float16))]:
+    case("reductions", f"nansum_{n}", lambda m, x: m.nansum(x), x)
+    case("reductions", f"nansum_axis_{n}", lambda m, x: m.nansum(x, axis=0), x)
+    case("reductions", f"nanprod_{n}", lambda m, x: m.nanprod(x, axis=1), x)
+    case("reductions", f"nanmax_{n}", lambda m, x: m.nanmax(x, axis=1), x)
+    case("reductions", f"nanmin_{n}", lambda m, x: m.nanmin(x, axis=1, keepdims=True), x)
+    case("reductions", f"nanmean_{n}", lambda m, x: m.nanmean(x, axis=1), x)
+    case("reductions", f"nanvar_{n}", lambda m, x: m.nanvar(x, axis=1), x)
+    case("reductions", f"nanstd_{n}", lambda m, x: m.nanstd(x, axis=0, ddof=1), x)
+    case("reductions", f"nanargmax_{n}", lambda m, x: m.nanargmax(x, axis=1), x)
+    case("reductions", f"nanargmin_{n}", lambda m, x: m.nanargmin(x), x)
+case("reductions", "nanmax_initial", lambda m, x: m.nanmax(x, axis=1, initial=0.0), ALLNAN)
+case("reductions", "nanmin_where", lambda m, x: m.nanmin(x, axis=0, where=MASK, initial=5.0), FN)
+case("reductions", "nansum_where", lambda m, x: m.nansum(x, where=MASK, initial=1.0), FN)
+case("reductions", "nanmean_where", lambda m, x: m.nanmean(x, axis=1, where=MASK), FN)
+case("reductions", "nanargmax_keep", lambda m, x: m.nanargmax(x, axis=0, keepdims=True), FN)
+case("reductions", "sum_initial_where", lambda m, x: m.sum(x, axis=1, initial=1.0, where=MASK), F)
+case("reductions", "prod_initial_where", lambda m, x: m.prod(x, initial=2, where=MASK), I)
+case("reductions", "max_initial_where", lambda m, x: m.max(x, axis=0, initial=-1.0, where=MASK), F)
+case("reductions", "min_initial", lambda m, x: m.min(x, initial=0), I)
+case("reductions", "mean_where", lambda m, x: m.mean(x, axis=0, where=MASK, keepdims=True), F)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def types(tree: Any) -> list[tuple[np.dtype[Any], bool, tuple[int, ...]]]:
+    return [(np.dtype(x.dtype), bool(x.weak_type), tuple(x.shape)) for x in tree_leaves(tree)]
+
+
+def assert_same_values(ours: Any, theirs: Any) -> None:
+    a_leaves, b_leaves = tree_leaves(ours), tree_leaves(theirs)
+    assert len(a_leaves) == len(b_leaves)
+    for a, b in zip(a_leaves, b_leaves):
+        x, y = np.asarray(a), np.asarray(b)
+        assert x.shape == y.shape
+        if x.dtype.kind == "f" or x.dtype == ml_dtypes.bfloat16:
+            tol = {2: 1.6e-2 if x.dtype == ml_dtypes.bfloat16 else 2e-3, 4: 2e-6, 8: 1e-12}[x.dtype.itemsize]
+            np.testing.assert_allclose(x.astype(np.float64), y.astype(np.float64), rtol=tol, atol=tol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(x, y)
+
+
+def with_arrays(cases: list[Case], m: Any) -> tuple[Call, list[Any]]:
+    """A function of the cases' array inputs (flattened) giving every case's result,
+    and those inputs; Python scalars stay Python scalars."""
+    flat = [x for _, _, _, xs in cases for x in xs if isinstance(x, np.ndarray)]
+
+    def run(*arrays: Any) -> list[Any]:
+        out, i = [], 0
+        for _, _, call, xs in cases:
+            args = []
+            for x in xs:
+                if isinstance(x, np.ndarray):
+                    args.append(arrays[i])
+                    i += 1
+                else:
+                    args.append(x.value if isinstance(x, Static) else x)
+            out.append(call(m, *args))
+        return out
+
+    return run, flat
+
+
+GROUPS = sorted({c[0] for c in CASES})
+
+
+def has_64bit(inputs: tuple[Any, ...]) -> bool:
+    return any(isinstance(x, np.ndarray) and x.dtype.itemsize == 8 for x in inputs)
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
+@pytest.mark.parametrize("group", GROUPS)
+def test_cases_against_jax(group: str, x64: bool) -> None:
+    """Every case of the group, eagerly: dtypes, weak types and shapes as jax.numpy's,
+    and values (in x64 mode, those of the cases with 64-bit inputs). JAX's results come
+    from one jax.jit of the cases (jit keeps weak types), its x64 types from
+    jax.eval_shape, to spare compilations."""
+    cases = [c for c in CASES if c[0] == group]
+    valued = [c for c in cases if not x64 or has_64bit(c[3])]
+    with jax.enable_x64(x64):
+        run, flat = with_arrays(cases, jnp)
+        expected_types = [types(t) for t in jax.eval_shape(run, *flat)]
+        run, flat = with_arrays(valued, jnp)
+        values = dict(zip((c[1] for c in valued), jax.jit(run)(*flat)))
+    failures = []
+    with ferrax.enable_x64(x64):
+        for (_, name, call, inputs), theirs in zip(cases, expected_types):
+            try:
+                ours = call(fnp, *(x.value if isinstance(x, Static) else x for x in inputs))
+                assert types(ours) == theirs, (types(ours), theirs)
+                if name in values:
+                    assert_same_values(ours, values[name])
+            except Exception as e:  # collected: one report for the whole group
+                failures.append(f"{name}: {type(e).__name__}: {str(e)[:300]}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_group_under_one_jit(group: str) -> None:
+    """The group's first case of each function, all in one ferrax.jit: the eager values
+    and types."""
+    firsts: dict[str, Case] = {}
+    for c in CASES:
+        if c[0] == group:
+            firsts.setdefault(c[1].split("_")[0], c)
+    cases = list(firsts.values())
+    run, flat = with_arrays(cases, fnp)
+    staged = ferrax.jit(run)(*flat)
+    eager = run(*flat)
+    for (_, name, _, _), s, e in zip(cases, staged, eager):
+        assert types(s) == types(e), name
+        assert_same_values(s, e)
+
+
+# ------------------------------------------------------------------------------ errors
+
+ERRORS: list[tuple[str, Call, tuple[Any, ...]]] = [
+    ("split_unequal", lambda m, x: m.split(x, 2), (V7,)),
+    ("tril_1d", lambda m, x: m.tril(x), (V,)),
+    ("triu_0d", lambda m: m.triu(1.0), ()),
+    ("fliplr_1d", lambda m, x: m.fliplr(x), (V,)),
+    ("diag_3d", lambda m, x: m.diag(x), (T,)),
+    ("diagonal_1d", lambda m, x: m.diagonal(x), (V,)),
+    ("tensordot_rank", lambda m, x, y: m.tensordot(x, y, 3), (F, G)),
+    ("tensordot_lengths", lambda m, x, y: m.tensordot(x, y, ([0, 1], [0])), (F, G)),
+    ("tensordot_kind", lambda m, x, y: m.tensordot(x, y, ([0], 1)), (F, G)),
+    ("tensordot_axes", lambda m, x, y: m.tensordot(x, y, "x"), (F, G)),
+    ("select_lengths", lambda m, b, x: m.select([b], [x, x]), (B, F)),
+    ("select_empty", lambda m: m.select([], []), ()),
+    ("meshgrid_2d", lambda m, x: m.meshgrid(x), (F,)),
+    ("meshgrid_indexing", lambda m, x: m.meshgrid(x, indexing="xx"), (V,)),
+    ("diff_scalar", lambda m: m.diff(1.0), ()),
+    ("diff_negative", lambda m, x: m.diff(x, n=-1), (V,)),
+    ("average_no_axis", lambda m, x, w: m.average(x, weights=w), (F, WTS)),
+    ("average_bad_weights", lambda m, x, w: m.average(x, axis=0, weights=w), (F, WTS)),
+    ("moveaxis_counts", lambda m, x: m.moveaxis(x, (0, 1), (0,)), (T,)),
+    ("moveaxis_range", lambda m, x: m.moveaxis(x, 3, 0), (T,)),
+    ("trace_same_axes", lambda m, x: m.trace(x, axis1=1, axis2=-1), (F,)),
+    ("linspace_negative", lambda m: m.linspace(0, 1, -1), ()),
+    ("var_ddof_and_correction", lambda m, x: m.var(x, ddof=1, correction=1), (F,)),
+    ("split_beyond", lambda m, x: m.split(x, [1, 10], axis=1), (F,)),
+    ("split_negative_index", lambda m, x: m.split(x, [-3, 5]), (V7,)),
+    ("split_axis", lambda m, x: m.split(x, 2, axis=2), (F,)),
+    ("roll_axis", lambda m, x: m.roll(x, 1, axis=2), (F,)),
+    ("repeat_scalar_counts", lambda m, c: m.repeat(1.0, c, total_repeat_length=4), (COUNTS,)),
+]
+
+
+@pytest.mark.parametrize("name,call,inputs", ERRORS, ids=[e[0] for e in ERRORS])
+def test_errors_as_jax(name: str, call: Call, inputs: tuple[Any, ...]) -> None:
+    """The exception class JAX raises (ours may be a subclass), naming this file."""
+    with pytest.raises(Exception) as theirs:
+        call(jnp, *inputs)
+    with pytest.raises(theirs.type) as ours:
+        call(fnp, *inputs)
+    assert "test_numpy_breadth.py" in str(ours.value), str(ours.value)
+
+
+# ----------------------------------------------------------------------- dtype queries
+
+DTYPES: list[Any] = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                     np.uint64, np.float16, ml_dtypes.bfloat16, np.float32, np.float64, int, float]
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
+def test_promote_types_table(x64: bool) -> None:
+    """promote_types over every pair of dtypes (Python int and float weak), as JAX's."""
+    for a in DTYPES:
+        for b in DTYPES:
+            if (a is int or a is float) and (b is int or b is float):
+                continue
+            if a in (int, float) and b is np.bool_ or b in (int, float) and a is np.bool_:
+                continue
+            with ferrax.enable_x64(x64):
+                ours = fnp.promote_types(a, b)
+            with jax.enable_x64(x64):
+                theirs = jnp.promote_types(a, b)
+            assert ours == theirs, (a, b, ours, theirs)
+
+
+def test_issubdtype_table() -> None:
+    """issubdtype of every dtype against NumPy's abstract types and each other."""
+    abstract = [np.generic, np.number, np.inexact, np.floating, np.integer, np.signedinteger,
+                np.unsignedinteger, np.bool_]
+    concrete = [d for d in DTYPES if d not in (int, float)]
+    for a in concrete:
+        for b in abstract + concrete:
+            assert fnp.issubdtype(a, b) == jnp.issubdtype(a, b), (a, b)
+
+
+def test_finfo_iinfo_and_constants() -> None:
+    """finfo/iinfo of every dtype (and of arrays), and the constants, as JAX's."""
+    for d in (np.float16, ml_dtypes.bfloat16, np.float32, np.float64):
+        ours, theirs = fnp.finfo(d), jnp.finfo(d)
+        assert (ours.eps, ours.max, ours.min, ours.tiny, ours.bits) == (theirs.eps, theirs.max, theirs.min, theirs.tiny, theirs.bits)
+    assert fnp.finfo(fnp.ones(2)).dtype == np.float32
+    assert fnp.finfo(fnp.ones(2, dtype=fnp.bfloat16)).dtype == ml_dtypes.bfloat16
+    for d in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32):
+        assert (fnp.iinfo(d).min, fnp.iinfo(d).max) == (jnp.iinfo(d).min, jnp.iinfo(d).max)
+    assert fnp.iinfo(fnp.arange(3)).max == 2**31 - 1
+    for name in ("pi", "e", "inf", "euler_gamma"):
+        assert getattr(fnp, name) == getattr(jnp, name) and type(getattr(fnp, name)) is type(getattr(jnp, name))
+    assert np.isnan(fnp.nan) and fnp.newaxis is None is jnp.newaxis
+    assert fnp.zeros((2, 3))[:, fnp.newaxis].shape == (2, 1, 3)
+
+
+def test_traced_shifts_and_counts() -> None:
+    """roll with a traced shift and repeat with traced counts (total_repeat_length) under
+    jit, as JAX's; derivatives of logaddexp2 (JAX's custom rule, finite at -inf) and
+    hypot."""
+    shifts = np.array([-5, 0, 3, 9], dtype=np.int32)
+
+    def rolls(x: Any, s: Any, c: Any, m: Any) -> Any:
+        return [m.roll(x, s[i], axis=1) for i in range(4)] + [m.roll(x, s[:2], (0, 1)), m.repeat(x, c, axis=1, total_repeat_length=7)]
+
+    ours = ferrax.jit(lambda x, s, c: rolls(x, s, c, fnp))(F, shifts, COUNTS)
+    theirs = jax.jit(lambda x, s, c: rolls(x, s, c, jnp))(F, shifts, COUNTS)
+    assert types(ours) == types(theirs)
+    assert_same_values(ours, theirs)
+    xs = np.array([-np.inf, -1.0, 0.0, 2.0], dtype=np.float32)
+    ys = np.array([0.5, -np.inf, 0.0, 3.0], dtype=np.float32)
+    for f in ("logaddexp2", "logaddexp", "hypot"):
+        if f == "hypot":
+            xs, ys = np.array([3.0, -1.0, 0.5, 2.0], np.float32), np.array([4.0, 2.0, -0.25, 3.0], np.float32)
+        g_ours = ferrax.vmap(ferrax.grad(getattr(fnp, f), argnums=(0, 1)))(xs, ys)
+        g_theirs = jax.vmap(jax.grad(getattr(jnp, f), argnums=(0, 1)))(xs, ys)
+        assert_same_values(g_ours, g_theirs)
