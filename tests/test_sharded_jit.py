@@ -116,6 +116,32 @@ def test_layouts_flow_into_the_next_call_without_copies(monkeypatch: pytest.Monk
     np.testing.assert_allclose(np.asarray(w), np.tanh(np.tanh(np.tanh(np.arange(8.0)) * 2) * 2) * 2 + 1, rtol=1e-5)
 
 
+def test_arguments_laid_out_otherwise_than_last_call_are_placed_again() -> None:
+    """A call whose arguments carry the shardings of the last call that needed no copy
+    passes them as they are; any other layout, or a host array, is placed again."""
+    mesh = Mesh(np.array(fx.devices()), ("x",))
+    split, repl = NamedSharding(mesh, P("x")), NamedSharding(mesh, P())
+    f = fx.jit(lambda a, b: a * 2.0 + b, in_shardings=(split, repl), out_shardings=split)
+    a = np.arange(8.0, dtype=np.float32)
+    b = np.float32(0.5)
+    want = a * 2.0 + b
+    laid = (fx.device_put(a, split), fx.device_put(b, repl))
+    equal = (fx.device_put(a, NamedSharding(mesh, P("x"))), fx.device_put(b, NamedSharding(mesh, P())))
+    for args in [laid, laid, (a, b), laid, equal, (laid[0], b), laid]:
+        out = f(*args)
+        assert out.sharding == split
+        np.testing.assert_array_equal(np.asarray(out), want)
+        assert [s.data.shape for s in out.addressable_shards] == [(2,)] * 4
+    with pytest.raises(fx.errors.ShardingError, match="device_put it with that sharding first"):
+        f(fx.device_put(a, repl), laid[1])
+    # Without in_shardings the arguments' layouts decide, call by call.
+    g = fx.jit(lambda a, b: a * 2.0 + b)
+    for x_sharding in [split, repl, split, repl]:
+        out = g(fx.device_put(a, x_sharding), laid[1])
+        np.testing.assert_array_equal(np.asarray(out), want)
+        assert out.sharding.is_fully_replicated == (x_sharding is repl)
+
+
 def test_committed_arguments_decide_the_layout() -> None:
     mesh, jmesh = _pair((2, 2), ("x", "y"))
     a = np.arange(32, dtype=np.float32).reshape(8, 4)

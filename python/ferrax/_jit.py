@@ -151,7 +151,7 @@ class _Entry:
 
     __slots__ = (
         "jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64", "float0",
-        "staged", "placed", "meshes",
+        "staged", "placed", "laid_out", "meshes",
     )
 
     def __init__(
@@ -172,6 +172,10 @@ class _Entry:
         self.staged: _ir.ClosedJaxpr | None = None
         # Executables for calls on other devices than the default one, by layout.
         self.placed: dict[Hashable, tuple[Executable, list[Any], list[Sharding]]] = {}
+        # Per placement, the arguments' shardings of a call that needed no copy: a call
+        # whose arguments carry the same ones (the steady state of a loop) passes its
+        # buffers as they are, without comparing layouts.
+        self.laid_out: dict[Hashable, tuple[Sharding, ...]] = {}
         # The meshes the traced function uses inside (sharding constraints, shard_map).
         self.meshes: frozenset[Mesh] = frozenset()
         # The output is one bare array (not a tuple or list of one).
@@ -418,9 +422,18 @@ class Jitted(Generic[P, R]):
         """A call on several devices (or one that is not the default): compiled once per
         layout of the arguments, arguments laid out as the executable expects."""
         exe, consts, arg_shardings = self._compile_placed(entry, placement)
-        buffers = list(consts)
-        for i, (x, aval, want) in enumerate(zip(flat, entry.in_avals, arg_shardings)):
-            buffers.append(_place(x, aval, want, i))
+        shardings = tuple([x._sharding if type(x) is DeviceArray else None for x in flat])
+        if entry.laid_out.get(placement.key) == shardings:
+            buffers = consts + [x._buffer for x in flat]
+        else:
+            buffers = list(consts)
+            copied = False
+            for i, (x, aval, want) in enumerate(zip(flat, entry.in_avals, arg_shardings)):
+                b = _place(x, aval, want, i)
+                copied = copied or type(x) is not DeviceArray or b is not x._buffer
+                buffers.append(b)
+            if not copied and None not in shardings:
+                entry.laid_out[placement.key] = shardings  # type: ignore[assignment]
         return _unflatten(entry, exe(buffers))
 
     def _compile_placed(self, entry: _Entry, placement: _Placement) -> tuple[Executable, list[Any], list[Sharding]]:
@@ -482,7 +495,28 @@ class _Placement:
         self.mesh = mesh
         self.in_shardings = in_shardings
         self.out_shardings = out_shardings
-        self.key = (tuple(d.id for d in devices), mesh, tuple(in_shardings), tuple(out_shardings))
+        self.key = _HashedKey((tuple(d.id for d in devices), mesh, tuple(in_shardings), tuple(out_shardings)))
+
+
+class _HashedKey:
+    """A tuple key whose hash is computed once (a placement's key is looked up on every
+    call, and hashing its shardings each time costs more than the rest of the lookup)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, _HashedKey):
+            return NotImplemented
+        return self._hash == other._hash and self.value == other.value
 
 
 def _broadcast_prefix(prefix: Any, value: Any, what: str) -> list[Sharding | None]:
