@@ -275,6 +275,28 @@ case("reductions", "max_initial_where", lambda m, x: m.max(x, axis=0, initial=-1
 case("reductions", "min_initial", lambda m, x: m.min(x, initial=0), I)
 case("reductions", "mean_where", lambda m, x: m.mean(x, axis=0, where=MASK, keepdims=True), F)
 
+# --- einsum (the path as JAX's opt_einsum picks it, lowered to dot_general)
+EINSUMS: list[tuple[str, tuple[Any, ...]]] = [
+    ("ij,jk->ik", (F, SQ)), ("ij,jk", (F, SQ)), ("ii", (SQ,)), ("ii->i", (SQ,)), ("ij->ji", (F,)),
+    ("i,i", (V, V)), ("i,j->ij", (V, W)), ("bij,bjk->bik", (T, M[:2])), ("...ij,...jk->...ik", (T[:1], M[:, :, :2])),
+    ("ij,jk,kl->il", (F, SQ, K2.repeat(2, 0)[:, :1] * np.ones((4, 3), np.float32))),
+    ("abc,cd,de,ea->b", (T, SQ, SQ[:, :2], K2)), ("ij,ij->", (F, G)), ("iij,jk->ik", (M[:, :3, :3].copy(), SQ[:3])),
+    ("ijk->", (T,)), ("ij,kl->", (F, K2)), ("a,b,c,d,e,f->", tuple(V for _ in range(6))),
+    ("ab,bc,cd,de,ef,fg->ag", tuple(SQ for _ in range(6))), ("...i,...i->...", (T, F)), ("i...->...", (T,)),
+    ("ij,jk->ik", (I, I8.astype(np.int32))), ("ij,jk->ik", (I8, I8)), ("ij,jk->ik", (H[:, :3], H)), ("ij,j->i", (F, IP[0])),
+    ("iji,j->j", (M[:, :3, :3].transpose(1, 0, 2).copy(), W)), ("ab,ab,ab->a", (F, G, FP)), ("ij,jk->ik", (B, B.T.copy())),
+    ("i,->i", (V, 2.0)), (",->", (2.0, 3)), ("ij,jk->ik", (F64, F64.T.copy())), ("ij,jk->ik", (BF, BF.T.copy())),
+]
+for k, (spec, ops) in enumerate(EINSUMS):
+    case("einsum", f"einsum{k}", lambda m, *xs, spec=spec: m.einsum(spec, *xs), *ops)
+case("einsum", "einsum_interleaved", lambda m, x, y: m.einsum(x, [0, 1], y, [1, 2], [2, 0]), F, SQ)
+case("einsum", "einsum_interleaved_implicit", lambda m, x, y: m.einsum(x, [0, Ellipsis], y, [Ellipsis]), F, V)
+case("einsum", "einsum_symbols", lambda m, x, y: m.einsum("i%,%k->ki", x, y), F, SQ)
+case("einsum", "einsum_preferred", lambda m, x, y: m.einsum("ij,jk", x, y, preferred_element_type=np.float32), I8, I8)
+case("einsum", "einsum_unoptimized", lambda m, x, y, z: m.einsum("ij,jk,kl", x, y, z, optimize=False), F, SQ, SQ)
+case("einsum", "einsum_greedy", lambda m, x, y, z: m.einsum("ij,jk,kl", x, y, z, optimize="greedy"), F, SQ, SQ)
+case("einsum", "einsum_path_given", lambda m, x, y, z: m.einsum("ij,jk,kl", x, y, z, optimize=[(1, 2), (0, 1)]), F, SQ, SQ)
+
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -398,6 +420,12 @@ ERRORS: list[tuple[str, Call, tuple[Any, ...]]] = [
     ("split_negative_index", lambda m, x: m.split(x, [-3, 5]), (V7,)),
     ("split_axis", lambda m, x: m.split(x, 2, axis=2), (F,)),
     ("roll_axis", lambda m, x: m.roll(x, 1, axis=2), (F,)),
+    ("einsum_sizes", lambda m, x, y: m.einsum("ij,jk->ik", x, y), (F, F)),
+    ("einsum_count", lambda m, x: m.einsum("ij,jk->ik", x), (F,)),
+    ("einsum_output_unknown", lambda m, x: m.einsum("ij->ik", x), (F,)),
+    ("einsum_output_twice", lambda m, x: m.einsum("ij->ii", x), (F,)),
+    ("einsum_rank", lambda m, x: m.einsum("ijk", x), (F,)),
+    ("einsum_character", lambda m, x: m.einsum("i.j", x), (F,)),
     ("repeat_scalar_counts", lambda m, c: m.repeat(1.0, c, total_repeat_length=4), (COUNTS,)),
 ]
 
@@ -481,3 +509,14 @@ def test_traced_shifts_and_counts() -> None:
         g_ours = ferrax.vmap(ferrax.grad(getattr(fnp, f), argnums=(0, 1)))(xs, ys)
         g_theirs = jax.vmap(jax.grad(getattr(jnp, f), argnums=(0, 1)))(xs, ys)
         assert_same_values(g_ours, g_theirs)
+
+
+def test_einsum_paths_and_jaxpr() -> None:
+    """einsum_path gives JAX's (opt_einsum's) path, optimal up to four operands and
+    greedy beyond; einsum stages one dot_general per pairwise step."""
+    for spec, ops in EINSUMS:
+        if len(ops) > 1 and all(isinstance(x, np.ndarray) for x in ops):
+            assert fnp.einsum_path(spec, *ops)[0] == jnp.einsum_path(spec, *ops)[0], spec
+    assert fnp.einsum_path("ij,jk,kl", F, SQ, SQ, optimize=True)[0] == jnp.einsum_path("ij,jk,kl", F, SQ, SQ, optimize=True)[0]
+    text = str(ferrax.make_jaxpr(lambda a, b, c: fnp.einsum("ij,jk,kl->il", a, b, c))(F, SQ, SQ))
+    assert text.count("dot_general") == 2 and "reduce_sum" not in text, text

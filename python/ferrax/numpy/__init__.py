@@ -132,6 +132,7 @@ from ferrax.numpy._breadth import (
     newaxis, outer, pi, promote_types, repeat, roll, select, split, std, tensordot, tile,
     trace, tri, tril, triu, var, vstack,
 )
+from ferrax.numpy._einsum import einsum, einsum_path
 
 ndarray = Array
 """The array type (:class:`ferrax.Array`), under NumPy's name."""
@@ -174,6 +175,7 @@ __all__ = [
     "nan_to_num", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nanprod",
     "nanstd", "nansum", "nanvar", "newaxis", "outer", "pi", "promote_types", "roll",
     "select", "split", "tensordot", "tile", "trace", "tri", "tril", "triu", "vstack",
+    "einsum", "einsum_path",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,
