@@ -297,6 +297,39 @@ case("einsum", "einsum_unoptimized", lambda m, x, y, z: m.einsum("ij,jk,kl", x, 
 case("einsum", "einsum_greedy", lambda m, x, y, z: m.einsum("ij,jk,kl", x, y, z, optimize="greedy"), F, SQ, SQ)
 case("einsum", "einsum_path_given", lambda m, x, y, z: m.einsum("ij,jk,kl", x, y, z, optimize=[(1, 2), (0, 1)]), F, SQ, SQ)
 
+# --- pad (every mode but median), piecewise, interp
+for mode in ["constant", "edge", "wrap", "reflect", "symmetric", "linear_ramp", "maximum", "minimum", "mean", "empty"]:
+    for k, width in enumerate([(2, 3), ((1, 0), (5, 2))]):
+        case("pad", f"pad_{mode}_{k}_F", lambda m, x, mode=mode, width=width: m.pad(x, width, mode), F)
+    case("pad", f"pad_{mode}_I", lambda m, x, mode=mode: m.pad(x, ((0, 0), (9, 7)), mode), I)
+    case("pad", f"pad_{mode}_V", lambda m, x, mode=mode: m.pad(x, 1, mode), V)
+case("pad", "pad_constant_value", lambda m, x: m.pad(x, 1, constant_values=3.5), F)
+case("pad", "pad_constant_sides", lambda m, x: m.pad(x, ((1, 2), (3, 4)), constant_values=((1, 2), (3, 4))), F)
+case("pad", "pad_constant_pair", lambda m, x: m.pad(x, 2, constant_values=(7, -1)), I)
+case("pad", "pad_weak", lambda m: m.pad(3.0, 2))
+case("pad", "pad_weak_array", lambda m, x: m.pad(x * 1.0, 1, "reflect"), 2.0)
+case("pad", "pad_reflect_odd", lambda m, x: m.pad(x, ((4, 9), (1, 2)), "reflect", reflect_type="odd"), F)
+case("pad", "pad_symmetric_odd", lambda m, x: m.pad(x, ((4, 9), (1, 2)), "symmetric", reflect_type="odd"), I)
+case("pad", "pad_ramp_ends", lambda m, x: m.pad(x, ((2, 3), (1, 4)), "linear_ramp", end_values=((1, 2), (3, 4))), F)
+case("pad", "pad_mean_int", lambda m, x: m.pad(x, 2, "mean", stat_length=2), I)
+case("pad", "pad_max_lengths", lambda m, x: m.pad(x, ((1, 2), (3, 1)), "maximum", stat_length=((1, 2), (3, 1))), F)
+case("pad", "pad_wrap_empty_axis", lambda m, x: m.pad(x, ((0, 0), (2, 1)), "wrap"), np.zeros((0, 3), np.float32))
+case("pad", "pad_function", lambda m, x: m.pad(x, 2, lambda v, w, axis, kw: v * 2), F)
+case("pad", "piecewise", lambda m, x: m.piecewise(x, [x < 0, x > 1], [lambda v: -v, lambda v: v * 2]), F)
+case("pad", "piecewise_consts", lambda m, x: m.piecewise(x, [x < 0, x > 1], [1.5, lambda v: v * 2, 7]), F)
+case("pad", "piecewise_int", lambda m, x: m.piecewise(x, [x < 3], [lambda v: v * 2.7, lambda v: -v]), I)
+case("pad", "piecewise_args", lambda m, x: m.piecewise(x, [x < 0], [lambda v, a: v + a, 0], 3.0), F)
+case("pad", "piecewise_scalar", lambda m: m.piecewise(2.0, [True], [lambda v: v + 1]))
+XP = np.array([0, 1, 2.5, 4], np.float32)
+FPTS = np.array([1, 3, -1, 2], np.float32)
+XS = np.linspace(-1, 5, 13).astype(np.float32)
+case("pad", "interp", lambda m, x, a, b: m.interp(x, a, b), XS, XP, FPTS)
+case("pad", "interp_sides", lambda m, x, a, b: m.interp(x, a, b, left=-9.0, right=9.0), XS, XP, FPTS)
+case("pad", "interp_extrapolate", lambda m, x, a, b: m.interp(x, a, b, left="extrapolate", right="extrapolate"), XS, XP, FPTS)
+case("pad", "interp_int", lambda m, a, b: m.interp(2.0, a, b), IP[0], I[0])
+case("pad", "interp_repeated", lambda m, x, a, b: m.interp(x, a, b), XP[:2], np.array([1.0, 1.0, 2.0], np.float32), XP[:3])
+case("pad", "interp_2d", lambda m, x, a, b: m.interp(x, a, b), F, XP, FPTS)
+
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -426,6 +459,16 @@ ERRORS: list[tuple[str, Call, tuple[Any, ...]]] = [
     ("einsum_output_twice", lambda m, x: m.einsum("ij->ii", x), (F,)),
     ("einsum_rank", lambda m, x: m.einsum("ijk", x), (F,)),
     ("einsum_character", lambda m, x: m.einsum("i.j", x), (F,)),
+    ("pad_mode", lambda m, x: m.pad(x, 1, "nearest"), (F,)),
+    ("pad_kwargs", lambda m, x: m.pad(x, 1, "edge", constant_values=1), (F,)),
+    ("pad_negative", lambda m, x: m.pad(x, -1), (F,)),
+    ("pad_wrap_empty", lambda m, x: m.pad(x, 1, "wrap"), (np.zeros((0, 3), np.float32),)),
+    ("pad_stat_zero", lambda m, x: m.pad(x, 1, "mean", stat_length=0), (F,)),
+    ("pad_width_shape", lambda m, x: m.pad(x, ((1, 2, 3),)), (F,)),
+    ("pad_width_float", lambda m, x: m.pad(x, 1.5), (F,)),
+    ("piecewise_counts", lambda m, x: m.piecewise(x, [x < 0], [1, 2, 3]), (F,)),
+    ("interp_shapes", lambda m, x: m.interp(x, x, x[:2]), (V,)),
+    ("interp_side", lambda m, x: m.interp(x, x, x, left="nearest"), (V,)),
     ("repeat_scalar_counts", lambda m, c: m.repeat(1.0, c, total_repeat_length=4), (COUNTS,)),
 ]
 
@@ -520,3 +563,10 @@ def test_einsum_paths_and_jaxpr() -> None:
     assert fnp.einsum_path("ij,jk,kl", F, SQ, SQ, optimize=True)[0] == jnp.einsum_path("ij,jk,kl", F, SQ, SQ, optimize=True)[0]
     text = str(ferrax.make_jaxpr(lambda a, b, c: fnp.einsum("ij,jk,kl->il", a, b, c))(F, SQ, SQ))
     assert text.count("dot_general") == 2 and "reduce_sum" not in text, text
+
+
+def test_pad_reflect_type_refused() -> None:
+    """An unknown reflect_type is a ValueError naming the user's line (JAX's is a bare
+    AssertionError)."""
+    with pytest.raises(ValueError, match="test_numpy_breadth.py"):
+        fnp.pad(F, 1, "reflect", reflect_type="bad")

@@ -132,7 +132,9 @@ from ferrax.numpy._breadth import (
     newaxis, outer, pi, promote_types, repeat, roll, select, split, std, tensordot, tile,
     trace, tri, tril, triu, var, vstack,
 )
+from ferrax.numpy._breadth import interp, piecewise
 from ferrax.numpy._einsum import einsum, einsum_path
+from ferrax.numpy._pad import pad
 
 ndarray = Array
 """The array type (:class:`ferrax.Array`), under NumPy's name."""
@@ -175,7 +177,7 @@ __all__ = [
     "nan_to_num", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nanprod",
     "nanstd", "nansum", "nanvar", "newaxis", "outer", "pi", "promote_types", "roll",
     "select", "split", "tensordot", "tile", "trace", "tri", "tril", "triu", "vstack",
-    "einsum", "einsum_path",
+    "einsum", "einsum_path", "interp", "pad", "piecewise",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,

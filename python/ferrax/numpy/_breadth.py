@@ -50,7 +50,7 @@ __all__ = [
     "inner", "isclose", "isinf", "isnan", "isneginf", "isposinf", "issubdtype", "kron",
     "linspace", "log10", "log2", "logaddexp", "logaddexp2", "logspace", "meshgrid", "moveaxis",
     "nan", "nan_to_num", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nanprod",
-    "nanstd", "nansum", "nanvar", "newaxis", "outer", "pi", "promote_types", "repeat", "roll",
+    "nanstd", "nansum", "nanvar", "newaxis", "outer", "pi", "piecewise", "interp", "promote_types", "repeat", "roll",
     "select", "split", "std", "tensordot", "tile", "trace", "tri", "tril", "triu", "var",
     "vstack",
 ]
@@ -104,6 +104,14 @@ def _const(x: Array, value: Any) -> Array:
 def _finite(x: Array) -> Array:
     """Whether each element of a float array is finite: ``|x| < inf`` (false for NaN)."""
     return lax.lt(lax.abs(x), _const(x, np.inf))
+
+
+def _promote_inexact(name: str, *args: Any) -> list[Array]:
+    """The operands in their promoted inexact dtype (JAX's ``promote_dtypes_inexact``),
+    shapes unchanged."""
+    avals = [operand_aval(name, x, i) for i, x in enumerate(args)]
+    d, weak = dtypes.promote([(v.dtype, v.weak_type) for v in avals])
+    return [as_array(convert(x, dtypes.to_inexact(d), weak), name, i) for i, x in enumerate(args)]
 
 
 def _static_int(x: Any, name: str, what: str) -> int:
@@ -1058,10 +1066,7 @@ def average(
             n *= x.shape[i]
         weights_sum = convert(n, avg.dtype)
     else:
-        avals = [aval_of(x0), operand_aval("average", weights, 1)]
-        d, weak = dtypes.promote([(v.dtype, v.weak_type) for v in avals])
-        d = dtypes.to_inexact(d)
-        x, w = as_array(convert(x0, d, weak)), as_array(convert(weights, d, weak))
+        x, w = _promote_inexact("average", x0, weights)
         if x.shape != w.shape:
             if axis is None:
                 raise ValueError(f"Axis must be specified when shapes of a and weights differ, at {user_location()}")
@@ -1188,3 +1193,86 @@ def nanargmin(a: ArrayLike, axis: int | None = None, out: None = None, keepdims:
     """:func:`argmin` ignoring NaNs (-1 where every element is NaN)."""
     return _nanarg("nanargmin", np.inf, _reductions.argmin, a, axis, bool(keepdims))
 
+
+
+# ------------------------------------------------------------------ piecewise, interp
+
+
+def piecewise(x: ArrayLike, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: Any) -> Array:
+    """``funclist[k](x)`` where ``condlist[k]`` is true (the last true condition wins),
+    elsewhere ``funclist[len(condlist)]`` if given, else 0; constants stand for
+    functions returning them. Each function sees one element at a time (a ``switch``
+    vectorized with ``vmap``); results take ``x``'s dtype."""
+    from ferrax import vmap
+
+    a = as_array(x, "piecewise")
+    conds = list(condlist) if isinstance(condlist, (list, tuple)) else [condlist[i] for i in range(np.shape(condlist)[0])]
+    nc, nf = len(conds), len(funclist)
+    if nf == nc + 1:
+        funcs = [funclist[-1], *funclist[:-1]]
+    elif nf == nc:
+        funcs = [0, *funclist]
+    else:
+        raise ValueError(
+            f"with {nc} condition(s), either {nc} or {nc + 1} functions are expected; got {nf}, at {user_location()}"
+        )
+    index = convert(0, dtypes.default_int())
+    for k, c in enumerate(conds):
+        index = _ufuncs.where(convert(c, np.dtype(np.bool_)), convert(k + 1, dtypes.default_int()), index)
+    shape = broadcast_shapes(a.shape, index.shape)
+    flat_x = _shape.ravel(broadcast_to(a, shape))
+    flat_i = _shape.ravel(broadcast_to(index, shape))
+    dtype = a.dtype
+
+    def branch(f: Any) -> Any:
+        if callable(f):
+            return lambda v: convert(as_array(f(v, *args, **kw)), dtype)
+        return lambda v: convert(f, dtype)
+
+    branches = [branch(f) for f in funcs]
+    out = vmap(lambda i, v: lax.switch(i, branches, v))(flat_i, flat_x)
+    return _shape.reshape(out, shape)
+
+
+def interp(
+    x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: ArrayLike | str | None = None,
+    right: ArrayLike | str | None = None, period: ArrayLike | None = None,
+) -> Array:
+    """Linear interpolation of the points ``(xp, fp)`` (``xp`` increasing) at ``x``;
+    ``fp[0]``/``fp[-1]`` (or ``left``/``right``, or ``'extrapolate'``) outside."""
+    xa, xpa, fpa = as_array(x, "interp", 0), as_array(xp, "interp", 1), as_array(fp, "interp", 2)
+    if xpa.shape != fpa.shape or xpa.ndim != 1:
+        raise ValueError(f"xp and fp must be one-dimensional arrays of equal size, at {user_location()}")
+    xv, xpv = _promote_inexact("interp", xa, xpa)
+    (fpv,) = _promote_inexact("interp", fpa)
+    extrapolate = []
+    for name, side in (("left", left), ("right", right)):
+        if isinstance(side, str) and side != "extrapolate":
+            raise ValueError(f"the only valid string value of `{name}` is 'extrapolate', but got: {side!r}, at {user_location()}")
+        extrapolate.append(isinstance(side, str))
+    if period is not None:
+        raise NotImplementedError(f"interp: period= needs sort, which ferrax.numpy does not have yet, at {user_location()}")
+    n = xpv.shape[0]
+    # searchsorted(xp, x, side='right') by counting: fine for the sizes interp meets.
+    below = lax.le(_shape.insert_axes(xpv, tuple(range(1, xv.ndim + 1))), _shape.insert_axes(xv, (0,)))
+    count = _reductions.sum(below, axis=0, dtype=np.int32)
+    i = _ufuncs.clip(count, 1, builtins.max(n - 1, 1))
+    from ferrax.numpy._indexing import take
+
+    def at(v: Array, idx: Array) -> Array:
+        return take(v, idx, mode="clip")
+
+    im1 = _ufuncs.subtract(i, 1)
+    df = _ufuncs.subtract(at(fpv, i), at(fpv, im1))
+    dx = _ufuncs.subtract(at(xpv, i), at(xpv, im1))
+    delta = _ufuncs.subtract(xv, at(xpv, im1))
+    epsilon = np.spacing(finfo(xpv.dtype).eps)
+    dx0 = _ufuncs.less_equal(lax.abs(dx), convert(epsilon, dx.dtype))
+    f = _ufuncs.where(dx0, at(fpv, im1), _ufuncs.add(at(fpv, im1), _ufuncs.multiply(_ufuncs.true_divide(delta, _ufuncs.where(dx0, 1, dx)), df)))
+    first, last = _shape.reshape(lax.slice(fpv, (0,), (1,)), ()), _shape.reshape(lax.slice(fpv, (n - 1,), (n,)), ())
+    x_first, x_last = _shape.reshape(lax.slice(xpv, (0,), (1,)), ()), _shape.reshape(lax.slice(xpv, (n - 1,), (n,)), ())
+    if not extrapolate[0]:
+        f = _ufuncs.where(_ufuncs.less(xv, x_first), first if left is None else left, f)  # type: ignore[arg-type]
+    if not extrapolate[1]:
+        f = _ufuncs.where(_ufuncs.greater(xv, x_last), last if right is None else right, f)  # type: ignore[arg-type]
+    return f
