@@ -503,3 +503,21 @@ def test_device_get_and_block_until_ready_as_jax() -> None:
     assert ferrax.block_until_ready(compiled) is compiled
     # Under a transformation a tracer is left as it is.
     assert float(ferrax.grad(lambda x: ferrax.device_get(x) * 2.0)(1.0)) == 2.0
+
+
+def test_mismatch_errors_name_the_key_path() -> None:
+    cases = [
+        ([1, {"a": (1, 2)}], [1, {"a": (1,)}], "at key path \\[1\\]\\['a'\\]: expected a tuple of 2, got a tuple of 1"),
+        ({"x": [0, None]}, {"x": [0, 1]}, "at key path \\['x'\\]\\[1\\]: expected None, got a leaf"),
+        (Point(1, (2, 3)), Point(1, 2), "at key path .y: expected a tuple of 2"),
+        ([1, 2], (1, 2), "mismatch: expected a list of 2, got a tuple of 2"),  # at the root: no path
+    ]
+    for first, second, message in cases:
+        with pytest.raises(ValueError, match=message):
+            ftree.map(lambda *xs: xs, first, second)
+    deep: Any = 1
+    other: Any = (1,)
+    for _ in range(20_000):
+        deep, other = [deep], [other]
+    with pytest.raises(ValueError, match="at key path (\\[0\\]){20000}: expected a tuple of 1, got a leaf of type int"):
+        ftree.map(lambda *xs: xs, other, deep)

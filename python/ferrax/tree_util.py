@@ -190,19 +190,38 @@ class PyTreeDef:
                 out.append(x)
                 continue
             node = _node_of(x)
-            if node is None or node[0] != d._kind or node[1] != d._aux:
-                raise ValueError(
-                    f"tree structure mismatch: expected {d._describe_node()}, got "
-                    f"{_describe_value(x)} (in {self})"
-                )
-            children = node[2]
-            if len(children) != len(d._children):
-                raise ValueError(
-                    f"tree structure mismatch: expected {d._describe_node()}, got "
-                    f"{_describe_value(x)} (in {self})"
-                )
-            pending.extend(reversed(list(zip(d._children, children))))
+            if node is None or node[0] != d._kind or node[1] != d._aux or len(node[2]) != len(d._children):
+                self._raise_mismatch(tree)
+            pending.extend(reversed(list(zip(d._children, node[2]))))
         return out
+
+    def _raise_mismatch(self, tree: Any) -> typing.NoReturn:
+        """The ``ValueError`` of :meth:`flatten_up_to`, naming the key path of the first
+        node (left to right) where ``tree`` departs from this structure."""
+        # Walked again with keys (errors only): each visited node records its parent's
+        # index and its key, so a path is rebuilt without copying prefixes.
+        trail: list[tuple[int, Any]] = []
+        pending: list[tuple[PyTreeDef, Any, int, Any]] = [(self, tree, -1, None)]
+        while pending:
+            d, x, parent, key = pending.pop()
+            trail.append((parent, key))
+            here = len(trail) - 1
+            if d._kind == _LEAF_KIND:
+                continue
+            node = _keyed_node_of(x)
+            if node is None or node[0] != d._kind or node[1] != d._aux or len(node[2]) != len(d._children):
+                path: list[Any] = []
+                i = here
+                while trail[i][0] >= 0:
+                    path.append(trail[i][1])
+                    i = trail[i][0]
+                where = f" at key path {keystr(tuple(reversed(path)))}" if path else ""
+                raise ValueError(
+                    f"tree structure mismatch{where}: expected {d._describe_node()}, got "
+                    f"{_describe_value(x)} (in {self})"
+                )
+            pending.extend(reversed([(c, child, here, k) for c, child, k in zip(d._children, node[2], node[3])]))
+        raise AssertionError("flatten_up_to found a mismatch the second walk does not")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PyTreeDef):
