@@ -521,3 +521,31 @@ def test_mismatch_errors_name_the_key_path() -> None:
         deep, other = [deep], [other]
     with pytest.raises(ValueError, match="at key path (\\[0\\]){20000}: expected a tuple of 1, got a leaf of type int"):
         ftree.map(lambda *xs: xs, other, deep)
+
+
+def _parameters(f: Any) -> list[tuple[str, str]] | None:
+    import inspect
+
+    try:
+        return [(p.name, p.kind.name) for p in inspect.signature(f).parameters.values()]
+    except (TypeError, ValueError):
+        return None
+
+
+def test_signatures_as_jax() -> None:
+    """Parameter names and kinds of every function shared with JAX (keyword callers
+    written for JAX keep working); classes JAX implements in C++ have no signature."""
+    pairs: list[tuple[Any, Any, list[str]]] = [
+        (ftree, jax.tree, ftree.__all__),
+        (ftu, jtu, [n for n in ftu.__all__ if n not in {"KeyEntry", "KeyPath", "PyTreeDef", "Partial"}]),
+        (ferrax, jax, ["eval_shape", "device_get", "block_until_ready"]),
+    ]
+    for ours, theirs, names in pairs:
+        for name in names:
+            want = _parameters(getattr(theirs, name))
+            if want is not None:
+                assert _parameters(getattr(ours, name)) == want, name
+    # JAX's extra keyword-only parameters (private logging; layouts and refs) aside.
+    want_print = [p for p in _parameters(jax.debug.print) or [] if p[0] != "_use_logging"]
+    assert _parameters(ferrax.debug.print) == want_print
+    assert _parameters(ferrax.ShapeDtypeStruct) == (_parameters(JAX_STRUCT) or [])[:4]

@@ -80,25 +80,25 @@ _leaf_types: set[type] = set()
 
 
 def register_pytree_node(
-    cls: type[T],
-    flatten: FlattenFn,
-    unflatten: UnflattenFn,
-    flatten_with_keys: FlattenWithKeysFn | None = None,
+    nodetype: type[T],
+    flatten_func: FlattenFn,
+    unflatten_func: UnflattenFn,
+    flatten_with_keys_func: FlattenWithKeysFn | None = None,
 ) -> None:
-    """Makes instances of ``cls`` (exactly; not its subclasses) pytree nodes.
+    """Makes instances of ``nodetype`` (exactly; not its subclasses) pytree nodes.
 
-    ``flatten(x)`` returns ``(children, aux_data)`` where ``aux_data`` is hashable and
-    comparable; ``unflatten(aux_data, children)`` rebuilds the node. The optional
-    ``flatten_with_keys(x)`` returns ``([(key, child), ...], aux_data)``: the keys of
-    the children in key paths (:func:`tree_flatten_with_path`; by default
+    ``flatten_func(x)`` returns ``(children, aux_data)`` where ``aux_data`` is hashable
+    and comparable; ``unflatten_func(aux_data, children)`` rebuilds the node. The
+    optional ``flatten_with_keys_func(x)`` returns ``([(key, child), ...], aux_data)``:
+    the keys of the children in key paths (:func:`tree_flatten_with_path`; by default
     ``FlattenedIndexKey(i)``).
     """
-    if cls in _registry or cls in _BUILT_IN:
+    if nodetype in _registry or nodetype in _BUILT_IN:
         raise ValueError(
-            f"Duplicate custom PyTreeDef type registration for {cls}: "
-            f"{cls.__name__} is already a pytree node type"
+            f"Duplicate custom PyTreeDef type registration for {nodetype}: "
+            f"{nodetype.__name__} is already a pytree node type"
         )
-    _registry[cls] = _NodeKind(flatten, unflatten, flatten_with_keys)
+    _registry[nodetype] = _NodeKind(flatten_func, unflatten_func, flatten_with_keys_func)
     _leaf_types.clear()
 
 
