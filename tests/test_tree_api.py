@@ -549,3 +549,18 @@ def test_signatures_as_jax() -> None:
     want_print = [p for p in _parameters(jax.debug.print) or [] if p[0] != "_use_logging"]
     assert _parameters(ferrax.debug.print) == want_print
     assert _parameters(ferrax.ShapeDtypeStruct) == (_parameters(JAX_STRUCT) or [])[:4]
+
+
+def test_registered_dataclass_through_jit_with_static_fields() -> None:
+    def apply(np_: Any, p: Params, x: Any) -> Any:
+        y = x * p.w + p.b
+        return np_.tanh(y) if p.act == "tanh" else np_.maximum(y, 0.0)
+
+    f = ferrax.jit(functools.partial(apply, fnp))
+    g = jax.jit(functools.partial(apply, jnp))
+    x = np.array([-1.0, 2.0], np.float32)
+    for act in ("relu", "tanh"):
+        p = Params(np.float32(2.0), np.float32(0.5), act=act)
+        np.testing.assert_allclose(np.asarray(f(p, x)), np.asarray(g(p, x)), rtol=1e-6)
+    # The static field is part of the signature: one trace per value of act.
+    assert f._cache_size() == 2
