@@ -114,6 +114,11 @@ def _promote_inexact(name: str, *args: Any) -> list[Array]:
     return [as_array(convert(x, dtypes.to_inexact(d), weak), name, i) for i, x in enumerate(args)]
 
 
+def _no_out(name: str, out: object) -> None:
+    if out is not None:
+        raise NotImplementedError(f"The 'out' argument to {name} is not supported, at {user_location()}")
+
+
 def _static_int(x: Any, name: str, what: str) -> int:
     if isinstance(x, Tracer):
         from ferrax.errors import ConcretizationError
@@ -149,13 +154,15 @@ def _signed_inf(name: str, x: ArrayLike, value: float) -> Array:
     return lax.eq(a, _const(a, value))
 
 
-def isposinf(x: ArrayLike, /) -> Array:
+def isposinf(x: ArrayLike, /, out: None = None) -> Array:
     """Whether each element is positive infinity."""
+    _no_out("isposinf", out)
     return _signed_inf("isposinf", x, np.inf)
 
 
-def isneginf(x: ArrayLike, /) -> Array:
+def isneginf(x: ArrayLike, /, out: None = None) -> Array:
     """Whether each element is negative infinity."""
+    _no_out("isneginf", out)
     return _signed_inf("isneginf", x, -np.inf)
 
 
@@ -365,9 +372,9 @@ def empty(shape: Shape, dtype: DTypeLike | None = None) -> Array:
     return _creation.zeros(shape, dtype)
 
 
-def empty_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: Shape | None = None) -> Array:
-    """An array of ``a``'s shape and dtype (zeros, as JAX's)."""
-    return _creation.zeros_like(a, dtype, shape)
+def empty_like(prototype: ArrayLike, dtype: DTypeLike | None = None, shape: Shape | None = None) -> Array:
+    """An array of ``prototype``'s shape and dtype (zeros, as JAX's)."""
+    return _creation.zeros_like(prototype, dtype, shape)
 
 
 def identity(n: int, dtype: DTypeLike | None = None) -> Array:
@@ -821,9 +828,12 @@ def diag(v: ArrayLike, k: int = 0) -> Array:
     raise ValueError(f"diag input must be 1d or 2d (got shape {list(x.shape)}), at {user_location()}")
 
 
-def trace(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None) -> Array:
+def trace(
+    a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None, out: None = None
+) -> Array:
     """The sum along diagonal ``offset`` of the matrices on axes ``axis1``/``axis2``
     (dtypes as :func:`sum`)."""
+    _no_out("trace", out)
     x = as_array(a, "trace")
     i1, i2 = normalize_axis(axis1, x.ndim, "trace"), normalize_axis(axis2, x.ndim, "trace")
     if i1 == i2:
@@ -893,10 +903,17 @@ def select(condlist: Sequence[ArrayLike], choicelist: Sequence[ArrayLike], defau
 # ---------------------------------------------------------------------------- products
 
 
-def _result(a: ArrayLike, b: ArrayLike, name: str) -> tuple[Array, Array, np.dtype[Any], bool]:
+def _result(
+    a: ArrayLike, b: ArrayLike, name: str, preferred: DTypeLike | None
+) -> tuple[Array, Array, np.dtype[Any], bool]:
+    """The operands in their result type and the output's dtype and weak type (the
+    operands' ``result_type``, or ``preferred``, strongly typed)."""
     avals = [operand_aval(name, a, 0), operand_aval(name, b, 1)]
     d, weak = dtypes.result_type([(v.dtype, v.weak_type) for v in avals])
-    return as_array(convert(a, d, weak), name, 0), as_array(convert(b, d, weak), name, 1), d, weak
+    x, y = as_array(convert(a, d, weak), name, 0), as_array(convert(b, d, weak), name, 1)
+    if preferred is not None:
+        d, weak = dtypes.canonicalize(preferred, name), False
+    return x, y, d, weak
 
 
 def outer(a: ArrayLike, b: ArrayLike, out: None = None) -> Array:
@@ -905,10 +922,18 @@ def outer(a: ArrayLike, b: ArrayLike, out: None = None) -> Array:
     return _ufuncs.multiply(_shape.insert_axes(_shape.ravel(x), (1,)), _shape.insert_axes(_shape.ravel(y), (0,)))
 
 
-def tensordot(a: ArrayLike, b: ArrayLike, axes: int | Sequence[int] | Sequence[Sequence[int]] = 2) -> Array:
+def tensordot(
+    a: ArrayLike,
+    b: ArrayLike,
+    axes: int | Sequence[int] | Sequence[Sequence[int]] = 2,
+    *,
+    precision: Any = None,
+    preferred_element_type: DTypeLike | None = None,
+) -> Array:
     """The sum of products over ``axes``: the last ``axes`` of ``a`` with the first of
-    ``b`` for an int, or the listed pairs (one ``dot_general``)."""
-    x, y, d, weak = _result(a, b, "tensordot")
+    ``b`` for an int, or the listed pairs (one ``dot_general``, accumulating in
+    ``preferred_element_type`` if given)."""
+    x, y, d, weak = _result(a, b, "tensordot", preferred_element_type)
     if isinstance(axes, (int, np.integer)):
         k = operator.index(axes)
         if k > builtins.min(x.ndim, y.ndim):
@@ -944,15 +969,20 @@ def tensordot(a: ArrayLike, b: ArrayLike, axes: int | Sequence[int] | Sequence[S
                 f"tensordot: cannot contract axis {i} of shape {list(x.shape)} with axis {j} of shape "
                 f"{list(y.shape)}, at {user_location()}"
             )
-    out = lax.dot_general(x, y, (contract, ((), ())), preferred_element_type=d)
+    out = lax.dot_general(x, y, (contract, ((), ())), precision, preferred_element_type=d)
     return convert(out, d, weak)
 
 
-def inner(a: ArrayLike, b: ArrayLike) -> Array:
+def inner(
+    a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: DTypeLike | None = None
+) -> Array:
     """The sum of products over the last axes (a product for a scalar operand)."""
     if np.ndim(a) == 0 or np.ndim(b) == 0:
+        if preferred_element_type is not None:
+            want = dtypes.canonicalize(preferred_element_type, "inner")
+            a, b = convert(a, want), convert(b, want)
         return _ufuncs.multiply(a, b)
-    return tensordot(a, b, (-1, -1))
+    return tensordot(a, b, (-1, -1), precision=precision, preferred_element_type=preferred_element_type)
 
 
 def kron(a: ArrayLike, b: ArrayLike) -> Array:
@@ -1012,11 +1042,12 @@ def var(
     keepdims: bool = False,
     *,
     where: ArrayLike | None = None,
+    mean: ArrayLike | None = None,
     correction: int | float | None = None,
 ) -> Array:
     """The variance over ``axis`` of the elements where ``where`` is true: the mean
-    squared deviation, divided by the count less ``correction`` (``ddof``); NaN where
-    that is not positive."""
+    squared deviation (from ``mean`` if given, with the reduced axes kept), divided by
+    the count less ``correction`` (``ddof``); NaN where that is not positive."""
     if correction is None:
         correction = ddof
     elif ddof != 0:
@@ -1025,7 +1056,8 @@ def var(
     axes = normalize_axes(axis, x.ndim, "var")
     compute, result = _var_dtypes(x.dtype, dtype, "var")
     xc = convert(x, compute)
-    centered = lax.square(lax.sub(xc, broadcast_to(_reductions.mean(xc, axes, keepdims=True, where=where), xc.shape)))
+    center = _reductions.mean(xc, axes, keepdims=True, where=where) if mean is None else convert(mean, compute)
+    centered = lax.square(_ufuncs.subtract(xc, center))
     normalizer = lax.sub(_count(xc, axes, where, compute, keepdims), convert(correction, compute))
     total = _reductions.sum(centered, axes, dtype=compute, keepdims=keepdims, where=where)
     value = convert(lax.div(total, normalizer), result)
@@ -1041,10 +1073,11 @@ def std(
     keepdims: bool = False,
     *,
     where: ArrayLike | None = None,
+    mean: ArrayLike | None = None,
     correction: int | float | None = None,
 ) -> Array:
     """The standard deviation: the square root of :func:`var`."""
-    return lax.sqrt(var(a, axis, dtype, None, ddof, keepdims, where=where, correction=correction))
+    return lax.sqrt(var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean, correction=correction))
 
 
 def average(
@@ -1150,13 +1183,16 @@ def nanmean(
 
 def nanvar(
     a: ArrayLike, axis: Axis = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0,
-    keepdims: bool = False, where: ArrayLike | None = None,
+    keepdims: bool = False, where: ArrayLike | None = None, mean: ArrayLike | None = None,
 ) -> Array:
-    """:func:`var` of the elements that are not NaN."""
+    """:func:`var` of the elements that are not NaN (about ``mean`` if given)."""
     x = as_array(a, "nanvar")
     compute, result = _var_dtypes(x.dtype, dtype, "nanvar")
     xc = convert(x, compute)
-    center = broadcast_to(nanmean(xc, axis, dtype=compute, keepdims=True, where=where), xc.shape)
+    if mean is None:
+        center = broadcast_to(nanmean(xc, axis, dtype=compute, keepdims=True, where=where), xc.shape)
+    else:
+        center = broadcast_to(convert(mean, compute), xc.shape)
     missing = isnan(xc)
     centered = lax.square(_ufuncs.where(missing, _const(xc, 0), lax.sub(xc, center)))
     normalizer = _ufuncs.subtract(_reductions.sum(lax.bitwise_not(missing), axis=axis, keepdims=keepdims, where=where), ddof)
@@ -1169,10 +1205,10 @@ def nanvar(
 
 def nanstd(
     a: ArrayLike, axis: Axis = None, dtype: DTypeLike | None = None, out: None = None, ddof: int = 0,
-    keepdims: bool = False, where: ArrayLike | None = None,
+    keepdims: bool = False, where: ArrayLike | None = None, mean: ArrayLike | None = None,
 ) -> Array:
     """:func:`std` of the elements that are not NaN."""
-    return lax.sqrt(nanvar(a, axis, dtype, None, ddof, keepdims, where))
+    return lax.sqrt(nanvar(a, axis, dtype, None, ddof, keepdims, where, mean))
 
 
 def _nanarg(name: str, fill: float, reduce: Any, a: ArrayLike, axis: int | None, keepdims: bool) -> Array:
