@@ -625,6 +625,13 @@ def test_every_function_is_exported_documented_and_typed() -> None:
             "broadcast_shapes": "tuple[int, ...]",
             "result_type": "np.dtype[Any]",
             "divmod": "tuple[Array, Array]",
+            # ferrax.numpy._breadth, _einsum (issue 12)
+            "linspace": "Array | tuple[Array, Array]", "average": "Array | tuple[Array, Array]",
+            "split": "list[Array]", "array_split": "list[Array]", "meshgrid": "list[Array]",
+            "atleast_1d": "Array | list[Array]", "atleast_2d": "Array | list[Array]",
+            "atleast_3d": "Array | list[Array]", "finfo": "ml_dtypes.finfo", "iinfo": "ml_dtypes.iinfo",
+            "issubdtype": "bool", "promote_types": "np.dtype[Any]",
+            "einsum_path": "tuple[list[tuple[int, ...]], str]",
         }
         assert hints.get("return") == special.get(name, "Array"), name
         params = inspect.signature(f).parameters

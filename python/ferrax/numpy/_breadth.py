@@ -77,13 +77,13 @@ def _dtype_of(x: Any) -> Any:
     return x.dtype if isinstance(x, (Array, np.ndarray, np.generic)) else x
 
 
-def finfo(dtype: DTypeLike | Array) -> Any:
+def finfo(dtype: DTypeLike | Array) -> ml_dtypes.finfo:
     """Machine limits of a floating dtype, or of an array's (``ml_dtypes.finfo``, as
     ``jax.numpy.finfo``; bfloat16 included): ``eps``, ``max``, ``min``, ``tiny``, ..."""
     return ml_dtypes.finfo(_dtype_of(dtype))  # type: ignore[no-untyped-call]
 
 
-def iinfo(int_type: DTypeLike | Array) -> Any:
+def iinfo(int_type: DTypeLike | Array) -> ml_dtypes.iinfo:
     """Machine limits of an integer dtype, or of an array's (``ml_dtypes.iinfo``, as
     ``jax.numpy.iinfo``): ``min``, ``max``, ``bits``."""
     return ml_dtypes.iinfo(_dtype_of(int_type))  # type: ignore[no-untyped-call]
@@ -563,13 +563,21 @@ def moveaxis(a: ArrayLike, source: int | Sequence[int], destination: int | Seque
     return _shape.transpose(x, perm)
 
 
-def atleast_1d(*arys: ArrayLike) -> Any:
+@overload
+def atleast_1d(arys: ArrayLike, /) -> Array: ...
+@overload
+def atleast_1d(*arys: ArrayLike) -> list[Array]: ...
+def atleast_1d(*arys: ArrayLike) -> Array | list[Array]:
     """Each array with at least one axis (a list for several, one array for one)."""
     out = [_shape.reshape(x, (1,)) if x.ndim == 0 else x for x in (as_array(a, "atleast_1d", i) for i, a in enumerate(arys))]
     return out[0] if len(out) == 1 else out
 
 
-def atleast_2d(*arys: ArrayLike) -> Any:
+@overload
+def atleast_2d(arys: ArrayLike, /) -> Array: ...
+@overload
+def atleast_2d(*arys: ArrayLike) -> list[Array]: ...
+def atleast_2d(*arys: ArrayLike) -> Array | list[Array]:
     """Each array with at least two axes (leading size-1 axes added)."""
     out = []
     for i, a in enumerate(arys):
@@ -578,7 +586,11 @@ def atleast_2d(*arys: ArrayLike) -> Any:
     return out[0] if len(out) == 1 else out
 
 
-def atleast_3d(*arys: ArrayLike) -> Any:
+@overload
+def atleast_3d(arys: ArrayLike, /) -> Array: ...
+@overload
+def atleast_3d(*arys: ArrayLike) -> list[Array]: ...
+def atleast_3d(*arys: ArrayLike) -> Array | list[Array]:
     """Each array with at least three axes: ``(1, 1, 1)`` for a scalar, ``(1, n, 1)``
     for a vector, ``(m, n, 1)`` for a matrix."""
     out = []
@@ -1080,13 +1092,28 @@ def std(
     return lax.sqrt(var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean, correction=correction))
 
 
+@overload
+def average(
+    a: ArrayLike, axis: Axis = None, weights: ArrayLike | None = None, returned: Literal[False] = False,
+    keepdims: bool = False,
+) -> Array: ...
+@overload
+def average(
+    a: ArrayLike, axis: Axis = None, weights: ArrayLike | None = None, *, returned: Literal[True],
+    keepdims: bool = False,
+) -> tuple[Array, Array]: ...
+@overload
+def average(
+    a: ArrayLike, axis: Axis = None, weights: ArrayLike | None = None, returned: bool = False,
+    keepdims: bool = False,
+) -> Array | tuple[Array, Array]: ...
 def average(
     a: ArrayLike,
     axis: Axis = None,
     weights: ArrayLike | None = None,
     returned: bool = False,
     keepdims: bool = False,
-) -> Any:
+) -> Array | tuple[Array, Array]:
     """The mean over ``axis`` weighted by ``weights`` (of ``a``'s shape, or of the
     reduced axes'); with ``returned``, also the sum of the weights."""
     x0 = as_array(a, "average")
