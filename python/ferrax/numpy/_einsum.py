@@ -9,8 +9,9 @@ smallest relative to its operands); ``False`` contracts left to right; an explic
 of index tuples is used as given. Each step sums the indices only one operand has,
 takes diagonals of repeated indices, and contracts the pair with one ``dot_general``
 (shared kept indices as batch dimensions), then transposes to the step's index order.
-Operands are converted to their result type (JAX's ``result_type``, a weakly typed
-result when every operand is weak) before contracting.
+Operands keep their dtypes: ``dot_general`` accumulates in the result type (JAX's
+``result_type``, weakly typed when every operand is weak, or
+``preferred_element_type``), sums convert an operand that the result type widens.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 
 from ferrax import dtypes, lax
 from ferrax._array import Array
-from ferrax._core import user_location
+from ferrax._core import aval_of, user_location
 from ferrax.numpy._promotion import ArrayLike, DTypeLike, as_array, convert, operand_aval
 
 __all__ = ["einsum", "einsum_path"]
@@ -226,8 +227,9 @@ def _find_path(
 
 
 def _steps(inputs: list[str], output: str, sizes: dict[str, int], path: list[tuple[int, ...]]) -> list[Step]:
-    """The path as steps with their index strings: an intermediate's indices are ordered
-    by (size, letter), the last step's are the output's (opt_einsum's convention)."""
+    """The path as steps with their index strings: an intermediate's indices are in the
+    order they first appear in its operands' (the positions taken from the right), the
+    last step's are the output's (opt_einsum's convention, which JAX follows)."""
     current = list(inputs)
     steps: list[Step] = []
     for k, pair in enumerate(path):
@@ -240,7 +242,8 @@ def _steps(inputs: list[str], output: str, sizes: dict[str, int], path: list[tup
         if k == len(path) - 1:
             result = output
         else:
-            result = "".join(sorted((c for c in involved if c in rest), key=lambda c: (sizes[c], c)))
+            joined = "".join(taken)
+            result = "".join(sorted((c for c in involved if c in rest), key=joined.find))
         removed = frozenset(c for c in involved if c not in rest)
         steps.append((chosen, removed, ",".join(taken) + "->" + result))
         current.append(result)
@@ -250,7 +253,12 @@ def _steps(inputs: list[str], output: str, sizes: dict[str, int], path: list[tup
 # ---------------------------------------------------------------------------- lowering
 
 
-def _reduce_sum(x: Array, axes: Sequence[int]) -> Array:
+def _reduce_sum(x: Array, axes: Sequence[int], dtype: np.dtype[Any]) -> Array:
+    """The sum over ``axes``, in ``dtype`` when promotion with it widens ``x``'s dtype
+    (as JAX's einsum sums)."""
+    promoted, _ = dtypes.promote([(x.dtype, aval_of(x).weak_type), (dtype, False)])
+    if promoted != x.dtype:
+        x = convert(x, dtype, False)
     if x.dtype == np.bool_:
         return lax.reduce_max(x, tuple(axes))
     return lax.reduce_sum(x, tuple(axes))
@@ -260,31 +268,33 @@ def _remove(names: str, drop: str | Sequence[str]) -> str:
     return "".join(c for c in names if c not in drop)
 
 
-def _sum_unique(x: Array, names: str, uniques: Sequence[str]) -> tuple[Array, str]:
+def _sum_unique(x: Array, names: str, uniques: Sequence[str], dtype: np.dtype[Any]) -> tuple[Array, str]:
     if not uniques:
         return x, names
-    return _reduce_sum(x, [names.index(c) for c in uniques]), _remove(names, uniques)
+    return _reduce_sum(x, [names.index(c) for c in uniques], dtype), _remove(names, uniques)
 
 
-def _sum_repeats(x: Array, names: str, keep: str) -> tuple[Array, str]:
+def _sum_repeats(x: Array, names: str, keep: str, dtype: np.dtype[Any]) -> tuple[Array, str]:
     """Diagonals of indices repeated in one operand: masked to where their positions
     agree, then summed away (all of them, or all but one if ``keep`` has the index)."""
     for c, count in Counter(names).items():
         if count < 2:
             continue
         axes = [i for i, n in enumerate(names) if n == c]
-        first = lax.broadcasted_iota(np.int32, x.shape, axes[0])
-        mask: Array | None = None
-        for a in axes[1:]:
-            eq = lax.eq(first, lax.broadcasted_iota(np.int32, x.shape, a))
-            mask = eq if mask is None else lax.bitwise_and(mask, eq)
-        assert mask is not None
+        # The diagonal mask over the repeated axes only, broadcast to the operand.
+        base = tuple(x.shape[i] for i in axes)
+        iotas = [lax.broadcasted_iota(np.uint32, base, i) for i in range(len(base))]
+        eyes = [lax.eq(p, q) for p, q in zip(iotas[:-1], iotas[1:])]
+        mask = eyes[0]
+        for eye in eyes[1:]:
+            mask = lax.bitwise_and(mask, eye)
+        mask = lax.broadcast_in_dim(mask, x.shape, tuple(axes))
         x = lax.select_n(mask, lax.broadcast_in_dim(convert(0, x.dtype), x.shape, ()), x)
         if c in keep:
-            x = _reduce_sum(x, axes[:-1])
+            x = _reduce_sum(x, axes[:-1], dtype)
             names = "".join(n for i, n in enumerate(names) if i not in axes[:-1])
         else:
-            x = _reduce_sum(x, axes)
+            x = _reduce_sum(x, axes, dtype)
             names = _remove(names, c)
     return x, names
 
@@ -308,18 +318,18 @@ def _run_steps(operands: list[Array], steps: list[Step], dtype: np.dtype[Any]) -
             x = ops.pop(positions[0])
             (names,) = names_in
             counts = Counter(names)
-            x, names = _sum_unique(x, names, [c for c in removed if counts[c] == 1])
-            x, names = _sum_repeats(x, names, result)
+            x, names = _sum_unique(x, names, [c for c in removed if counts[c] == 1], dtype)
+            x, names = _sum_repeats(x, names, result, dtype)
         elif len(positions) == 2:
             lhs, rhs = (ops.pop(i) for i in positions)
             ln, rn = names_in
             lhs, ln = _squeeze_broadcast(lhs, ln, rhs.shape, rn)
             rhs, rn = _squeeze_broadcast(rhs, rn, lhs.shape, ln)
             lc, rc = Counter(ln), Counter(rn)
-            lhs, ln = _sum_unique(lhs, ln, [c for c in removed if lc[c] == 1 and rc[c] == 0])
-            rhs, rn = _sum_unique(rhs, rn, [c for c in removed if rc[c] == 1 and lc[c] == 0])
-            lhs, ln = _sum_repeats(lhs, ln, result + rn)
-            rhs, rn = _sum_repeats(rhs, rn, result + ln)
+            lhs, ln = _sum_unique(lhs, ln, [c for c in removed if lc[c] == 1 and rc[c] == 0], dtype)
+            rhs, rn = _sum_unique(rhs, rn, [c for c in removed if rc[c] == 1 and lc[c] == 0], dtype)
+            lhs, ln = _sum_repeats(lhs, ln, result + rn, dtype)
+            rhs, rn = _sum_repeats(rhs, rn, result + ln, dtype)
             contracted = [c for c in removed if c in ln and c in rn]
             batch = [c for c in result if c in ln and c in rn]
             gone = "".join(batch) + "".join(contracted)
@@ -383,7 +393,8 @@ def einsum(
         dtype, weak = dtypes.result_type([(a.dtype, a.weak_type) for a in avals])
     else:
         dtype, weak = dtypes.canonicalize(preferred_element_type, "einsum"), False
-    arrays = [as_array(convert(x, dtype, False), "einsum", i) for i, x in enumerate(ops)]
+    # As JAX: operands as they are; dot_general accumulates in the result dtype.
+    arrays = [as_array(x, "einsum", i) for i, x in enumerate(ops)]
     result = _run_steps(arrays, steps, dtype)
     return convert(result, dtype, weak)
 
