@@ -555,6 +555,14 @@ def test_traced_shifts_and_counts() -> None:
     theirs = jax.jit(lambda x, s, c: rolls(x, s, c, jnp)).lower(F, shifts, COUNTS).compile(FAST_COMPILE)(F, shifts, COUNTS)
     assert types(ours) == types(theirs)
     assert_same_values(ours, theirs)
+    # Batched shifts and counts (vmap), against NumPy row by row.
+    rows = np.arange(12, dtype=np.float32).reshape(3, 4)
+    by_row = np.array([1, -2, 5], np.int32)
+    np.testing.assert_array_equal(ferrax.vmap(lambda r, k: fnp.roll(r, k))(rows, by_row), [np.roll(r, k) for r, k in zip(rows, by_row)])
+    counts = np.array([[1, 0, 2, 1], [0, 0, 3, 1], [2, 2, 0, 0]], np.int32)
+    # Cut to length, or padded with the axis's last element (JAX's rule).
+    expected_rows = [np.concatenate([np.repeat(r, c), np.full(max(0, 5 - c.sum()), r[-1])])[:5] for r, c in zip(rows, counts)]
+    np.testing.assert_array_equal(ferrax.vmap(lambda r, c: fnp.repeat(r, c, total_repeat_length=5))(rows, counts), expected_rows)
     # JAX's derivative rules, in closed form (NumPy): finite where an operand is -inf.
     xs = np.array([-np.inf, -1.0, 0.0, 2.0], dtype=np.float32)
     ys = np.array([0.5, -np.inf, 0.0, 3.0], dtype=np.float32)
