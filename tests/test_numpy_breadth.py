@@ -10,6 +10,7 @@ a message naming this file's line.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -113,6 +114,28 @@ case("ufuncs", "heaviside_zero", lambda m, x: m.heaviside(x, 0.5), FZ)
 for n, x, y in [("FF", F, G), ("II", I, I2), ("IPy", I, 3), ("pyF", 5.5, F), ("I8", I8, np.int8(7)),
                 ("U8", U8, np.uint8(0)), ("FN", FN, G), ("F64", F64, I64)]:
     case("ufuncs", f"fmod_{n}", lambda m, x, y: m.fmod(x, y), x, y)
+# Names the package had before (issue 12's list): checked here too.
+for n, x, y in [("II", I, I2), ("BB", B, B.T.reshape(3, 4)), ("IB", I, B), ("U8", U8, np.uint8(3)), ("I8py", I8, 3)]:
+    for f in ("logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"):
+        case("ufuncs", f"{f}_{n}", lambda m, x, y, f=f: getattr(m, f)(x, y), x, y)
+for n, x in [("I", I), ("B", B), ("U8", U8), ("F", F)]:
+    case("ufuncs", f"logical_not_{n}", lambda m, x: m.logical_not(x), x)
+for n, x in [("I", I), ("B", B), ("U8", U8)]:
+    case("ufuncs", f"invert_{n}", lambda m, x: m.invert(x), x)
+    case("ufuncs", f"bitwise_not_{n}", lambda m, x: m.bitwise_not(x), x)
+for n, x, y in [("I", I, IP), ("U8", U8, np.uint8(3)), ("I8py", I8, 2), ("neg", I, I2)]:
+    case("ufuncs", f"left_shift_{n}", lambda m, x, y: m.left_shift(x, y), x, y)
+    case("ufuncs", f"right_shift_{n}", lambda m, x, y: m.right_shift(x, y), x, y)
+for n, x, y in [("FF", F, G), ("II", I, IP), ("IPy", I, 3), ("pyF", 5.5, F), ("U8", U8, np.uint8(7)), ("neg", I, -IP)]:
+    case("ufuncs", f"remainder_{n}", lambda m, x, y: m.remainder(x, y), x, y)
+    case("ufuncs", f"divmod_{n}", lambda m, x, y: m.divmod(x, y), x, y)
+for n, x in [("F", FN), ("I", I), ("py", -2.5)]:
+    case("ufuncs", f"trunc_{n}", lambda m, x: m.trunc(x), x)
+case("shapes", "swapaxes", lambda m, x: m.swapaxes(x, 0, -1), T)
+case("shapes", "flip_axes", lambda m, x: m.flip(x, (0, 2)), T)
+case("creation", "full_like", lambda m, x: m.full_like(x, 2.5), I)
+case("creation", "full_like_py", lambda m: m.full_like(1.0, 3))
+case("creation", "full_like_shape", lambda m, x: m.full_like(x, 7, dtype=np.int8, shape=(2, 2)), F)
 case("ufuncs", "bitwise_invert_I", lambda m, x: m.bitwise_invert(x), I)
 case("ufuncs", "bitwise_invert_B", lambda m, x: m.bitwise_invert(x), B)
 case("ufuncs", "bitwise_invert_U8", lambda m, x: m.bitwise_invert(x), U8)
@@ -513,6 +536,21 @@ def test_promote_types_table(x64: bool) -> None:
                 ours = fnp.promote_types(a, b)
             with jax.enable_x64(x64):
                 theirs = jnp.promote_types(a, b)
+            assert ours == theirs, (a, b, ours, theirs)
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
+def test_result_type_table(x64: bool) -> None:
+    """result_type over pairs of dtypes, Python types and weak scalars, as JAX's."""
+    operands: list[Any] = [*DTYPES, 1, 1.0, True, np.float32(1), np.int8(1), np.ones(2, np.int16)]
+    for a in operands:
+        for b in operands:
+            with ferrax.enable_x64(x64), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ours = fnp.result_type(a, b)
+            with jax.enable_x64(x64), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                theirs = jnp.result_type(a, b)
             assert ours == theirs, (a, b, ours, theirs)
 
 
