@@ -361,6 +361,30 @@ case("pad", "interp_int", lambda m, a, b: m.interp(2.0, a, b), IP[0], I[0])
 case("pad", "interp_repeated", lambda m, x, a, b: m.interp(x, a, b), XP[:2], np.array([1.0, 1.0, 2.0], np.float32), XP[:3])
 case("pad", "interp_2d", lambda m, x, a, b: m.interp(x, a, b), F, XP, FPTS)
 
+# --- Python scalars: weak types through every family
+WEAK: dict[str, Call] = {
+    "logaddexp": lambda m: m.logaddexp(2.0, 3), "hypot": lambda m: m.hypot(2, 3.0), "fmod_I": lambda m: m.fmod(I, 2.5),
+    "fmod_py": lambda m: m.fmod(7, 3), "heaviside": lambda m: m.heaviside(2.0, 0.5), "outer": lambda m: m.outer(2.0, V),
+    "outer_py": lambda m: m.outer(2.0, 3.0), "kron": lambda m: m.kron(2.0, 3), "tensordot": lambda m: m.tensordot(2.0, 3.0, 0),
+    "inner": lambda m: m.inner(2.0, 3.0), "select": lambda m: m.select([True], [2.0], 1.0), "average": lambda m: m.average(2.0),
+    "nanmean": lambda m: m.nanmean(2.0), "nansum": lambda m: m.nansum(2.0), "nanmax": lambda m: m.nanmax(2.0),
+    "hstack": lambda m: m.hstack([1.0, 2.0]), "vstack": lambda m: m.vstack([1.0, 2]), "tile": lambda m: m.tile(2.0, 3),
+    "repeat_total": lambda m: m.repeat(2.0, 3, total_repeat_length=2), "roll": lambda m: m.roll(2.0, 1),
+    "diag": lambda m: m.diag(m.ones(3) * 2.0), "tril": lambda m: m.tril(m.full((2, 2), 2.0)),
+    "count_nonzero": lambda m: m.count_nonzero(2.0), "var": lambda m: m.var(2.0), "std": lambda m: m.std(3),
+    "nan_to_num": lambda m: m.nan_to_num(2.0), "isclose": lambda m: m.isclose(2.0, 2), "logspace": lambda m: m.logspace(0, 1, 3, base=2),
+    "meshgrid": lambda m: m.meshgrid(m.full((2,), 2.0), m.full((3,), 1)), "diff": lambda m: m.diff(m.full((3,), 2.0)),
+    "trace": lambda m: m.trace(m.full((2, 2), 2.0)), "pad_edge": lambda m: m.pad(m.full((2,), 2.0), 1, "edge"),
+    "pad_mean": lambda m: m.pad(m.full((2,), 2.0), 1, "mean"), "pad_ramp": lambda m: m.pad(m.full((2,), 2.0), 1, "linear_ramp"),
+    "interp": lambda m: m.interp(1.5, m.full((2,), 1.0) + m.arange(2), m.full((2,), 3.0)),
+    "piecewise": lambda m: m.piecewise(2.0, [True], [lambda v: v * 2]), "einsum": lambda m: m.einsum("i,i", m.full((2,), 2.0), m.full((2,), 3.0)),
+    "split": lambda m: m.split(m.full((4,), 2.0), 2), "column_stack": lambda m: m.column_stack([m.full((2,), 2.0), m.full((2,), 1.0)]),
+    "dstack": lambda m: m.dstack([1.0, 2.0]), "atleast_3d": lambda m: m.atleast_3d(2.0), "log2": lambda m: m.log2(8),
+    "bitwise_count": lambda m: m.bitwise_count(7), "bitwise_invert": lambda m: m.bitwise_invert(7), "nanvar": lambda m: m.nanvar(m.full((3,), 2.0)),
+}
+for name, call in WEAK.items():
+    case("weak", name, call)
+
 
 # ------------------------------------------------------------------------------ helpers
 

@@ -306,7 +306,8 @@ def heaviside(x1: ArrayLike, x2: ArrayLike, /) -> Array:
     """The step function: 0 where ``x1 < 0``, 1 where ``x1 > 0``, ``x2`` where it is 0
     (NaN stays NaN)."""
     a, b = promote_args_inexact("heaviside", x1, x2)
-    zero, one = _const(a, 0), _const(a, 1)
+    weak = aval_of(a).weak_type
+    zero, one = convert(0, a.dtype, weak), convert(1, a.dtype, weak)
     at_zero = _ufuncs.where(isnan(a), a, b)
     return _ufuncs.where(lax.lt(a, zero), zero, _ufuncs.where(lax.gt(a, zero), one, at_zero))
 
