@@ -610,7 +610,8 @@ def atleast_3d(*arys: ArrayLike) -> Array | list[Array]:
 def _sequence(name: str, tup: Any) -> list[Array]:
     if isinstance(tup, (Array, np.ndarray)):
         x = as_array(tup, name)
-        return [_shape.reshape(lax.slice(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), x.shape[1:]) for i in range(x.shape[0])]
+        rest = x.shape[1:]
+        return [_shape.reshape(lax.slice(x, (i,) + (0,) * len(rest), (i + 1, *rest)), rest) for i in range(x.shape[0])]
     if not isinstance(tup, (list, tuple)) or not tup:
         raise ValueError(f"{name} needs a non-empty sequence of arrays, at {user_location()}")
     return [as_array(a, name, i) for i, a in enumerate(tup)]
@@ -726,7 +727,10 @@ def repeat(
     if x.ndim == 0:
         if np.shape(repeats) in ((), (1,)):
             return _creation.full((total,), x)
-        raise ValueError(f"`repeat` with a scalar parameter `a` is only implemented for scalar values of the parameter `repeats`, at {user_location()}")
+        raise ValueError(
+            "`repeat` with a scalar parameter `a` is only implemented for scalar values of the "
+            f"parameter `repeats`, at {user_location()}"
+        )
     dim = normalize_axis(axis, x.ndim, "repeat")
     n = x.shape[dim]
     if total == 0:
@@ -969,7 +973,8 @@ def tensordot(
             )
         else:
             raise TypeError(
-                f"tensordot requires both axes lists to be either ints, tuples or lists, got {ax1} and {ax2}, at {user_location()}"
+                "tensordot requires both axes lists to be either ints, tuples or lists, "
+                f"got {ax1} and {ax2}, at {user_location()}"
             )
     else:
         raise TypeError(
@@ -1312,7 +1317,9 @@ def interp(
     extrapolate = []
     for name, side in (("left", left), ("right", right)):
         if isinstance(side, str) and side != "extrapolate":
-            raise ValueError(f"the only valid string value of `{name}` is 'extrapolate', but got: {side!r}, at {user_location()}")
+            raise ValueError(
+                f"the only valid string value of `{name}` is 'extrapolate', but got: {side!r}, at {user_location()}"
+            )
         extrapolate.append(isinstance(side, str))
     if period is not None:
         raise NotImplementedError(f"interp: period= needs sort, which ferrax.numpy does not have yet, at {user_location()}")
@@ -1332,7 +1339,8 @@ def interp(
     delta = _ufuncs.subtract(xv, at(xpv, im1))
     epsilon = np.spacing(finfo(xpv.dtype).eps)
     dx0 = _ufuncs.less_equal(lax.abs(dx), convert(epsilon, dx.dtype))
-    f = _ufuncs.where(dx0, at(fpv, im1), _ufuncs.add(at(fpv, im1), _ufuncs.multiply(_ufuncs.true_divide(delta, _ufuncs.where(dx0, 1, dx)), df)))
+    slope = _ufuncs.true_divide(delta, _ufuncs.where(dx0, 1, dx))
+    f = _ufuncs.where(dx0, at(fpv, im1), _ufuncs.add(at(fpv, im1), _ufuncs.multiply(slope, df)))
     first, last = _shape.reshape(lax.slice(fpv, (0,), (1,)), ()), _shape.reshape(lax.slice(fpv, (n - 1,), (n,)), ())
     x_first, x_last = _shape.reshape(lax.slice(xpv, (0,), (1,)), ()), _shape.reshape(lax.slice(xpv, (n - 1,), (n,)), ())
     if not extrapolate[0]:

@@ -140,7 +140,9 @@ def _size(names: frozenset[str] | str, sizes: dict[str, int]) -> int:
     return math.prod(sizes[c] for c in names)
 
 
-def _step_cost(operands: list[frozenset[str]], pair: tuple[int, ...], output: frozenset[str], sizes: dict[str, int]) -> tuple[int, frozenset[str]]:
+def _step_cost(
+    operands: list[frozenset[str]], pair: tuple[int, ...], output: frozenset[str], sizes: dict[str, int]
+) -> tuple[int, frozenset[str]]:
     """opt_einsum's flop count of contracting ``pair``, and the result's indices."""
     involved = frozenset().union(*(operands[i] for i in pair))
     rest = frozenset().union(*(operands[i] for i in range(len(operands)) if i not in pair), output)
@@ -223,7 +225,10 @@ def _find_path(
         return _optimal(operands, out, sizes)
     if optimize in ("auto", "greedy"):
         return _greedy(operands, out, sizes)
-    raise ValueError(f"einsum: optimize must be a bool, 'auto', 'greedy', 'optimal' or a path, got {optimize!r}, at {user_location()}")
+    raise ValueError(
+        f"einsum: optimize must be a bool, 'auto', 'greedy', 'optimal' or a path, got {optimize!r}, "
+        f"at {user_location()}"
+    )
 
 
 def _steps(inputs: list[str], output: str, sizes: dict[str, int], path: list[tuple[int, ...]]) -> list[Step]:
