@@ -39,6 +39,7 @@ UNARY: dict[str, Case] = {
     "expit": lambda sp, x: sp.expit(x),
     "logit": lambda sp, x: sp.logit(x),
     "entr": lambda sp, x: sp.entr(x),
+    "gammasgn": lambda sp, x: sp.gammasgn(x),
 }
 if HAS_ERF:
     UNARY.update(
@@ -48,6 +49,9 @@ if HAS_ERF:
             "erfinv": lambda sp, x: sp.erfinv(x),
             "gammaln": lambda sp, x: sp.gammaln(x),
             "digamma": lambda sp, x: sp.digamma(x),
+            "gamma": lambda sp, x: sp.gamma(x),
+            "factorial": lambda sp, x: sp.factorial(x),
+            "ndtr": lambda sp, x: sp.ndtr(x),
         }
     )
 BINARY: dict[str, Case] = {
@@ -161,6 +165,10 @@ EDGES = {
     "gammaln": [-2.5, -2.0, -1.0, -0.5, 0.0, 1e-3, 0.5, 1.0, 2.0, 3.5, 100.0, np.inf],
     # The poles -1, -2 are checked by test_digamma_derivative_at_poles.
     "digamma": [-2.5, -0.5, 0.0, 1e-3, 0.5, 1.0, 2.0, 3.5, 100.0],
+    "gammasgn": [-np.inf, -3.5, -3.0, -2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 3.0, np.inf, np.nan],
+    "gamma": [-3.5, -3.0, -2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.0, 4.5, 20.0],
+    "factorial": [-2.0, -0.5, 0.0, 0.5, 1.0, 3.0, 10.0, 30.0],
+    "ndtr": [-np.inf, -40.0, -5.0, -1.0, -0.5, 0.0, 0.5, 1.0, 5.0, np.inf, np.nan],
 }
 XY = np.array(
     [[0.0, 0.0], [0.0, -1.0], [0.0, np.nan], [0.0, 2.0], [1.0, 0.0], [1.0, -1.0], [2.0, 3.0],

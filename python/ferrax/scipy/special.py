@@ -24,14 +24,19 @@ from ferrax.nn.functions import softmax as _nn_softmax
 from ferrax.numpy._promotion import ArrayLike, convert, operand_aval, promote_args_inexact
 
 __all__ = [
-    "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gammaln", "kl_div", "log_softmax",
-    "logit", "logsumexp", "rel_entr", "softmax", "xlog1py", "xlogy",
+    "digamma", "entr", "erf", "erfc", "erfinv", "expit", "factorial", "gamma", "gammaln",
+    "gammasgn", "kl_div", "log_softmax", "logit", "logsumexp", "ndtr", "rel_entr", "softmax",
+    "xlog1py", "xlogy",
 ]
 
 
 def _inexact(name: str, x: ArrayLike) -> Array:
     a: Array = promote_args_inexact(name, x)[0]
     return a
+
+
+def _is_nan(x: Array) -> Array:
+    return lax.ne(x, x)
 
 
 def _primitive(name: str) -> Callable[[Any], Array]:
@@ -69,6 +74,55 @@ def digamma(x: ArrayLike) -> Array:
     return _primitive("digamma")(_inexact("digamma", x))
 
 
+def gammasgn(x: ArrayLike) -> Array:
+    """The sign of ``Gamma(x)``: 1 or -1, NaN at the poles (0 has the sign of its zero)."""
+    xa = _inexact("gammasgn", x)
+    t = xa.dtype.type
+    floor_x = lax.floor(xa)
+    negative = fnp.less(xa, 0)
+    nan = fnp.logical_or(fnp.logical_and(negative, fnp.equal(xa, floor_x)), _is_nan(xa))
+    # -0.0: the sign of 1 / x.
+    minus_zero = fnp.logical_and(fnp.equal(xa, 0), fnp.less(fnp.divide(1, xa), 0))
+    odd = fnp.not_equal(fnp.remainder(floor_x, 2), 0)
+    minus = fnp.logical_or(fnp.logical_and(negative, odd), minus_zero)
+    return fnp.where(nan, t(np.nan), fnp.where(minus, t(-1.0), t(1.0)))
+
+
+def gamma(x: ArrayLike) -> Array:
+    """The gamma function ``Gamma(x)`` of real ``x``: ``gammasgn(x) * exp(gammaln(x))``."""
+    xa = _inexact("gamma", x)
+    out: Array = gammasgn(xa) * lax.exp(_primitive("lgamma")(xa))
+    return out
+
+
+def factorial(n: ArrayLike, exact: bool = False) -> Array:
+    """``n!`` as ``Gamma(n + 1)`` (0 for negative ``n``); ``exact=True`` is not
+    supported, as in JAX."""
+    if exact:
+        raise NotImplementedError(f"factorial with exact=True, at {user_location()}")
+    na = _inexact("factorial", n)
+    return fnp.where(fnp.less(na, 0), 0, lax.exp(_primitive("lgamma")(na + 1)))
+
+
+def ndtr(x: ArrayLike) -> Array:
+    """The standard normal distribution function ``(1 + erf(x / sqrt(2))) / 2``, with
+    ``erfc`` in the tails; float32 and float64 only, as JAX's."""
+    xa = fnp.asarray(x)
+    if xa.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(
+            f"x.dtype={xa.dtype} is not supported by ndtr (float32 and float64 only), at {user_location()}"
+        )
+    t = xa.dtype.type
+    erf, erfc = _primitive("erf"), _primitive("erfc")
+    half_sqrt_2 = t(0.5) * np.sqrt(2.0, dtype=xa.dtype)
+    w = xa * half_sqrt_2
+    z = lax.abs(w)
+    tails = fnp.where(fnp.greater(w, t(0.0)), t(2.0) - erfc(z), erfc(z))
+    y = fnp.where(fnp.less(z, half_sqrt_2), t(1.0) + erf(w), tails)
+    out: Array = t(0.5) * y
+    return out
+
+
 def expit(x: ArrayLike) -> Array:
     """The logistic sigmoid ``1 / (1 + exp(-x))``."""
     return lax.logistic(_inexact("expit", x))
@@ -86,10 +140,6 @@ def logit(x: ArrayLike) -> Array:
     """``log(p / (1 - p))``, the inverse of :func:`expit`; its derivative is
     ``1 / (p (1 - p))``."""
     return _logit(_inexact("logit", x))
-
-
-def _is_nan(x: Array) -> Array:
-    return lax.ne(x, x)
 
 
 @custom_jvp
