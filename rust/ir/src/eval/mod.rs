@@ -78,6 +78,7 @@ mod array;
 mod indexing;
 mod numeric;
 mod ops;
+mod special;
 mod spmd;
 
 pub use array::{allclose, check_close, ArrayError, HostArray, HostData};

@@ -199,6 +199,24 @@ builtins! {
     Logistic => "logistic",
     Sqrt => "sqrt",
     Rsqrt => "rsqrt",
+    // Special functions and the rest of the trigonometric family (issue 12).
+    ErfInv => "erf_inv",
+    Erf => "erf",
+    Erfc => "erfc",
+    Lgamma => "lgamma",
+    Digamma => "digamma",
+    Exp2 => "exp2",
+    Cbrt => "cbrt",
+    Asin => "asin",
+    Acos => "acos",
+    Atan => "atan",
+    Sinh => "sinh",
+    Cosh => "cosh",
+    Asinh => "asinh",
+    Acosh => "acosh",
+    Atanh => "atanh",
+    Atan2 => "atan2",
+    IsFinite => "is_finite",
     Square => "square",
     Not => "not",
     IntegerPow => "integer_pow",
@@ -292,6 +310,8 @@ pub enum Family {
     /// Two operands, the first's type out: a float base and an exponent of the same
     /// float dtype or of any integer dtype (`pow`, as JAX has it).
     BinaryFloat,
+    /// Two operands of one float type, same type out (`atan2`).
+    BinaryFloatOnly,
     /// Two operands of one type, same type out; any dtype.
     BinaryAny,
     /// Two operands of one type, same type out; bool or integer.
@@ -312,6 +332,9 @@ impl Builtin {
         match self {
             Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt
             | Floor | Ceil => Family::UnaryFloat,
+            ErfInv | Erf | Erfc | Lgamma | Digamma | Exp2 | Cbrt | Asin | Acos | Atan | Sinh
+            | Cosh | Asinh | Acosh | Atanh => Family::UnaryFloat,
+            Atan2 => Family::BinaryFloatOnly,
             // JAX: `abs` takes signed ints and floats; `neg` and `sign` take any number
             // (unsigned ones wrap); `copy` and `stop_gradient` take anything, `bool`
             // included.
@@ -389,6 +412,8 @@ impl Builtin {
             Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
                 specs![opt("accuracy", K::NoneOnly)]
             }
+            // JAX 0.10: of the new unary functions, only these two carry `accuracy`.
+            Exp2 | Cbrt => specs![opt("accuracy", K::NoneOnly)],
             IntegerPow => specs![req("y", K::Int)],
             // JAX's `RoundingMethod`: 0 away from zero, 1 to nearest even.
             Round => specs![req("rounding_method", K::Int)],
