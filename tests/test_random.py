@@ -185,8 +185,9 @@ def test_keys_through_vmap_scan_cond_and_jit() -> None:
             assert g_np.dtype == w_np.dtype
             if got is got_eager and w_np.dtype.kind == "f":
                 # Eagerly, ferrax evaluates a jit call under vmap (and a scan's body)
-                # with NumPy, whose log1p/sqrt may differ from XLA's in the last bit.
-                assert _ulps(g_np, w_np) <= 2
+                # with NumPy, whose log1p/sqrt/erf_inv differ from XLA's in the last
+                # bits: only jit(vmap(...)) is bit-identical.
+                assert _ulps(g_np, w_np) <= 8
             else:
                 assert g_np.tobytes() == w_np.tobytes()
 
