@@ -185,7 +185,14 @@ def section_jit(out_dir: pathlib.Path, use_jax: bool) -> None:
 
 
 def _comparison_section(
-    name: str, out_dir: pathlib.Path, run: Any, table: Any, what: str, rep_scale: float, use_jax: bool
+    name: str,
+    out_dir: pathlib.Path,
+    run: Any,
+    table: Any,
+    what: str,
+    rep_scale: float,
+    use_jax: bool,
+    ratio_note: str = "the ratio is ferrax's median over JAX's (in parentheses the range of per-run ratios)",
 ) -> None:
     """Runs a section comparing ferrax with JAX (``run`` gives its rows, ``table`` their
     markdown), writes ``NAME.json`` and ``NAME.md`` with a header saying what was measured
@@ -203,8 +210,7 @@ def _comparison_section(
     command = f"python bench/run.py --section {name}"
     header = (
         f"{_machine()}; {peer}. {what} Medians (min-max), GC off inside timed regions, "
-        "ferrax and JAX alternating run by run; the ratio is ferrax's median over JAX's (in "
-        "parentheses the range of per-run ratios). "
+        f"ferrax and JAX alternating run by run; {ratio_note}. "
         f"Section time {elapsed:.0f} s; command: `{command}`."
     )
     meta = {"machine": _machine(), "jax": jax_version, "gc": "off in timed regions", "rep_scale": rep_scale, "elapsed_s": elapsed, "command": command}
@@ -254,10 +260,24 @@ def section_sharding(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> 
         "out_shardings=replicated)` of mlp(8) (W: f32[256,256], b: f32[256], loss "
         "`mean((mlp(x) - y) ** 2)`, SGD update), batch 256 split over a mesh of 1, 2, 4 CPU "
         "devices (4 devices made on a 2-core machine: the ratio matters, not the scaling); "
-        "steady-state step on laid-out device arguments (10 chained steps per timing)."
+        "steady-state step on laid-out device arguments (5 chained steps per timing)."
+    )
+    ratio_note = (
+        "in one process the ratio is the median of the per-pair ratios (a ferrax timing and "
+        "the JAX timing next to it, the first of each pair alternating; in parentheses the "
+        "middle half of the pair ratios); over 2 processes each system's two workers run "
+        "in 4 rounds (ferrax, JAX, JAX, ferrax, ...) and the ratio is ferrax's median over "
+        "JAX's (in parentheses the range of the ratios of adjacent rounds' medians)"
     )
     _comparison_section(
-        "sharding", out_dir, sharding_bench.run_sharding, sharding_bench.sharding_table, what, rep_scale, use_jax
+        "sharding",
+        out_dir,
+        sharding_bench.run_sharding,
+        sharding_bench.sharding_table,
+        what,
+        rep_scale,
+        use_jax,
+        ratio_note,
     )
 
 

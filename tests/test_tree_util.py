@@ -114,6 +114,24 @@ def test_roundtrip(tree: Any) -> None:
     assert tree_structure(treedef.unflatten(leaves)) == treedef
 
 
+def test_structures_met_before_are_the_ones_built() -> None:
+    """tree_flatten reuses a structure met before (keyed by what it read): each must be
+    the structure built node by node, also for trees alike but for one node."""
+    from ferrax.tree_util import _flatten_building
+
+    variants = TREES + [
+        ((1, 2), 3), (1, (2, 3)), [1, [2]], [[1], 2], {"a": (1,)}, {"b": (1,)},
+        {"a": [1]}, (None, 1), (1, None), Box("a", 1), Box("b", 1), Point(1, 2), (1, 2),
+    ]
+    for _ in range(2):  # the second pass finds every structure met
+        for tree in variants:
+            leaves, treedef = tree_flatten(tree)
+            built_leaves, built = _flatten_building(tree, None)
+            assert treedef == built and repr(treedef) == repr(built)
+            assert all(a is b for a, b in zip(leaves, built_leaves)) and len(leaves) == len(built_leaves)
+            assert type(tree_unflatten(treedef, leaves)) is type(tree)
+
+
 def test_leaf_orders() -> None:
     assert tree_leaves({"b": 1, "a": 2, "c": (3, 4)}) == [2, 1, 3, 4]
     assert tree_leaves([None, (None, 1), {"x": None}]) == [1]

@@ -24,6 +24,7 @@ from ferrax._runtime import device_put
 from ferrax._shard_map import pmap, shard_map
 from ferrax._multihost import make_array_from_process_local_data, make_array_from_single_device_arrays
 from ferrax import distributed
+from ferrax import nn, scipy
 from ferrax._staging import make_jaxpr
 from ferrax._vmap import vmap
 from ferrax.sharding import NamedSharding, PartitionSpec
@@ -86,10 +87,12 @@ __all__ = [
     "make_array_from_process_local_data",
     "make_array_from_single_device_arrays",
     "make_jaxpr",
+    "nn",
     "numpy",
     "pmap",
     "random",
     "remat",
+    "scipy",
     "shard_map",
     "tree_util",
     "value_and_grad",

@@ -37,6 +37,7 @@ __all__ = [
     "random_jaxpr",
     "reference_eval",
     "sdy_sharding",
+    "sharding_tiling",
     "toposort",
     "transpose",
     "typecheck",
@@ -487,6 +488,17 @@ def hlo_sharding(
     an explicit list of partition ids (devices numbered row-major over the mesh axes), as
     ``str(NamedSharding(mesh, spec)._to_xla_hlo_sharding(rank))`` in explicit form. Errors
     as :func:`sdy_sharding`.
+    """
+
+def sharding_tiling(
+    axis_names: Sequence[str],
+    axis_sizes: Sequence[int],
+    spec: Sequence[str | Sequence[str] | None],
+    rank: int,
+) -> tuple[list[int], list[int], int]:
+    """How a rank-``rank`` array laid out by ``spec`` on a mesh is cut: ``(tiles per
+    dimension, partition of each piece row-major over [tiles..., copies], copies)``
+    (partitions numbered row-major over the mesh axes). Errors as :func:`sdy_sharding`.
     """
 
 def consts_to_invars(jaxpr: Jaxpr) -> Jaxpr:

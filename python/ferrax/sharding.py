@@ -315,13 +315,7 @@ class Sharding:
 
     def _hlo_text(self, rank: int) -> str:
         """The sharding as XLA's HloSharding text (``{replicated}``, ``{devices=[2,1]0,1}``)."""
-        tiles, order, copies = self._tiling(rank)
-        if all(t == 1 for t in tiles):
-            return "{replicated}"
-        dims = tiles + ([copies] if copies > 1 else [])
-        ids = ",".join(str(p) for p in order)
-        suffix = " last_tile_dim_replicate" if copies > 1 else ""
-        return f"{{devices=[{','.join(map(str, dims))}]{ids}{suffix}}}"
+        raise NotImplementedError
 
 
 class NamedSharding(Sharding):
@@ -365,17 +359,15 @@ class NamedSharding(Sharding):
                 f"Sharding {self!r} is only valid for values of rank at least {len(self.spec)}, "
                 f"but was applied to a value of rank {rank}."
             )
-        names = self.mesh.axis_names
-        sizes = dict(zip(names, self.mesh.axis_sizes))
-        dim_axes = [self.spec.axes_of(d) for d in range(rank)]
-        used = [a for axes in dim_axes for a in axes]
-        unused = [a for a in names if a not in used]
-        ids = np.arange(self.mesh.size).reshape(self.mesh.axis_sizes)
-        perm = [names.index(a) for a in used + unused]
-        tiles = [math.prod(sizes[a] for a in axes) for axes in dim_axes]
-        copies = math.prod(sizes[a] for a in unused)
-        order = [int(i) for i in np.transpose(ids, perm).reshape(-1)] if ids.ndim else [0]
-        return tiles, order, copies
+        from ferrax import _ir
+
+        return _ir.sharding_tiling(self.mesh.axis_names, self.mesh.axis_sizes, tuple(self.spec), rank)
+
+    def _hlo_text(self, rank: int) -> str:
+        self._tiling(rank)  # a spec longer than the rank is refused with JAX's message
+        from ferrax import _ir
+
+        return _ir.hlo_sharding(self.mesh.axis_names, self.mesh.axis_sizes, tuple(self.spec), rank)
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -390,12 +382,19 @@ class NamedSharding(Sharding):
             return True
         if not isinstance(other, NamedSharding):
             return NotImplemented
-        return self.mesh == other.mesh and _trimmed(self.spec) == _trimmed(other.spec)
+        return (
+            hash(self) == hash(other)
+            and self.mesh == other.mesh
+            and self.__dict__["_trimmed_spec"] == other.__dict__["_trimmed_spec"]
+        )
 
     def __hash__(self) -> int:
+        # Cached with the trimmed spec (a call of a jitted function compares its
+        # arguments' shardings with the executable's).
         h = self.__dict__.get("_hash_value")
         if h is None:
-            h = self.__dict__["_hash_value"] = hash((self.mesh, _trimmed(self.spec)))
+            trimmed = self.__dict__["_trimmed_spec"] = _trimmed(self.spec)
+            h = self.__dict__["_hash_value"] = hash((self.mesh, trimmed))
         return int(h)
 
     def __repr__(self) -> str:
@@ -423,6 +422,9 @@ class SingleDeviceSharding(Sharding):
 
     def _tiling(self, rank: int) -> tuple[list[int], list[int], int]:
         return [1] * rank, [0], 1
+
+    def _hlo_text(self, rank: int) -> str:
+        return "{replicated}"
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -457,6 +459,9 @@ class PositionalSharding(Sharding):
 
     def _tiling(self, rank: int) -> tuple[list[int], list[int], int]:
         return list(self._tiles), list(self._order), self._copies
+
+    def _hlo_text(self, rank: int) -> str:
+        return self._text
 
     @property
     def is_fully_replicated(self) -> bool:

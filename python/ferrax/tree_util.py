@@ -77,15 +77,19 @@ class PyTreeDef:
     key caches.
     """
 
-    __slots__ = ("_kind", "_aux", "_children", "_num_leaves", "_hash")
+    __slots__ = ("_kind", "_aux", "_children", "_num_leaves", "_hash", "_plan")
 
     _kind: str | type
     _aux: Hashable
     _children: tuple[PyTreeDef, ...]
     _num_leaves: int
     _hash: int
+    # How :func:`tree_unflatten` rebuilds the tree, made on first use: the nodes in
+    # post-order, a leaf as None and a node as (its structure, its arity).
+    _plan: list[tuple[PyTreeDef, int] | None] | None
 
     def __init__(self, kind: str | type, aux: Hashable, children: tuple[PyTreeDef, ...]) -> None:
+        self._plan = None
         self._kind = kind
         self._aux = aux
         self._children = children
@@ -261,11 +265,64 @@ def _describe_value(x: Any) -> str:
     return PyTreeDef(node[0], node[1], tuple(_LEAF for _ in node[2]))._describe_node()
 
 
+# Structures met before, by their key (see tree_flatten): a call of a jitted function
+# flattens its arguments each time, and building the PyTreeDef nodes costs more than
+# reading the leaves.
+_TREEDEFS: dict[tuple[Any, ...], PyTreeDef] = {}
+_TREEDEFS_MAX = 4096
+
+
 def tree_flatten(tree: Any, is_leaf: IsLeaf | None = None) -> tuple[list[Any], PyTreeDef]:
     """The leaves of ``tree`` (left to right) and its structure.
 
     ``is_leaf(x)`` true makes ``x`` a leaf even if it is a node.
     """
+    if is_leaf is not None:
+        return _flatten_building(tree, is_leaf)
+    # One pass collects the leaves and a key of the structure: per node in pre-order, 0
+    # for a leaf, 1 for None, a list's or tuple's type and length, else the kind, aux
+    # data and arity (so a key spells one structure); the structure itself is built
+    # only for a key not met before.
+    leaves: list[Any] = []
+    key: list[Any] = []
+    stack = [tree]
+    leaf_types = _leaf_types
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t in leaf_types:
+            leaves.append(x)
+            key.append(0)
+        elif t is list or t is tuple:
+            key.append(t)
+            key.append(len(x))
+            stack.extend(reversed(x))
+        elif x is None:
+            key.append(1)
+        else:
+            node = _node_of(x)
+            if node is None:
+                leaves.append(x)
+                key.append(0)
+                continue
+            kind, aux, children = node
+            key.append(kind)
+            key.append(aux)
+            key.append(len(children))
+            children.reverse()
+            stack.extend(children)
+    k = tuple(key)
+    treedef = _TREEDEFS.get(k)
+    if treedef is None:
+        treedef = _flatten_building(tree, None)[1]
+        if len(_TREEDEFS) >= _TREEDEFS_MAX:
+            _TREEDEFS.clear()
+        _TREEDEFS[k] = treedef
+    return leaves, treedef
+
+
+def _flatten_building(tree: Any, is_leaf: IsLeaf | None) -> tuple[list[Any], PyTreeDef]:
+    """:func:`tree_flatten`, building the structure's nodes as it goes."""
     leaves: list[Any] = []
     # Post-order with an explicit stack of (kind, aux, children left to visit (reversed),
     # structures of the children visited).
@@ -309,27 +366,41 @@ def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]) -> Any:
         raise ValueError(
             f"tree structure {treedef} has {treedef.num_leaves} leaves, got {len(leaves_list)}"
         )
+    plan = treedef._plan
+    if plan is None:
+        plan = treedef._plan = _unflatten_plan(treedef)
+    values: list[Any] = []
     pos = 0
-    # Iterative: (structure, children built so far).
-    stack: list[tuple[PyTreeDef, list[Any]]] = [(treedef, [])]
-    result: Any = None
-    while stack:
-        d, built = stack[-1]
-        if d._kind == _LEAF_KIND:
-            stack.pop()
-            value = leaves_list[pos]
+    for step in plan:
+        if step is None:
+            values.append(leaves_list[pos])
             pos += 1
-        elif len(built) < len(d._children):
-            stack.append((d._children[len(built)], []))
-            continue
         else:
-            stack.pop()
-            value = _build(d, built)
-        if stack:
-            stack[-1][1].append(value)
+            d, arity = step
+            if arity:
+                children = values[-arity:]
+                del values[-arity:]
+            else:
+                children = []
+            values.append(_build(d, children))
+    return values[0]
+
+
+def _unflatten_plan(treedef: PyTreeDef) -> list[tuple[PyTreeDef, int] | None]:
+    """The nodes of ``treedef`` in post-order (a leaf as None), without recursion."""
+    plan: list[tuple[PyTreeDef, int] | None] = []
+    # (structure, whether its children are already pending)
+    stack: list[tuple[PyTreeDef, bool]] = [(treedef, False)]
+    while stack:
+        d, expanded = stack.pop()
+        if d._kind == _LEAF_KIND:
+            plan.append(None)
+        elif expanded:
+            plan.append((d, len(d._children)))
         else:
-            result = value
-    return result
+            stack.append((d, True))
+            stack.extend((c, False) for c in reversed(d._children))
+    return plan
 
 
 def _build(d: PyTreeDef, children: list[Any]) -> Any:

@@ -59,5 +59,7 @@ pub use params::{
 pub use primitive::{
     Builtin, ExtensionPrimitive, NameError, ParamKind, Primitive, Registry, RuleError,
 };
-pub use sharding::{hlo_sharding, sdy_sharding, AxisEnv, Mesh, PartitionSpec, ShardingError};
+pub use sharding::{
+    hlo_sharding, sdy_sharding, tiling, AxisEnv, Mesh, PartitionSpec, ShardingError, Tiling,
+};
 pub use typecheck::{typecheck, typecheck_in};

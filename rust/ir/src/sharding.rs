@@ -323,22 +323,25 @@ impl fmt::Display for PartitionSpec {
     }
 }
 
-/// The GSPMD sharding text (`HloSharding`) of an array of rank `rank` laid out by `spec`
-/// on `mesh`: `{replicated}` when no dimension is split, else
-/// `{devices=[t0,...,t(r-1)(,k)]LIST( last_tile_dim_replicate)}` with the tile counts per
-/// dimension, `k` the number of copies (the product of the unused axes' sizes, when more
-/// than 1) and the explicit list of device ids (partition ids) of the tiles in row-major
-/// order.
-pub fn hlo_sharding(
-    mesh: &Mesh,
-    spec: &PartitionSpec,
-    rank: usize,
-) -> Result<String, ShardingError> {
+/// How an array of rank `rank` laid out by `spec` on `mesh` is cut: the number of tiles
+/// per dimension, the partition (device position in the mesh, row-major) holding each
+/// piece in row-major order over `[tiles..., copies]`, and the number of copies of each
+/// tile (the product of the sizes of the axes the spec does not use).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tiling {
+    /// Tiles per dimension.
+    pub tiles: Vec<i64>,
+    /// The partition of each piece, row-major over `[tiles..., copies]`.
+    pub partitions: Vec<i64>,
+    /// Copies of each tile.
+    pub copies: i64,
+}
+
+/// The [`Tiling`] of an array of rank `rank` laid out by `spec` on `mesh` (errors as
+/// [`PartitionSpec::check`]).
+pub fn tiling(mesh: &Mesh, spec: &PartitionSpec, rank: usize) -> Result<Tiling, ShardingError> {
     spec.check(mesh, rank)?;
     let tiles: Vec<i64> = (0..rank).map(|d| spec.tiles(mesh, d)).collect();
-    if tiles.iter().product::<i64>() == 1 {
-        return Ok("{replicated}".to_owned());
-    }
     let unused = spec.unused_axes(mesh);
     let copies: i64 = unused.iter().map(|&i| mesh.axes()[i].1).product();
     let mut order: Vec<usize> = Vec::with_capacity(mesh.axes().len());
@@ -350,7 +353,32 @@ pub fn hlo_sharding(
         }
     }
     order.extend(&unused);
-    let devices = mesh.enumerate(&order);
+    Ok(Tiling {
+        tiles,
+        partitions: mesh.enumerate(&order),
+        copies,
+    })
+}
+
+/// The GSPMD sharding text (`HloSharding`) of an array of rank `rank` laid out by `spec`
+/// on `mesh`: `{replicated}` when no dimension is split, else
+/// `{devices=[t0,...,t(r-1)(,k)]LIST( last_tile_dim_replicate)}` with the tile counts per
+/// dimension, `k` the number of copies (the product of the unused axes' sizes, when more
+/// than 1) and the explicit list of device ids (partition ids) of the tiles in row-major
+/// order.
+pub fn hlo_sharding(
+    mesh: &Mesh,
+    spec: &PartitionSpec,
+    rank: usize,
+) -> Result<String, ShardingError> {
+    let Tiling {
+        tiles,
+        partitions: devices,
+        copies,
+    } = tiling(mesh, spec, rank)?;
+    if tiles.iter().product::<i64>() == 1 {
+        return Ok("{replicated}".to_owned());
+    }
     let mut s = String::from("{devices=[");
     let mut dims: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
     if copies > 1 {

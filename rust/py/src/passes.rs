@@ -247,6 +247,23 @@ pub fn hlo_sharding(
         .map_err(|e| crate::errors::value_error(e.to_string()))
 }
 
+/// How an array of rank `rank` laid out by `spec` on the mesh of these axes is cut:
+/// `(tiles per dimension, partition of each piece row-major over [tiles..., copies],
+/// copies)`. Errors as `sdy_sharding`.
+#[pyfunction]
+#[pyo3(signature = (axis_names, axis_sizes, spec, rank))]
+pub fn sharding_tiling(
+    axis_names: Vec<String>,
+    axis_sizes: Vec<i64>,
+    spec: &Bound<'_, PyAny>,
+    rank: usize,
+) -> Result<(Vec<i64>, Vec<i64>, i64)> {
+    let (mesh, spec) = mesh_and_spec(&axis_names, &axis_sizes, spec)?;
+    let t = ferrax_ir::tiling(&mesh, &spec, rank)
+        .map_err(|e| crate::errors::value_error(e.to_string()))?;
+    Ok((t.tiles, t.partitions, t.copies))
+}
+
 /// The same jaxpr with its constvars turned into leading inputs (closure conversion).
 #[pyfunction]
 #[pyo3(signature = (jaxpr))]

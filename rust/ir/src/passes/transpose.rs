@@ -252,34 +252,12 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
                 None => Ok(()),
             }
         }
-        Mul => {
-            if lin_ops[0] && lin_ops[1] {
-                Err(non_linear(1))
-            } else {
-                Ok(())
-            }
-        }
-        Div => {
-            if lin_ops[1] {
-                Err(non_linear(1))
-            } else {
-                Ok(())
-            }
-        }
-        DotGeneral => {
-            if lin_ops[0] && lin_ops[1] {
-                Err(non_linear(1))
-            } else {
-                Ok(())
-            }
-        }
-        SelectN => {
-            if lin_ops[0] {
-                Err(non_linear(0))
-            } else {
-                Ok(())
-            }
-        }
+        // Bilinear: linear in one operand at a time.
+        Mul | DotGeneral if lin_ops[0] && lin_ops[1] => Err(non_linear(1)),
+        Mul | DotGeneral => Ok(()),
+        Div if lin_ops[1] => Err(non_linear(1)),
+        SelectN if lin_ops[0] => Err(non_linear(0)),
+        Div | SelectN => Ok(()),
         ConvertElementType => {
             let from = src.atom_aval(e.inputs()[0]).dtype;
             let to = src.var_aval(e.outvars()[0]).dtype;

@@ -26,6 +26,8 @@ use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, VarId};
 use crate::params::{Param, Params};
 use crate::primitive::{Builtin, Primitive};
 use crate::sharding::Mesh;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Sub-jaxprs nest at most this deep for the pass.
@@ -60,7 +62,10 @@ pub fn insert_pvary(
             got: in_axes.len(),
         });
     }
-    let cx = Cx { mesh };
+    let cx = Cx {
+        mesh,
+        memo: RefCell::new(HashMap::new()),
+    };
     let masks = in_axes
         .iter()
         .map(|ns| cx.mask(ns))
@@ -82,11 +87,25 @@ pub fn insert_pvary(
     };
     let consts = vec![0; body.constvars().len()];
     let (j, outs) = cx.infer(body, &consts, &masks, required.as_deref(), 0)?;
+    cx.memo.borrow_mut().clear();
+    // The memo held the only other reference.
+    let j = Arc::try_unwrap(j).map_err(|_| ill("pvary insertion: the body is still shared"))?;
     Ok((j, outs.iter().map(|&m| cx.names(m)).collect()))
 }
 
+/// A sub-jaxpr (by address) with the axes of its constvars and invars and the axes its
+/// outputs must vary over.
+type MemoKey = (usize, Vec<Axes>, Vec<Axes>, Option<Vec<Axes>>);
+
+/// A sub-jaxpr with `pvary` inserted, and the axes each of its outputs varies over.
+type Inferred = (Arc<Jaxpr>, Vec<Axes>);
+
 struct Cx<'m> {
     mesh: &'m Mesh,
+    /// Each sub-jaxpr inferred once per distinct input axes: `cond` infers its
+    /// branches twice and `while`/`scan` their bodies to a fixed point and again, so
+    /// without it nesting k levels deep would cost 2^k or more.
+    memo: RefCell<HashMap<MemoKey, Inferred>>,
 }
 
 impl Cx<'_> {
@@ -132,12 +151,34 @@ impl Cx<'_> {
         in_masks: &[Axes],
         required: Option<&[Axes]>,
         depth: usize,
-    ) -> Result<(Jaxpr, Vec<Axes>), PassError> {
+    ) -> Result<Inferred, PassError> {
         if depth > MAX_DEPTH {
             return Err(PassError::Unsupported {
                 what: format!("sub-jaxprs nested more than {MAX_DEPTH} deep"),
             });
         }
+        let key = (
+            j as *const Jaxpr as usize,
+            const_masks.to_vec(),
+            in_masks.to_vec(),
+            required.map(<[Axes]>::to_vec),
+        );
+        if let Some((done, outs)) = self.memo.borrow().get(&key) {
+            return Ok((done.clone(), outs.clone()));
+        }
+        let result = self.infer_uncached(j, const_masks, in_masks, required, depth)?;
+        self.memo.borrow_mut().insert(key, result.clone());
+        Ok(result)
+    }
+
+    fn infer_uncached(
+        &self,
+        j: &Jaxpr,
+        const_masks: &[Axes],
+        in_masks: &[Axes],
+        required: Option<&[Axes]>,
+        depth: usize,
+    ) -> Result<Inferred, PassError> {
         let mut b = JaxprBuilder::new();
         let mut map: Vec<Option<(VarId, Axes)>> = vec![None; j.num_vars()];
         for (&v, &m) in j.constvars().iter().zip(const_masks) {
@@ -191,7 +232,7 @@ impl Cx<'_> {
         let built = b
             .build(outs)
             .map_err(|e| ill(&format!("pvary insertion: {e}")))?;
-        Ok((built, masks))
+        Ok((Arc::new(built), masks))
     }
 
     /// One equation: its (possibly pvary'd) inputs, params (sub-jaxprs rewritten) and
@@ -296,7 +337,7 @@ impl Cx<'_> {
                 }
                 let (cc, rest) = masks.split_at(nc);
                 let (bc, init) = rest.split_at(nb);
-                let carry = self.fixpoint(body, bc, init, depth)?;
+                let carry = self.fixpoint(body, bc, init, &[], depth)?;
                 let bconsts = vec![0; body.jaxpr().constvars().len()];
                 let body_in: Vec<Axes> = bc.iter().chain(&carry).copied().collect();
                 let (new_body, _) =
@@ -331,7 +372,7 @@ impl Cx<'_> {
                 }
                 let (consts, rest) = masks.split_at(nconsts);
                 let (init, xs) = rest.split_at(ncarry);
-                let carry = self.fixpoint_scan(body, consts, init, xs, depth)?;
+                let carry = self.fixpoint(body, consts, init, xs, depth)?;
                 let bconsts = vec![0; body.jaxpr().constvars().len()];
                 let body_in: Vec<Axes> = consts.iter().chain(&carry).chain(xs).copied().collect();
                 let (_, outs) = self.infer(body.jaxpr(), &bconsts, &body_in, None, depth + 1)?;
@@ -365,30 +406,10 @@ impl Cx<'_> {
         }
     }
 
-    /// The carry axes of a while body at the fixed point (carries only widen).
+    /// The carry axes of a `while` or `scan` body at the fixed point (carries only
+    /// widen): the body takes `consts`, the carry and `xs` (none for `while`), and its
+    /// first outputs are the carry.
     fn fixpoint(
-        &self,
-        body: &ClosedJaxpr,
-        consts: &[Axes],
-        init: &[Axes],
-        depth: usize,
-    ) -> Result<Vec<Axes>, PassError> {
-        let bconsts = vec![0; body.jaxpr().constvars().len()];
-        let mut carry = init.to_vec();
-        for _ in 0..=65 {
-            let ins: Vec<Axes> = consts.iter().chain(&carry).copied().collect();
-            let (_, outs) = self.infer(body.jaxpr(), &bconsts, &ins, None, depth + 1)?;
-            let next: Vec<Axes> = carry.iter().zip(&outs).map(|(c, o)| c | o).collect();
-            if next == carry {
-                return Ok(carry);
-            }
-            carry = next;
-        }
-        Ok(carry)
-    }
-
-    /// The carry axes of a scan body at the fixed point.
-    fn fixpoint_scan(
         &self,
         body: &ClosedJaxpr,
         consts: &[Axes],
@@ -433,8 +454,8 @@ fn pvary(
     Ok(Atom::Var(outs[0]))
 }
 
-fn reclose(old: &ClosedJaxpr, j: Jaxpr) -> Result<ClosedJaxpr, PassError> {
-    ClosedJaxpr::new(Arc::new(j), old.consts().to_vec()).map_err(|e| ill(&e.to_string()))
+fn reclose(old: &ClosedJaxpr, j: Arc<Jaxpr>) -> Result<ClosedJaxpr, PassError> {
+    ClosedJaxpr::new(j, old.consts().to_vec()).map_err(|e| ill(&e.to_string()))
 }
 
 fn ill(message: &str) -> PassError {

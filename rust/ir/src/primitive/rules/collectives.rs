@@ -21,6 +21,23 @@ pub(crate) fn axis_names(params: &Params, name: &'static str) -> Result<Vec<Arc<
     }
 }
 
+/// The `axis_size` param of `all_gather`/`reduce_scatter`: positive, and the size of
+/// the named axes when the environment knows them.
+fn checked_axis_size(env: &AxisEnv, params: &Params) -> Result<i64, RuleError> {
+    let n = group_size(env, "axis_name", &axis_names(params, "axis_name")?)?;
+    let size = int(params, "axis_size")?;
+    if size < 1 {
+        return Err(bad("axis_size", format!("{size} is not a positive size")));
+    }
+    if let Some(n) = n.filter(|&n| n != size) {
+        return Err(bad(
+            "axis_size",
+            format!("{size} differs from the size of the named axes, {n}"),
+        ));
+    }
+    Ok(size)
+}
+
 /// The product of the sizes of the named axes (`None`: some axis is unbound in an open
 /// environment). A name given twice is an error of the param.
 fn group_size(env: &AxisEnv, param: &str, names: &[Arc<str>]) -> Result<Option<i64>, RuleError> {
@@ -188,17 +205,7 @@ pub(super) fn abstract_eval(
         AllGather => {
             arity(inputs, 1)?;
             let x = &inputs[0];
-            let n = group_size(env, "axis_name", &axis_names(params, "axis_name")?)?;
-            let size = int(params, "axis_size")?;
-            if size < 1 {
-                return Err(bad("axis_size", format!("{size} is not a positive size")));
-            }
-            if let Some(n) = n.filter(|&n| n != size) {
-                return Err(bad(
-                    "axis_size",
-                    format!("{size} differs from the size of the named axes, {n}"),
-                ));
-            }
+            let size = checked_axis_size(env, params)?;
             let tiled = flag(params, "tiled")?;
             let rank = x.shape.rank();
             let d = int(params, "all_gather_dimension")?;
@@ -220,17 +227,7 @@ pub(super) fn abstract_eval(
             arity(inputs, 1)?;
             let x = &inputs[0];
             numeric(x)?;
-            let n = group_size(env, "axis_name", &axis_names(params, "axis_name")?)?;
-            let size = int(params, "axis_size")?;
-            if size < 1 {
-                return Err(bad("axis_size", format!("{size} is not a positive size")));
-            }
-            if let Some(n) = n.filter(|&n| n != size) {
-                return Err(bad(
-                    "axis_size",
-                    format!("{size} differs from the size of the named axes, {n}"),
-                ));
-            }
+            let size = checked_axis_size(env, params)?;
             let tiled = flag(params, "tiled")?;
             let d = axis_in(
                 "scatter_dimension",
