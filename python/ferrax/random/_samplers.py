@@ -122,18 +122,20 @@ def _const(value: float, dtype: np.dtype[Any]) -> Any:
     return np.array(value, dtype)
 
 
-def _broadcast_to_shape(name: str, x: Any, shape: tuple[int, ...]) -> Any:
-    # JAX pads the rank to len(shape), then relies on size-1 broadcasting.
+def _broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
+    # JAX pads the rank to len(shape), then relies on size-1 broadcasting (its errors
+    # come from the ops that meet the shapes first: max for the rank, mul for sizes).
     xs = _np_shape(x)
     if len(xs) > len(shape):
+        ranks = sorted({len(shape), len(xs)})
         raise TypeError(
-            f"{name}: arrays must have the same number of dimensions, got "
-            f"{{{len(shape)}, {len(xs)}}}, at {user_location()}"
+            f"max: arrays must have the same number of dimensions, got {{{ranks[0]}, {ranks[-1]}}}, "
+            f"at {user_location()}"
         )
     padded = (1,) * (len(shape) - len(xs)) + xs
     if any(p not in (1, s) for p, s in zip(padded, shape)):
         raise TypeError(
-            f"{name} got incompatible shapes for broadcasting: {shape}, {xs}, at {user_location()}"
+            f"mul got incompatible shapes for broadcasting: {shape}, {xs}, at {user_location()}"
         )
     return fnp.broadcast_to(x, shape) if xs != shape else x
 
@@ -166,8 +168,8 @@ def _uniform_values(
     raw: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]
 ) -> Any:
     fi = _FInfo(dtype)
-    minval = _broadcast_to_shape("max", lax.convert_element_type(minval, dtype), shape)
-    maxval = _broadcast_to_shape("mul", lax.convert_element_type(maxval, dtype), shape)
+    minval = _broadcast_to_shape(lax.convert_element_type(minval, dtype), shape)
+    maxval = _broadcast_to_shape(lax.convert_element_type(maxval, dtype), shape)
     rng_bits = 8 if fi.nmant < 8 else fi.bits
     uint = UINT_DTYPES[fi.bits]
     if rng_bits != fi.bits:
