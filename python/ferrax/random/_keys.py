@@ -196,7 +196,10 @@ class KeyArray:
             full = (*idx, slice(None))
         else:
             full = (*idx, Ellipsis, slice(None))
-        return KeyArray._wrap(self._data[full])
+        data = self._data
+        if _known(data):
+            return KeyArray._wrap(fnp.asarray(to_numpy(data)[full]))
+        return KeyArray._wrap(data[full])
 
     def reshape(self, *shape: Any) -> KeyArray:
         """The keys in a new shape (``-1`` allowed)."""
@@ -310,22 +313,43 @@ def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[Any, Any]:
     return _threefry2x32_primitive(k1, k2, x1, x2)
 
 
-def _iota_2x32(shape: tuple[int, ...]) -> tuple[Any, Any]:
-    # The high and low words of a 64-bit iota over ``shape`` (row-major).
-    size = int(np.prod(shape, dtype=np.int64))
-    if size >= 2**32:
+def _check_size(shape: tuple[int, ...]) -> None:
+    if int(np.prod(shape, dtype=np.int64)) >= 2**32:
         raise NotImplementedError(
             f"random arrays of 2**32 elements or more are not supported, at {user_location()}"
         )
+
+
+def _iota_2x32(shape: tuple[int, ...]) -> tuple[Any, Any]:
+    # The high and low words of a 64-bit iota over ``shape`` (row-major).
+    _check_size(shape)
     if not shape:
         zero = fnp.zeros((), _U32)
         return zero, zero
-    lo = lax.reshape(lax.iota(_U32, size), shape)
+    lo = lax.reshape(lax.iota(_U32, int(np.prod(shape, dtype=np.int64))), shape)
     return fnp.zeros(shape, _U32), lo
 
 
 def _key_words(data: Any) -> tuple[Any, Any]:
     return data[..., 0], data[..., 1]
+
+
+def _known(*xs: Any) -> bool:
+    return not any(isinstance(x, Tracer) for x in xs)
+
+
+def _hash_known(data: Any, hi: Any, lo: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    # threefry2x32 of known operands, the words and counters made with NumPy around the
+    # one primitive (eager key handling costs a few operations, not a dozen).
+    words = to_numpy(data)
+    b1, b2 = threefry2x32(words[..., 0], words[..., 1], hi, lo)
+    return to_numpy(b1), to_numpy(b2)
+
+
+def _iota_2x32_known(shape: tuple[int, ...]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    _check_size(shape)
+    lo = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=_U32).reshape(shape)
+    return np.zeros(shape, _U32), lo
 
 
 def seed_data(seed: Any) -> Any:
@@ -341,6 +365,9 @@ def seed_data(seed: Any) -> Any:
 
 def split_data(data: Any, shape: tuple[int, ...]) -> Any:
     """``uint32[*shape, 2]``: the keys split from one key's data."""
+    if _known(data):
+        b1, b2 = _hash_known(data, *_iota_2x32_known(shape))
+        return fnp.asarray(np.stack([b1, b2], axis=len(shape)))
     k1, k2 = _key_words(data)
     hi, lo = _iota_2x32(shape)
     b1, b2 = threefry2x32(k1, k2, hi, lo)
@@ -349,6 +376,9 @@ def split_data(data: Any, shape: tuple[int, ...]) -> Any:
 
 def fold_in_data(data: Any, msg: Any) -> Any:
     """The key data of ``data`` with the uint32 scalar ``msg`` folded in."""
+    if _known(data, msg):
+        b1, b2 = _hash_known(data, np.zeros((), _U32), to_numpy(msg))
+        return fnp.asarray(np.stack([b1, b2]))
     k1, k2 = _key_words(data)
     b1, b2 = threefry2x32(k1, k2, fnp.zeros((), _U32), msg)
     return fnp.stack([b1, b2])
@@ -356,10 +386,17 @@ def fold_in_data(data: Any, msg: Any) -> Any:
 
 def random_bits_data(data: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
     """``uint{bit_width}[*shape]`` random bits from one key's data."""
+    dtype = UINT_DTYPES[bit_width]
+    if _known(data):
+        n1, n2 = _hash_known(data, *_iota_2x32_known(shape))
+        if bit_width == 64:
+            known = (n1.astype(dtype) << np.uint64(32)) | n2.astype(dtype)
+        else:
+            known = (n1 ^ n2).astype(dtype)
+        return fnp.asarray(known)
     k1, k2 = _key_words(data)
     hi, lo = _iota_2x32(shape)
     b1, b2 = threefry2x32(k1, k2, hi, lo)
-    dtype = UINT_DTYPES[bit_width]
     if bit_width == 64:
         high = lax.convert_element_type(b1, dtype)
         low = lax.convert_element_type(b2, dtype)
