@@ -171,6 +171,10 @@ def test_keys_through_vmap_scan_cond_and_jit() -> None:
             vmap(lambda kk, i: R.key_data(R.split(R.fold_in(kk, i), 3)))(keys, (jnp if R is jr else fnp).arange(5)),
             vmap(lambda kk: R.randint(kk, (2,), 0, 9))(R.key_data(keys)),
             scanned(R, lax, k),
+            # Traced sorts and top_k (ranks), and bits for the traced threefry lowering.
+            R.permutation(keys[0], 7),
+            R.choice(keys[1], 6, (3,), replace=False, p=np.full(6, 1 / 6, np.float32)),
+            R.bits(keys[2], (4,), np.uint16),
         )
 
     want = jax.jit(lambda k: all_of(jr, jax.lax, jax.vmap, k))(jr.key(3))
