@@ -9,6 +9,7 @@ pytree through ``jit``/``vmap``/``scan``) and the errors are compared with JAX's
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -256,6 +257,20 @@ def test_dtypes_weak_types_and_derivatives() -> None:
             want = (np.asarray(g), np.asarray(h))
         else:
             assert (np.asarray(g).tobytes(), np.asarray(h).tobytes()) == (want[0].tobytes(), want[1].tobytes())
+
+
+def test_signatures_are_jaxs() -> None:
+    """Every function also in jax.random takes the same parameters (names, kinds,
+    defaults)."""
+
+    def params(f: Any) -> list[tuple[str, Any, Any]]:
+        return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+
+    names = [n for n in fr.__all__ if hasattr(jr, n) and callable(getattr(fr, n)) and n != "KeyArray"]
+    assert len(names) >= 25
+    assert [n for n in names if params(getattr(fr, n)) != params(getattr(jr, n))] == []
+    with pytest.raises(NotImplementedError, match="out_sharding"):
+        fr.uniform(fr.key(0), (2,), out_sharding=object())
 
 
 def _errors(R: Any, np_like: Any) -> list[Callable[[], Any]]:

@@ -6,6 +6,7 @@ Keys are typed (``key(0)``: a :class:`KeyArray` of dtype ``key<fry>``) or raw
 return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan`` and
 ``lax.cond``.
 
+Signatures are JAX's; ``out_sharding`` is accepted but only as ``None`` so far.
 Not yet here: ``multivariate_normal`` (ferrax has no linalg yet). ``truncated_normal``
 needs ``ferrax.lax.erf``. The gamma family (``gamma``, ``loggamma``, ``beta``,
 ``dirichlet``, ``t``) samples as JAX does but has no derivative with respect to its

@@ -531,7 +531,7 @@ def key_impl(keys: Any) -> str:
     return _IMPL_NAME
 
 
-def key_dtype(impl: Any = None) -> KeyDType:
+def key_dtype(impl_spec: Any = None) -> KeyDType:
     """The dtype of typed keys (``key<fry>``)."""
-    _check_impl(impl, "key_dtype")
+    _check_impl(impl_spec, "key_dtype")
     return _KEY_DTYPE
