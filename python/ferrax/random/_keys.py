@@ -22,19 +22,26 @@ from ferrax import dtypes, lax
 from ferrax import numpy as fnp
 from ferrax._array import Array
 from ferrax._core import Tracer, to_numpy
-from ferrax._lax.bits import threefry2x32 as _threefry2x32_primitive
+from ferrax._lax.bits import threefry2x32
 from ferrax._user_frames import user_location
 from ferrax.tree_util import register_pytree_node
 
 __all__ = [
     "KeyArray",
     "KeyDType",
+    "PRNGKey",
     "check_key",
+    "fold_in",
     "fold_in_data",
+    "key",
+    "key_data",
+    "key_dtype",
+    "key_impl",
     "random_bits_data",
     "seed_data",
+    "split",
     "split_data",
-    "threefry2x32",
+    "wrap_key_data",
 ]
 
 _U32 = np.dtype(np.uint32)
@@ -303,14 +310,7 @@ def check_key(name: str, key: Any, *, allow_batched: bool = False) -> tuple[Any,
     return data, typed
 
 
-# --- threefry2x32 -------------------------------------------------------------------
-
-
-def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[Any, Any]:
-    """The threefry2x32 block cipher (20 rounds) of the counters ``(x1, x2)`` under the
-    key ``(k1, k2)``: all uint32; the keys broadcast against the counters' shape (the
-    ``threefry2x32`` primitive, as JAX's)."""
-    return _threefry2x32_primitive(k1, k2, x1, x2)
+# --- the key operations on key data ------------------------------------------------------
 
 
 def _check_size(shape: tuple[int, ...]) -> None:
@@ -366,8 +366,8 @@ def seed_data(seed: Any) -> Any:
 def split_data(data: Any, shape: tuple[int, ...]) -> Any:
     """``uint32[*shape, 2]``: the keys split from one key's data."""
     if _known(data):
-        b1, b2 = _hash_known(data, *_iota_2x32_known(shape))
-        return fnp.asarray(np.stack([b1, b2], axis=len(shape)))
+        n1, n2 = _hash_known(data, *_iota_2x32_known(shape))
+        return fnp.asarray(np.stack([n1, n2], axis=len(shape)))
     k1, k2 = _key_words(data)
     hi, lo = _iota_2x32(shape)
     b1, b2 = threefry2x32(k1, k2, hi, lo)
@@ -377,8 +377,8 @@ def split_data(data: Any, shape: tuple[int, ...]) -> Any:
 def fold_in_data(data: Any, msg: Any) -> Any:
     """The key data of ``data`` with the uint32 scalar ``msg`` folded in."""
     if _known(data, msg):
-        b1, b2 = _hash_known(data, np.zeros((), _U32), to_numpy(msg))
-        return fnp.asarray(np.stack([b1, b2]))
+        n1, n2 = _hash_known(data, np.zeros((), _U32), to_numpy(msg))
+        return fnp.asarray(np.stack([n1, n2]))
     k1, k2 = _key_words(data)
     b1, b2 = threefry2x32(k1, k2, fnp.zeros((), _U32), msg)
     return fnp.stack([b1, b2])
