@@ -31,6 +31,7 @@ __all__ = [
     "KeyDType",
     "PRNGKey",
     "check_key",
+    "clone",
     "fold_in",
     "fold_in_data",
     "key",
@@ -529,6 +530,13 @@ def key_impl(keys: Any) -> str:
     """The name of the keys' PRNG implementation: ``"threefry2x32"``."""
     check_key("key_impl", keys, allow_batched=True)
     return _IMPL_NAME
+
+
+def clone(key: Any) -> Any:
+    """The same key (JAX's ``clone`` marks a key as reusable for its key-reuse checker,
+    which ferrax does not have)."""
+    check_key("clone", key, allow_batched=True)
+    return key
 
 
 def key_dtype(impl_spec: Any = None) -> KeyDType:
