@@ -221,6 +221,9 @@ def test_key_array_behaves_as_jax() -> None:
         jks.shape, jks.ndim, jks.size, len(jks), jks.itemsize
     )
     assert [x.shape for x in fr.split(k, 3)] == [()] * 3
+    # Known keys indexed by a traced position.
+    got_i = ferrax.jit(lambda i: fr.key_data(ks[1, i]))(2)
+    assert np.asarray(got_i).tolist() == np.asarray(jr.key_data(jks[1, 2])).tolist()
     assert np.asarray(ks == ks).tolist() == np.asarray(jks == jks).tolist()
     assert np.asarray(ks[0] != ks[1]).tolist() == np.asarray(jks[0] != jks[1]).tolist()
     # A typed key crosses jit as a typed key; a raw one as uint32 data.

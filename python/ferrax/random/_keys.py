@@ -205,7 +205,7 @@ class KeyArray:
         else:
             full = (*idx, Ellipsis, slice(None))
         data = self._data
-        if _known(data):
+        if _known(data) and not any(isinstance(i, Array) for i in idx):
             return KeyArray._wrap(fnp.asarray(to_numpy(data)[full]))
         return KeyArray._wrap(data[full])
 
