@@ -839,7 +839,12 @@ def _top_k_indices(x: Any, k: int) -> Any:
 
 
 def _cumsum(x: Any) -> Any:
-    # Left to right, as XLA's CPU backend evaluates JAX's cumsum (a reduce_window).
+    # lax.cumsum where this build has it; else left to right, as XLA's CPU backend
+    # evaluates JAX's cumsum (a reduce_window).
+    cumsum = getattr(lax, "cumsum", None)
+    if cumsum is not None:
+        return cumsum(x, 0)
+
     def step(total: Any, v: Any) -> tuple[Any, Any]:
         total = lax.add(total, v)
         return total, total
@@ -858,6 +863,9 @@ def _sort_along_last(sort_keys: Any, values: Any) -> Any:
     if not isinstance(sort_keys, Tracer):
         order = np.argsort(to_numpy(sort_keys), axis=-1, kind="stable").astype(np.int32)
         return fnp.take_along_axis(values, fnp.asarray(order), axis=-1)
+    sort_key_val = getattr(lax, "sort_key_val", None)
+    if sort_key_val is not None:
+        return sort_key_val(sort_keys, values, -1)[1]
     n = sort_keys.shape[-1]
     ki = fnp.expand_dims(sort_keys, -1)  # [..., i, 1]
     kj = fnp.expand_dims(sort_keys, -2)  # [..., 1, j]
