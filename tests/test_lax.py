@@ -159,14 +159,14 @@ SPECIAL_POINTS: dict[str, list[float]] = {
     "erf": [-4.0, -2.0, -1.0, -0.5, -1e-4, 0.0, 0.25, 0.75, 1.5, 3.0, 5.0, 10.0],
     "erfc": [-4.0, -2.0, -1.0, -0.5, -1e-4, 0.0, 0.25, 0.75, 1.5, 3.0, 5.0, 9.0],
 }
-for fn, ref in SPECIAL_NUMPY.items():
+for special_name, special_ref in SPECIAL_NUMPY.items():
     for d in ALL:
-        case(fn, short(d), lambda L, x, fn=fn: getattr(L, fn)(x), values(d), numpy=ref, rtol=10.0)
+        case(special_name, short(d), lambda L, x, n=special_name: getattr(L, n)(x), values(d), numpy=special_ref, rtol=10.0)
     for d in FLOATS:
-        if fn in SPECIAL_POINTS:
-            points = np.array(SPECIAL_POINTS[fn]).astype(d)
+        if special_name in SPECIAL_POINTS:
+            points = np.array(SPECIAL_POINTS[special_name]).astype(d)
             # lgamma's zeros at 1 and 2 are where XLA's relative error is largest.
-            case(fn, f"{short(d)}-domain", lambda L, x, fn=fn: getattr(L, fn)(x), points, numpy=ref, rtol=10.0)
+            case(special_name, f"{short(d)}-domain", lambda L, x, n=special_name: getattr(L, n)(x), points, numpy=special_ref, rtol=10.0)
 for d in ALL:
     case("atan2", short(d), lambda L, x, y: L.atan2(x, y), values(d), values(d, 1), numpy=np.arctan2)
 for d in FLOATS:
