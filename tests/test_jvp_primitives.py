@@ -238,6 +238,29 @@ def off_the_steps(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dt
     return x
 
 
+def gen_lgamma(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    # Positive arguments, and negative ones between the poles (the reflection formula).
+    return [
+        *unary("lgamma", in_range(0.5, 4.0))(rng, dtype),
+        Case("negative", call("lgamma"), (uniform(rng, (2, 3), -2.8, -2.2, dtype),)),
+    ]
+
+
+def gen_digamma(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    return [
+        *unary("digamma", in_range(0.5, 4.0))(rng, dtype),
+        Case("negative", call("digamma"), (uniform(rng, (2, 3), -1.8, -1.2, dtype),)),
+    ]
+
+
+def gen_is_finite(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (2, 3), dtype)
+    y = x.copy()
+    y[0, :] = [np.inf, -np.inf, np.nan]
+    # A bool output: float0 tangents (no finite differences at the non-finite points).
+    return [Case("finite", call("is_finite"), (x,)), Case("non-finite", call("is_finite"), (y,), grads=False)]
+
+
 def gen_round(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     x = off_the_steps(rng, (2, 3), dtype)
     return [
@@ -724,6 +747,24 @@ CASES: dict[str, Gen] = {
     "tan": unary("tan", in_range(-1.0, 1.0)),
     "tanh": unary("tanh", normal),
     "logistic": unary("logistic", normal),
+    # special functions and the rest of the trigonometric family (issue 12)
+    "erf_inv": unary("erf_inv", in_range(-0.8, 0.8)),
+    "erf": unary("erf", normal),
+    "erfc": unary("erfc", normal),
+    "lgamma": gen_lgamma,
+    "digamma": gen_digamma,
+    "exp2": unary("exp2", normal),
+    "cbrt": unary("cbrt", away_from_zero),
+    "asin": unary("asin", in_range(-0.8, 0.8)),
+    "acos": unary("acos", in_range(-0.8, 0.8)),
+    "atan": unary("atan", normal),
+    "sinh": unary("sinh", normal),
+    "cosh": unary("cosh", normal),
+    "asinh": unary("asinh", normal),
+    "acosh": unary("acosh", in_range(1.2, 3.0)),
+    "atanh": unary("atanh", in_range(-0.8, 0.8)),
+    "atan2": binary("atan2", normal, away_from_zero),
+    "is_finite": gen_is_finite,
     "sqrt": unary("sqrt", in_range(0.5, 2.0)),
     "rsqrt": unary("rsqrt", in_range(0.5, 2.0)),
     "square": unary("square", normal),

@@ -136,6 +136,45 @@ for fn, ref in UNARY_NUMPY.items():
     for d in ALL:
         case(fn, short(d), lambda L, x, fn=fn: getattr(L, fn)(x), values(d), numpy=ref)
 
+# Special functions and the rest of the trigonometric family (issue 12): every dtype on
+# the common values (inf, NaN, -0.0, and mostly outside the domains of the inverse
+# functions), then the floats on points inside the domains and at their edges: the
+# ends of erf_inv's (+-1: +-inf) and atanh's, the poles of lgamma (+inf) and digamma
+# (NaN). Eagerly ferrax computes in float64 (NumPy and SciPy), XLA in float32 with its
+# own approximations: a few ulps apart, more where lgamma is near its zeros at 1 and 2.
+SPECIAL_NUMPY: dict[str, Call | None] = {
+    "erf_inv": None, "erf": None, "erfc": None, "lgamma": None, "digamma": None,
+    "exp2": np.exp2, "cbrt": np.cbrt, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "is_finite": np.isfinite,
+}
+SPECIAL_POINTS: dict[str, list[float]] = {
+    "erf_inv": [-1.0, -0.999, -0.9, -0.5, -1e-3, 0.0, 0.1, 0.3, 0.75, 0.99, 0.9999, 1.0],
+    "lgamma": [-3.0, -2.5, -1.0, -0.5, -0.0, 0.0, 1e-3, 0.5, 1.5, 3.0, 10.0, 1e4],
+    "digamma": [-3.0, -2.5, -1.0, -0.5, -0.0, 0.0, 1e-3, 0.5, 1.5, 3.0, 10.0, 1e4],
+    "asin": [-1.0, -0.9, -0.5, -0.1, 0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 0.999, 1.0],
+    "acos": [-1.0, -0.9, -0.5, -0.1, 0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 0.999, 1.0],
+    "atanh": [-1.0, -0.9, -0.5, -0.1, 0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 0.999, 1.0],
+    "acosh": [0.5, 1.0, 1.001, 1.1, 1.5, 2.0, 3.0, 10.0, 100.0, 1e4, 0.99, 1.25],
+    "erf": [-4.0, -2.0, -1.0, -0.5, -1e-4, 0.0, 0.25, 0.75, 1.5, 3.0, 5.0, 10.0],
+    "erfc": [-4.0, -2.0, -1.0, -0.5, -1e-4, 0.0, 0.25, 0.75, 1.5, 3.0, 5.0, 9.0],
+}
+for special_name, special_ref in SPECIAL_NUMPY.items():
+    for d in ALL:
+        case(special_name, short(d), lambda L, x, n=special_name: getattr(L, n)(x), values(d), numpy=special_ref, rtol=10.0)
+    for d in FLOATS:
+        if special_name in SPECIAL_POINTS:
+            points = np.array(SPECIAL_POINTS[special_name]).astype(d)
+            # lgamma's zeros at 1 and 2 are where XLA's relative error is largest.
+            case(special_name, f"{short(d)}-domain", lambda L, x, n=special_name: getattr(L, n)(x), points, numpy=special_ref, rtol=10.0)
+for d in ALL:
+    case("atan2", short(d), lambda L, x, y: L.atan2(x, y), values(d), values(d, 1), numpy=np.arctan2)
+for d in FLOATS:
+    # Signed zeros and infinities in every quadrant.
+    ys = np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.inf, 2.0, -3.0, np.nan]).astype(d)
+    xs = np.array([0.0, 0.0, -0.0, -0.0, -np.inf, np.inf, np.inf, -np.inf, 1.0, -2.0, -3.0, 1.0]).astype(d)
+    case("atan2", f"{short(d)}-quadrants", lambda L, x, y: L.atan2(x, y), ys, xs, numpy=np.arctan2)
+
 # A sample of dtypes for the variations of a function's static arguments (every dtype
 # is tested with one of them): each case JAX computes costs an XLA compilation.
 SAMPLE = [BOOL, I8, U32, F32, BF16, F64]

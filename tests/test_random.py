@@ -9,6 +9,7 @@ pytree through ``jit``/``vmap``/``scan``) and the errors are compared with JAX's
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -171,6 +172,10 @@ def test_keys_through_vmap_scan_cond_and_jit() -> None:
             vmap(lambda kk, i: R.key_data(R.split(R.fold_in(kk, i), 3)))(keys, (jnp if R is jr else fnp).arange(5)),
             vmap(lambda kk: R.randint(kk, (2,), 0, 9))(R.key_data(keys)),
             scanned(R, lax, k),
+            # Traced sorts and top_k (ranks), and bits for the traced threefry lowering.
+            R.permutation(keys[0], 7),
+            R.choice(keys[1], 6, (3,), replace=False, p=np.full(6, 1 / 6, np.float32)),
+            R.bits(keys[2], (4,), np.uint16),
         )
 
     want = jax.jit(lambda k: all_of(jr, jax.lax, jax.vmap, k))(jr.key(3))
@@ -185,8 +190,9 @@ def test_keys_through_vmap_scan_cond_and_jit() -> None:
             assert g_np.dtype == w_np.dtype
             if got is got_eager and w_np.dtype.kind == "f":
                 # Eagerly, ferrax evaluates a jit call under vmap (and a scan's body)
-                # with NumPy, whose log1p/sqrt may differ from XLA's in the last bit.
-                assert _ulps(g_np, w_np) <= 2
+                # with NumPy, whose log1p/sqrt/erf_inv differ from XLA's in the last
+                # bits: only jit(vmap(...)) is bit-identical.
+                assert _ulps(g_np, w_np) <= 8
             else:
                 assert g_np.tobytes() == w_np.tobytes()
 
@@ -215,6 +221,9 @@ def test_key_array_behaves_as_jax() -> None:
         jks.shape, jks.ndim, jks.size, len(jks), jks.itemsize
     )
     assert [x.shape for x in fr.split(k, 3)] == [()] * 3
+    # Known keys indexed by a traced position.
+    got_i = ferrax.jit(lambda i: fr.key_data(ks[1, i]))(2)
+    assert np.asarray(got_i).tolist() == np.asarray(jr.key_data(jks[1, 2])).tolist()
     assert np.asarray(ks == ks).tolist() == np.asarray(jks == jks).tolist()
     assert np.asarray(ks[0] != ks[1]).tolist() == np.asarray(jks[0] != jks[1]).tolist()
     # A typed key crosses jit as a typed key; a raw one as uint32 data.
@@ -251,6 +260,20 @@ def test_dtypes_weak_types_and_derivatives() -> None:
             want = (np.asarray(g), np.asarray(h))
         else:
             assert (np.asarray(g).tobytes(), np.asarray(h).tobytes()) == (want[0].tobytes(), want[1].tobytes())
+
+
+def test_signatures_are_jaxs() -> None:
+    """Every function also in jax.random takes the same parameters (names, kinds,
+    defaults)."""
+
+    def params(f: Any) -> list[tuple[str, Any, Any]]:
+        return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+
+    names = [n for n in fr.__all__ if hasattr(jr, n) and callable(getattr(fr, n)) and n != "KeyArray"]
+    assert len(names) >= 25
+    assert [n for n in names if params(getattr(fr, n)) != params(getattr(jr, n))] == []
+    with pytest.raises(NotImplementedError, match="out_sharding"):
+        fr.uniform(fr.key(0), (2,), out_sharding=object())
 
 
 def _errors(R: Any, np_like: Any) -> list[Callable[[], Any]]:

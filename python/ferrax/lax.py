@@ -33,6 +33,25 @@ from ferrax._lax.bits import bitcast_convert_type, clz, population_count
 from ferrax._lax.custom import stop_gradient
 from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
+from ferrax._lax.special import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    cbrt,
+    cosh,
+    digamma,
+    erf,
+    erf_inv,
+    erfc,
+    exp2,
+    is_finite,
+    lgamma,
+    sinh,
+)
 from ferrax._lax.elementwise import (
     abs,
     add,
@@ -141,6 +160,9 @@ __all__ = [
     "reshape", "round", "rsqrt", "select_n", "shift_left",
     "shift_right_arithmetic", "shift_right_logical", "sign", "sin",
     "slice", "sqrt", "square", "squeeze", "stop_gradient", "sub", "tan", "tanh", "transpose",
+    # special functions and the rest of the trigonometric family
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "digamma",
+    "erf", "erf_inv", "erfc", "exp2", "is_finite", "lgamma", "sinh",
     # indexing with computed positions
     "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "rev",
     "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",

@@ -118,6 +118,26 @@ from ferrax.numpy._ufuncs import (
     true_divide,
     trunc,
     where,
+    # the inverse and hyperbolic functions, cbrt, exp2, isfinite (issue 12)
+    acos,
+    acosh,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
+    arctan,
+    arctan2,
+    arctanh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    cbrt,
+    cosh,
+    exp2,
+    isfinite,
+    sinh,
 )
 
 # NumPy breadth (issue 12 item 3): ferrax.numpy._breadth; linspace, repeat, std and var
@@ -158,6 +178,8 @@ __all__ = [
     "logical_or", "logical_xor", "maximum", "minimum", "mod", "multiply", "negative",
     "not_equal", "positive", "pow", "power", "remainder", "right_shift", "rint", "round",
     "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "trunc", "where",
+    "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh",
+    "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "exp2", "isfinite", "sinh",
     # reductions
     "all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var",
     # shapes

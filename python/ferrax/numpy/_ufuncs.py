@@ -40,6 +40,9 @@ __all__ = [
     "logical_or", "logical_xor", "maximum", "minimum", "mod", "multiply", "negative",
     "not_equal", "positive", "pow", "power", "remainder", "right_shift", "rint", "round",
     "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "trunc", "where",
+    # the inverse and hyperbolic functions, cbrt, exp2, isfinite (issue 12)
+    "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh",
+    "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "exp2", "isfinite", "sinh",
 ]
 
 
@@ -413,6 +416,85 @@ def tanh(x: ArrayLike, /) -> Array:
 def sqrt(x: ArrayLike, /) -> Array:
     """The square root (NaN for negative numbers)."""
     return lax.sqrt(_inexact("sqrt", x))
+
+
+# The inverse and hyperbolic functions, cbrt, exp2 and isfinite, with NumPy 2's short
+# names as aliases (as jax.numpy has them).
+
+
+def arcsin(x: ArrayLike, /) -> Array:
+    """Arc sine, in ``[-pi/2, pi/2]`` (NaN outside ``[-1, 1]``)."""
+    return lax.asin(_inexact("arcsin", x))
+
+
+def arccos(x: ArrayLike, /) -> Array:
+    """Arc cosine, in ``[0, pi]`` (NaN outside ``[-1, 1]``)."""
+    return lax.acos(_inexact("arccos", x))
+
+
+def arctan(x: ArrayLike, /) -> Array:
+    """Arc tangent, in ``(-pi/2, pi/2)``."""
+    return lax.atan(_inexact("arctan", x))
+
+
+def arctan2(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """The angle of the point ``(x2, x1)``, in ``[-pi, pi]``, with the quadrant from the
+    signs of both; integers and bools as float32."""
+    a, b = promote_args_inexact("arctan2", x1, x2)
+    return lax.atan2(a, b)
+
+
+def sinh(x: ArrayLike, /) -> Array:
+    """Hyperbolic sine."""
+    return lax.sinh(_inexact("sinh", x))
+
+
+def cosh(x: ArrayLike, /) -> Array:
+    """Hyperbolic cosine."""
+    return lax.cosh(_inexact("cosh", x))
+
+
+def arcsinh(x: ArrayLike, /) -> Array:
+    """Inverse hyperbolic sine."""
+    return lax.asinh(_inexact("arcsinh", x))
+
+
+def arccosh(x: ArrayLike, /) -> Array:
+    """Inverse hyperbolic cosine (NaN below 1)."""
+    return lax.acosh(_inexact("arccosh", x))
+
+
+def arctanh(x: ArrayLike, /) -> Array:
+    """Inverse hyperbolic tangent (``+-inf`` at ``+-1``, NaN beyond)."""
+    return lax.atanh(_inexact("arctanh", x))
+
+
+def cbrt(x: ArrayLike, /) -> Array:
+    """The real cube root."""
+    return lax.cbrt(_inexact("cbrt", x))
+
+
+def exp2(x: ArrayLike, /) -> Array:
+    """``2 ** x``."""
+    return lax.exp2(_inexact("exp2", x))
+
+
+def isfinite(x: ArrayLike, /) -> Array:
+    """Whether each element is neither infinite nor NaN: ``True`` everywhere for
+    integers and bools (as ``jax.numpy``: a constant, no primitive)."""
+    aval = operand_aval("isfinite", x, 0)
+    if dtypes.is_float(aval.dtype):
+        return lax.is_finite(x)
+    return full_like(x, True, dtype=np.bool_)
+
+
+asin = arcsin
+acos = arccos
+atan = arctan
+atan2 = arctan2
+asinh = arcsinh
+acosh = arccosh
+atanh = arctanh
 
 
 # ------------------------------------------------------------------------- comparisons

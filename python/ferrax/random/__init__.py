@@ -6,19 +6,22 @@ Keys are typed (``key(0)``: a :class:`KeyArray` of dtype ``key<fry>``) or raw
 return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan`` and
 ``lax.cond``.
 
+Signatures are JAX's; ``out_sharding`` is accepted but only as ``None`` so far.
 Not yet here: ``multivariate_normal`` (ferrax has no linalg yet). ``truncated_normal``
 needs ``ferrax.lax.erf``. The gamma family (``gamma``, ``loggamma``, ``beta``,
 ``dirichlet``, ``t``) samples as JAX does but has no derivative with respect to its
-parameters yet. ferrax has no sort or top_k primitive yet: ``permutation`` sorts with
-NumPy when its key is known, and by comparing all pairs when traced, as
-``choice(replace=False)`` with ``p`` and ``categorical(replace=False)`` always do
-(quadratic in the axis length; the same results as JAX's sorts).
+parameters yet. ``permutation`` sorts with NumPy when its key is known, with
+``lax.sort_key_val`` when traced (by comparing all pairs in builds without it);
+``choice(replace=False)`` with ``p`` and ``categorical(replace=False)`` take the top k
+by comparing all pairs, as ferrax has no ``lax.top_k`` yet (quadratic in the axis
+length; the same results as JAX's).
 """
 
 from ferrax.random._keys import (
     KeyArray,
     KeyDType,
     PRNGKey,
+    clone,
     fold_in,
     key,
     key_data,
@@ -60,6 +63,7 @@ __all__ = [
     "categorical",
     "cauchy",
     "choice",
+    "clone",
     "dirichlet",
     "exponential",
     "fold_in",

@@ -22,19 +22,27 @@ from ferrax import dtypes, lax
 from ferrax import numpy as fnp
 from ferrax._array import Array
 from ferrax._core import Tracer, to_numpy
-from ferrax._lax.bits import threefry2x32 as _threefry2x32_primitive
+from ferrax._lax.bits import threefry2x32
 from ferrax._user_frames import user_location
 from ferrax.tree_util import register_pytree_node
 
 __all__ = [
     "KeyArray",
     "KeyDType",
+    "PRNGKey",
     "check_key",
+    "clone",
+    "fold_in",
     "fold_in_data",
+    "key",
+    "key_data",
+    "key_dtype",
+    "key_impl",
     "random_bits_data",
     "seed_data",
+    "split",
     "split_data",
-    "threefry2x32",
+    "wrap_key_data",
 ]
 
 _U32 = np.dtype(np.uint32)
@@ -196,7 +204,10 @@ class KeyArray:
             full = (*idx, slice(None))
         else:
             full = (*idx, Ellipsis, slice(None))
-        return KeyArray._wrap(self._data[full])
+        data = self._data
+        if _known(data) and not any(isinstance(i, Array) for i in idx):
+            return KeyArray._wrap(fnp.asarray(to_numpy(data)[full]))
+        return KeyArray._wrap(data[full])
 
     def reshape(self, *shape: Any) -> KeyArray:
         """The keys in a new shape (``-1`` allowed)."""
@@ -300,32 +311,46 @@ def check_key(name: str, key: Any, *, allow_batched: bool = False) -> tuple[Any,
     return data, typed
 
 
-# --- threefry2x32 -------------------------------------------------------------------
+# --- the key operations on key data ------------------------------------------------------
 
 
-def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[Any, Any]:
-    """The threefry2x32 block cipher (20 rounds) of the counters ``(x1, x2)`` under the
-    key ``(k1, k2)``: all uint32; the keys broadcast against the counters' shape (the
-    ``threefry2x32`` primitive, as JAX's)."""
-    return _threefry2x32_primitive(k1, k2, x1, x2)
+def _check_size(shape: tuple[int, ...]) -> None:
+    if int(np.prod(shape, dtype=np.int64)) >= 2**32:
+        raise NotImplementedError(
+            f"random arrays of 2**32 elements or more are not supported, at {user_location()}"
+        )
 
 
 def _iota_2x32(shape: tuple[int, ...]) -> tuple[Any, Any]:
     # The high and low words of a 64-bit iota over ``shape`` (row-major).
-    size = int(np.prod(shape, dtype=np.int64))
-    if size >= 2**32:
-        raise NotImplementedError(
-            f"random arrays of 2**32 elements or more are not supported, at {user_location()}"
-        )
+    _check_size(shape)
     if not shape:
         zero = fnp.zeros((), _U32)
         return zero, zero
-    lo = lax.reshape(lax.iota(_U32, size), shape)
+    lo = lax.reshape(lax.iota(_U32, int(np.prod(shape, dtype=np.int64))), shape)
     return fnp.zeros(shape, _U32), lo
 
 
 def _key_words(data: Any) -> tuple[Any, Any]:
     return data[..., 0], data[..., 1]
+
+
+def _known(*xs: Any) -> bool:
+    return not any(isinstance(x, Tracer) for x in xs)
+
+
+def _hash_known(data: Any, hi: Any, lo: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    # threefry2x32 of known operands, the words and counters made with NumPy around the
+    # one primitive (eager key handling costs a few operations, not a dozen).
+    words = to_numpy(data)
+    b1, b2 = threefry2x32(words[..., 0], words[..., 1], hi, lo)
+    return to_numpy(b1), to_numpy(b2)
+
+
+def _iota_2x32_known(shape: tuple[int, ...]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    _check_size(shape)
+    lo = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=_U32).reshape(shape)
+    return np.zeros(shape, _U32), lo
 
 
 def seed_data(seed: Any) -> Any:
@@ -341,6 +366,9 @@ def seed_data(seed: Any) -> Any:
 
 def split_data(data: Any, shape: tuple[int, ...]) -> Any:
     """``uint32[*shape, 2]``: the keys split from one key's data."""
+    if _known(data):
+        n1, n2 = _hash_known(data, *_iota_2x32_known(shape))
+        return fnp.asarray(np.stack([n1, n2], axis=len(shape)))
     k1, k2 = _key_words(data)
     hi, lo = _iota_2x32(shape)
     b1, b2 = threefry2x32(k1, k2, hi, lo)
@@ -349,6 +377,9 @@ def split_data(data: Any, shape: tuple[int, ...]) -> Any:
 
 def fold_in_data(data: Any, msg: Any) -> Any:
     """The key data of ``data`` with the uint32 scalar ``msg`` folded in."""
+    if _known(data, msg):
+        n1, n2 = _hash_known(data, np.zeros((), _U32), to_numpy(msg))
+        return fnp.asarray(np.stack([n1, n2]))
     k1, k2 = _key_words(data)
     b1, b2 = threefry2x32(k1, k2, fnp.zeros((), _U32), msg)
     return fnp.stack([b1, b2])
@@ -356,10 +387,17 @@ def fold_in_data(data: Any, msg: Any) -> Any:
 
 def random_bits_data(data: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
     """``uint{bit_width}[*shape]`` random bits from one key's data."""
+    dtype = UINT_DTYPES[bit_width]
+    if _known(data):
+        n1, n2 = _hash_known(data, *_iota_2x32_known(shape))
+        if bit_width == 64:
+            known = (n1.astype(dtype) << np.uint64(32)) | n2.astype(dtype)
+        else:
+            known = (n1 ^ n2).astype(dtype)
+        return fnp.asarray(known)
     k1, k2 = _key_words(data)
     hi, lo = _iota_2x32(shape)
     b1, b2 = threefry2x32(k1, k2, hi, lo)
-    dtype = UINT_DTYPES[bit_width]
     if bit_width == 64:
         high = lax.convert_element_type(b1, dtype)
         low = lax.convert_element_type(b2, dtype)
@@ -494,7 +532,14 @@ def key_impl(keys: Any) -> str:
     return _IMPL_NAME
 
 
-def key_dtype(impl: Any = None) -> KeyDType:
+def clone(key: Any) -> Any:
+    """The same key (JAX's ``clone`` marks a key as reusable for its key-reuse checker,
+    which ferrax does not have)."""
+    check_key("clone", key, allow_batched=True)
+    return key
+
+
+def key_dtype(impl_spec: Any = None) -> KeyDType:
     """The dtype of typed keys (``key<fry>``)."""
-    _check_impl(impl, "key_dtype")
+    _check_impl(impl_spec, "key_dtype")
     return _KEY_DTYPE

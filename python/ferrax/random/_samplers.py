@@ -105,6 +105,16 @@ def _float_dtype(name: str, dtype: Any, *, allow_complex: bool = False) -> np.dt
     return d
 
 
+def _no_out_sharding(name: str, out_sharding: Any) -> None:
+    # JAX's samplers take out_sharding (explicit-sharding mode); ferrax accepts the
+    # keyword for the same signatures, without a layout yet.
+    if out_sharding is not None:
+        raise NotImplementedError(
+            f"{name}: out_sharding is not supported by ferrax.random yet (lay the result "
+            f"out with ferrax.lax.with_sharding_constraint), at {user_location()}"
+        )
+
+
 class _FInfo:
     """The few float constants the samplers use, for every float dtype (bfloat16 too)."""
 
@@ -122,18 +132,20 @@ def _const(value: float, dtype: np.dtype[Any]) -> Any:
     return np.array(value, dtype)
 
 
-def _broadcast_to_shape(name: str, x: Any, shape: tuple[int, ...]) -> Any:
-    # JAX pads the rank to len(shape), then relies on size-1 broadcasting.
+def _broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
+    # JAX pads the rank to len(shape), then relies on size-1 broadcasting (its errors
+    # come from the ops that meet the shapes first: max for the rank, mul for sizes).
     xs = _np_shape(x)
     if len(xs) > len(shape):
+        ranks = sorted({len(shape), len(xs)})
         raise TypeError(
-            f"{name}: arrays must have the same number of dimensions, got "
-            f"{{{len(shape)}, {len(xs)}}}, at {user_location()}"
+            f"max: arrays must have the same number of dimensions, got {{{ranks[0]}, {ranks[-1]}}}, "
+            f"at {user_location()}"
         )
     padded = (1,) * (len(shape) - len(xs)) + xs
     if any(p not in (1, s) for p, s in zip(padded, shape)):
         raise TypeError(
-            f"{name} got incompatible shapes for broadcasting: {shape}, {xs}, at {user_location()}"
+            f"mul got incompatible shapes for broadcasting: {shape}, {xs}, at {user_location()}"
         )
     return fnp.broadcast_to(x, shape) if xs != shape else x
 
@@ -141,9 +153,10 @@ def _broadcast_to_shape(name: str, x: Any, shape: tuple[int, ...]) -> Any:
 # --- bits and uniform -------------------------------------------------------------------
 
 
-def bits(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+def bits(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Uniform random bits as unsigned integers (``dtype`` uint32 by default, uint64
     with x64)."""
+    _no_out_sharding("bits", out_sharding)
     data, _ = check_key("bits", key)
     d = dtypes.default_uint() if dtype is None else dtypes.canonicalize(dtype, "bits")
     if d.kind != "u":
@@ -166,8 +179,8 @@ def _uniform_values(
     raw: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]
 ) -> Any:
     fi = _FInfo(dtype)
-    minval = _broadcast_to_shape("max", lax.convert_element_type(minval, dtype), shape)
-    maxval = _broadcast_to_shape("mul", lax.convert_element_type(maxval, dtype), shape)
+    minval = _broadcast_to_shape(lax.convert_element_type(minval, dtype), shape)
+    maxval = _broadcast_to_shape(lax.convert_element_type(maxval, dtype), shape)
     rng_bits = 8 if fi.nmant < 8 else fi.bits
     uint = UINT_DTYPES[fi.bits]
     if rng_bits != fi.bits:
@@ -195,9 +208,12 @@ def uniform(
     dtype: Any = None,
     minval: Any = 0.0,
     maxval: Any = 1.0,
+    *,
+    out_sharding: Any = None,
 ) -> Array:
     """Uniform random values in ``[minval, maxval)`` (float32 by default, float64 with
     x64)."""
+    _no_out_sharding("uniform", out_sharding)
     data, _ = check_key("uniform", key)
     d = _float_dtype("uniform", dtype)
     shp = _canonical_shape(shape)
@@ -258,10 +274,13 @@ def _randint_values(
 
 
 def randint(
-    key: Any, shape: Shape, minval: Any, maxval: Any, dtype: Any = None
+    key: Any, shape: Shape, minval: Any, maxval: Any, dtype: Any = None,
+    *,
+    out_sharding: Any = None,
 ) -> Array:
     """Uniform random integers in ``[minval, maxval)`` (int32 by default, int64 with
     x64), by JAX's algorithm (so with its small modulo bias)."""
+    _no_out_sharding("randint", out_sharding)
     data, _ = check_key("randint", key)
     d = dtypes.canonicalize(int if dtype is None else dtype, "randint")
     if not dtypes.is_int(d):
@@ -320,12 +339,21 @@ _ERF_INV_F64_GE16 = (
 
 
 def _erf_inv(x: Any) -> Any:
-    """``erf_inv`` of a float array, as XLA computes it (``lax.erf_inv`` will replace
-    this when ferrax has the primitive)."""
+    """``erf_inv`` of a float array: ``ferrax.lax.erf_inv`` where this build has it,
+    else XLA's expansion of chlo.erf_inv written out (the same bits: checked on 2*10**5
+    points per float dtype against both; delete the expansion once lax.erf_inv is
+    merged)."""
+    primitive = getattr(lax, "erf_inv", None)
+    if primitive is not None:
+        return primitive(x)
+    return _erf_inv_expanded(x)
+
+
+def _erf_inv_expanded(x: Any) -> Any:
     dtype = x.dtype
     if dtype in (np.dtype(np.float16), dtypes.bfloat16):
         # XLA evaluates the half-precision types in float32.
-        return lax.convert_element_type(_erf_inv(lax.convert_element_type(x, np.float32)), dtype)
+        return lax.convert_element_type(_erf_inv_expanded(lax.convert_element_type(x, np.float32)), dtype)
     shape = _np_shape(x)
 
     def full(v: float) -> Any:
@@ -379,8 +407,9 @@ def _normal_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
 _normal_jit = jit(_normal_impl, static_argnums=(1, 2))
 
 
-def normal(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+def normal(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard normal random values (float32 by default, float64 with x64)."""
+    _no_out_sharding("normal", out_sharding)
     data, _ = check_key("normal", key)
     d = _float_dtype("normal", dtype, allow_complex=True)
     shp = _canonical_shape(shape)
@@ -446,10 +475,13 @@ _truncated_normal_jit = jit(_truncated_normal_impl, static_argnums=(3, 4))
 
 
 def truncated_normal(
-    key: Any, lower: Any, upper: Any, shape: Shape | None = None, dtype: Any = None
+    key: Any, lower: Any, upper: Any, shape: Shape | None = None, dtype: Any = None,
+    *,
+    out_sharding: Any = None,
 ) -> Array:
     """Standard normal values truncated to ``(lower, upper)`` (by inverting the normal
     CDF on a uniform draw between ``erf`` of the bounds, as JAX)."""
+    _no_out_sharding("truncated_normal", out_sharding)
     shp = None if shape is None else _canonical_shape(shape)
     data, _ = check_key("truncated_normal", key)
     d = _float_dtype("truncated_normal", dtype)
@@ -476,9 +508,17 @@ def _bernoulli_impl(raw: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
 _bernoulli_jit = jit(_bernoulli_impl, static_argnums=(2, 3))
 
 
-def bernoulli(key: Any, p: Any = 0.5, shape: Shape | None = None, mode: str = "low") -> Array:
+def bernoulli(
+    key: Any,
+    p: Any = 0.5,
+    shape: Shape | None = None,
+    mode: str = "low",
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """Bernoulli random booleans, true with probability ``p`` (float; broadcast to
     ``shape``, whose default is ``p``'s shape)."""
+    _no_out_sharding("bernoulli", out_sharding)
     shp = None if shape is None else _canonical_shape(shape)
     if mode not in ("high", "low"):
         raise ValueError(f"got mode={mode!r}, expected 'high' or 'low', at {user_location()}")
@@ -510,8 +550,15 @@ def _exponential_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) ->
 _exponential_jit = jit(_exponential_impl, static_argnums=(1, 2))
 
 
-def exponential(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+def exponential(
+    key: Any,
+    shape: Shape = (),
+    dtype: Any = None,
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """Standard exponential random values."""
+    _no_out_sharding("exponential", out_sharding)
     data, _ = check_key("exponential", key)
     shp, d = _simple_sampler("exponential", dtype, shape)
     out: Array = _exponential_jit(_raw_bits(data, shp, d), shp, d)
@@ -527,8 +574,9 @@ def _laplace_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any
 _laplace_jit = jit(_laplace_impl, static_argnums=(1, 2))
 
 
-def laplace(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+def laplace(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard Laplace random values."""
+    _no_out_sharding("laplace", out_sharding)
     data, _ = check_key("laplace", key)
     shp, d = _simple_sampler("laplace", dtype, shape)
     out: Array = _laplace_jit(_raw_bits(data, shp, d), shp, d)
@@ -544,8 +592,9 @@ def _logistic_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> An
 _logistic_jit = jit(_logistic_impl, static_argnums=(1, 2))
 
 
-def logistic(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+def logistic(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard logistic random values."""
+    _no_out_sharding("logistic", out_sharding)
     data, _ = check_key("logistic", key)
     shp, d = _simple_sampler("logistic", dtype, shape)
     out: Array = _logistic_jit(_raw_bits(data, shp, d), shp, d)
@@ -562,8 +611,9 @@ def _cauchy_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
 _cauchy_jit = jit(_cauchy_impl, static_argnums=(1, 2))
 
 
-def cauchy(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+def cauchy(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard Cauchy random values."""
+    _no_out_sharding("cauchy", out_sharding)
     data, _ = check_key("cauchy", key)
     shp, d = _simple_sampler("cauchy", dtype, shape)
     out: Array = _cauchy_jit(_raw_bits(data, shp, d), shp, d)
@@ -640,9 +690,17 @@ def _gumbel_mode(mode: str | None) -> str:
     return mode
 
 
-def gumbel(key: Any, shape: Shape = (), dtype: Any = None, mode: str | None = None) -> Array:
+def gumbel(
+    key: Any,
+    shape: Shape = (),
+    dtype: Any = None,
+    mode: str | None = None,
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """Standard Gumbel random values (``mode`` "low", "high" or "highest" as JAX's:
     more random bits for a wider range)."""
+    _no_out_sharding("gumbel", out_sharding)
     data, _ = check_key("gumbel", key)
     shp, d = _simple_sampler("gumbel", dtype, shape)
     m = _gumbel_mode(mode)
@@ -660,8 +718,15 @@ def _rademacher_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> 
 _rademacher_jit = jit(_rademacher_impl, static_argnums=(1, 2))
 
 
-def rademacher(key: Any, shape: Shape = (), dtype: Any = None) -> Array:
+def rademacher(
+    key: Any,
+    shape: Shape = (),
+    dtype: Any = None,
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """Random -1 and 1 with equal probability (int32 by default, int64 with x64)."""
+    _no_out_sharding("rademacher", out_sharding)
     data, _ = check_key("rademacher", key)
     d = dtypes.canonicalize(int if dtype is None else dtype, "rademacher")
     shp = _canonical_shape(shape)
@@ -718,9 +783,12 @@ def categorical(
     shape: Shape | None = None,
     replace: bool = True,
     mode: str | None = None,
+    *,
+    out_sharding: Any = None,
 ) -> Array:
     """Samples from categorical distributions given by unnormalized log probabilities
     along ``axis`` (the Gumbel-max trick, as JAX)."""
+    _no_out_sharding("categorical", out_sharding)
     data, _ = check_key("categorical", key)
     logits_arr = fnp.asarray(logits)
     nd = logits_arr.ndim
@@ -771,7 +839,12 @@ def _top_k_indices(x: Any, k: int) -> Any:
 
 
 def _cumsum(x: Any) -> Any:
-    # Left to right, as XLA's CPU backend evaluates JAX's cumsum (a reduce_window).
+    # lax.cumsum where this build has it; else left to right, as XLA's CPU backend
+    # evaluates JAX's cumsum (a reduce_window).
+    cumsum = getattr(lax, "cumsum", None)
+    if cumsum is not None:
+        return cumsum(x, 0)
+
     def step(total: Any, v: Any) -> tuple[Any, Any]:
         total = lax.add(total, v)
         return total, total
@@ -790,6 +863,9 @@ def _sort_along_last(sort_keys: Any, values: Any) -> Any:
     if not isinstance(sort_keys, Tracer):
         order = np.argsort(to_numpy(sort_keys), axis=-1, kind="stable").astype(np.int32)
         return fnp.take_along_axis(values, fnp.asarray(order), axis=-1)
+    sort_key_val = getattr(lax, "sort_key_val", None)
+    if sort_key_val is not None:
+        return sort_key_val(sort_keys, values, -1)[1]
     n = sort_keys.shape[-1]
     ki = fnp.expand_dims(sort_keys, -1)  # [..., i, 1]
     kj = fnp.expand_dims(sort_keys, -2)  # [..., 1, j]
@@ -823,9 +899,17 @@ def _shuffle(data: Any, x: Any, axis: int) -> Any:
     return x
 
 
-def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Array:
+def permutation(
+    key: Any,
+    x: Any,
+    axis: int = 0,
+    independent: bool = False,
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """A random permutation of ``arange(x)`` (an int ``x``) or of ``x``'s entries along
     ``axis`` (each slice independently if ``independent``), the same as JAX's."""
+    _no_out_sharding("permutation", out_sharding)
     data, _ = check_key("permutation", key)
     arr = fnp.asarray(x)
     nd = max(arr.ndim, 1)
@@ -1025,17 +1109,33 @@ def _param_shape(name: str, shape: Shape | None, *params: Any) -> tuple[int, ...
     return shp
 
 
-def gamma(key: Any, a: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+def gamma(
+    key: Any,
+    a: Any,
+    shape: Shape | None = None,
+    dtype: Any = None,
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """Gamma random values with shape parameter ``a`` (Marsaglia and Tsang, as JAX;
     no derivative with respect to ``a`` yet)."""
+    _no_out_sharding("gamma", out_sharding)
     data, _ = check_key("gamma", key)
     d = _float_dtype("gamma", dtype)
     out: Array = _gamma_jit(data, a, _param_shape("gamma", shape, a), d, False)
     return out
 
 
-def loggamma(key: Any, a: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+def loggamma(
+    key: Any,
+    a: Any,
+    shape: Shape | None = None,
+    dtype: Any = None,
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """The log of gamma random values, computed in log space (accurate for small ``a``)."""
+    _no_out_sharding("loggamma", out_sharding)
     data, _ = check_key("loggamma", key)
     d = _float_dtype("gamma", dtype)
     out: Array = _gamma_jit(data, a, _param_shape("gamma", shape, a), d, True)
@@ -1057,8 +1157,17 @@ def _beta_impl(data: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtyp
 _beta_jit = jit(_beta_impl, static_argnums=(3, 4))
 
 
-def beta(key: Any, a: Any, b: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+def beta(
+    key: Any,
+    a: Any,
+    b: Any,
+    shape: Shape | None = None,
+    dtype: Any = None,
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """Beta random values with parameters ``a`` and ``b``."""
+    _no_out_sharding("beta", out_sharding)
     data, _ = check_key("beta", key)
     d = _float_dtype("beta", dtype)
     out: Array = _beta_jit(data, a, b, _param_shape("beta", shape, a, b), d)
@@ -1079,8 +1188,16 @@ def _dirichlet_impl(data: Any, alpha: Any, shape: tuple[int, ...], dtype: np.dty
 _dirichlet_jit = jit(_dirichlet_impl, static_argnums=(2, 3))
 
 
-def dirichlet(key: Any, alpha: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+def dirichlet(
+    key: Any,
+    alpha: Any,
+    shape: Shape | None = None,
+    dtype: Any = None,
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """Dirichlet random vectors with concentrations ``alpha`` (its last axis)."""
+    _no_out_sharding("dirichlet", out_sharding)
     data, _ = check_key("dirichlet", key)
     d = _float_dtype("dirichlet", dtype)
     ashape = _np_shape(alpha)
@@ -1109,8 +1226,16 @@ def _t_impl(data: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) ->
 _t_jit = jit(_t_impl, static_argnums=(2, 3))
 
 
-def t(key: Any, df: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
+def t(
+    key: Any,
+    df: Any,
+    shape: Shape | None = None,
+    dtype: Any = None,
+    *,
+    out_sharding: Any = None,
+) -> Array:
     """Student's t random values with ``df`` degrees of freedom."""
+    _no_out_sharding("t", out_sharding)
     data, _ = check_key("t", key)
     d = _float_dtype("t", dtype)
     out: Array = _t_jit(data, df, _param_shape("t", shape, df), d)

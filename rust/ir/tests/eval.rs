@@ -130,6 +130,24 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Tan, case_tan),
     (Builtin::Tanh, case_tanh),
     (Builtin::Logistic, case_logistic),
+    // Special functions and the rest of the trigonometric family (issue 12).
+    (Builtin::ErfInv, case_special_functions),
+    (Builtin::Erf, case_special_functions),
+    (Builtin::Erfc, case_special_functions),
+    (Builtin::Lgamma, case_special_functions),
+    (Builtin::Digamma, case_special_functions),
+    (Builtin::Exp2, case_exp2_cbrt),
+    (Builtin::Cbrt, case_exp2_cbrt),
+    (Builtin::Asin, case_trigonometric),
+    (Builtin::Acos, case_trigonometric),
+    (Builtin::Atan, case_trigonometric),
+    (Builtin::Sinh, case_trigonometric),
+    (Builtin::Cosh, case_trigonometric),
+    (Builtin::Asinh, case_trigonometric),
+    (Builtin::Acosh, case_trigonometric),
+    (Builtin::Atanh, case_trigonometric),
+    (Builtin::Atan2, case_atan2),
+    (Builtin::IsFinite, case_is_finite),
     (Builtin::Sqrt, case_sqrt),
     (Builtin::Rsqrt, case_rsqrt),
     (Builtin::Square, case_square),
@@ -399,6 +417,243 @@ fn case_logistic() {
         &[fa(F32, &[3], &[0.0, -1000.0, 1000.0])],
     );
     assert_same(&got, &fa(F32, &[3], &[0.5, 0.0, 1.0]));
+}
+
+/// Values of the special functions, from SciPy 1.17 in double precision
+/// (`scipy.special.erf, erfc, erfinv, gammaln, psi`), and XLA's values at the edges.
+#[allow(clippy::type_complexity)]
+const SPECIAL: &[(Builtin, [f64; 6], [f64; 6])] = &[
+    (
+        Builtin::Erf,
+        [-3.0, -0.7, 0.0, 0.2, 1.5, 4.5],
+        [
+            -0.9999779095030014,
+            -0.6778011938374183,
+            0.0,
+            0.22270258921047845,
+            0.9661051464753108,
+            0.9999999998033839,
+        ],
+    ),
+    (
+        Builtin::Erfc,
+        [-2.0, 0.0, 0.3, 2.0, 6.0, 20.0],
+        [
+            1.9953222650189528,
+            1.0,
+            0.6713732405408726,
+            0.004677734981047266,
+            2.1519736712498913e-17,
+            5.395865611607901e-176,
+        ],
+    ),
+    (
+        Builtin::ErfInv,
+        [-0.999, -0.3, 0.0, 0.1, 0.9, 0.999999],
+        [
+            -2.326753765513524,
+            -0.2724627147267544,
+            0.0,
+            0.08885599049425769,
+            1.1630871536766743,
+            3.458910737275499,
+        ],
+    ),
+    (
+        Builtin::Lgamma,
+        [-2.5, -0.1, 0.1, 1.5, 7.0, 1e5],
+        [
+            -0.05624371649767401,
+            2.368961332728789,
+            2.252712651734206,
+            -0.12078223763524526,
+            6.579251212010101,
+            1051287.7089736569,
+        ],
+    ),
+    (
+        Builtin::Digamma,
+        [-3.5, -0.1, 0.1, 1.461632144968362, 2.0, 1e5],
+        [
+            1.388870926359529,
+            9.24507305005295,
+            -10.423754940411076,
+            -3.0727905665462925e-16,
+            0.42278433509846713,
+            11.512920464961896,
+        ],
+    ),
+];
+
+#[test]
+fn case_special_functions() {
+    for &(prim, xs, want) in SPECIAL {
+        let got = run1(prim, none(), &[fa(F64, &[6], &xs)]);
+        assert_close(&got, &fa(F64, &[6], &want), 1e-12, 1e-14);
+        // f32: the f64 value rounded once.
+        let x32: Vec<f64> = xs.iter().map(|&x| x as f32 as f64).collect();
+        let got = run1(prim, none(), &[fa(F32, &[6], &x32)]);
+        for &g in &floats(&got) {
+            assert!(g.is_nan() || g == (g as f32) as f64, "{g} is not an f32");
+        }
+    }
+    // Identities over many points: erf is odd, erf + erfc = 1, erf_inv inverts erf,
+    // lgamma(x + 1) = lgamma(x) + ln|x|, digamma(x + 1) = digamma(x) + 1/x.
+    let xs: Vec<f64> = (-40..=40).map(|i| i as f64 * 0.0625 + 0.01).collect();
+    let n = xs.len() as i64;
+    let of = |p: Builtin, v: &[f64]| floats(&run1(p, none(), &[fa(F64, &[n], v)]));
+    let neg: Vec<f64> = xs.iter().map(|x| -x).collect();
+    let shifted: Vec<f64> = xs.iter().map(|x| x + 1.0).collect();
+    let (erf, erf_neg, erfc) = (
+        of(Builtin::Erf, &xs),
+        of(Builtin::Erf, &neg),
+        of(Builtin::Erfc, &xs),
+    );
+    let back = of(Builtin::ErfInv, &erf);
+    let (lg, lg1) = (of(Builtin::Lgamma, &xs), of(Builtin::Lgamma, &shifted));
+    let (dg, dg1) = (of(Builtin::Digamma, &xs), of(Builtin::Digamma, &shifted));
+    for i in 0..xs.len() {
+        let x = xs[i];
+        assert!((erf[i] + erf_neg[i]).abs() < 1e-16, "erf({x})");
+        assert!((erf[i] + erfc[i] - 1.0).abs() < 1e-15, "erfc({x})");
+        assert!(
+            (back[i] - x).abs() < 1e-12,
+            "erf_inv(erf({x})) = {}",
+            back[i]
+        );
+        assert!((lg1[i] - lg[i] - x.abs().ln()).abs() < 1e-12, "lgamma({x})");
+        assert!(
+            (dg1[i] - dg[i] - 1.0 / x).abs() < 1e-11 * (1.0 / x).abs().max(1.0),
+            "digamma({x})"
+        );
+    }
+    // The edges, as XLA has them: erf_inv(+-1) = +-inf and NaN outside [-1, 1]; lgamma
+    // +inf at the poles and at +-inf; digamma NaN at the poles and at -inf.
+    let inf = f64::INFINITY;
+    let cases: [(Builtin, [f64; 5], [f64; 5]); 5] = [
+        (
+            Builtin::ErfInv,
+            [1.0, -1.0, 1.5, -2.0, f64::NAN],
+            [inf, -inf, f64::NAN, f64::NAN, f64::NAN],
+        ),
+        (Builtin::Lgamma, [0.0, -0.0, -3.0, inf, -inf], [inf; 5]),
+        (
+            Builtin::Digamma,
+            [0.0, -0.0, -3.0, inf, -inf],
+            [f64::NAN, f64::NAN, f64::NAN, inf, f64::NAN],
+        ),
+        (
+            Builtin::Erf,
+            [inf, -inf, 0.0, -0.0, f64::NAN],
+            [1.0, -1.0, 0.0, -0.0, f64::NAN],
+        ),
+        (
+            Builtin::Erfc,
+            [inf, -inf, 0.0, 30.0, f64::NAN],
+            [0.0, 2.0, 1.0, 0.0, f64::NAN],
+        ),
+    ];
+    for (prim, xs, want) in cases {
+        for d in [F32, F64] {
+            assert_same(
+                &run1(prim, none(), &[fa(d, &[5], &xs)]),
+                &fa(d, &[5], &want),
+            );
+        }
+    }
+}
+
+#[test]
+fn case_exp2_cbrt() {
+    check_unary_float(Builtin::Exp2, XS, f64::exp2, f32::exp2);
+    check_unary_float(Builtin::Cbrt, XS, f64::cbrt, f32::cbrt);
+    let got = run1(
+        Builtin::Exp2,
+        none(),
+        &[fa(F32, &[3], &[10.0, -1.0, 200.0])],
+    );
+    assert_same(&got, &fa(F32, &[3], &[1024.0, 0.5, f64::INFINITY]));
+    let got = run1(Builtin::Cbrt, none(), &[fa(F64, &[3], &[-27.0, 8.0, -0.0])]);
+    assert_same(&got, &fa(F64, &[3], &[-3.0, 2.0, -0.0]));
+}
+
+/// Inside the domains of the inverse functions (|x| < 1 for asin, acos, atanh).
+const UNIT: &[f64] = &[-0.99, -0.5, -0.1, 0.0, 0.3, 0.75, 0.999];
+
+#[test]
+fn case_trigonometric() {
+    check_unary_float(Builtin::Asin, UNIT, f64::asin, f32::asin);
+    check_unary_float(Builtin::Acos, UNIT, f64::acos, f32::acos);
+    // Rust's f32 inverse hyperbolics are a few ulps off; the f64 value rounded is the
+    // reference.
+    check_unary_float(Builtin::Atanh, UNIT, f64::atanh, |x| {
+        (x as f64).atanh() as f32
+    });
+    check_unary_float(Builtin::Atan, XS, f64::atan, f32::atan);
+    check_unary_float(Builtin::Sinh, XS, f64::sinh, f32::sinh);
+    check_unary_float(Builtin::Cosh, XS, f64::cosh, f32::cosh);
+    check_unary_float(Builtin::Asinh, XS, f64::asinh, f32::asinh);
+    check_unary_float(
+        Builtin::Acosh,
+        &[1.0, 1.5, 2.0, 10.0, 1e10],
+        f64::acosh,
+        f32::acosh,
+    );
+    // Outside the domains: NaN; at the ends of atanh's: infinities.
+    let nan = f64::NAN;
+    for (prim, x, want) in [
+        (Builtin::Asin, 1.5, nan),
+        (Builtin::Acos, -1.5, nan),
+        (Builtin::Acosh, 0.5, nan),
+        (Builtin::Atanh, 2.0, nan),
+        (Builtin::Atanh, 1.0, f64::INFINITY),
+        (Builtin::Atanh, -1.0, f64::NEG_INFINITY),
+        (Builtin::Sinh, 1000.0, f64::INFINITY),
+        (Builtin::Atan, f64::INFINITY, std::f64::consts::FRAC_PI_2),
+    ] {
+        assert_same(
+            &run1(prim, none(), &[fa(F64, &[1], &[x])]),
+            &fa(F64, &[1], &[want]),
+        );
+    }
+}
+
+#[test]
+fn case_atan2() {
+    use std::f64::consts::{FRAC_PI_2, FRAC_PI_4, PI};
+    // Quadrants, the axes and signed zeros (atan2(+-0, -0) = +-pi).
+    let got = bin(
+        Builtin::Atan2,
+        fa(F64, &[6], &[1.0, 1.0, -1.0, 0.0, -0.0, 2.0]),
+        fa(F64, &[6], &[1.0, -1.0, -1.0, -0.0, -0.0, 0.0]),
+    );
+    let want = [
+        FRAC_PI_4,
+        3.0 * FRAC_PI_4,
+        -3.0 * FRAC_PI_4,
+        PI,
+        -PI,
+        FRAC_PI_2,
+    ];
+    assert_close(&got, &fa(F64, &[6], &want), 1e-15, 0.0);
+    // A rank-0 operand broadcasts; f32 rounds.
+    let got = bin(
+        Builtin::Atan2,
+        fa(F32, &[2], &[1.0, -3.0]),
+        fa(F32, &[], &[2.0]),
+    );
+    let want: Vec<f64> = [1f32, -3.0].iter().map(|y| y.atan2(2.0) as f64).collect();
+    assert_close(&got, &fa(F32, &[2], &want), 2e-7, 0.0);
+}
+
+#[test]
+fn case_is_finite() {
+    let xs = [1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -0.0, 1e300];
+    let got = run1(Builtin::IsFinite, none(), &[fa(F64, &[6], &xs)]);
+    assert_same(&got, &ba(&[6], &[true, false, false, false, true, true]));
+    // 1e300 overflows f32 on the way in: not finite there.
+    let got = run1(Builtin::IsFinite, none(), &[fa(F32, &[6], &xs)]);
+    assert_same(&got, &ba(&[6], &[true, false, false, false, true, false]));
 }
 
 #[test]

@@ -608,6 +608,176 @@ fn unary_cases(t: &mut Table) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Special functions and the rest of the trigonometric family (issue 12).
+
+/// Float in, same type out; of these only `exp2` and `cbrt` carry JAX's `accuracy`.
+const SPECIAL_UNARY: [Builtin; 15] = [
+    Builtin::ErfInv,
+    Builtin::Erf,
+    Builtin::Erfc,
+    Builtin::Lgamma,
+    Builtin::Digamma,
+    Builtin::Exp2,
+    Builtin::Cbrt,
+    Builtin::Asin,
+    Builtin::Acos,
+    Builtin::Atan,
+    Builtin::Sinh,
+    Builtin::Cosh,
+    Builtin::Asinh,
+    Builtin::Acosh,
+    Builtin::Atanh,
+];
+
+fn special_function_cases(t: &mut Table) {
+    for p in SPECIAL_UNARY {
+        for d in [F16, BF16, F32, F64] {
+            t.ok(
+                "float",
+                p,
+                vec![a(d, &[2, 3])],
+                no_params(),
+                vec![a(d, &[2, 3])],
+            );
+        }
+        t.ok(
+            "weak kept",
+            p,
+            vec![w(a(F32, &[]))],
+            no_params(),
+            vec![w(a(F32, &[]))],
+        );
+        t.ok(
+            "empty",
+            p,
+            vec![a(F32, &[0, 4])],
+            no_params(),
+            vec![a(F32, &[0, 4])],
+        );
+        // JAX: "erf does not accept dtype int32".
+        for d in [I32, U8, BOOL] {
+            t.err(
+                "not float",
+                p,
+                vec![a(d, &[3])],
+                no_params(),
+                Variant::DType,
+                &["operand 0 has dtype", "float"],
+            );
+        }
+        t.err(
+            "two operands",
+            p,
+            vec![a(F32, &[3]), a(F32, &[3])],
+            no_params(),
+            Variant::Arity,
+            &["takes 1 operands but was given 2"],
+        );
+        if matches!(p, Builtin::Exp2 | Builtin::Cbrt) {
+            t.ok(
+                "accuracy=None",
+                p,
+                vec![a(F32, &[3])],
+                ps([("accuracy", Param::None)]),
+                vec![a(F32, &[3])],
+            );
+            t.err(
+                "accuracy as int",
+                p,
+                vec![a(F32, &[3])],
+                ps([("accuracy", Param::Int(1))]),
+                Variant::ParamKind,
+                &["accuracy", "None"],
+            );
+        } else {
+            t.err(
+                "no accuracy param",
+                p,
+                vec![a(F32, &[3])],
+                ps([("accuracy", Param::None)]),
+                Variant::UnknownParam,
+                &["unknown param 'accuracy'"],
+            );
+        }
+    }
+
+    // atan2: two floats of one dtype (JAX: "atan2 does not accept dtype int32"; lax.atan2
+    // does not promote, "requires arguments to have the same dtypes").
+    binary_common(t, Builtin::Atan2, F32, F32);
+    for d in [F16, BF16, F64] {
+        t.ok(
+            "float",
+            Builtin::Atan2,
+            vec![a(d, &[2]), a(d, &[2])],
+            no_params(),
+            vec![a(d, &[2])],
+        );
+    }
+    for d in [I32, U8, BOOL] {
+        t.err(
+            "not float",
+            Builtin::Atan2,
+            vec![a(d, &[2]), a(d, &[2])],
+            no_params(),
+            Variant::DType,
+            &["operand 0 has dtype", "float"],
+        );
+    }
+    t.err(
+        "dtypes differ",
+        Builtin::Atan2,
+        vec![a(F16, &[2]), a(F32, &[2])],
+        no_params(),
+        Variant::Operands,
+        &["f16 and f32 differ"],
+    );
+
+    // is_finite: a float in, bool of its shape and weak type out.
+    for d in [F16, BF16, F32, F64] {
+        t.ok(
+            "float",
+            Builtin::IsFinite,
+            vec![a(d, &[2, 3])],
+            no_params(),
+            vec![a(BOOL, &[2, 3])],
+        );
+    }
+    t.ok(
+        "weak kept",
+        Builtin::IsFinite,
+        vec![w(a(F32, &[]))],
+        no_params(),
+        vec![w(a(BOOL, &[]))],
+    );
+    for d in [I32, U8, BOOL] {
+        t.err(
+            "not float",
+            Builtin::IsFinite,
+            vec![a(d, &[3])],
+            no_params(),
+            Variant::DType,
+            &["operand 0 has dtype", "float"],
+        );
+    }
+    t.err(
+        "arity",
+        Builtin::IsFinite,
+        vec![],
+        no_params(),
+        Variant::Arity,
+        &["given 0"],
+    );
+    t.err(
+        "no params",
+        Builtin::IsFinite,
+        vec![a(F32, &[3])],
+        ps([("accuracy", Param::None)]),
+        Variant::UnknownParam,
+        &["accuracy"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // Binary elementwise.
 
 const COMPARISONS: [Builtin; 6] = [
@@ -4693,8 +4863,9 @@ fn bit_rules() {
     run(&table(bit_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 13] = [
+const FAMILIES: [fn(&mut Table); 14] = [
     bit_cases,
+    special_function_cases,
     collective_cases,
     sharding_cases,
     unary_cases,

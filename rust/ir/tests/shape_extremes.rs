@@ -474,6 +474,7 @@ fn bases() -> Vec<Base> {
                 ]),
             ),
             Eq | Ne | Lt | Le | Gt | Ge => base(p, vec![f23.clone(), s.clone()], no),
+            IsFinite => base(p, vec![f23.clone()], no),
             _ => {
                 // The element-wise families.
                 let arity = match p.family() {

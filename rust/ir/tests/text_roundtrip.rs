@@ -66,6 +66,10 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             (vec![f32s(&[2, 3])], none())
         }
         Sin => (vec![f32s(&[2])], params(vec![("accuracy", Param::None)])),
+        ErfInv | Erf | Erfc | Lgamma | Digamma | Asin | Acos | Atan | Sinh | Cosh | Asinh
+        | Acosh | Atanh | IsFinite => (vec![f32s(&[2, 3])], none()),
+        Exp2 | Cbrt => (vec![f32s(&[2])], params(vec![("accuracy", Param::None)])),
+        Atan2 => (vec![f32s(&[3]), f32s(&[])], none()),
         Neg | Abs | Sign => (vec![av(DType::I32, &[4])], none()),
         Square | Copy => (vec![f32s(&[3])], none()),
         Not => (vec![av(DType::Bool, &[3])], none()),

@@ -222,6 +222,10 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
     let out = match prim {
         Neg | Abs | Sign | Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt
         | Rsqrt | Square | Not | Copy | Floor | Ceil => unary(prim, arg(ins, 0)?)?,
+        ErfInv | Erf | Erfc | Lgamma | Digamma | Exp2 | Cbrt | Asin | Acos | Atan | Sinh | Cosh
+        | Asinh | Acosh | Atanh => unary(prim, arg(ins, 0)?)?,
+        Atan2 => binary(prim, arg(ins, 0)?, arg(ins, 1)?)?,
+        IsFinite => is_finite(arg(ins, 0)?)?,
         Round => round(arg(ins, 0)?, param_int(params, "rounding_method")?)?,
         PopulationCount | Clz => super::bits::count_bits(prim, arg(ins, 0)?)?,
         BitcastConvertType => {
@@ -308,6 +312,18 @@ fn logistic(a: f64) -> f64 {
     1.0 / (1.0 + (-a).exp())
 }
 
+/// `is_finite`: neither infinite nor NaN.
+fn is_finite(x: &HostArray) -> R<HostArray> {
+    let HostData::Float(v) = &x.data else {
+        return Err(wrong_dtype(Builtin::IsFinite, x.dtype));
+    };
+    Ok(HostArray {
+        shape: x.shape.clone(),
+        dtype: DType::Bool,
+        data: HostData::Bool(v.iter().map(|a| a.is_finite()).collect()),
+    })
+}
+
 /// `round`: half-way cases away from zero (`rounding_method` 0) or to the even
 /// neighbour (1).
 fn round(x: &HostArray, method: i64) -> R<HostArray> {
@@ -351,6 +367,21 @@ fn unary(prim: Builtin, x: &HostArray) -> R<HostArray> {
                 Copy => |a| a,
                 Floor => f64::floor,
                 Ceil => f64::ceil,
+                ErfInv => super::special::erf_inv,
+                Erf => super::special::erf,
+                Erfc => super::special::erfc,
+                Lgamma => super::special::lgamma,
+                Digamma => super::special::digamma,
+                Exp2 => f64::exp2,
+                Cbrt => f64::cbrt,
+                Asin => f64::asin,
+                Acos => f64::acos,
+                Atan => f64::atan,
+                Sinh => f64::sinh,
+                Cosh => f64::cosh,
+                Asinh => f64::asinh,
+                Acosh => f64::acosh,
+                Atanh => f64::atanh,
                 _ => return Err(wrong_dtype(prim, dt)),
             };
             HostData::Float(v.iter().map(|&a| round_float(dt, f(a))).collect())
@@ -566,6 +597,7 @@ fn binary(prim: Builtin, x: &HostArray, y: &HostArray) -> R<HostArray> {
                 Div => |p, q| p / q,
                 Rem => |p, q| p % q,
                 Pow => f64::powf,
+                Atan2 => f64::atan2,
                 Max => fmax,
                 Min => fmin,
                 _ => return Err(wrong_dtype(prim, dt)),

@@ -606,6 +606,30 @@ impl Gen<'_, '_> {
                 };
                 self.add(lv, prim, vec![x], params);
             }
+            // Special functions and the rest of the trigonometric family (issue 12).
+            ErfInv | Erf | Erfc | Lgamma | Digamma | Exp2 | Cbrt | Asin | Acos | Atan | Sinh
+            | Cosh | Asinh | Acosh | Atanh => {
+                let (x, _) = self.operand(
+                    lv,
+                    |t| t.dtype.is_float(),
+                    |g| g.type_where(DType::is_float),
+                )?;
+                let params = if matches!(prim, Exp2 | Cbrt) && self.ratio(1, 4)? {
+                    Params::new([("accuracy", Param::None)])
+                } else {
+                    none
+                };
+                self.add(lv, prim, vec![x], params);
+            }
+            Atan2 => self.binary(lv, prim, DType::is_float)?,
+            IsFinite => {
+                let (x, _) = self.operand(
+                    lv,
+                    |t| t.dtype.is_float(),
+                    |g| g.type_where(DType::is_float),
+                )?;
+                self.add(lv, prim, vec![x], none);
+            }
             Floor | Ceil => {
                 let (x, _) = self.operand(
                     lv,

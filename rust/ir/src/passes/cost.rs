@@ -108,6 +108,7 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
         | Family::UnaryNumeric
         | Family::BinaryNumeric
         | Family::BinaryFloat
+        | Family::BinaryFloatOnly
         | Family::BinaryAny
         | Family::Comparison
             if float_in && *b != Builtin::Copy =>
@@ -138,7 +139,7 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                 flops(size(&ins[0]) - out.as_ref().map_or(0.0, size))
             }
             Builtin::Argmax | Builtin::Argmin if float_in => flops(size(&ins[0])),
-            Builtin::Round if float_in => flops(out.as_ref().map_or(0.0, size)),
+            Builtin::Round | Builtin::IsFinite if float_in => flops(out.as_ref().map_or(0.0, size)),
             Builtin::AddAny if float_in => flops(out.as_ref().map_or(0.0, size)),
             Builtin::DotGeneral => {
                 let contracted: f64 = match e.params().get("dimension_numbers") {

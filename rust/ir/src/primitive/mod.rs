@@ -199,6 +199,24 @@ builtins! {
     Logistic => "logistic",
     Sqrt => "sqrt",
     Rsqrt => "rsqrt",
+    // Special functions and the rest of the trigonometric family (issue 12).
+    ErfInv => "erf_inv",
+    Erf => "erf",
+    Erfc => "erfc",
+    Lgamma => "lgamma",
+    Digamma => "digamma",
+    Exp2 => "exp2",
+    Cbrt => "cbrt",
+    Asin => "asin",
+    Acos => "acos",
+    Atan => "atan",
+    Sinh => "sinh",
+    Cosh => "cosh",
+    Asinh => "asinh",
+    Acosh => "acosh",
+    Atanh => "atanh",
+    Atan2 => "atan2",
+    IsFinite => "is_finite",
     Square => "square",
     Not => "not",
     IntegerPow => "integer_pow",
@@ -298,6 +316,8 @@ pub enum Family {
     /// Two operands, the first's type out: a float base and an exponent of the same
     /// float dtype or of any integer dtype (`pow`, as JAX has it).
     BinaryFloat,
+    /// Two operands of one float type, same type out (`atan2`).
+    BinaryFloatOnly,
     /// Two operands of one type, same type out; any dtype.
     BinaryAny,
     /// Two operands of one type, same type out; bool or integer.
@@ -318,6 +338,9 @@ impl Builtin {
         match self {
             Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt
             | Floor | Ceil => Family::UnaryFloat,
+            ErfInv | Erf | Erfc | Lgamma | Digamma | Exp2 | Cbrt | Asin | Acos | Atan | Sinh
+            | Cosh | Asinh | Acosh | Atanh => Family::UnaryFloat,
+            Atan2 => Family::BinaryFloatOnly,
             // JAX: `abs` takes signed ints and floats; `neg` and `sign` take any number
             // (unsigned ones wrap); `copy` and `stop_gradient` take anything, `bool`
             // included.
@@ -396,6 +419,8 @@ impl Builtin {
             Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
                 specs![opt("accuracy", K::NoneOnly)]
             }
+            // JAX 0.10: of the new unary functions, only these two carry `accuracy`.
+            Exp2 | Cbrt => specs![opt("accuracy", K::NoneOnly)],
             IntegerPow => specs![req("y", K::Int)],
             BitcastConvertType => specs![req("new_dtype", K::DType)],
             // JAX's `RoundingMethod`: 0 away from zero, 1 to nearest even.

@@ -369,6 +369,7 @@ pub(super) fn abstract_eval(
         Family::UnaryInt => unary(inputs, DType::is_int, "an integer dtype"),
         Family::BinaryNumeric => binary(inputs, |d| d != DType::Bool, "a numeric dtype", None),
         Family::BinaryFloat => pow(inputs),
+        Family::BinaryFloatOnly => binary(inputs, DType::is_float, "a float dtype", None),
         Family::BinaryAny => binary(inputs, |_| true, "any dtype", None),
         Family::BinaryBitwise => binary(inputs, |d| !d.is_float(), "bool or an integer", None),
         Family::BinaryShift => binary(inputs, DType::is_int, "an integer dtype", None),
@@ -464,6 +465,12 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
                     format!("{} cannot be raised to the negative power {y}", inputs[0]),
                 ));
             }
+            Ok(out)
+        }
+        // JAX: a float operand, a bool of its shape and weak type out.
+        IsFinite => {
+            let mut out = unary(inputs, DType::is_float, "a float dtype")?;
+            out[0].dtype = DType::Bool;
             Ok(out)
         }
         Round => {

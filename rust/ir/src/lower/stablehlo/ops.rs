@@ -169,6 +169,42 @@ impl Module {
                     Builtin::Not => "stablehlo.not",
                     Builtin::PopulationCount => "stablehlo.popcnt",
                     Builtin::Clz => "stablehlo.count_leading_zeros",
+                    // As JAX 0.10 lowers them: CHLO where it uses CHLO (jaxlib's compiler
+                    // expands those ops itself), `exp2` as `exp(x * ln 2)`.
+                    Builtin::ErfInv => "chlo.erf_inv",
+                    Builtin::Erf => "chlo.erf",
+                    Builtin::Erfc => "chlo.erfc",
+                    Builtin::Lgamma => "chlo.lgamma",
+                    Builtin::Digamma => "chlo.digamma",
+                    Builtin::Cbrt => "stablehlo.cbrt",
+                    Builtin::Asin => "chlo.asin",
+                    Builtin::Acos => "chlo.acos",
+                    Builtin::Atan => "chlo.atan",
+                    Builtin::Sinh => "chlo.sinh",
+                    Builtin::Cosh => "chlo.cosh",
+                    Builtin::Asinh => "chlo.asinh",
+                    Builtin::Acosh => "chlo.acosh",
+                    Builtin::Atanh => "chlo.atanh",
+                    Builtin::Exp2 => {
+                        let d = in_avals[0].dtype;
+                        let dims = in_avals[0].shape.dims().to_vec();
+                        let ln2 = self.scalar_constant(f, "0.69314718055994529", d);
+                        let ln2 = self.broadcast_to(f, ln2, &AbstractValue::scalar(d), &dims);
+                        let scaled = self.op1(
+                            f,
+                            "stablehlo.multiply",
+                            &[&ln2, &inputs[0]],
+                            "",
+                            out_ty.clone(),
+                        );
+                        return Ok(vec![self.op1(
+                            f,
+                            "stablehlo.exponential",
+                            &[&scaled],
+                            "",
+                            out_ty,
+                        )]);
+                    }
                     Builtin::Square => {
                         let x = &inputs[0];
                         return Ok(vec![self.op1(f, "stablehlo.multiply", &[x, x], "", out_ty)]);
@@ -184,6 +220,7 @@ impl Module {
             }
             Family::BinaryNumeric
             | Family::BinaryFloat
+            | Family::BinaryFloatOnly
             | Family::BinaryAny
             | Family::BinaryBitwise
             | Family::BinaryShift => {
@@ -194,6 +231,7 @@ impl Module {
                     Builtin::Div => "stablehlo.divide",
                     Builtin::Rem => "stablehlo.remainder",
                     Builtin::Pow => "stablehlo.power",
+                    Builtin::Atan2 => "stablehlo.atan2",
                     Builtin::Max => "stablehlo.maximum",
                     Builtin::Min => "stablehlo.minimum",
                     Builtin::And => "stablehlo.and",
@@ -271,6 +309,7 @@ impl Module {
                 };
                 one(self.integer_pow(f, &inputs[0], &in_avals[0], y))
             }
+            Builtin::IsFinite => one(self.op1(f, "stablehlo.is_finite", &[&inputs[0]], "", out_ty)),
             Builtin::Round => {
                 let op = match e.params().get("rounding_method") {
                     Some(Param::Int(0)) => "stablehlo.round_nearest_afz",
