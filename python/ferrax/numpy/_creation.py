@@ -42,7 +42,6 @@ __all__ = [
     "eye",
     "full",
     "full_like",
-    "linspace",
     "ones",
     "ones_like",
     "zeros",
@@ -317,50 +316,6 @@ def arange(
         return out
     values = np.arange(lo, hi, st, dtype=np.float64 if dtypes.is_float(want) else None)
     return ConcreteArray(values.astype(want))
-
-
-def linspace(
-    start: ArrayLike,
-    stop: ArrayLike,
-    num: int = 50,
-    endpoint: bool = True,
-    dtype: DTypeLike | None = None,
-) -> Array:
-    """``num`` evenly spaced values from ``start`` to ``stop`` (included if ``endpoint``).
-
-    The default float unless a float argument or ``dtype`` says otherwise; integer
-    dtypes truncate.
-    ``start`` and ``stop`` are scalars and may be traced (``num`` may not); the values
-    are ``start * (1 - t) + stop * t`` for ``t = i / div`` (``iota``), the endpoint
-    exactly ``stop``.
-    """
-    n = operator.index(num)
-    if n < 0:
-        raise ValueError(f"linspace: num must be non-negative, got {n}, at {user_location()}")
-    a_aval = operand_aval("linspace", start, 0)
-    b_aval = operand_aval("linspace", stop, 1)
-    if a_aval.shape != () or b_aval.shape != ():
-        raise TypeError(f"linspace: start and stop must be scalars, at {user_location()}")
-    if dtype is None:
-        operands = [(a_aval.dtype, a_aval.weak_type), (b_aval.dtype, b_aval.weak_type)]
-        out_dtype, _ = dtypes.result_type([*operands, (dtypes.default_float(), True)])
-    else:
-        out_dtype = dtypes.canonicalize(dtype, "linspace")
-    compute = out_dtype if dtypes.is_float(out_dtype) else dtypes.default_float()
-    lo = convert(start, compute, False)
-    hi = convert(stop, compute, False)
-    div = n - 1 if endpoint else n
-    if n == 0:
-        out = _fill((0,), 0, compute, False)
-    elif div == 0:
-        out = lax.broadcast_in_dim(lo, (1,), ())
-    else:
-        count = n - 1 if endpoint else n
-        t = lax.div(lax.iota(compute, count), float(div))
-        out = lax.add(lax.mul(lo, lax.sub(1.0, t)), lax.mul(hi, t))
-        if endpoint:
-            out = lax.concatenate([out, lax.broadcast_in_dim(hi, (1,), ())], 0)
-    return convert(out, out_dtype, False)
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike | None = None) -> Array:

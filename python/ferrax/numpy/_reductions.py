@@ -21,7 +21,7 @@ from ferrax.numpy._promotion import ArrayLike, Axis, DTypeLike, as_array, conver
 from ferrax.numpy import _promotion, _ufuncs
 from ferrax.numpy._shape import insert_axes, normalize_axes, normalize_axis, ravel, reshape
 
-__all__ = ["all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var"]
+__all__ = ["all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "sum"]
 
 _HALF = (np.dtype(np.float16), dtypes.bfloat16)
 
@@ -137,73 +137,6 @@ def mean(
         mask = _promotion.broadcast_to(_ufuncs.not_equal(where, False), x.shape)
         out = lax.div(total, lax.reduce_sum(convert(mask, compute, False), axes))
     return _finish(convert(out, result, False), axes, keepdims)
-
-
-def _variance_dtypes(x: Array, dtype: DTypeLike | None) -> tuple[np.dtype[Any], np.dtype[Any]]:
-    """(result, computation) dtypes of ``var``/``std``: floats keep theirs (half floats
-    computed in float32), integers and bools give float32 (64-bit integers float64, as
-    JAX's ``to_inexact``)."""
-    if dtype is not None:
-        result = dtypes.canonicalize(dtype, "var")
-    else:
-        result = dtypes.to_inexact(x.dtype)
-    compute = dtypes.to_inexact(result)
-    if compute in _HALF:
-        compute = dtypes.canonicalize(np.float32)
-    return result, compute
-
-
-def var(
-    a: ArrayLike,
-    axis: Axis = None,
-    dtype: DTypeLike | None = None,
-    *,
-    ddof: int = 0,
-    keepdims: bool = False,
-    where: ArrayLike | None = None,
-    correction: int | float | None = None,
-) -> Array:
-    """The variance over ``axis`` (all axes by default): the mean squared deviation from
-    the mean, the count reduced by ``correction`` (``ddof``, NumPy's older name).
-
-    A count not above the correction gives NaN, as in JAX.
-    """
-    if where is not None:
-        raise NotImplementedError(f"var: the where= argument is not supported yet, at {user_location()}")
-    if correction is None:
-        correction = ddof
-    elif ddof != 0:
-        raise ValueError(f"var: give ddof or correction, not both, at {user_location()}")
-    x = as_array(a, "var")
-    axes = normalize_axes(axis, x.ndim, "var")
-    result, compute = _variance_dtypes(x, dtype)
-    xc = convert(x, compute, False)
-    count = 1
-    for i in axes:
-        count *= x.shape[i]
-    centered = _ufuncs.subtract(xc, _finish(mean(xc, axes), axes, True))
-    total = lax.reduce_sum(lax.square(centered), axes)
-    normalizer = count - correction
-    if normalizer > 0:
-        out = lax.div(total, float(normalizer))
-    else:
-        out = _ufuncs.multiply(total, float("nan"))
-    return _finish(convert(out, result, False), axes, keepdims)
-
-
-def std(
-    a: ArrayLike,
-    axis: Axis = None,
-    dtype: DTypeLike | None = None,
-    *,
-    ddof: int = 0,
-    keepdims: bool = False,
-    where: ArrayLike | None = None,
-    correction: int | float | None = None,
-) -> Array:
-    """The standard deviation over ``axis``: the square root of :func:`var`."""
-    v = var(a, axis, dtype, ddof=ddof, keepdims=keepdims, where=where, correction=correction)
-    return lax.sqrt(v)
 
 
 def _extremum(
