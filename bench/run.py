@@ -16,8 +16,10 @@ Sections:
   sharding  the data-parallel training step of mlp(8) jitted over 1, 2 and 4 CPU devices
          (batch split, parameters replicated), ferrax against JAX (see
          bench/sharding_bench.py); makes 4 CPU devices for the whole run.
+  examples  the jitted training step of examples/mnist_mlp.py, attention.py and lstm.py,
+         ferrax against the same programs in JAX (see bench/examples_bench.py).
 
-Usage: python bench/run.py [--section ir|trace|jit|ad|vmap|sharding|all] [--sizes 1000,10000,100000,1000000]
+Usage: python bench/run.py [--section ir|trace|jit|ad|vmap|sharding|examples|all] [--sizes 1000,10000,100000,1000000]
                            [--reps-scale 1.0] [--no-jax] [--out bench/results]
 JAX is optional: sections that compare against it print ferrax's figures alone when it
 is not installed (or with --no-jax).
@@ -281,9 +283,30 @@ def section_sharding(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> 
     )
 
 
+def section_examples(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import examples_bench
+
+    what = (
+        "training step: the jitted step (`value_and_grad` of the loss, then an Adam update "
+        "over the parameter pytree) of examples/mnist_mlp.py, attention.py and lstm.py "
+        "against the same programs written with JAX (bench/examples_bench.py), the same "
+        "parameters, optimizer state and batch on the device; steady-state time per step "
+        f"({examples_bench.STEPS} chained steps per timing, after compile and warm-up)."
+    )
+    ratio_note = (
+        "the ratio is the median of the per-pair ratios (a ferrax timing and the JAX timing "
+        "next to it, the first of each pair alternating; in parentheses the middle half of "
+        "the pair ratios)"
+    )
+    _comparison_section(
+        "examples", out_dir, examples_bench.run_examples, examples_bench.examples_table, what, rep_scale, use_jax, ratio_note
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "vmap", "sharding", "all"], default="all")
+    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "vmap", "sharding", "examples", "all"], default="all")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="ir section sizes")
     parser.add_argument(
         "--reps-scale", type=float, default=1.0, help="trace, ad and vmap sections: scale the repetitions (min 3)"
@@ -316,6 +339,10 @@ def main() -> None:
         print()
     if args.section in ("sharding", "all"):
         section_sharding(out_dir, args.reps_scale, not args.no_jax)
+    if args.section == "all":
+        print()
+    if args.section in ("examples", "all"):
+        section_examples(out_dir, args.reps_scale, not args.no_jax)
 
 
 if __name__ == "__main__":

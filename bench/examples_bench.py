@@ -1,0 +1,302 @@
+"""The examples that train (issue 12, item 7), ferrax against JAX in one run.
+
+For each of ``examples/mnist_mlp.py``, ``examples/attention.py`` and ``examples/lstm.py``
+this module holds the same program written with JAX (``jax_programs``: the same loss,
+the same Adam update, the same jitted training step), and times the jitted training step
+of both: the same parameters, optimizer state and batch (made once with ferrax.random,
+handed to both as NumPy arrays and put on the device), the same XLA underneath, so the
+target of the issue is a ratio within 5% (<= 1.05).
+
+Timed: the steady-state training step on device-resident arguments, ``STEPS`` chained
+steps per timing (each step's parameters and optimizer state feed the next; the loss
+and the parameters are waited for at the end), after a compile and warm-up call. Many
+short timings, the two systems taking turns (the first of each pair alternating), the GC
+off inside timed regions; the ratio is the median of the per-pair ratios (two timings a
+few milliseconds apart see the same load on the 2 shared cores), with the middle half
+of the pair ratios in parentheses.
+
+Before timing, one step of each system from the same inputs is checked to agree (loss
+and updated parameters).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import pathlib
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES = ("mnist_mlp", "attention", "lstm")
+STEPS = 5
+TARGET = 1.05
+
+
+def load_example(name: str) -> ModuleType:
+    """Imports ``examples/NAME.py`` as a module (its ``main`` does not run)."""
+    mod_name = f"ferrax_example_{name}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def jax_programs() -> dict[str, dict[str, Callable[..., Any]]]:
+    """The three examples written with JAX: per example ``loss``, ``loss_and_grad``
+    (jitted) and ``train_step`` (jitted), with the examples' signatures."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax, nn
+
+    def adam(lr: float) -> Callable[..., Any]:
+        def update(params: Any, grads: Any, state: Any, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> Any:
+            count = state["count"] + 1
+            mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state["mu"], grads)
+            nu = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state["nu"], grads)
+            t = count.astype(jnp.float32)
+            step = lr * jnp.sqrt(1 - b2**t) / (1 - b1**t)
+            params = jax.tree.map(lambda p, m, v: p - step * m / (jnp.sqrt(v) + eps), params, mu, nu)
+            return params, {"count": count, "mu": mu, "nu": nu}
+
+        return update
+
+    # examples/mnist_mlp.py
+    def mlp_predict(params: Any, x: Any) -> Any:
+        for layer in params[:-1]:
+            x = nn.relu(x @ layer["w"] + layer["b"])
+        return x @ params[-1]["w"] + params[-1]["b"]
+
+    def mlp_loss(params: Any, x: Any, labels: Any) -> Any:
+        logits = mlp_predict(params, x)
+        targets = nn.one_hot(labels, 10)
+        return -jnp.mean(jnp.sum(targets * nn.log_softmax(logits), axis=-1))
+
+    mlp_adam = adam(1e-3)
+
+    def mlp_step(params: Any, opt_state: Any, x: Any, labels: Any, idx: Any) -> Any:
+        value, grads = jax.value_and_grad(mlp_loss)(params, x[idx], labels[idx])
+        params, opt_state = mlp_adam(params, grads, opt_state)
+        return params, opt_state, value
+
+    # examples/attention.py
+    att = load_example("attention")
+    heads_n, vocab = att.HEADS, att.VOCAB
+
+    def layer_norm(p: Any, x: Any, eps: float = 1e-5) -> Any:
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean((x - mean) ** 2, axis=-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + eps) * p["g"] + p["b"]
+
+    def causal_attention(params: Any, x: Any) -> Any:
+        batch, seq, dim = x.shape
+        head = dim // heads_n
+        q, k, v = jnp.split(x @ params["qkv"], 3, axis=-1)
+
+        def heads(t: Any) -> Any:
+            return t.reshape(batch, seq, heads_n, head).transpose(0, 2, 1, 3)
+
+        q, k, v = heads(q), heads(k), heads(v)
+        scores = q @ k.transpose(0, 1, 3, 2) / jnp.sqrt(jnp.float32(head))
+        mask = jnp.tril(jnp.ones((seq, seq), dtype=bool))
+        scores = jnp.where(mask, scores, -1e9)
+        out = nn.softmax(scores, axis=-1) @ v
+        return out.transpose(0, 2, 1, 3).reshape(batch, seq, dim) @ params["out"]
+
+    def att_forward(params: Any, tokens: Any) -> Any:
+        x = params["embed"][tokens] + params["pos"]
+        x = x + causal_attention(params, layer_norm(params["ln1"], x))
+        h = nn.gelu(layer_norm(params["ln2"], x) @ params["mlp_in"] + params["mlp_in_b"])
+        x = x + h @ params["mlp_out"] + params["mlp_out_b"]
+        return layer_norm(params["ln_f"], x) @ params["unembed"]
+
+    def att_loss(params: Any, tokens: Any) -> Any:
+        logits = att_forward(params, tokens[:, :-1])
+        targets = nn.one_hot(tokens[:, 1:], vocab)
+        return -jnp.mean(jnp.sum(targets * nn.log_softmax(logits), axis=-1))
+
+    att_adam = adam(3e-3)
+
+    def att_step(params: Any, opt_state: Any, tokens: Any) -> Any:
+        value, grads = jax.value_and_grad(att_loss)(params, tokens)
+        params, opt_state = att_adam(params, grads, opt_state)
+        return params, opt_state, value
+
+    # examples/lstm.py
+    hidden = load_example("lstm").HIDDEN
+
+    def lstm_cell(params: Any, carry: Any, x_t: Any) -> Any:
+        h, c = carry
+        gates = x_t @ params["wx"] + h @ params["wh"] + params["b"]
+        i, f, g, o = jnp.split(gates, 4, axis=-1)
+        c = nn.sigmoid(f) * c + nn.sigmoid(i) * jnp.tanh(g)
+        h = nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+
+    def lstm_predict(params: Any, xs: Any) -> Any:
+        zeros = jnp.zeros((xs.shape[1], hidden), jnp.float32)
+        _, hs = lax.scan(lambda carry, x_t: lstm_cell(params, carry, x_t), (zeros, zeros), xs)
+        return hs @ params["w_out"] + params["b_out"]
+
+    def lstm_loss(params: Any, xs: Any, ys: Any) -> Any:
+        return jnp.mean((lstm_predict(params, xs) - ys) ** 2)
+
+    lstm_adam = adam(1e-2)
+
+    def lstm_step(params: Any, opt_state: Any, xs: Any, ys: Any) -> Any:
+        value, grads = jax.value_and_grad(lstm_loss)(params, xs, ys)
+        params, opt_state = lstm_adam(params, grads, opt_state)
+        return params, opt_state, value
+
+    return {
+        name: {"loss": loss, "loss_and_grad": jax.jit(jax.value_and_grad(loss)), "train_step": jax.jit(step)}
+        for name, loss, step in (
+            ("mnist_mlp", mlp_loss, mlp_step),
+            ("attention", att_loss, att_step),
+            ("lstm", lstm_loss, lstm_step),
+        )
+    }
+
+
+def example_inputs(name: str, seed: int = 0) -> tuple[Any, Any, tuple[Any, ...]]:
+    """``(params, opt_state, batch)`` of one example as NumPy trees, made with the
+    example's own ferrax code (the same inputs for ferrax and JAX)."""
+    import ferrax
+    import ferrax.random as random
+
+    ex = load_example(name)
+    k_init, k_data, k_perm = random.split(random.key(seed), 3)
+    params = ex.init_mlp(k_init) if name == "mnist_mlp" else ex.init_params(k_init)
+    opt_state = ex.adam_init(params)
+    if name == "mnist_mlp":
+        x, labels = ex.make_data(k_data)
+        idx = random.permutation(k_perm, ex.NUM_EXAMPLES)[: ex.BATCH]
+        batch: tuple[Any, ...] = (x, labels, idx)
+    elif name == "attention":
+        batch = (ex.make_batch(k_data),)
+    else:
+        batch = tuple(ex.make_batch(k_data))
+    to_np = lambda tree: ferrax.tree.map(np.asarray, tree)  # noqa: E731
+    return to_np(params), to_np(opt_state), tuple(np.asarray(b) for b in batch)
+
+
+class _Sys:
+    """One system: its name, tree functions and device_put."""
+
+    def __init__(self, name: str, mod: Any) -> None:
+        self.name = name
+        self.mod = mod
+
+    def put(self, tree: Any) -> Any:
+        return self.mod.tree_util.tree_map(self.mod.device_put, tree)
+
+    def ready(self, tree: Any) -> None:
+        for leaf in self.mod.tree_util.tree_leaves(tree):
+            leaf.block_until_ready()
+
+
+def _ferrax() -> _Sys:
+    import ferrax
+
+    return _Sys("ferrax", ferrax)
+
+
+def _jax() -> _Sys | None:
+    try:
+        import jax
+    except ImportError:
+        return None
+    return _Sys("jax", jax)
+
+
+def _steps(s: _Sys, step: Callable[..., Any], params: Any, opt_state: Any, batch: tuple[Any, ...]) -> float:
+    """Seconds per step over ``STEPS`` chained steps."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for _ in range(STEPS):
+            params, opt_state, value = step(params, opt_state, *batch)
+        s.ready((params, value))
+        dt = time.perf_counter() - t0
+    finally:
+        gc.enable()
+    return dt / STEPS
+
+
+def run_examples(use_jax: bool = True, reps_scale: float = 1.0, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """The training step of each example; JSON-able rows (ferrax's alone without JAX)."""
+    peer = _jax() if use_jax else None
+    systems = [s for s in (_ferrax(), peer) if s is not None]
+    jax_steps = {n: p["train_step"] for n, p in jax_programs().items()} if peer is not None else {}
+    reps = max(6, round(60 * reps_scale))
+    rows: list[dict[str, Any]] = []
+    for name in EXAMPLES:
+        params, opt_state, batch = example_inputs(name)
+        steps = {"ferrax": load_example(name).train_step, **({"jax": jax_steps[name]} if peer else {})}
+        args = {s.name: (s.put(params), s.put(opt_state), tuple(s.put(b) for b in batch)) for s in systems}
+        outs: dict[str, list[np.ndarray]] = {}
+        for s in systems:  # compile, warm up, and check both compute the same step
+            p, o, b = args[s.name]
+            out = steps[s.name](p, o, *b)
+            s.ready(out)
+            outs[s.name] = [np.asarray(a) for a in s.mod.tree_util.tree_leaves(out)]
+            _steps(s, steps[s.name], p, o, b)
+        if len(outs) == 2:
+            for a, b in zip(outs["ferrax"], outs["jax"]):
+                np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-5)
+        per: dict[str, list[float]] = {s.name: [] for s in systems}
+        for i in range(reps):
+            for s in systems if i % 2 == 0 else systems[::-1]:
+                p, o, b = args[s.name]
+                per[s.name].append(_steps(s, steps[s.name], p, o, b))
+        r: dict[str, Any] = {"metric": "training step", "case": _case(name), "target": TARGET}
+        for sname, ts in per.items():
+            r[sname] = {"median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts), "reps": len(ts)}
+        if "ferrax" in per and "jax" in per:
+            pairs = sorted(a / b for a, b in zip(per["ferrax"], per["jax"]))
+            r["ratio"] = statistics.median(pairs)
+            r["ratio_min"], r["ratio_max"] = pairs[len(pairs) // 4], pairs[(3 * len(pairs)) // 4]
+        rows.append(r)
+        if progress is not None:
+            progress(
+                f"{r['case']:60s} "
+                + "  ".join(f"{k} {v['median_s'] * 1e3:.3f} ms" for k, v in r.items() if isinstance(v, dict))
+                + (f"  ratio {r['ratio']:.4f}" if "ratio" in r else "")
+            )
+    return rows
+
+
+def _case(name: str) -> str:
+    ex = load_example(name)
+    if name == "mnist_mlp":
+        return f"mnist_mlp: MLP 784-512-512-10, batch {ex.BATCH} gathered from {ex.NUM_EXAMPLES}, Adam"
+    if name == "attention":
+        return f"attention: causal block, {ex.HEADS} heads, dim {ex.DIM}, seq {ex.SEQ}, batch {ex.BATCH}, Adam"
+    return f"lstm: scan over {ex.SEQ} steps, hidden {ex.HIDDEN}, batch {ex.BATCH}, Adam"
+
+
+def examples_table(rows: list[dict[str, Any]]) -> str:
+    """The section's table (ad_bench's layout)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from ad_bench import comparison_table
+
+    return comparison_table(rows, "us", 3)
+
+
+if __name__ == "__main__":
+    # The same as `python bench/run.py --section examples` (results and header included).
+    sys.path.insert(0, str(ROOT / "bench"))
+    from run import section_examples
+
+    section_examples(ROOT / "bench" / "results", 1.0, "--no-jax" not in sys.argv)
