@@ -12,6 +12,7 @@ negative integers and at ``-inf``.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -61,10 +62,9 @@ def _in_float64(fn: Callable[[NDArray], NDArray]) -> Callable[[NDArray], NDArray
 
 
 def _scipy_special() -> Any:
-    # Imported on first use: SciPy takes a while to import, and only these need it.
-    import scipy.special
-
-    return scipy.special
+    # Imported on first use: SciPy takes a while to import, and only these need it (it has
+    # no type stubs: the module is Any here).
+    return importlib.import_module("scipy.special")
 
 
 def _erf(x: NDArray) -> NDArray:
