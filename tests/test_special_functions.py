@@ -296,3 +296,15 @@ def test_bad_dtypes_are_type_errors_at_the_users_line(call: Callable[[Any], Any]
     # Staged too.
     with pytest.raises(ferrax.TypeCheckError, match="test_special_functions.py"):
         ferrax.jit(lambda: call(lax))()
+
+
+def test_derivatives_at_the_poles_are_jaxs() -> None:
+    # digamma' (trigamma) is +inf at zero and the negative integers, lgamma' (digamma)
+    # NaN there, as JAX's polygamma and digamma; eagerly and jitted.
+    x = np.array([0.0, -0.0, -1.0, -3.0, 1e-3, -2.5], np.float32)
+    for f, jf in ((lax.digamma, jax.lax.digamma), (lax.lgamma, jax.lax.lgamma)):
+        want = np.asarray(jax.jit(jax.vmap(jax.grad(jf)))(x))
+        eager = np.asarray(ferrax.vmap(ferrax.grad(f))(x))
+        jitted = np.asarray(ferrax.jit(ferrax.vmap(ferrax.grad(f)))(x))
+        for got in (eager, jitted):
+            _assert_matches(got, want, 1e-4, 0.0, f"{f.__name__}'")
