@@ -161,12 +161,12 @@ SPECIAL_POINTS: dict[str, list[float]] = {
 }
 # (One case per function and dtype, the points of both kinds in it: each case is an XLA
 # computation in JAX's reference programs, and these expand to large ones.)
-for fn, special_ref in SPECIAL_NUMPY.items():
+for special_name, special_ref in SPECIAL_NUMPY.items():
     for d in ALL:
         xs = values(d)
-        if d in FLOATS and fn in SPECIAL_POINTS:
-            xs = np.concatenate([xs, np.array(SPECIAL_POINTS[fn]).astype(d)])
-        case(fn, short(d), lambda L, x, fn=fn: getattr(L, fn)(x), xs, numpy=special_ref, rtol=10.0)
+        if d in FLOATS and special_name in SPECIAL_POINTS:
+            xs = np.concatenate([xs, np.array(SPECIAL_POINTS[special_name]).astype(d)])
+        case(special_name, short(d), lambda L, x, n=special_name: getattr(L, n)(x), xs, numpy=special_ref, rtol=10.0)
 for d in ALL:
     ys, xs = values(d), values(d, 1)
     if d in FLOATS:
