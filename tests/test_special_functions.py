@@ -110,12 +110,14 @@ def _assert_matches(got: NDArray, want: NDArray, rtol: float, atol: float, what:
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
 def test_jitted_values_are_jaxs(dtype: np.dtype[Any]) -> None:
     # ferrax emits the operations JAX emits (CHLO's erf_inv, lgamma, digamma, ...), which
-    # jaxlib's compiler expands the same way: the same values, bit for bit in float32.
+    # jaxlib's compiler expands the same way: the same values (bit for bit on the
+    # machines tried; an ulp allowed, for code generated differently in other fusions).
     got = ferrax.jit(_all(lax))(_inputs(dtype))
     want = _jax_values(dtype)
     assert set(got) == set(want)
+    ulp = 2.0**-23 if dtype == F32 else 2.0**-7  # float32, bfloat16
     for name in want:
-        _assert_matches(np.asarray(got[name]), want[name], 0.0, 0.0, name)
+        _assert_matches(np.asarray(got[name]), want[name], ulp, 0.0, name)
 
 
 # Where the eager values (float64 math, rounded once) and XLA's float32 approximations
