@@ -134,6 +134,12 @@ OPS: dict[str, tuple[int, Op]] = {
     "log1p": (1, lambda L, a, b: L.np.log1p(L.np.square(a))),
     "sqrt": (1, lambda L, a, b: L.np.sqrt(L.np.square(a) + 1.0)),
     "logistic": (1, lambda L, a, b: L.lax.logistic(a)),
+    # Special functions (issue 12), on arguments inside their domains.
+    "erf": (1, lambda L, a, b: L.lax.erf(a)),
+    "erf_inv": (1, lambda L, a, b: L.lax.erf_inv(L.np.tanh(a) * 0.9)),
+    "lgamma": (1, lambda L, a, b: L.lax.lgamma(L.np.square(a) + 0.5)),
+    "arcsinh": (1, lambda L, a, b: L.np.arcsinh(a)),
+    "arctan2": (2, lambda L, a, b: L.np.arctan2(a, L.np.square(b) + 1.0)),
     "neg": (1, lambda L, a, b: -a),
     "scalar": (1, lambda L, a, b: 1.5 * a + 0.25),
     "add": (2, lambda L, a, b: a + b),

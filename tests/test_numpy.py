@@ -244,6 +244,8 @@ BINARY: dict[str, tuple[list[str], float, float, tuple[int, ...]]] = {
     "right_shift": (_INTEGRAL, -9, 9, ()),
     "bitwise_left_shift": (["u8,i8", "int,i8"], -9, 9, ()),
     "bitwise_right_shift": (["u8,i8", "int,i8"], -9, 9, ()),
+    "arctan2": (["f32,f32", "f32,float", "int,i8", "i32,f32", "f16,float", "f32[2,3],f32[3]", "f64,f32", "bool,float"], -4, 4, ()),
+    "atan2": (["i32,float"], -4, 4, ()),
 }
 
 
@@ -301,6 +303,22 @@ UNARY: dict[str, tuple[list[str], float, float, float]] = {
     "logical_not": (list(UNARY_OPERANDS), -1, 1, 1),
     "bitwise_not": (_INT_OR_BOOL, -9, 9, 1),
     "invert": (_INT_OR_BOOL, -9, 9, 1),
+    # The inverse and hyperbolic functions, cbrt, exp2, isfinite (issue 12): a sample of
+    # the operand kinds each (every case compiles), all of them for isfinite, whose
+    # integer and bool results are constants.
+    "arcsin": (["f32", "f16", "i8", "float"], -0.9, 0.9, 1),
+    "arccos": (["f32", "bf16", "bool", "np.float32"], -0.9, 0.9, 1),
+    "arctan": (["f32", "f64", "i32", "int"], -4, 4, 1),
+    "arcsinh": (["f32", "f16", "u8", "float"], -4, 4, 1),
+    "arccosh": (["f32", "f64", "int"], 1.1, 5, 1),
+    "arctanh": (["f32", "bf16", "f32[]"], -0.9, 0.9, 1),
+    "sinh": (["f32", "i8", "float", "f16"], -3, 3, 1),
+    "cosh": (["f32", "bool", "np.float32", "f64"], -3, 3, 1),
+    "cbrt": (["f32", "i32", "int", "bf16"], -9, 9, 1),
+    "exp2": (["f32", "u8", "float", "f16"], -3, 3, 1),
+    "isfinite": (list(UNARY_OPERANDS), -3, 3, 1),
+    "asin": (["f32"], -0.9, 0.9, 1),
+    "acosh": (["i32"], 1.1, 5, 1),
 }
 
 

@@ -12,6 +12,7 @@ negative integers and at ``-inf``.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ferrax._array import Array
-from ferrax._core import Primitive
+from ferrax._core import ConcreteArray, Primitive, aval_of
 from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, pair, quiet, scalar, scalar_as
 from ferrax._lax.elementwise import (
@@ -27,10 +28,14 @@ from ferrax._lax.elementwise import (
     _out_shaped,
     _zero_rule,
     add,
+    bitwise_and,
     convert_element_type,
     div,
+    eq,
     exp,
+    floor,
     integer_pow,
+    le,
     lt,
     mul,
     neg,
@@ -61,10 +66,9 @@ def _in_float64(fn: Callable[[NDArray], NDArray]) -> Callable[[NDArray], NDArray
 
 
 def _scipy_special() -> Any:
-    # Imported on first use: SciPy takes a while to import, and only these need it.
-    import scipy.special
-
-    return scipy.special
+    # Imported on first use: SciPy takes a while to import, and only these need it (it has
+    # no type stubs: the module is Any here).
+    return importlib.import_module("scipy.special")
 
 
 def _erf(x: NDArray) -> NDArray:
@@ -260,7 +264,19 @@ def _trigamma(x: Any) -> Any:
     s = sin(mul(_const(math.pi, v), v))
     reflected = sub(div(_const(math.pi**2, v), square(s)), psi1)
     out = select_n(reflect, psi1, reflected)
+    # +inf at the poles, as JAX's polygamma (sin(pi x) is not exactly 0 there in floats).
+    pole = bitwise_and(le(v, _const(0.0, v)), eq(v, floor(v)))
+    out = select_n(pole, out, _full(out, math.inf))
     return convert_element_type(out, dtype)
+
+
+def _full(like: Any, value: float) -> Any:
+    """``value`` in an array of ``like``'s shape and dtype."""
+    from ferrax._lax.structural import broadcast_in_dim
+
+    aval = aval_of(like)
+    scalar_value = ConcreteArray(np.full((), value, aval.dtype), False)
+    return scalar_value if aval.shape == () else broadcast_in_dim(scalar_value, aval.shape, ())
 
 
 ad.defjvp(erf_p, lambda g, ans, x: mul(_const(2.0 / math.sqrt(math.pi), x), mul(g, exp(neg(square(x))))))

@@ -523,7 +523,7 @@ fn random_eqn(
     let nested = depth < opts.max_depth && has_budget;
     match rng.below(if nested { 12 } else { 8 }) {
         0 | 1 => {
-            const UNARY: [Builtin; 11] = [
+            const UNARY: [Builtin; 14] = [
                 Builtin::Sin,
                 Builtin::Cos,
                 Builtin::Tanh,
@@ -535,6 +535,10 @@ fn random_eqn(
                 Builtin::Floor,
                 Builtin::Ceil,
                 Builtin::Round,
+                // Total, well-conditioned special functions (issue 12).
+                Builtin::Erf,
+                Builtin::Atan,
+                Builtin::Asinh,
             ];
             let p = UNARY[rng.below(UNARY.len())];
             let params = if p == Builtin::Round {
