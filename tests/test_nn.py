@@ -78,9 +78,8 @@ ELEMENTWISE: dict[str, Case] = {
     "sparse_sigmoid": lambda nn, x: nn.sparse_sigmoid(x),
     "mish": lambda nn, x: nn.mish(x),
     "log1mexp": lambda nn, x: nn.log1mexp(x),
+    "gelu(approximate=False)": lambda nn, x: nn.gelu(x, approximate=False),
 }
-if hasattr(ferrax.lax, "erfc"):
-    ELEMENTWISE["gelu(approximate=False)"] = lambda nn, x: nn.gelu(x, approximate=False)
 
 # Functions over axes, on a 2-d operand (the masks and scales are fixed arrays).
 MASK = np.array([[True, False, True, True, False, True]] * 3 + [[False] * 6])
@@ -521,8 +520,7 @@ def test_initializers_as_jax(dtype: Any) -> None:
     import jax.nn.initializers as jinit
 
     cases = dict(INITIALIZERS)
-    if hasattr(ferrax.lax, "erf"):  # truncated_normal draws through erf
-        cases.update(TRUNCATED)
+    cases.update(TRUNCATED)
     if dtype is not None:
         cases = {k: v for k, v in cases.items() if k in FEW}
     with both_x64(dtype == F64):

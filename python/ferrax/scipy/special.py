@@ -9,8 +9,6 @@ Integer and bool arguments are computed as floats (``promote_args_inexact``).
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import numpy as np
 
 from ferrax import lax
@@ -39,39 +37,29 @@ def _is_nan(x: Array) -> Array:
     return lax.ne(x, x)
 
 
-def _primitive(name: str) -> Callable[[Any], Array]:
-    fn = getattr(lax, name, None)
-    if fn is None:
-        raise NotImplementedError(
-            f"this build of ferrax lacks the {name} primitive, at {user_location()}"
-        )
-    out: Callable[[Any], Array] = fn
-    return out
-
-
 def erf(x: ArrayLike) -> Array:
     """The error function ``2/sqrt(pi) * integral from 0 to x of exp(-t**2) dt``."""
-    return _primitive("erf")(_inexact("erf", x))
+    return lax.erf(_inexact("erf", x))
 
 
 def erfc(x: ArrayLike) -> Array:
     """``1 - erf(x)``, accurate where ``erf(x)`` is close to 1."""
-    return _primitive("erfc")(_inexact("erfc", x))
+    return lax.erfc(_inexact("erfc", x))
 
 
 def erfinv(x: ArrayLike) -> Array:
     """The inverse of :func:`erf` on ``[-1, 1]`` (``+-inf`` at ``+-1``, NaN outside)."""
-    return _primitive("erf_inv")(_inexact("erfinv", x))
+    return lax.erf_inv(_inexact("erfinv", x))
 
 
 def gammaln(x: ArrayLike) -> Array:
     """``log|Gamma(x)|`` (``inf`` at the poles: 0 and the negative integers)."""
-    return _primitive("lgamma")(_inexact("gammaln", x))
+    return lax.lgamma(_inexact("gammaln", x))
 
 
 def digamma(x: ArrayLike) -> Array:
     """The digamma function, the derivative of ``log Gamma(x)``."""
-    return _primitive("digamma")(_inexact("digamma", x))
+    return lax.digamma(_inexact("digamma", x))
 
 
 def gammasgn(x: ArrayLike) -> Array:
@@ -91,7 +79,7 @@ def gammasgn(x: ArrayLike) -> Array:
 def gamma(x: ArrayLike) -> Array:
     """The gamma function ``Gamma(x)`` of real ``x``: ``gammasgn(x) * exp(gammaln(x))``."""
     xa = _inexact("gamma", x)
-    out: Array = gammasgn(xa) * lax.exp(_primitive("lgamma")(xa))
+    out: Array = gammasgn(xa) * lax.exp(lax.lgamma(xa))
     return out
 
 
@@ -101,7 +89,7 @@ def factorial(n: ArrayLike, exact: bool = False) -> Array:
     if exact:
         raise NotImplementedError(f"factorial with exact=True, at {user_location()}")
     na = _inexact("factorial", n)
-    return fnp.where(fnp.less(na, 0), 0, lax.exp(_primitive("lgamma")(na + 1)))
+    return fnp.where(fnp.less(na, 0), 0, lax.exp(lax.lgamma(na + 1)))
 
 
 def ndtr(x: ArrayLike) -> Array:
@@ -113,7 +101,7 @@ def ndtr(x: ArrayLike) -> Array:
             f"x.dtype={xa.dtype} is not supported by ndtr (float32 and float64 only), at {user_location()}"
         )
     t = xa.dtype.type
-    erf, erfc = _primitive("erf"), _primitive("erfc")
+    erf, erfc = lax.erf, lax.erfc
     half_sqrt_2 = t(0.5) * np.sqrt(2.0, dtype=xa.dtype)
     w = xa * half_sqrt_2
     z = lax.abs(w)
