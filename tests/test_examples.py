@@ -94,3 +94,13 @@ def test_twenty_steps_lower_the_loss(name: str) -> None:
     assert all(np.isfinite(losses))
     assert losses[-1] < 0.7 * losses[0], losses
     assert int(opt_state["count"]) == 20
+
+
+@pytest.mark.parametrize(("name", "kwargs"), [("mnist_mlp", {"epochs": 2}), ("attention", {"steps": 30}), ("lstm", {"steps": 30})])
+def test_main_runs_and_prints_falling_loss(name: str, kwargs: dict[str, int], capsys: pytest.CaptureFixture[str]) -> None:
+    """The script's own loop (shortened), as `python examples/NAME.py` runs it."""
+    _example(name).main(**kwargs)
+    out = capsys.readouterr().out
+    losses = [float(word) for line in out.splitlines() for prev, word in zip(line.split(), line.split()[1:]) if prev == "loss"]
+    assert len(losses) >= 2, out
+    assert losses[-1] < losses[0], out
