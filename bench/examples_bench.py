@@ -190,6 +190,22 @@ def example_inputs(name: str, seed: int = 0) -> tuple[Any, Any, tuple[Any, ...]]
     return to_np(params), to_np(opt_state), tuple(np.asarray(b) for b in batch)
 
 
+def count_eqns(closed: Any) -> int:
+    """Equations of a (closed) jaxpr, those of its sub-jaxprs (scan bodies, calls)
+    included; works on ferrax's and JAX's jaxprs."""
+    stack, total = [closed], 0
+    while stack:
+        jaxpr = stack.pop()
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+        for eqn in jaxpr.eqns:
+            total += 1
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, (tuple, list)) else (value,):
+                    if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                        stack.append(sub)
+    return total
+
+
 class _Sys:
     """One system: its name, tree functions and device_put."""
 
@@ -261,6 +277,10 @@ def run_examples(use_jax: bool = True, reps_scale: float = 1.0, progress: Callab
                 p, o, b = args[s.name]
                 per[s.name].append(_steps(s, steps[s.name], p, o, b))
         r: dict[str, Any] = {"metric": "training step", "case": _case(name), "target": TARGET}
+        # The size of each system's program (the step's jaxpr, sub-jaxprs included).
+        r["jaxpr_eqns"] = {
+            s.name: count_eqns(s.mod.make_jaxpr(steps[s.name].__wrapped__)(params, opt_state, *batch)) for s in systems
+        }
         for sname, ts in per.items():
             r[sname] = {"median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts), "reps": len(ts)}
         if "ferrax" in per and "jax" in per:
@@ -271,8 +291,9 @@ def run_examples(use_jax: bool = True, reps_scale: float = 1.0, progress: Callab
         if progress is not None:
             progress(
                 f"{r['case']:60s} "
-                + "  ".join(f"{k} {v['median_s'] * 1e3:.3f} ms" for k, v in r.items() if isinstance(v, dict))
+                + "  ".join(f"{k} {v['median_s'] * 1e3:.3f} ms" for k, v in r.items() if k in per)
                 + (f"  ratio {r['ratio']:.4f}" if "ratio" in r else "")
+                + "  jaxpr eqns " + ", ".join(f"{k} {v}" for k, v in r["jaxpr_eqns"].items())
             )
     return rows
 
