@@ -30,6 +30,23 @@ from ferrax._array import Array
 from ferrax._core import ConcreteArray, to_numpy
 from ferrax._lax._operands import scalar
 from ferrax._lax.bits import bitcast_convert_type, clz, population_count
+from ferrax._lax.convenience import (
+    associative_scan,
+    batch_matmul,
+    broadcast,
+    broadcast_shapes,
+    broadcast_to_rank,
+    collapse,
+    dot,
+    dynamic_update_index_in_dim,
+    dynamic_update_slice_in_dim,
+    full,
+    full_like,
+    index_in_dim,
+    map,
+    reciprocal,
+    slice_in_dim,
+)
 from ferrax._lax.custom import stop_gradient
 from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
@@ -175,6 +192,10 @@ __all__ = [
     "with_sharding_constraint",
     # bits
     "bitcast_convert_type", "clz", "population_count",
+    # compositions of primitives
+    "associative_scan", "batch_matmul", "broadcast", "broadcast_shapes", "broadcast_to_rank",
+    "collapse", "dot", "dynamic_update_index_in_dim", "dynamic_update_slice_in_dim", "full",
+    "full_like", "index_in_dim", "map", "reciprocal", "slice_in_dim",
 ]
 
 
