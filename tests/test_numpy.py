@@ -292,7 +292,7 @@ UNARY: dict[str, tuple[list[str], float, float, float]] = {
     "sqrt": (list(UNARY_OPERANDS), 0, 5, 1),
     "abs": (list(UNARY_OPERANDS), -4, 4, 1),
     "absolute": (list(UNARY_OPERANDS), -4, 4, 1),
-    "square": (_NOT_BOOL, -4, 4, 1),
+    "square": (list(UNARY_OPERANDS), -4, 4, 1),
     "negative": (_NOT_BOOL, -4, 4, 1),
     "positive": (_NOT_BOOL, -4, 4, 1),
     "sign": (_NOT_BOOL, -4, 4, 1),

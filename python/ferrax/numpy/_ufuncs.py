@@ -348,8 +348,8 @@ def sign(x: ArrayLike, /) -> Array:
 
 
 def square(x: ArrayLike, /) -> Array:
-    """``x * x``."""
-    return lax.square(as_array(x, "square"))
+    """``x * x`` (bools as the default int, as JAX's numeric promotion)."""
+    return lax.square(*_bools_as_int([as_array(x, "square")]))
 
 
 def maximum(x: ArrayLike, y: ArrayLike, /) -> Array:
