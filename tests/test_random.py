@@ -372,7 +372,6 @@ def test_gamma_family_matches_jax() -> None:
     assert same >= sum(np.size(w) for w in want) - 4
 
 
-@pytest.mark.skipif(not hasattr(flax, "erf"), reason="needs ferrax.lax.erf")
 def test_truncated_normal_matches_jax() -> None:
     def draws(R: Any, k: Any) -> list[Any]:
         k1, k2 = R.split(k)

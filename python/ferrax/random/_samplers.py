@@ -301,107 +301,11 @@ def randint(
 
 # --- normal and friends ------------------------------------------------------------------
 
-# XLA's ErfInv (Giles' approximations), as XLA's CPU backend expands chlo.erf_inv.
-_ERF_INV_F32_LT5 = (
-    2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
-    -0.00125372503, -0.00417768164, 0.246640727, 1.50140941,
-)
-_ERF_INV_F32_GE5 = (
-    -0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
-    -0.0076224613, 0.00943887047, 1.00167406, 2.83297682,
-)
-_ERF_INV_F64_LT6_25 = (
-    -3.64441206401782e-21, -1.6850591381820166e-19, 1.28584807152564e-18,
-    1.1157877678025181e-17, -1.3331716628546209e-16, 2.0972767875968562e-17,
-    6.6376381343583238e-15, -4.0545662729752069e-14, -8.1519341976054722e-14,
-    2.6335093153082323e-12, -1.2975133253453532e-11, -5.4154120542946279e-11,
-    1.0512122733215323e-09, -4.1126339803469837e-09, -2.9070369957882005e-08,
-    4.2347877827932404e-07, -1.3654692000834679e-06, -1.3882523362786469e-05,
-    0.00018673420803405714, -0.000740702534166267, -0.0060336708714301491,
-    0.24015818242558962, 1.6536545626831027,
-)
-_ERF_INV_F64_LT16 = (
-    2.2137376921775787e-09, 9.0756561938885391e-08, -2.7517406297064545e-07,
-    1.8239629214389228e-08, 1.5027403968909828e-06, -4.013867526981546e-06,
-    2.9234449089955446e-06, 1.2475304481671779e-05, -4.7318229009055734e-05,
-    6.8284851459573175e-05, 2.4031110387097894e-05, -0.00035503752036284748,
-    0.0009532893797373805, -0.0016882755560235047, 0.0024914420961078508,
-    -0.0037512085075692412, 0.0053709145535900636, 1.0052589676941592, 3.0838856104922208,
-)
-_ERF_INV_F64_GE16 = (
-    -2.7109920616438573e-11, -2.5556418169965252e-10, 1.5076572693500548e-09,
-    -3.789465440126737e-09, 7.61570120807834e-09, -1.496002662714924e-08,
-    2.9147953450901081e-08, -6.7711997758452339e-08, 2.2900482228026655e-07,
-    -9.9298272942317e-07, 4.5260625972231537e-06, -1.9681778105531671e-05,
-    7.5995277030017761e-05, -0.00021503011930044477, -0.00013871931833623122,
-    1.0103004648645344, 4.8499064014085844,
-)
-
-
-def _erf_inv(x: Any) -> Any:
-    """``erf_inv`` of a float array: ``ferrax.lax.erf_inv`` where this build has it,
-    else XLA's expansion of chlo.erf_inv written out (the same bits: checked on 2*10**5
-    points per float dtype against both; delete the expansion once lax.erf_inv is
-    merged)."""
-    primitive = getattr(lax, "erf_inv", None)
-    if primitive is not None:
-        return primitive(x)
-    return _erf_inv_expanded(x)
-
-
-def _erf_inv_expanded(x: Any) -> Any:
-    dtype = x.dtype
-    if dtype in (np.dtype(np.float16), dtypes.bfloat16):
-        # XLA evaluates the half-precision types in float32.
-        return lax.convert_element_type(_erf_inv_expanded(lax.convert_element_type(x, np.float32)), dtype)
-    shape = _np_shape(x)
-
-    def full(v: float) -> Any:
-        return fnp.full(shape, v, dtype)
-
-    def select(pred: Any, a: Any, b: Any) -> Any:
-        return lax.select_n(pred, b, a)
-
-    w = lax.neg(lax.log1p(lax.mul(x, lax.neg(x))))
-    if dtype == np.dtype(np.float32):
-        lt = lax.lt(w, full(5.0))
-        z = select(lt, lax.sub(w, full(2.5)), lax.sub(lax.sqrt(w), full(3.0)))
-        p = select(lt, full(_ERF_INV_F32_LT5[0]), full(_ERF_INV_F32_GE5[0]))
-        for a, b in zip(_ERF_INV_F32_LT5[1:], _ERF_INV_F32_GE5[1:]):
-            p = lax.add(select(lt, full(a), full(b)), lax.mul(p, z))
-    else:
-        lt6 = lax.lt(w, full(6.25))
-        lt16 = lax.lt(w, full(16.0))
-
-        def coefficient(i: int) -> Any:
-            c = full(_ERF_INV_F64_LT6_25[i])
-            if i < 19:
-                c = select(lt6, c, full(_ERF_INV_F64_LT16[i]))
-            if i < 17:
-                c = select(lt16, c, full(_ERF_INV_F64_GE16[i]))
-            return c
-
-        z = select(
-            lt6,
-            lax.sub(w, full(3.125)),
-            lax.sub(lax.sqrt(w), select(lt16, full(3.25), full(5.0))),
-        )
-        p = coefficient(0)
-        for i in range(1, 17):
-            p = lax.add(coefficient(i), lax.mul(p, z))
-        for i in range(17, 19):
-            p = select(lt16, lax.add(coefficient(i), lax.mul(p, z)), p)
-        for i in range(19, 23):
-            p = select(lt6, lax.add(coefficient(i), lax.mul(p, z)), p)
-    result = lax.mul(p, x)
-    return select(lax.eq(lax.abs(x), full(1.0)), lax.mul(x, full(np.inf)), result)
-
-
 def _normal_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     fi = _FInfo(dtype)
     lo = _const(-1.0 + fi.epsneg, dtype)  # nextafter(-1, 0)
     u = _uniform_values(raw, lo, _const(1.0, dtype), shape, dtype)
-    return lax.mul(fnp.full(shape, math.sqrt(2), dtype), _erf_inv(u))
+    return lax.mul(fnp.full(shape, math.sqrt(2), dtype), lax.erf_inv(u))
 
 
 _normal_jit = jit(_normal_impl, static_argnums=(1, 2))
@@ -415,16 +319,6 @@ def normal(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any 
     shp = _canonical_shape(shape)
     out: Array = _normal_jit(_raw_bits(data, shp, d), shp, d)
     return out
-
-
-def _erf(x: Any) -> Any:
-    """``lax.erf`` (a primitive lowered to chlo.erf, as JAX's)."""
-    erf = getattr(lax, "erf", None)
-    if erf is None:
-        raise NotImplementedError(
-            f"truncated_normal needs ferrax.lax.erf, which this build lacks, at {user_location()}"
-        )
-    return erf(x)
 
 
 def _nextafter_inf(x: Any, up: bool) -> Any:
@@ -462,10 +356,10 @@ def _truncated_normal_impl(
     sqrt2 = _const(math.sqrt(2), dtype)
     lower = lax.convert_element_type(lower, dtype)
     upper = lax.convert_element_type(upper, dtype)
-    a = _erf(lax.div(lower, fnp.full(_np_shape(lower), sqrt2, dtype)))
-    b = _erf(lax.div(upper, fnp.full(_np_shape(upper), sqrt2, dtype)))
+    a = lax.erf(lax.div(lower, fnp.full(_np_shape(lower), sqrt2, dtype)))
+    b = lax.erf(lax.div(upper, fnp.full(_np_shape(upper), sqrt2, dtype)))
     u = _uniform_values(raw, a, b, shape, dtype)
-    out = lax.mul(fnp.full(shape, sqrt2, dtype), _erf_inv(u))
+    out = lax.mul(fnp.full(shape, sqrt2, dtype), lax.erf_inv(u))
     lo = fnp.broadcast_to(_nextafter_inf(lax.stop_gradient(lower), True), shape)
     hi = fnp.broadcast_to(_nextafter_inf(lax.stop_gradient(upper), False), shape)
     return lax.min(hi, lax.max(lo, out))
