@@ -150,6 +150,7 @@ CASES = [
     _c("squeeze", lambda x: lax.squeeze(x, (0,)), (1, 3)),
     _c("expand_dims", lambda x: lax.expand_dims(x, (0, 2)), S),
     _c("concatenate", lambda x, y: lax.concatenate([x, y], 0), S, S),
+    _c("split", lambda x: lax.concatenate(lax.split(x, (1, 0, 2), 1)[::-1], 1), S),
     _c("slice", lambda x: lax.slice(x, (0, 1), (2, 3)), S),
     _c("slice", lambda x: lax.slice(x, (0, 0), (2, 3), (1, 2)), S),
     _c("dynamic_slice", lambda x: lax.dynamic_slice(x, (1, 1), (1, 2)), S),

@@ -447,6 +447,16 @@ def gen_concatenate(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case
     ]
 
 
+def gen_split(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (3, 5), dtype)
+    return [
+        # Every piece used (joined again in another order).
+        Case("pieces", lambda L: lambda a: L.concatenate(L.split(a, (2, 0, 3), 1)[::-1], 1), (x,)),
+        # Only some pieces used: the others' cotangents are zeros.
+        Case("one used", lambda L: lambda a: L.split(a, (1, 2), 0)[1], (x,)),
+    ]
+
+
 def gen_pad(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     x, v = normal(rng, (3, 4), dtype), normal(rng, (), dtype)
     return [
@@ -812,6 +822,7 @@ CASES: dict[str, Gen] = {
     "squeeze": gen_squeeze,
     "expand_dims": gen_expand_dims,
     "concatenate": gen_concatenate,
+    "split": gen_split,
     "pad": gen_pad,
     "slice": gen_slice,
     "dynamic_slice": gen_dynamic_slice,
@@ -1053,6 +1064,7 @@ STRUCTURE: list[tuple[str, Op, tuple[tuple[int, ...], ...]]] = [
     ("reduce_prod", lambda L: lambda a: L.reduce_prod(a, (1,)), ((3, 5),)),
     ("pad", lambda L: lambda a, v: L.pad(a, v, ((1, 2, 1), (0, -1, 0))), ((3, 4), ())),
     ("concatenate", lambda L: lambda a: L.concatenate([a, np.zeros((1, 4), np.float32)], 0), ((3, 4),)),
+    ("split", lambda L: lambda a: L.split(a, (1, 3), 1)[1], ((3, 4),)),
     ("scatter", lambda L: lambda a, u: scatter_op("scatter", UNIQUE_IDX)(L)(a, u), ((5, 3), (4, 3))),
     ("scatter-max", lambda L: lambda a, u: scatter_op("scatter_max", SCATTER_IDX)(L)(a, u), ((5, 3), (4, 3))),
     ("scatter-add", lambda L: lambda a, u: scatter_op("scatter_add", SCATTER_IDX)(L)(a, u), ((5, 3), (4, 3))),

@@ -343,6 +343,10 @@ for d in STRUCTURAL_DTYPES:
          numpy=lambda x, y: np.concatenate([x, y]))
     case("concatenate", f"{s}-axis1", lambda L, x: L.concatenate([x, x, x], 1), m34)
     case("concatenate", f"{s}-one", lambda L, x: L.concatenate([x], 0), m34)
+    # (The pieces joined again in reverse order: one array to compare.)
+    case("split", f"{s}", lambda L, x: L.concatenate(L.split(x, (1, 0, 3), 1)[::-1], 1), m34,
+         numpy=lambda x: np.concatenate([x[:, 1:], x[:, 1:1], x[:, :1]], 1))
+    case("split", f"{s}-negative-axis", lambda L, x: L.concatenate(L.split(x, (2, 1), -2)[::-1], 0), m34)
     case("slice", f"{s}", lambda L, x: L.slice(x, (0, 1), (3, 4)), m34, numpy=lambda x: x[0:3, 1:4])
     case("slice", f"{s}-strides", lambda L, x: L.slice(x, (0, 1), (3, 4), (2, 2)), m34, numpy=lambda x: x[0:3:2, 1:4:2])
     pv = v3[1]

@@ -158,6 +158,7 @@ from ferrax._lax.structural import (
     pad,
     reshape,
     slice,
+    split,
     squeeze,
     transpose,
 )
@@ -176,7 +177,7 @@ __all__ = [
     "neg", "pad", "pow", "reduce_max", "reduce_min", "reduce_prod", "reduce_sum", "rem",
     "reshape", "round", "rsqrt", "select_n", "shift_left",
     "shift_right_arithmetic", "shift_right_logical", "sign", "sin",
-    "slice", "sqrt", "square", "squeeze", "stop_gradient", "sub", "tan", "tanh", "transpose",
+    "slice", "split", "sqrt", "square", "squeeze", "stop_gradient", "sub", "tan", "tanh", "transpose",
     # special functions and the rest of the trigonometric family
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "digamma",
     "erf", "erf_inv", "erfc", "exp2", "is_finite", "lgamma", "sinh",

@@ -4,6 +4,7 @@ concatenate, slices, pad, iota, and dot_general."""
 from __future__ import annotations
 
 import builtins
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from ferrax import dtypes
 from ferrax._array import Array
-from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of, to_numpy
+from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of, to_numpy, user_location
 from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, canonical_dtype, is_python_scalar, quiet, scalar, scalar_as
 from ferrax._lax.elementwise import float_to_int
@@ -19,7 +20,7 @@ from ferrax._lax.elementwise import float_to_int
 __all__ = [
     "broadcast_in_dim", "broadcasted_iota", "concatenate", "dot_general", "dynamic_index_in_dim",
     "dynamic_slice", "dynamic_slice_in_dim", "dynamic_update_slice", "expand_dims", "iota", "pad",
-    "reshape", "slice", "squeeze", "transpose",
+    "reshape", "slice", "split", "squeeze", "transpose",
 ]
 
 NDArray = np.ndarray[Any, Any]
@@ -66,6 +67,20 @@ expand_dims_p.def_impl(lambda x, *, dimensions: np.expand_dims(x, tuple(dimensio
 
 concatenate_p = Primitive.builtin("concatenate")
 concatenate_p.def_impl(lambda *xs, dimension: np.concatenate(xs, axis=dimension))
+
+split_p = Primitive.builtin("split", multiple_results=True)
+
+
+@split_p.def_impl
+def _split_impl(x: NDArray, *, sizes: tuple[int, ...], axis: int) -> list[NDArray]:
+    ends = np.cumsum((0, *sizes))
+    index: list[Any] = [builtins.slice(None)] * x.ndim
+    out = []
+    for lo, hi in zip(ends[:-1], ends[1:]):
+        index[axis] = builtins.slice(int(lo), int(hi))
+        out.append(x[tuple(index)])
+    return out
+
 
 slice_p = Primitive.builtin("slice")
 
@@ -259,6 +274,17 @@ def concatenate(operands: Sequence[Any], dimension: int) -> Array:
     return bind1(concatenate_p, *xs, dimension=int(dimension))
 
 
+def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Array]:
+    """``operand`` cut along ``axis`` into consecutive pieces of ``sizes`` (which add up
+    to the axis's size); one array per piece."""
+    x = scalar(operand)
+    rank = len(aval_of(x).shape)
+    a = operator.index(axis)
+    if not -rank <= a < rank:
+        raise ValueError(f"axis {a} is out of bounds for array of dimension {rank}, at {user_location()}")
+    return list(split_p.bind(x, sizes=_ints(sizes), axis=a % rank))
+
+
 def slice(
     operand: Any,
     start_indices: Sequence[int],
@@ -422,7 +448,7 @@ def copy(x: Any) -> Array:
 # the tangents (zeros materialized where an operand of concatenate, pad or
 # dynamic_update_slice has none); start indices are integers and keep their primal value.
 
-for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, expand_dims_p, concatenate_p, slice_p, copy_p):
+for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, expand_dims_p, concatenate_p, slice_p, copy_p, split_p):
     ad.deflinear(_p)
 ad.deflinear(pad_p)  # jointly in the operand and the padding value
 ad.deflinear(dynamic_slice_p, [0])
@@ -514,6 +540,13 @@ def _install_batching() -> None:
         return bind1(concatenate_p, *_front(vals, dims, axis_size), dimension=dimension + 1), 0
 
     concatenate_p.def_batch(concat_rule)
+
+    def split_rule(vals: Any, dims: Any, *, axis_size: int, sizes: Any, axis: int) -> Any:
+        (x,) = _front(vals, dims, axis_size)
+        outs = split_p.bind(x, sizes=sizes, axis=axis + 1)
+        return list(outs), [0] * len(outs)
+
+    split_p.def_batch(split_rule)
 
     def slice_rule(vals: Any, dims: Any, *, axis_size: int, start_indices: Any, limit_indices: Any, strides: Any) -> Any:
         (x,) = _front(vals, dims, axis_size)

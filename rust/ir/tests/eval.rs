@@ -195,6 +195,7 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Squeeze, case_squeeze),
     (Builtin::ExpandDims, case_expand_dims),
     (Builtin::Concatenate, case_concatenate),
+    (Builtin::Split, case_split),
     (Builtin::Slice, case_slice),
     (Builtin::DynamicSlice, case_dynamic_slice),
     (Builtin::DynamicUpdateSlice, case_dynamic_update_slice),
@@ -2057,6 +2058,20 @@ fn case_concatenate() {
         ),
         &ia(I32, &[4, 1], &[1, 2, 1, 2]),
     );
+}
+
+#[test]
+fn case_split() {
+    let x = ia(I32, &[2, 5], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    let p = params(vec![("sizes", ints(&[2, 0, 3])), ("axis", Param::Int(1))]);
+    let outs = run(Builtin::Split, p, std::slice::from_ref(&x));
+    assert_eq!(outs.len(), 3);
+    assert_same(&outs[0], &ia(I32, &[2, 2], &[0, 1, 5, 6]));
+    assert_same(&outs[1], &ia(I32, &[2, 0], &[]));
+    assert_same(&outs[2], &ia(I32, &[2, 3], &[2, 3, 4, 7, 8, 9]));
+    let p = params(vec![("sizes", ints(&[1, 1])), ("axis", Param::Int(0))]);
+    let outs = run(Builtin::Split, p, &[x]);
+    assert_same(&outs[1], &ia(I32, &[1, 5], &[5, 6, 7, 8, 9]));
 }
 
 #[test]

@@ -2200,6 +2200,56 @@ fn shape_cases(t: &mut Table) {
         &["axis 0 appears twice"],
     );
 
+    // split (JAX: `lax.split`): pieces along an axis, the sizes adding up to it.
+    let sp = Builtin::Split;
+    let cut =
+        |sizes: &[i64], axis: i64| ps([("sizes", Param::ints(sizes)), ("axis", Param::Int(axis))]);
+    t.ok(
+        "pieces",
+        sp,
+        vec![a(F32, &[2, 5])],
+        cut(&[2, 0, 3], 1),
+        vec![a(F32, &[2, 2]), a(F32, &[2, 0]), a(F32, &[2, 3])],
+    );
+    t.ok(
+        "weak kept",
+        sp,
+        vec![w(a(I32, &[4]))],
+        cut(&[1, 3], 0),
+        vec![w(a(I32, &[1])), w(a(I32, &[3]))],
+    );
+    t.ok(
+        "no pieces of nothing",
+        sp,
+        vec![a(F32, &[0, 2])],
+        cut(&[], 0),
+        vec![],
+    );
+    t.err(
+        "sizes short",
+        sp,
+        vec![a(F32, &[2, 5])],
+        cut(&[2, 2], 1),
+        Variant::BadParam,
+        &["the sizes add up to 4, not to the size 5 of axis 1"],
+    );
+    t.err(
+        "negative size",
+        sp,
+        vec![a(F32, &[5])],
+        cut(&[6, -1], 0),
+        Variant::BadParam,
+        &["-1 is a negative size"],
+    );
+    t.err(
+        "axis",
+        sp,
+        vec![a(F32, &[5])],
+        cut(&[5], 1),
+        Variant::BadParam,
+        &["axis"],
+    );
+
     let cc = Builtin::Concatenate;
     let dim = |d: i64| ps([("dimension", Param::Int(d))]);
     t.ok(

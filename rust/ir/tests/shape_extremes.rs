@@ -215,6 +215,11 @@ fn bases() -> Vec<Base> {
                 vec![f23.clone(), a(F32, &[2, 5])],
                 ps([("dimension", Param::Int(1))]),
             ),
+            Split => base(
+                p,
+                vec![f23.clone()],
+                ps([("sizes", ints(&[1, 2])), ("axis", Param::Int(1))]),
+            ),
             Slice => base(
                 p,
                 vec![f23.clone()],

@@ -155,6 +155,13 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             vec![f32s(&[3, 2]), f32s(&[1, 2])],
             params(vec![("dimension", Param::Int(0))]),
         ),
+        Split => (
+            vec![f32s(&[5, 2])],
+            params(vec![
+                ("sizes", Param::ints(&[2, 0, 3])),
+                ("axis", Param::Int(0)),
+            ]),
+        ),
         Slice => (
             vec![f32s(&[5])],
             params(vec![

@@ -266,6 +266,13 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         Squeeze => squeeze(arg(ins, 0)?, param_ints(params, "dimensions")?)?,
         ExpandDims => expand_dims(arg(ins, 0)?, param_ints(params, "dimensions")?)?,
         Concatenate => concatenate(ins, param_int(params, "dimension")?)?,
+        Split => {
+            return split(
+                arg(ins, 0)?,
+                param_ints(params, "sizes")?,
+                param_int(params, "axis")?,
+            )
+        }
         Slice => slice(arg(ins, 0)?, params)?,
         DynamicSlice => dynamic_slice(
             arg(ins, 0)?,
@@ -1032,11 +1039,37 @@ fn concatenate(ins: &[&HostArray], dim: i64) -> R<HostArray> {
 fn slice(x: &HostArray, params: &Params) -> R<HostArray> {
     let start = to_usizes("start_indices", param_ints(params, "start_indices")?)?;
     let limit = to_usizes("limit_indices", param_ints(params, "limit_indices")?)?;
-    let xd = dims_of(&x.shape);
     let steps = match params.get("strides") {
         Some(Param::Ints(s)) => to_usizes("strides", s)?,
-        _ => vec![1; xd.len()],
+        _ => vec![1; x.shape.rank()],
     };
+    slice_with(x, &start, &limit, &steps)
+}
+
+/// `split[sizes axis]`: consecutive slices along `axis`.
+fn split(x: &HostArray, sizes: &[i64], axis: i64) -> R<Vec<HostArray>> {
+    let xd = dims_of(&x.shape);
+    let axis = usize::try_from(axis)
+        .ok()
+        .filter(|&a| a < xd.len())
+        .ok_or_else(|| internal("split axis out of range"))?;
+    let sizes = to_usizes("sizes", sizes)?;
+    let steps = vec![1; xd.len()];
+    let mut start = vec![0; xd.len()];
+    let mut limit = xd.clone();
+    let mut at = 0;
+    let mut out = Vec::with_capacity(sizes.len());
+    for s in sizes {
+        start[axis] = at;
+        at += s;
+        limit[axis] = at;
+        out.push(slice_with(x, &start, &limit, &steps)?);
+    }
+    Ok(out)
+}
+
+fn slice_with(x: &HostArray, start: &[usize], limit: &[usize], steps: &[usize]) -> R<HostArray> {
+    let xd = dims_of(&x.shape);
     if start.len() != xd.len() || limit.len() != xd.len() || steps.len() != xd.len() {
         return Err(internal("slice params do not fit the operand's rank"));
     }

@@ -989,6 +989,37 @@ impl Gen<'_, '_> {
                     Params::new([("dimension", Param::Int(d as i64))]),
                 );
             }
+            Split => {
+                let (x, xt) = self.operand(
+                    lv,
+                    |t| t.shape.rank() > 0,
+                    |g| {
+                        let mut t = g.any_type()?;
+                        if t.shape.rank() == 0 {
+                            t = aval(&[3], t.dtype);
+                        }
+                        Ok(t)
+                    },
+                )?;
+                let d = self.u.int_in_range(0..=xt.shape.rank() - 1)?;
+                let mut left = xt.shape.dims()[d];
+                let mut sizes = Vec::new();
+                while left > 0 && sizes.len() < 3 {
+                    let s = self.u.int_in_range(0..=left)?;
+                    sizes.push(s);
+                    left -= s;
+                }
+                sizes.push(left);
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([
+                        ("sizes", Param::ints(&sizes)),
+                        ("axis", Param::Int(d as i64)),
+                    ]),
+                );
+            }
             Slice => {
                 let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
                 let (mut start, mut limit, mut strides) = (vec![], vec![], vec![]);

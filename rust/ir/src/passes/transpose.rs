@@ -227,7 +227,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     use Builtin::*;
     match p {
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
-        | Squeeze | ExpandDims | Rev | Concatenate | ShardingConstraint => Ok(()),
+        | Squeeze | ExpandDims | Rev | Concatenate | Split | ShardingConstraint => Ok(()),
         Psum | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll | ShardMap => Ok(()),
         Slice | Pad => Ok(()),
         Jit | Remat | Scan => Ok(()),
@@ -1540,6 +1540,30 @@ impl Transposer<'_> {
                         self.give(i, a, r)?;
                     }
                     offset += size;
+                }
+            }
+            Split => {
+                // The pieces' cotangents joined again (zeros for pieces without one).
+                let axis = match e.params().get("axis") {
+                    Some(&Param::Int(a)) => a,
+                    _ => unreachable!("the typechecker requires split's axis"),
+                };
+                if self.atom_is_lin(ins[0]) {
+                    let mut parts = Vec::with_capacity(e.outvars().len());
+                    for &o in e.outvars() {
+                        let c = match self.ct[o.index()] {
+                            Some(c) => c,
+                            None => self.zeros(i, self.src.var_aval(o))?,
+                        };
+                        parts.push(Atom::Var(c));
+                    }
+                    let r = self.emit1(
+                        i,
+                        Concatenate,
+                        parts,
+                        params([("dimension", Param::Int(axis))]),
+                    )?;
+                    self.give(i, ins[0], r)?;
                 }
             }
             Slice => {

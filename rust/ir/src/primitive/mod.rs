@@ -259,6 +259,7 @@ builtins! {
     Squeeze => "squeeze",
     ExpandDims => "expand_dims",
     Concatenate => "concatenate",
+    Split => "split",
     Slice => "slice",
     DynamicSlice => "dynamic_slice",
     DynamicUpdateSlice => "dynamic_update_slice",
@@ -447,6 +448,7 @@ impl Builtin {
             Transpose => specs![req("permutation", K::Ints)],
             Squeeze | ExpandDims => specs![req("dimensions", K::Ints)],
             Concatenate => specs![req("dimension", K::Int)],
+            Split => specs![req("sizes", K::Ints), req("axis", K::Int)],
             Slice => specs![
                 req("start_indices", K::Ints),
                 req("limit_indices", K::Ints),

@@ -559,6 +559,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             ])
         }
         Concatenate => concatenate(inputs, params),
+        Split => split(inputs, params),
         Slice => slice(inputs, params),
         DynamicSlice => dynamic_slice(inputs, params),
         DynamicUpdateSlice => dynamic_update_slice(inputs),
@@ -961,6 +962,42 @@ fn concatenate(inputs: &[AbstractValue], params: &Params) -> Rule {
     Ok(vec![
         AbstractValue::new(shape(&dims)?, first.dtype).with_weak_type(weak)
     ])
+}
+
+/// `split[sizes axis]`: the operand cut along `axis` into consecutive pieces of
+/// `sizes` (non-negative, summing to the axis's size), one output each.
+fn split(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let rank = x.shape.rank();
+    let d = axis_in("axis", int(params, "axis")?, rank, format_args!("{x}"))?;
+    let sizes = ints(params, "sizes")?;
+    let mut total: i64 = 0;
+    for &s in sizes {
+        if s < 0 {
+            return Err(bad("sizes", format!("{s} is a negative size")));
+        }
+        total = total
+            .checked_add(s)
+            .ok_or(RuleError::Shape(ShapeError::Overflow))?;
+    }
+    if total != x.shape.dims()[d] {
+        return Err(bad(
+            "sizes",
+            format!(
+                "the sizes add up to {total}, not to the size {} of axis {d} of {x}",
+                x.shape.dims()[d]
+            ),
+        ));
+    }
+    let mut dims = x.shape.dims().to_vec();
+    sizes
+        .iter()
+        .map(|&s| {
+            dims[d] = s;
+            Ok(AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type))
+        })
+        .collect()
 }
 
 fn slice(inputs: &[AbstractValue], params: &Params) -> Rule {

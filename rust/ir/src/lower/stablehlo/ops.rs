@@ -450,6 +450,37 @@ impl Module {
                 );
                 one(self.op1(f, "stablehlo.slice", &[&inputs[0]], &attrs, out_ty))
             }
+            Builtin::Split => {
+                // One stablehlo.slice per piece, as JAX lowers it.
+                let axis = match e.params().get("axis") {
+                    Some(Param::Int(a)) => usize::try_from(*a).map_err(|_| bad(b, "axis"))?,
+                    _ => return Err(bad(b, "axis")),
+                };
+                let dims = in_avals[0].shape.dims();
+                let mut start = vec![0i64; dims.len()];
+                let mut limit = dims.to_vec();
+                let strides = vec![1i64; dims.len()];
+                let mut outs = Vec::with_capacity(out_avals.len());
+                for out in out_avals {
+                    let size = *out.shape.dims().get(axis).ok_or_else(|| bad(b, "axis"))?;
+                    limit[axis] = start[axis] + size;
+                    let attrs = format!(
+                        "start_indices = {}, limit_indices = {}, strides = {}",
+                        i64_array(&start),
+                        i64_array(&limit),
+                        i64_array(&strides)
+                    );
+                    outs.push(self.op1(
+                        f,
+                        "stablehlo.slice",
+                        &[&inputs[0]],
+                        &attrs,
+                        tensor_type(out),
+                    ));
+                    start[axis] = limit[axis];
+                }
+                Ok(outs)
+            }
             Builtin::DynamicSlice => {
                 let sizes = ints(e, b, "slice_sizes")?;
                 let refs: Vec<&Ssa> = inputs.iter().collect();
