@@ -659,7 +659,6 @@ def _split(
         if builtins.any(s < 0 for s in sizes):
             # As JAX: indices in increasing order, within the axis (no negative ones).
             raise ValueError(f"Sizes passed to split must be nonnegative, got {sizes}, at {user_location()}")
-        pieces = list(zip(cuts, cuts[1:]))
     else:
         count = _static_int(sections, name, "the number of sections")
         if count <= 0:
@@ -668,17 +667,8 @@ def _split(
         if rest and name == "split":
             raise ValueError(f"array split does not result in an equal division: rest is {rest}, at {user_location()}")
         sizes = [part + 1] * rest + [part] * (count - rest)
-        pieces, lo = [], 0
-        for s in sizes:
-            pieces.append((lo, lo + s))
-            lo += s
-    out = []
-    for lo, hi in pieces:
-        start = [0] * x.ndim
-        limit = list(x.shape)
-        start[dim], limit[dim] = lo, hi
-        out.append(lax.slice(x, start, limit))
-    return out
+    # One split equation, as JAX (its transpose is one concatenate).
+    return lax.split(x, sizes, dim)
 
 
 def split(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike, axis: int = 0) -> list[Array]:
