@@ -67,6 +67,7 @@ class Case(NamedTuple):
     args: tuple[NDArray, ...]
     grads: bool = True  # False where finite differences are meaningless (ties)
     jax_differs: str = ""  # why JAX's jvp is not the reference here (checked by (b))
+    mesh: str = ""  # the mesh the op uses, if any: one jit stages the cases of one mesh
 
 
 Gen = Callable[[np.random.Generator, np.dtype[Any]], list[Case]]
@@ -607,7 +608,7 @@ def gen_sharding_constraint(rng: np.random.Generator, dtype: np.dtype[Any]) -> l
     def op(spec: tuple[Any, ...]) -> Op:
         return lambda L: lambda a: L.with_sharding_constraint(L.sin(a), _named(L, spec))
 
-    return [Case(str(spec), op(spec), (x,)) for spec in [(), ("x",), (None, None)]]
+    return [Case(str(spec), op(spec), (x,), mesh="x=4") for spec in [(), ("x",), (None, None)]]
 
 
 # -------------------------------------------------------------------- collectives
@@ -621,7 +622,7 @@ def gen_sharding_constraint(rng: np.random.Generator, dtype: np.dtype[Any]) -> l
 
 def scase(label: str, op: Op, args: tuple[NDArray, ...], **kw: Any) -> Case:
     """A case whose op is a shard_map (see :func:`in_shard_map`)."""
-    return Case(label, op, args, **kw)
+    return Case(label, op, args, mesh="x=2,y=2", **kw)
 
 
 def in_shard_map(body: Op, in_specs: list[tuple[Any, ...]], out_spec: tuple[Any, ...]) -> Op:
@@ -894,28 +895,32 @@ def run_staged(
 @functools.cache
 def staged_table(library: str, dtype: np.dtype[Any]) -> dict[str, list[Any]] | None:
     """Every case of every primitive (JAX's: those compared with JAX) staged in one
-    ``jit`` of ``library``, results by primitive name; None if that fails (each test
-    then stages its own cases, to report its own error). One compilation instead of one
-    per primitive (or per primitive JAX runs eagerly) takes most of this file's time."""
-    names, cases, tangents = [], [], []
+    ``jit`` of ``library`` per mesh (one for the cases without a mesh, one per mesh the
+    others use: a jit holds one mesh), results by primitive name; None if that fails
+    (each test then stages its own cases, to report its own error). A few compilations
+    instead of one per primitive (or per primitive JAX runs eagerly) take most of this
+    file's time."""
+    groups: dict[str, tuple[list[str], list[Case], list[tuple[NDArray, ...]]]] = {}
     for name in CASES:
         cs = cases_of(name, dtype)
         ts = tangents_of(cs)
         for c, t in zip(cs, ts):
             if library == "ferrax" or not c.jax_differs:
+                names, cases, tangents = groups.setdefault(c.mesh, ([], [], []))
                 names.append(name)
                 cases.append(c)
                 tangents.append(t)
-    try:
-        if library == "jax":
-            results = run_staged(jax.jit, jax.jvp, jlax, cases, tangents)
-        else:
-            results = run_staged(ferrax.jit, ferrax.jvp, lax, cases, tangents)
-    except Exception:
-        return None
     table: dict[str, list[Any]] = {}
-    for name, r in zip(names, results):
-        table.setdefault(name, []).append(r)
+    for names, cases, tangents in groups.values():
+        try:
+            if library == "jax":
+                results = run_staged(jax.jit, jax.jvp, jlax, cases, tangents)
+            else:
+                results = run_staged(ferrax.jit, ferrax.jvp, lax, cases, tangents)
+        except Exception:
+            return None
+        for name, r in zip(names, results):
+            table.setdefault(name, []).append(r)
     return table
 
 
