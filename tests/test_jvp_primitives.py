@@ -593,6 +593,34 @@ def gen_rev(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     return [Case(str(d), call("rev", d), (x,)) for d in [(0,), (1,), (0, 1)]]
 
 
+def gen_sort(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    # Distinct float keys (ties would make finite differences meaningless); integer keys
+    # with ties in the lexicographic cases.
+    x, y = normal(rng, (3, 5), dtype), normal(rng, (3, 5), dtype)
+    k = rng.integers(0, 2, (3, 5)).astype(np.int32)
+    return [
+        Case("last", lambda L: lambda a: L.sort(a), (x,)),
+        Case("first", lambda L: lambda a: L.sort(a, dimension=0), (x,)),
+        # One output per case (the checks take one): the values, or the second key.
+        Case("key_val", lambda L: lambda a, b: L.sort_key_val(a, b)[1], (x, y)),
+        Case("two_keys", lambda L: lambda i, a, b: L.sort((i, a, b), dimension=1, num_keys=2)[2], (k, x, y)),
+        Case("second_key", lambda L: lambda i, a, b: L.sort((i, a, b), dimension=1, num_keys=2)[1], (k, x, y)),
+        Case("int_key", lambda L: lambda i, a: L.sort((i, a), dimension=0, num_keys=1)[1], (k, x)),
+    ]
+
+
+def cumulative(name: str) -> Gen:
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        # cumprod: factors near 1 (float32 second differences of large products are noise).
+        x = uniform(rng, (3, 4), 0.8, 1.25, dtype) if name == "cumprod" else normal(rng, (3, 4), dtype)
+        return [
+            Case(f"axis{axis}{' reverse' if rev else ''}", call(name, axis, rev), (x,))
+            for axis, rev in [(0, False), (1, True), (1, False), (0, True)]
+        ]
+
+    return gen
+
+
 def _named(L: Any, spec: tuple[Any, ...]) -> Any:
     """A NamedSharding of ``spec`` on a mesh of the four test devices, in ferrax's or
     JAX's classes as ``L`` is ferrax.lax or jax.lax."""
@@ -787,6 +815,12 @@ CASES: dict[str, Gen] = {
     "scatter-min": scatter_gen("scatter_min", extremal=True),
     "scatter-max": scatter_gen("scatter_max", extremal=True),
     "rev": gen_rev,
+    "sort": gen_sort,
+    "cumsum": cumulative("cumsum"),
+    "cumprod": cumulative("cumprod"),
+    "cummax": cumulative("cummax"),
+    "cummin": cumulative("cummin"),
+    "cumlogsumexp": cumulative("cumlogsumexp"),
     "psum": gen_psum,
     "pmax": gen_extremum("pmax"),
     "pmin": gen_extremum("pmin"),

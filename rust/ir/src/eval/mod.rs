@@ -79,6 +79,7 @@ mod bits;
 mod indexing;
 mod numeric;
 mod ops;
+mod sorting;
 mod spmd;
 
 pub use array::{allclose, check_close, ArrayError, HostArray, HostData};

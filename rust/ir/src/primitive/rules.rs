@@ -578,6 +578,8 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             check_axes("dimensions", dims, inputs[0].shape.rank())?;
             Ok(vec![inputs[0].clone()])
         }
+        Sort => sort(inputs, params),
+        Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => cumulative(prim, inputs, params),
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
         ShardingConstraint => {
@@ -858,6 +860,67 @@ fn argminmax(inputs: &[AbstractValue], params: &Params) -> Rule {
     }
     let kept = kept_dims(x.shape.dims(), &reduced);
     Ok(vec![AbstractValue::new(shape(&kept)?, index_dtype)])
+}
+
+/// `sort`: operands of one shape (any dtypes), sorted together along `dimension` by
+/// the first `num_keys`; the outputs are the operands' types (JAX's rule).
+fn sort(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity_at_least(inputs, 1)?;
+    let first = &inputs[0];
+    if let Some(other) = inputs.iter().find(|a| a.shape != first.shape) {
+        return Err(operands(format!(
+            "Arguments to sort must have equal shapes, got: {} and {}",
+            first.shape, other.shape
+        )));
+    }
+    let dim = int(params, "dimension")?;
+    axis_in(
+        "dimension",
+        dim,
+        first.shape.rank(),
+        format_args!("{first}"),
+    )?;
+    let keys = int(params, "num_keys")?;
+    if keys < 1 || keys as usize > inputs.len() {
+        return Err(bad(
+            "num_keys",
+            format!(
+                "{keys} must be between 1 and {} (the operand count)",
+                inputs.len()
+            ),
+        ));
+    }
+    Ok(inputs.to_vec())
+}
+
+/// `cumsum`, `cumprod`, `cummax`, `cummin`, `cumlogsumexp`: one numeric operand (a
+/// float one for `cumlogsumexp`), scanned along `axis`; its type out.
+fn cumulative(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let ok = if prim == Builtin::Cumlogsumexp {
+        x.dtype.is_float()
+    } else {
+        x.dtype != DType::Bool
+    };
+    if !ok {
+        return Err(RuleError::DType {
+            operand: 0,
+            got: x.dtype,
+            expected: if prim == Builtin::Cumlogsumexp {
+                "a float dtype".into()
+            } else {
+                "a numeric dtype".into()
+            },
+        });
+    }
+    axis_in(
+        "axis",
+        int(params, "axis")?,
+        x.shape.rank(),
+        format_args!("{x}"),
+    )?;
+    Ok(vec![x.clone()])
 }
 
 fn broadcast_in_dim(inputs: &[AbstractValue], params: &Params) -> Rule {
