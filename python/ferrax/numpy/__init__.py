@@ -52,6 +52,17 @@ from ferrax.numpy._scalar_types import (
     uint32,
     uint64,
 )
+from ferrax.numpy._sorting import (
+    argsort,
+    cumprod,
+    cumsum,
+    cumulative_prod,
+    cumulative_sum,
+    nancumprod,
+    nancumsum,
+    searchsorted,
+    sort,
+)
 from ferrax.numpy._shape import (
     concatenate,
     expand_dims,
@@ -146,6 +157,9 @@ __all__ = [
     "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "trunc", "where",
     # reductions
     "all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var",
+    # sorting and cumulative reductions
+    "argsort", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum", "nancumprod",
+    "nancumsum", "searchsorted", "sort",
     # shapes
     "concatenate", "expand_dims", "flip", "ravel", "repeat", "reshape", "squeeze", "stack",
     "swapaxes", "transpose",
