@@ -168,6 +168,8 @@ CASES = [
     _c("rev", lambda x: lax.rev(x, (1,)), S),
     _c("sort", lambda x: lax.sort(x, 1), S),
     _c("sort", lambda x, y: lax.sort((x, y), 0, num_keys=2)[1], S, S),
+    _c("top_k", lambda x: lax.top_k(x, 2)[0], S),
+    _c("top_k", lambda x: lax.top_k(x, 1, axis=0)[1], S),
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 1, True), S) for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")],
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 0), S) for name in ("cumsum", "cummax")],
     *[_c(name, _called(name), S) for name in ("custom_jvp_call", "custom_vjp_call", "remat2")],

@@ -609,6 +609,15 @@ def gen_sort(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     ]
 
 
+def gen_top_k(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (3, 5), dtype)
+    return [
+        Case("values", lambda L: lambda a: L.top_k(a, 2)[0], (x,)),
+        Case("axis 0", lambda L: lambda a: L.top_k(a, 3, axis=0)[0], (x,)),
+        Case("positions", lambda L: lambda a: L.top_k(a, 2)[1], (x,)),
+    ]
+
+
 def cumulative(name: str) -> Gen:
     def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
         # cumprod: factors near 1 (float32 second differences of large products are noise).
@@ -816,6 +825,7 @@ CASES: dict[str, Gen] = {
     "scatter-max": scatter_gen("scatter_max", extremal=True),
     "rev": gen_rev,
     "sort": gen_sort,
+    "top_k": gen_top_k,
     "cumsum": cumulative("cumsum"),
     "cumprod": cumulative("cumprod"),
     "cummax": cumulative("cummax"),

@@ -1,4 +1,4 @@
-"""``lax.sort``, ``lax.sort_key_val``, the cumulative primitives (``lax.cumsum``,
+"""``lax.sort``, ``lax.sort_key_val``, ``lax.top_k``, the cumulative primitives (``lax.cumsum``,
 ``cumprod``, ``cummax``, ``cummin``, ``cumlogsumexp``) and ``ferrax.numpy``'s sort,
 argsort, searchsorted and cumulative reductions, against JAX 0.10.2.
 
@@ -32,6 +32,7 @@ NDArray = np.ndarray[Any, Any]
 
 FLOATS = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
 INTS = [np.dtype(t) for t in (np.int8, np.int32, np.uint8, np.uint32)]
+EVERY: list[np.dtype[Any]] = [*FLOATS, *INTS, np.dtype(np.bool_)]
 SHAPES = [(7,), (3, 6), (4, 1), (1, 5), (0, 3), (2, 0), (2, 3, 4)]
 
 
@@ -81,7 +82,7 @@ class Case(NamedTuple):
 def sort_cases() -> list[Case]:
     rng = np.random.default_rng(0)
     cases = []
-    for dtype in [*FLOATS, *INTS, np.dtype(np.bool_)]:
+    for dtype in EVERY:
         for shape in SHAPES:
             x = values(rng, shape, dtype)
             for dim in range(len(shape)):
@@ -101,6 +102,10 @@ def sort_cases() -> list[Case]:
                     )
                 )
         cases.append(Case(f"key_val {shape}", via("sort_key_val"), (k2, v)))
+    for dtype in EVERY:
+        x = values(rng, (3, 7), dtype)
+        for k, axis in [(0, -1), (3, -1), (7, 1), (2, 0)]:
+            cases.append(Case(f"top_k {dtype.name} k={k} axis={axis}", via("top_k", k, axis=axis), (x,)))
     x = values(rng, (4, 6), np.dtype(np.float32))
     cases.append(Case("negative dimension", via("sort", dimension=-2), (x,)))
     cases.append(Case("unstable, no ties", via("sort", is_stable=False), (rng.permutation(12).astype(np.float32),)))
@@ -114,10 +119,10 @@ def cumulative_cases() -> list[Case]:
     # Each case compiles its own reduce_window (about 25 ms): a few layouts per dtype.
     rng = np.random.default_rng(1)
     layouts = [((6,), 0, False), ((3, 5), 1, True), ((0, 2), 0, False), ((1, 2, 3), 0, True), ((2, 3, 2), 1, False)]
-    narrow = [np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.int8), np.dtype(np.uint32)]
+    narrow: list[np.dtype[Any]] = [np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.int8), np.dtype(np.uint32)]
     cases = []
     for name in CUMULATIVE:
-        dtypes = [np.dtype(np.float32), np.dtype(np.float16)] if name == "cumlogsumexp" else narrow
+        dtypes: list[np.dtype[Any]] = [np.dtype(np.float32), np.dtype(np.float16)] if name == "cumlogsumexp" else narrow
         for dtype in dtypes:
             for shape, axis, reverse in layouts:
                 if dtype.kind in "iu" and name in ("cumsum", "cumprod"):
@@ -261,6 +266,10 @@ def test_lax_errors_are_jaxs() -> None:
             L.cumsum(x, axis=1)
         with pytest.raises(TypeError):
             L.cumsum(np.ones(3, np.bool_))
+        with pytest.raises(ValueError, match="k argument to top_k"):
+            L.top_k(x, -1)
+        with pytest.raises(ValueError, match="k argument to top_k"):
+            L.top_k(x, 4)
     with pytest.raises(TypeError, match="at least one operand") as info:
         lax.sort(())
     assert "test_sorting.py" in str(info.value)

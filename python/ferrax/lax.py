@@ -30,7 +30,7 @@ from ferrax._array import Array
 from ferrax._core import ConcreteArray, to_numpy
 from ferrax._lax._operands import scalar
 from ferrax._lax.bits import bitcast_convert_type, clz, population_count
-from ferrax._lax.sorting import cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val
+from ferrax._lax.sorting import cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k
 from ferrax._lax.custom import stop_gradient
 from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
@@ -155,7 +155,7 @@ __all__ = [
     # bits
     "bitcast_convert_type", "clz", "population_count",
     # sorting and cumulative reductions
-    "cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort", "sort_key_val",
+    "cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort", "sort_key_val", "top_k",
 ]
 
 

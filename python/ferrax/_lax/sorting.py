@@ -32,6 +32,7 @@ __all__ = [
     "cumsum",
     "sort",
     "sort_key_val",
+    "top_k",
 ]
 
 NDArray = np.ndarray[Any, Any]
@@ -70,6 +71,34 @@ def _sort_impl(*operands: NDArray, dimension: int, is_stable: bool, num_keys: in
 
 sort_p = Primitive.builtin("sort", multiple_results=True)
 sort_p.def_impl(_sort_impl)
+
+
+def _descending_key(x: NDArray) -> NDArray:
+    """Unsigned keys whose ascending order is ``x``'s descending order in XLA's total
+    order (+NaN first, 0.0 before -0.0, -NaN last)."""
+    if x.dtype == np.bool_:
+        return ~x.astype(np.uint8)
+    width = x.dtype.itemsize * 8
+    u = x.view(np.dtype(f"u{x.dtype.itemsize}"))
+    top = np.array(1 << (width - 1), u.dtype)
+    if x.dtype.kind == "u":
+        order = u
+    elif x.dtype.kind == "i":
+        order = u ^ top
+    else:  # floats: negative ones (sign set) reverse their bits' order
+        order = np.where(u & top, ~u, u | top)
+    return ~order
+
+
+def _top_k_impl(x: NDArray, *, axis: int, k: int) -> list[NDArray]:
+    x = np.asarray(x)
+    positions = np.argsort(_descending_key(x), axis=axis, kind="stable")
+    positions = np.take(positions, np.arange(k), axis=axis)
+    return [np.take_along_axis(x, positions, axis=axis), positions.astype(np.int32)]
+
+
+top_k_p = Primitive.builtin("top_k", multiple_results=True)
+top_k_p.def_impl(_top_k_impl)
 
 
 def _cumulative(name: str, accumulate: Callable[[NDArray, int], NDArray]) -> Primitive:
@@ -137,6 +166,26 @@ def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = 
     the same way."""
     k, v = sort([keys, values], dimension=dimension, is_stable=is_stable, num_keys=1)
     return k, v
+
+
+def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Array, Array]:
+    """The ``k`` largest elements along ``axis``, largest first (+NaN above everything,
+    -NaN below; ties by position), and their ``int32`` positions."""
+    k = int(k)
+    if k < 0:
+        raise ValueError(f"k argument to top_k must be nonnegative, got {k}, at {user_location()}")
+    x = scalar(operand)
+    shape = tuple(aval_of(x).shape)
+    if not shape:
+        raise TypeError(f"top_k operand must have >= 1 dimension, got {shape}, at {user_location()}")
+    a = _axis(axis, len(shape), "top_k")
+    if k > shape[a]:
+        raise ValueError(
+            f"k argument to top_k must be no larger than size along axis; got k={k} with shape={list(shape)} "
+            f"and axis={a}, at {user_location()}"
+        )
+    values, positions = top_k_p.bind(x, k=k, axis=a)
+    return values, positions
 
 
 def _cum(prim: Primitive) -> Callable[..., Array]:
@@ -211,6 +260,32 @@ def _sort_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, dimension: int
 
 
 sort_p.def_jvp(_sort_jvp)
+
+
+def _top_k_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, k: int, axis: int) -> tuple[Any, Any]:
+    """JAX's rule: the tangent gathered at the positions found."""
+    from ferrax._lax.slicing import GatherDimensionNumbers, gather
+    from ferrax._lax.structural import reshape
+
+    (x,), (t,) = primals, tangents
+    values, positions = top_k_p.bind(x, k=k, axis=axis)
+    if type(t) is ad.Zero:
+        return [values, positions], [ad.Zero(aval_of(values)), ad.Zero(aval_of(positions))]
+    shape = tuple(aval_of(positions).shape)
+    rank = len(shape)
+    batch = tuple(d for d in range(rank) if d != axis)
+    dnums = GatherDimensionNumbers(
+        offset_dims=(),
+        collapsed_slice_dims=(axis,),
+        start_index_map=(axis,),
+        operand_batching_dims=batch,
+        start_indices_batching_dims=batch,
+    )
+    out = gather(t, reshape(positions, (*shape, 1)), dnums, (1,) * rank, mode="promise_in_bounds")
+    return [values, positions], [out, ad.Zero(aval_of(positions))]
+
+
+top_k_p.def_jvp(_top_k_jvp)
 ad.deflinear(cumsum_p)
 
 
@@ -317,6 +392,13 @@ def _install_batching() -> None:
     for prim in (cumsum_p, cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
         rule_for(prim)
     sort_p.def_batch(_sort_batch)
+
+    def top_k_rule(vals: Any, dims: Any, *, axis_size: int, k: int, axis: int) -> Any:
+        (x,), (d,) = vals, dims
+        out = top_k_p.bind(x, k=k, axis=axis + 1 if d <= axis else axis)
+        return list(out), [d, d]
+
+    top_k_p.def_batch(top_k_rule)
 
 
 _install_batching()

@@ -192,6 +192,7 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::ScatterMax, case_scatter),
     (Builtin::Rev, case_rev),
     (Builtin::Sort, case_sort),
+    (Builtin::TopK, case_top_k),
     (Builtin::Cumsum, case_cumulative),
     (Builtin::Cumprod, case_cumulative),
     (Builtin::Cummax, case_cumulative),
@@ -2143,6 +2144,35 @@ fn case_sort() {
     assert_same(&out[0], &ba(&[3], &[false, true, true]));
     let empty = fa(F32, &[2, 0], &[]);
     assert_same(&sort(1, 1, std::slice::from_ref(&empty))[0], &empty);
+}
+
+#[test]
+fn case_top_k() {
+    let top = |axis: i64, k: i64, x: &HostArray| {
+        run(
+            Builtin::TopK,
+            params(vec![("axis", Param::Int(axis)), ("k", Param::Int(k))]),
+            std::slice::from_ref(x),
+        )
+    };
+    // XLA's total order, greater first: +NaN, ..., 0.0, -0.0, -inf, -NaN; ties by position.
+    let nan = f64::NAN;
+    let x = fa(
+        F32,
+        &[7],
+        &[-0.0, 0.0, -nan, 1.0, nan, f64::NEG_INFINITY, 1.0],
+    );
+    let out = top(0, 7, &x);
+    assert_same(&out[1], &ia(I32, &[7], &[4, 3, 6, 1, 0, 5, 2]));
+    let out = top(0, 2, &x);
+    assert_same(&out[0], &fa(F32, &[2], &[nan, 1.0]));
+    // Along the first axis of a matrix, unsigned by value.
+    let m = ia(U8, &[3, 2], &[1, 200, 7, 3, 7, 255]);
+    let out = top(0, 2, &m);
+    assert_same(&out[0], &ia(U8, &[2, 2], &[7, 255, 7, 200]));
+    assert_same(&out[1], &ia(I32, &[2, 2], &[1, 2, 2, 0]));
+    let out = top(1, 0, &m);
+    assert_same(&out[0], &ia(U8, &[3, 0], &[]));
 }
 
 #[test]

@@ -4794,6 +4794,45 @@ fn sorting_cases(t: &mut Table) {
     for prim in [Cumsum, Cumprod, Cummax, Cummin] {
         t.ok("integer", prim, vec![a(U8, &[4])], cp(0), vec![a(U8, &[4])]);
     }
+    let kp = |axis: i64, k: i64| ps([("axis", Param::Int(axis)), ("k", Param::Int(k))]);
+    t.ok(
+        "top_k",
+        Builtin::TopK,
+        vec![w(a(U8, &[2, 5]))],
+        kp(1, 3),
+        vec![w(a(U8, &[2, 3])), a(I32, &[2, 3])],
+    );
+    t.ok(
+        "top_k of none",
+        Builtin::TopK,
+        vec![a(BOOL, &[0, 2])],
+        kp(0, 0),
+        vec![a(BOOL, &[0, 2]), a(I32, &[0, 2])],
+    );
+    t.err(
+        "top_k k too large",
+        Builtin::TopK,
+        vec![a(F32, &[2, 5])],
+        kp(0, 3),
+        Variant::BadParam,
+        &["k argument to top_k", "got 3"],
+    );
+    t.err(
+        "top_k negative k",
+        Builtin::TopK,
+        vec![a(F32, &[5])],
+        kp(0, -1),
+        Variant::BadParam,
+        &["got -1"],
+    );
+    t.err(
+        "top_k scalar",
+        Builtin::TopK,
+        vec![a(F32, &[])],
+        kp(0, 0),
+        Variant::BadParam,
+        &["axis"],
+    );
     t.err(
         "integer logsumexp",
         Cumlogsumexp,

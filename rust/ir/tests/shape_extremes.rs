@@ -385,6 +385,11 @@ fn bases() -> Vec<Base> {
                     ("num_keys", Param::Int(2)),
                 ]),
             ),
+            TopK => base(
+                p,
+                vec![f23.clone()],
+                ps([("axis", Param::Int(1)), ("k", Param::Int(2))]),
+            ),
             Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => base(
                 p,
                 vec![f23.clone()],

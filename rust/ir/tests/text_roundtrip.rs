@@ -322,6 +322,10 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ("num_keys", Param::Int(2)),
             ]),
         ),
+        TopK => (
+            vec![f32s(&[2, 3])],
+            params(vec![("axis", Param::Int(1)), ("k", Param::Int(2))]),
+        ),
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => (
             vec![f32s(&[2, 3])],
             params(vec![

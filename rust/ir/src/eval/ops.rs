@@ -289,6 +289,13 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
                 param_int(params, "num_keys")?,
             )
         }
+        TopK => {
+            return super::sorting::top_k(
+                arg(ins, 0)?,
+                param_int(params, "axis")?,
+                param_int(params, "k")?,
+            )
+        }
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => super::sorting::cumulative(
             prim,
             arg(ins, 0)?,

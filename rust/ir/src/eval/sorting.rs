@@ -91,6 +91,62 @@ pub(super) fn sort(ins: &[&HostArray], dimension: i64, num_keys: i64) -> R<Vec<H
         .collect()
 }
 
+/// `top_k`: the `k` largest elements along `axis`, largest first, in XLA's total order
+/// (+NaN above +inf, -0.0 below 0.0, -NaN below -inf; ties by position), and their
+/// positions (`i32`).
+pub(super) fn top_k(x: &HostArray, axis: i64, k: i64) -> R<Vec<HostArray>> {
+    let (starts, n, stride) = lines(x, axis)?;
+    let k = usize::try_from(k)
+        .ok()
+        .filter(|&k| k <= n)
+        .ok_or_else(|| internal(format!("top_k's k {k} is out of range")))?;
+    let a = usize::try_from(axis).map_err(|_| internal("negative axis"))?;
+    let mut dims = dims_of(&x.shape);
+    let Some(d) = dims.get_mut(a) else {
+        return Err(internal("top_k's axis is out of range"));
+    };
+    *d = k;
+    let out_strides = strides(&dims);
+    let out_stride = out_strides[a];
+    let total: usize = dims.iter().product();
+    let mut positions = vec![0usize; total];
+    let mut index = vec![0i64; total];
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    for &base in &starts {
+        order.clear();
+        order.extend(0..n);
+        let greater = |p: usize, q: usize| -> Ordering {
+            let (p, q) = (base + p * stride, base + q * stride);
+            match &x.data {
+                HostData::Bool(v) => v[q].cmp(&v[p]),
+                HostData::Int(v) => int_cmp(x.dtype, v[q], v[p]),
+                HostData::Float(v) => v[q].total_cmp(&v[p]),
+            }
+        };
+        order.sort_by(|&p, &q| greater(p, q));
+        // The line's first output position: the same multi-index with a size-k axis.
+        let inner = stride;
+        let out_base = (base / (inner * n)) * (inner * k) + base % inner;
+        for (j, &p) in order.iter().take(k).enumerate() {
+            positions[out_base + j * out_stride] = base + p * stride;
+            index[out_base + j * out_stride] = p as i64;
+        }
+    }
+    let shape = super::ops::shape_of(&dims)?;
+    Ok(vec![
+        HostArray {
+            shape: shape.clone(),
+            dtype: x.dtype,
+            data: gather(x, &positions)?,
+        },
+        HostArray {
+            shape,
+            dtype: DType::I32,
+            data: HostData::Int(index),
+        },
+    ])
+}
+
 fn logaddexp(a: f64, b: f64) -> f64 {
     let d = a - b;
     if d.is_nan() {

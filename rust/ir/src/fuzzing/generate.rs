@@ -1062,6 +1062,26 @@ impl Gen<'_, '_> {
                     ]),
                 );
             }
+            TopK => {
+                let ranked = |t: &AbstractValue| t.shape.rank() > 0;
+                let (x, xt) = self.operand(lv, ranked, |g| {
+                    let t = g.any_type()?;
+                    Ok(if t.shape.rank() > 0 {
+                        t
+                    } else {
+                        aval(&[3], t.dtype)
+                    })
+                })?;
+                let axis = self.u.int_in_range(0..=xt.shape.rank() as i64 - 1)?;
+                let n = xt.shape.dims()[axis as usize];
+                let k = self.u.int_in_range(0..=n)?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("axis", Param::Int(axis)), ("k", Param::Int(k))]),
+                );
+            }
             Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => {
                 let float = prim == Cumlogsumexp;
                 let ok = move |t: &AbstractValue| {

@@ -261,6 +261,7 @@ builtins! {
     Cummax => "cummax",
     Cummin => "cummin",
     Cumlogsumexp => "cumlogsumexp",
+    TopK => "top_k",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -471,6 +472,7 @@ impl Builtin {
             Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => {
                 specs![req("axis", K::Int), req("reverse", K::Bool)]
             }
+            TopK => specs![req("axis", K::Int), req("k", K::Int)],
             ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
             Psum | Pmax | Pmin => specs![
                 req("axes", K::AxisNames),

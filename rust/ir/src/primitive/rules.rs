@@ -580,6 +580,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         }
         Sort => sort(inputs, params),
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => cumulative(prim, inputs, params),
+        TopK => top_k(inputs, params),
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
         ShardingConstraint => {
@@ -921,6 +922,40 @@ fn cumulative(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule 
         format_args!("{x}"),
     )?;
     Ok(vec![x.clone()])
+}
+
+/// `top_k`: the `k` largest elements along `axis` (any dtype, the operand's weak type)
+/// and their `i32` positions.
+fn top_k(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let axis = axis_in(
+        "axis",
+        int(params, "axis")?,
+        x.shape.rank(),
+        format_args!("{x}"),
+    )?;
+    let k = int(params, "k")?;
+    let n = x.shape.dims()[axis];
+    if k < 0 || k > n {
+        return Err(bad(
+            "k",
+            format!("k argument to top_k must be between 0 and {n} (the size along axis {axis} of {x}), got {k}"),
+        ));
+    }
+    if n > i64::from(i32::MAX) + 1 {
+        return Err(bad(
+            "axis",
+            format!("top_k returns int32 indices, which overflow for an axis of {n}"),
+        ));
+    }
+    let mut dims = x.shape.dims().to_vec();
+    dims[axis] = k;
+    let s = shape(&dims)?;
+    Ok(vec![
+        AbstractValue::new(s.clone(), x.dtype).with_weak_type(x.weak_type),
+        AbstractValue::new(s, DType::I32),
+    ])
 }
 
 fn broadcast_in_dim(inputs: &[AbstractValue], params: &Params) -> Rule {

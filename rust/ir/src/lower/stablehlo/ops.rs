@@ -526,6 +526,15 @@ impl Module {
                 let keys = usize::try_from(*keys).map_err(|_| bad(b, "num_keys"))?;
                 Ok(self.sort(f, inputs, in_avals, *dim, *stable, keys))
             }
+            Builtin::TopK => {
+                let (Some(Param::Int(axis)), Some(Param::Int(k))) =
+                    (e.params().get("axis"), e.params().get("k"))
+                else {
+                    return Err(bad(b, "k"));
+                };
+                let axis = usize::try_from(*axis).map_err(|_| bad(b, "axis"))?;
+                Ok(self.top_k(f, &inputs[0], &in_avals[0], axis, *k))
+            }
             Builtin::Cumsum
             | Builtin::Cumprod
             | Builtin::Cummax

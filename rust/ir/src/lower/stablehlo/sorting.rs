@@ -121,6 +121,68 @@ impl Module {
         results
     }
 
+    /// `top_k[axis, k]`: a stable sort of `(x, iota)` along `axis`, greater first in the
+    /// total order (XLA's TopK: +NaN first, -0.0 after 0.0, -NaN last), cut to `k`.
+    pub(super) fn top_k(
+        &mut self,
+        f: &mut FuncState<'_>,
+        x: &Ssa,
+        aval: &AbstractValue,
+        axis: usize,
+        k: i64,
+    ) -> Vec<Ssa> {
+        let dims = aval.shape.dims();
+        let d = aval.dtype;
+        let idx_ty = tensor_of(dims, DType::I32);
+        let iota = self.op1(
+            f,
+            "stablehlo.iota",
+            &[],
+            &format!("iota_dimension = {axis} : i64"),
+            idx_ty.clone(),
+        );
+        let types = [tensor_type(aval), idx_ty];
+        self.out.push_str("    ");
+        let sorted = self.bind_results(f, &types);
+        let (a, b, i, j) = (f.fresh(), f.fresh(), f.fresh(), f.fresh());
+        let t = tensor_of(&[], d);
+        let it = tensor_of(&[], DType::I32);
+        let _ = writeln!(
+            self.out,
+            "\"stablehlo.sort\"({}, {}) ({{\n    ^bb0({a}: {t}, {b}: {t}, {i}: {it}, {j}: {it}):",
+            x.name, iota.name
+        );
+        let (a, b) = (Ssa::new(a, t.clone()), Ssa::new(b, t));
+        let gt = self.key_compare(f, &a, &b, d, "GT");
+        let _ = writeln!(
+            self.out,
+            "      \"stablehlo.return\"({}) : ({}) -> ()\n    }}) {{dimension = {axis} : i64, is_stable = true}} : ({}, {}) -> ({}, {})",
+            gt.name,
+            tensor_of(&[], DType::Bool),
+            types[0],
+            types[1],
+            types[0],
+            types[1]
+        );
+        let starts = vec![0i64; dims.len()];
+        let mut limits = dims.to_vec();
+        if let Some(l) = limits.get_mut(axis) {
+            *l = k;
+        }
+        let ones = vec![1i64; dims.len()];
+        let attrs = format!(
+            "start_indices = {}, limit_indices = {}, strides = {}",
+            i64_array(&starts),
+            i64_array(&limits),
+            i64_array(&ones)
+        );
+        sorted
+            .iter()
+            .zip([d, DType::I32])
+            .map(|(s, dt)| self.op1(f, "stablehlo.slice", &[s], &attrs, tensor_of(&limits, dt)))
+            .collect()
+    }
+
     /// A cumulative primitive of `x` along `axis`.
     pub(super) fn cumulative(
         &mut self,
