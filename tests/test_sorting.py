@@ -288,6 +288,8 @@ def _np_cases() -> list[tuple[str, Op, tuple[NDArray, ...]]]:
                 cases.append((f"{fname} {name} axis={axis}", via(fname, axis=axis), (arr,)))
                 cases.append((f"{fname} {name} descending axis={axis}", via(fname, axis=axis, descending=True), (arr,)))
     cases.append(("argsort dtype", via("argsort", dtype=np.int16), (ties,)))
+    cases.append(("lexsort", lambda M: lambda a, b: M.lexsort((a, b)), (ties, ties[::-1].copy())))
+    cases.append(("lexsort floats", lambda M: lambda a, b: M.lexsort((a, b), axis=0), (x, np.round(x))))
     sorted_a = np.sort(values(rng, (9,), np.dtype(np.float32)))
     probes = values(rng, (3, 5), np.dtype(np.float32))
     for side in ("left", "right"):

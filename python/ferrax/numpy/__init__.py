@@ -58,6 +58,7 @@ from ferrax.numpy._sorting import (
     cumsum,
     cumulative_prod,
     cumulative_sum,
+    lexsort,
     nancumprod,
     nancumsum,
     searchsorted,
@@ -158,7 +159,7 @@ __all__ = [
     # reductions
     "all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var",
     # sorting and cumulative reductions
-    "argsort", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum", "nancumprod",
+    "argsort", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum", "lexsort", "nancumprod",
     "nancumsum", "searchsorted", "sort",
     # shapes
     "concatenate", "expand_dims", "flip", "ravel", "repeat", "reshape", "squeeze", "stack",

@@ -1,4 +1,4 @@
-"""Sorting and cumulative reductions: ``sort``, ``argsort``, ``searchsorted``,
+"""Sorting and cumulative reductions: ``sort``, ``argsort``, ``lexsort``, ``searchsorted``,
 ``cumsum``, ``cumprod``, ``nancumsum``, ``nancumprod``, ``cumulative_sum`` and
 ``cumulative_prod``, as ``jax.numpy`` has them.
 
@@ -29,6 +29,7 @@ __all__ = [
     "cumsum",
     "cumulative_prod",
     "cumulative_sum",
+    "lexsort",
     "nancumprod",
     "nancumsum",
     "searchsorted",
@@ -87,6 +88,27 @@ def argsort(
         arr, iota = lax.rev(arr, (dim,)), lax.rev(iota, (dim,))
     _, indices = lax.sort_key_val(arr, iota, dimension=dim, is_stable=stable)
     return lax.rev(indices, (dim,)) if descending else indices
+
+
+def lexsort(keys: Any, axis: int = -1) -> Array:
+    """The indices that sort by the last key, then the one before, ... (a stable sort;
+    default int dtype)."""
+    arrays = [as_array(k, "lexsort", i) for i, k in enumerate(keys)]
+    if not arrays:
+        raise TypeError(f"need sequence of keys with len > 0 in lexsort, at {user_location()}")
+    shapes = {tuple(aval_of(k).shape) for k in arrays}
+    if len(shapes) > 1:
+        raise ValueError(f"all keys need to be the same shape, at {user_location()}")
+    shape = shapes.pop()
+    index = dtypes.default_int()
+    if not shape:
+        return convert(0, index)
+    dim = normalize_axis(axis, len(shape), "lexsort")
+    if shape[dim] > np.iinfo(np.int32).max:
+        index = np.dtype(np.int64)
+    iota = lax.broadcasted_iota(index, shape, dim)
+    out: tuple[Array, ...] = lax.sort((*arrays[::-1], iota), dimension=dim, num_keys=len(arrays))
+    return out[-1]
 
 
 def _total_less(x: Any, y: Any, or_equal: bool) -> Any:
