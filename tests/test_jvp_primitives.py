@@ -978,7 +978,7 @@ def test_jvp_matches_jax(name: str, dtype: np.dtype[Any]) -> None:
     compared = [k for k, c in enumerate(cases) if not c.jax_differs]
     jax_table = staged_table("jax", dtype)
     theirs = (
-        jax_table[name]
+        jax_table.get(name, [])  # none where every case differs from JAX
         if jax_table is not None
         else run_staged(jax.jit, jax.jvp, jlax, [cases[k] for k in compared], [tangents[k] for k in compared])
     )
@@ -991,7 +991,7 @@ def test_jvp_matches_jax(name: str, dtype: np.dtype[Any]) -> None:
             assert_same(t_out, np.zeros(j_out.shape, float0), dtype, f"{cases[k].label}: tangent")
     # (c) the same jvps staged under ferrax.jit equal the eager ones.
     fx_table = staged_table("ferrax", dtype)
-    staged = fx_table[name] if fx_table is not None else run_staged(ferrax.jit, ferrax.jvp, lax, cases, tangents)
+    staged = fx_table.get(name, []) if fx_table is not None else run_staged(ferrax.jit, ferrax.jvp, lax, cases, tangents)
     for c, (out, t_out), (s_out, s_t_out) in zip(cases, eager, staged, strict=True):
         assert_same(s_out, out, dtype, f"{c.label}: staged primal")
         if is_float(out):
