@@ -419,6 +419,7 @@ class Run(NamedTuple):
     batched: tuple[NDArray, ...]
     lanes: list[tuple[NDArray, ...]]
     staged: bool  # also run under ferrax.jit (one vmap of each case: compiling is slow)
+    mesh: str = ""  # the case's mesh, if any: one staging holds the runs of one mesh
 
 
 def axis_kinds(x: NDArray) -> list[Axis]:
@@ -468,7 +469,7 @@ def runs_of_cases(name: str, seeds: list[list[Case]]) -> list[Run]:
             front = (start // 4 + j) % 2 == 0
             out_axes = 0 if front else (1 if out_rank(case.op, case.args) >= 1 else -1)
             staged = after == 1 + start % 3
-            runs.append(Run(case.label, case.op, tuple(axes), size, out_axes, batched, lanes, staged))
+            runs.append(Run(case.label, case.op, tuple(axes), size, out_axes, batched, lanes, staged, case.mesh))
     return runs
 
 
@@ -552,22 +553,26 @@ def stage(library: str, runs: list[Run]) -> list[list[Any]]:
 @functools.cache
 def staged_table(library: str, dtype: np.dtype[Any]) -> dict[str, list[list[Any]]] | None:
     """The runs of every primitive whose eager vmaps work, in one staging of
-    ``library``, by primitive name; None if that fails (each test then stages its own,
-    to report its own error)."""
-    names, runs = [], []
+    ``library`` per mesh (the runs without one together, and those of each mesh: one
+    jit holds one mesh), by primitive name; None if that fails (each test then stages
+    its own, to report its own error)."""
+    groups: dict[str, tuple[list[str], list[Run]]] = {}
     for name in CASES:
         done = eager(name, dtype)
         if not isinstance(done, str):
-            chosen = [r for r in done[0] if library == "jax" or r.staged]
-            names += [name] * len(chosen)
-            runs += chosen
-    try:
-        results = stage(library, runs)
-    except Exception:
-        return None
+            for run in done[0]:
+                if library == "jax" or run.staged:
+                    names, runs = groups.setdefault(run.mesh, ([], []))
+                    names.append(name)
+                    runs.append(run)
     table: dict[str, list[list[Any]]] = {}
-    for name, r in zip(names, results):
-        table.setdefault(name, []).append(r)
+    for names, runs in groups.values():
+        try:
+            results = stage(library, runs)
+        except Exception:
+            return None
+        for name, r in zip(names, results):
+            table.setdefault(name, []).append(r)
     return table
 
 
@@ -580,7 +585,7 @@ def test_vmap_matches_loop(name: str, dtype: np.dtype[Any]) -> None:
     check_against_loop(runs, results, dtype)
     # (b) shapes, dtypes and weak types as jax.vmap's.
     table = staged_table("jax", dtype)
-    theirs = table[name] if table is not None else stage("jax", runs)
+    theirs = table.get(name, []) if table is not None else stage("jax", runs)
     for run, leaves, shaped in zip(runs, results, theirs, strict=True):
         assert len(leaves) == len(shaped), f"{describe(run)}: {len(leaves)} outputs, JAX's {len(shaped)}"
         for i, (leaf, s) in enumerate(zip(leaves, shaped)):
@@ -589,7 +594,7 @@ def test_vmap_matches_loop(name: str, dtype: np.dtype[Any]) -> None:
     # (c) one vmap of each case under ferrax.jit.
     chosen = [(run, leaves) for run, leaves in zip(runs, results) if run.staged]
     table = staged_table("ferrax", dtype)
-    staged = table[name] if table is not None else stage("ferrax", [run for run, _ in chosen])
+    staged = table.get(name, []) if table is not None else stage("ferrax", [run for run, _ in chosen])
     for (run, leaves), s_leaves in zip(chosen, staged, strict=True):
         for i, (leaf, s_leaf) in enumerate(zip(leaves, s_leaves, strict=True)):
             assert_same(s_leaf, np.asarray(leaf), bool(getattr(leaf, "weak_type", False)), dtype, f"{describe(run)}: staged output {i}", staged=True)

@@ -47,6 +47,7 @@ from ferrax._lax.convenience import (
     reciprocal,
     slice_in_dim,
 )
+from ferrax._lax.sorting import cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k
 from ferrax._lax.custom import stop_gradient
 from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
@@ -197,6 +198,8 @@ __all__ = [
     "associative_scan", "batch_matmul", "broadcast", "broadcast_shapes", "broadcast_to_rank",
     "collapse", "dot", "dynamic_update_index_in_dim", "dynamic_update_slice_in_dim", "full",
     "full_like", "index_in_dim", "map", "reciprocal", "slice_in_dim",
+    # sorting and cumulative reductions
+    "cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort", "sort_key_val", "top_k",
 ]
 
 

@@ -51,6 +51,18 @@ from ferrax.numpy._scalar_types import (
     uint32,
     uint64,
 )
+from ferrax.numpy._sorting import (
+    argsort,
+    cumprod,
+    cumsum,
+    cumulative_prod,
+    cumulative_sum,
+    lexsort,
+    nancumprod,
+    nancumsum,
+    searchsorted,
+    sort,
+)
 from ferrax.numpy._shape import (
     concatenate,
     expand_dims,
@@ -182,6 +194,9 @@ __all__ = [
     "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "exp2", "isfinite", "sinh",
     # reductions
     "all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var",
+    # sorting and cumulative reductions
+    "argsort", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum", "lexsort", "nancumprod",
+    "nancumsum", "searchsorted", "sort",
     # shapes
     "concatenate", "expand_dims", "flip", "ravel", "repeat", "reshape", "squeeze", "stack",
     "swapaxes", "transpose",

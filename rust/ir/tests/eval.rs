@@ -210,6 +210,13 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::ScatterMin, case_scatter),
     (Builtin::ScatterMax, case_scatter),
     (Builtin::Rev, case_rev),
+    (Builtin::Sort, case_sort),
+    (Builtin::TopK, case_top_k),
+    (Builtin::Cumsum, case_cumulative),
+    (Builtin::Cumprod, case_cumulative),
+    (Builtin::Cummax, case_cumulative),
+    (Builtin::Cummin, case_cumulative),
+    (Builtin::Cumlogsumexp, case_cumulative),
     (Builtin::AddAny, case_add_any),
     (Builtin::Pad, case_pad),
     (Builtin::Jit, case_jit),
@@ -2368,6 +2375,127 @@ fn case_rev() {
     assert_same(&r(&[0]), &ia(I32, &[2, 3], &[3, 4, 5, 0, 1, 2]));
     assert_same(&r(&[0, 1]), &ia(I32, &[2, 3], &[5, 4, 3, 2, 1, 0]));
     assert_same(&r(&[]), &x);
+}
+
+#[test]
+fn case_sort() {
+    let sort = |dim: i64, keys: i64, args: &[HostArray]| {
+        run(
+            Builtin::Sort,
+            params(vec![
+                ("dimension", Param::Int(dim)),
+                ("is_stable", Param::Bool(true)),
+                ("num_keys", Param::Int(keys)),
+            ]),
+            args,
+        )
+    };
+    // Floats: -0.0 ties with 0.0 (stable: their order kept), NaNs last, after +inf.
+    let nan = f64::NAN;
+    let x = fa(F32, &[6], &[nan, 0.0, -0.0, f64::INFINITY, -1.0, -nan]);
+    let pos = ia(I32, &[6], &[0, 1, 2, 3, 4, 5]);
+    let out = sort(0, 1, &[x, pos]);
+    assert_same(&out[1], &ia(I32, &[6], &[4, 1, 2, 3, 0, 5]));
+    assert_same(
+        &out[0],
+        &fa(F32, &[6], &[-1.0, 0.0, -0.0, f64::INFINITY, nan, nan]),
+    );
+    // Two keys lexicographically, along either dimension; unsigned 64-bit by their bits.
+    let k1 = ia(I32, &[2, 3], &[1, 0, 1, 2, 2, 0]);
+    let k2 = ia(U64, &[2, 3], &[5, 7, -1, 0, 1, 3]);
+    let out = sort(1, 2, &[k1.clone(), k2.clone()]);
+    assert_same(&out[0], &ia(I32, &[2, 3], &[0, 1, 1, 0, 2, 2]));
+    assert_same(&out[1], &ia(U64, &[2, 3], &[7, 5, -1, 3, 0, 1]));
+    let out = sort(0, 1, &[k1, k2]);
+    assert_same(&out[0], &ia(I32, &[2, 3], &[1, 0, 0, 2, 2, 1]));
+    assert_same(&out[1], &ia(U64, &[2, 3], &[5, 7, 3, 0, 1, -1]));
+    // Bools, and an empty axis.
+    let out = sort(0, 1, &[ba(&[3], &[true, false, true])]);
+    assert_same(&out[0], &ba(&[3], &[false, true, true]));
+    let empty = fa(F32, &[2, 0], &[]);
+    assert_same(&sort(1, 1, std::slice::from_ref(&empty))[0], &empty);
+}
+
+#[test]
+fn case_top_k() {
+    let top = |axis: i64, k: i64, x: &HostArray| {
+        run(
+            Builtin::TopK,
+            params(vec![("axis", Param::Int(axis)), ("k", Param::Int(k))]),
+            std::slice::from_ref(x),
+        )
+    };
+    // XLA's total order, greater first: +NaN, ..., 0.0, -0.0, -inf, -NaN; ties by position.
+    let nan = f64::NAN;
+    let x = fa(
+        F32,
+        &[7],
+        &[-0.0, 0.0, -nan, 1.0, nan, f64::NEG_INFINITY, 1.0],
+    );
+    let out = top(0, 7, &x);
+    assert_same(&out[1], &ia(I32, &[7], &[4, 3, 6, 1, 0, 5, 2]));
+    let out = top(0, 2, &x);
+    assert_same(&out[0], &fa(F32, &[2], &[nan, 1.0]));
+    // Along the first axis of a matrix, unsigned by value.
+    let m = ia(U8, &[3, 2], &[1, 200, 7, 3, 7, 255]);
+    let out = top(0, 2, &m);
+    assert_same(&out[0], &ia(U8, &[2, 2], &[7, 255, 7, 200]));
+    assert_same(&out[1], &ia(I32, &[2, 2], &[1, 2, 2, 0]));
+    let out = top(1, 0, &m);
+    assert_same(&out[0], &ia(U8, &[3, 0], &[]));
+}
+
+#[test]
+fn case_cumulative() {
+    let cum = |prim: Builtin, axis: i64, reverse: bool, x: &HostArray| {
+        run1(
+            prim,
+            params(vec![
+                ("axis", Param::Int(axis)),
+                ("reverse", Param::Bool(reverse)),
+            ]),
+            std::slice::from_ref(x),
+        )
+    };
+    let x = ia(I8, &[2, 3], &[1, 2, 3, 100, 100, -4]);
+    assert_same(
+        &cum(Builtin::Cumsum, 1, false, &x),
+        &ia(I8, &[2, 3], &[1, 3, 6, 100, -56, -60]),
+    );
+    assert_same(
+        &cum(Builtin::Cumsum, 1, true, &x),
+        &ia(I8, &[2, 3], &[6, 5, 3, -60, 96, -4]),
+    );
+    assert_same(
+        &cum(Builtin::Cumprod, 0, false, &x),
+        &ia(I8, &[2, 3], &[1, 2, 3, 100, -56, -12]),
+    );
+    assert_same(
+        &cum(Builtin::Cummax, 1, false, &x),
+        &ia(I8, &[2, 3], &[1, 2, 3, 100, 100, 100]),
+    );
+    assert_same(
+        &cum(Builtin::Cummin, 1, true, &x),
+        &ia(I8, &[2, 3], &[1, 2, 3, -4, -4, -4]),
+    );
+    let nan = f64::NAN;
+    let f = fa(F32, &[4], &[1.0, nan, 0.5, 2.0]);
+    assert_same(
+        &cum(Builtin::Cummax, 0, false, &f),
+        &fa(F32, &[4], &[1.0, nan, nan, nan]),
+    );
+    let g = fa(F32, &[3], &[0.0, f64::NEG_INFINITY, 0.0]);
+    let l2 = 2f64.ln();
+    assert_close(
+        &cum(Builtin::Cumlogsumexp, 0, false, &g),
+        &fa(F32, &[3], &[0.0, 0.0, l2]),
+        1e-6,
+        1e-6,
+    );
+    let ninf = fa(F32, &[2], &[f64::NEG_INFINITY, f64::NEG_INFINITY]);
+    assert_same(&cum(Builtin::Cumlogsumexp, 0, true, &ninf), &ninf);
+    let empty = fa(F32, &[0, 2], &[]);
+    assert_same(&cum(Builtin::Cumsum, 0, false, &empty), &empty);
 }
 
 #[test]

@@ -366,6 +366,25 @@ fn cost_counts_the_chain_and_handles_deep_nests() {
 }
 
 #[test]
+fn cost_of_sorting_and_running_reductions() {
+    // jax_sorting.jaxpr: sorts move data; cumsum, cumprod, cummin and cumlogsumexp of
+    // f32[2,3] combine 4 (axis 1: 2 lines of 3) or 3 (axis 0: 3 lines of 2) times; the
+    // integer cummax costs nothing.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/jaxprs/jax_sorting.jaxpr"
+    ))
+    .unwrap();
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with(";;"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let j = ferrax_ir::text::parse_jaxpr(&body).unwrap();
+    assert_eq!(ferrax_ir::passes::cost(&j).flops, 4.0 + 3.0 + 3.0 + 4.0);
+}
+
+#[test]
 fn cost_of_gather_scatter_and_rev() {
     // Gathers, plain scatters and rev move data (no flops); a combining scatter does one
     // operation per update element, on float operands only.

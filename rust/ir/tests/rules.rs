@@ -4913,9 +4913,165 @@ fn bit_rules() {
     run(&table(bit_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 14] = [
+/// `sort` and the cumulative primitives (checked against JAX 0.10.2's `Primitive.bind`
+/// and `jax.eval_shape`).
+fn sorting_cases(t: &mut Table) {
+    use Builtin::{Cumlogsumexp, Cummax, Cummin, Cumprod, Cumsum, Sort};
+    let sp = |dim: i64, keys: i64| {
+        ps([
+            ("dimension", Param::Int(dim)),
+            ("is_stable", Param::Bool(true)),
+            ("num_keys", Param::Int(keys)),
+        ])
+    };
+    // Any dtypes, weak types kept: the outputs are the operands' types.
+    let three = vec![w(a(F32, &[2, 3])), a(I32, &[2, 3]), a(BOOL, &[2, 3])];
+    t.ok("three operands", Sort, three.clone(), sp(1, 2), three);
+    t.ok(
+        "empty axis",
+        Sort,
+        vec![a(U64, &[0, 3])],
+        sp(0, 1),
+        vec![a(U64, &[0, 3])],
+    );
+    t.err(
+        "shapes differ",
+        Sort,
+        vec![a(F32, &[3]), a(F32, &[4])],
+        sp(0, 1),
+        Variant::Operands,
+        &["Arguments to sort must have equal shapes"],
+    );
+    t.err(
+        "num_keys beyond the operands",
+        Sort,
+        vec![a(F32, &[3]), a(F32, &[3])],
+        sp(0, 3),
+        Variant::BadParam,
+        &["num_keys", "between 1 and 2"],
+    );
+    t.err(
+        "no keys",
+        Sort,
+        vec![a(F32, &[3])],
+        sp(0, 0),
+        Variant::BadParam,
+        &["num_keys"],
+    );
+    t.err(
+        "dimension out of range",
+        Sort,
+        vec![a(F32, &[3])],
+        sp(1, 1),
+        Variant::BadParam,
+        &["dimension", "1 is out of range"],
+    );
+    t.err(
+        "scalar",
+        Sort,
+        vec![a(F32, &[])],
+        sp(0, 1),
+        Variant::BadParam,
+        &["dimension"],
+    );
+    t.err(
+        "no operands",
+        Sort,
+        vec![],
+        sp(0, 1),
+        Variant::Arity,
+        &["at least 1"],
+    );
+    let cp = |axis: i64| ps([("axis", Param::Int(axis)), ("reverse", Param::Bool(false))]);
+    for prim in [Cumsum, Cumprod, Cummax, Cummin, Cumlogsumexp] {
+        let x = w(a(F16, &[2, 0]));
+        t.ok("float, weak", prim, vec![x.clone()], cp(1), vec![x]);
+        t.err(
+            "bool",
+            prim,
+            vec![a(BOOL, &[3])],
+            cp(0),
+            Variant::DType,
+            &["bool"],
+        );
+        t.err(
+            "axis out of range",
+            prim,
+            vec![a(F32, &[3])],
+            cp(1),
+            Variant::BadParam,
+            &["axis", "1 is out of range"],
+        );
+        t.err(
+            "scalar",
+            prim,
+            vec![a(F32, &[])],
+            cp(0),
+            Variant::BadParam,
+            &["axis"],
+        );
+    }
+    for prim in [Cumsum, Cumprod, Cummax, Cummin] {
+        t.ok("integer", prim, vec![a(U8, &[4])], cp(0), vec![a(U8, &[4])]);
+    }
+    let kp = |axis: i64, k: i64| ps([("axis", Param::Int(axis)), ("k", Param::Int(k))]);
+    t.ok(
+        "top_k",
+        Builtin::TopK,
+        vec![w(a(U8, &[2, 5]))],
+        kp(1, 3),
+        vec![w(a(U8, &[2, 3])), a(I32, &[2, 3])],
+    );
+    t.ok(
+        "top_k of none",
+        Builtin::TopK,
+        vec![a(BOOL, &[0, 2])],
+        kp(0, 0),
+        vec![a(BOOL, &[0, 2]), a(I32, &[0, 2])],
+    );
+    t.err(
+        "top_k k too large",
+        Builtin::TopK,
+        vec![a(F32, &[2, 5])],
+        kp(0, 3),
+        Variant::BadParam,
+        &["k argument to top_k", "got 3"],
+    );
+    t.err(
+        "top_k negative k",
+        Builtin::TopK,
+        vec![a(F32, &[5])],
+        kp(0, -1),
+        Variant::BadParam,
+        &["got -1"],
+    );
+    t.err(
+        "top_k scalar",
+        Builtin::TopK,
+        vec![a(F32, &[])],
+        kp(0, 0),
+        Variant::BadParam,
+        &["axis"],
+    );
+    t.err(
+        "integer logsumexp",
+        Cumlogsumexp,
+        vec![a(I32, &[4])],
+        cp(0),
+        Variant::DType,
+        &["float"],
+    );
+}
+
+#[test]
+fn sorting_rules() {
+    run(&table(sorting_cases));
+}
+
+const FAMILIES: [fn(&mut Table); 15] = [
     bit_cases,
     special_function_cases,
+    sorting_cases,
     collective_cases,
     sharding_cases,
     unary_cases,

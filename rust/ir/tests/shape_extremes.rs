@@ -381,6 +381,25 @@ fn bases() -> Vec<Base> {
                 ]),
             ),
             Rev => base(p, vec![f23.clone()], ps([("dimensions", ints(&[0, 1]))])),
+            Sort => base(
+                p,
+                vec![f23.clone(), a(I32, &[2, 3])],
+                ps([
+                    ("dimension", Param::Int(1)),
+                    ("is_stable", Param::Bool(true)),
+                    ("num_keys", Param::Int(2)),
+                ]),
+            ),
+            TopK => base(
+                p,
+                vec![f23.clone()],
+                ps([("axis", Param::Int(1)), ("k", Param::Int(2))]),
+            ),
+            Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => base(
+                p,
+                vec![f23.clone()],
+                ps([("axis", Param::Int(1)), ("reverse", Param::Bool(true))]),
+            ),
             AddAny => base(p, vec![f23.clone(), f23.clone()], no),
             Pad => base(
                 p,

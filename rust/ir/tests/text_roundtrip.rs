@@ -325,6 +325,25 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             vec![f32s(&[2, 3])],
             params(vec![("dimensions", Param::ints(&[1]))]),
         ),
+        Sort => (
+            vec![f32s(&[2, 3]), av(DType::I32, &[2, 3])],
+            params(vec![
+                ("dimension", Param::Int(1)),
+                ("is_stable", Param::Bool(true)),
+                ("num_keys", Param::Int(2)),
+            ]),
+        ),
+        TopK => (
+            vec![f32s(&[2, 3])],
+            params(vec![("axis", Param::Int(1)), ("k", Param::Int(2))]),
+        ),
+        Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => (
+            vec![f32s(&[2, 3])],
+            params(vec![
+                ("axis", Param::Int(1)),
+                ("reverse", Param::Bool(true)),
+            ]),
+        ),
         AddAny => (vec![f32s(&[2, 3]), f32s(&[2, 3])], params(vec![])),
         Pad => (
             vec![f32s(&[2, 3]), f32s(&[])],

@@ -79,6 +79,7 @@ mod bits;
 mod indexing;
 mod numeric;
 mod ops;
+mod sorting;
 mod special;
 mod spmd;
 

@@ -293,6 +293,26 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
             super::indexing::scatter(prim, arg(ins, 0)?, arg(ins, 1)?, arg(ins, 2)?, params)?
         }
         Rev => super::indexing::rev(arg(ins, 0)?, param_ints(params, "dimensions")?)?,
+        Sort => {
+            return super::sorting::sort(
+                ins,
+                param_int(params, "dimension")?,
+                param_int(params, "num_keys")?,
+            )
+        }
+        TopK => {
+            return super::sorting::top_k(
+                arg(ins, 0)?,
+                param_int(params, "axis")?,
+                param_int(params, "k")?,
+            )
+        }
+        Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => super::sorting::cumulative(
+            prim,
+            arg(ins, 0)?,
+            param_int(params, "axis")?,
+            param_bool(params, "reverse")?,
+        )?,
         Pad => pad(arg(ins, 0)?, arg(ins, 1)?, params)?,
         StopGradient | ShardingConstraint => arg(ins, 0)?.clone(),
         // A collective outside a shard_map has no meaning on one device (the shape rule

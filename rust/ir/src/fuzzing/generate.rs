@@ -1088,6 +1088,87 @@ impl Gen<'_, '_> {
             Gather | Scatter | ScatterAdd | ScatterSub | ScatterMul | ScatterMin | ScatterMax => {
                 self.gather_scatter(lv, prim)?
             }
+            Sort => {
+                let ranked = |t: &AbstractValue| t.shape.rank() > 0;
+                let (x, xt) = self.operand(lv, ranked, |g| {
+                    let t = g.any_type()?;
+                    Ok(if t.shape.rank() > 0 {
+                        t
+                    } else {
+                        aval(&[3], t.dtype)
+                    })
+                })?;
+                let mut ins = vec![x];
+                if self.ratio(1, 2)? {
+                    let other = aval(xt.shape.dims(), self.dtype_where(|_| true)?);
+                    ins.push(self.value_of(lv, &other)?);
+                }
+                let dim = self.u.int_in_range(0..=xt.shape.rank() as i64 - 1)?;
+                let keys = self.u.int_in_range(1..=ins.len() as i64)?;
+                let stable = self.ratio(1, 2)?;
+                self.add(
+                    lv,
+                    prim,
+                    ins,
+                    Params::new([
+                        ("dimension", Param::Int(dim)),
+                        ("is_stable", Param::Bool(stable)),
+                        ("num_keys", Param::Int(keys)),
+                    ]),
+                );
+            }
+            TopK => {
+                let ranked = |t: &AbstractValue| t.shape.rank() > 0;
+                let (x, xt) = self.operand(lv, ranked, |g| {
+                    let t = g.any_type()?;
+                    Ok(if t.shape.rank() > 0 {
+                        t
+                    } else {
+                        aval(&[3], t.dtype)
+                    })
+                })?;
+                let axis = self.u.int_in_range(0..=xt.shape.rank() as i64 - 1)?;
+                let n = xt.shape.dims()[axis as usize];
+                let k = self.u.int_in_range(0..=n)?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("axis", Param::Int(axis)), ("k", Param::Int(k))]),
+                );
+            }
+            Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => {
+                let float = prim == Cumlogsumexp;
+                let ok = move |t: &AbstractValue| {
+                    t.shape.rank() > 0
+                        && if float {
+                            t.dtype.is_float()
+                        } else {
+                            t.dtype != DType::Bool
+                        }
+                };
+                let (x, xt) = self.operand(lv, ok, |g| {
+                    let d = g.dtype_where(|d| {
+                        if float {
+                            d.is_float()
+                        } else {
+                            d != DType::Bool
+                        }
+                    })?;
+                    Ok(aval(&[3, 2], d))
+                })?;
+                let axis = self.u.int_in_range(0..=xt.shape.rank() as i64 - 1)?;
+                let reverse = self.ratio(1, 2)?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([
+                        ("axis", Param::Int(axis)),
+                        ("reverse", Param::Bool(reverse)),
+                    ]),
+                );
+            }
             Rev => {
                 let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
                 let dims = self.subset(xt.shape.rank())?;

@@ -139,6 +139,24 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                 flops(size(&ins[0]) - out.as_ref().map_or(0.0, size))
             }
             Builtin::Argmax | Builtin::Argmin if float_in => flops(size(&ins[0])),
+            // A running combination: one operation per element after the first of each
+            // line (sort and top_k compare and move data: no flops).
+            Builtin::Cumsum
+            | Builtin::Cumprod
+            | Builtin::Cummax
+            | Builtin::Cummin
+            | Builtin::Cumlogsumexp
+                if float_in =>
+            {
+                let n = match e.params().get("axis") {
+                    Some(Param::Int(a)) => {
+                        ins[0].shape.dims().get(*a as usize).copied().unwrap_or(0)
+                    }
+                    _ => 0,
+                };
+                let total = size(&ins[0]);
+                flops(if n > 0 { total - total / n as f64 } else { 0.0 })
+            }
             Builtin::Round | Builtin::IsFinite if float_in => flops(out.as_ref().map_or(0.0, size)),
             Builtin::AddAny if float_in => flops(out.as_ref().map_or(0.0, size)),
             Builtin::DotGeneral => {

@@ -228,6 +228,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     match p {
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
         | Squeeze | ExpandDims | Rev | Concatenate | Split | ShardingConstraint => Ok(()),
+        Cumsum => Ok(()),
         Psum | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll | ShardMap => Ok(()),
         Slice | Pad => Ok(()),
         Jit | Remat | Scan => Ok(()),
@@ -1510,6 +1511,13 @@ impl Transposer<'_> {
             }
             Rev => {
                 let r = self.emit1(i, Rev, vec![gv], e.params().clone())?;
+                self.give(i, ins[0], r)?;
+            }
+            Cumsum => {
+                // A running sum's transpose is the running sum the other way (JAX's).
+                let reverse = matches!(e.params().get("reverse"), Some(Param::Bool(true)));
+                let params = e.params().with("reverse", Param::Bool(!reverse));
+                let r = self.emit1(i, Cumsum, vec![gv], params)?;
                 self.give(i, ins[0], r)?;
             }
             Concatenate => {

@@ -274,6 +274,13 @@ builtins! {
     ScatterMin => "scatter-min",
     ScatterMax => "scatter-max",
     Rev => "rev",
+    Sort => "sort",
+    Cumsum => "cumsum",
+    Cumprod => "cumprod",
+    Cummax => "cummax",
+    Cummin => "cummin",
+    Cumlogsumexp => "cumlogsumexp",
+    TopK => "top_k",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -484,6 +491,15 @@ impl Builtin {
                 opt("update_consts", K::Ints),
             ],
             Rev => specs![req("dimensions", K::Ints)],
+            Sort => specs![
+                req("dimension", K::Int),
+                req("is_stable", K::Bool),
+                req("num_keys", K::Int),
+            ],
+            Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => {
+                specs![req("axis", K::Int), req("reverse", K::Bool)]
+            }
+            TopK => specs![req("axis", K::Int), req("k", K::Int)],
             ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
             Psum | Pmax | Pmin => specs![
                 req("axes", K::AxisNames),

@@ -586,6 +586,9 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             check_axes("dimensions", dims, inputs[0].shape.rank())?;
             Ok(vec![inputs[0].clone()])
         }
+        Sort => sort(inputs, params),
+        Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => cumulative(prim, inputs, params),
+        TopK => top_k(inputs, params),
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
         ShardingConstraint => {
@@ -866,6 +869,101 @@ fn argminmax(inputs: &[AbstractValue], params: &Params) -> Rule {
     }
     let kept = kept_dims(x.shape.dims(), &reduced);
     Ok(vec![AbstractValue::new(shape(&kept)?, index_dtype)])
+}
+
+/// `sort`: operands of one shape (any dtypes), sorted together along `dimension` by
+/// the first `num_keys`; the outputs are the operands' types (JAX's rule).
+fn sort(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity_at_least(inputs, 1)?;
+    let first = &inputs[0];
+    if let Some(other) = inputs.iter().find(|a| a.shape != first.shape) {
+        return Err(operands(format!(
+            "Arguments to sort must have equal shapes, got: {} and {}",
+            first.shape, other.shape
+        )));
+    }
+    let dim = int(params, "dimension")?;
+    axis_in(
+        "dimension",
+        dim,
+        first.shape.rank(),
+        format_args!("{first}"),
+    )?;
+    let keys = int(params, "num_keys")?;
+    if keys < 1 || keys as usize > inputs.len() {
+        return Err(bad(
+            "num_keys",
+            format!(
+                "{keys} must be between 1 and {} (the operand count)",
+                inputs.len()
+            ),
+        ));
+    }
+    Ok(inputs.to_vec())
+}
+
+/// `cumsum`, `cumprod`, `cummax`, `cummin`, `cumlogsumexp`: one numeric operand (a
+/// float one for `cumlogsumexp`), scanned along `axis`; its type out.
+fn cumulative(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let ok = if prim == Builtin::Cumlogsumexp {
+        x.dtype.is_float()
+    } else {
+        x.dtype != DType::Bool
+    };
+    if !ok {
+        return Err(RuleError::DType {
+            operand: 0,
+            got: x.dtype,
+            expected: if prim == Builtin::Cumlogsumexp {
+                "a float dtype".into()
+            } else {
+                "a numeric dtype".into()
+            },
+        });
+    }
+    axis_in(
+        "axis",
+        int(params, "axis")?,
+        x.shape.rank(),
+        format_args!("{x}"),
+    )?;
+    Ok(vec![x.clone()])
+}
+
+/// `top_k`: the `k` largest elements along `axis` (any dtype, the operand's weak type)
+/// and their `i32` positions.
+fn top_k(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let axis = axis_in(
+        "axis",
+        int(params, "axis")?,
+        x.shape.rank(),
+        format_args!("{x}"),
+    )?;
+    let k = int(params, "k")?;
+    let n = x.shape.dims()[axis];
+    if k < 0 || k > n {
+        return Err(bad(
+            "k",
+            format!("k argument to top_k must be between 0 and {n} (the size along axis {axis} of {x}), got {k}"),
+        ));
+    }
+    if n > i64::from(i32::MAX) + 1 {
+        return Err(bad(
+            "axis",
+            format!("top_k returns int32 indices, which overflow for an axis of {n}"),
+        ));
+    }
+    let mut dims = x.shape.dims().to_vec();
+    dims[axis] = k;
+    let s = shape(&dims)?;
+    Ok(vec![
+        AbstractValue::new(s.clone(), x.dtype).with_weak_type(x.weak_type),
+        AbstractValue::new(s, DType::I32),
+    ])
 }
 
 fn broadcast_in_dim(inputs: &[AbstractValue], params: &Params) -> Rule {

@@ -18,6 +18,7 @@ mod bits;
 mod control;
 mod indexing;
 mod ops;
+mod sorting;
 mod spmd;
 mod text;
 

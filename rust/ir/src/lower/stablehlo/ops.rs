@@ -585,6 +585,39 @@ impl Module {
                 let attrs = format!("dimensions = {}", i64_array(dims));
                 one(self.op1(f, "stablehlo.reverse", &[&inputs[0]], &attrs, out_ty))
             }
+            Builtin::Sort => {
+                let (Some(Param::Int(dim)), Some(Param::Bool(stable)), Some(Param::Int(keys))) = (
+                    e.params().get("dimension"),
+                    e.params().get("is_stable"),
+                    e.params().get("num_keys"),
+                ) else {
+                    return Err(bad(b, "dimension"));
+                };
+                let keys = usize::try_from(*keys).map_err(|_| bad(b, "num_keys"))?;
+                Ok(self.sort(f, inputs, in_avals, *dim, *stable, keys))
+            }
+            Builtin::TopK => {
+                let (Some(Param::Int(axis)), Some(Param::Int(k))) =
+                    (e.params().get("axis"), e.params().get("k"))
+                else {
+                    return Err(bad(b, "k"));
+                };
+                let axis = usize::try_from(*axis).map_err(|_| bad(b, "axis"))?;
+                Ok(self.top_k(f, &inputs[0], &in_avals[0], axis, *k))
+            }
+            Builtin::Cumsum
+            | Builtin::Cumprod
+            | Builtin::Cummax
+            | Builtin::Cummin
+            | Builtin::Cumlogsumexp => {
+                let (Some(Param::Int(axis)), Some(Param::Bool(reverse))) =
+                    (e.params().get("axis"), e.params().get("reverse"))
+                else {
+                    return Err(bad(b, "axis"));
+                };
+                let axis = usize::try_from(*axis).map_err(|_| bad(b, "axis"))?;
+                one(self.cumulative(f, b, &inputs[0], &in_avals[0], axis, *reverse))
+            }
             Builtin::Jit | Builtin::CustomJvpCall | Builtin::CustomVjpCall | Builtin::Remat => {
                 self.lower_call(f, b, e, inputs, out_avals)
             }
