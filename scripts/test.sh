@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test (inside the active virtual environment, or .venv, made if missing):
 # installs the project with its test dependencies (building the Rust
-# extension), then the Rust tests, clippy, rustfmt, pytest (stubtest included) and
-# mypy --strict.
+# extension), then the Rust tests, clippy, rustfmt, pytest (stubtest included; two
+# worker processes) and mypy --strict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/_env.sh
@@ -22,4 +22,6 @@ RUSTDOCFLAGS="-D warnings" cargo doc -p ferrax-ir --features arbitrary --no-deps
 echo "== mypy --strict"
 python -m mypy
 echo "== pytest"
-python -m pytest -q
+# Two worker processes (pytest-xdist; FERRAX_TEST_WORKERS=0 runs in this process): the
+# multi-process tests stay together on one worker (their xdist_group).
+python -m pytest -q -n "${FERRAX_TEST_WORKERS:-2}" --dist loadgroup

@@ -22,6 +22,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+# With pytest-xdist, these run one after another on one worker (each starts processes
+# of its own and waits on them with timeouts).
+pytestmark = pytest.mark.xdist_group("processes")
+
 HERE = os.path.abspath(__file__)
 ROWS, COLS = 8, 8
 G = np.arange(ROWS * COLS, dtype=np.float32).reshape(ROWS, COLS) / 7.0
