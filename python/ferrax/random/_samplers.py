@@ -436,6 +436,15 @@ def _simple_sampler(name: str, dtype: Any, shape: Shape) -> tuple[tuple[int, ...
     return _canonical_shape(shape), _float_dtype(name, dtype)
 
 
+def _sample(name: str, impl: Any, key: Any, shape: Shape, dtype: Any, out_sharding: Any) -> Array:
+    """A sampler of floats from a key's raw bits: ``impl(bits, shape, dtype)``, jitted."""
+    _no_out_sharding(name, out_sharding)
+    data, _ = check_key(name, key)
+    shp, d = _simple_sampler(name, dtype, shape)
+    out: Array = impl(_raw_bits(data, shp, d), shp, d)
+    return out
+
+
 def _exponential_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     u = _uniform_values(raw, _const(0.0, dtype), _const(1.0, dtype), shape, dtype)
     return lax.neg(lax.log1p(lax.neg(u)))
@@ -452,11 +461,7 @@ def exponential(
     out_sharding: Any = None,
 ) -> Array:
     """Standard exponential random values."""
-    _no_out_sharding("exponential", out_sharding)
-    data, _ = check_key("exponential", key)
-    shp, d = _simple_sampler("exponential", dtype, shape)
-    out: Array = _exponential_jit(_raw_bits(data, shp, d), shp, d)
-    return out
+    return _sample("exponential", _exponential_jit, key, shape, dtype, out_sharding)
 
 
 def _laplace_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
@@ -470,11 +475,7 @@ _laplace_jit = jit(_laplace_impl, static_argnums=(1, 2))
 
 def laplace(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard Laplace random values."""
-    _no_out_sharding("laplace", out_sharding)
-    data, _ = check_key("laplace", key)
-    shp, d = _simple_sampler("laplace", dtype, shape)
-    out: Array = _laplace_jit(_raw_bits(data, shp, d), shp, d)
-    return out
+    return _sample("laplace", _laplace_jit, key, shape, dtype, out_sharding)
 
 
 def _logistic_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
@@ -488,11 +489,7 @@ _logistic_jit = jit(_logistic_impl, static_argnums=(1, 2))
 
 def logistic(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard logistic random values."""
-    _no_out_sharding("logistic", out_sharding)
-    data, _ = check_key("logistic", key)
-    shp, d = _simple_sampler("logistic", dtype, shape)
-    out: Array = _logistic_jit(_raw_bits(data, shp, d), shp, d)
-    return out
+    return _sample("logistic", _logistic_jit, key, shape, dtype, out_sharding)
 
 
 def _cauchy_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
@@ -507,11 +504,7 @@ _cauchy_jit = jit(_cauchy_impl, static_argnums=(1, 2))
 
 def cauchy(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard Cauchy random values."""
-    _no_out_sharding("cauchy", out_sharding)
-    data, _ = check_key("cauchy", key)
-    shp, d = _simple_sampler("cauchy", dtype, shape)
-    out: Array = _cauchy_jit(_raw_bits(data, shp, d), shp, d)
-    return out
+    return _sample("cauchy", _cauchy_jit, key, shape, dtype, out_sharding)
 
 
 def _gumbel_values(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any], mode: str) -> Any:
