@@ -362,6 +362,22 @@ impl Gen<'_, '_> {
         Ok((a, t))
     }
 
+    /// An operand of rank 1 or more: one in scope, or a new value (a scalar type made a
+    /// vector of `len`).
+    fn ranked_operand(&mut self, lv: &mut Level, len: i64) -> Result<(Atom, AbstractValue)> {
+        self.operand(
+            lv,
+            |t| t.shape.rank() > 0,
+            |g| {
+                let mut t = g.any_type()?;
+                if t.shape.rank() == 0 {
+                    t = aval(&[len], t.dtype);
+                }
+                Ok(t)
+            },
+        )
+    }
+
     /// A value of type `t` (weak type aside): a pool value of that type, a conversion of
     /// one of that shape, or a literal broadcast to the shape.
     fn value_of(&mut self, lv: &mut Level, t: &AbstractValue) -> Result<Atom> {
@@ -963,17 +979,7 @@ impl Gen<'_, '_> {
                 );
             }
             Concatenate => {
-                let (x, xt) = self.operand(
-                    lv,
-                    |t| t.shape.rank() > 0,
-                    |g| {
-                        let mut t = g.any_type()?;
-                        if t.shape.rank() == 0 {
-                            t = aval(&[2], t.dtype);
-                        }
-                        Ok(t)
-                    },
-                )?;
+                let (x, xt) = self.ranked_operand(lv, 2)?;
                 let d = self.u.int_in_range(0..=xt.shape.rank() - 1)?;
                 let n = self.u.int_in_range(1..=3)?;
                 let mut ins = vec![x];
@@ -990,17 +996,7 @@ impl Gen<'_, '_> {
                 );
             }
             Split => {
-                let (x, xt) = self.operand(
-                    lv,
-                    |t| t.shape.rank() > 0,
-                    |g| {
-                        let mut t = g.any_type()?;
-                        if t.shape.rank() == 0 {
-                            t = aval(&[3], t.dtype);
-                        }
-                        Ok(t)
-                    },
-                )?;
+                let (x, xt) = self.ranked_operand(lv, 3)?;
                 let d = self.u.int_in_range(0..=xt.shape.rank() - 1)?;
                 let mut left = xt.shape.dims()[d];
                 let mut sizes = Vec::new();
