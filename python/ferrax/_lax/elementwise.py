@@ -109,9 +109,21 @@ round_p = _primitive("round", _round)
 
 @quiet
 def _integer_pow(x: NDArray, *, y: int) -> NDArray:
-    if y >= 0:
-        return np.power(x, y)
-    return 1 / np.power(x, -y)
+    # Square-and-multiply, the products XLA runs for JAX's lowering (np.power rounds
+    # once, so float results differed from jit's and JAX's in the last place).
+    n = abs(y)
+    acc = np.ones_like(x)
+    base = x
+    first = True
+    while n:
+        if n & 1:
+            acc = base if first else acc * base
+            first = False
+        n >>= 1
+        if n:
+            base = base * base
+    out = np.asarray(acc, dtype=x.dtype)
+    return out if y >= 0 else np.asarray(1 / out, dtype=x.dtype)
 
 
 integer_pow_p = _primitive("integer_pow", _integer_pow)
