@@ -198,3 +198,34 @@ def test_the_fast_path_never_confuses_argument_structures() -> None:
     np.testing.assert_array_equal(np.asarray(jf(a, b)), [8.0, 8.0])
     np.testing.assert_array_equal(np.asarray(jf((a, b))), [2.0, 2.0])
     np.testing.assert_array_equal(np.asarray(jf(a, b)), [8.0, 8.0])
+
+
+def test_a_jit_equation_left_by_a_transformation_runs_compiled() -> None:
+    """What vmap, jvp and reverse mode leave of a jitted call runs through XLA, as JAX
+    runs a pjit equation: the values are bit-identical to JAX's (XLA's transcendental
+    functions, not NumPy's), and the new but equal jaxprs made on every call compile once."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    from ferrax import _jit
+
+    x = np.linspace(-2.0, 3.0, 33, dtype=np.float32)
+
+    def f(v: Any) -> Any:
+        return fnp.sum(fnp.tanh(fnp.exp(v) * fnp.sin(v)))
+
+    def jf(v: Any) -> Any:
+        return jnp.sum(jnp.tanh(jnp.exp(v) * jnp.sin(v)))
+
+    ours = [np.asarray(fx.grad(fx.jit(f))(x)) for _ in range(3)]
+    theirs = np.asarray(jax.grad(jax.jit(jf))(x))
+    for g in ours:
+        np.testing.assert_array_equal(g, theirs)
+    before = len(_jit._eager_executables)
+    np.asarray(fx.grad(fx.jit(f))(x))
+    assert len(_jit._eager_executables) == before  # the same texts: no new compilation
+
+    batched = fx.vmap(fx.jit(lambda v: fnp.log1p(fnp.exp(v)) ** 3))(x.reshape(3, 11))
+    assert isinstance(batched, fx.Array)
+    np.testing.assert_array_equal(
+        np.asarray(batched), np.asarray(jax.vmap(jax.jit(lambda v: jnp.log1p(jnp.exp(v)) ** 3))(x.reshape(3, 11)))
+    )

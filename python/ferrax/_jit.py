@@ -21,7 +21,7 @@ from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_loc
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
 from ferrax._runtime import DeviceArray, Executable, backend, buffer_of, compile_stablehlo
-from ferrax.errors import ShardingError
+from ferrax.errors import LoweringError, ShardingError
 from ferrax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding, collecting_meshes, note_mesh
 from ferrax._staging import trace_to_jaxpr
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
@@ -38,7 +38,49 @@ _MISS = object()
 
 @jit_p.def_impl
 def _jit_impl(*args: Any, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> list[Any]:
-    return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+    # A jit equation run eagerly (what vmap, jvp and reverse mode leave of a jitted call
+    # when no trace is left above it) is compiled by XLA, as JAX compiles a pjit equation:
+    # the values are XLA's, not the reference rules'. Executables are kept by the call's
+    # text, so the new but equal jaxprs that partial evaluation and transposition make on
+    # every call compile once. A program XLA cannot take (an extension primitive without
+    # a lowering) or arguments laid out over several devices are evaluated equation by
+    # equation, each equation by its own rule.
+    if any(type(x) is DeviceArray and x._sharding is not None for x in args):
+        return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+    exe = _eager_executable(jaxpr, name)
+    if exe is None:
+        return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+    buffers = [buffer_of(c, aval_of(c)) for c in jaxpr.consts]
+    buffers += [buffer_of(x, a) for x, a in zip(args, jaxpr.jaxpr.in_avals)]
+    return exe(buffers)  # type: ignore[return-value]
+
+
+_EAGER_CACHE_SIZE = 256
+_eager_executables: dict[tuple[Any, ...], Executable | None] = {}
+
+
+def _eager_executable(closed: _ir.ClosedJaxpr, name: str) -> Executable | None:
+    """The compiled program of a jit equation (None: XLA cannot take it)."""
+    jaxpr = closed.jaxpr
+    hoisted = _ir.consts_to_invars(jaxpr) if jaxpr.constvars else jaxpr
+    out_avals = jaxpr.out_avals
+    key = (str(hoisted), name, tuple(a.weak_type for a in out_avals), _config.x64_enabled())
+    try:
+        return _eager_executables[key]
+    except KeyError:
+        pass
+    try:
+        text = _ir.lower_to_stablehlo(hoisted, f"jit_{name}")
+    except LoweringError as e:
+        if "has no StableHLO lowering" not in str(e):
+            raise
+        exe = None  # an extension primitive: its own eager rule runs it
+    else:
+        exe = compile_stablehlo(text, out_avals)
+    if len(_eager_executables) >= _EAGER_CACHE_SIZE:
+        del _eager_executables[next(iter(_eager_executables))]
+    _eager_executables[key] = exe
+    return exe
 
 
 def _jit_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> tuple[list[Any], list[Any]]:
