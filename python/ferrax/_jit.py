@@ -52,7 +52,7 @@ def _jit_impl(*args: Any, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> list[Any
         return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
     buffers = [buffer_of(c, aval_of(c)) for c in jaxpr.consts]
     buffers += [buffer_of(x, a) for x, a in zip(args, jaxpr.jaxpr.in_avals)]
-    return exe(buffers)  # type: ignore[return-value]
+    return list(exe(buffers))
 
 
 _EAGER_CACHE_SIZE = 256
