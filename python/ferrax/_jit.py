@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import types
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -57,6 +58,7 @@ def _jit_impl(*args: Any, jaxpr: _ir.ClosedJaxpr, name: str = "jit") -> list[Any
 
 _EAGER_CACHE_SIZE = 256
 _eager_executables: dict[tuple[Any, ...], Executable | None] = {}
+_eager_lock = threading.Lock()
 
 
 def _eager_executable(closed: _ir.ClosedJaxpr, name: str) -> Executable | None:
@@ -77,9 +79,10 @@ def _eager_executable(closed: _ir.ClosedJaxpr, name: str) -> Executable | None:
         exe = None  # an extension primitive: its own eager rule runs it
     else:
         exe = compile_stablehlo(text, out_avals)
-    if len(_eager_executables) >= _EAGER_CACHE_SIZE:
-        del _eager_executables[next(iter(_eager_executables))]
-    _eager_executables[key] = exe
+    with _eager_lock:  # threads may compile at once; eviction must not race
+        if len(_eager_executables) >= _EAGER_CACHE_SIZE:
+            _eager_executables.pop(next(iter(_eager_executables)), None)
+        _eager_executables[key] = exe
     return exe
 
 
