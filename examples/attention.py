@@ -6,7 +6,7 @@ gelu), a final layer norm and a linear read-out to the vocabulary. The task: eac
 sequence counts modulo the vocabulary size from a random start by a random stride
 (``s, s + d, s + 2d, ...``); predicting the next token needs the two before it, so the
 model has to attend to the past. Trained with next-token softmax cross-entropy and Adam
-(written over pytrees with ``ferrax.tree.map``).
+(``ferrax.example_libraries.optimizers``).
 
 Run: ``python examples/attention.py`` (a few seconds on a CPU).
 """
@@ -16,7 +16,8 @@ import time
 import ferrax as fx
 import ferrax.numpy as jnp
 import ferrax.random as random
-from ferrax import nn, tree
+from ferrax import nn
+from ferrax.example_libraries import optimizers
 
 VOCAB = 32
 SEQ = 16
@@ -99,43 +100,26 @@ def make_batch(key, batch=BATCH):
     return (start + stride * jnp.arange(SEQ + 1)) % VOCAB
 
 
-def adam_init(params):
-    """Adam's state: the step count and the first and second moments (zeros)."""
-    zeros = tree.map(jnp.zeros_like, params)
-    return {"count": jnp.zeros((), jnp.int32), "mu": zeros, "nu": zeros}
-
-
-def adam_update(params, grads, state, lr=3e-3, b1=0.9, b2=0.999, eps=1e-8):
-    """One Adam step over any pytree of parameters; returns ``(params, state)``."""
-    count = state["count"] + 1
-    mu = tree.map(lambda m, g: b1 * m + (1 - b1) * g, state["mu"], grads)
-    nu = tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state["nu"], grads)
-    t = count.astype(jnp.float32)
-    step = lr * jnp.sqrt(1 - b2**t) / (1 - b1**t)
-    params = tree.map(lambda p, m, v: p - step * m / (jnp.sqrt(v) + eps), params, mu, nu)
-    return params, {"count": count, "mu": mu, "nu": nu}
-
+opt_init, opt_update, get_params = optimizers.adam(3e-3)
 
 loss_and_grad = fx.jit(fx.value_and_grad(loss))
 
 
 @fx.jit
-def train_step(params, opt_state, tokens):
-    """One compiled training step on a batch of sequences."""
-    value, grads = fx.value_and_grad(loss)(params, tokens)
-    params, opt_state = adam_update(params, grads, opt_state)
-    return params, opt_state, value
+def train_step(i, opt_state, tokens):
+    """Training step ``i``, compiled, on a batch of sequences."""
+    value, grads = fx.value_and_grad(loss)(get_params(opt_state), tokens)
+    return opt_update(i, grads, opt_state), value
 
 
 def main(steps=150):
     key = random.key(0)
     k_init, key = random.split(key)
-    params = init_params(k_init)
-    opt_state = adam_init(params)
+    opt_state = opt_init(init_params(k_init))
     start = time.perf_counter()
     for i in range(steps):
         key, k_batch = random.split(key)
-        params, opt_state, value = train_step(params, opt_state, make_batch(k_batch))
+        opt_state, value = train_step(i, opt_state, make_batch(k_batch))
         if i % 25 == 0 or i == steps - 1:
             print(f"step {i:3d}: loss {float(value):.4f}")
     print(f"{steps} steps in {time.perf_counter() - start:.1f} s")

@@ -4,8 +4,8 @@ The task is synthetic, made with ``ferrax.random``: each input sequence is noise
 ``x_t ~ N(0, 1)`` and the target at step t is the sum of the last three inputs,
 ``x_{t-2} + x_{t-1} + x_t``: the network has to remember what it saw. One LSTM layer
 (gates ``i, f, g, o`` from one matrix product of ``[x_t, h_{t-1}]``) feeds a linear
-read-out at every step; the loss is the mean squared error, trained with Adam written over
-pytrees with ``ferrax.tree.map``.
+read-out at every step; the loss is the mean squared error, trained with Adam from
+``ferrax.example_libraries.optimizers``.
 
 Run: ``python examples/lstm.py`` (a few seconds on a CPU).
 """
@@ -15,7 +15,8 @@ import time
 import ferrax as fx
 import ferrax.numpy as jnp
 import ferrax.random as random
-from ferrax import lax, nn, tree
+from ferrax import lax, nn
+from ferrax.example_libraries import optimizers
 
 SEQ = 20
 BATCH = 64
@@ -69,44 +70,27 @@ def make_batch(key, batch=BATCH):
     return xs, ys
 
 
-def adam_init(params):
-    """Adam's state: the step count and the first and second moments (zeros)."""
-    zeros = tree.map(jnp.zeros_like, params)
-    return {"count": jnp.zeros((), jnp.int32), "mu": zeros, "nu": zeros}
-
-
-def adam_update(params, grads, state, lr=1e-2, b1=0.9, b2=0.999, eps=1e-8):
-    """One Adam step over any pytree of parameters; returns ``(params, state)``."""
-    count = state["count"] + 1
-    mu = tree.map(lambda m, g: b1 * m + (1 - b1) * g, state["mu"], grads)
-    nu = tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state["nu"], grads)
-    t = count.astype(jnp.float32)
-    step = lr * jnp.sqrt(1 - b2**t) / (1 - b1**t)
-    params = tree.map(lambda p, m, v: p - step * m / (jnp.sqrt(v) + eps), params, mu, nu)
-    return params, {"count": count, "mu": mu, "nu": nu}
-
+opt_init, opt_update, get_params = optimizers.adam(1e-2)
 
 loss_and_grad = fx.jit(fx.value_and_grad(loss))
 
 
 @fx.jit
-def train_step(params, opt_state, xs, ys):
-    """One compiled training step (forward scan, its transpose, Adam)."""
-    value, grads = fx.value_and_grad(loss)(params, xs, ys)
-    params, opt_state = adam_update(params, grads, opt_state)
-    return params, opt_state, value
+def train_step(i, opt_state, xs, ys):
+    """Training step ``i``, compiled (forward scan, its transpose, Adam)."""
+    value, grads = fx.value_and_grad(loss)(get_params(opt_state), xs, ys)
+    return opt_update(i, grads, opt_state), value
 
 
 def main(steps=200):
     key = random.key(0)
     k_init, key = random.split(key)
-    params = init_params(k_init)
-    opt_state = adam_init(params)
+    opt_state = opt_init(init_params(k_init))
     start = time.perf_counter()
     for i in range(steps):
         key, k_batch = random.split(key)
         xs, ys = make_batch(k_batch)
-        params, opt_state, value = train_step(params, opt_state, xs, ys)
+        opt_state, value = train_step(i, opt_state, xs, ys)
         if i % 25 == 0 or i == steps - 1:
             print(f"step {i:3d}: loss {float(value):.4f}")
     print(f"{steps} steps in {time.perf_counter() - start:.1f} s (the targets' variance is 3)")

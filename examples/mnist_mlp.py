@@ -4,7 +4,7 @@ The data are synthetic, made with ``ferrax.random``: 28x28 "images" drawn from a
 distribution, labelled by a fixed random teacher network (so there is something to learn
 and the loss can go down). The model is trained with softmax cross-entropy on one-hot
 labels, on minibatches gathered from the data set by indexing with a random permutation
-inside the compiled step, and an Adam update written over pytrees with ``ferrax.tree.map``.
+inside the compiled step, and Adam from ``ferrax.example_libraries.optimizers``.
 
 (A small CNN is left out: it needs ``lax.conv_general_dilated`` and pooling by
 ``lax.reduce_window``, which ferrax does not have yet.)
@@ -17,7 +17,8 @@ import time
 import ferrax as fx
 import ferrax.numpy as jnp
 import ferrax.random as random
-from ferrax import nn, tree
+from ferrax import nn
+from ferrax.example_libraries import optimizers
 
 SIZES = (784, 512, 512, 10)
 NUM_EXAMPLES = 4096
@@ -58,49 +59,35 @@ def make_data(key, num=NUM_EXAMPLES):
     return x, labels
 
 
-def adam_init(params):
-    """Adam's state: the step count and the first and second moments (zeros)."""
-    zeros = tree.map(jnp.zeros_like, params)
-    return {"count": jnp.zeros((), jnp.int32), "mu": zeros, "nu": zeros}
-
-
-def adam_update(params, grads, state, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
-    """One Adam step over any pytree of parameters; returns ``(params, state)``."""
-    count = state["count"] + 1
-    mu = tree.map(lambda m, g: b1 * m + (1 - b1) * g, state["mu"], grads)
-    nu = tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state["nu"], grads)
-    t = count.astype(jnp.float32)
-    step = lr * jnp.sqrt(1 - b2**t) / (1 - b1**t)
-    params = tree.map(lambda p, m, v: p - step * m / (jnp.sqrt(v) + eps), params, mu, nu)
-    return params, {"count": count, "mu": mu, "nu": nu}
-
+opt_init, opt_update, get_params = optimizers.adam(1e-3)
 
 loss_and_grad = fx.jit(fx.value_and_grad(loss))
 
 
 @fx.jit
-def train_step(params, opt_state, x, labels, idx):
-    """One compiled step on the minibatch ``x[idx], labels[idx]`` (a gather)."""
-    value, grads = fx.value_and_grad(loss)(params, x[idx], labels[idx])
-    params, opt_state = adam_update(params, grads, opt_state)
-    return params, opt_state, value
+def train_step(i, opt_state, x, labels, idx):
+    """Step ``i``, compiled, on the minibatch ``x[idx], labels[idx]`` (a gather)."""
+    value, grads = fx.value_and_grad(loss)(get_params(opt_state), x[idx], labels[idx])
+    return opt_update(i, grads, opt_state), value
 
 
 def main(epochs=3):
     key = random.key(0)
     k_data, k_init, key = random.split(key, 3)
     x, labels = make_data(k_data)
-    params = init_mlp(k_init)
-    opt_state = adam_init(params)
+    opt_state = opt_init(init_mlp(k_init))
+    steps_per_epoch = NUM_EXAMPLES // BATCH
     start = time.perf_counter()
     for epoch in range(epochs):
         key, k_perm = random.split(key)
         perm = random.permutation(k_perm, NUM_EXAMPLES)
         losses = []
-        for i in range(NUM_EXAMPLES // BATCH):
+        for i in range(steps_per_epoch):
             idx = perm[i * BATCH : (i + 1) * BATCH]
-            params, opt_state, value = train_step(params, opt_state, x, labels, idx)
+            step = epoch * steps_per_epoch + i
+            opt_state, value = train_step(step, opt_state, x, labels, idx)
             losses.append(float(value))
+        params = get_params(opt_state)
         accuracy = float(jnp.mean(jnp.argmax(predict(params, x), axis=-1) == labels))
         print(
             f"epoch {epoch}: loss {losses[0]:.4f} -> {losses[-1]:.4f}, "

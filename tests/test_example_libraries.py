@@ -1,0 +1,202 @@
+"""ferrax.example_libraries.optimizers against jax.example_libraries.optimizers.
+
+Every optimizer of the table runs a few steps on the same parameter pytree and gradients
+in both libraries (ferrax eagerly, step indices as Python ints; JAX's steps in one jitted
+function, one compilation rather than one per operation and shape): the parameters and
+every leaf of the optimizer state agree (float32, to a few ulps). The schedules are compared over a
+range of step indices; one jitted run checks the state as a pytree through ``jit`` with
+a traced step index (and a schedule), bit for bit with JAX's jitted run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ferrax
+import ferrax.numpy as fnp
+from ferrax.example_libraries import optimizers as fo
+
+jax = pytest.importorskip("jax")
+jo = pytest.importorskip("jax.example_libraries.optimizers")
+
+
+def _params() -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    return {
+        "w": rng.standard_normal((3, 4)).astype(np.float32),
+        "b": [rng.standard_normal(4).astype(np.float32), np.float32(1.5)],
+        "t": rng.standard_normal((2, 3, 2)).astype(np.float32),
+    }
+
+
+def _grads(steps: int) -> list[Any]:
+    rng = np.random.default_rng(1)
+    return [ferrax.tree.map(lambda p: rng.standard_normal(np.shape(p)).astype(np.float32), _params()) for _ in range(steps)]
+
+
+# (name, positional arguments, keyword arguments): the optimizers and their options.
+OPTIMIZERS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+    ("sgd", (0.1,), {}),
+    ("momentum", (0.1, 0.9), {}),
+    ("nesterov", (0.05, 0.8), {}),
+    ("adagrad", (0.1,), {}),
+    ("adagrad", (0.1,), {"momentum": 0.5}),
+    ("rmsprop", (0.1,), {}),
+    ("rmsprop", (0.1,), {"gamma": 0.5, "eps": 1e-4}),
+    ("rmsprop_momentum", (0.1,), {}),
+    ("adam", (0.1,), {}),
+    ("adam", (1e-3,), {"b1": 0.5, "b2": 0.9, "eps": 1e-6}),
+    ("adamax", (0.1,), {}),
+    ("sm3", (0.1,), {}),
+    ("sm3", (0.1,), {"momentum": 0.0}),
+]
+
+
+def _leaves_np(tree: Any) -> list[np.ndarray]:
+    return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+@pytest.mark.parametrize(("name", "args", "kwargs"), OPTIMIZERS, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(OPTIMIZERS)])
+def test_optimizer_steps_match_jax(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    f_init, f_update, f_params = getattr(fo, name)(*args, **kwargs)
+    j_init, j_update, j_params = getattr(jo, name)(*args, **kwargs)
+    params = _params()
+    f_state, j_state = f_init(params), j_init(params)
+    # The state's structure: one per-array state per parameter, as JAX's.
+    assert len(f_state.packed_state) == len(j_state.packed_state) == len(ferrax.tree.leaves(params))
+    grads = _grads(3)
+
+    def j_steps(state: Any) -> Any:
+        for i, g in enumerate(grads):
+            state = j_update(i, g, state)
+        return state
+
+    j_state = jax.jit(j_steps)(j_state)
+    for i, g in enumerate(grads):
+        f_state = f_update(i, g, f_state)
+    f_leaves, j_leaves = [np.asarray(x) for x in ferrax.tree.leaves(f_state)], _leaves_np(j_state)
+    assert len(f_leaves) == len(j_leaves)
+    for a, b in zip(f_leaves, j_leaves):
+        # (sm3 keeps each parameter's shape in its state: Python ints, int32 through jit)
+        assert a.shape == b.shape and (a.dtype == b.dtype or a.dtype.kind == b.dtype.kind == "i")
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    f_out, j_out = f_params(f_state), j_params(j_state)
+    assert ferrax.tree.structure(f_out) == ferrax.tree.structure(params)
+    for a, b in zip(ferrax.tree.leaves(f_out), _leaves_np(j_out)):
+        assert np.shape(a) == b.shape and np.asarray(a).dtype == b.dtype
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-6, atol=1e-7)
+
+
+def test_jitted_steps_with_traced_index_match_jax_bitwise() -> None:
+    """The state through ``jit`` (a pytree in and out), the step index traced, a schedule."""
+    schedule = (0.1, 100, 0.5)
+
+    def run(lib: Any, jit: Callable[..., Any]) -> list[np.ndarray]:
+        init, update, get_params = lib.adam(lib.exponential_decay(*schedule))
+        step = jit(update)
+        state = init(_params())
+        for i, g in enumerate(_grads(3)):
+            state = step(i, g, state)
+        return [np.asarray(x) for x in jax.tree.leaves(get_params(state))] + [
+            np.asarray(x) for x in (ferrax.tree.leaves(state) if lib is fo else jax.tree.leaves(state))
+        ]
+
+    ours, theirs = run(fo, ferrax.jit), run(jo, jax.jit)
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+
+
+SCHEDULES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+    ("constant", (0.3,), {}),
+    ("exponential_decay", (0.1, 10, 0.5), {}),
+    ("inverse_time_decay", (0.1, 10, 0.5), {}),
+    ("inverse_time_decay", (0.1, 10, 0.5), {"staircase": True}),
+    ("polynomial_decay", (0.1, 20, 0.01), {}),
+    ("polynomial_decay", (0.1, 20, 0.01), {"power": 2.0}),
+    ("piecewise_constant", ([5, 12], [1.0, 0.5, 0.1]), {}),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "kwargs"), SCHEDULES, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(SCHEDULES)])
+def test_schedules_match_jax(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    ours, theirs = getattr(fo, name)(*args, **kwargs), getattr(jo, name)(*args, **kwargs)
+    steps = np.arange(0, 30, dtype=np.int32)
+    for i in (0, 3, 5, 6, 12, 13, 25):  # Python ints
+        np.testing.assert_allclose(np.asarray(ours(i)), np.asarray(theirs(i)), rtol=1e-6)
+    if name not in ("constant", "piecewise_constant"):  # an array of step indices at once
+        a, b = np.asarray(ours(fnp.asarray(steps))), np.asarray(theirs(jax.numpy.asarray(steps)))
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_make_schedule() -> None:
+    assert fo.make_schedule(0.5)(7) == 0.5
+    sched = fo.polynomial_decay(1.0, 10, 0.0)
+    assert fo.make_schedule(sched) is sched
+    with pytest.raises(TypeError, match="step size must be a scalar or a schedule"):
+        fo.make_schedule(np.ones(3))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("boundaries", "values", "message"),
+    [([[1, 2]], [[1.0, 2.0, 3.0]], "must be sequences"), ([1, 2], [1.0, 2.0], "one shorter")],
+)
+def test_piecewise_constant_errors(boundaries: Any, values: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as err:
+        fo.piecewise_constant(boundaries, values)
+    assert "test_example_libraries.py" in str(err.value)
+    with pytest.raises(ValueError, match=message):
+        jo.piecewise_constant(boundaries, values)
+
+
+def test_l2_norm_and_clip_grads_match_jax() -> None:
+    grads = _grads(1)[0]
+    np.testing.assert_allclose(np.asarray(fo.l2_norm(grads)), np.asarray(jo.l2_norm(grads)), rtol=1e-6)
+    for max_norm in (0.5, 100.0):  # clipped, and left as it is
+        ours, theirs = fo.clip_grads(grads, max_norm), jo.clip_grads(grads, max_norm)
+        assert ferrax.tree.structure(ours) == ferrax.tree.structure(grads)
+        for a, b in zip(ferrax.tree.leaves(ours), _leaves_np(theirs)):
+            np.testing.assert_allclose(np.asarray(a), b, rtol=1e-6)
+    assert float(fo.l2_norm(fo.clip_grads(grads, 0.5))) == pytest.approx(0.5, rel=1e-5)
+
+
+def test_unpack_and_pack_optimizer_state() -> None:
+    init, update, get_params = fo.momentum(0.1, 0.9)
+    state = update(0, _grads(1)[0], init(_params()))
+    marked = fo.unpack_optimizer_state(state)
+    # The parameters' structure, a JoinPoint (holding that parameter's state) per leaf.
+    assert isinstance(marked, dict) and set(marked) == {"w", "b", "t"}
+    assert isinstance(marked["w"], fo.JoinPoint) and len(marked["w"].subtree) == 2
+    again = fo.pack_optimizer_state(marked)
+    assert again.tree_def == state.tree_def and again.subtree_defs == state.subtree_defs
+    for a, b in zip(ferrax.tree.leaves(again), ferrax.tree.leaves(state)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for a, b in zip(ferrax.tree.leaves(get_params(again)), ferrax.tree.leaves(get_params(state))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(TypeError, match="every leaf must be a JoinPoint"):
+        fo.pack_optimizer_state({"w": np.ones(2)})
+
+
+def test_gradient_tree_mismatch_is_type_error() -> None:
+    init, update, _ = fo.adam(0.1)
+    state = init(_params())
+    with pytest.raises(TypeError, match="did not match the parameter tree structure") as err:
+        update(0, [np.ones(3, np.float32)], state)
+    assert "test_example_libraries.py" in str(err.value)
+    j_init, j_update, _ = jo.adam(0.1)
+    with pytest.raises(TypeError):
+        j_update(0, [np.ones(3, np.float32)], j_init(_params()))
+
+
+def test_optimizer_is_a_named_triple() -> None:
+    opt = fo.sgd(0.1)
+    assert isinstance(opt, fo.Optimizer)
+    assert opt.init_fn is opt[0] and opt.update_fn is opt[1] and opt.params_fn is opt[2]
+    state = opt.init_fn({"a": np.float32(1.0)})
+    assert isinstance(state, fo.OptimizerState)
+    assert float(opt.params_fn(opt.update_fn(0, {"a": np.float32(2.0)}, state))["a"]) == pytest.approx(0.8)
