@@ -718,8 +718,8 @@ def test_pythons_own_messages_name_the_public_type(where: str) -> None:
     "mistake",
     [
         lambda v: v.sum(out=np.zeros(())),
-        lambda v: v.reshape(2, 2, order="F"),
-        lambda v: v.flatten("F"),
+        lambda v: v.reshape(2, 2, order="A"),
+        lambda v: v.flatten("K"),
         lambda v: len(v.sum()),
         lambda v: iter(v.sum()),
         lambda v: v.round(out=v),

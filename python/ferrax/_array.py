@@ -417,21 +417,18 @@ class Array:
 
     def reshape(self, *shape: Any, order: str = "C", copy: bool | None = None) -> Array:
         """The array with a new shape (one -1 is inferred); ``x.reshape(2, 3)`` and
-        ``x.reshape((2, 3))`` alike. Only ``order="C"`` is supported."""
-        _c_order("reshape", order)
+        ``x.reshape((2, 3))`` alike; ``order="F"`` reads and writes column-major."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            return _fnp.reshape(self, tuple(shape[0]))
-        return _fnp.reshape(self, shape)
+            return _fnp.reshape(self, tuple(shape[0]), order)
+        return _fnp.reshape(self, shape, order)
 
     def flatten(self, order: str = "C") -> Array:
-        """The array as one dimension (row-major)."""
-        _c_order("flatten", order)
-        return _fnp.ravel(self)
+        """The array as one dimension (row-major; column-major for ``order="F"``)."""
+        return _fnp.ravel(self, order)
 
     def ravel(self, order: str = "C") -> Array:
-        """The array as one dimension (row-major)."""
-        _c_order("ravel", order)
-        return _fnp.ravel(self)
+        """The array as one dimension (row-major; column-major for ``order="F"``)."""
+        return _fnp.ravel(self, order)
 
     def transpose(self, *axes: Any) -> Array:
         """The array with permuted axes (reversed if none are given):
@@ -620,13 +617,6 @@ def _refuse_setting(cls: type) -> None:
 
 
 _refuse_setting(Array)
-
-
-def _c_order(name: str, order: str) -> None:
-    if order != "C":
-        raise NotImplementedError(
-            f"{name}: only order='C' (row-major) is supported, got order={order!r}{_at_user_line()}"
-        )
 
 
 class _IndexUpdateHelper:

@@ -57,11 +57,22 @@ def normalize_axes(axis: Axis, ndim: int, name: str) -> tuple[int, ...]:
     return out
 
 
-def reshape(a: ArrayLike, shape: Shape) -> Array:
+def _check_order(order: str) -> None:
+    """JAX's ``order=`` values: ``'C'`` and ``'F'``; ``'A'`` is not implemented."""
+    if order == "A":
+        raise NotImplementedError(f"np.reshape order=A is not implemented, at {user_location()}")
+    if order not in ("C", "F"):
+        raise ValueError(f"Unexpected value for 'order' argument: {order}, at {user_location()}")
+
+
+def reshape(a: ArrayLike, shape: Shape, order: str = "C", *, copy: bool | None = None) -> Array:
     """``a`` with a new shape of as many elements; one dimension may be -1 (inferred).
+    ``order="F"`` reads and writes the elements column-major (JAX's ``reshape`` with
+    reversed dimensions, then a transpose); ``copy`` is accepted (arrays are immutable).
 
     A shape of another size is a :class:`~ferrax.TypeCheckError`.
     """
+    _check_order(order)
     x = as_array(a, "reshape")
     dims = [shape] if isinstance(shape, (int, np.integer)) else list(shape)
     dims = [operator.index(d) for d in dims]
@@ -80,6 +91,9 @@ def reshape(a: ArrayLike, shape: Shape) -> Array:
             f"reshape: cannot reshape an array of shape {list(x.shape)} ({x.size} elements) "
             f"into shape {dims}"
         )
+    if order == "F":
+        reversed_axes = tuple(range(x.ndim))[::-1]
+        return transpose(lax.reshape(x, dims[::-1], reversed_axes))
     if tuple(dims) == x.shape:
         return x
     return lax.reshape(x, dims)
@@ -92,10 +106,12 @@ def _prod(dims: Sequence[int]) -> int:
     return n
 
 
-def ravel(a: ArrayLike) -> Array:
-    """``a`` flattened to one dimension (row-major)."""
+def ravel(a: ArrayLike, order: str = "C") -> Array:
+    """``a`` flattened to one dimension (row-major; column-major for ``order="F"``)."""
+    if order == "K":
+        raise NotImplementedError(f"Ravel not implemented for order='K', at {user_location()}")
     x = as_array(a, "ravel")
-    return reshape(x, (x.size,))
+    return reshape(x, (x.size,), order)
 
 
 def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
