@@ -1298,7 +1298,8 @@ def interp(
     right: ArrayLike | str | None = None, period: ArrayLike | None = None,
 ) -> Array:
     """Linear interpolation of the points ``(xp, fp)`` (``xp`` increasing) at ``x``;
-    ``fp[0]``/``fp[-1]`` (or ``left``/``right``, or ``'extrapolate'``) outside."""
+    ``fp[0]``/``fp[-1]`` (or ``left``/``right``, or ``'extrapolate'``) outside. With
+    ``period``, ``x`` and ``xp`` are angles modulo ``period`` (``xp`` in any order)."""
     xa, xpa, fpa = as_array(x, "interp", 0), as_array(xp, "interp", 1), as_array(fp, "interp", 2)
     if xpa.shape != fpa.shape or xpa.ndim != 1:
         raise ValueError(f"xp and fp must be one-dimensional arrays of equal size, at {user_location()}")
@@ -1312,11 +1313,20 @@ def interp(
             )
         extrapolate.append(isinstance(side, str))
     if period is not None:
-        raise NotImplementedError(f"interp: period= needs sort, which ferrax.numpy does not have yet, at {user_location()}")
+        if np.ndim(period) != 0:
+            raise ValueError(f"period must be a scalar; got {period}, at {user_location()}")
+        span = _ufuncs.abs(period)
+        xv, xpv = _ufuncs.remainder(xv, span), _ufuncs.remainder(xpv, span)
+        xpv, fpv = lax.sort_key_val(xpv, fpv)
+        end = xpv.shape[0]
+        xpv = _shape.concatenate([
+            _ufuncs.subtract(lax.slice(xpv, (end - 1,), (end,)), span), xpv, _ufuncs.add(lax.slice(xpv, (0,), (1,)), span)
+        ])
+        fpv = _shape.concatenate([lax.slice(fpv, (end - 1,), (end,)), fpv, lax.slice(fpv, (0,), (1,))])
+    from ferrax.numpy._sorting import searchsorted
+
     n = xpv.shape[0]
-    # searchsorted(xp, x, side='right') by counting: fine for the sizes interp meets.
-    below = lax.le(_shape.insert_axes(xpv, tuple(range(1, xv.ndim + 1))), _shape.insert_axes(xv, (0,)))
-    count = _reductions.sum(below, axis=0, dtype=np.int32)
+    count = searchsorted(xpv, xv, side="right")
     i = _ufuncs.clip(count, 1, builtins.max(n - 1, 1))
     from ferrax.numpy._indexing import take
 
@@ -1333,8 +1343,8 @@ def interp(
     f = _ufuncs.where(dx0, at(fpv, im1), _ufuncs.add(at(fpv, im1), _ufuncs.multiply(slope, df)))
     first, last = _shape.reshape(lax.slice(fpv, (0,), (1,)), ()), _shape.reshape(lax.slice(fpv, (n - 1,), (n,)), ())
     x_first, x_last = _shape.reshape(lax.slice(xpv, (0,), (1,)), ()), _shape.reshape(lax.slice(xpv, (n - 1,), (n,)), ())
-    if not extrapolate[0]:
+    if not extrapolate[0] and period is None:
         f = _ufuncs.where(_ufuncs.less(xv, x_first), first if left is None else left, f)  # type: ignore[arg-type]
-    if not extrapolate[1]:
+    if not extrapolate[1] and period is None:
         f = _ufuncs.where(_ufuncs.greater(xv, x_last), last if right is None else right, f)  # type: ignore[arg-type]
     return f

@@ -121,15 +121,87 @@ def _total_less(x: Any, y: Any, or_equal: bool) -> Any:
     return lax.bitwise_or(lax.lt(x, y), lax.bitwise_and(y_nan, lax.bitwise_not(x_nan)))
 
 
+def _gather_1d(arr: Any, index: Any) -> Any:
+    """``arr[index]`` for a 1-d ``arr`` and an index array of any shape (clipped), as
+    the gather JAX stages for ``sorted_arr[mid]``."""
+    rank = len(aval_of(index).shape)
+    dnums = lax.GatherDimensionNumbers(offset_dims=(rank,), collapsed_slice_dims=(), start_index_map=(0,))
+    starts = lax.broadcast_in_dim(index, (*aval_of(index).shape, 1), tuple(range(rank)))
+    window = lax.gather(arr, starts, dnums, (1,), mode="clip")
+    return lax.squeeze(window, (rank,))
+
+
+def _search_scan(arr: Any, values: Any, side: str, index: np.dtype[Any], unrolled: bool) -> Array:
+    """Binary search: ``ceil(log2(n + 1))`` halvings of ``(low, high]`` for every value at
+    once, a ``scan`` (or, ``unrolled``, as many steps written out) with unsigned bounds."""
+    n = aval_of(arr).shape[0]
+    vshape = tuple(aval_of(values).shape)
+    unsigned = np.dtype(np.uint64) if index.itemsize == 8 else np.dtype(np.uint32)
+    levels = int(np.ceil(np.log2(n + 1)))
+
+    def halve(carry: tuple[Any, Any], _: Any) -> tuple[tuple[Any, Any], None]:
+        low, high = carry
+        mid = lax.add(low, lax.div(lax.sub(high, low), convert(2, unsigned)))
+        go_left = _total_less(values, _gather_1d(arr, mid), or_equal=side == "left")
+        return (lax.select_n(go_left, mid, low), lax.select_n(go_left, high, mid)), None
+
+    carry = (lax.full(vshape, unsigned.type(0)), lax.full(vshape, unsigned.type(n)))
+    if unrolled:
+        for _ in range(levels):
+            carry, _ = halve(carry, None)
+    else:
+        carry, _ = lax.scan(halve, carry, None, length=levels)
+    out: Array = lax.convert_element_type(carry[1], index)
+    return out
+
+
+def _search_sort(arr: Any, values: Any, side: str, index: np.dtype[Any]) -> Array:
+    """Ranks in one sort of ``a`` and the values together, less the values' own ranks."""
+    flat = lax.reshape(values, (int(np.prod(aval_of(values).shape, dtype=np.int64)),))
+    n, m = aval_of(arr).shape[0], aval_of(flat).shape[0]
+    working = np.dtype(np.int32) if n + m <= np.iinfo(np.int32).max else np.dtype(np.int64)
+
+    def rank(x: Any) -> Any:
+        size = aval_of(x).shape[0]
+        iota = lax.iota(working, size)
+        _, order = lax.sort_key_val(x, iota)
+        return lax.full((size,), 0, working).at[order].set(iota)
+
+    if side == "left":
+        placed = lax.slice(rank(lax.concatenate([flat, arr], 0)), (0,), (m,))
+    else:
+        placed = lax.slice(rank(lax.concatenate([arr, flat], 0)), (n,), (n + m,))
+    out: Array = lax.reshape(lax.sub(placed, rank(flat)), tuple(aval_of(values).shape))
+    return lax.convert_element_type(out, index)
+
+
+def _search_compare_all(arr: Any, values: Any, side: str, index: np.dtype[Any]) -> Array:
+    """Every element of ``a`` against every value: counts of those below (or not above)."""
+    n = aval_of(arr).shape[0]
+    vshape = tuple(aval_of(values).shape)
+    rank = len(vshape)
+    a_b = lax.broadcast_in_dim(arr, (n, *vshape), (0,))
+    v_b = lax.broadcast_in_dim(values, (n, *vshape), tuple(range(1, rank + 1)))
+    below = _total_less(a_b, v_b, or_equal=side == "right")
+    out: Array = lax.reduce_sum(lax.convert_element_type(below, index), (0,))
+    return out
+
+
 def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLike | None = None, *, method: str = "scan") -> Array:
     """Where each element of ``v`` would go in the sorted 1-d ``a`` to keep it sorted:
     before equal elements (``side="left"``) or after them (``"right"``); int32 indices
-    of ``v``'s shape. ``method`` is accepted for JAX's signature (every method gives
-    the same result; ferrax counts the elements below each value)."""
+    (int64 past 2**31 elements) of ``v``'s shape, in the sort's order (NaNs last).
+
+    ``method`` is JAX's: ``"scan"`` (a binary search, ``lax.scan`` over ``log2(n)``
+    halvings), ``"scan_unrolled"`` (the same steps written out), ``"sort"`` (one sort of
+    ``a`` and ``v`` together) or ``"compare_all"`` (every pair compared: small ``a``)."""
     if side not in ("left", "right"):
         raise ValueError(f"{side!r} is an invalid value for keyword 'side', at {user_location()}")
     if method not in ("scan", "scan_unrolled", "sort", "compare_all"):
-        raise ValueError(f"{method!r} is an invalid value for keyword 'method', at {user_location()}")
+        raise ValueError(
+            f"invalid argument method={method!r}, expected one of "
+            f"['compare_all', 'scan', 'scan_unrolled', 'sort'], at {user_location()}"
+        )
     arr, values = as_array(a, "searchsorted"), as_array(v, "searchsorted", 1)
     if len(aval_of(arr).shape) != 1:
         raise ValueError(f"a should be 1-dimensional, at {user_location()}")
@@ -137,14 +209,14 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLi
     if sorter is not None:
         arr = arr[as_array(sorter, "searchsorted", 2)]
     n = aval_of(arr).shape[0]
-    vshape = tuple(aval_of(values).shape)
     index = np.dtype(np.int64) if n > np.iinfo(np.int32).max else np.dtype(np.int32)
-    # Every element of a against every value: counts of those below (or not above).
-    rank = len(vshape)
-    a_b = lax.broadcast_in_dim(arr, (*vshape, n), (rank,))
-    v_b = lax.broadcast_in_dim(values, (*vshape, n), tuple(range(rank)))
-    below = _total_less(a_b, v_b, or_equal=side == "right")
-    return lax.reduce_sum(lax.convert_element_type(below, index), (rank,))
+    if method in ("scan", "scan_unrolled"):
+        if n == 0:
+            return lax.full(tuple(aval_of(values).shape), 0, index)
+        return _search_scan(arr, values, side, index, method == "scan_unrolled")
+    if method == "sort":
+        return _search_sort(arr, values, side, index)
+    return _search_compare_all(arr, values, side, index)
 
 
 def _promote_integer(d: np.dtype[Any]) -> np.dtype[Any]:
