@@ -168,6 +168,13 @@ from ferrax.numpy._breadth import interp, piecewise
 from ferrax.numpy._einsum import einsum, einsum_path
 from ferrax.numpy._pad import pad
 
+# Order statistics and set operations (issue 12 item 3): ferrax.numpy._stats.
+from ferrax.numpy._stats import (
+    intersect1d, isin, median, nanmedian, nanpercentile, nanquantile, percentile, quantile,
+    setdiff1d, setxor1d, union1d, unique, unique_all, unique_counts, unique_inverse,
+    unique_values,
+)
+
 ndarray = Array
 """The array type (:class:`ferrax.Array`), under NumPy's name."""
 
@@ -215,6 +222,10 @@ __all__ = [
     "nanstd", "nansum", "nanvar", "newaxis", "outer", "pi", "promote_types", "roll",
     "select", "split", "tensordot", "tile", "trace", "tri", "tril", "triu", "vstack",
     "einsum", "einsum_path", "interp", "pad", "piecewise",
+    # order statistics and set operations (issue 12)
+    "intersect1d", "isin", "median", "nanmedian", "nanpercentile", "nanquantile", "percentile",
+    "quantile", "setdiff1d", "setxor1d", "union1d", "unique", "unique_all", "unique_counts",
+    "unique_inverse", "unique_values",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,

@@ -4,9 +4,9 @@ concatenations as ``jax.numpy`` builds them.
 Widths are known when tracing (they fix the shape). ``mode`` is ``constant`` (per-side
 values too), ``edge``, ``wrap``, ``reflect``/``symmetric`` (``reflect_type`` ``even`` or
 ``odd``, widths beyond the axis reflected again), ``linear_ramp`` (``end_values``),
-``maximum``/``minimum``/``mean`` (``stat_length``; integers rounded), ``empty`` (zeros, as
-XLA has no uninitialized memory) or a function ``f(vector, (before, after), axis,
-kwargs)`` applied along each axis; ``median`` waits for ``sort``.
+``maximum``/``minimum``/``mean``/``median`` (``stat_length``; integers rounded), ``empty``
+(zeros, as XLA has no uninitialized memory) or a function ``f(vector, (before, after),
+axis, kwargs)`` applied along each axis.
 """
 
 from __future__ import annotations
@@ -258,9 +258,9 @@ def pad(array: ArrayLike, pad_width: Any, mode: str | Callable[..., Any] = "cons
     lengths = None if stat_length is None else _pairs(stat_length, x.ndim, "stat_length")
     if lengths is not None:
         lengths = tuple((operator.index(a), operator.index(b)) for a, b in lengths)
+    from ferrax.numpy._stats import median
+
     stats: dict[str, Callable[..., Array]] = {
-        "maximum": _reductions.max, "minimum": _reductions.min, "mean": _reductions.mean,
+        "maximum": _reductions.max, "minimum": _reductions.min, "mean": _reductions.mean, "median": median,
     }
-    if mode == "median":
-        raise NotImplementedError(f"pad: mode 'median' needs sort, which ferrax.numpy does not have yet, at {user_location()}")
     return _stats(x, widths, lengths, stats[mode])
