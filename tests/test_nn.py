@@ -17,14 +17,14 @@ Every case is written once as ``case(nn, x)`` for a module ``nn`` (``ferrax.nn``
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
+from jax_harness import TypeOf, both_x64, jax_types, outcome, type_of
+from jax_harness import assert_same_outcome as assert_same_outcome_renamed
 
 import ferrax
 import ferrax.nn as fnn
@@ -37,12 +37,6 @@ jnp = pytest.importorskip("jax.numpy")
 Case = Callable[[Any, Any], Any]
 F16, BF16, F32, F64 = (np.dtype(d) for d in (np.float16, ml_dtypes.bfloat16, np.float32, np.float64))
 RTOL = {F16: 4e-3, BF16: 3e-2, F32: 2e-5, F64: 1e-12}
-
-
-@contextmanager
-def both_x64(x64: bool) -> Iterator[None]:
-    with ferrax.enable_x64(x64), jax.enable_x64(x64):
-        yield
 
 
 # --------------------------------------------------------------------------- the cases
@@ -139,31 +133,12 @@ def assert_close(ours: Any, theirs: Any, dtype: np.dtype[Any], what: str, scale:
     assert bad.size == 0, f"{what}: at {bad[:5]}, {a.ravel()[bad[:5]]} != {e.ravel()[bad[:5]]}"
 
 
-def type_of(x: Any) -> tuple[np.dtype[Any], bool, tuple[int, ...]]:
-    return np.dtype(x.dtype), bool(x.weak_type), tuple(x.shape)
-
-
-def outcome(run: Callable[[], Any]) -> Any:
-    """The types of ``run()``'s results, or the exception it raised."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return [type_of(r) for r in tree_leaves(run())]
-    except Exception as e:  # noqa: BLE001 - compared with JAX's below
-        return e
-
-
 # JAX raises an AssertionError for an odd glu axis; ferrax a ValueError.
 JAX_TO_FERRAX: dict[type[BaseException], type[BaseException]] = {AssertionError: ValueError}
 
 
-def assert_same_outcome(ours: Any, theirs: Any, what: str) -> None:
-    if isinstance(theirs, BaseException):
-        want = JAX_TO_FERRAX.get(type(theirs), type(theirs))
-        assert isinstance(ours, want), (what, ours, theirs)
-    else:
-        assert not isinstance(ours, BaseException), (what, ours, theirs)
-        assert ours == theirs, what
+def assert_same_outcome(ours: list[TypeOf] | Exception, theirs: list[TypeOf] | Exception, what: str) -> None:
+    assert_same_outcome_renamed(ours, theirs, what, JAX_TO_FERRAX)
 
 
 OPERANDS: dict[str, Any] = {
@@ -182,31 +157,6 @@ OPERANDS: dict[str, Any] = {
 }
 
 
-def jax_types(cases: dict[str, Case], x: Any) -> dict[str, Any]:
-    """JAX's result types for each ``case(jax.nn, x)``, or the exception it raised, all
-    traced in one ``eval_shape`` (nothing compiled). Arrays are passed as arguments, not
-    closed over: JAX 0.10.2 can reuse a custom_jvp function's trace made in the other
-    x64 mode for a closed-over int64 array."""
-    errors: dict[str, Exception] = {}
-
-    def all_cases(x: Any) -> dict[str, Any]:
-        out = {}
-        for name, case in cases.items():
-            try:
-                out[name] = case(jax.nn, x)
-            except Exception as e:  # noqa: BLE001 - compared with ferrax's
-                errors[name] = e
-        return out
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if isinstance(x, np.ndarray):
-            shapes = jax.eval_shape(all_cases, x)
-        else:
-            shapes = jax.eval_shape(lambda: all_cases(x))
-    return {name: errors[name] if name in errors else [type_of(r) for r in tree_leaves(shapes[name])] for name in cases}
-
-
 @pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
 def test_types_as_jax(x64: bool) -> None:
     """Every case, over every kind of operand: JAX's dtype, weak type and shape, or an
@@ -217,7 +167,7 @@ def test_types_as_jax(x64: bool) -> None:
     }
     with both_x64(x64):
         for kind, x in OPERANDS.items():
-            theirs = jax_types(cases, x)
+            theirs = jax_types(jax.nn, cases, x)
             for name, case in cases.items():
                 ours = outcome(lambda: case(fnn, x))
                 assert_same_outcome(ours, theirs[name], f"{name} of {kind}")

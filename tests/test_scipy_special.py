@@ -7,14 +7,12 @@ Cases are written once as ``case(sp, *xs)`` for a module ``sp``.
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
+from jax_harness import Case, assert_same_outcome, both_x64, jax_types, outcome, type_of
 
 import ferrax
 import ferrax.scipy.special as fsp
@@ -23,15 +21,8 @@ from ferrax.tree_util import tree_leaves
 jax = pytest.importorskip("jax")
 jsp = pytest.importorskip("jax.scipy.special")
 
-Case = Callable[..., Any]
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 RTOL = {F32: 1e-5, F64: 1e-13}
-
-
-@contextmanager
-def both_x64(x64: bool) -> Iterator[None]:
-    with ferrax.enable_x64(x64), jax.enable_x64(x64):
-        yield
 
 
 UNARY: dict[str, Case] = {
@@ -85,52 +76,6 @@ PAIRS = [
 ]
 
 
-def type_of(x: Any) -> tuple[np.dtype[Any], bool, tuple[int, ...]]:
-    return np.dtype(x.dtype), bool(x.weak_type), tuple(x.shape)
-
-
-def outcome(run: Callable[[], Any]) -> Any:
-    """The types of ``run()``'s results, or the exception it raised."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return [type_of(r) for r in tree_leaves(run())]
-    except Exception as e:  # noqa: BLE001 - compared with JAX's below
-        return e
-
-
-def jax_types(cases: dict[str, Case], *xs: Any) -> dict[str, Any]:
-    """JAX's result types of each ``case(jsp, *xs)``, or the exception it raised, traced
-    in one ``eval_shape``; arrays passed as arguments (see test_nn.jax_types)."""
-    arrays = [i for i, x in enumerate(xs) if isinstance(x, np.ndarray)]
-    errors: dict[str, Exception] = {}
-
-    def call(*arrs: Any) -> dict[str, Any]:
-        full = list(xs)
-        for i, a in zip(arrays, arrs):
-            full[i] = a
-        out = {}
-        for name, case in cases.items():
-            try:
-                out[name] = case(jsp, *full)
-            except Exception as e:  # noqa: BLE001 - compared with ferrax's
-                errors[name] = e
-        return out
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        shapes = jax.eval_shape(call, *[xs[i] for i in arrays])
-    return {name: errors[name] if name in errors else [type_of(r) for r in tree_leaves(shapes[name])] for name in cases}
-
-
-def assert_same_outcome(ours: Any, theirs: Any, what: str) -> None:
-    if isinstance(theirs, BaseException):
-        assert isinstance(ours, type(theirs)), (what, ours, theirs)
-    else:
-        assert not isinstance(ours, BaseException), (what, ours, theirs)
-        assert ours == theirs, what
-
-
 @pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
 def test_types_as_jax(x64: bool) -> None:
     """Every function over every kind of operand (and pairs of them): JAX's dtype, weak
@@ -138,12 +83,12 @@ def test_types_as_jax(x64: bool) -> None:
     with both_x64(x64):
         unary = {**UNARY, **REDUCING}
         for kind, x in OPERANDS.items():
-            theirs = jax_types(unary, x)
+            theirs = jax_types(jsp, unary, x)
             for name, case in unary.items():
                 assert_same_outcome(outcome(lambda: case(fsp, x)), theirs[name], f"{name} of {kind}")
         for k1, k2 in PAIRS:
             x, y = OPERANDS[k1], OPERANDS[k2]
-            theirs = jax_types(BINARY, x, y)
+            theirs = jax_types(jsp, BINARY, x, y)
             for name, case in BINARY.items():
                 assert_same_outcome(outcome(lambda: case(fsp, x, y)), theirs[name], f"{name} of {k1}, {k2}")
 
