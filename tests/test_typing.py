@@ -325,3 +325,165 @@ def test_jit_and_cost_analysis_types() -> None:
     assert_type(jitted.trace(x).jaxpr, ClosedJaxpr)
     assert_type(ferrax.cost_analysis(f)(x), dict[str, Any])
     assert_type(ferrax.device_put(x), ferrax.Array)
+
+
+# --------------------------------------------- issue 12's modules: random, nn, scipy, tree
+
+
+def test_random_types() -> None:
+    from ferrax import random
+
+    k = random.key(0)
+    assert_type(k, random.KeyArray)
+    assert_type(random.PRNGKey(0), ferrax.Array)
+    assert_type(random.key_data(k), ferrax.Array)
+    assert_type(random.wrap_key_data(random.key_data(k)), random.KeyArray)
+    assert_type(random.key_impl(k), str)
+    # split and fold_in return the kind of key they are given (typed or raw).
+    assert_type(random.split(k), Any)
+    assert_type(random.fold_in(k, 1), Any)
+    assert_type(random.bits(k, (2,)), ferrax.Array)
+    assert_type(random.uniform(k, (2,), minval=-1.0, maxval=1.0), ferrax.Array)
+    assert_type(random.normal(k, (2, 3), np.float32), ferrax.Array)
+    assert_type(random.randint(k, (3,), 0, 10), ferrax.Array)
+    assert_type(random.bernoulli(k, 0.3, (4,)), ferrax.Array)
+    assert_type(random.categorical(k, np.zeros(3, np.float32)), ferrax.Array)
+    assert_type(random.choice(k, 5, (2,), replace=False), ferrax.Array)
+    assert_type(random.permutation(k, 5), ferrax.Array)
+    assert_type(random.truncated_normal(k, -1.0, 1.0, (2,)), ferrax.Array)
+    assert_type(random.gumbel(k, (2,)), ferrax.Array)
+    assert_type(random.exponential(k, (2,)), ferrax.Array)
+    assert_type(random.gamma(k, 2.0, (2,)), ferrax.Array)
+    assert_type(random.beta(k, 2.0, 3.0), ferrax.Array)
+    assert_type(random.dirichlet(k, np.ones(3, np.float32)), ferrax.Array)
+
+
+def test_nn_types() -> None:
+    import ferrax.numpy as fnp
+    from ferrax import nn
+
+    x = fnp.linspace(-2.0, 2.0, 4)
+    assert_type(nn.relu(x), ferrax.Array)
+    assert_type(nn.gelu(x, approximate=False), ferrax.Array)
+    assert_type(nn.sigmoid(x), ferrax.Array)
+    assert_type(nn.silu(x), ferrax.Array)
+    assert_type(nn.leaky_relu(x, negative_slope=0.1), ferrax.Array)
+    assert_type(nn.softmax(x), ferrax.Array)
+    assert_type(nn.log_softmax(x, axis=0), ferrax.Array)
+    assert_type(nn.logsumexp(x), ferrax.Array)
+    assert_type(nn.one_hot(fnp.arange(3), 3), ferrax.Array)
+    assert_type(nn.standardize(x), ferrax.Array)
+    assert_type(nn.glu(x), ferrax.Array)
+
+
+def test_nn_initializers_types() -> None:
+    from ferrax import random
+    from ferrax.nn import initializers
+
+    k = random.key(0)
+    init = initializers.glorot_uniform()
+    assert_type(init, initializers.Initializer)
+    assert_type(init(k, (2, 3), np.float32), ferrax.Array)
+    assert_type(initializers.zeros(k, (2,)), ferrax.Array)
+    assert_type(initializers.ones(k, (2,), np.float32), ferrax.Array)
+    assert_type(initializers.normal(0.1), initializers.Initializer)
+    assert_type(initializers.he_normal()(k, (3, 2)), ferrax.Array)
+    assert_type(initializers.variance_scaling(1.0, "fan_in", "truncated_normal"), initializers.Initializer)
+
+
+def test_scipy_special_types() -> None:
+    import ferrax.scipy.special as sp
+
+    x = np.array([0.25, 0.5], np.float32)
+    assert_type(sp.erf(x), ferrax.Array)
+    assert_type(sp.erfinv(x), ferrax.Array)
+    assert_type(sp.gammaln(x), ferrax.Array)
+    assert_type(sp.digamma(x), ferrax.Array)
+    assert_type(sp.expit(x), ferrax.Array)
+    assert_type(sp.logit(x), ferrax.Array)
+    assert_type(sp.xlogy(x, x), ferrax.Array)
+    assert_type(sp.xlog1py(x, x), ferrax.Array)
+    # logsumexp's result type follows return_sign.
+    assert_type(sp.logsumexp(x), ferrax.Array)
+    assert_type(sp.logsumexp(x, return_sign=True), tuple[ferrax.Array, ferrax.Array])
+
+
+def test_tree_types() -> None:
+    from ferrax import tree, tree_util
+
+    t = {"a": (1, 2), "b": [3.0]}
+    assert_type(tree.map(lambda v: v, t), Any)
+    assert_type(tree.leaves(t), list[Any])
+    assert_type(tree.structure(t), tree_util.PyTreeDef)
+    assert_type(tree.flatten(t), tuple[list[Any], tree_util.PyTreeDef])
+    assert_type(tree.unflatten(tree.structure(t), [1, 2, 3]), Any)
+    assert_type(tree.reduce(lambda a, b: a + b, [1, 2]), Any)
+    assert_type(tree.all([True, 1]), bool)
+    assert_type(tree.map_with_path(lambda p, v: v, t), Any)
+    with_paths = tree.leaves_with_path(t)
+    assert_type(with_paths, list[tuple[tuple[Any, ...], Any]])
+    assert_type(tree.flatten_with_path(t), tuple[list[tuple[tuple[Any, ...], Any]], tree_util.PyTreeDef])
+    # tree_util's names for the same, and key paths.
+    assert_type(tree_util.keystr(with_paths[0][0]), str)
+    assert_type(tree_util.tree_flatten_with_path(t)[1], tree_util.PyTreeDef)
+    assert_type(tree_util.tree_reduce(lambda a, b: a + b, [1, 2], 0), Any)
+    assert_type(tree_util.tree_all([True]), bool)
+    assert_type(tree_util.SequenceKey(0), tree_util.SequenceKey)
+    assert_type(tree_util.DictKey("a"), tree_util.DictKey)
+    assert_type(tree_util.GetAttrKey("a"), tree_util.GetAttrKey)
+    add = tree_util.Partial(lambda a, b: a + b, 1)
+    assert_type(add, tree_util.Partial)
+    assert add(2) == 3
+
+
+def test_register_dataclass_keeps_the_class() -> None:
+    import dataclasses
+
+    from ferrax import tree_util
+
+    @tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Point:
+        x: float
+        y: float
+
+    assert_type(Point(1.0, 2.0), Point)
+    assert tree_util.tree_leaves(Point(1.0, 2.0)) == [1.0, 2.0]
+
+
+def test_eval_shape_and_debug_types() -> None:
+    from collections.abc import Callable
+
+    import ferrax.numpy as fnp
+
+    x = fnp.ones((2, 3))
+    spec = ferrax.ShapeDtypeStruct((2, 3), np.float32)
+    assert_type(spec, ferrax.ShapeDtypeStruct)
+    assert_type(spec.shape, tuple[int, ...])
+    out = ferrax.eval_shape(lambda v: v.sum(axis=0), spec)
+    assert_type(out, Any)
+    assert out.shape == (3,)
+    assert_type(ferrax.device_get(x), Any)
+    assert_type(ferrax.block_until_ready(x), ferrax.Array)
+    # debug.print prints (None); without a format string it returns the printer.
+    assert_type(ferrax.debug.print("{x}", x=x.sum()), Callable[..., None] | None)
+
+
+def test_example_libraries_types() -> None:
+    from ferrax.example_libraries import optimizers
+
+    params = {"w": np.ones((2, 3), np.float32), "b": np.zeros(3, np.float32)}
+    opt = optimizers.adam(1e-3)
+    assert_type(opt, optimizers.Optimizer)
+    opt_init, opt_update, get_params = opt
+    state = opt_init(params)
+    assert_type(state, optimizers.OptimizerState)
+    assert_type(opt_update(0, params, state), optimizers.OptimizerState)
+    assert_type(get_params(state), Any)
+    assert_type(optimizers.sgd(optimizers.exponential_decay(0.1, 10, 0.5)), optimizers.Optimizer)
+    assert_type(optimizers.piecewise_constant([10], [0.1, 0.01]), optimizers.Schedule)
+    assert_type(optimizers.make_schedule(0.1), optimizers.Schedule)
+    assert_type(optimizers.l2_norm(params), ferrax.Array)
+    assert_type(optimizers.clip_grads(params, 1.0), Any)
+    marked = optimizers.unpack_optimizer_state(state)
+    assert_type(optimizers.pack_optimizer_state(marked), optimizers.OptimizerState)

@@ -30,6 +30,7 @@ import numpy as np
 
 import ferrax.numpy as jnp
 from ferrax import tree_util
+from ferrax._array import Array
 from ferrax._user_frames import user_location
 from ferrax.tree_util import PyTreeDef
 
@@ -437,7 +438,7 @@ def make_schedule(scalar_or_schedule: float | Schedule) -> Schedule:
 # Utilities
 
 
-def l2_norm(tree: Any) -> Any:
+def l2_norm(tree: Any) -> Array:
     """The l2 norm of all the leaves of a pytree of arrays taken together."""
     leaves = tree_util.tree_leaves(tree)
     # vdot(x, x) of a real array: the dot product of the flattened array with itself.
