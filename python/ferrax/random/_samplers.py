@@ -988,12 +988,35 @@ def _gamma_impl(data: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype[Any],
 _gamma_jit = jit(_gamma_impl, static_argnums=(2, 3, 4))
 
 
-def _param_shape(name: str, shape: Shape | None, *params: Any) -> tuple[int, ...]:
+def _sample_with_params(
+    name: str,
+    impl: Any,
+    key: Any,
+    params: tuple[Any, ...],
+    shape: Shape | None,
+    dtype: Any,
+    out_sharding: Any,
+    *,
+    static: tuple[Any, ...] = (),
+    jax_name: str | None = None,
+    batch_shape: Any = None,
+) -> Array:
+    """A sampler of floats with parameters: ``impl(key_data, *params, shape, dtype,
+    *static)``, jitted. ``shape`` defaults to the parameters' broadcast shape and must
+    otherwise be broadcast-compatible with them (``batch_shape(param)``: the part of a
+    parameter's shape that broadcasts, all of it by default). ``jax_name`` is the name
+    JAX's messages use when it is not the function's own."""
+    _no_out_sharding(name, out_sharding)
+    data, _ = check_key(name, key)
+    d = _float_dtype(jax_name or name, dtype)
+    param_shapes = [_np_shape(p) if batch_shape is None else batch_shape(p) for p in params]
     if shape is None:
-        return _broadcast_shapes(*(_np_shape(p) for p in params))
-    shp = _canonical_shape(shape)
-    _check_shape(name, shp, *(_np_shape(p) for p in params))
-    return shp
+        shp = _broadcast_shapes(*param_shapes)
+    else:
+        shp = _canonical_shape(shape)
+        _check_shape(jax_name or name, shp, *param_shapes)
+    out: Array = impl(data, *params, shp, d, *static)
+    return out
 
 
 def gamma(
@@ -1006,11 +1029,7 @@ def gamma(
 ) -> Array:
     """Gamma random values with shape parameter ``a`` (Marsaglia and Tsang, as JAX;
     no derivative with respect to ``a`` yet)."""
-    _no_out_sharding("gamma", out_sharding)
-    data, _ = check_key("gamma", key)
-    d = _float_dtype("gamma", dtype)
-    out: Array = _gamma_jit(data, a, _param_shape("gamma", shape, a), d, False)
-    return out
+    return _sample_with_params("gamma", _gamma_jit, key, (a,), shape, dtype, out_sharding, static=(False,))
 
 
 def loggamma(
@@ -1022,11 +1041,9 @@ def loggamma(
     out_sharding: Any = None,
 ) -> Array:
     """The log of gamma random values, computed in log space (accurate for small ``a``)."""
-    _no_out_sharding("loggamma", out_sharding)
-    data, _ = check_key("loggamma", key)
-    d = _float_dtype("gamma", dtype)
-    out: Array = _gamma_jit(data, a, _param_shape("gamma", shape, a), d, True)
-    return out
+    return _sample_with_params(
+        "loggamma", _gamma_jit, key, (a,), shape, dtype, out_sharding, static=(True,), jax_name="gamma"
+    )
 
 
 def _beta_impl(data: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
@@ -1054,11 +1071,7 @@ def beta(
     out_sharding: Any = None,
 ) -> Array:
     """Beta random values with parameters ``a`` and ``b``."""
-    _no_out_sharding("beta", out_sharding)
-    data, _ = check_key("beta", key)
-    d = _float_dtype("beta", dtype)
-    out: Array = _beta_jit(data, a, b, _param_shape("beta", shape, a, b), d)
-    return out
+    return _sample_with_params("beta", _beta_jit, key, (a, b), shape, dtype, out_sharding)
 
 
 def _dirichlet_impl(data: Any, alpha: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
@@ -1084,21 +1097,19 @@ def dirichlet(
     out_sharding: Any = None,
 ) -> Array:
     """Dirichlet random vectors with concentrations ``alpha`` (its last axis)."""
-    _no_out_sharding("dirichlet", out_sharding)
-    data, _ = check_key("dirichlet", key)
-    d = _float_dtype("dirichlet", dtype)
+    return _sample_with_params(
+        "dirichlet", _dirichlet_jit, key, (alpha,), shape, dtype, out_sharding, batch_shape=_dirichlet_batch_shape
+    )
+
+
+def _dirichlet_batch_shape(alpha: Any) -> tuple[int, ...]:
+    """The shape of ``alpha`` but its last axis (the concentrations of one draw)."""
     ashape = _np_shape(alpha)
     if len(ashape) < 1:
         raise ValueError(
             f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == {len(ashape)}, at {user_location()}"
         )
-    if shape is None:
-        shp = ashape[:-1]
-    else:
-        shp = _canonical_shape(shape)
-        _check_shape("dirichlet", shp, ashape[:-1])
-    out: Array = _dirichlet_jit(data, alpha, shp, d)
-    return out
+    return ashape[:-1]
 
 
 def _t_impl(data: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
@@ -1122,8 +1133,4 @@ def t(
     out_sharding: Any = None,
 ) -> Array:
     """Student's t random values with ``df`` degrees of freedom."""
-    _no_out_sharding("t", out_sharding)
-    data, _ = check_key("t", key)
-    d = _float_dtype("t", dtype)
-    out: Array = _t_jit(data, df, _param_shape("t", shape, df), d)
-    return out
+    return _sample_with_params("t", _t_jit, key, (df,), shape, dtype, out_sharding)
