@@ -41,8 +41,14 @@ def _primitive(name: str, impl: Callable[..., Any]) -> Primitive:
     return p
 
 
-def _float_unary(name: str, fn: Callable[[NDArray], NDArray]) -> Primitive:
-    # JAX's transcendental primitives carry an `accuracy` parameter (None by default).
+def _float_unary(name: str, fn: Callable[[NDArray], NDArray], *, accuracy: bool = True) -> Primitive:
+    """The primitive ``name`` of one float operand, evaluated eagerly by the NumPy (or
+    SciPy) function ``fn`` with NumPy's floating-point warnings off. With ``accuracy`` it
+    takes the ``accuracy`` parameter (None by default) that JAX's transcendental
+    primitives carry (exp, sin, cbrt, ...; not asin, erf, ...)."""
+    if not accuracy:
+        return _primitive(name, quiet(fn))
+
     @quiet
     def impl(x: NDArray, *, accuracy: None = None) -> NDArray:
         return fn(x)

@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 
 from ferrax._array import Array
-from ferrax._core import ConcreteArray, Primitive, aval_of
+from ferrax._core import ConcreteArray, aval_of
 from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, pair, quiet, scalar, scalar_as
 from ferrax._lax.elementwise import (
     _elementwise_batch,
+    _float_unary,
     _out_shaped,
+    _primitive,
     _zero_rule,
     add,
     bitwise_and,
@@ -71,19 +73,14 @@ def _scipy_special() -> Any:
     return importlib.import_module("scipy.special")
 
 
-def _erf(x: NDArray) -> NDArray:
-    out: NDArray = _scipy_special().erf(x)
-    return out
+def _scipy(name: str) -> Callable[[NDArray], NDArray]:
+    """SciPy's special function ``name``, looked up when first called."""
 
+    def fn(x: NDArray) -> NDArray:
+        out: NDArray = getattr(_scipy_special(), name)(x)
+        return out
 
-def _erfc(x: NDArray) -> NDArray:
-    out: NDArray = _scipy_special().erfc(x)
-    return out
-
-
-def _erf_inv(x: NDArray) -> NDArray:
-    out: NDArray = _scipy_special().erfinv(x)
-    return out
+    return fn
 
 
 def _lgamma(x: NDArray) -> NDArray:
@@ -105,39 +102,25 @@ def _exp2(x: NDArray) -> NDArray:
     return out
 
 
-def _unary(name: str, fn: Callable[[NDArray], NDArray], accuracy: bool = False) -> Primitive:
-    p = Primitive.builtin(name)
-    if accuracy:
-        # JAX's exp2 and cbrt carry an `accuracy` parameter (None by default).
-        @quiet
-        def impl_accuracy(x: NDArray, *, accuracy: None = None) -> NDArray:
-            return fn(x)
-
-        p.def_impl(impl_accuracy)
-    else:
-        p.def_impl(quiet(fn))
-    return p
-
-
-erf_inv_p = _unary("erf_inv", _in_float64(_erf_inv))
-erf_p = _unary("erf", _in_float64(_erf))
-erfc_p = _unary("erfc", _in_float64(_erfc))
-lgamma_p = _unary("lgamma", _in_float64(_lgamma))
-digamma_p = _unary("digamma", _in_float64(_digamma))
-exp2_p = _unary("exp2", _exp2, accuracy=True)
-cbrt_p = _unary("cbrt", np.cbrt, accuracy=True)
-asin_p = _unary("asin", np.arcsin)
-acos_p = _unary("acos", np.arccos)
-atan_p = _unary("atan", np.arctan)
-sinh_p = _unary("sinh", np.sinh)
-cosh_p = _unary("cosh", np.cosh)
-asinh_p = _unary("asinh", np.arcsinh)
-acosh_p = _unary("acosh", np.arccosh)
-atanh_p = _unary("atanh", np.arctanh)
-atan2_p = Primitive.builtin("atan2")
-atan2_p.def_impl(quiet(np.arctan2))
-is_finite_p = Primitive.builtin("is_finite")
-is_finite_p.def_impl(np.isfinite)
+# Registered as elementwise.py's float primitives are; JAX's exp2 and cbrt carry the
+# `accuracy` parameter, the others do not.
+erf_inv_p = _float_unary("erf_inv", _in_float64(_scipy("erfinv")), accuracy=False)
+erf_p = _float_unary("erf", _in_float64(_scipy("erf")), accuracy=False)
+erfc_p = _float_unary("erfc", _in_float64(_scipy("erfc")), accuracy=False)
+lgamma_p = _float_unary("lgamma", _in_float64(_lgamma), accuracy=False)
+digamma_p = _float_unary("digamma", _in_float64(_digamma), accuracy=False)
+exp2_p = _float_unary("exp2", _exp2)
+cbrt_p = _float_unary("cbrt", np.cbrt)
+asin_p = _float_unary("asin", np.arcsin, accuracy=False)
+acos_p = _float_unary("acos", np.arccos, accuracy=False)
+atan_p = _float_unary("atan", np.arctan, accuracy=False)
+sinh_p = _float_unary("sinh", np.sinh, accuracy=False)
+cosh_p = _float_unary("cosh", np.cosh, accuracy=False)
+asinh_p = _float_unary("asinh", np.arcsinh, accuracy=False)
+acosh_p = _float_unary("acosh", np.arccosh, accuracy=False)
+atanh_p = _float_unary("atanh", np.arctanh, accuracy=False)
+atan2_p = _primitive("atan2", quiet(np.arctan2))
+is_finite_p = _primitive("is_finite", np.isfinite)
 
 
 # ---------------------------------------------------------------------------- functions
