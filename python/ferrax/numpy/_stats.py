@@ -279,9 +279,10 @@ _SIZE_HINT = (
 def _concrete(x: Any, what: str) -> None:
     """A data-dependent size needs ``x``'s value: a traced ``x`` is an error."""
     if isinstance(x, Tracer):
+        hint = "" if "size" in what else ": pass a static size= to fix the output size"
         raise ConcretizationError(
             f"Abstract tracer value encountered where concrete value is expected: traced array with "
-            f"shape {x.aval.str_short()}. {what}, at {user_location()}"
+            f"shape {x.aval.str_short()}. {what}{hint}, at {user_location()}"
         )
 
 
@@ -608,15 +609,17 @@ def setxor1d(
         aux = lax.sort(_shape.concatenate([a1, a2]), dimension=0)
         flag = _shape.concatenate([_creation.array([aux.size > 0]), lax.ne(aux[1:], aux[:-1]), _creation.array([True])])
     else:
-        u1, n1 = _unique(a1, 0, size=a1.size, return_true_size=True, fill_value=0)
-        u2, n2 = _unique(a2, 0, size=a2.size, return_true_size=True, fill_value=0)
+        u1, n1 = _unique(a1, 0, size=a1.size, return_true_size=True)
+        u2, n2 = _unique(a2, 0, size=a2.size, return_true_size=True)
         joined = _creation.zeros(a1.size + a2.size, dtype=a1.dtype)
         joined = lax.dynamic_update_slice(joined, u1, (0,))
         joined = lax.dynamic_update_slice(joined, u2, (n1,))
-        valid = lax.lt(lax.iota(index, joined.shape[0] + 1), lax.add(lax.add(n1, n2), _scalar(1, index)))
+        distinct = lax.add(n1, n2)
+        valid = lax.lt(lax.iota(index, joined.shape[0] + 1), lax.add(distinct, _scalar(1, index)))
         _, aux = lax.sort((lax.bitwise_not(valid[1:]), joined), dimension=0, num_keys=2)
         edges = _shape.concatenate([_creation.array([aux.size > 0]), lax.ne(aux[1:], aux[:-1]), _creation.array([False])])
-        flag = _ufuncs.logical_and(valid, edges)
+        # The last value is unlike the (invalid) one after it.
+        flag = _ufuncs.logical_and(valid, edges.at[distinct].set(True))
     keep = _ufuncs.logical_and(flag[1:], flag[:-1])
     return _sized_result(aux, keep, size, fill_value)
 
@@ -717,9 +720,10 @@ def _intersect1d_sized(a1: Array, a2: Array, fill_value: ArrayLike | None, assum
     if not return_indices:
         return values
     i1 = order.at[hits].get(mode="fill", fill_value=a1.size)
-    i1 = _ufuncs.where(shown, i1, a1.size)
+    found = lax.lt(lax.iota(index, i1.shape[0]), count)  # (no entries when both are empty)
+    i1 = _ufuncs.where(found, i1, a1.size)
     i2 = lax.sub(order.at[lax.add(hits, _scalar(1, index))].get(mode="fill", fill_value=a2.size), n1)
-    i2 = _ufuncs.where(shown, i2, a2.size)
+    i2 = _ufuncs.where(found, i2, a2.size)
     if not assume_unique:
         i1 = ind1.at[i1].get(mode="fill", fill_value=ind1.size)
         i2 = ind2.at[i2].get(mode="fill", fill_value=ind2.size)
