@@ -200,3 +200,109 @@ def test_optimizer_is_a_named_triple() -> None:
     state = opt.init_fn({"a": np.float32(1.0)})
     assert isinstance(state, fo.OptimizerState)
     assert float(opt.params_fn(opt.update_fn(0, {"a": np.float32(2.0)}, state))["a"]) == pytest.approx(0.8)
+
+
+# ------------------------------------------------------------------------------ stax
+
+js = pytest.importorskip("jax.example_libraries.stax")
+
+
+def _network(s: Any) -> Any:
+    """Every layer and combinator of stax (but the convolutions and pooling) in one net."""
+    return s.serial(
+        s.Flatten,
+        s.Dense(8, W_init=s.glorot()),
+        s.Relu,
+        s.FanOut(2),
+        s.parallel(s.serial(s.Dense(8), s.Tanh), s.Identity),
+        s.FanInSum,
+        s.shape_dependent(lambda shape: s.Dense(shape[-1] - 2)),
+        s.Gelu,
+        s.FanOut(3),
+        s.parallel(s.Sigmoid, s.Elu, s.serial(s.Softplus, s.LeakyRelu, s.Selu)),
+        s.FanInConcat(),
+        s.BatchNorm(axis=(0,)),
+        s.Dropout(0.75),
+        s.Dense(4, W_init=s.randn(0.5), b_init=s.randn(0.1)),
+        s.Exp,
+        s.Softmax,
+        s.LogSoftmax,
+    )
+
+
+def test_stax_network_matches_jax() -> None:
+    """The same key gives the same parameters (to a few ulps: the random bits,
+    initializers and key splits are JAX's); the forward pass (dropout with a key), jitted
+    and eager, is JAX's to float32 tolerance."""
+    from ferrax.example_libraries import stax as fs
+
+    x = np.random.default_rng(2).standard_normal((5, 3, 1)).astype(np.float32)
+    f_init, f_apply = _network(fs)
+    j_init, j_apply = _network(js)
+    f_shape, f_params = f_init(ferrax.random.key(0), (-1, 3, 1))
+    j_shapes: list[Any] = []
+
+    def j_run(key: Any, v: Any, dropout_key: Any) -> Any:
+        # JAX's init and forward pass in one compilation (the shape taken from the trace).
+        shape, p = j_init(key, (-1, 3, 1))
+        j_shapes.append(shape)
+        return p, j_apply(p, v, rng=dropout_key)
+
+    j_args = (jax.random.key(0), x, jax.random.key(1))
+    # Compiled without LLVM's optimizations: the same values, in half the time.
+    j_params, theirs = jax.jit(j_run).lower(*j_args).compile({"xla_backend_optimization_level": 0})(*j_args)
+    theirs = np.asarray(theirs)
+    assert f_shape == j_shapes[0] == (-1, 4)
+    f_leaves, j_leaves = ferrax.tree.leaves(f_params), _leaves_np(j_params)
+    assert len(f_leaves) == len(j_leaves) == 10  # four Dense (w, b), BatchNorm (beta, gamma)
+    for a, b in zip(f_leaves, j_leaves):  # (JAX's jitted: XLA's fused scaling, ulps apart)
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-6, atol=0)
+    params = ferrax.tree.map(np.asarray, f_params)
+    ours = np.asarray(ferrax.jit(lambda p, v, k: f_apply(p, v, rng=k))(params, x, ferrax.random.key(1)))
+    assert ours.shape == theirs.shape == (5, 4) and ours.dtype == theirs.dtype
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    eager = np.asarray(f_apply(params, x, rng=ferrax.random.key(1)))
+    np.testing.assert_allclose(eager, theirs, rtol=2e-4, atol=2e-4)
+
+
+def test_stax_dropout_needs_a_key() -> None:
+    from ferrax.example_libraries import stax as fs
+
+    _, apply = fs.Dropout(0.5)
+    with pytest.raises(ValueError, match="requires apply_fun to be called with a PRNG key") as err:
+        apply((), np.ones(3, np.float32))
+    assert "test_example_libraries.py" in str(err.value)
+    # Outside training the inputs pass unchanged (a key is still required, as in JAX).
+    _, eval_apply = fs.Dropout(0.5, mode="test")
+    out = eval_apply((), np.ones(3, np.float32), rng=ferrax.random.key(0))
+    np.testing.assert_array_equal(np.asarray(out), np.ones(3))
+    with pytest.raises(ValueError):
+        js.Dropout(0.5, mode="test")[1]((), np.ones(3, np.float32))
+
+
+def test_stax_trains_with_optimizers() -> None:
+    """The two libraries together, as JAX's MNIST example uses them: a few jitted Adam
+    steps on a stax MLP lower the loss."""
+    from ferrax.example_libraries import stax as fs
+
+    init, apply = fs.serial(fs.Dense(16), fs.Relu, fs.Dense(3), fs.LogSoftmax)
+    _, params = init(ferrax.random.key(0), (-1, 4))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((32, 4)).astype(np.float32)
+    labels = np.eye(3, dtype=np.float32)[(x[:, 0] > 0).astype(int) + (x[:, 1] > 0).astype(int)]
+    opt_init, opt_update, get_params = fo.adam(0.05)
+
+    def loss(p: Any) -> Any:
+        return -fnp.mean(fnp.sum(apply(p, x) * labels, axis=-1))
+
+    @ferrax.jit
+    def step(i: Any, state: Any) -> Any:
+        value, grads = ferrax.value_and_grad(loss)(get_params(state))
+        return opt_update(i, grads, state), value
+
+    state = opt_init(params)
+    losses = []
+    for i in range(15):
+        state, value = step(i, state)
+        losses.append(float(value))
+    assert losses[-1] < 0.5 * losses[0], losses

@@ -487,3 +487,18 @@ def test_example_libraries_types() -> None:
     assert_type(optimizers.clip_grads(params, 1.0), Any)
     marked = optimizers.unpack_optimizer_state(state)
     assert_type(optimizers.pack_optimizer_state(marked), optimizers.OptimizerState)
+
+
+def test_stax_types() -> None:
+    from ferrax import random
+    from ferrax.example_libraries import stax
+
+    layer = stax.serial(stax.Dense(4), stax.Relu, stax.Dense(2), stax.LogSoftmax)
+    assert_type(layer, tuple[stax.InitFn, stax.ApplyFn])
+    init_fun, apply_fun = layer
+    out_shape, params = init_fun(random.key(0), (-1, 3))
+    assert_type(out_shape, Any)
+    assert out_shape == (-1, 2)
+    assert_type(apply_fun(params, np.ones((1, 3), np.float32)), Any)
+    assert_type(stax.Flatten, stax.Layer)
+    assert_type(stax.FanOut(2), stax.Layer)

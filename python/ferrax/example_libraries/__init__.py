@@ -3,6 +3,6 @@
 triples) and :mod:`~ferrax.example_libraries.stax` (neural-network layers as
 ``(init_fun, apply_fun)`` pairs)."""
 
-from ferrax.example_libraries import optimizers
+from ferrax.example_libraries import optimizers, stax
 
-__all__ = ["optimizers"]
+__all__ = ["optimizers", "stax"]
