@@ -328,7 +328,7 @@ case("einsum", "einsum_unoptimized", lambda m, x, y, z: m.einsum("ij,jk,kl", x, 
 case("einsum", "einsum_greedy", lambda m, x, y, z: m.einsum("ij,jk,kl", x, y, z, optimize="greedy"), F, SQ, SQ)
 case("einsum", "einsum_path_given", lambda m, x, y, z: m.einsum("ij,jk,kl", x, y, z, optimize=[(1, 2), (0, 1)]), F, SQ, SQ)
 
-# --- pad (every mode but median), piecewise, interp
+# --- pad (every mode; median in test_numpy_stats.py), piecewise, interp
 for mode in ["constant", "edge", "wrap", "reflect", "symmetric", "linear_ramp", "maximum", "minimum", "mean", "empty"]:
     for k, width in enumerate([(2, 3), ((1, 0), (5, 2))]):
         case("pad", f"pad_{mode}_{k}_F", lambda m, x, mode=mode, width=width: m.pad(x, width, mode), F)

@@ -136,6 +136,12 @@ def quantile_jit_cases() -> list[Case]:
         Case("percentile ints", lambda M, v: M.percentile(v, np.array([0, 30, 100]), axis=0), (samples(rng, (4, 5), np.int32),)),
         Case("median bfloat16", lambda M, v: M.median(v, axis=0), (samples(rng, (5, 3), BF16),)),
         Case("nanmedian", lambda M, v: M.nanmedian(v, axis=1), (x,)),
+        Case("inverted_cdf", quantile_op("nanquantile", qs, 1, "inverted_cdf", True), (x,)),
+        Case(
+            "inverted_cdf weights",
+            lambda M, v, w: M.quantile(v, qs, axis=(2, 0), method="inverted_cdf", weights=w),
+            (cube, np.where(cube > 1.9, -1.0, np.abs(cube)).astype(np.float32)),  # negative weights: NaN
+        ),
     ]
 
 
@@ -155,7 +161,7 @@ def test_quantiles_eagerly_over_every_shape_axis_and_method_match_numpy() -> Non
                 x.reshape(-1)[-1] = np.nan
             for axis in axes:
                 for keepdims in (False, True):
-                    for method in METHODS[:4]:
+                    for method in [*METHODS[:4], "inverted_cdf"]:
                         for fn, q in (("quantile", np.array([0.1, 0.5, 0.75], np.float32)), ("nanquantile", 0.3)):
                             ours = np.asarray(getattr(fnp, fn)(x, q, axis=axis, method=method, keepdims=keepdims))
                             with warnings.catch_warnings():
@@ -171,7 +177,17 @@ def test_quantiles_eagerly_over_every_shape_axis_and_method_match_numpy() -> Non
                         warnings.simplefilter("ignore", RuntimeWarning)
                         expected = getattr(np, fn)(x.astype(np.float64), axis=axis)
                     np.testing.assert_allclose(np.asarray(getattr(fnp, fn)(x, axis=axis)), expected, rtol=1e-6, err_msg=f"{fn} {shape} {axis}")
-    assert count > 250
+    assert count > 300
+    # Weights (inverted_cdf only), of the array's shape or of the reduced axis'.
+    x = samples(rng, (4, 6), np.float32, infs=False)
+    x[1, 1] = np.nan
+    w = rng.uniform(0, 2, x.shape).astype(np.float32)
+    for fn in ("quantile", "nanquantile"):
+        for axis, weights in ((None, w), (0, w), (1, w[0]), ((0, 1), w)):
+            q = np.array([0.0, 0.3, 0.5, 1.0], np.float32)
+            ours = np.asarray(getattr(fnp, fn)(x, q, axis=axis, method="inverted_cdf", weights=weights))
+            expected = getattr(np, fn)(x, q, axis=axis, method="inverted_cdf", weights=np.broadcast_to(weights, x.shape))
+            np.testing.assert_array_equal(ours, expected, err_msg=f"{fn} weights axis={axis}")
     np.testing.assert_allclose(np.asarray(fnp.percentile(x, np.array([0, 40]), axis=0)), np.percentile(x, [0, 40], axis=0), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(fnp.nanpercentile(x, 40.0, method="lower")), np.nanpercentile(x, 40.0, method="lower"), rtol=1e-6)
 
@@ -504,6 +520,9 @@ I5 = np.arange(5, dtype=np.int32)
 
 ERRORS: list[tuple[str, Op]] = [
     ("method", lambda M: M.quantile(M.asarray(X), 0.5, method="foo")),
+    ("weights with linear", lambda M: M.quantile(M.asarray(X), 0.5, weights=M.asarray(X))),
+    ("weights axis None", lambda M: M.nanquantile(M.asarray(X), 0.5, method="inverted_cdf", weights=M.asarray(X[0]))),
+    ("weights shape", lambda M: M.percentile(M.asarray(X), 5, axis=0, method="inverted_cdf", weights=M.asarray(X[0]))),
     ("q rank", lambda M: M.quantile(M.asarray(X), np.ones((2, 2), np.float32))),
     ("integer q", lambda M: M.quantile(M.asarray(X), 1)),
     ("overwrite_input", lambda M: M.quantile(M.asarray(X), 0.5, overwrite_input=True)),

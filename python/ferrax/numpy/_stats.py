@@ -71,12 +71,13 @@ def _scalar(value: Any, dtype: np.dtype[Any]) -> Any:
     return np.asarray(value, dtype=dtype)[()]
 
 
-def _reduce_axes(x: Array, axis: QuantileAxis, keepdims: bool, name: str) -> tuple[Array, int, list[int] | None]:
+def _reduce_axes(x: Array, axis: QuantileAxis, keepdims: bool, name: str) -> tuple[Array, int, list[int] | None, Any]:
     """``x`` with the reduced axes as one axis; that axis; the shape ``keepdims`` asks
-    for at the end (``None``: the computation keeps it itself)."""
+    for at the end (``None``: the computation keeps it itself); a function doing the
+    same to another array of ``x``'s shape (the weights)."""
     if axis is None:
         keep = [1] * x.ndim if keepdims else None
-        return _shape.ravel(x), 0, keep
+        return _shape.ravel(x), 0, keep, _shape.ravel
     if isinstance(axis, tuple):
         axes = tuple(_shape.normalize_axis(a, x.ndim, name) for a in axis)
         if len(set(axes)) != len(axes):
@@ -85,33 +86,85 @@ def _reduce_axes(x: Array, axis: QuantileAxis, keepdims: bool, name: str) -> tup
         reduced = sorted(axes)
         sizes = [x.shape[i] for i in kept] + [math.prod(x.shape[i] for i in reduced)]
         keep = [1 if i in axes else d for i, d in enumerate(x.shape)] if keepdims else None
-        return lax.reshape(x, sizes, kept + reduced), len(kept), keep
-    return x, _shape.normalize_axis(axis, x.ndim, name), None
+
+        def same(y: Array) -> Array:
+            return lax.reshape(y, sizes, kept + reduced)
+
+        return same(x), len(kept), keep, same
+    return x, _shape.normalize_axis(axis, x.ndim, name), None, lambda y: y
 
 
-def _quantile(name: str, a: ArrayLike, q: ArrayLike, axis: QuantileAxis, method: str, keepdims: bool, skip_nans: bool) -> Array:
-    if method not in _METHODS:
-        if method == "inverted_cdf":
-            raise NotImplementedError(f"{name}: method='inverted_cdf' is not supported by ferrax yet, at {user_location()}")
+def _weights(name: str, x: Array, weights: ArrayLike | None, axis: QuantileAxis, method: str) -> tuple[Array, Array | None]:
+    """``x`` (inexact) and the weights (of ``x``'s dtype and shape) JAX's checks allow."""
+    if weights is None:
+        return _to_inexact(x), None
+    if method != "inverted_cdf":
+        raise NotImplementedError(
+            f"{method} doesn't support weights. Only method 'inverted_cdf' supports weights, at {user_location()}"
+        )
+    w = as_array(weights, name, 2)
+    d = dtypes.to_inexact(promote_dtypes(name, x, w)[0].dtype)
+    x, w = convert(x, d, aval_of(x).weak_type), convert(w, d, aval_of(w).weak_type)
+    if w.shape != x.shape:
+        if axis is None:
+            raise ValueError(f"Weights shape must match 'a' shape when axis is None, at {user_location()}")
+        axes = _shape.normalize_axes(axis, x.ndim, name)
+        wanted = tuple(x.shape[i] for i in axes)
+        if w.shape != wanted:
+            raise ValueError(f"Weights shape {w.shape} must match reduction axes {wanted}, at {user_location()}")
+        w = lax.broadcast_in_dim(w, x.shape, axes)
+    return x, w
+
+
+def _quantile(
+    name: str, a: ArrayLike, q: ArrayLike, axis: QuantileAxis, method: str, keepdims: bool, skip_nans: bool, weights: ArrayLike | None = None
+) -> Array:
+    if method not in (*_METHODS, "inverted_cdf"):
         raise ValueError(
             "method can only be 'linear', 'lower', 'higher', 'midpoint', 'nearest' or 'inverted_cdf', "
             f"at {user_location()}"
         )
-    x = _to_inexact(as_array(a, name))
+    x, w = _weights(name, as_array(a, name), weights, axis, method)
     qa = as_array(q, name, 1)
     if not dtypes.is_float(qa.dtype):
         raise TypeError(f"floor does not accept dtype {qa.dtype}. Accepted dtypes are subtypes of floating, at {user_location()}")
     if qa.ndim > 1:
         raise ValueError(f"q must be have rank <= 1, got shape {qa.shape}, at {user_location()}")
     result_dtype = x.dtype
-    x, dim, keep = _reduce_axes(x, axis, keepdims, name)
+    x, dim, keep, same = _reduce_axes(x, axis, keepdims, name)
+    if w is not None:
+        w = same(w)
+    if skip_nans:
+        x = _ufuncs.where(lax.ne(x, x), np.nan, x)  # NaNs of either sign sort last
+    else:
+        if x.shape[dim] == 0:
+            raise TypeError(
+                f"Slice size at index {dim} in gather op is out of range, must be within [0, 0 + 1), got 1, "
+                f"at {user_location()}"
+            )
+        x = _ufuncs.where(_reductions.any(lax.ne(x, x), axis=dim, keepdims=True), np.nan, x)
+    if w is None:
+        x = lax.sort(x, dimension=dim)
+    else:
+        x, w = lax.sort_key_val(x, w, dimension=dim)
+    if method == "inverted_cdf":
+        result = _inverted_cdf(x, w, qa, dim, keepdims, skip_nans)
+    else:
+        result = _interpolated(x, qa, dim, keepdims, skip_nans, method)
+    if keepdims and keep is not None:
+        result = lax.reshape(result, (*qa.shape, *keep))
+    out: Array = lax.convert_element_type(result, result_dtype)
+    return out
+
+
+def _interpolated(x: Array, qa: Array, dim: int, keepdims: bool, skip_nans: bool, method: str) -> Array:
+    """The sorted ``x``'s values on either side of each quantile's position along
+    ``dim``, gathered and combined as ``method`` says (the quantiles' axis first)."""
     q_shape, q_ndim = qa.shape, qa.ndim
-    n = x.shape[dim]
     qd = qa.dtype
     index = dtypes.default_int()
     one = _scalar(1, qd)
     if skip_nans:
-        x = lax.sort(_ufuncs.where(lax.ne(x, x), np.nan, x), dimension=dim)
         counts = _reductions.sum(lax.bitwise_not(lax.ne(x, x)), axis=dim, dtype=qd, keepdims=keepdims)
         reduced = counts.shape
         qb = lax.expand_dims(qa, tuple(range(q_ndim, len(reduced) + q_ndim)))
@@ -134,14 +187,7 @@ def _quantile(name: str, a: ArrayLike, q: ArrayLike, axis: QuantileAxis, method:
         iotas[dim] = high
         high_value = x[tuple(iotas)]
     else:
-        if n == 0:
-            raise TypeError(
-                f"Slice size at index {dim} in gather op is out of range, must be within [0, 0 + 1), got 1, "
-                f"at {user_location()}"
-            )
-        any_nan = _reductions.any(lax.ne(x, x), axis=dim, keepdims=True)
-        x = lax.sort(_ufuncs.where(any_nan, np.nan, x), dimension=dim)
-        last = _scalar(n - 1, qd)
+        last = _scalar(x.shape[dim] - 1, qd)
         pos = lax.mul(qa, last)
         low, high = lax.floor(pos), lax.ceil(pos)
         high_weight = lax.sub(pos, low)
@@ -166,21 +212,64 @@ def _quantile(name: str, a: ArrayLike, q: ArrayLike, axis: QuantileAxis, method:
         low_weight = lax.broadcast_in_dim(low_weight, low_value.shape, tuple(range(q_ndim)))
         high_weight = lax.broadcast_in_dim(high_weight, high_value.shape, tuple(range(q_ndim)))
     if method == "linear":
-        result = lax.add(
+        out: Array = lax.add(
             lax.mul(lax.convert_element_type(low_value, qd), low_weight),
             lax.mul(lax.convert_element_type(high_value, qd), high_weight),
         )
-    elif method == "lower":
-        result = low_value
-    elif method == "higher":
-        result = high_value
-    elif method == "nearest":
-        result = lax.select_n(lax.le(high_weight, _scalar(0.5, qd)), high_value, low_value)
+        return out
+    if method == "lower":
+        return low_value
+    if method == "higher":
+        return high_value
+    if method == "nearest":
+        out = lax.select_n(lax.le(high_weight, _scalar(0.5, qd)), high_value, low_value)
+        return out
+    out = lax.mul(lax.add(low_value, high_value), _scalar(0.5, low_value.dtype))
+    return out
+
+
+def _inverted_cdf(x: Array, w: Array | None, qa: Array, dim: int, keepdims: bool, skip_nans: bool) -> Array:
+    """The first sorted value whose running weight reaches ``q`` of the total (weights
+    of one by default); NaN where a weight is negative or NaN, or (``skip_nans``: all)
+    values are NaN. As JAX computes it, with the quantiles' axis first."""
+    from ferrax.numpy._indexing import take_along_axis
+
+    q_ndim, qd = qa.ndim, qa.dtype
+    index = dtypes.default_int()
+    if w is None:
+        w = lax.full(x.shape, _scalar(1, x.dtype))
+    bad_weights = lax.bitwise_or(lax.lt(w, _scalar(0, w.dtype)), lax.ne(w, w))
+    nan_data = lax.ne(x, x)
+    clean = lax.select_n(lax.bitwise_or(bad_weights, nan_data), w, lax.full(w.shape, _scalar(0, w.dtype)))
+    running = lax.cumsum(clean, dim)
+    total = lax.index_in_dim(running, -1, axis=dim, keepdims=keepdims)
+    target = _ufuncs.multiply(lax.reshape(qa, qa.shape + (1,) * total.ndim), lax.expand_dims(total, tuple(range(q_ndim))))
+    if not keepdims:
+        target = lax.expand_dims(target, (dim + q_ndim,))
+    below = lax.lt(lax.expand_dims(running, tuple(range(q_ndim))), target)
+    idx = _reductions.sum(lax.convert_element_type(below, index), axis=dim + q_ndim, keepdims=keepdims)
+    if skip_nans:
+        valid = _reductions.sum(lax.bitwise_not(nan_data), axis=dim, dtype=qd, keepdims=keepdims)
     else:
-        result = lax.mul(lax.add(low_value, high_value), _scalar(0.5, low_value.dtype))
-    if keepdims and keep is not None:
-        result = lax.reshape(result, (*q_shape, *keep))
-    return lax.convert_element_type(result, result_dtype)
+        valid = lax.full(total.shape, _scalar(x.shape[dim], qd))
+    limit = lax.expand_dims(lax.convert_element_type(lax.sub(valid, _scalar(1, qd)), index), tuple(range(q_ndim)))
+    idx = _ufuncs.maximum(_scalar(0, index), _ufuncs.minimum(idx, limit))
+    if keepdims:
+        idx = lax.squeeze(idx, (q_ndim + dim,))
+    if q_ndim == 0:
+        result = lax.squeeze(take_along_axis(x, lax.expand_dims(idx, (dim,)), axis=dim), (dim,))
+    else:
+        perm = [*range(q_ndim, q_ndim + dim), *range(q_ndim), *range(q_ndim + dim, idx.ndim)]
+        picked = take_along_axis(x, lax.transpose(idx, perm), axis=dim)
+        result = lax.transpose(picked, [perm.index(i) for i in range(len(perm))])
+    if keepdims:
+        result = lax.expand_dims(result, (q_ndim + dim,))
+    any_bad = _reductions.any(bad_weights, axis=dim, keepdims=keepdims)
+    if skip_nans:
+        force_nan = lax.bitwise_or(any_bad, lax.eq(valid, _scalar(0, qd)))
+    else:
+        force_nan = lax.bitwise_or(any_bad, _reductions.any(nan_data, axis=dim, keepdims=keepdims))
+    return _ufuncs.where(lax.expand_dims(force_nan, tuple(range(q_ndim))), np.nan, result)
 
 
 def _check_unsupported(name: str, out: object, overwrite_input: bool) -> None:
@@ -198,14 +287,17 @@ def quantile(
     overwrite_input: bool = False,
     method: str = "linear",
     keepdims: bool = False,
+    *,
+    weights: ArrayLike | None = None,
 ) -> Array:
     """The ``q``-th quantiles (``q`` a float or a 1-d array of floats in ``[0, 1]``) of
     ``a`` along ``axis`` (an int, a tuple, or ``None`` for all), with ``method``
-    ``linear``, ``lower``, ``higher``, ``midpoint`` or ``nearest``; the quantiles'
-    axis comes first. NaN where the slice holds a NaN. ``out`` and
+    ``linear``, ``lower``, ``higher``, ``midpoint``, ``nearest`` or ``inverted_cdf``
+    (the only one taking ``weights``, of ``a``'s shape or of the reduced axes'); the
+    quantiles' axis comes first. NaN where the slice holds a NaN. ``out`` and
     ``overwrite_input=True`` are refused (``ValueError``), as in JAX."""
     _check_unsupported("quantile", out, overwrite_input)
-    return _quantile("quantile", a, q, axis, method, keepdims, skip_nans=False)
+    return _quantile("quantile", a, q, axis, method, keepdims, skip_nans=False, weights=weights)
 
 
 def nanquantile(
@@ -216,10 +308,12 @@ def nanquantile(
     overwrite_input: bool = False,
     method: str = "linear",
     keepdims: bool = False,
+    *,
+    weights: ArrayLike | None = None,
 ) -> Array:
     """:func:`quantile` of the values that are not NaN (NaN for a slice of NaNs only)."""
     _check_unsupported("nanquantile", out, overwrite_input)
-    return _quantile("nanquantile", a, q, axis, method, keepdims, skip_nans=True)
+    return _quantile("nanquantile", a, q, axis, method, keepdims, skip_nans=True, weights=weights)
 
 
 def _percent(name: str, q: ArrayLike) -> Array:
@@ -234,10 +328,12 @@ def percentile(
     overwrite_input: bool = False,
     method: str = "linear",
     keepdims: bool = False,
+    *,
+    weights: ArrayLike | None = None,
 ) -> Array:
     """:func:`quantile` with ``q`` in percent (``[0, 100]``, integers allowed)."""
     _check_unsupported("quantile", out, overwrite_input)
-    return _quantile("percentile", a, _percent("percentile", q), axis, method, keepdims, skip_nans=False)
+    return _quantile("percentile", a, _percent("percentile", q), axis, method, keepdims, skip_nans=False, weights=weights)
 
 
 def nanpercentile(
@@ -248,10 +344,12 @@ def nanpercentile(
     overwrite_input: bool = False,
     method: str = "linear",
     keepdims: bool = False,
+    *,
+    weights: ArrayLike | None = None,
 ) -> Array:
     """:func:`nanquantile` with ``q`` in percent."""
     _check_unsupported("nanquantile", out, overwrite_input)
-    return _quantile("nanpercentile", a, _percent("nanpercentile", q), axis, method, keepdims, skip_nans=True)
+    return _quantile("nanpercentile", a, _percent("nanpercentile", q), axis, method, keepdims, skip_nans=True, weights=weights)
 
 
 def median(a: ArrayLike, axis: QuantileAxis = None, out: None = None, overwrite_input: bool = False, keepdims: bool = False) -> Array:
