@@ -22,6 +22,7 @@ from typing import Any, cast
 import ml_dtypes
 import numpy as np
 import pytest
+from jax_harness import type_of
 
 import ferrax
 import ferrax.numpy as fnp
@@ -92,10 +93,6 @@ def has_64bit(inputs: Any) -> bool:
 def jax_mode(x64: bool) -> Iterator[None]:
     with jax.enable_x64(x64):
         yield
-
-
-def type_of(x: Any) -> tuple[np.dtype[Any], bool, tuple[int, ...]]:
-    return np.dtype(x.dtype), bool(x.weak_type), tuple(x.shape)
 
 
 def _tolerance(d: np.dtype[Any]) -> float:
