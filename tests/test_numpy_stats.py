@@ -181,7 +181,7 @@ def test_quantiles_eagerly_over_every_shape_axis_and_method_match_numpy() -> Non
     # Weights (inverted_cdf only), of the array's shape or of the reduced axis'.
     x = samples(rng, (4, 6), np.float32, infs=False)
     x[1, 1] = np.nan
-    w = rng.uniform(0, 2, x.shape).astype(np.float32)
+    w: NDArray = np.asarray(rng.uniform(0, 2, size=(4, 6)), np.float32)
     for fn in ("quantile", "nanquantile"):
         for axis, weights in ((None, w), (0, w), (1, w[0]), ((0, 1), w)):
             q = np.array([0.0, 0.3, 0.5, 1.0], np.float32)
