@@ -746,7 +746,7 @@ def intersect1d(
     *,
     size: int | None = None,
     fill_value: ArrayLike | None = None,
-) -> Any:
+) -> Array | tuple[Array, Array, Array]:
     """The sorted values in both arrays (flattened), and with ``return_indices`` the
     indices of their first occurrences in each; ``size``/``fill_value`` as
     :func:`unique`'s (padded indices are out of range: the arrays' sizes)."""
@@ -784,7 +784,7 @@ def intersect1d(
     return values, i1, i2
 
 
-def _intersect1d_sized(a1: Array, a2: Array, fill_value: ArrayLike | None, assume_unique: bool, size: int, return_indices: bool) -> Any:
+def _intersect1d_sized(a1: Array, a2: Array, fill_value: ArrayLike | None, assume_unique: bool, size: int, return_indices: bool) -> Array | tuple[Array, Array, Array]:
     index = dtypes.default_int()
     if assume_unique:
         ind1, n1 = lax.iota(index, a1.size), _scalar(a1.size, index)
