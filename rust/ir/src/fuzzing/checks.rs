@@ -49,11 +49,18 @@ fn eval_options() -> EvalOptions {
     options
 }
 
-/// Whether an evaluation error is a limit (the case is skipped) rather than a bug.
+/// Whether an evaluation error says the program cannot be run here (the case is skipped)
+/// rather than a bug: a limit of the evaluator, or a program whose meaning the evaluator
+/// declines (`Unsupported`: e.g. a `cond` in a `shard_map` body whose index differs
+/// between devices while its branches hold collectives, which no device order can run).
 fn is_limit(e: &EvalError) -> bool {
     matches!(
         e,
-        EvalError::IterationLimit { .. } | EvalError::ArrayTooLarge { .. }
+        EvalError::IterationLimit { .. }
+            | EvalError::ArrayTooLarge { .. }
+            | EvalError::MemoryLimit { .. }
+            | EvalError::WorkLimit { .. }
+            | EvalError::Unsupported { .. }
     )
 }
 
