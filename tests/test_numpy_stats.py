@@ -455,9 +455,16 @@ def test_searchsorted_matches_jax_under_jit() -> None:
 
 
 def test_searchsorted_scan_is_a_binary_search() -> None:
-    jaxpr = str(ferrax.make_jaxpr(lambda a, v: fnp.searchsorted(a, v))(np.arange(1000.0, dtype=np.float32), np.ones(3, np.float32)))
+    args = (np.arange(1000.0, dtype=np.float32), np.ones(3, np.float32))
+    jaxpr = str(ferrax.make_jaxpr(lambda a, v: fnp.searchsorted(a, v))(*args))
+    theirs = str(jax.make_jaxpr(lambda a, v: jnp.searchsorted(a, v))(*args))
     assert "scan[" in jaxpr and "length=10" in jaxpr and "u32[3]" in jaxpr
     assert "f32[3,1000]" not in jaxpr and "f32[1000,3]" not in jaxpr  # no comparison of every pair
+    # JAX's scan: the same length, carries, consts and body gather (JAX compares with
+    # its total-order le_to primitive, ferrax with le and NaN tests).
+    for param in ("length", "num_carry", "num_consts", "unroll"):
+        assert re.findall(rf"{param}=(\d+)", jaxpr) == re.findall(rf"{param}=(\d+)", theirs), param
+    assert jaxpr.count("mode=GatherScatterMode.CLIP") == theirs.count("mode=GatherScatterMode.CLIP") == 1
     unrolled = str(ferrax.make_jaxpr(lambda a, v: fnp.searchsorted(a, v, method="scan_unrolled"))(np.arange(7.0), 1.0))
     assert "scan[" not in unrolled and unrolled.count("gather[") == 3
 
