@@ -343,6 +343,14 @@ def test_random_types() -> None:
     assert_type(random.split(k), Any)
     assert_type(random.fold_in(k, 1), Any)
     assert_type(random.bits(k, (2,)), ferrax.Array)
+    assert callable(random_sampler_types)
+
+
+def random_sampler_types(k: Any) -> None:
+    # Type-checked but not run here (each sampler compiles its draw): test_random.py
+    # runs them.
+    from ferrax import random
+
     assert_type(random.uniform(k, (2,), minval=-1.0, maxval=1.0), ferrax.Array)
     assert_type(random.normal(k, (2, 3), np.float32), ferrax.Array)
     assert_type(random.randint(k, (3,), 0, 10), ferrax.Array)
