@@ -60,23 +60,42 @@ def _leaves_np(tree: Any) -> list[np.ndarray]:
     return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
-@pytest.mark.parametrize(("name", "args", "kwargs"), OPTIMIZERS, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(OPTIMIZERS)])
-def test_optimizer_steps_match_jax(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+# Unoptimized machine code for JAX's reference runs: the same values, half the compile time.
+FAST_COMPILE: dict[str, Any] = {"xla_backend_optimization_level": 0}
+_JAX_STATES: dict[int, Any] = {}
+
+
+def _jax_final_states() -> dict[int, Any]:
+    """JAX's optimizer state after three steps (indices 0, 1, 2), for every optimizer of
+    the table, all in one compilation."""
+    if not _JAX_STATES:
+        grads = _grads(3)
+
+        def run(params: Any) -> dict[int, Any]:
+            out = {}
+            for k, (name, args, kwargs) in enumerate(OPTIMIZERS):
+                init, update, _ = getattr(jo, name)(*args, **kwargs)
+                state = init(params)
+                for i, g in enumerate(grads):
+                    state = update(i, g, state)
+                out[k] = state
+            return out
+
+        params = _params()
+        _JAX_STATES.update(jax.jit(run).lower(params).compile(FAST_COMPILE)(params))
+    return _JAX_STATES
+
+
+@pytest.mark.parametrize("k", range(len(OPTIMIZERS)), ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(OPTIMIZERS)])
+def test_optimizer_steps_match_jax(k: int) -> None:
+    name, args, kwargs = OPTIMIZERS[k]
     f_init, f_update, f_params = getattr(fo, name)(*args, **kwargs)
-    j_init, j_update, j_params = getattr(jo, name)(*args, **kwargs)
+    j_params = getattr(jo, name)(*args, **kwargs)[2]
     params = _params()
-    f_state, j_state = f_init(params), j_init(params)
+    f_state, j_state = f_init(params), _jax_final_states()[k]
     # The state's structure: one per-array state per parameter, as JAX's.
     assert len(f_state.packed_state) == len(j_state.packed_state) == len(ferrax.tree.leaves(params))
-    grads = _grads(3)
-
-    def j_steps(state: Any) -> Any:
-        for i, g in enumerate(grads):
-            state = j_update(i, g, state)
-        return state
-
-    j_state = jax.jit(j_steps)(j_state)
-    for i, g in enumerate(grads):
+    for i, g in enumerate(_grads(3)):
         f_state = f_update(i, g, f_state)
     f_leaves, j_leaves = [np.asarray(x) for x in ferrax.tree.leaves(f_state)], _leaves_np(j_state)
     assert len(f_leaves) == len(j_leaves)
@@ -122,16 +141,30 @@ SCHEDULES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "args", "kwargs"), SCHEDULES, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(SCHEDULES)])
-def test_schedules_match_jax(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    ours, theirs = getattr(fo, name)(*args, **kwargs), getattr(jo, name)(*args, **kwargs)
-    steps = np.arange(0, 30, dtype=np.int32)
-    for i in (0, 3, 5, 6, 12, 13, 25):  # Python ints
-        np.testing.assert_allclose(np.asarray(ours(i)), np.asarray(theirs(i)), rtol=1e-6)
-    if name not in ("constant", "piecewise_constant"):  # an array of step indices at once
-        a, b = np.asarray(ours(fnp.asarray(steps))), np.asarray(theirs(jax.numpy.asarray(steps)))
-        assert a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=1e-6)
+STEPS = np.array([0, 3, 5, 6, 12, 13, 25, 40], np.int32)
+
+
+def test_schedules_match_jax() -> None:
+    """Every schedule at Python int step indices, and (but the constant and piecewise
+    ones, which JAX's take scalars only) at an array of them, against JAX's values at
+    the same indices (all JAX's in one compilation, by vmap)."""
+
+    def jax_values(steps: Any) -> list[Any]:
+        return [jax.vmap(getattr(jo, n)(*a, **kw))(steps) for n, a, kw in SCHEDULES if n != "constant"]
+
+    theirs = iter(jax.jit(jax_values).lower(STEPS).compile(FAST_COMPILE)(STEPS))
+    for name, args, kwargs in SCHEDULES:
+        ours = getattr(fo, name)(*args, **kwargs)
+        if name == "constant":
+            assert [ours(int(i)) for i in STEPS] == [getattr(jo, name)(*args)(int(i)) for i in STEPS]
+            continue
+        expected = np.asarray(next(theirs))
+        got = np.array([np.asarray(ours(int(i))) for i in STEPS])
+        np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=name)
+        if name != "piecewise_constant":
+            on_array = np.asarray(ours(fnp.asarray(STEPS)))
+            assert on_array.dtype == expected.dtype, name
+            np.testing.assert_allclose(on_array, expected, rtol=1e-6, err_msg=name)
 
 
 def test_make_schedule() -> None:
@@ -156,9 +189,14 @@ def test_piecewise_constant_errors(boundaries: Any, values: Any, message: str) -
 
 def test_l2_norm_and_clip_grads_match_jax() -> None:
     grads = _grads(1)[0]
-    np.testing.assert_allclose(np.asarray(fo.l2_norm(grads)), np.asarray(jo.l2_norm(grads)), rtol=1e-6)
-    for max_norm in (0.5, 100.0):  # clipped, and left as it is
-        ours, theirs = fo.clip_grads(grads, max_norm), jo.clip_grads(grads, max_norm)
+
+    def jax_side(g: Any) -> Any:
+        return jo.l2_norm(g), [jo.clip_grads(g, m) for m in (0.5, 100.0)]
+
+    j_norm, j_clipped = jax.jit(jax_side).lower(grads).compile(FAST_COMPILE)(grads)
+    np.testing.assert_allclose(np.asarray(fo.l2_norm(grads)), np.asarray(j_norm), rtol=1e-6)
+    for max_norm, theirs in zip((0.5, 100.0), j_clipped):  # clipped, and left as it is
+        ours = fo.clip_grads(grads, max_norm)
         assert ferrax.tree.structure(ours) == ferrax.tree.structure(grads)
         for a, b in zip(ferrax.tree.leaves(ours), _leaves_np(theirs)):
             np.testing.assert_allclose(np.asarray(a), b, rtol=1e-6)
@@ -232,8 +270,8 @@ def _network(s: Any) -> Any:
 
 def test_stax_network_matches_jax() -> None:
     """The same key gives the same parameters (to a few ulps: the random bits,
-    initializers and key splits are JAX's); the forward pass (dropout with a key), jitted
-    and eager, is JAX's to float32 tolerance."""
+    initializers and key splits are JAX's); the forward pass (dropout with a key) is
+    JAX's to float32 tolerance."""
     from ferrax.example_libraries import stax as fs
 
     x = np.random.default_rng(2).standard_normal((5, 3, 1)).astype(np.float32)
@@ -257,12 +295,11 @@ def test_stax_network_matches_jax() -> None:
     assert len(f_leaves) == len(j_leaves) == 10  # four Dense (w, b), BatchNorm (beta, gamma)
     for a, b in zip(f_leaves, j_leaves):  # (JAX's jitted: XLA's fused scaling, ulps apart)
         np.testing.assert_allclose(np.asarray(a), b, rtol=1e-6, atol=0)
-    params = ferrax.tree.map(np.asarray, f_params)
-    ours = np.asarray(ferrax.jit(lambda p, v, k: f_apply(p, v, rng=k))(params, x, ferrax.random.key(1)))
+    # Eagerly (test_stax_trains_with_optimizers jits a stax network): float32 rounding
+    # differences, amplified by BatchNorm's division by the batch's deviation.
+    ours = np.asarray(f_apply(f_params, x, rng=ferrax.random.key(1)))
     assert ours.shape == theirs.shape == (5, 4) and ours.dtype == theirs.dtype
-    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
-    eager = np.asarray(f_apply(params, x, rng=ferrax.random.key(1)))
-    np.testing.assert_allclose(eager, theirs, rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(ours, theirs, rtol=2e-4, atol=2e-4)
 
 
 def test_stax_dropout_needs_a_key() -> None:
