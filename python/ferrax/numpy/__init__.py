@@ -228,6 +228,22 @@ __all__ = [
     "unique_inverse", "unique_values",
 ]
 
+# More everyday names (issue 12 item 3): ferrax.numpy._breadth2; its where adds the
+# one-argument form with size= to the core one.
+from ferrax.numpy._breadth2 import (
+    amax, amin, append, argwhere, broadcast_arrays, compress, concat, copy, copysign, deg2rad,
+    degrees, delete, extract, fabs, flatnonzero, float_power, fmax, fmin, frexp, gcd, insert,
+    isscalar, lcm, ldexp, matrix_transpose, modf, ndim, nonzero, permute_dims, ptp, rad2deg,
+    radians, reciprocal, shape, signbit, sinc, size, unstack, where,
+)
+__all__ += [
+    "amax", "amin", "append", "argwhere", "broadcast_arrays", "compress", "concat", "copy",
+    "copysign", "deg2rad", "degrees", "delete", "extract", "fabs", "flatnonzero", "float_power",
+    "fmax", "fmin", "frexp", "gcd", "insert", "isscalar", "lcm", "ldexp", "matrix_transpose",
+    "modf", "ndim", "nonzero", "permute_dims", "ptp", "rad2deg", "radians", "reciprocal",
+    "shape", "signbit", "sinc", "size", "unstack",
+]
+
 # The operators of ferrax.Array are implemented by this module (which imports _array,
 # so _array cannot import it).
 setattr(_array, "_fnp", sys.modules[__name__])
