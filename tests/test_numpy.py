@@ -654,7 +654,14 @@ def test_every_function_is_exported_documented_and_typed() -> None:
             # ferrax.numpy._breadth2: where(condition) alone is nonzero's tuple
             "where": "Any", "nonzero": "tuple[Array, ...]", "unstack": "tuple[Array, ...]",
             "broadcast_arrays": "list[Array]", "frexp": "tuple[Array, Array]",
-            "modf": "tuple[Array, Array]", "isscalar": "bool",
+            "modf": "tuple[Array, Array]", "isscalar": "bool", "gradient": "Any", "indices": "Any",
+            "histogram": "tuple[Array, Array]", "histogram2d": "tuple[Array, Array, Array]",
+            "histogramdd": "tuple[Array, list[Array]]", "hsplit": "list[Array]",
+            "vsplit": "list[Array]", "dsplit": "list[Array]", "ix_": "tuple[Array, ...]",
+            "diag_indices": "tuple[Array, ...]", "diag_indices_from": "tuple[Array, ...]",
+            "unravel_index": "tuple[Array, ...]", "tril_indices": "tuple[Array, Array]",
+            "triu_indices": "tuple[Array, Array]", "tril_indices_from": "tuple[Array, Array]",
+            "triu_indices_from": "tuple[Array, Array]", "mask_indices": "tuple[Array, Array]",
         }
         assert hints.get("return") == special.get(name, "Array"), name
         params = inspect.signature(f).parameters

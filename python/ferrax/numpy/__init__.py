@@ -235,6 +235,16 @@ from ferrax.numpy._breadth2 import (
     degrees, delete, extract, fabs, flatnonzero, float_power, fmax, fmin, frexp, gcd, insert,
     isscalar, lcm, ldexp, matrix_transpose, modf, ndim, nonzero, permute_dims, ptp, rad2deg,
     radians, reciprocal, shape, signbit, sinc, size, unstack, where,
+    apply_along_axis, apply_over_axes, argpartition, bincount, block, choose, corrcoef, cov,
+    cross, diagflat, digitize, dsplit, ediff1d, fromfunction, geomspace, gradient, histogram,
+    histogram2d, histogram_bin_edges, histogramdd, hsplit, matvec, partition, place, put,
+    put_along_axis, resize, rollaxis, rot90, trapezoid, trim_zeros, unwrap, vander, vdot,
+    vecdot, vecmat, vectorize, vsplit,
+)
+from ferrax.numpy._index_tricks import (
+    c_, diag_indices, diag_indices_from, fill_diagonal, index_exp, indices, ix_, mask_indices,
+    mgrid, ogrid, r_, ravel_multi_index, s_, tril_indices, tril_indices_from, triu_indices,
+    triu_indices_from, unravel_index,
 )
 __all__ += [
     "amax", "amin", "append", "argwhere", "broadcast_arrays", "compress", "concat", "copy",
@@ -242,6 +252,15 @@ __all__ += [
     "fmax", "fmin", "frexp", "gcd", "insert", "isscalar", "lcm", "ldexp", "matrix_transpose",
     "modf", "ndim", "nonzero", "permute_dims", "ptp", "rad2deg", "radians", "reciprocal",
     "shape", "signbit", "sinc", "size", "unstack",
+    "apply_along_axis", "apply_over_axes", "argpartition", "bincount", "block", "choose",
+    "corrcoef", "cov", "cross", "diagflat", "digitize", "dsplit", "ediff1d", "fromfunction",
+    "geomspace", "gradient", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd",
+    "hsplit", "matvec", "partition", "place", "put", "put_along_axis", "resize", "rollaxis",
+    "rot90", "trapezoid", "trim_zeros", "unwrap", "vander", "vdot", "vecdot", "vecmat",
+    "vectorize", "vsplit",
+    "c_", "diag_indices", "diag_indices_from", "fill_diagonal", "index_exp", "indices", "ix_",
+    "mask_indices", "mgrid", "ogrid", "r_", "ravel_multi_index", "s_", "tril_indices",
+    "tril_indices_from", "triu_indices", "triu_indices_from", "unravel_index",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,
