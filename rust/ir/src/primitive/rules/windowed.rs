@@ -330,7 +330,7 @@ pub(super) fn select_and_scatter_add(inputs: &[AbstractValue], params: &Params) 
     let dims = w.out_dims(x.shape.dims())?;
     if s.shape.dims() != dims.as_slice() {
         return Err(operands(format!(
-            "select_and_scatter_add source {s} must have the operand's windowed type {}",
+            "source {s} must have the operand's windowed type {}",
             AbstractValue::new(shape(&dims)?, s.dtype)
         )));
     }
