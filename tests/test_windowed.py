@@ -391,3 +391,31 @@ def test_errors_are_jax_s(label: str, call: Callable[[Any], Callable[[], Any]]) 
         call(lax)()
     assert "test_windowed.py" in str(ours.value), str(ours.value)  # the user's line
     assert "Primitive" not in str(ours.value) and "_lax" not in str(ours.value)
+
+
+def test_cost_analysis_counts_xla_s_flops() -> None:
+    # Against XLA's count of JAX's lowering (before optimization): each window combines
+    # window - 1 times (a comparison and two selects per pair for the jvp's
+    # select_and_gather_add); select_and_scatter_add compares over each source
+    # element's window and adds it once. Lowering only: nothing is compiled.
+    x = np.ones((2, 6, 6, 3), np.float32)
+    max_pool = pooling("max", (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    sum_pool = pooling("sum", (1, 3, 3, 1), (1, 1, 1, 1), "SAME", (1, 2, 1, 1))
+
+    def grad_only(L: Any) -> Callable[..., Any]:
+        # The pooled value unused, so JAX's lowering has only the select_and_scatter_add.
+        top = ferrax if L is lax else jax
+        return lambda a, c: top.vjp(max_pool(L), a)[1](c)[0]
+
+    c = np.ones((2, 3, 3, 3), np.float32)
+    for fun, args in [
+        (max_pool, (x,)),
+        (sum_pool, (x,)),
+        (lambda L: lambda a, t: (jax if L is jlax else ferrax).jvp(max_pool(L), (a,), (t,)), (x, x)),
+    ]:
+        ours = ferrax.cost_analysis(fun(lax))(*args)["flops"]
+        assert ours == jax.jit(fun(jlax)).lower(*args).cost_analysis()["flops"]
+    ours = ferrax.cost_analysis(lambda a, c: lax.reduce_sum(grad_only(lax)(a, c), (0,)))(x, c)["flops"]
+    theirs = jax.jit(grad_only(jlax)).lower(x, c).cost_analysis()["flops"]
+    # ferrax's count includes the forward pooling vjp evaluates (162 flops) and the sum.
+    assert ours == theirs + 162 + (2 - 1) * 6 * 6 * 3

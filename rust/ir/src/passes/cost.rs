@@ -158,7 +158,8 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                 flops(if n > 0 { total - total / n as f64 } else { 0.0 })
             }
             // A windowed reduction combines each window's elements: window size - 1
-            // operations per output element (times the reducer's for `reduce_window`); a
+            // operations per output element (times the reducer's: a comparison and two
+            // selects for `select_and_gather_add`'s pairs, as XLA counts its lowering); a
             // select-and-scatter compares across each source element's window and adds
             // the element once.
             Builtin::ReduceWindowSum
@@ -168,7 +169,12 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                 if out.as_ref().is_some_and(|o| o.dtype.is_float()) =>
             {
                 let window = window_size(*b, e, ins.first().map_or(0, |a| a.shape.rank()));
-                flops(out.as_ref().map_or(0.0, size) * (window - 1.0).max(0.0))
+                let per = if *b == Builtin::SelectAndGatherAdd {
+                    3.0
+                } else {
+                    1.0
+                };
+                flops(out.as_ref().map_or(0.0, size) * (window - 1.0).max(0.0) * per)
             }
             Builtin::ReduceWindow => {
                 let window = window_size(*b, e, ins.first().map_or(0, |a| a.shape.rank()));
