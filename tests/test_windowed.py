@@ -419,3 +419,23 @@ def test_cost_analysis_counts_xla_s_flops() -> None:
     theirs = jax.jit(grad_only(jlax)).lower(x, c).cost_analysis()["flops"]
     # ferrax's count includes the forward pooling vjp evaluates (162 flops) and the sum.
     assert ours == theirs + 162 + (2 - 1) * 6 * 6 * 3
+
+
+def test_rank_0_windows() -> None:
+    # A scalar is one window of itself. (JAX's lowering of the grad aborts XLA's CPU
+    # compiler, a rank-0 select_and_scatter; ferrax's passes the source through.)
+    x = np.float32(3.0)
+
+    def run(top: Any, L: Any) -> Callable[..., Any]:
+        return lambda a: (
+            L.reduce_window(a, 0.0, L.add, (), (), ()),
+            L.reduce_window(a, 1.0, L.mul, (), (), "SAME"),
+            top.jvp(lambda y: L.reduce_window(y, -np.inf, L.max, (), (), ()), (a,), (a,)),
+        )
+
+    expected = jax.jit(run(jax, jlax))(x)
+    for ours in (run(ferrax, lax)(x), ferrax.jit(run(ferrax, lax))(x)):
+        for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(expected)):
+            assert_close(a, b, np.dtype(np.float32), "rank 0")
+    grad = ferrax.grad(lambda y: lax.reduce_window(y, -np.inf, lax.max, (), (), ()))
+    assert float(grad(x)) == float(ferrax.jit(grad)(x)) == 1.0

@@ -19,6 +19,9 @@ use std::fmt::Write as _;
 type Body<'c> = dyn FnMut(&mut Module, &mut FuncState<'_>, &[Ssa]) -> Vec<Ssa> + 'c;
 
 fn padding_attr(padding: &[(i64, i64)]) -> String {
+    if padding.is_empty() {
+        return "dense<> : tensor<0x2xi64>".to_owned();
+    }
     let rows: Vec<String> = padding.iter().map(|(l, h)| format!("[{l}, {h}]")).collect();
     format!(
         "dense<[{}]> : tensor<{}x2xi64>",
@@ -204,6 +207,11 @@ impl Module {
         w: &Window,
         ge: bool,
     ) -> Ssa {
+        if x.shape.rank() == 0 {
+            // One window of one element: the source lands on it. (XLA's CPU compiler
+            // aborts on a rank-0 select_and_scatter, which JAX emits here.)
+            return source.clone();
+        }
         let d = x.dtype;
         let identity = if ge {
             reduction_init(Builtin::ReduceMax, d)
