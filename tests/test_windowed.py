@@ -380,6 +380,10 @@ ERRORS: list[tuple[str, Callable[[Any], Callable[[], Any]]]] = [
     ("init shape", lambda L: lambda: L.reduce_window(np.ones(4, np.float32), np.ones(2, np.float32), L.mul, (2,))),
     ("bool sum", lambda L: lambda: L.reduce_window(np.ones(4, np.bool_), False, L.add, (2,))),
     ("zero window", lambda L: lambda: L.reduce_window(np.ones(4, np.float32), -np.inf, L.max, (0,))),
+    ("padding count", lambda L: lambda: L.reduce_window(np.ones((4, 4), np.float32), 0.0, L.add, (2, 2), (1, 1), ((0, 0),))),
+    ("same without strides", lambda L: lambda: L.reduce_window(np.ones((4, 4), np.float32), 0.0, L.add, (2, 2), None, "SAME")),
+    ("strides count", lambda L: lambda: L.reduce_window(np.ones((4, 4), np.float32), 0.0, L.add, (2, 2), (1,))),
+    ("zero dilation", lambda L: lambda: L.reduce_window(np.ones((4, 4), np.float32), 1.0, L.mul, (2, 2), (1, 1), "VALID", None, (1, 0))),
 ]
 
 

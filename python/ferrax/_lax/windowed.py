@@ -459,6 +459,12 @@ def reduce_window(
     else:
         pads = tuple((int(lo), int(hi)) for lo, hi in padding)
     rank = len(wdims)
+    op_rank = len(aval_of(ops[0]).shape)
+    if rank == op_rank and len(pads) != rank:
+        # JAX's shape rule zips the padding with the shape (a ValueError).
+        raise ValueError(
+            f"reduce_window got {len(pads)} padding pairs for an operand of rank {rank}, at {user_location()}"
+        )
     params = dict(
         window_dimensions=wdims,
         window_strides=tuple(int(s) for s in window_strides) if window_strides is not None else (1,) * rank,
