@@ -16,6 +16,7 @@ from ferrax import TypeCheckError, _ir, lax
 from ferrax._lax._operands import bind1
 from ferrax._lax.bits import threefry2x32
 from ferrax._lax.custom import custom_jvp_call_p, custom_vjp_call_p, remat_p, stop_gradient_p
+from ferrax._lax import windowed
 from ferrax._lax.elementwise import add_any_p
 
 @pytest.fixture(autouse=True)
@@ -51,6 +52,7 @@ def _c(name: str, fun: Callable[..., Any], *shapes: tuple[int, ...], params: dic
 
 
 S = (2, 3)
+_WINDOW: dict[str, Any] = {"window_dimensions": (2, 2), "window_strides": (1, 2), "padding": ((1, 0), (0, 1))}
 
 
 def _4(x: Any) -> Any:
@@ -181,6 +183,14 @@ CASES = [
     _c("top_k", lambda x: lax.top_k(x, 1, axis=0)[1], S),
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 1, True), S) for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")],
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 0), S) for name in ("cumsum", "cummax")],
+    # Windowed reductions (pooling) and the primitives of their derivatives.
+    *[
+        _c(p.name, lambda x, p=p: bind1(p, x, **_WINDOW, base_dilation=(2, 1), window_dilation=(1, 2)), S)
+        for p in (windowed.reduce_window_sum_p, windowed.reduce_window_max_p, windowed.reduce_window_min_p)
+    ],
+    _c("reduce_window", lambda x: lax.reduce_window(x, _4(x), lax.max, (2, 2), (1, 2), ((1, 0), (0, 1))), S),
+    _c("select_and_gather_add", lambda t, x: windowed._select_and_gather_add(t, x, "le", (2, 2), (1, 2), ((1, 0), (0, 1)), (2, 1), (1, 1)), S, S),
+    _c("select_and_scatter_add", lambda s, x: windowed._select_and_scatter_add(s, x, "ge", (2, 2), (1, 2), ((1, 0), (0, 1))), (2, 2), S),
     *[_c(name, _called(name), S) for name in ("custom_jvp_call", "custom_vjp_call", "remat2")],
     _c("stop_gradient", lambda x: bind1(stop_gradient_p, x), S),
     _c("sharding_constraint", lambda x: lax.with_sharding_constraint(x, _replicated()), S),

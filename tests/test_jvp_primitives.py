@@ -651,6 +651,76 @@ def gen_top_k(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     ]
 
 
+def spread(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> NDArray:
+    """Distinct values at least 0.08 apart (a window's max stays put under finite
+    differences, in float16 too)."""
+    n = int(np.prod(shape))
+    return ((rng.permutation(n) - n / 2) * 0.1 + rng.uniform(0, 0.02, n)).reshape(shape).astype(dtype)
+
+
+def windowed(name: str) -> Gen:
+    """Pooling: ``lax.reduce_window`` with ``add``/``max``/``min`` and their identities
+    (binding reduce_window_sum/max/min), a product (the generic reduce_window), and the
+    primitives of max pooling's derivatives, bound directly (JAX's private helpers)."""
+
+    def sga(L: Any) -> Any:
+        if L is lax:
+            from ferrax._lax.windowed import _select_and_gather_add
+
+            return lambda t, a, *w: _select_and_gather_add(t, a, "ge", *w)
+        from jax._src.lax import windowed_reductions as wr
+
+        return lambda t, a, *w: wr._select_and_gather_add(t, a, jlax.ge_p, *w)
+
+    def sas(L: Any) -> Any:
+        if L is lax:
+            from ferrax._lax.windowed import _select_and_scatter_add
+
+            return lambda s, a, *w: _select_and_scatter_add(s, a, "le", *w)
+        from jax._src.lax import windowed_reductions as wr
+
+        return lambda s, a, *w: wr._select_and_scatter_add(s, a, jlax.le_p, *w)
+
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        x = spread(rng, (4, 6), dtype)
+        pads = ((1, 0), (0, 1))
+        if name == "reduce_window":
+            one = np.asarray(1, dtype)
+            x = uniform(rng, (4, 6), 0.8, 1.25, dtype)
+            return [
+                # JAX's reduce_window has no reverse mode (nor linearize): the forward
+                # rule is checked against finite differences in test_windowed.py.
+                Case("product", lambda L: lambda a: L.reduce_window(a, one, L.mul, (2, 2), (1, 2), pads), (x,), grads=False),
+            ]
+        if name == "select_and_gather_add":
+            t = normal(rng, (4, 6), dtype)
+            return [
+                Case("ge", lambda L: lambda t, a: sga(L)(t, a, (2, 2), (2, 2), pads, (1, 1), (1, 1)), (t, x)),
+                Case("dilated", lambda L: lambda t, a: sga(L)(t, a, (2, 3), (1, 2), pads, (2, 1), (1, 1)), (t, x)),
+            ]
+        if name == "select_and_scatter_add":
+            src = normal(rng, (2, 3), dtype)
+            return [Case("le", lambda L: lambda s, a: sas(L)(s, a, (2, 2), (2, 2), pads), (src, x))]
+        op, init = {
+            "reduce_window_sum": ("add", 0.0),
+            "reduce_window_max": ("max", -np.inf),
+            "reduce_window_min": ("min", np.inf),
+        }[name]
+        # Window dilation for the sum only: max/min pooling has no reverse mode with it
+        # (JAX's select_and_gather_add transpose refuses it; test_windowed.py checks).
+        wdil = (1, 2) if name == "reduce_window_sum" else (1, 1)
+        return [
+            Case("pool", lambda L: lambda a: L.reduce_window(a, init, getattr(L, op), (2, 2), (2, 2), "VALID"), (x,)),
+            Case(
+                "dilated",
+                lambda L: lambda a: L.reduce_window(a, init, getattr(L, op), (2, 3), (1, 2), "SAME", (2, 1), wdil),
+                (x,),
+            ),
+        ]
+
+    return gen
+
+
 def cumulative(name: str) -> Gen:
     def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
         # cumprod: factors near 1 (float32 second differences of large products are noise).
@@ -883,6 +953,12 @@ CASES: dict[str, Gen] = {
     "cummax": cumulative("cummax"),
     "cummin": cumulative("cummin"),
     "cumlogsumexp": cumulative("cumlogsumexp"),
+    "reduce_window_sum": windowed("reduce_window_sum"),
+    "reduce_window_max": windowed("reduce_window_max"),
+    "reduce_window_min": windowed("reduce_window_min"),
+    "reduce_window": windowed("reduce_window"),
+    "select_and_gather_add": windowed("select_and_gather_add"),
+    "select_and_scatter_add": windowed("select_and_scatter_add"),
     "psum": gen_psum,
     "pmax": gen_extremum("pmax"),
     "pmin": gen_extremum("pmin"),

@@ -421,11 +421,17 @@ DEVICES = {
 COMPOSITIONS = set(lax_convenience.__all__)
 # Sorting and the cumulative reductions: tested in test_sorting.py.
 SORTING = {"cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort", "sort_key_val", "top_k"}
+# Windowed reductions (pooling), their derivatives' primitives and padding helpers:
+# tested in test_windowed.py.
+WINDOWED = {
+    "padtype_to_pads", "reduce_window", "reduce_window_max_p", "reduce_window_min_p", "reduce_window_p",
+    "reduce_window_shape_tuple", "reduce_window_sum_p", "select_and_gather_add_p", "select_and_scatter_add_p",
+}
 
 
 def test_table_covers_every_lax_function() -> None:
     assert {c.fn for c in CASES} == (
-        set(lax.__all__) - CONTROL_FLOW - SLICING - PARAM_TYPES - IN_DIM - DEVICES - COMPOSITIONS - SORTING
+        set(lax.__all__) - CONTROL_FLOW - SLICING - PARAM_TYPES - IN_DIM - DEVICES - COMPOSITIONS - SORTING - WINDOWED
     )
     assert len({c.id for c in CASES}) == len(CASES)
 

@@ -48,6 +48,17 @@ from ferrax._lax.convenience import (
     slice_in_dim,
 )
 from ferrax._lax.sorting import cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k
+from ferrax._lax.windowed import (
+    padtype_to_pads,
+    reduce_window,
+    reduce_window_max_p,
+    reduce_window_min_p,
+    reduce_window_p,
+    reduce_window_shape_tuple,
+    reduce_window_sum_p,
+    select_and_gather_add_p,
+    select_and_scatter_add_p,
+)
 from ferrax._lax.custom import stop_gradient
 from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
@@ -200,6 +211,10 @@ __all__ = [
     "full_like", "index_in_dim", "map", "reciprocal", "slice_in_dim",
     # sorting and cumulative reductions
     "cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort", "sort_key_val", "top_k",
+    # windowed reductions (pooling) and their derivatives' primitives
+    "padtype_to_pads", "reduce_window", "reduce_window_max_p", "reduce_window_min_p",
+    "reduce_window_p", "reduce_window_shape_tuple", "reduce_window_sum_p",
+    "select_and_gather_add_p", "select_and_scatter_add_p",
 ]
 
 

@@ -217,6 +217,13 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Cummax, case_cumulative),
     (Builtin::Cummin, case_cumulative),
     (Builtin::Cumlogsumexp, case_cumulative),
+    // Windowed reductions and the primitives of their derivatives (issue 12).
+    (Builtin::ReduceWindowSum, case_windowed),
+    (Builtin::ReduceWindowMax, case_windowed),
+    (Builtin::ReduceWindowMin, case_windowed),
+    (Builtin::ReduceWindow, case_windowed),
+    (Builtin::SelectAndGatherAdd, case_windowed),
+    (Builtin::SelectAndScatterAdd, case_windowed),
     (Builtin::AddAny, case_add_any),
     (Builtin::Pad, case_pad),
     (Builtin::Jit, case_jit),
@@ -4021,4 +4028,149 @@ fn host_array_constructors_and_comparison() {
         1.0
     ));
     assert!(check_close(&a, &fa(F64, &[2], &[1.0, 2.0]), 0.0, 0.0).is_err());
+}
+
+// ----- Windowed reductions (values from JAX 0.10.2) -----
+
+fn window_params(
+    dims: &[i64],
+    strides: &[i64],
+    padding: &[(i64, i64)],
+    dilations: Option<(&[i64], &[i64])>,
+) -> Vec<(&'static str, Param)> {
+    let mut p = vec![
+        ("window_dimensions", ints(dims)),
+        ("window_strides", ints(strides)),
+        ("padding", Param::Pairs(padding.to_vec().into())),
+    ];
+    if let Some((base, window)) = dilations {
+        p.push(("base_dilation", ints(base)));
+        p.push(("window_dilation", ints(window)));
+    }
+    p
+}
+
+#[test]
+fn case_windowed() {
+    let xv = [
+        3.0, -1.0, 4.0, 1.0, -5.0, 9.0, 2.0, -6.0, 5.0, 3.0, 5.0, -8.0, 9.0, 7.0, -9.0, 3.0, 2.0,
+        -3.0, 8.0, 4.0,
+    ];
+    let x = fa(F32, &[4, 5], &xv);
+    // Both dilations, padding and strides at once.
+    let dilated = || {
+        window_params(
+            &[2, 3],
+            &[1, 2],
+            &[(1, 0), (0, 1)],
+            Some((&[2, 1], &[1, 2])),
+        )
+    };
+    let cases = [
+        (
+            Builtin::ReduceWindowSum,
+            [2.0, 2.0, 6.0, 6.0, 5.0, 5.0, 4.0],
+        ),
+        (
+            Builtin::ReduceWindowMax,
+            [4.0, 4.0, 9.0, 9.0, 9.0, 9.0, 4.0],
+        ),
+        (
+            Builtin::ReduceWindowMin,
+            [-5.0, -5.0, -6.0, -6.0, -9.0, -9.0, -3.0],
+        ),
+    ];
+    for (prim, want) in cases {
+        let out = run1(prim, params(dilated()), std::slice::from_ref(&x));
+        assert_same(&out, &fa(F32, &[7, 1], &want));
+    }
+    // Integers: padding holds the least i32.
+    let xi = ia(I32, &[4, 5], &xv.map(|v| v as i64));
+    let p = window_params(
+        &[3, 2],
+        &[2, 2],
+        &[(1, 1), (1, 0)],
+        Some((&[1, 1], &[1, 1])),
+    );
+    let out = run1(
+        Builtin::ReduceWindowMax,
+        params(p),
+        std::slice::from_ref(&xi),
+    );
+    assert_same(&out, &ia(I32, &[2, 3], &[9, 4, 5, 9, 9, 8]));
+    // select_and_gather_add: the tangent at each window's max (0 where that is padding).
+    let t = fa(F32, &[4, 5], &(0..20).map(f64::from).collect::<Vec<_>>());
+    let mut p = window_params(
+        &[2, 2],
+        &[2, 2],
+        &[(1, 0), (0, 1)],
+        Some((&[1, 1], &[1, 1])),
+    );
+    p.push(("select_prim", Param::Str("ge".into())));
+    let out = run1(
+        Builtin::SelectAndGatherAdd,
+        params(p),
+        &[t.clone(), x.clone()],
+    );
+    assert_same(&out, &fa(F32, &[2, 3], &[0.0, 2.0, 4.0, 5.0, 12.0, 9.0]));
+    let mut p = dilated();
+    p.push(("select_prim", Param::Str("le".into())));
+    let out = run1(Builtin::SelectAndGatherAdd, params(p), &[t, x.clone()]);
+    assert_same(
+        &out,
+        &fa(F32, &[7, 1], &[4.0, 4.0, 7.0, 7.0, 14.0, 14.0, 17.0]),
+    );
+    // select_and_scatter_add: each source element lands on its window's max (min).
+    let mut p = window_params(&[2, 2], &[2, 2], &[(1, 0), (0, 1)], None);
+    p.push(("select_prim", Param::Str("ge".into())));
+    let src = fa(F32, &[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let out = run1(Builtin::SelectAndScatterAdd, params(p), &[src, x.clone()]);
+    let mut want = [0.0; 20];
+    for (i, v) in [(0, 1.0), (2, 2.0), (4, 3.0), (5, 4.0), (9, 6.0), (12, 5.0)] {
+        want[i] = v;
+    }
+    assert_same(&out, &fa(F32, &[4, 5], &want));
+    let mut p = window_params(&[3, 3], &[2, 2], &[(1, 0), (0, 0)], None);
+    p.push(("select_prim", Param::Str("le".into())));
+    let src = fa(F32, &[2, 2], &[1.0, 2.0, 4.0, 5.0]);
+    let out = run1(Builtin::SelectAndScatterAdd, params(p), &[src, x.clone()]);
+    let mut want = [0.0; 20];
+    for (i, v) in [(7, 3.0), (11, 4.0), (14, 5.0)] {
+        want[i] = v;
+    }
+    assert_same(&out, &fa(F32, &[4, 5], &want));
+    // The generic reduce_window: a product of floats and a sum of ints, together.
+    let mut b = JaxprBuilder::new();
+    let ins: Vec<Atom> = [F32, I32, F32, I32]
+        .iter()
+        .map(|&d| invar(&mut b, av(d, &[])))
+        .collect();
+    let prod = eqn1(&mut b, Builtin::Mul, vec![ins[0], ins[2]], none());
+    let sum = eqn1(&mut b, Builtin::Add, vec![ins[1], ins[3]], none());
+    let reducer = closed(b.build(vec![prod, sum]).unwrap());
+    let mut p = window_params(
+        &[2, 2],
+        &[1, 2],
+        &[(0, 1), (1, 0)],
+        Some((&[1, 1], &[1, 1])),
+    );
+    p.push(("jaxpr", Param::Jaxpr(reducer)));
+    p.push(("consts", ints(&[])));
+    let one = fa(F32, &[], &[1.0]);
+    let zero = ia(I32, &[], &[0]);
+    let out = run(Builtin::ReduceWindow, params(p), &[x, xi, one, zero]);
+    assert_same(
+        &out[0],
+        &fa(
+            F32,
+            &[4, 3],
+            &[
+                27.0, 48.0, -75.0, 45.0, 864.0, -945.0, 15.0, 432.0, -2016.0, 3.0, -6.0, 32.0,
+            ],
+        ),
+    );
+    assert_same(
+        &out[1],
+        &ia(I32, &[4, 3], &[12, -1, 4, 14, -3, 6, 8, 0, 10, 3, -1, 12]),
+    );
 }

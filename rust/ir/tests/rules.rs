@@ -5068,7 +5068,273 @@ fn sorting_rules() {
     run(&table(sorting_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 15] = [
+/// Window params: dimensions, strides, padding and, unless `None`, the dilations.
+fn window_ps(
+    dims: &[i64],
+    strides: &[i64],
+    padding: &[(i64, i64)],
+    dilations: Option<(&[i64], &[i64])>,
+    extra: Vec<(&str, Param)>,
+) -> Params {
+    let mut p = vec![
+        ("window_dimensions", Param::ints(dims)),
+        ("window_strides", Param::ints(strides)),
+        ("padding", Param::Pairs(padding.to_vec().into())),
+    ];
+    if let Some((base, window)) = dilations {
+        p.push(("base_dilation", Param::ints(base)));
+        p.push(("window_dilation", Param::ints(window)));
+    }
+    p.extend(extra);
+    Params::new(p)
+}
+
+/// A reducer of scalars: `(a, b, c, d) -> (a * c, b + d)` over f32 and i32.
+fn pair_reducer() -> ClosedJaxpr {
+    let mut b = JaxprBuilder::new();
+    let ins: Vec<Atom> = [F32, I32, F32, I32]
+        .iter()
+        .map(|&d| Atom::Var(b.add_invar(a(d, &[]))))
+        .collect();
+    let p = b
+        .add_eqn(Builtin::Mul.into(), vec![ins[0], ins[2]], Params::empty())
+        .unwrap();
+    let q = b
+        .add_eqn(Builtin::Add.into(), vec![ins[1], ins[3]], Params::empty())
+        .unwrap();
+    let j = b.build(vec![Atom::Var(p[0]), Atom::Var(q[0])]).unwrap();
+    ClosedJaxpr::new(Arc::new(j), vec![]).unwrap()
+}
+
+fn windowed_cases(t: &mut Table) {
+    use Builtin::{
+        ReduceWindow, ReduceWindowMax, ReduceWindowMin, ReduceWindowSum, SelectAndGatherAdd,
+        SelectAndScatterAdd,
+    };
+    let ones: &[i64] = &[1, 1];
+    // JAX 0.10.2: f32[4,5] with windows (2, 3), strides (1, 2), padding ((1, 0), (0, 1)),
+    // base dilation (2, 1), window dilation (1, 2) gives f32[7,1]; weak types kept.
+    let dilated = |extra| {
+        window_ps(
+            &[2, 3],
+            &[1, 2],
+            &[(1, 0), (0, 1)],
+            Some((&[2, 1], &[1, 2])),
+            extra,
+        )
+    };
+    t.ok(
+        "reduce_window_sum dilated",
+        ReduceWindowSum,
+        vec![w(a(F32, &[4, 5]))],
+        dilated(vec![]),
+        vec![w(a(F32, &[7, 1]))],
+    );
+    t.ok(
+        "reduce_window_max of bool",
+        ReduceWindowMax,
+        vec![a(BOOL, &[3])],
+        window_ps(&[2], &[1], &[(0, 0)], Some((&[1], &[1])), vec![]),
+        vec![a(BOOL, &[2])],
+    );
+    t.ok(
+        "reduce_window_min window past the end",
+        ReduceWindowMin,
+        vec![a(I8, &[2, 2])],
+        window_ps(
+            &[3, 1],
+            &[1, 1],
+            &[(0, 0), (-1, 0)],
+            Some((ones, ones)),
+            vec![],
+        ),
+        vec![a(I8, &[0, 1])],
+    );
+    t.err(
+        "reduce_window_sum of bool",
+        ReduceWindowSum,
+        vec![a(BOOL, &[3])],
+        window_ps(&[2], &[1], &[(0, 0)], Some((&[1], &[1])), vec![]),
+        Variant::DType,
+        &["number"],
+    );
+    t.err(
+        "reduce_window_max rank",
+        ReduceWindowMax,
+        vec![a(F32, &[3, 3])],
+        window_ps(&[2], &[1], &[(0, 0)], Some((&[1], &[1])), vec![]),
+        Variant::BadParam,
+        &["wrong number of window_dimensions"],
+    );
+    t.err(
+        "reduce_window_min zero stride",
+        ReduceWindowMin,
+        vec![a(F32, &[3, 3])],
+        window_ps(
+            &[2, 2],
+            &[1, 0],
+            &[(0, 0), (0, 0)],
+            Some((ones, ones)),
+            vec![],
+        ),
+        Variant::BadParam,
+        &["window_strides", "strictly positive"],
+    );
+    t.err(
+        "reduce_window_min padding count",
+        ReduceWindowMin,
+        vec![a(F32, &[3, 3])],
+        window_ps(&[2, 2], &[1, 1], &[(0, 0)], Some((ones, ones)), vec![]),
+        Variant::BadParam,
+        &["padding"],
+    );
+    t.err(
+        "reduce_window_max no dilations",
+        ReduceWindowMax,
+        vec![a(F32, &[3])],
+        window_ps(&[2], &[1], &[(0, 0)], None, vec![]),
+        Variant::MissingParam,
+        &["base_dilation"],
+    );
+    t.err(
+        "reduce_window_sum overflow",
+        ReduceWindowSum,
+        vec![a(F32, &[i64::MAX / 2])],
+        window_ps(&[1], &[1], &[(0, 0)], Some((&[4], &[1])), vec![]),
+        Variant::Shape,
+        &[],
+    );
+    let generic = |extra: Vec<(&'static str, Param)>| {
+        let mut e = vec![
+            ("jaxpr", Param::Jaxpr(pair_reducer())),
+            ("consts", Param::ints(&[])),
+        ];
+        e.extend(extra);
+        window_ps(&[2, 2], &[1, 2], &[(0, 1), (1, 0)], Some((ones, ones)), e)
+    };
+    t.ok(
+        "reduce_window of a pair",
+        ReduceWindow,
+        vec![
+            a(F32, &[4, 5]),
+            a(I32, &[4, 5]),
+            w(a(F32, &[])),
+            a(I32, &[]),
+        ],
+        generic(vec![]),
+        vec![a(F32, &[4, 3]), a(I32, &[4, 3])],
+    );
+    t.err(
+        "reduce_window init dtype",
+        ReduceWindow,
+        vec![a(F32, &[4, 5]), a(I32, &[4, 5]), a(F32, &[]), a(F32, &[])],
+        generic(vec![]),
+        Variant::Operands,
+        &["inconsistent dtypes"],
+    );
+    t.err(
+        "reduce_window init not scalar",
+        ReduceWindow,
+        vec![a(F32, &[4, 5]), a(I32, &[4, 5]), a(F32, &[1]), a(I32, &[])],
+        generic(vec![]),
+        Variant::Operands,
+        &["scalars"],
+    );
+    t.err(
+        "reduce_window reducer types",
+        ReduceWindow,
+        vec![a(F32, &[4, 5]), a(F32, &[4, 5]), a(F32, &[]), a(F32, &[])],
+        generic(vec![]),
+        Variant::SubJaxpr,
+        &["jaxpr must map"],
+    );
+    t.err(
+        "reduce_window odd operands",
+        ReduceWindow,
+        vec![a(F32, &[4, 5]), a(I32, &[4, 5]), a(F32, &[])],
+        generic(vec![]),
+        Variant::Arity,
+        &["3"],
+    );
+    let ge = || vec![("select_prim", Param::Str("ge".into()))];
+    t.ok(
+        "select_and_gather_add dilated",
+        SelectAndGatherAdd,
+        vec![a(F16, &[4, 5]), a(F16, &[4, 5])],
+        dilated(ge()),
+        vec![a(F16, &[7, 1])],
+    );
+    t.err(
+        "select_and_gather_add of ints",
+        SelectAndGatherAdd,
+        vec![a(I32, &[4, 5]), a(I32, &[4, 5])],
+        dilated(ge()),
+        Variant::DType,
+        &["float"],
+    );
+    t.err(
+        "select_and_gather_add shapes",
+        SelectAndGatherAdd,
+        vec![a(F32, &[4, 4]), a(F32, &[4, 5])],
+        dilated(ge()),
+        Variant::Operands,
+        &["shapes must match"],
+    );
+    t.err(
+        "select_and_gather_add select_prim",
+        SelectAndGatherAdd,
+        vec![a(F32, &[4, 5]), a(F32, &[4, 5])],
+        dilated(vec![("select_prim", Param::Str("gt".into()))]),
+        Variant::BadParam,
+        &["ge or le", "gt"],
+    );
+    let sas = |padding: &[(i64, i64)]| window_ps(&[2, 2], &[2, 2], padding, None, ge());
+    t.ok(
+        "select_and_scatter_add",
+        SelectAndScatterAdd,
+        vec![a(F32, &[2, 3]), a(F32, &[4, 5])],
+        sas(&[(1, 0), (0, 1)]),
+        vec![a(F32, &[4, 5])],
+    );
+    t.err(
+        "select_and_scatter_add source shape",
+        SelectAndScatterAdd,
+        vec![a(F32, &[3, 3]), a(F32, &[4, 5])],
+        sas(&[(1, 0), (0, 1)]),
+        Variant::Operands,
+        &["windowed type", "f32[2,3]"],
+    );
+    t.err(
+        "select_and_scatter_add negative padding",
+        SelectAndScatterAdd,
+        vec![a(F32, &[1, 2]), a(F32, &[4, 5])],
+        sas(&[(-1, 0), (0, 0)]),
+        Variant::BadParam,
+        &["nonnegative"],
+    );
+    t.err(
+        "select_and_scatter_add dilation",
+        SelectAndScatterAdd,
+        vec![a(F32, &[2, 3]), a(F32, &[4, 5])],
+        window_ps(
+            &[2, 2],
+            &[2, 2],
+            &[(1, 0), (0, 1)],
+            Some((ones, ones)),
+            ge(),
+        ),
+        Variant::UnknownParam,
+        &["base_dilation"],
+    );
+}
+
+#[test]
+fn windowed_rules() {
+    run(&table(windowed_cases));
+}
+
+const FAMILIES: [fn(&mut Table); 16] = [
+    windowed_cases,
     bit_cases,
     special_function_cases,
     sorting_cases,

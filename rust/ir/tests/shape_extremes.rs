@@ -409,6 +409,42 @@ fn bases() -> Vec<Base> {
                     Param::Padding(Arc::from(vec![(1, 2, 0), (-1, 0, 2)])),
                 )]),
             ),
+            ReduceWindowSum | ReduceWindowMax | ReduceWindowMin | ReduceWindow
+            | SelectAndGatherAdd | SelectAndScatterAdd => {
+                let mut params = vec![
+                    ("window_dimensions", ints(&[2, 2])),
+                    ("window_strides", ints(&[1, 2])),
+                    ("padding", Param::Pairs(Arc::from(vec![(1, 0), (0, 1)]))),
+                ];
+                if p != SelectAndScatterAdd {
+                    params.push(("base_dilation", ints(&[2, 1])));
+                    params.push(("window_dilation", ints(&[1, 2])));
+                }
+                let mut inputs = vec![f23.clone()];
+                match p {
+                    ReduceWindow => {
+                        let max = closed(&[s.clone(), s.clone()], |b, v| {
+                            let m = b
+                                .add_eqn(Max.into(), vec![v[0], v[1]], Params::empty())
+                                .unwrap();
+                            vec![Atom::Var(m[0])]
+                        });
+                        params.push(("jaxpr", Param::Jaxpr(max)));
+                        params.push(("consts", ints(&[])));
+                        inputs.push(s.clone());
+                    }
+                    SelectAndGatherAdd => {
+                        params.push(("select_prim", Param::Str(Arc::from("ge"))));
+                        inputs.insert(0, f23.clone());
+                    }
+                    SelectAndScatterAdd => {
+                        params.push(("select_prim", Param::Str(Arc::from("le"))));
+                        inputs.insert(0, a(F32, &[2, 2]));
+                    }
+                    _ => {}
+                }
+                base(p, inputs, Params::new(params))
+            }
             Jit => base(
                 p,
                 vec![f23.clone()],

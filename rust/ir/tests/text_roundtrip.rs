@@ -344,6 +344,45 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ("reverse", Param::Bool(true)),
             ]),
         ),
+        ReduceWindowSum | ReduceWindowMax | ReduceWindowMin | ReduceWindow | SelectAndGatherAdd
+        | SelectAndScatterAdd => {
+            // select_and_scatter_add takes no negative padding.
+            let padding = if prim == SelectAndScatterAdd {
+                vec![(1, 0), (0, 1)]
+            } else {
+                vec![(1, -1), (0, 2)]
+            };
+            let mut p = vec![
+                ("window_dimensions", Param::ints(&[2, 1])),
+                ("window_strides", Param::ints(&[1, 2])),
+                ("padding", Param::Pairs(Arc::from(padding))),
+            ];
+            if prim != SelectAndScatterAdd {
+                p.push(("base_dilation", Param::ints(&[2, 1])));
+                p.push(("window_dilation", Param::ints(&[1, 3])));
+            }
+            let mut ins = vec![f32s(&[2, 3])];
+            match prim {
+                ReduceWindow => {
+                    let mul = sub(&[f32s(&[]), f32s(&[])], |b, xs| {
+                        vec![eqn1(b, Mul, vec![xs[0], xs[1]], Params::empty())]
+                    });
+                    p.push(("jaxpr", Param::Jaxpr(mul)));
+                    p.push(("consts", Param::ints(&[])));
+                    ins.push(f32s(&[]));
+                }
+                SelectAndGatherAdd => {
+                    p.push(("select_prim", Param::Str(Arc::from("ge"))));
+                    ins.push(f32s(&[2, 3]));
+                }
+                SelectAndScatterAdd => {
+                    p.push(("select_prim", Param::Str(Arc::from("le"))));
+                    ins.insert(0, f32s(&[2, 2]));
+                }
+                _ => {}
+            }
+            (ins, params(p))
+        }
         AddAny => (vec![f32s(&[2, 3]), f32s(&[2, 3])], params(vec![])),
         Pad => (
             vec![f32s(&[2, 3]), f32s(&[])],

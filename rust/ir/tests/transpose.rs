@@ -1726,3 +1726,161 @@ fn scatter_into_an_empty_axis_transposes_to_zero() {
     let tj = dot_test(&j, &[true, false, true], 7);
     assert!(!prims(&tj).contains(&"gather"), "{tj}");
 }
+
+/// Random window params for an operand of dimensions `dims` (no dilation if not
+/// `dilated`).
+fn random_window(rng: &mut Rng, dims: &[i64], dilated: bool) -> Vec<(&'static str, Param)> {
+    let pick = |rng: &mut Rng, lo: i64, hi: i64| lo + rng.below((hi - lo + 1) as usize) as i64;
+    let mut wd = Vec::new();
+    let mut ws = Vec::new();
+    let mut pad = Vec::new();
+    let mut bd = Vec::new();
+    let mut wdil = Vec::new();
+    for _ in dims {
+        wd.push(pick(rng, 1, 3));
+        ws.push(pick(rng, 1, 3));
+        pad.push((pick(rng, 0, 2), pick(rng, 0, 2)));
+        bd.push(if dilated { pick(rng, 1, 2) } else { 1 });
+        wdil.push(if dilated { pick(rng, 1, 2) } else { 1 });
+    }
+    let mut p = vec![
+        ("window_dimensions", Param::ints(&wd)),
+        ("window_strides", Param::ints(&ws)),
+        ("padding", Param::Pairs(pad.into())),
+    ];
+    if dilated {
+        p.push(("base_dilation", Param::ints(&bd)));
+        p.push(("window_dilation", Param::ints(&wdil)));
+    }
+    p
+}
+
+/// `reduce_window_sum` (with both dilations), `select_and_gather_add` (base dilation:
+/// JAX has no rule for window dilation) and `select_and_scatter_add` over random windows
+/// of random operands: each transpose passes the dot-product test in the linear operand.
+#[test]
+fn windowed_rules_pass_the_dot_product_test() {
+    let mut rng = Rng::new(12);
+    let mut checked = [0usize; 3];
+    for case in 0..90u64 {
+        let rank = 1 + rng.below(3);
+        let dims: Vec<i64> = (0..rank).map(|_| 1 + rng.below(5) as i64).collect();
+        let x = AbstractValue::new(Shape::new(&dims).unwrap(), DType::F32);
+        let kind = (case % 3) as usize;
+        let mut b = JaxprBuilder::new();
+        let built = match kind {
+            0 => {
+                let a = b.add_invar(x.clone());
+                let p = Params::new(random_window(&mut rng, &dims, true));
+                b.add_eqn(Builtin::ReduceWindowSum.into(), vec![Atom::Var(a)], p)
+                    .map(|o| (o, vec![true]))
+            }
+            1 => {
+                let t = b.add_invar(x.clone());
+                let a = b.add_invar(x.clone());
+                let mut p = random_window(&mut rng, &dims, true);
+                for entry in p.iter_mut().filter(|e| e.0 == "window_dilation") {
+                    entry.1 = Param::ints(&vec![1; rank]);
+                }
+                let sel = if rng.chance(0.5) { "ge" } else { "le" };
+                p.push(("select_prim", Param::Str(Arc::from(sel))));
+                b.add_eqn(
+                    Builtin::SelectAndGatherAdd.into(),
+                    vec![Atom::Var(t), Atom::Var(a)],
+                    Params::new(p),
+                )
+                .map(|o| (o, vec![true, false]))
+            }
+            _ => {
+                let window = random_window(&mut rng, &dims, false);
+                // The source has the windowed shape: ask reduce_window_max for it.
+                let probe = Params::new(window.clone())
+                    .with("base_dilation", Param::ints(&vec![1; rank]))
+                    .with("window_dilation", Param::ints(&vec![1; rank]));
+                let out = Builtin::ReduceWindowMax
+                    .abstract_eval(std::slice::from_ref(&x), &probe)
+                    .unwrap();
+                let sel = if rng.chance(0.5) { "ge" } else { "le" };
+                let p = Params::new(window).with("select_prim", Param::Str(Arc::from(sel)));
+                let s = b.add_invar(out[0].clone());
+                let a = b.add_invar(x.clone());
+                b.add_eqn(
+                    Builtin::SelectAndScatterAdd.into(),
+                    vec![Atom::Var(s), Atom::Var(a)],
+                    p,
+                )
+                .map(|o| (o, vec![true, false]))
+            }
+        };
+        let (outs, linear) = built.unwrap();
+        let j = b.build(vec![Atom::Var(outs[0])]).unwrap();
+        if j.out_avals()[0].shape.size() == 0 {
+            continue;
+        }
+        dot_test(&j, &linear, case);
+        checked[kind] += 1;
+    }
+    assert!(checked.iter().all(|&n| n >= 10), "{checked:?}");
+}
+
+/// The transposes are JAX's equations: a padded cotangent summed over windows; a
+/// select_and_scatter_add between a pad and a strided slice for a base-dilated
+/// select_and_gather_add; a select_and_gather_add without dilation for a
+/// select_and_scatter_add. Window dilation in select_and_gather_add has no rule (JAX's
+/// NotImplementedError).
+#[test]
+fn windowed_transposes_are_jax_s() {
+    let sum = parse(
+        "{ lambda ; a:f32[2,6,6,3]. let b:f32[2,3,3,3] = reduce_window_sum[\
+         base_dilation=(1, 1, 1, 1) padding=((0, 0), (0, 0), (0, 0), (0, 0)) \
+         window_dilation=(1, 1, 1, 1) window_dimensions=(1, 2, 2, 1) \
+         window_strides=(1, 2, 2, 1)] a in (b,) }",
+    );
+    let t = transpose(&sum, &[true]).unwrap();
+    assert_eq!(prims(&t), ["pad", "reduce_window_sum"]);
+    let text = t.to_string();
+    assert!(
+        text.contains("padding_config=((0, 0, 0), (1, 1, 1), (1, 1, 1), (0, 0, 0))"),
+        "{text}"
+    );
+    assert!(text.contains("window_strides=(1, 1, 1, 1)"), "{text}");
+    let gather = parse(
+        "{ lambda ; t:f32[2,6,3] a:f32[2,6,3]. let b:f32[2,11,3] = select_and_gather_add[\
+         base_dilation=(1, 2, 1) padding=((0, 0), (1, 1), (0, 0)) select_prim=le \
+         window_dilation=(1, 1, 1) window_dimensions=(1, 3, 1) \
+         window_strides=(1, 1, 1)] t a in (b,) }",
+    );
+    let t = transpose(&gather, &[true, false]).unwrap();
+    assert_eq!(prims(&t), ["pad", "select_and_scatter_add", "slice"]);
+    let text = t.to_string();
+    assert!(
+        text.contains("padding_config=((0, 0, 0), (0, 0, 1), (0, 0, 0))"),
+        "{text}"
+    );
+    assert!(text.contains("inf:f32[]"), "{text}");
+    assert!(text.contains("strides=(1, 2, 1)"), "{text}");
+    let scatter = parse(
+        "{ lambda ; s:f32[1,2] a:f32[2,4]. let b:f32[2,4] = select_and_scatter_add[\
+         padding=((0, 0), (0, 0)) select_prim=ge window_dimensions=(2, 2) \
+         window_strides=(2, 2)] s a in (b,) }",
+    );
+    let t = transpose(&scatter, &[true, false]).unwrap();
+    assert_eq!(prims(&t), ["select_and_gather_add"]);
+    assert!(t.to_string().contains("base_dilation=(1, 1)"), "{t}");
+    let dilated = parse(
+        "{ lambda ; t:f32[5] a:f32[5]. let b:f32[3] = select_and_gather_add[\
+         base_dilation=(1,) padding=((0, 0),) select_prim=ge window_dilation=(2,) \
+         window_dimensions=(2,) window_strides=(1,)] t a in (b,) }",
+    );
+    match transpose(&dilated, &[true, false]) {
+        Err(PassError::TransposeRule { message, .. }) => {
+            assert!(message.contains("window dilation"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The operand that picks positions is not linear.
+    assert!(matches!(
+        transpose(&scatter, &[false, true]),
+        Err(PassError::NonLinearUse { operand: 1, .. })
+    ));
+}

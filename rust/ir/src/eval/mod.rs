@@ -82,6 +82,7 @@ mod ops;
 mod sorting;
 mod special;
 mod spmd;
+mod windowed;
 
 pub use array::{allclose, check_close, ArrayError, HostArray, HostData};
 pub use numeric::{round_float, round_to_bf16, round_to_f16, wrap_int};
@@ -762,6 +763,42 @@ fn eqn_work(jaxpr: &Jaxpr, eqn: &Eqn) -> u64 {
     });
     match eqn.primitive() {
         Primitive::Builtin(b) if b.is_higher_order() => 1,
+        // Every output element reads a whole window (the generic reducer runs once per
+        // position, each run costing its equations).
+        Primitive::Builtin(
+            b @ (Builtin::ReduceWindowSum
+            | Builtin::ReduceWindowMax
+            | Builtin::ReduceWindowMin
+            | Builtin::ReduceWindow
+            | Builtin::SelectAndGatherAdd
+            | Builtin::SelectAndScatterAdd),
+        ) => {
+            let rank = eqn
+                .inputs()
+                .first()
+                .and_then(aval_of)
+                .map_or(0, |a| a.shape.rank());
+            let window = crate::primitive::Window::from_params(*b, eqn.params(), rank)
+                .map_or(1, |w| w.size());
+            let per = match eqn.params().get("jaxpr") {
+                Some(crate::params::Param::Jaxpr(j)) => j.jaxpr().eqns().len() as u64 + 1,
+                _ => 1,
+            };
+            let reads = match b {
+                // One window per source element.
+                Builtin::SelectAndScatterAdd => eqn
+                    .inputs()
+                    .first()
+                    .and_then(aval_of)
+                    .map_or(1, |a| elements(&a)),
+                _ => outs,
+            };
+            reads
+                .saturating_mul(window)
+                .saturating_mul(per)
+                .saturating_add(outs)
+                .max(1)
+        }
         Primitive::Builtin(Builtin::DotGeneral) => {
             let contracted = match (eqn.params().get("dimension_numbers"), eqn.inputs().first()) {
                 (Some(crate::params::Param::DotDims(d)), Some(lhs)) => {
@@ -1111,7 +1148,7 @@ impl<'a> Frame<'a> {
     }
 }
 
-fn literal_array(lit: &Literal) -> R<HostArray> {
+pub(super) fn literal_array(lit: &Literal) -> R<HostArray> {
     let ok = match (lit.value, lit.dtype) {
         (LitValue::Bool(_), DType::Bool) => true,
         (LitValue::Int(_), d) => d.is_int(),

@@ -314,6 +314,16 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
             param_bool(params, "reverse")?,
         )?,
         Pad => pad(arg(ins, 0)?, arg(ins, 1)?, params)?,
+        ReduceWindowSum | ReduceWindowMax | ReduceWindowMin => {
+            super::windowed::reduce_window_monoid(prim, arg(ins, 0)?, params)?
+        }
+        ReduceWindow => return super::windowed::reduce_window(ins, params),
+        SelectAndGatherAdd => {
+            super::windowed::select_and_gather_add(arg(ins, 0)?, arg(ins, 1)?, params)?
+        }
+        SelectAndScatterAdd => {
+            super::windowed::select_and_scatter_add(arg(ins, 0)?, arg(ins, 1)?, params)?
+        }
         StopGradient | ShardingConstraint => arg(ins, 0)?.clone(),
         // A collective outside a shard_map has no meaning on one device (the shape rule
         // refuses it in a closed axis environment).

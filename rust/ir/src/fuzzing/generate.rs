@@ -26,7 +26,7 @@ use crate::params::{
     DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
     ScatterDimensionNumbers,
 };
-use crate::primitive::Builtin;
+use crate::primitive::{Builtin, Window};
 use arbitrary::{Result, Unstructured};
 use std::sync::Arc;
 
@@ -1165,6 +1165,8 @@ impl Gen<'_, '_> {
                     ]),
                 );
             }
+            ReduceWindowSum | ReduceWindowMax | ReduceWindowMin | ReduceWindow
+            | SelectAndGatherAdd | SelectAndScatterAdd => self.windowed(lv, prim)?,
             Rev => {
                 let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
                 let dims = self.subset(xt.shape.rank())?;
@@ -1671,6 +1673,122 @@ impl Gen<'_, '_> {
                     ("update_jaxpr", Param::None),
                 ]),
             );
+        }
+        Ok(())
+    }
+
+    /// Window params for an operand of dimensions `dims`: small windows, strides,
+    /// paddings (negative ones only if `negative`) and dilations.
+    fn window_params(&mut self, dims: &[i64], negative: bool, dilated: bool) -> Result<Window> {
+        let mut w = Window {
+            dims: Vec::new(),
+            strides: Vec::new(),
+            padding: Vec::new(),
+            base_dilation: Vec::new(),
+            window_dilation: Vec::new(),
+        };
+        let low = if negative { -1 } else { 0 };
+        for _ in dims {
+            w.dims.push(self.u.int_in_range(1..=3)?);
+            w.strides.push(self.u.int_in_range(1..=2)?);
+            w.padding
+                .push((self.u.int_in_range(low..=1)?, self.u.int_in_range(low..=2)?));
+            let (bd, wd) = if dilated {
+                (self.u.int_in_range(1..=2)?, self.u.int_in_range(1..=2)?)
+            } else {
+                (1, 1)
+            };
+            w.base_dilation.push(bd);
+            w.window_dilation.push(wd);
+        }
+        Ok(w)
+    }
+
+    /// One of the windowed reductions or the primitives of their derivatives.
+    fn windowed(&mut self, lv: &mut Level, prim: Builtin) -> Result<()> {
+        use Builtin::*;
+        let float = matches!(prim, SelectAndGatherAdd);
+        let numeric = matches!(prim, ReduceWindowSum | SelectAndScatterAdd);
+        let ok = move |t: &AbstractValue| {
+            (!float || t.dtype.is_float()) && (!numeric || t.dtype != DType::Bool)
+        };
+        let (x, xt) = self.operand(lv, ok, |g| {
+            let d =
+                g.dtype_where(|d| (!float || d.is_float()) && (!numeric || d != DType::Bool))?;
+            Ok(aval(&[4, 3], d))
+        })?;
+        let d = xt.dtype;
+        let w = self.window_params(
+            xt.shape.dims(),
+            prim != SelectAndScatterAdd,
+            prim != SelectAndScatterAdd,
+        )?;
+        let Ok(out) = w.out_dims(xt.shape.dims()) else {
+            return Ok(());
+        };
+        let common = [
+            ("padding", Param::Pairs(w.padding.clone().into())),
+            ("window_dimensions", Param::ints(&w.dims)),
+            ("window_strides", Param::ints(&w.strides)),
+        ];
+        let dilations = [
+            ("base_dilation", Param::ints(&w.base_dilation)),
+            ("window_dilation", Param::ints(&w.window_dilation)),
+        ];
+        let select = Param::Str(if self.ratio(1, 2)? { "ge" } else { "le" }.into());
+        match prim {
+            ReduceWindowSum | ReduceWindowMax | ReduceWindowMin => {
+                let params = Params::new(common.into_iter().chain(dilations));
+                self.add(lv, prim, vec![x], params);
+            }
+            ReduceWindow => {
+                // A reducer of scalars: a max, a sum or a product.
+                let combine = *self.u.choose(&[Max, Add, Mul])?;
+                let combine = if d == DType::Bool && combine != Max {
+                    Max
+                } else {
+                    combine
+                };
+                let mut b = JaxprBuilder::new();
+                let s = AbstractValue::scalar(d);
+                let (p, q) = (b.add_invar(s.clone()), b.add_invar(s));
+                let Ok(r) = b.add_eqn(
+                    combine.into(),
+                    vec![Atom::Var(p), Atom::Var(q)],
+                    Params::empty(),
+                ) else {
+                    return Ok(());
+                };
+                let Ok(j) = b.build(vec![Atom::Var(r[0])]) else {
+                    return Ok(());
+                };
+                let Ok(j) = ClosedJaxpr::new(Arc::new(j), Vec::new()) else {
+                    return Ok(());
+                };
+                let init = self.value_of(lv, &AbstractValue::scalar(d))?;
+                let params = Params::new(
+                    common
+                        .into_iter()
+                        .chain(dilations)
+                        .chain([("consts", Param::ints(&[])), ("jaxpr", Param::Jaxpr(j))]),
+                );
+                self.add(lv, prim, vec![x, init], params);
+            }
+            SelectAndGatherAdd => {
+                let t = self.value_of(lv, &xt)?;
+                let params = Params::new(
+                    common
+                        .into_iter()
+                        .chain(dilations)
+                        .chain([("select_prim", select)]),
+                );
+                self.add(lv, prim, vec![t, x], params);
+            }
+            _ => {
+                let source = self.value_of(lv, &aval(&out, d))?;
+                let params = Params::new(common.into_iter().chain([("select_prim", select)]));
+                self.add(lv, prim, vec![source, x], params);
+            }
         }
         Ok(())
     }

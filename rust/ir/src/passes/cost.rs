@@ -157,6 +157,35 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                 let total = size(&ins[0]);
                 flops(if n > 0 { total - total / n as f64 } else { 0.0 })
             }
+            // A windowed reduction combines each window's elements: window size - 1
+            // operations per output element (times the reducer's: a comparison and two
+            // selects for `select_and_gather_add`'s pairs, as XLA counts its lowering); a
+            // select-and-scatter compares across each source element's window and adds
+            // the element once.
+            Builtin::ReduceWindowSum
+            | Builtin::ReduceWindowMax
+            | Builtin::ReduceWindowMin
+            | Builtin::SelectAndGatherAdd
+                if out.as_ref().is_some_and(|o| o.dtype.is_float()) =>
+            {
+                let window = window_size(*b, e, ins.first().map_or(0, |a| a.shape.rank()));
+                let per = if *b == Builtin::SelectAndGatherAdd {
+                    3.0
+                } else {
+                    1.0
+                };
+                flops(out.as_ref().map_or(0.0, size) * (window - 1.0).max(0.0) * per)
+            }
+            Builtin::ReduceWindow => {
+                let window = window_size(*b, e, ins.first().map_or(0, |a| a.shape.rank()));
+                let per = sub("jaxpr").flops;
+                flops(out.as_ref().map_or(0.0, size) * (window - 1.0).max(0.0) * per)
+            }
+            Builtin::SelectAndScatterAdd if float_in => {
+                let window = window_size(*b, e, ins.first().map_or(0, |a| a.shape.rank()));
+                let n = size(&ins[0]);
+                flops(n * (window - 1.0).max(0.0) + n)
+            }
             Builtin::Round | Builtin::IsFinite if float_in => flops(out.as_ref().map_or(0.0, size)),
             Builtin::AddAny if float_in => flops(out.as_ref().map_or(0.0, size)),
             Builtin::DotGeneral => {
@@ -242,4 +271,9 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
         },
         _ => Cost::default(),
     }
+}
+
+/// The element count of a windowed equation's window (1 if its params are malformed).
+fn window_size(b: Builtin, e: &crate::jaxpr::Eqn, rank: usize) -> f64 {
+    crate::primitive::Window::from_params(b, e.params(), rank).map_or(1.0, |w| w.size() as f64)
 }

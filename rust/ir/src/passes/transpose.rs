@@ -53,7 +53,7 @@ use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
     DotDimensionNumbers, GatherDimensionNumbers, Param, Params, ScatterDimensionNumbers,
 };
-use crate::primitive::{Builtin, ExtensionPrimitive, Primitive};
+use crate::primitive::{select_comparison, Builtin, ExtensionPrimitive, Primitive, Window};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -229,6 +229,10 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
         | Squeeze | ExpandDims | Rev | Concatenate | Split | ShardingConstraint => Ok(()),
         Cumsum => Ok(()),
+        // Linear in the source/tangents; the operand only chooses positions.
+        ReduceWindowSum => Ok(()),
+        SelectAndGatherAdd | SelectAndScatterAdd if lin_ops[1] => Err(non_linear(1)),
+        SelectAndGatherAdd | SelectAndScatterAdd => Ok(()),
         Psum | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll | ShardMap => Ok(()),
         Slice | Pad => Ok(()),
         Jit | Remat | Scan => Ok(()),
@@ -1520,6 +1524,20 @@ impl Transposer<'_> {
                 let r = self.emit1(i, Cumsum, vec![gv], params)?;
                 self.give(i, ins[0], r)?;
             }
+            ReduceWindowSum => self.transpose_reduce_window_sum(i, e, g)?,
+            SelectAndGatherAdd => self.transpose_select_and_gather_add(i, e, g)?,
+            SelectAndScatterAdd => {
+                // JAX's: the cotangent gathered from each window's selected position.
+                let x = self.fwd_atom(ins[1]);
+                let rank = in_aval(1).shape.rank();
+                let ones = Param::ints(&vec![1; rank]);
+                let p = e
+                    .params()
+                    .with("base_dilation", ones.clone())
+                    .with("window_dilation", ones);
+                let r = self.emit1(i, SelectAndGatherAdd, vec![gv, x], p)?;
+                self.give(i, ins[0], r)?;
+            }
             Concatenate => {
                 let d = match e.params().get("dimension") {
                     Some(&Param::Int(d)) => d as usize,
@@ -1780,6 +1798,133 @@ impl Transposer<'_> {
             self.give(i, ins[1], r)?;
         }
         Ok(())
+    }
+
+    /// `reduce_window_sum` (JAX's rule): the cotangent padded as a convolution's input
+    /// gradient (low `dilated window - low padding - 1`, strides as interior padding),
+    /// then summed over windows with the base dilation as strides.
+    fn transpose_reduce_window_sum(
+        &mut self,
+        i: usize,
+        e: &Eqn,
+        g: VarId,
+    ) -> Result<(), PassError> {
+        let ins = e.inputs();
+        let x = self.src.atom_aval(ins[0]);
+        let rank = x.shape.rank();
+        let fail = |message: String| PassError::TransposeRule {
+            primitive: "reduce_window_sum".to_owned(),
+            eqn: i,
+            message,
+        };
+        let w = Window::from_params(Builtin::ReduceWindowSum, e.params(), rank)
+            .map_err(|err| fail(err.to_string()))?;
+        let out = self.aval(g).shape.dims().to_vec();
+        let dilate = |d: i128, k: i128| if d <= 0 { 0 } else { 1 + k * (d - 1) };
+        let mut config = Vec::with_capacity(rank);
+        for (a, &outa) in out.iter().enumerate() {
+            // Exact in i128: every value is below 2^63 in size.
+            let base = dilate(x.shape.dims()[a] as i128, w.base_dilation[a] as i128);
+            let win = dilate(w.dims[a] as i128, w.window_dilation[a] as i128);
+            let outd = dilate(outa as i128, w.strides[a] as i128);
+            let before = win - w.padding[a].0 as i128 - 1;
+            let after = base + win - 1 - outd - before;
+            let fit = |v: i128| {
+                i64::try_from(v).map_err(|_| fail(format!("padding {v} does not fit in i64")))
+            };
+            config.push((fit(before)?, fit(after)?, w.strides[a] - 1));
+        }
+        let padded = self.pad_with_zero(i, g, config)?;
+        let ones = Param::ints(&vec![1; rank]);
+        let p = params([
+            ("base_dilation", ones),
+            ("padding", Param::Pairs(vec![(0, 0); rank].into())),
+            ("window_dilation", Param::ints(&w.window_dilation)),
+            ("window_dimensions", Param::ints(&w.dims)),
+            ("window_strides", Param::ints(&w.base_dilation)),
+        ]);
+        let r = self.emit1(i, Builtin::ReduceWindowSum, vec![Atom::Var(padded)], p)?;
+        self.give(i, ins[0], r)
+    }
+
+    /// `select_and_gather_add` (JAX's rule): the cotangent scattered to each window's
+    /// selected position (`select_and_scatter_add`); with base dilation the operand is
+    /// first padded between its elements with the selection's identity, and the result
+    /// strided back. Window dilation has no rule (as in JAX).
+    fn transpose_select_and_gather_add(
+        &mut self,
+        i: usize,
+        e: &Eqn,
+        g: VarId,
+    ) -> Result<(), PassError> {
+        let ins = e.inputs();
+        let x = self.src.atom_aval(ins[1]);
+        let rank = x.shape.rank();
+        let fail = |message: String| PassError::TransposeRule {
+            primitive: "select_and_gather_add".to_owned(),
+            eqn: i,
+            message,
+        };
+        let w = Window::from_params(Builtin::SelectAndGatherAdd, e.params(), rank)
+            .map_err(|err| fail(err.to_string()))?;
+        if w.window_dilation.iter().any(|&d| d != 1) {
+            return Err(fail(format!(
+                "VJP not implemented for select_and_gather (MaxPool) with window dilation, \
+                 got window_dilation={:?}",
+                w.window_dilation
+            )));
+        }
+        let ge = select_comparison(e.params()).map_err(|err| fail(err.to_string()))? == Builtin::Ge;
+        let mut operand = self.fwd_atom(ins[1]);
+        let dilated = w.base_dilation.iter().any(|&d| d != 1);
+        if dilated {
+            let identity = self.out.literal(Literal {
+                value: LitValue::Float(if ge { f64::NEG_INFINITY } else { f64::INFINITY }),
+                dtype: x.dtype,
+                weak_type: false,
+            });
+            let config: Vec<(i64, i64, i64)> =
+                w.base_dilation.iter().map(|&d| (0, 0, d - 1)).collect();
+            let padded = self.emit1(
+                i,
+                Builtin::Pad,
+                vec![operand, identity],
+                params([("padding_config", Param::Padding(config.into()))]),
+            )?;
+            operand = Atom::Var(padded);
+        }
+        let p = params([
+            ("padding", Param::Pairs(w.padding.clone().into())),
+            (
+                "select_prim",
+                e.params()
+                    .get("select_prim")
+                    .cloned()
+                    .unwrap_or(Param::None),
+            ),
+            ("window_dimensions", Param::ints(&w.dims)),
+            ("window_strides", Param::ints(&w.strides)),
+        ]);
+        let mut r = self.emit1(
+            i,
+            Builtin::SelectAndScatterAdd,
+            vec![Atom::Var(g), operand],
+            p,
+        )?;
+        if dilated {
+            let dims = self.aval(r).shape.dims().to_vec();
+            r = self.emit1(
+                i,
+                Builtin::Slice,
+                vec![Atom::Var(r)],
+                params([
+                    ("limit_indices", Param::ints(&dims)),
+                    ("start_indices", Param::ints(&vec![0; rank])),
+                    ("strides", Param::ints(&w.base_dilation)),
+                ]),
+            )?;
+        }
+        self.give(i, ins[0], r)
     }
 
     fn dot_general(&mut self, i: usize, e: &Eqn, g: VarId) -> Result<(), PassError> {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 pub(crate) use rules::unshard_aval;
 pub use rules::RuleError;
+pub(crate) use rules::{select_comparison, Window};
 
 /// The kind of value a parameter takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,6 +282,13 @@ builtins! {
     Cummin => "cummin",
     Cumlogsumexp => "cumlogsumexp",
     TopK => "top_k",
+    // Windowed reductions (pooling) and the primitives of their derivatives (issue 12).
+    ReduceWindowSum => "reduce_window_sum",
+    ReduceWindowMax => "reduce_window_max",
+    ReduceWindowMin => "reduce_window_min",
+    ReduceWindow => "reduce_window",
+    SelectAndGatherAdd => "select_and_gather_add",
+    SelectAndScatterAdd => "select_and_scatter_add",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -500,6 +508,40 @@ impl Builtin {
                 specs![req("axis", K::Int), req("reverse", K::Bool)]
             }
             TopK => specs![req("axis", K::Int), req("k", K::Int)],
+            ReduceWindowSum | ReduceWindowMax | ReduceWindowMin => specs![
+                req("base_dilation", K::Ints),
+                req("padding", K::Pairs),
+                req("window_dilation", K::Ints),
+                req("window_dimensions", K::Ints),
+                req("window_strides", K::Ints),
+            ],
+            // JAX's `consts` hold the reducer's constants; ferrax's reducers close over
+            // none (the rule wants an empty tuple).
+            ReduceWindow => specs![
+                req("base_dilation", K::Ints),
+                req("consts", K::Ints),
+                req("jaxpr", K::Jaxpr),
+                req("padding", K::Pairs),
+                req("window_dilation", K::Ints),
+                req("window_dimensions", K::Ints),
+                req("window_strides", K::Ints),
+            ],
+            // `select_prim` is the comparison choosing a window's element: `ge` for a
+            // max, `le` for a min (JAX prints the primitive's name).
+            SelectAndGatherAdd => specs![
+                req("base_dilation", K::Ints),
+                req("padding", K::Pairs),
+                req("select_prim", K::Str),
+                req("window_dilation", K::Ints),
+                req("window_dimensions", K::Ints),
+                req("window_strides", K::Ints),
+            ],
+            SelectAndScatterAdd => specs![
+                req("padding", K::Pairs),
+                req("select_prim", K::Str),
+                req("window_dimensions", K::Ints),
+                req("window_strides", K::Ints),
+            ],
             ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
             Psum | Pmax | Pmin => specs![
                 req("axes", K::AxisNames),

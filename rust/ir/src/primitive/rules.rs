@@ -9,7 +9,9 @@ use crate::params::{DotDimensionNumbers, Param, Params};
 mod collectives;
 pub(crate) use collectives::unshard_aval;
 mod indexing;
+mod windowed;
 use std::fmt;
+pub(crate) use windowed::{select_comparison, Window};
 
 /// Why a primitive cannot be applied to these operands and params.
 #[derive(Clone, Debug, PartialEq)]
@@ -589,6 +591,12 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         Sort => sort(inputs, params),
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => cumulative(prim, inputs, params),
         TopK => top_k(inputs, params),
+        ReduceWindowSum | ReduceWindowMax | ReduceWindowMin => {
+            windowed::reduce_window_monoid(prim, inputs, params)
+        }
+        ReduceWindow => windowed::reduce_window(inputs, params),
+        SelectAndGatherAdd => windowed::select_and_gather_add(inputs, params),
+        SelectAndScatterAdd => windowed::select_and_scatter_add(inputs, params),
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
         ShardingConstraint => {

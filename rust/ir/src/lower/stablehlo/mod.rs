@@ -21,6 +21,7 @@ mod ops;
 mod sorting;
 mod spmd;
 mod text;
+mod windowed;
 
 use crate::jaxpr::{Atom, Jaxpr, VarId};
 use crate::primitive::Primitive;

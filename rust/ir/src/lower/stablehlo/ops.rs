@@ -580,6 +580,14 @@ impl Module {
                     out_ty,
                 ))
             }
+            Builtin::ReduceWindowSum
+            | Builtin::ReduceWindowMax
+            | Builtin::ReduceWindowMin
+            | Builtin::ReduceWindow
+            | Builtin::SelectAndGatherAdd
+            | Builtin::SelectAndScatterAdd => {
+                self.lower_windowed(f, b, e, inputs, in_avals, out_avals)
+            }
             Builtin::Rev => {
                 let dims = ints(e, b, "dimensions")?;
                 let attrs = format!("dimensions = {}", i64_array(dims));
