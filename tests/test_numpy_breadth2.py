@@ -478,3 +478,103 @@ def test_group2_types_match_jax_in_both_x64_modes() -> None:
         Case("ediff1d to_begin", lambda M: M.ediff1d(A([1, 2, 4], np.int8), to_begin=300)),
     ]
     check_types(group2_cases() + extra)
+
+
+def fill_ref(a: NDArray, v: Any) -> NDArray:
+    out = a.copy()
+    np.fill_diagonal(out, v)
+    return out
+
+
+def index_trick_cases() -> list[Case]:
+    return [
+        Case("mgrid", lambda M: M.mgrid[0:3, 0:4:2]),
+        Case("mgrid complex step", lambda M: M.mgrid[0:1:5j]),
+        Case("mgrid mixed", lambda M: M.mgrid[0:1:3j, 0:3]),
+        Case("ogrid", lambda M: M.ogrid[0:3, 1:4]),
+        Case("r_", lambda M: M.r_[1:4, 0, A([7, 8])]),
+        Case("r_ float", lambda M: M.r_[A([1.5]), 2, 0:1:3j]),
+        Case("r_ ndmin", lambda M: M.r_["0,2", A([1, 2]), A([3, 4])]),
+        Case("r_ trans1d", lambda M: M.r_["1,2,0", A([1, 2]), A([3, 4])]),
+        Case("r_ row", lambda M: M.r_["r", A([1, 2]), A([3, 4])]),
+        Case("c_", lambda M: M.c_[A([1, 2]), A([3.0, 4.0], np.float32)]),
+        Case("c_ 2d", lambda M: M.c_[A([[1, 2]]), A([[3, 4]]), 5, 6]),
+        Case("ix_", lambda M: M.ix_(A([0, 2]), A([1, 2, 3], np.int8))),
+        Case("indices", lambda M: M.indices((2, 3))),
+        Case("indices sparse", lambda M: M.indices((2, 3), dtype=np.int8, sparse=True)),
+        Case("diag_indices", lambda M: M.diag_indices(3, 3)),
+        Case("diag_indices_from", lambda M: M.diag_indices_from(np.ones((2, 2)))),
+        Case("tril_indices", lambda M: M.tril_indices(4, 1, 3)),
+        Case("triu_indices", lambda M: M.triu_indices(3, -1, 5)),
+        Case("tril_indices_from", lambda M: M.tril_indices_from(np.ones((3, 5)), -1)),
+        Case("triu_indices_from", lambda M: M.triu_indices_from(np.ones((4, 2)))),
+        Case("mask_indices", lambda M: M.mask_indices(3, M.triu, 1)),
+        Case("ravel_multi_index", lambda M: M.ravel_multi_index((A([0, 1, 2]), A([3, 0, 1])), (3, 4))),
+        Case("ravel_multi_index wrap F", lambda M: M.ravel_multi_index((A([0, 5, 2]), A([3, 0, -1])), (3, 4), mode="wrap", order="F")),
+        Case("ravel_multi_index clip", lambda M: M.ravel_multi_index((A([0, 5, -2]), A([3, 0, 9])), (3, 4), mode="clip")),
+        Case("unravel_index", lambda M: M.unravel_index(A([0, 5, 11]), (3, 4))),
+        Case("unravel_index scalar", lambda M: M.unravel_index(7, (3, 4))),
+        Case("fill_diagonal", lambda M: M.fill_diagonal(np.zeros((3, 4), np.float32), A([1, 2]), inplace=False), ref=lambda: fill_ref(np.zeros((3, 4)), A([1, 2]))),
+        Case("fill_diagonal 3d", lambda M: M.fill_diagonal(np.zeros((3, 3, 3), np.int32), 5, inplace=False), ref=lambda: fill_ref(np.zeros((3, 3, 3)), 5)),
+    ]
+
+
+def test_index_tricks_match_numpy_and_jax_types() -> None:
+    cases = index_trick_cases()
+    check_table(cases)
+    # Out of range, JAX clips (NumPy raises); from -12 up, negative indices count from the end.
+    rows, cols = fnp.unravel_index(A([13, -3, -1, -12, -13]), (3, 4))
+    close(np.asarray(rows), A([2, 2, 2, 0, 0], np.int32), "unravel_index clipped rows")
+    close(np.asarray(cols), A([3, 1, 3, 0, 0], np.int32), "unravel_index clipped columns")
+    check_types(cases)
+    assert fnp.s_[1:2, ::3] == (slice(1, 2), slice(None, None, 3)) and fnp.index_exp[1] == (1,)
+
+
+def test_group2_errors_match_jax() -> None:
+    check_errors([
+        Case("bincount float", lambda M: M.bincount(A([1.0]))),
+        Case("bincount 2d", lambda M: M.bincount(A([[1]]))),
+        Case("bincount weights", lambda M: M.bincount(A([1, 2]), A([1.0]))),
+        Case("digitize 2d bins", lambda M: M.digitize(A([1.0]), A([[1.0]]))),
+        Case("histogram weights", lambda M: M.histogram(A([1.0, 2.0]), weights=A([1.0]))),
+        Case("histogram range", lambda M: M.histogram(A([1.0, 2.0]), range=(0.0, 1.0, 2.0))),
+        Case("histogramdd bins", lambda M: M.histogramdd(np.ones((3, 2)), bins=[2, 3, 4])),
+        Case("cov 3d", lambda M: M.cov(np.ones((2, 2, 2)))),
+        Case("cov fweights float", lambda M: M.cov(np.ones((2, 3)), fweights=A([1.0, 2.0, 3.0]))),
+        Case("cov fweights count", lambda M: M.cov(np.ones((2, 3)), fweights=A([1, 2]))),
+        Case("cross dims", lambda M: M.cross(A([1.0, 2.0, 3.0, 4.0]), A([1.0, 2.0, 3.0, 4.0]))),
+        Case("vecdot axes", lambda M: M.vecdot(np.ones(3), np.ones(4))),
+        Case("gradient small", lambda M: M.gradient(A([1.0]))),
+        Case("gradient spacing count", lambda M: M.gradient(np.ones((3, 3)), 1.0, 2.0, 3.0)),
+        Case("gradient edge_order", lambda M: M.gradient(np.ones(3), edge_order=1)),
+        Case("rot90 1d", lambda M: M.rot90(np.ones(3))),
+        Case("rot90 same axes", lambda M: M.rot90(np.ones((2, 2)), axes=(1, 1))),
+        Case("rollaxis start", lambda M: M.rollaxis(np.ones((2, 2)), 0, 5)),
+        Case("resize negative", lambda M: M.resize(np.ones(3), (-1, 2))),
+        Case("vsplit 0d", lambda M: M.vsplit(A(1.0), 2)),
+        Case("dsplit 2d", lambda M: M.dsplit(np.ones((2, 2)), 2)),
+        Case("block tuple", lambda M: M.block((np.ones(2), np.ones(2)))),
+        Case("block empty", lambda M: M.block([])),
+        Case("block depths", lambda M: M.block([[np.ones(2)], np.ones(2)])),
+        Case("choose float", lambda M: M.choose(A([0.0]), [A([1])])),
+        Case("choose range", lambda M: M.choose(A([2]), [A([1]), A([2])])),
+        Case("choose mode", lambda M: M.choose(A([0]), [A([1])], mode="bad")),
+        Case("put inplace", lambda M: M.put(np.ones(3), A([0]), 1.0)),
+        Case("put raise", lambda M: M.put(np.ones(3), A([0]), 1.0, mode="raise", inplace=False)),
+        Case("put_along_axis inplace", lambda M: M.put_along_axis(np.ones(3), A([0]), 1.0, axis=0)),
+        Case("put_along_axis ndim", lambda M: M.put_along_axis(np.ones((3, 3)), A([0]), 1.0, axis=0, inplace=False)),
+        Case("place sizes", lambda M: M.place(np.ones(3), A([True]), A([1.0]), inplace=False)),
+        Case("place empty vals", lambda M: M.place(np.ones(2), A([True, False]), np.ones(0), inplace=False)),
+        Case("vander 2d", lambda M: M.vander(np.ones((2, 2)))),
+        Case("vander N", lambda M: M.vander(np.ones(2), -1)),
+        Case("ix_ 2d", lambda M: M.ix_(np.ones((2, 2), np.int32))),
+        Case("ix_ bool", lambda M: M.ix_(A([True, False]))),
+        Case("diag_indices negative", lambda M: M.diag_indices(-1)),
+        Case("tril_indices_from 1d", lambda M: M.tril_indices_from(np.ones(3))),
+        Case("ravel_multi_index range", lambda M: M.ravel_multi_index((A([3]), A([0])), (3, 4))),
+        Case("ravel_multi_index float", lambda M: M.ravel_multi_index((A([1.0]), A([0])), (3, 4), mode="clip")),
+        Case("ravel_multi_index mode", lambda M: M.ravel_multi_index((A([1]), A([0])), (3, 4), mode="bad")),
+        Case("fill_diagonal inplace", lambda M: M.fill_diagonal(np.ones((2, 2)), 0.0)),
+        Case("fill_diagonal shape", lambda M: M.fill_diagonal(np.ones((2, 3, 2)), 0.0, inplace=False)),
+        Case("r_ directive", lambda M: M.r_["x", A([1])]),
+    ])

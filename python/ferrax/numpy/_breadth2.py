@@ -1119,27 +1119,28 @@ def trim_zeros(filt: ArrayLike, trim: str = "fb", axis: int | Sequence[int] | No
     return arr[tuple(cuts)]
 
 
-def _split_along(name: str, ary: ArrayLike, sections: Any, axis: int, min_ndim: int) -> list[Array]:
+def _split_along(name: str, ary: ArrayLike, sections: Any, axis: int) -> list[Array]:
     arr = as_array(ary, name)
-    if arr.ndim < min_ndim:
-        raise ValueError(f"{name} only works on arrays of {min_ndim} or more dimensions, at {_location()}")
+    if axis >= arr.ndim:
+        # As JAX, which reads the axis' size from the shape tuple.
+        raise IndexError(f"tuple index out of range ({name} splits axis {axis} of a {arr.ndim}-d array), at {_location()}")
     return fnp.split(arr, sections, axis=axis)
 
 
 def hsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]:
     """``ary`` split column-wise (along axis 1, or 0 for vectors)."""
     arr = as_array(ary, "hsplit")
-    return _split_along("hsplit", arr, indices_or_sections, 1 if arr.ndim > 1 else 0, 1)
+    return _split_along("hsplit", arr, indices_or_sections, 1 if arr.ndim > 1 else 0)
 
 
 def vsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]:
-    """``ary`` (at least 2-d) split row-wise (along axis 0)."""
-    return _split_along("vsplit", ary, indices_or_sections, 0, 2)
+    """``ary`` split row-wise (along axis 0)."""
+    return _split_along("vsplit", ary, indices_or_sections, 0)
 
 
 def dsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]:
     """``ary`` (at least 3-d) split depth-wise (along axis 2)."""
-    return _split_along("dsplit", ary, indices_or_sections, 2, 3)
+    return _split_along("dsplit", ary, indices_or_sections, 2)
 
 
 def block(arrays: ArrayLike | list[Any]) -> Array:
