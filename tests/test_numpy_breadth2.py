@@ -578,3 +578,120 @@ def test_group2_errors_match_jax() -> None:
         Case("fill_diagonal shape", lambda M: M.fill_diagonal(np.ones((2, 3, 2)), 0.0, inplace=False)),
         Case("r_ directive", lambda M: M.r_["x", A([1])]),
     ])
+
+
+# ------------------------------------------------------------------- group 3
+
+P3 = A([1.0, -2.0, 3.5], np.float32)
+Q3 = A([2.0, 0.5], np.float32)
+U3 = A([1.0, -3.0, -2.0, 4.0], np.float32)
+
+
+def polydiv_ref(u: NDArray, v: NDArray) -> tuple[NDArray, NDArray]:
+    # JAX's remainder keeps u's length (NumPy's trims it).
+    q, r = np.polydiv(u, v)
+    return q, np.concatenate([np.zeros(u.shape[0] - r.shape[0]), r])
+
+
+def group3_cases() -> list[Case]:
+    windows = [
+        Case(f"{name} {m}", lambda M, name=name, m=m: getattr(M, name)(m))
+        for name in ("bartlett", "blackman", "hamming", "hanning") for m in (0, 1, 2, 7)
+    ]
+    return [
+        *windows,
+        Case("kaiser", lambda M: M.kaiser(12, 14.0)),
+        Case("kaiser small", lambda M: M.kaiser(5, 0.5)),
+        Case("kaiser 1", lambda M: M.kaiser(1, 3.0)),
+        Case("i0", lambda M, x: M.i0(x), (A([0.0, 0.5, -3.0, 8.0, 9.5, 30.0, -80.0], np.float32),), jit=True),
+        Case("i0 int", lambda M, x: M.i0(x), (A([0, 1, 2], np.int32),)),
+        Case("poly", lambda M, r: M.poly(r), (A([1.0, 2.0, -3.0], np.float32),), jit=True),
+        Case("poly int", lambda M: M.poly(A([1, 2]))),
+        Case("poly empty", lambda M: M.poly(np.zeros(0, np.float32))),
+        Case("polyval", lambda M, p, x: M.polyval(p, x), (P3, A([0.0, 1.0, 2.5], np.float32)), jit=True),
+        Case("polyval weak", lambda M, p: M.polyval(p, 2.0), (P3,)),
+        Case("polyval int", lambda M: M.polyval(A([1, 2, 3]), 2)),
+        Case("polyval 2d", lambda M, p, x: M.polyval(p, x), (np.arange(6, dtype=np.float32).reshape(3, 2), A([1.0, 2.0], np.float32))),
+        Case("polyadd", lambda M, p, q: M.polyadd(p, q), (P3, Q3)),
+        Case("polysub", lambda M, p, q: M.polysub(p, q), (Q3, P3)),
+        Case("polymul", lambda M, p, q: M.polymul(p, q), (P3, Q3), jit=True),
+        Case("polymul int", lambda M: M.polymul(A([1, 2]), A([3, 4, 5]))),
+        Case("polymul trim", lambda M: M.polymul(A([0.0, 0.0, 1.0, 2.0]), A([0.0, 3.0]), trim_leading_zeros=True), ref=lambda: np.polymul(A([1.0, 2.0]), A([3.0]))),
+        Case("polyder", lambda M, p: M.polyder(p), (P3,)),
+        Case("polyder 2", lambda M: M.polyder(A([1, 2, 3, 4]), 2)),
+        Case("polyder 0", lambda M, p: M.polyder(p, 0), (P3,)),
+        Case("polyint", lambda M, p: M.polyint(p), (P3,)),
+        Case("polyint k", lambda M, p, k: M.polyint(p, 2, k), (P3, A([1.0, 2.0], np.float32))),
+        Case("polyint scalar k", lambda M, p: M.polyint(p, 3, 1.5), (P3,)),
+        Case("polydiv", lambda M, u, v: M.polydiv(u, v), (U3, Q3), polydiv_ref, jit=True),
+        Case("polydiv trim", lambda M, u, v: M.polydiv(u, v, trim_leading_zeros=True), (U3, Q3), np.polydiv),
+        Case("iscomplex", lambda M, x: M.iscomplex(x), (P3,)),
+        Case("isreal", lambda M: M.isreal(2.0)),
+        Case("array_equiv", lambda M, x: M.array_equiv(x, M.tile(x, (2, 1))), (P3,)),
+        Case("array_equiv differ", lambda M, x: M.array_equiv(x, x + 1), (P3,)),
+    ]
+
+
+def test_group3_values_match_numpy_and_jax_under_jit() -> None:
+    check_table(group3_cases())
+
+
+def test_group3_types_match_jax_in_both_x64_modes() -> None:
+    check_types([
+        *group3_cases(),
+        Case("i0 f16", lambda M: M.i0(A([1.0], np.float16))),
+        Case("i0 weak", lambda M: M.i0(1.0)),
+        Case("i0 bool", lambda M: M.i0(A([True]))),
+        Case("kaiser int beta", lambda M: M.kaiser(4, 2)),
+        Case("polyadd weak", lambda M: M.polyadd(A([1, 2], np.int8), A([3]))),
+        Case("polyval int8 weak", lambda M: M.polyval(A([1, 2], np.int8), 3)),
+        Case("polyint int8", lambda M: M.polyint(A([1, 2], np.int8))),
+        Case("polydiv f16", lambda M: M.polydiv(A([1.0, 2.0], np.float16), A([1.0], np.float16))),
+        Case("int_", lambda M: M.int_(3.7)),
+        Case("double", lambda M: M.double(3)),
+        Case("single", lambda M: M.single(3)),
+        Case("float_", lambda M: M.float_(A([1], np.int8))),
+        Case("uint", lambda M: M.uint(3)),
+        Case("bool", lambda M: M.bool(A([0, 2]))),
+    ])
+
+
+def test_type_names_dtype_queries_printing_and_io_are_jaxs(tmp_path: Any) -> None:
+    for name in ("generic", "number", "integer", "signedinteger", "unsignedinteger", "inexact", "floating",
+                 "complexfloating", "character", "flexible", "dtype", "can_cast", "array_repr", "array_str",
+                 "save", "savez"):
+        assert getattr(fnp, name) is getattr(jnp, name), name
+    for name in ("bool", "double", "single", "float_", "int_", "uint"):
+        assert np.dtype(getattr(fnp, name)) == np.dtype(getattr(jnp, name)), name
+    assert fnp.issubdtype(fnp.float32, fnp.floating) and fnp.issubdtype(fnp.int_, fnp.signedinteger)
+    assert isinstance(np.float32(1), fnp.floating) and not fnp.issubdtype(fnp.uint, fnp.signedinteger)
+    kinds: list[Any] = ["bool", "signed integer", "unsigned integer", "integral", "real floating",
+                        "complex floating", "numeric", np.int8, ("bool", "real floating")]
+    for d in ("bool", "int8", "int64", "uint32", "bfloat16", "float16", "float64", "complex64", "int4", "float8_e4m3fn"):
+        for k in kinds:
+            assert fnp.isdtype(getattr(jnp, d), k) == jnp.isdtype(getattr(jnp, d), k), (d, k)
+    for v in (1j, np.complex64(1), 1.0, None, "a", A([1.0]), A([1j]), fnp.ones(2), [1j]):
+        assert fnp.iscomplexobj(v) == jnp.iscomplexobj(v) and fnp.isrealobj(v) == jnp.isrealobj(v), v
+    with fnp.printoptions(precision=2):
+        assert fnp.get_printoptions()["precision"] == 2 == jnp.get_printoptions()["precision"]
+    assert fnp.get_printoptions() == np.get_printoptions()
+    x = A([1.5, -2.0], np.float32)
+    fnp.save(tmp_path / "x.npy", fnp.asarray(x))
+    loaded = fnp.load(tmp_path / "x.npy")
+    assert isinstance(loaded, fnp.ndarray) and loaded.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(loaded), x)
+    assert fnp.frombuffer(x.tobytes(), dtype=np.float32).dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(fnp.frombuffer(x.tobytes(), dtype=np.float32)), x)
+    np.testing.assert_array_equal(np.asarray(fnp.fromstring("1 2 3", sep=" ")), np.asarray(jnp.fromstring("1 2 3", sep=" ")))
+    np.testing.assert_array_equal(np.asarray(fnp.from_dlpack(x)), x)
+    check_errors([
+        Case("fromiter", lambda M: M.fromiter(iter([1]), dtype=np.float32)),
+        Case("fromfile", lambda M: M.fromfile("x")),
+        Case("isdtype kind", lambda M: M.isdtype(np.float32, "reals")),
+        Case("isdtype kind type", lambda M: M.isdtype(np.float32, 3.5)),
+        Case("polyder negative", lambda M: M.polyder(P3, -1)),
+        Case("polyint negative", lambda M: M.polyint(P3, -1)),
+        Case("polyint k", lambda M: M.polyint(P3, 2, A([1.0, 2.0, 3.0]))),
+        Case("poly 2d", lambda M: M.poly(np.ones((2, 3)))),
+        Case("array_equiv shapes", lambda M: M.array_equiv(P3, Q3)),  # JAX: TypeError (NumPy: False)
+    ])

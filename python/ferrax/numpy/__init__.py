@@ -246,6 +246,15 @@ from ferrax.numpy._index_tricks import (
     mgrid, ogrid, r_, ravel_multi_index, s_, tril_indices, tril_indices_from, triu_indices,
     triu_indices_from, unravel_index,
 )
+from ferrax.numpy._poly import poly, polyadd, polyder, polydiv, polyint, polymul, polysub, polyval
+from ferrax.numpy._types_io import (
+    array_equiv, array_repr, array_str, bool, can_cast, character, complexfloating, double, dtype,
+    flexible, float_, floating, from_dlpack, frombuffer, fromfile, fromiter, fromstring, generic,
+    get_printoptions, inexact, int_, integer, iscomplex, iscomplexobj, isdtype, isreal, isrealobj,
+    load, number, printoptions, save, savez, set_printoptions, signedinteger, single, uint,
+    unsignedinteger,
+)
+from ferrax.numpy._windows import bartlett, blackman, hamming, hanning, i0, kaiser
 __all__ += [
     "amax", "amin", "append", "argwhere", "broadcast_arrays", "compress", "concat", "copy",
     "copysign", "deg2rad", "degrees", "delete", "extract", "fabs", "flatnonzero", "float_power",
@@ -261,6 +270,14 @@ __all__ += [
     "c_", "diag_indices", "diag_indices_from", "fill_diagonal", "index_exp", "indices", "ix_",
     "mask_indices", "mgrid", "ogrid", "r_", "ravel_multi_index", "s_", "tril_indices",
     "tril_indices_from", "triu_indices", "triu_indices_from", "unravel_index",
+    "poly", "polyadd", "polyder", "polydiv", "polyint", "polymul", "polysub", "polyval",
+    "array_equiv", "array_repr", "array_str", "bool", "can_cast", "character", "complexfloating",
+    "double", "dtype", "flexible", "float_", "floating", "from_dlpack", "frombuffer", "fromfile",
+    "fromiter", "fromstring", "generic", "get_printoptions", "inexact", "int_", "integer",
+    "iscomplex", "iscomplexobj", "isdtype", "isreal", "isrealobj", "load", "number",
+    "printoptions", "save", "savez", "set_printoptions", "signedinteger", "single", "uint",
+    "unsignedinteger",
+    "bartlett", "blackman", "hamming", "hanning", "i0", "kaiser",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,
