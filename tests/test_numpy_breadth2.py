@@ -329,6 +329,7 @@ def test_group1_gradients_match_jax() -> None:
 
 F2 = np.round(np.random.default_rng(0).standard_normal((3, 4)), 1).astype(np.float32)
 I2 = np.random.default_rng(1).integers(0, 5, size=(3, 4)).astype(np.int32)
+BITS = A([[1, 0, 1, 1, 0, 0, 1, 0, 3, 1], [0, 0, 0, 1, -1, 1, 0, 1, 0, 0]], np.int8)
 V2 = np.round(np.random.default_rng(2).standard_normal(7), 2).astype(np.float32)
 
 
@@ -454,6 +455,12 @@ def group2_cases() -> list[Case]:
         Case("partition axis", lambda M: M.partition(F2, 1, axis=0), ref=lambda: np.moveaxis(partition_ref(np.moveaxis(F2, 0, -1), 1), -1, 0)),
         Case("partition uint", lambda M: M.partition(I2.astype(np.uint8), 2), ref=lambda: partition_ref(I2.astype(np.uint8), 2)),
         Case("argpartition", lambda M: M.argpartition(V2, 2), ref=lambda: argpartition_ref(V2, 2)),
+        Case("packbits", lambda M: M.packbits(BITS)),
+        Case("packbits axis little", lambda M: M.packbits(BITS, axis=1, bitorder="little")),
+        Case("packbits bool axis 0", lambda M: M.packbits(BITS > 0, axis=0)),
+        Case("unpackbits", lambda M: M.unpackbits(A([7, 200, 3], np.uint8))),
+        Case("unpackbits axis count", lambda M: M.unpackbits(A([[7, 200], [1, 2]], np.uint8), axis=0, count=5, bitorder="little")),
+        Case("unpackbits pad", lambda M: M.unpackbits(A([7, 200], np.uint8), count=20)),
         Case("argpartition axis", lambda M: M.argpartition(F2, 0, axis=0), ref=lambda: np.moveaxis(argpartition_ref(np.moveaxis(F2, 0, -1), 0), -1, 0)),
     ]
 
@@ -577,6 +584,9 @@ def test_group2_errors_match_jax() -> None:
         Case("fill_diagonal inplace", lambda M: M.fill_diagonal(np.ones((2, 2)), 0.0)),
         Case("fill_diagonal shape", lambda M: M.fill_diagonal(np.ones((2, 3, 2)), 0.0, inplace=False)),
         Case("r_ directive", lambda M: M.r_["x", A([1])]),
+        Case("packbits float", lambda M: M.packbits(A([1.0]))),
+        Case("packbits order", lambda M: M.packbits(A([1]), bitorder="middle")),
+        Case("unpackbits int8", lambda M: M.unpackbits(A([1], np.int8))),
     ])
 
 

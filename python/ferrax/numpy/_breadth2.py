@@ -39,6 +39,7 @@ from ferrax.numpy._promotion import (
     promote_dtypes,
 )
 from ferrax.numpy import _reductions
+from ferrax.numpy._breadth import _promote_inexact
 from ferrax.numpy._shape import normalize_axes, normalize_axis
 
 __all__ = [
@@ -52,7 +53,7 @@ __all__ = [
     "geomspace", "gradient", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd",
     "hsplit", "matvec", "partition", "place", "put", "put_along_axis", "resize", "rollaxis",
     "rot90", "trapezoid", "trim_zeros", "unwrap", "vander", "vdot", "vecdot", "vecmat",
-    "vectorize", "vsplit",
+    "vectorize", "vsplit", "packbits", "unpackbits",
 ]
 
 
@@ -694,13 +695,13 @@ def histogram(
 ) -> tuple[Array, Array]:
     """The (weighted) counts of ``a`` in each bin, and the bin edges."""
     if weights is None:
-        (arr,) = promote_args_inexact("histogram", as_array(a, "histogram"))
+        (arr,) = _promote_inexact("histogram", as_array(a, "histogram"))
         w = fnp.ones_like(arr)
     else:
         arr, w = as_array(a, "histogram"), as_array(weights, "histogram", 2)
         if arr.shape != w.shape:
             raise ValueError(f"weights should have the same shape as a, at {_location()}")
-        arr, w = promote_args_inexact("histogram", arr, w)
+        arr, w = _promote_inexact("histogram", arr, w)
     edges = histogram_bin_edges(arr, bins, range, w)
     index = fnp.searchsorted(edges, arr, side="right")
     index = fnp.where(fnp.equal(arr, edges[-1]), edges.shape[0] - 1, index)
@@ -720,13 +721,13 @@ def histogramdd(
     """The counts of the ``(N, D)`` points ``sample`` in a D-dimensional grid of bins,
     and each dimension's edges."""
     if weights is None:
-        (pts,) = promote_args_inexact("histogramdd", as_array(sample, "histogramdd"))
+        (pts,) = _promote_inexact("histogramdd", as_array(sample, "histogramdd"))
         w: Array | None = None
     else:
         pts, w = as_array(sample, "histogramdd"), as_array(weights, "histogramdd", 3)
         if w.shape != pts.shape[:1]:
             raise ValueError(f"should have one weight for each sample, at {_location()}")
-        pts, w = promote_args_inexact("histogramdd", pts, w)
+        pts, w = _promote_inexact("histogramdd", pts, w)
     n, d = pts.shape
     if range is not None and (len(range) != d or builtins.any(r is not None and len(r) != 2 for r in range)):
         raise ValueError(f"For sample.shape={(n, d)}, range must be a sequence of {d} pairs or Nones; got range={range}, at {_location()}")
@@ -926,13 +927,13 @@ def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: ArrayLike = 1.0, axi
     """The integral of ``y`` along ``axis`` by the trapezoidal rule (sample points
     ``x`` or spacing ``dx``)."""
     if x is None:
-        (ya,) = promote_args_inexact("trapezoid", as_array(y, "trapezoid"))
+        (ya,) = _promote_inexact("trapezoid", as_array(y, "trapezoid"))
         step = fnp.asarray(dx)
         if step.ndim > 0:
             step = fnp.expand_dims(step, tuple(builtins.range(ya.ndim - step.ndim)))
             step = fnp.moveaxis(step, axis, -1)
     else:
-        ya, xa = promote_args_inexact("trapezoid", as_array(y, "trapezoid"), as_array(x, "trapezoid", 1))
+        ya, xa = _promote_inexact("trapezoid", as_array(y, "trapezoid"), as_array(x, "trapezoid", 1))
         step = fnp.diff(xa) if xa.ndim == 1 else fnp.moveaxis(fnp.diff(xa, axis=axis), axis, -1)
     ya = fnp.moveaxis(ya, axis, -1)
     if step.ndim == 0 or step.shape[-1] == 1:
@@ -947,7 +948,7 @@ def gradient(f: ArrayLike, *varargs: ArrayLike, axis: int | Sequence[int] | None
     for one axis, else a list."""
     if edge_order is not None:
         raise NotImplementedError(f"The 'edge_order' argument to jnp.gradient is not supported, at {_location()}")
-    a, *spacing = promote_args_inexact("gradient", f, *varargs)
+    a, *spacing = _promote_inexact("gradient", f, *varargs)
 
     def along(h: Any, ax: int) -> Array:
         def cut(v: Array, lo: int | None, hi: int | None) -> Array:
@@ -1506,3 +1507,61 @@ def argpartition(a: ArrayLike, kth: int, axis: int = -1) -> Array:
     proxy = f(fnp.ones(x.shape, np.float32), bottom)
     top = lax.top_k(proxy, x.shape[-1] - k - 1)[1]
     return fnp.swapaxes(lax.concatenate([bottom, top], x.ndim - 1), -1, ax)
+
+
+# ----------------------------------------------------------------------- bits
+
+
+def _bit_order(bitorder: str) -> None:
+    if bitorder not in ("little", "big"):
+        raise ValueError(f"'order' must be either 'little' or 'big', at {_location()}")
+
+
+def packbits(a: ArrayLike, axis: int | None = None, bitorder: str = "big") -> Array:
+    """The truth of each element of ``a`` packed eight to a uint8 along ``axis`` (the
+    flattened ``a`` for None), zero-padded; the first bit the most significant unless
+    ``bitorder='little'``."""
+    arr = as_array(a, "packbits")
+    if not (dtypes.is_int(np.dtype(arr.dtype)) or arr.dtype == np.bool_):
+        raise TypeError(f"Expected an input array of integer or boolean data type, at {_location()}")
+    _bit_order(bitorder)
+    u8 = np.dtype(np.uint8)
+    bits = fnp.not_equal(arr, fnp.zeros((), arr.dtype))
+    x = lax.convert_element_type(bits, u8)
+    shifts = fnp.arange(8, dtype=u8)
+    if bitorder == "big":
+        shifts = shifts[::-1]
+    if axis is None:
+        x, axis = fnp.ravel(x), 0
+    x = fnp.swapaxes(x, axis, -1)
+    rest = x.shape[-1] % 8
+    if rest:
+        x = lax.pad(x, convert(0, u8), [(0, 0, 0)] * (x.ndim - 1) + [(0, 8 - rest, 0)])
+    x = fnp.reshape(x, x.shape[:-1] + (x.shape[-1] // 8, 8))
+    packed = fnp.astype(fnp.sum(fnp.left_shift(x, fnp.expand_dims(shifts, tuple(builtins.range(x.ndim - 1)))), -1), u8)
+    return fnp.swapaxes(packed, axis, -1)
+
+
+def unpackbits(a: ArrayLike, axis: int | None = None, count: int | None = None, bitorder: str = "big") -> Array:
+    """The bits of the uint8 ``a`` as uint8 zeros and ones along ``axis`` (the
+    flattened ``a`` for None), the first ``count`` of them (zero-padded) if given."""
+    arr = as_array(a, "unpackbits")
+    if arr.dtype != np.uint8:
+        raise TypeError(f"Expected an input array of unsigned byte data type, at {_location()}")
+    _bit_order(bitorder)
+    u8 = np.dtype(np.uint8)
+    masks = fnp.left_shift(fnp.asarray(1), fnp.arange(8, dtype=u8))
+    if bitorder == "big":
+        masks = masks[::-1]
+    x = arr
+    if axis is None:
+        x, axis = fnp.ravel(x), 0
+    x = fnp.swapaxes(x, axis, -1)
+    unpacked = fnp.astype(fnp.greater(fnp.bitwise_and(x[..., None], fnp.expand_dims(masks, tuple(builtins.range(x.ndim)))), 0), u8)
+    unpacked = fnp.reshape(unpacked, unpacked.shape[:-2] + (-1,))
+    if count is not None:
+        if count > unpacked.shape[-1]:
+            unpacked = fnp.pad(unpacked, [(0, 0)] * (unpacked.ndim - 1) + [(0, count - unpacked.shape[-1])])
+        else:
+            unpacked = unpacked[..., :count]
+    return fnp.swapaxes(unpacked, axis, -1)
