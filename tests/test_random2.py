@@ -90,7 +90,6 @@ def _gammas(R: Any, key: Any) -> dict[str, Any]:
     return {
         "chisquare": R.chisquare(ks[0], np.array([0.5, 3.0, 10.0], F32), (2, 3)),
         "f": R.f(ks[2], 3.0, np.array([2.0, 7.0], F32)),
-        "gnorm": R.generalized_normal(ks[3], 1.5, (5,)),
         "ball": R.ball(ks[4], 3, 2, (4,)),
     }
 
@@ -113,7 +112,17 @@ def _discrete(R: Any, key: Any) -> dict[str, Any]:
     }
 
 
-GAMMA_ULPS = {name: 2 for name in ("chisquare", "f", "gnorm", "ball")}
+_JAX_DRAWS: dict[Any, dict[str, Any]] = {}
+
+
+def _jax_draws(group: Callable[[Any, Any], dict[str, Any]]) -> dict[str, Any]:
+    """JAX's jitted draws of a group for key 3, computed once (JAX compiles slowly)."""
+    if group not in _JAX_DRAWS:
+        _JAX_DRAWS[group] = jax.jit(lambda k: group(jr, k))(jr.key(3))
+    return _JAX_DRAWS[group]
+
+
+GAMMA_ULPS = {name: 2 for name in ("chisquare", "f", "ball")}
 # maxwell's sum of three squares: XLA's CPU reduction rounds by its fusion with the
 # threefry hash (ferrax's and JAX's hash ops differ); eagerly they are the same bits.
 NORM_ULPS = {name: 1 for name in ("maxwell", "dsm")}
@@ -123,7 +132,7 @@ NORM_ULPS = {name: 1 for name in ("maxwell", "dsm")}
     ("group", "ulps"), [(_plain, NORM_ULPS), (_gammas, GAMMA_ULPS), (_discrete, {})], ids=["plain", "gamma", "discrete"]
 )
 def test_same_values_as_jax_under_jit(group: Callable[[Any, Any], dict[str, Any]], ulps: dict[str, int]) -> None:
-    want = jax.jit(lambda k: group(jr, k))(jr.key(3))
+    want = _jax_draws(group)
     got = ferrax.jit(lambda k: group(fr, k))(fr.key(3))
     _compare(want, got, ulps)
 
@@ -133,8 +142,7 @@ def test_eagerly_and_under_vmap_over_keys() -> None:
     batch of keys equal JAX's jitted ones. XLA rounds ``pow`` differently by context
     (JAX's eager and jitted weibull_min differ by an ulp too): 1 ulp there."""
     ulps = {"weibull": 1, "weibull_bf16": 1}
-    want = jax.jit(lambda k: _plain(jr, k))(jr.key(11))
-    _compare(want, _plain(fr, fr.key(11)), ulps)
+    _compare(_jax_draws(_plain), _plain(fr, fr.key(3)), ulps)
 
     def some(R: Any, k: Any) -> dict[str, Any]:
         ks = R.split(k, 3)
@@ -143,7 +151,6 @@ def test_eagerly_and_under_vmap_over_keys() -> None:
             "weibull": R.weibull_min(ks[0], 2.0, 1.5, (3,)),
             "geometric": R.geometric(ks[1], 0.25, (4,)),
             "poisson": R.poisson(ks[2], np.array([2.0, 25.0], F32)),
-            "binomial": R.binomial(ks[1], np.array([4.0, 200.0], F32), 0.35),
         }
 
     want = jax.jit(jax.vmap(lambda k: some(jr, k)))(jr.split(jr.key(5), 3))
