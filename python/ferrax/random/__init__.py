@@ -7,6 +7,12 @@ return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan
 ``lax.cond``.
 
 Signatures are JAX's; ``out_sharding`` is accepted but only as ``None`` so far.
+Every sampler of ``jax.random`` is here but ``multivariate_normal`` and ``orthogonal``:
+also ``lognormal``, ``maxwell``, ``double_sided_maxwell``, ``rayleigh``, ``pareto``,
+``weibull_min``, ``wald``, ``triangular``, ``geometric``, ``chisquare``, ``f``,
+``generalized_normal``, ``ball``, ``poisson`` (Knuth's method and transformed rejection,
+as JAX), ``binomial`` (inversion and BTRS) and ``multinomial``; ``lognormal`` takes no
+complex dtype yet.
 Not yet here: ``multivariate_normal`` (ferrax has no linalg yet). ``truncated_normal``
 needs ``ferrax.lax.erf``. The gamma family (``gamma``, ``loggamma``, ``beta``,
 ``dirichlet``, ``t``) samples as JAX does but has no derivative with respect to its
