@@ -2,11 +2,12 @@
 beside it) against jax.numpy 0.10.2: values, dtypes, weak types (both x64 modes) and
 errors.
 
-Each table of cases runs eagerly in ferrax (no compilation), in one ``ferrax.jit`` and
-in one ``jax.jit`` (the reference); result types are compared with JAX's by
-``jax.eval_shape`` (nothing compiled) in both x64 modes; errors are compared with JAX's
-eagerly. Functions whose output size depends on the data run eagerly without ``size=``
-and under ``jit`` with it.
+Each table of cases runs eagerly in ferrax (no compilation) against NumPy's values (or
+JAX's layout written in NumPy where the two differ); the cases marked ``jit``, from every
+table, run in one ``ferrax.jit`` against one ``jax.jit``; result types are compared with
+JAX's by ``jax.eval_shape`` (nothing compiled) in both x64 modes; errors are compared
+with JAX's eagerly. Functions whose output size depends on the data run eagerly without
+``size=`` and under ``jit`` with it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Case(NamedTuple):
     op: Callable[..., Any]  # op(M, *args) for M = ferrax.numpy or jax.numpy
     args: tuple[Any, ...] = ()
     ref: Callable[..., Any] | None = None  # NumPy's values: ref(*args); default op(np, *args)
-    jit: bool = False  # also compared with JAX under one jit per table (compiling costs)
+    jit: bool = False  # also compared with JAX under jit (all marked cases in one: compiling costs)
 
 
 def flat(out: Any) -> list[NDArray]:
@@ -74,8 +75,8 @@ def call_all(M: Any, cases: list[Case], xs: list[list[Any]]) -> list[Any]:
 
 
 def check_table(cases: list[Case]) -> None:
-    """Each case eagerly in ferrax against NumPy's values, and the cases marked ``jit``
-    in one ferrax.jit against the same in one jax.jit (values and dtypes)."""
+    """Each case eagerly in ferrax against NumPy's values (the cases marked ``jit`` are
+    compared with JAX under jit by :func:`test_jitted_cases_match_jax`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for c in cases:
@@ -84,13 +85,17 @@ def check_table(cases: list[Case]) -> None:
             assert len(ours) == len(expected), c.label
             for i, (o, e) in enumerate(zip(ours, expected)):
                 close(o, e, f"{c.label}: eager output {i} vs NumPy", same_dtype=False)
-        staged_cases = [c for c in cases if c.jit]
-        if not staged_cases:
-            return
-        arrays = [[a for a in c.args if isinstance(a, np.ndarray)] for c in staged_cases]
-        theirs = [flat(o) for o in jax.jit(lambda xs: call_all(jnp, staged_cases, xs))(arrays)]
-        staged = [flat(o) for o in ferrax.jit(lambda xs: call_all(fnp, staged_cases, xs))(arrays)]
-    for c, s, j in zip(staged_cases, staged, theirs, strict=True):
+
+
+def check_jitted(cases: list[Case]) -> None:
+    """The cases in one ferrax.jit against the same in one jax.jit (values and dtypes):
+    two compilations for the whole table."""
+    arrays = [[a for a in c.args if isinstance(a, np.ndarray)] for c in cases]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = [flat(o) for o in jax.jit(lambda xs: call_all(jnp, cases, xs))(arrays)]
+        staged = [flat(o) for o in ferrax.jit(lambda xs: call_all(fnp, cases, xs))(arrays)]
+    for c, s, j in zip(cases, staged, theirs, strict=True):
         assert len(s) == len(j), c.label
         for i, (si, ji) in enumerate(zip(s, j)):
             close(si, ji, f"{c.label}: jit output {i}")
@@ -211,7 +216,7 @@ def group1_cases() -> list[Case]:
     ]
 
 
-def test_group1_values_match_jax_eagerly_and_under_jit() -> None:
+def test_group1_values_match_numpy_eagerly() -> None:
     check_table(group1_cases())
 
 
@@ -642,8 +647,13 @@ def group3_cases() -> list[Case]:
     ]
 
 
-def test_group3_values_match_numpy_and_jax_under_jit() -> None:
+def test_group3_values_match_numpy_eagerly() -> None:
     check_table(group3_cases())
+
+
+def test_jitted_cases_match_jax() -> None:
+    # One compilation per library for the marked cases of every group.
+    check_jitted([c for c in group1_cases() + group2_cases() + group3_cases() if c.jit])
 
 
 def test_group3_types_match_jax_in_both_x64_modes() -> None:
