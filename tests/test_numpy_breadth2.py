@@ -338,6 +338,11 @@ BITS = A([[1, 0, 1, 1, 0, 0, 1, 0, 3, 1], [0, 0, 0, 1, -1, 1, 0, 1, 0, 0]], np.i
 V2 = np.round(np.random.default_rng(2).standard_normal(7), 2).astype(np.float32)
 
 
+def vmap_of(M: Any) -> Any:
+    """The library's vmap (NumPy's reference loops by hand)."""
+    return ferrax.vmap if M is fnp else jax.vmap
+
+
 def put_ref(a: NDArray, ind: NDArray, v: NDArray) -> NDArray:
     out = a.copy()
     np.put(out, ind, v)
@@ -408,9 +413,9 @@ def group2_cases() -> list[Case]:
         Case("gradient", lambda M: M.gradient(V2)),
         Case("gradient 2d", lambda M: M.gradient(F2)),
         Case("gradient h", lambda M: M.gradient(F2, 2.0, axis=1)),
-        Case("gradient coords", lambda M: M.gradient(V2, A([0,1,3,4,7,8,10.],np.float32))),
+        Case("gradient coords", lambda M: M.gradient(V2, A([0,1,3,4,7,8,10.],np.float32)), jit=True),
         Case("ediff1d", lambda M: M.ediff1d(F2, to_begin=A([9]), to_end=A([1.5,2.5]))),
-        Case("unwrap", lambda M: M.unwrap(A([0, 3, 6.5, 1, -5, 4],np.float32))),
+        Case("unwrap", lambda M: M.unwrap(A([0, 3, 6.5, 1, -5, 4],np.float32)), jit=True),
         Case("unwrap int", lambda M: M.unwrap(A([0, 3, 7, 1, 8]), period=6)),
         Case("unwrap discont", lambda M: M.unwrap(F2, discont=1.0, axis=0)),
         Case("rot90", lambda M: M.rot90(F2)),
@@ -429,7 +434,7 @@ def group2_cases() -> list[Case]:
         Case("block 1d", lambda M: M.block([V2, 1.0, A([2,3])])),
         Case("block deep", lambda M: M.block([[[F2]], [[F2]]])),
         Case("choose", lambda M: M.choose(A([0,1,2,1]), [A([1,2,3,4]), A([10,20,30,40]), 5])),
-        Case("choose wrap", lambda M: M.choose(A([[0,4],[-1,1]]), [F2[:2,:2], I2[:2,:2]], mode='wrap')),
+        Case("choose wrap", lambda M: M.choose(A([[0,4],[-1,1]]), [F2[:2,:2], I2[:2,:2]], mode='wrap'), jit=True),
         Case("choose clip", lambda M: M.choose(A([0,4,-1]), [A([1.,2,3]), A([4.,5,6])], mode='clip')),
         Case("put", lambda M: M.put(F2, A([0, 5, 11]), A([9., 8.],np.float32), inplace=False), ref=lambda: put_ref(F2, A([0, 5, 11]), A([9.0, 8.0]))),
         Case("put wrap", lambda M: M.put(I2, A([-1, 13]), 7, mode='wrap', inplace=False), ref=lambda: put_ref(I2, A([-1, 13]) % 12, A([7]))),
@@ -449,17 +454,20 @@ def group2_cases() -> list[Case]:
         Case("geomspace int", lambda M: M.geomspace(1, 256, 9, dtype=np.int32), ref=lambda: 2 ** np.arange(9)),  # NumPy: 7, 63, 127 (its float error truncated)
         Case("fromfunction", lambda M: M.fromfunction(lambda i, j: i * 10 + j, (3, 4))),
         Case("fromfunction int", lambda M: M.fromfunction(lambda i, j: i - j, (2, 3), dtype=int)),
-        Case("apply_along_axis", lambda M: M.apply_along_axis(lambda v: v.sum() * v[0], 1, F2)),
+        Case("apply_along_axis", lambda M: M.apply_along_axis(lambda v: v.sum() * v[0], 1, F2), jit=True),
         Case("apply_along_axis 0", lambda M: M.apply_along_axis(lambda v: v[::-1] * 2, 0, np.arange(24.).reshape(2,3,4))),
         Case("apply_over_axes", lambda M: M.apply_over_axes(M.sum, np.arange(24.).reshape(2,3,4), [0, 2])),
         Case("vectorize", lambda M: M.vectorize(lambda a, b: a * b + 1)(F2, V2[:4])),
         Case("vectorize sig", lambda M: M.vectorize(lambda a: a.sum(), signature="(n)->()")(F2)),
-        Case("vectorize sig2", lambda M: M.vectorize(lambda a, b: a @ b, signature="(n,m),(m)->(n)")(np.ones((2,3,4)), np.ones(4))),
+        Case("vectorize sig2", lambda M: M.vectorize(lambda a, b: a @ b, signature="(n,m),(m)->(n)")(np.ones((2,3,4)), np.ones(4)), jit=True),
         Case("vectorize excluded", lambda M: M.vectorize(lambda a, p: a ** p, excluded={1})(F2, 2)),
         Case("partition", lambda M: M.partition(V2, 3), ref=lambda: partition_ref(V2, 3)),
         Case("partition axis", lambda M: M.partition(F2, 1, axis=0), ref=lambda: np.moveaxis(partition_ref(np.moveaxis(F2, 0, -1), 1), -1, 0)),
         Case("partition uint", lambda M: M.partition(I2.astype(np.uint8), 2), ref=lambda: partition_ref(I2.astype(np.uint8), 2)),
         Case("argpartition", lambda M: M.argpartition(V2, 2), ref=lambda: argpartition_ref(V2, 2)),
+        Case("vmap nonzero", lambda M, x: vmap_of(M)(lambda r: M.nonzero(r > 0, size=3, fill_value=-1)[0])(x), (F2,),
+             ref=lambda x: np.stack([sized(np.nonzero(r > 0), 3, -1)[0] for r in x]), jit=True),
+        Case("vmap gcd", lambda M, x: vmap_of(M)(lambda r: M.gcd(r, 6))(x), (I2,), ref=lambda x: np.gcd(x, 6), jit=True),
         Case("packbits", lambda M: M.packbits(BITS)),
         Case("packbits axis little", lambda M: M.packbits(BITS, axis=1, bitorder="little")),
         Case("packbits bool axis 0", lambda M: M.packbits(BITS > 0, axis=0)),
