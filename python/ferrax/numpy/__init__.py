@@ -251,7 +251,7 @@ from ferrax.numpy._types_io import (
     array_equiv, array_repr, array_str, bool, can_cast, character, complexfloating, double, dtype,
     flexible, float_, floating, from_dlpack, frombuffer, fromfile, fromiter, fromstring, generic,
     get_printoptions, inexact, int_, integer, iscomplex, iscomplexobj, isdtype, isreal, isrealobj,
-    load, number, printoptions, save, savez, set_printoptions, signedinteger, single, uint,
+    iterable, load, number, printoptions, save, savez, set_printoptions, signedinteger, single, uint,
     unsignedinteger,
 )
 from ferrax.numpy._windows import bartlett, blackman, hamming, hanning, i0, kaiser
@@ -274,7 +274,7 @@ __all__ += [
     "array_equiv", "array_repr", "array_str", "bool", "can_cast", "character", "complexfloating",
     "double", "dtype", "flexible", "float_", "floating", "from_dlpack", "frombuffer", "fromfile",
     "fromiter", "fromstring", "generic", "get_printoptions", "inexact", "int_", "integer",
-    "iscomplex", "iscomplexobj", "isdtype", "isreal", "isrealobj", "load", "number",
+    "iscomplex", "iscomplexobj", "isdtype", "isreal", "isrealobj", "iterable", "load", "number",
     "printoptions", "save", "savez", "set_printoptions", "signedinteger", "single", "uint",
     "unsignedinteger",
     "bartlett", "blackman", "hamming", "hanning", "i0", "kaiser",

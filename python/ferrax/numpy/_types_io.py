@@ -27,7 +27,7 @@ __all__ = [
     "array_equiv", "array_repr", "array_str", "bool", "can_cast", "character", "complexfloating",
     "double", "dtype", "flexible", "float_", "floating", "from_dlpack", "frombuffer", "fromfile",
     "fromiter", "fromstring", "generic", "get_printoptions", "inexact", "int_", "integer",
-    "iscomplex", "iscomplexobj", "isdtype", "isreal", "isrealobj", "load", "number",
+    "iscomplex", "iscomplexobj", "isdtype", "isreal", "isrealobj", "iterable", "load", "number",
     "printoptions", "save", "savez", "set_printoptions", "signedinteger", "single", "uint",
     "unsignedinteger",
 ]
@@ -61,6 +61,11 @@ dtype = np.dtype
 can_cast = np.can_cast
 array_repr = np.array_repr
 array_str = np.array_str
+
+
+def iterable(y: Any) -> builtins.bool:
+    """Whether ``y`` can be iterated over (NumPy's ``iterable``, which JAX re-exports)."""
+    return builtins.bool(np.iterable(y))
 
 _KINDS: dict[str, tuple[str, ...]] = {
     "bool": ("bool",),
