@@ -703,8 +703,8 @@ def test_type_names_dtype_queries_printing_and_io_are_jaxs(tmp_path: Any) -> Non
     with fnp.printoptions(precision=2):
         assert fnp.get_printoptions()["precision"] == 2 == jnp.get_printoptions()["precision"]
     assert fnp.get_printoptions() == np.get_printoptions()
-    for v in (1, [1], A(1), A([1]), fnp.ones(2), "ab"):
-        assert fnp.iterable(v) == jnp.iterable(v), v
+    for it in (1, [1], A(1), A([1]), fnp.ones(2), "ab"):
+        assert fnp.iterable(it) == jnp.iterable(it), it
     x = A([1.5, -2.0], np.float32)
     fnp.save(tmp_path / "x.npy", fnp.asarray(x))
     loaded = fnp.load(tmp_path / "x.npy")
