@@ -598,6 +598,11 @@ def test_group2_errors_match_jax() -> None:
         Case("fill_diagonal shape", lambda M: M.fill_diagonal(np.ones((2, 3, 2)), 0.0, inplace=False)),
         Case("r_ directive", lambda M: M.r_["x", A([1])]),
         Case("packbits float", lambda M: M.packbits(A([1.0]))),
+        Case("vectorize excluded", lambda M: M.vectorize(abs, excluded={1.5})),
+        Case("vectorize negative", lambda M: M.vectorize(abs, excluded={-1})),
+        Case("vectorize core sizes", lambda M: M.vectorize(lambda a, b: a @ b, signature="(n),(n)->()")(np.ones(2), np.ones(3))),
+        Case("vectorize core rank", lambda M: M.vectorize(lambda a: a, signature="(n,m)->(n)")(np.ones(2))),
+        Case("vectorize arguments", lambda M: M.vectorize(lambda a, b: a, signature="(n),(n)->()")(np.ones(2))),
         Case("packbits order", lambda M: M.packbits(A([1]), bitorder="middle")),
         Case("unpackbits int8", lambda M: M.unpackbits(A([1], np.int8))),
     ])

@@ -1405,39 +1405,36 @@ def _parse_signature(signature: str) -> tuple[list[tuple[str, ...]], list[tuple[
     return parse(ins), parse(outs)
 
 
-class vectorize:
+def vectorize(pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None = None) -> Any:
     """``pyfunc`` vectorized over the leading (broadcast) axes of its array arguments
     by ``vmap``, as ``jax.numpy.vectorize``: ``signature`` names core dimensions
-    (``"(n),(n)->()"``), ``excluded`` the arguments passed as they are."""
+    (``"(n),(n)->()"``), ``excluded`` the positions (or keyword names) of arguments
+    passed as they are."""
+    import functools
 
-    def __init__(self, pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None = None) -> None:
-        self.pyfunc = pyfunc
-        self.excluded = frozenset(excluded)
-        self.signature = signature
-        self.__doc__ = getattr(pyfunc, "__doc__", None)
-        self.__name__ = getattr(pyfunc, "__name__", "vectorized")
+    if builtins.any(not isinstance(e, (str, int)) for e in excluded):
+        raise TypeError(
+            f"jax.numpy.vectorize can only exclude integer or string arguments, but excluded={excluded!r}, "
+            f"at {_location()}"
+        )
+    if builtins.any(isinstance(e, int) and e < 0 for e in excluded):
+        raise ValueError(f"excluded={excluded!r} contains negative numbers, at {_location()}")
+    cores_in: list[tuple[str, ...]] | None = None
+    if signature is not None:
+        cores_in, _ = _parse_signature(signature)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    @functools.wraps(pyfunc)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
         from ferrax import vmap
 
-        excluded = {i for i in self.excluded if isinstance(i, int)} | {k for k in kwargs if k in self.excluded}
-        if any(isinstance(i, str) and i not in kwargs for i in self.excluded):
-            pass
         fixed_kwargs = {k: v for k, v in kwargs.items() if k in excluded}
-        moving = {k: v for k, v in kwargs.items() if k not in excluded}
-        if moving:
-            raise NotImplementedError(f"vectorize: keyword arguments not excluded are not supported, at {_location()}")
         positions = [i for i in builtins.range(len(args)) if i not in excluded]
         arrays = [fnp.asarray(args[i]) for i in positions]
-        if self.signature is None:
-            cores: list[tuple[str, ...]] = [()] * len(arrays)
-            out_cores: list[tuple[str, ...]] | None = None
-        else:
-            cores, out_cores = _parse_signature(self.signature)
-            if len(cores) != len(arrays):
-                raise TypeError(
-                    f"wrong number of positional arguments: expected {len(cores)}, got {len(arrays)}, at {_location()}"
-                )
+        cores = [()] * len(arrays) if cores_in is None else cores_in
+        if len(cores) != len(arrays):
+            raise TypeError(
+                f"wrong number of positional arguments: expected {len(cores)}, got {len(arrays)}, at {_location()}"
+            )
         sizes: dict[str, int] = {}
         for x, core in zip(arrays, cores):
             if x.ndim < len(core):
@@ -1447,24 +1444,24 @@ class vectorize:
                 )
             for name, n in zip(core, x.shape[x.ndim - len(core):]):
                 if sizes.setdefault(name, n) != n:
-                    raise ValueError(f"inconsistent size for core dimension {name!r}: {n} vs {sizes[name]}, at {_location()}")
-        loops = [x.shape[: x.ndim - len(c)] for x, c in zip(arrays, cores)]
-        batch = fnp.broadcast_shapes(*loops) if loops else ()
+                    raise ValueError(
+                        f"inconsistent size for core dimension {name!r}: {n} vs {sizes[name]}, at {_location()}"
+                    )
+        batch = fnp.broadcast_shapes(*(x.shape[: x.ndim - len(c)] for x, c in zip(arrays, cores))) if arrays else ()
         arrays = [fnp.broadcast_to(x, batch + x.shape[x.ndim - len(c):]) for x, c in zip(arrays, cores)]
 
         def call(*xs: Any) -> Any:
             full = list(args)
             for i, x in zip(positions, xs):
                 full[i] = x
-            return self.pyfunc(*full, **fixed_kwargs)
+            return pyfunc(*full, **fixed_kwargs)
 
         f = call
         for _ in batch:
             f = vmap(f)
-        result = f(*arrays)
-        if out_cores is not None and len(out_cores) == 1 and isinstance(result, tuple):
-            raise ValueError(f"output must be a single array for signature with one output, at {_location()}")
-        return result
+        return f(*arrays)
+
+    return wrapped
 
 
 # -------------------------------------------------------------------- partitions
