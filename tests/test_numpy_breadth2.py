@@ -209,6 +209,9 @@ def group1_cases() -> list[Case]:
         Case("lcm", lambda M, x, y: M.lcm(x, y), (A([4, 0, -6, 7, 0], np.int32), A([6, 3, 4, 5, 0], np.int32))),
         Case("gcd broadcast", lambda M, x: M.gcd(x, 6), (I,)),
         Case("sinc", lambda M, x: M.sinc(x), (A([0.0, 0.5, 1.0, -2.5, 1e-8], np.float32),), jit=True),
+        Case("spacing", lambda M, x: M.spacing(x), (SPECIAL,), jit=True),
+        Case("spacing float16", lambda M, x: M.spacing(x), (A([0.0, 1.0, -1.0, 65504.0, -2.0, np.nan], np.float16),),
+             lambda x: np.nextafter(x, np.float16(np.inf)) - x, jit=True),  # JAX: towards +inf (NumPy: away from 0)
         Case("deg2rad", lambda M, x: M.deg2rad(x), (F,)),
         Case("rad2deg", lambda M, x: M.rad2deg(x), (I,)),
         Case("radians", lambda M, x: M.radians(x), (F,)),
@@ -227,9 +230,9 @@ def group1_type_cases() -> list[Case]:
     return [
         *group1_cases(),
         *(Case(f"{n} python float", lambda M, n=n: getattr(M, n)(2.5)) for n in
-          ("reciprocal", "signbit", "fabs", "sinc", "deg2rad", "rad2deg", "frexp", "modf")),
+          ("reciprocal", "signbit", "fabs", "sinc", "deg2rad", "rad2deg", "frexp", "modf", "spacing")),
         *(Case(f"{n} int8", lambda M, x, n=n: getattr(M, n)(x), (i8,)) for n in
-          ("reciprocal", "signbit", "fabs", "sinc", "radians", "frexp", "modf", "amax", "ptp")),
+          ("reciprocal", "signbit", "fabs", "sinc", "radians", "frexp", "modf", "amax", "ptp", "spacing")),
         *(Case(f"{n} float16", lambda M, x, n=n: getattr(M, n)(x), (h,)) for n in
           ("reciprocal", "signbit", "fabs", "sinc", "degrees", "frexp", "modf")),
         Case("copysign weak", lambda M: M.copysign(2.0, -1)),

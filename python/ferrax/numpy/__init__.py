@@ -239,7 +239,7 @@ from ferrax.numpy._breadth2 import (
     cross, diagflat, digitize, dsplit, ediff1d, fromfunction, geomspace, gradient, histogram,
     histogram2d, histogram_bin_edges, histogramdd, hsplit, matvec, partition, place, put,
     put_along_axis, resize, rollaxis, rot90, trapezoid, trim_zeros, unwrap, vander, vdot,
-    vecdot, vecmat, vectorize, vsplit, packbits, unpackbits,
+    vecdot, vecmat, vectorize, vsplit, packbits, unpackbits, spacing,
 )
 from ferrax.numpy._index_tricks import (
     c_, diag_indices, diag_indices_from, fill_diagonal, index_exp, indices, ix_, mask_indices,
@@ -266,7 +266,7 @@ __all__ += [
     "geomspace", "gradient", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd",
     "hsplit", "matvec", "partition", "place", "put", "put_along_axis", "resize", "rollaxis",
     "rot90", "trapezoid", "trim_zeros", "unwrap", "vander", "vdot", "vecdot", "vecmat",
-    "vectorize", "vsplit", "packbits", "unpackbits",
+    "vectorize", "vsplit", "packbits", "unpackbits", "spacing",
     "c_", "diag_indices", "diag_indices_from", "fill_diagonal", "index_exp", "indices", "ix_",
     "mask_indices", "mgrid", "ogrid", "r_", "ravel_multi_index", "s_", "tril_indices",
     "tril_indices_from", "triu_indices", "triu_indices_from", "unravel_index",

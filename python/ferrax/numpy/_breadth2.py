@@ -53,7 +53,7 @@ __all__ = [
     "geomspace", "gradient", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd",
     "hsplit", "matvec", "partition", "place", "put", "put_along_axis", "resize", "rollaxis",
     "rot90", "trapezoid", "trim_zeros", "unwrap", "vander", "vdot", "vecdot", "vecmat",
-    "vectorize", "vsplit", "packbits", "unpackbits",
+    "vectorize", "vsplit", "packbits", "unpackbits", "spacing",
 ]
 
 
@@ -1562,3 +1562,32 @@ def unpackbits(a: ArrayLike, axis: int | None = None, count: int | None = None, 
         else:
             unpacked = unpacked[..., :count]
     return fnp.swapaxes(unpacked, axis, -1)
+
+
+def _step_bits(x: Array, up: Array) -> Array:
+    """The neighbouring float of each element of ``x``: one unit in the last place
+    away from zero where ``up`` is true, towards zero elsewhere (its bits plus or minus
+    one; zeros, infinities and NaNs are the caller's)."""
+    it = _bits_int(np.dtype(x.dtype))
+    bits = lax.bitcast_convert_type(x, it)
+    stepped = fnp.where(up, lax.add(bits, convert(1, it)), lax.sub(bits, convert(1, it)))
+    return lax.bitcast_convert_type(stepped, np.dtype(x.dtype))
+
+
+def spacing(x: ArrayLike, /) -> Array:
+    """The distance from each element of ``x`` to its neighbour away from zero (towards
+    +inf for float16, as JAX), signed as ``x``; the smallest subnormal at zero."""
+    (arr,) = promote_args_inexact("spacing", x)
+    d = np.dtype(arr.dtype)
+    tiny = float(fnp.finfo(d).smallest_subnormal)
+    zero = lax.eq(arr, _like(arr, 0))
+    if d == np.float16:
+        # nextafter(x, +inf): away from zero above it, towards zero below, +tiny at both zeros.
+        up = _step_bits(arr, fnp.logical_not(fnp.signbit(arr)))
+        special = fnp.logical_or(fnp.isnan(arr), lax.eq(arr, _like(arr, np.inf)))
+        nxt = fnp.where(zero, _like(arr, tiny), fnp.where(special, arr, up))
+        return lax.sub(nxt, arr)
+    nxt = _step_bits(arr, fnp.ones(arr.shape, np.bool_))
+    result = lax.sub(nxt, arr)
+    # At zero (and where XLA flushes a subnormal difference to zero) the smallest subnormal.
+    return fnp.where(lax.eq(result, _like(arr, 0)), copysign(_like(arr, tiny), arr), result)
