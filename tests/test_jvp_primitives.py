@@ -1294,13 +1294,14 @@ def test_vjp_check_grads(name: str) -> None:
 # ---------------------------------------------------------------------------- float64
 
 
-def float64_failures() -> list[str]:
+def float64_failures(shard: int = 0, shards: int = 1) -> list[str]:
     """check_grads in every mode (forward, reverse, and forward through ``linearize``)
     to second order over the table in float64, where finite differences are precise (run
-    with x64 on: :func:`test_check_grads_in_float64`)."""
+    with x64 on: :func:`test_check_grads_in_float64`); the primitives whose index in the
+    sorted table is ``shard`` modulo ``shards``."""
     f64 = np.dtype(np.float64)
     found = []
-    for name in CASES:
+    for name in sorted(CASES)[shard::shards]:
         modes = ("fwd", "lin") if name in NO_TRANSPOSE_YET else ("fwd", "rev", "lin")
         for c in cases_of(name, f64):
             checked = of_floats(c)
@@ -1313,12 +1314,18 @@ def float64_failures() -> list[str]:
     return found
 
 
-def test_check_grads_in_float64() -> None:
+F64_SHARDS = 4
+
+
+@pytest.mark.parametrize("shard", range(F64_SHARDS))
+def test_check_grads_in_float64(shard: int) -> None:
+    # In a process of its own (x64 is on from the start there), a quarter of the table per
+    # test, so the test workers share the work.
     env = dict(os.environ, JAX_ENABLE_X64="1", TF_CPP_MIN_LOG_LEVEL="3")
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); import test_jvp_primitives as t; "
         "import ferrax; assert ferrax.config.jax_enable_x64; "
-        "found = t.float64_failures(); print(len(found)); print('\\n'.join(found))"
+        f"found = t.float64_failures({shard}, {F64_SHARDS}); print(len(found)); print('\\n'.join(found))"
     )
     here = os.path.dirname(os.path.abspath(__file__))
     done = subprocess.run([sys.executable, "-c", script, here], env=env, capture_output=True, text=True, timeout=300)

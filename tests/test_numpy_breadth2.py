@@ -2,11 +2,12 @@
 beside it) against jax.numpy 0.10.2: values, dtypes, weak types (both x64 modes) and
 errors.
 
-Each table of cases runs eagerly in ferrax (no compilation), in one ``ferrax.jit`` and
-in one ``jax.jit`` (the reference); result types are compared with JAX's by
-``jax.eval_shape`` (nothing compiled) in both x64 modes; errors are compared with JAX's
-eagerly. Functions whose output size depends on the data run eagerly without ``size=``
-and under ``jit`` with it.
+Each table of cases runs eagerly in ferrax (no compilation) against NumPy's values (or
+JAX's layout written in NumPy where the two differ); the cases marked ``jit``, from every
+table, run in one ``ferrax.jit`` against one ``jax.jit``; result types are compared with
+JAX's by ``jax.eval_shape`` (nothing compiled) in both x64 modes; errors are compared
+with JAX's eagerly. Functions whose output size depends on the data run eagerly without
+``size=`` and under ``jit`` with it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Case(NamedTuple):
     op: Callable[..., Any]  # op(M, *args) for M = ferrax.numpy or jax.numpy
     args: tuple[Any, ...] = ()
     ref: Callable[..., Any] | None = None  # NumPy's values: ref(*args); default op(np, *args)
-    jit: bool = False  # also compared with JAX under one jit per table (compiling costs)
+    jit: bool = False  # also compared with JAX under jit (all marked cases in one: compiling costs)
 
 
 def flat(out: Any) -> list[NDArray]:
@@ -74,8 +75,8 @@ def call_all(M: Any, cases: list[Case], xs: list[list[Any]]) -> list[Any]:
 
 
 def check_table(cases: list[Case]) -> None:
-    """Each case eagerly in ferrax against NumPy's values, and the cases marked ``jit``
-    in one ferrax.jit against the same in one jax.jit (values and dtypes)."""
+    """Each case eagerly in ferrax against NumPy's values (the cases marked ``jit`` are
+    compared with JAX under jit by :func:`test_jitted_cases_match_jax`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for c in cases:
@@ -84,13 +85,17 @@ def check_table(cases: list[Case]) -> None:
             assert len(ours) == len(expected), c.label
             for i, (o, e) in enumerate(zip(ours, expected)):
                 close(o, e, f"{c.label}: eager output {i} vs NumPy", same_dtype=False)
-        staged_cases = [c for c in cases if c.jit]
-        if not staged_cases:
-            return
-        arrays = [[a for a in c.args if isinstance(a, np.ndarray)] for c in staged_cases]
-        theirs = [flat(o) for o in jax.jit(lambda xs: call_all(jnp, staged_cases, xs))(arrays)]
-        staged = [flat(o) for o in ferrax.jit(lambda xs: call_all(fnp, staged_cases, xs))(arrays)]
-    for c, s, j in zip(staged_cases, staged, theirs, strict=True):
+
+
+def check_jitted(cases: list[Case]) -> None:
+    """The cases in one ferrax.jit against the same in one jax.jit (values and dtypes):
+    two compilations for the whole table."""
+    arrays = [[a for a in c.args if isinstance(a, np.ndarray)] for c in cases]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = [flat(o) for o in jax.jit(lambda xs: call_all(jnp, cases, xs))(arrays)]
+        staged = [flat(o) for o in ferrax.jit(lambda xs: call_all(fnp, cases, xs))(arrays)]
+    for c, s, j in zip(cases, staged, theirs, strict=True):
         assert len(s) == len(j), c.label
         for i, (si, ji) in enumerate(zip(s, j)):
             close(si, ji, f"{c.label}: jit output {i}")
@@ -204,6 +209,9 @@ def group1_cases() -> list[Case]:
         Case("lcm", lambda M, x, y: M.lcm(x, y), (A([4, 0, -6, 7, 0], np.int32), A([6, 3, 4, 5, 0], np.int32))),
         Case("gcd broadcast", lambda M, x: M.gcd(x, 6), (I,)),
         Case("sinc", lambda M, x: M.sinc(x), (A([0.0, 0.5, 1.0, -2.5, 1e-8], np.float32),), jit=True),
+        Case("spacing", lambda M, x: M.spacing(x), (SPECIAL,), jit=True),
+        Case("spacing float16", lambda M, x: M.spacing(x), (A([0.0, 1.0, -1.0, 65504.0, -2.0, np.nan], np.float16),),
+             lambda x: np.nextafter(x, np.float16(np.inf)) - x, jit=True),  # JAX: towards +inf (NumPy: away from 0)
         Case("deg2rad", lambda M, x: M.deg2rad(x), (F,)),
         Case("rad2deg", lambda M, x: M.rad2deg(x), (I,)),
         Case("radians", lambda M, x: M.radians(x), (F,)),
@@ -211,7 +219,7 @@ def group1_cases() -> list[Case]:
     ]
 
 
-def test_group1_values_match_jax_eagerly_and_under_jit() -> None:
+def test_group1_values_match_numpy_eagerly() -> None:
     check_table(group1_cases())
 
 
@@ -222,9 +230,9 @@ def group1_type_cases() -> list[Case]:
     return [
         *group1_cases(),
         *(Case(f"{n} python float", lambda M, n=n: getattr(M, n)(2.5)) for n in
-          ("reciprocal", "signbit", "fabs", "sinc", "deg2rad", "rad2deg", "frexp", "modf")),
+          ("reciprocal", "signbit", "fabs", "sinc", "deg2rad", "rad2deg", "frexp", "modf", "spacing")),
         *(Case(f"{n} int8", lambda M, x, n=n: getattr(M, n)(x), (i8,)) for n in
-          ("reciprocal", "signbit", "fabs", "sinc", "radians", "frexp", "modf", "amax", "ptp")),
+          ("reciprocal", "signbit", "fabs", "sinc", "radians", "frexp", "modf", "amax", "ptp", "spacing")),
         *(Case(f"{n} float16", lambda M, x, n=n: getattr(M, n)(x), (h,)) for n in
           ("reciprocal", "signbit", "fabs", "sinc", "degrees", "frexp", "modf")),
         Case("copysign weak", lambda M: M.copysign(2.0, -1)),
@@ -329,7 +337,13 @@ def test_group1_gradients_match_jax() -> None:
 
 F2 = np.round(np.random.default_rng(0).standard_normal((3, 4)), 1).astype(np.float32)
 I2 = np.random.default_rng(1).integers(0, 5, size=(3, 4)).astype(np.int32)
+BITS = A([[1, 0, 1, 1, 0, 0, 1, 0, 3, 1], [0, 0, 0, 1, -1, 1, 0, 1, 0, 0]], np.int8)
 V2 = np.round(np.random.default_rng(2).standard_normal(7), 2).astype(np.float32)
+
+
+def vmap_of(M: Any) -> Any:
+    """The library's vmap (NumPy's reference loops by hand)."""
+    return ferrax.vmap if M is fnp else jax.vmap
 
 
 def put_ref(a: NDArray, ind: NDArray, v: NDArray) -> NDArray:
@@ -402,9 +416,9 @@ def group2_cases() -> list[Case]:
         Case("gradient", lambda M: M.gradient(V2)),
         Case("gradient 2d", lambda M: M.gradient(F2)),
         Case("gradient h", lambda M: M.gradient(F2, 2.0, axis=1)),
-        Case("gradient coords", lambda M: M.gradient(V2, A([0,1,3,4,7,8,10.],np.float32))),
+        Case("gradient coords", lambda M: M.gradient(V2, A([0,1,3,4,7,8,10.],np.float32)), jit=True),
         Case("ediff1d", lambda M: M.ediff1d(F2, to_begin=A([9]), to_end=A([1.5,2.5]))),
-        Case("unwrap", lambda M: M.unwrap(A([0, 3, 6.5, 1, -5, 4],np.float32))),
+        Case("unwrap", lambda M: M.unwrap(A([0, 3, 6.5, 1, -5, 4],np.float32)), jit=True),
         Case("unwrap int", lambda M: M.unwrap(A([0, 3, 7, 1, 8]), period=6)),
         Case("unwrap discont", lambda M: M.unwrap(F2, discont=1.0, axis=0)),
         Case("rot90", lambda M: M.rot90(F2)),
@@ -423,7 +437,7 @@ def group2_cases() -> list[Case]:
         Case("block 1d", lambda M: M.block([V2, 1.0, A([2,3])])),
         Case("block deep", lambda M: M.block([[[F2]], [[F2]]])),
         Case("choose", lambda M: M.choose(A([0,1,2,1]), [A([1,2,3,4]), A([10,20,30,40]), 5])),
-        Case("choose wrap", lambda M: M.choose(A([[0,4],[-1,1]]), [F2[:2,:2], I2[:2,:2]], mode='wrap')),
+        Case("choose wrap", lambda M: M.choose(A([[0,4],[-1,1]]), [F2[:2,:2], I2[:2,:2]], mode='wrap'), jit=True),
         Case("choose clip", lambda M: M.choose(A([0,4,-1]), [A([1.,2,3]), A([4.,5,6])], mode='clip')),
         Case("put", lambda M: M.put(F2, A([0, 5, 11]), A([9., 8.],np.float32), inplace=False), ref=lambda: put_ref(F2, A([0, 5, 11]), A([9.0, 8.0]))),
         Case("put wrap", lambda M: M.put(I2, A([-1, 13]), 7, mode='wrap', inplace=False), ref=lambda: put_ref(I2, A([-1, 13]) % 12, A([7]))),
@@ -443,17 +457,26 @@ def group2_cases() -> list[Case]:
         Case("geomspace int", lambda M: M.geomspace(1, 256, 9, dtype=np.int32), ref=lambda: 2 ** np.arange(9)),  # NumPy: 7, 63, 127 (its float error truncated)
         Case("fromfunction", lambda M: M.fromfunction(lambda i, j: i * 10 + j, (3, 4))),
         Case("fromfunction int", lambda M: M.fromfunction(lambda i, j: i - j, (2, 3), dtype=int)),
-        Case("apply_along_axis", lambda M: M.apply_along_axis(lambda v: v.sum() * v[0], 1, F2)),
+        Case("apply_along_axis", lambda M: M.apply_along_axis(lambda v: v.sum() * v[0], 1, F2), jit=True),
         Case("apply_along_axis 0", lambda M: M.apply_along_axis(lambda v: v[::-1] * 2, 0, np.arange(24.).reshape(2,3,4))),
         Case("apply_over_axes", lambda M: M.apply_over_axes(M.sum, np.arange(24.).reshape(2,3,4), [0, 2])),
         Case("vectorize", lambda M: M.vectorize(lambda a, b: a * b + 1)(F2, V2[:4])),
         Case("vectorize sig", lambda M: M.vectorize(lambda a: a.sum(), signature="(n)->()")(F2)),
-        Case("vectorize sig2", lambda M: M.vectorize(lambda a, b: a @ b, signature="(n,m),(m)->(n)")(np.ones((2,3,4)), np.ones(4))),
+        Case("vectorize sig2", lambda M: M.vectorize(lambda a, b: a @ b, signature="(n,m),(m)->(n)")(np.ones((2,3,4)), np.ones(4)), jit=True),
         Case("vectorize excluded", lambda M: M.vectorize(lambda a, p: a ** p, excluded={1})(F2, 2)),
         Case("partition", lambda M: M.partition(V2, 3), ref=lambda: partition_ref(V2, 3)),
         Case("partition axis", lambda M: M.partition(F2, 1, axis=0), ref=lambda: np.moveaxis(partition_ref(np.moveaxis(F2, 0, -1), 1), -1, 0)),
         Case("partition uint", lambda M: M.partition(I2.astype(np.uint8), 2), ref=lambda: partition_ref(I2.astype(np.uint8), 2)),
         Case("argpartition", lambda M: M.argpartition(V2, 2), ref=lambda: argpartition_ref(V2, 2)),
+        Case("vmap nonzero", lambda M, x: vmap_of(M)(lambda r: M.nonzero(r > 0, size=3, fill_value=-1)[0])(x), (F2,),
+             ref=lambda x: np.stack([sized(np.nonzero(r > 0), 3, -1)[0] for r in x]), jit=True),
+        Case("vmap gcd", lambda M, x: vmap_of(M)(lambda r: M.gcd(r, 6))(x), (I2,), ref=lambda x: np.gcd(x, 6), jit=True),
+        Case("packbits", lambda M: M.packbits(BITS)),
+        Case("packbits axis little", lambda M: M.packbits(BITS, axis=1, bitorder="little")),
+        Case("packbits bool axis 0", lambda M: M.packbits(BITS > 0, axis=0)),
+        Case("unpackbits", lambda M: M.unpackbits(A([7, 200, 3], np.uint8))),
+        Case("unpackbits axis count", lambda M: M.unpackbits(A([[7, 200], [1, 2]], np.uint8), axis=0, count=5, bitorder="little")),
+        Case("unpackbits pad", lambda M: M.unpackbits(A([7, 200], np.uint8), count=20)),
         Case("argpartition axis", lambda M: M.argpartition(F2, 0, axis=0), ref=lambda: np.moveaxis(argpartition_ref(np.moveaxis(F2, 0, -1), 0), -1, 0)),
     ]
 
@@ -478,3 +501,235 @@ def test_group2_types_match_jax_in_both_x64_modes() -> None:
         Case("ediff1d to_begin", lambda M: M.ediff1d(A([1, 2, 4], np.int8), to_begin=300)),
     ]
     check_types(group2_cases() + extra)
+
+
+def fill_ref(a: NDArray, v: Any) -> NDArray:
+    out = a.copy()
+    np.fill_diagonal(out, v)
+    return out
+
+
+def index_trick_cases() -> list[Case]:
+    return [
+        Case("mgrid", lambda M: M.mgrid[0:3, 0:4:2]),
+        Case("mgrid complex step", lambda M: M.mgrid[0:1:5j]),
+        Case("mgrid mixed", lambda M: M.mgrid[0:1:3j, 0:3]),
+        Case("ogrid", lambda M: M.ogrid[0:3, 1:4]),
+        Case("r_", lambda M: M.r_[1:4, 0, A([7, 8])]),
+        Case("r_ float", lambda M: M.r_[A([1.5]), 2, 0:1:3j]),
+        Case("r_ ndmin", lambda M: M.r_["0,2", A([1, 2]), A([3, 4])]),
+        Case("r_ trans1d", lambda M: M.r_["1,2,0", A([1, 2]), A([3, 4])]),
+        Case("r_ row", lambda M: M.r_["r", A([1, 2]), A([3, 4])]),
+        Case("c_", lambda M: M.c_[A([1, 2]), A([3.0, 4.0], np.float32)]),
+        Case("c_ 2d", lambda M: M.c_[A([[1, 2]]), A([[3, 4]]), 5, 6]),
+        Case("ix_", lambda M: M.ix_(A([0, 2]), A([1, 2, 3], np.int8))),
+        Case("indices", lambda M: M.indices((2, 3))),
+        Case("indices sparse", lambda M: M.indices((2, 3), dtype=np.int8, sparse=True)),
+        Case("diag_indices", lambda M: M.diag_indices(3, 3)),
+        Case("diag_indices_from", lambda M: M.diag_indices_from(np.ones((2, 2)))),
+        Case("tril_indices", lambda M: M.tril_indices(4, 1, 3)),
+        Case("triu_indices", lambda M: M.triu_indices(3, -1, 5)),
+        Case("tril_indices_from", lambda M: M.tril_indices_from(np.ones((3, 5)), -1)),
+        Case("triu_indices_from", lambda M: M.triu_indices_from(np.ones((4, 2)))),
+        Case("mask_indices", lambda M: M.mask_indices(3, M.triu, 1)),
+        Case("ravel_multi_index", lambda M: M.ravel_multi_index((A([0, 1, 2]), A([3, 0, 1])), (3, 4))),
+        Case("ravel_multi_index wrap F", lambda M: M.ravel_multi_index((A([0, 5, 2]), A([3, 0, -1])), (3, 4), mode="wrap", order="F")),
+        Case("ravel_multi_index clip", lambda M: M.ravel_multi_index((A([0, 5, -2]), A([3, 0, 9])), (3, 4), mode="clip")),
+        Case("unravel_index", lambda M: M.unravel_index(A([0, 5, 11]), (3, 4))),
+        Case("unravel_index scalar", lambda M: M.unravel_index(7, (3, 4))),
+        Case("fill_diagonal", lambda M: M.fill_diagonal(np.zeros((3, 4), np.float32), A([1, 2]), inplace=False), ref=lambda: fill_ref(np.zeros((3, 4)), A([1, 2]))),
+        Case("fill_diagonal 3d", lambda M: M.fill_diagonal(np.zeros((3, 3, 3), np.int32), 5, inplace=False), ref=lambda: fill_ref(np.zeros((3, 3, 3)), 5)),
+    ]
+
+
+def test_index_tricks_match_numpy_and_jax_types() -> None:
+    cases = index_trick_cases()
+    check_table(cases)
+    # Out of range, JAX clips (NumPy raises); from -12 up, negative indices count from the end.
+    rows, cols = fnp.unravel_index(A([13, -3, -1, -12, -13]), (3, 4))
+    close(np.asarray(rows), A([2, 2, 2, 0, 0], np.int32), "unravel_index clipped rows")
+    close(np.asarray(cols), A([3, 1, 3, 0, 0], np.int32), "unravel_index clipped columns")
+    check_types(cases)
+    assert fnp.s_[1:2, ::3] == (slice(1, 2), slice(None, None, 3)) and fnp.index_exp[1] == (1,)
+
+
+def test_group2_errors_match_jax() -> None:
+    check_errors([
+        Case("bincount float", lambda M: M.bincount(A([1.0]))),
+        Case("bincount 2d", lambda M: M.bincount(A([[1]]))),
+        Case("bincount weights", lambda M: M.bincount(A([1, 2]), A([1.0]))),
+        Case("digitize 2d bins", lambda M: M.digitize(A([1.0]), A([[1.0]]))),
+        Case("histogram weights", lambda M: M.histogram(A([1.0, 2.0]), weights=A([1.0]))),
+        Case("histogram range", lambda M: M.histogram(A([1.0, 2.0]), range=(0.0, 1.0, 2.0))),
+        Case("histogramdd bins", lambda M: M.histogramdd(np.ones((3, 2)), bins=[2, 3, 4])),
+        Case("cov 3d", lambda M: M.cov(np.ones((2, 2, 2)))),
+        Case("cov fweights float", lambda M: M.cov(np.ones((2, 3)), fweights=A([1.0, 2.0, 3.0]))),
+        Case("cov fweights count", lambda M: M.cov(np.ones((2, 3)), fweights=A([1, 2]))),
+        Case("cross dims", lambda M: M.cross(A([1.0, 2.0, 3.0, 4.0]), A([1.0, 2.0, 3.0, 4.0]))),
+        Case("vecdot axes", lambda M: M.vecdot(np.ones(3), np.ones(4))),
+        Case("gradient small", lambda M: M.gradient(A([1.0]))),
+        Case("gradient spacing count", lambda M: M.gradient(np.ones((3, 3)), 1.0, 2.0, 3.0)),
+        Case("gradient edge_order", lambda M: M.gradient(np.ones(3), edge_order=1)),
+        Case("rot90 1d", lambda M: M.rot90(np.ones(3))),
+        Case("rot90 same axes", lambda M: M.rot90(np.ones((2, 2)), axes=(1, 1))),
+        Case("rollaxis start", lambda M: M.rollaxis(np.ones((2, 2)), 0, 5)),
+        Case("resize negative", lambda M: M.resize(np.ones(3), (-1, 2))),
+        Case("vsplit 0d", lambda M: M.vsplit(A(1.0), 2)),
+        Case("dsplit 2d", lambda M: M.dsplit(np.ones((2, 2)), 2)),
+        Case("block tuple", lambda M: M.block((np.ones(2), np.ones(2)))),
+        Case("block empty", lambda M: M.block([])),
+        Case("block depths", lambda M: M.block([[np.ones(2)], np.ones(2)])),
+        Case("choose float", lambda M: M.choose(A([0.0]), [A([1])])),
+        Case("choose range", lambda M: M.choose(A([2]), [A([1]), A([2])])),
+        Case("choose mode", lambda M: M.choose(A([0]), [A([1])], mode="bad")),
+        Case("put inplace", lambda M: M.put(np.ones(3), A([0]), 1.0)),
+        Case("put raise", lambda M: M.put(np.ones(3), A([0]), 1.0, mode="raise", inplace=False)),
+        Case("put_along_axis inplace", lambda M: M.put_along_axis(np.ones(3), A([0]), 1.0, axis=0)),
+        Case("put_along_axis ndim", lambda M: M.put_along_axis(np.ones((3, 3)), A([0]), 1.0, axis=0, inplace=False)),
+        Case("place sizes", lambda M: M.place(np.ones(3), A([True]), A([1.0]), inplace=False)),
+        Case("place empty vals", lambda M: M.place(np.ones(2), A([True, False]), np.ones(0), inplace=False)),
+        Case("vander 2d", lambda M: M.vander(np.ones((2, 2)))),
+        Case("vander N", lambda M: M.vander(np.ones(2), -1)),
+        Case("ix_ 2d", lambda M: M.ix_(np.ones((2, 2), np.int32))),
+        Case("ix_ bool", lambda M: M.ix_(A([True, False]))),
+        Case("diag_indices negative", lambda M: M.diag_indices(-1)),
+        Case("tril_indices_from 1d", lambda M: M.tril_indices_from(np.ones(3))),
+        Case("ravel_multi_index range", lambda M: M.ravel_multi_index((A([3]), A([0])), (3, 4))),
+        Case("ravel_multi_index float", lambda M: M.ravel_multi_index((A([1.0]), A([0])), (3, 4), mode="clip")),
+        Case("ravel_multi_index mode", lambda M: M.ravel_multi_index((A([1]), A([0])), (3, 4), mode="bad")),
+        Case("fill_diagonal inplace", lambda M: M.fill_diagonal(np.ones((2, 2)), 0.0)),
+        Case("fill_diagonal shape", lambda M: M.fill_diagonal(np.ones((2, 3, 2)), 0.0, inplace=False)),
+        Case("r_ directive", lambda M: M.r_["x", A([1])]),
+        Case("packbits float", lambda M: M.packbits(A([1.0]))),
+        Case("vectorize excluded", lambda M: M.vectorize(abs, excluded={1.5})),
+        Case("vectorize negative", lambda M: M.vectorize(abs, excluded={-1})),
+        Case("vectorize core sizes", lambda M: M.vectorize(lambda a, b: a @ b, signature="(n),(n)->()")(np.ones(2), np.ones(3))),
+        Case("vectorize core rank", lambda M: M.vectorize(lambda a: a, signature="(n,m)->(n)")(np.ones(2))),
+        Case("vectorize arguments", lambda M: M.vectorize(lambda a, b: a, signature="(n),(n)->()")(np.ones(2))),
+        Case("packbits order", lambda M: M.packbits(A([1]), bitorder="middle")),
+        Case("unpackbits int8", lambda M: M.unpackbits(A([1], np.int8))),
+    ])
+
+
+# ------------------------------------------------------------------- group 3
+
+P3 = A([1.0, -2.0, 3.5], np.float32)
+Q3 = A([2.0, 0.5], np.float32)
+U3 = A([1.0, -3.0, -2.0, 4.0], np.float32)
+
+
+def polydiv_ref(u: NDArray, v: NDArray) -> tuple[NDArray, NDArray]:
+    # JAX's remainder keeps u's length (NumPy's trims it).
+    q, r = np.polydiv(u, v)
+    return q, np.concatenate([np.zeros(u.shape[0] - r.shape[0]), r])
+
+
+def group3_cases() -> list[Case]:
+    windows = [
+        Case(f"{name} {m}", lambda M, name=name, m=m: getattr(M, name)(m))
+        for name in ("bartlett", "blackman", "hamming", "hanning") for m in (0, 1, 2, 7)
+    ]
+    return [
+        *windows,
+        Case("kaiser", lambda M: M.kaiser(12, 14.0)),
+        Case("kaiser small", lambda M: M.kaiser(5, 0.5)),
+        Case("kaiser 1", lambda M: M.kaiser(1, 3.0)),
+        Case("i0", lambda M, x: M.i0(x), (A([0.0, 0.5, -3.0, 8.0, 9.5, 30.0, -80.0], np.float32),), jit=True),
+        Case("i0 int", lambda M, x: M.i0(x), (A([0, 1, 2], np.int32),)),
+        Case("poly", lambda M, r: M.poly(r), (A([1.0, 2.0, -3.0], np.float32),), jit=True),
+        Case("poly int", lambda M: M.poly(A([1, 2]))),
+        Case("poly empty", lambda M: M.poly(np.zeros(0, np.float32))),
+        Case("polyval", lambda M, p, x: M.polyval(p, x), (P3, A([0.0, 1.0, 2.5], np.float32)), jit=True),
+        Case("polyval weak", lambda M, p: M.polyval(p, 2.0), (P3,)),
+        Case("polyval int", lambda M: M.polyval(A([1, 2, 3]), 2)),
+        Case("polyval 2d", lambda M, p, x: M.polyval(p, x), (np.arange(6, dtype=np.float32).reshape(3, 2), A([1.0, 2.0], np.float32))),
+        Case("polyadd", lambda M, p, q: M.polyadd(p, q), (P3, Q3)),
+        Case("polysub", lambda M, p, q: M.polysub(p, q), (Q3, P3)),
+        Case("polymul", lambda M, p, q: M.polymul(p, q), (P3, Q3), jit=True),
+        Case("polymul int", lambda M: M.polymul(A([1, 2]), A([3, 4, 5]))),
+        Case("polymul trim", lambda M: M.polymul(A([0.0, 0.0, 1.0, 2.0]), A([0.0, 3.0]), trim_leading_zeros=True), ref=lambda: np.polymul(A([1.0, 2.0]), A([3.0]))),
+        Case("polyder", lambda M, p: M.polyder(p), (P3,)),
+        Case("polyder 2", lambda M: M.polyder(A([1, 2, 3, 4]), 2)),
+        Case("polyder 0", lambda M, p: M.polyder(p, 0), (P3,)),
+        Case("polyint", lambda M, p: M.polyint(p), (P3,)),
+        Case("polyint k", lambda M, p, k: M.polyint(p, 2, k), (P3, A([1.0, 2.0], np.float32))),
+        Case("polyint scalar k", lambda M, p: M.polyint(p, 3, 1.5), (P3,)),
+        Case("polydiv", lambda M, u, v: M.polydiv(u, v), (U3, Q3), polydiv_ref, jit=True),
+        Case("polydiv trim", lambda M, u, v: M.polydiv(u, v, trim_leading_zeros=True), (U3, Q3), np.polydiv),
+        Case("iscomplex", lambda M, x: M.iscomplex(x), (P3,)),
+        Case("isreal", lambda M: M.isreal(2.0)),
+        Case("array_equiv", lambda M, x: M.array_equiv(x, M.tile(x, (2, 1))), (P3,)),
+        Case("array_equiv differ", lambda M, x: M.array_equiv(x, x + 1), (P3,)),
+    ]
+
+
+def test_group3_values_match_numpy_eagerly() -> None:
+    check_table(group3_cases())
+
+
+def test_jitted_cases_match_jax() -> None:
+    # One compilation per library for the marked cases of every group.
+    check_jitted([c for c in group1_cases() + group2_cases() + group3_cases() if c.jit])
+
+
+def test_group3_types_match_jax_in_both_x64_modes() -> None:
+    check_types([
+        *group3_cases(),
+        Case("i0 f16", lambda M: M.i0(A([1.0], np.float16))),
+        Case("i0 weak", lambda M: M.i0(1.0)),
+        Case("i0 bool", lambda M: M.i0(A([True]))),
+        Case("kaiser int beta", lambda M: M.kaiser(4, 2)),
+        Case("polyadd weak", lambda M: M.polyadd(A([1, 2], np.int8), A([3]))),
+        Case("polyval int8 weak", lambda M: M.polyval(A([1, 2], np.int8), 3)),
+        Case("polyint int8", lambda M: M.polyint(A([1, 2], np.int8))),
+        Case("polydiv f16", lambda M: M.polydiv(A([1.0, 2.0], np.float16), A([1.0], np.float16))),
+        Case("int_", lambda M: M.int_(3.7)),
+        Case("double", lambda M: M.double(3)),
+        Case("single", lambda M: M.single(3)),
+        Case("float_", lambda M: M.float_(A([1], np.int8))),
+        Case("uint", lambda M: M.uint(3)),
+        Case("bool", lambda M: M.bool(A([0, 2]))),
+    ])
+
+
+def test_type_names_dtype_queries_printing_and_io_are_jaxs(tmp_path: Any) -> None:
+    for name in ("generic", "number", "integer", "signedinteger", "unsignedinteger", "inexact", "floating",
+                 "complexfloating", "character", "flexible", "dtype", "can_cast", "array_repr", "array_str",
+                 "save", "savez"):
+        assert getattr(fnp, name) is getattr(jnp, name), name
+    for name in ("bool", "double", "single", "float_", "int_", "uint"):
+        assert np.dtype(getattr(fnp, name)) == np.dtype(getattr(jnp, name)), name
+    assert fnp.issubdtype(fnp.float32, fnp.floating) and fnp.issubdtype(fnp.int_, fnp.signedinteger)
+    assert isinstance(np.float32(1), fnp.floating) and not fnp.issubdtype(fnp.uint, fnp.signedinteger)
+    kinds: list[Any] = ["bool", "signed integer", "unsigned integer", "integral", "real floating",
+                        "complex floating", "numeric", np.int8, ("bool", "real floating")]
+    for d in ("bool", "int8", "int64", "uint32", "bfloat16", "float16", "float64", "complex64", "int4", "float8_e4m3fn"):
+        for k in kinds:
+            assert fnp.isdtype(getattr(jnp, d), k) == jnp.isdtype(getattr(jnp, d), k), (d, k)
+    for v in (1j, np.complex64(1), 1.0, None, "a", A([1.0]), A([1j]), fnp.ones(2), [1j]):
+        assert fnp.iscomplexobj(v) == jnp.iscomplexobj(v) and fnp.isrealobj(v) == jnp.isrealobj(v), v
+    with fnp.printoptions(precision=2):
+        assert fnp.get_printoptions()["precision"] == 2 == jnp.get_printoptions()["precision"]
+    assert fnp.get_printoptions() == np.get_printoptions()
+    for it in (1, [1], A(1), A([1]), fnp.ones(2), "ab"):
+        assert fnp.iterable(it) == jnp.iterable(it), it
+    x = A([1.5, -2.0], np.float32)
+    fnp.save(tmp_path / "x.npy", fnp.asarray(x))
+    loaded = fnp.load(tmp_path / "x.npy")
+    assert isinstance(loaded, fnp.ndarray) and loaded.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(loaded), x)
+    assert fnp.frombuffer(x.tobytes(), dtype=np.float32).dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(fnp.frombuffer(x.tobytes(), dtype=np.float32)), x)
+    np.testing.assert_array_equal(np.asarray(fnp.fromstring("1 2 3", sep=" ")), np.asarray(jnp.fromstring("1 2 3", sep=" ")))
+    np.testing.assert_array_equal(np.asarray(fnp.from_dlpack(x)), x)
+    check_errors([
+        Case("fromiter", lambda M: M.fromiter(iter([1]), dtype=np.float32)),
+        Case("fromfile", lambda M: M.fromfile("x")),
+        Case("isdtype kind", lambda M: M.isdtype(np.float32, "reals")),
+        Case("isdtype kind type", lambda M: M.isdtype(np.float32, 3.5)),
+        Case("polyder negative", lambda M: M.polyder(P3, -1)),
+        Case("polyint negative", lambda M: M.polyint(P3, -1)),
+        Case("polyint k", lambda M: M.polyint(P3, 2, A([1.0, 2.0, 3.0]))),
+        Case("poly 2d", lambda M: M.poly(np.ones((2, 3)))),
+        Case("array_equiv shapes", lambda M: M.array_equiv(P3, Q3)),  # JAX: TypeError (NumPy: False)
+    ])

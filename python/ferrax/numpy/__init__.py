@@ -239,13 +239,22 @@ from ferrax.numpy._breadth2 import (
     cross, diagflat, digitize, dsplit, ediff1d, fromfunction, geomspace, gradient, histogram,
     histogram2d, histogram_bin_edges, histogramdd, hsplit, matvec, partition, place, put,
     put_along_axis, resize, rollaxis, rot90, trapezoid, trim_zeros, unwrap, vander, vdot,
-    vecdot, vecmat, vectorize, vsplit,
+    vecdot, vecmat, vectorize, vsplit, packbits, unpackbits, spacing,
 )
 from ferrax.numpy._index_tricks import (
     c_, diag_indices, diag_indices_from, fill_diagonal, index_exp, indices, ix_, mask_indices,
     mgrid, ogrid, r_, ravel_multi_index, s_, tril_indices, tril_indices_from, triu_indices,
     triu_indices_from, unravel_index,
 )
+from ferrax.numpy._poly import poly, polyadd, polyder, polydiv, polyint, polymul, polysub, polyval
+from ferrax.numpy._types_io import (
+    array_equiv, array_repr, array_str, bool, can_cast, character, complexfloating, double, dtype,
+    flexible, float_, floating, from_dlpack, frombuffer, fromfile, fromiter, fromstring, generic,
+    get_printoptions, inexact, int_, integer, iscomplex, iscomplexobj, isdtype, isreal, isrealobj,
+    iterable, load, number, printoptions, save, savez, set_printoptions, signedinteger, single, uint,
+    unsignedinteger,
+)
+from ferrax.numpy._windows import bartlett, blackman, hamming, hanning, i0, kaiser
 __all__ += [
     "amax", "amin", "append", "argwhere", "broadcast_arrays", "compress", "concat", "copy",
     "copysign", "deg2rad", "degrees", "delete", "extract", "fabs", "flatnonzero", "float_power",
@@ -257,10 +266,18 @@ __all__ += [
     "geomspace", "gradient", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd",
     "hsplit", "matvec", "partition", "place", "put", "put_along_axis", "resize", "rollaxis",
     "rot90", "trapezoid", "trim_zeros", "unwrap", "vander", "vdot", "vecdot", "vecmat",
-    "vectorize", "vsplit",
+    "vectorize", "vsplit", "packbits", "unpackbits", "spacing",
     "c_", "diag_indices", "diag_indices_from", "fill_diagonal", "index_exp", "indices", "ix_",
     "mask_indices", "mgrid", "ogrid", "r_", "ravel_multi_index", "s_", "tril_indices",
     "tril_indices_from", "triu_indices", "triu_indices_from", "unravel_index",
+    "poly", "polyadd", "polyder", "polydiv", "polyint", "polymul", "polysub", "polyval",
+    "array_equiv", "array_repr", "array_str", "bool", "can_cast", "character", "complexfloating",
+    "double", "dtype", "flexible", "float_", "floating", "from_dlpack", "frombuffer", "fromfile",
+    "fromiter", "fromstring", "generic", "get_printoptions", "inexact", "int_", "integer",
+    "iscomplex", "iscomplexobj", "isdtype", "isreal", "isrealobj", "iterable", "load", "number",
+    "printoptions", "save", "savez", "set_printoptions", "signedinteger", "single", "uint",
+    "unsignedinteger",
+    "bartlett", "blackman", "hamming", "hanning", "i0", "kaiser",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,

@@ -39,6 +39,7 @@ from ferrax.numpy._promotion import (
     promote_dtypes,
 )
 from ferrax.numpy import _reductions
+from ferrax.numpy._breadth import _promote_inexact
 from ferrax.numpy._shape import normalize_axes, normalize_axis
 
 __all__ = [
@@ -52,7 +53,7 @@ __all__ = [
     "geomspace", "gradient", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd",
     "hsplit", "matvec", "partition", "place", "put", "put_along_axis", "resize", "rollaxis",
     "rot90", "trapezoid", "trim_zeros", "unwrap", "vander", "vdot", "vecdot", "vecmat",
-    "vectorize", "vsplit",
+    "vectorize", "vsplit", "packbits", "unpackbits", "spacing",
 ]
 
 
@@ -694,13 +695,13 @@ def histogram(
 ) -> tuple[Array, Array]:
     """The (weighted) counts of ``a`` in each bin, and the bin edges."""
     if weights is None:
-        (arr,) = promote_args_inexact("histogram", as_array(a, "histogram"))
+        (arr,) = _promote_inexact("histogram", as_array(a, "histogram"))
         w = fnp.ones_like(arr)
     else:
         arr, w = as_array(a, "histogram"), as_array(weights, "histogram", 2)
         if arr.shape != w.shape:
             raise ValueError(f"weights should have the same shape as a, at {_location()}")
-        arr, w = promote_args_inexact("histogram", arr, w)
+        arr, w = _promote_inexact("histogram", arr, w)
     edges = histogram_bin_edges(arr, bins, range, w)
     index = fnp.searchsorted(edges, arr, side="right")
     index = fnp.where(fnp.equal(arr, edges[-1]), edges.shape[0] - 1, index)
@@ -720,13 +721,13 @@ def histogramdd(
     """The counts of the ``(N, D)`` points ``sample`` in a D-dimensional grid of bins,
     and each dimension's edges."""
     if weights is None:
-        (pts,) = promote_args_inexact("histogramdd", as_array(sample, "histogramdd"))
+        (pts,) = _promote_inexact("histogramdd", as_array(sample, "histogramdd"))
         w: Array | None = None
     else:
         pts, w = as_array(sample, "histogramdd"), as_array(weights, "histogramdd", 3)
         if w.shape != pts.shape[:1]:
             raise ValueError(f"should have one weight for each sample, at {_location()}")
-        pts, w = promote_args_inexact("histogramdd", pts, w)
+        pts, w = _promote_inexact("histogramdd", pts, w)
     n, d = pts.shape
     if range is not None and (len(range) != d or builtins.any(r is not None and len(r) != 2 for r in range)):
         raise ValueError(f"For sample.shape={(n, d)}, range must be a sequence of {d} pairs or Nones; got range={range}, at {_location()}")
@@ -926,13 +927,13 @@ def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: ArrayLike = 1.0, axi
     """The integral of ``y`` along ``axis`` by the trapezoidal rule (sample points
     ``x`` or spacing ``dx``)."""
     if x is None:
-        (ya,) = promote_args_inexact("trapezoid", as_array(y, "trapezoid"))
+        (ya,) = _promote_inexact("trapezoid", as_array(y, "trapezoid"))
         step = fnp.asarray(dx)
         if step.ndim > 0:
             step = fnp.expand_dims(step, tuple(builtins.range(ya.ndim - step.ndim)))
             step = fnp.moveaxis(step, axis, -1)
     else:
-        ya, xa = promote_args_inexact("trapezoid", as_array(y, "trapezoid"), as_array(x, "trapezoid", 1))
+        ya, xa = _promote_inexact("trapezoid", as_array(y, "trapezoid"), as_array(x, "trapezoid", 1))
         step = fnp.diff(xa) if xa.ndim == 1 else fnp.moveaxis(fnp.diff(xa, axis=axis), axis, -1)
     ya = fnp.moveaxis(ya, axis, -1)
     if step.ndim == 0 or step.shape[-1] == 1:
@@ -947,7 +948,7 @@ def gradient(f: ArrayLike, *varargs: ArrayLike, axis: int | Sequence[int] | None
     for one axis, else a list."""
     if edge_order is not None:
         raise NotImplementedError(f"The 'edge_order' argument to jnp.gradient is not supported, at {_location()}")
-    a, *spacing = promote_args_inexact("gradient", f, *varargs)
+    a, *spacing = _promote_inexact("gradient", f, *varargs)
 
     def along(h: Any, ax: int) -> Array:
         def cut(v: Array, lo: int | None, hi: int | None) -> Array:
@@ -1119,27 +1120,28 @@ def trim_zeros(filt: ArrayLike, trim: str = "fb", axis: int | Sequence[int] | No
     return arr[tuple(cuts)]
 
 
-def _split_along(name: str, ary: ArrayLike, sections: Any, axis: int, min_ndim: int) -> list[Array]:
+def _split_along(name: str, ary: ArrayLike, sections: Any, axis: int) -> list[Array]:
     arr = as_array(ary, name)
-    if arr.ndim < min_ndim:
-        raise ValueError(f"{name} only works on arrays of {min_ndim} or more dimensions, at {_location()}")
+    if axis >= arr.ndim:
+        # As JAX, which reads the axis' size from the shape tuple.
+        raise IndexError(f"tuple index out of range ({name} splits axis {axis} of a {arr.ndim}-d array), at {_location()}")
     return fnp.split(arr, sections, axis=axis)
 
 
 def hsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]:
     """``ary`` split column-wise (along axis 1, or 0 for vectors)."""
     arr = as_array(ary, "hsplit")
-    return _split_along("hsplit", arr, indices_or_sections, 1 if arr.ndim > 1 else 0, 1)
+    return _split_along("hsplit", arr, indices_or_sections, 1 if arr.ndim > 1 else 0)
 
 
 def vsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]:
-    """``ary`` (at least 2-d) split row-wise (along axis 0)."""
-    return _split_along("vsplit", ary, indices_or_sections, 0, 2)
+    """``ary`` split row-wise (along axis 0)."""
+    return _split_along("vsplit", ary, indices_or_sections, 0)
 
 
 def dsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike) -> list[Array]:
     """``ary`` (at least 3-d) split depth-wise (along axis 2)."""
-    return _split_along("dsplit", ary, indices_or_sections, 2, 3)
+    return _split_along("dsplit", ary, indices_or_sections, 2)
 
 
 def block(arrays: ArrayLike | list[Any]) -> Array:
@@ -1403,39 +1405,36 @@ def _parse_signature(signature: str) -> tuple[list[tuple[str, ...]], list[tuple[
     return parse(ins), parse(outs)
 
 
-class vectorize:
+def vectorize(pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None = None) -> Any:
     """``pyfunc`` vectorized over the leading (broadcast) axes of its array arguments
     by ``vmap``, as ``jax.numpy.vectorize``: ``signature`` names core dimensions
-    (``"(n),(n)->()"``), ``excluded`` the arguments passed as they are."""
+    (``"(n),(n)->()"``), ``excluded`` the positions (or keyword names) of arguments
+    passed as they are."""
+    import functools
 
-    def __init__(self, pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None = None) -> None:
-        self.pyfunc = pyfunc
-        self.excluded = frozenset(excluded)
-        self.signature = signature
-        self.__doc__ = getattr(pyfunc, "__doc__", None)
-        self.__name__ = getattr(pyfunc, "__name__", "vectorized")
+    if builtins.any(not isinstance(e, (str, int)) for e in excluded):
+        raise TypeError(
+            f"jax.numpy.vectorize can only exclude integer or string arguments, but excluded={excluded!r}, "
+            f"at {_location()}"
+        )
+    if builtins.any(isinstance(e, int) and e < 0 for e in excluded):
+        raise ValueError(f"excluded={excluded!r} contains negative numbers, at {_location()}")
+    cores_in: list[tuple[str, ...]] | None = None
+    if signature is not None:
+        cores_in, _ = _parse_signature(signature)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    @functools.wraps(pyfunc)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
         from ferrax import vmap
 
-        excluded = {i for i in self.excluded if isinstance(i, int)} | {k for k in kwargs if k in self.excluded}
-        if any(isinstance(i, str) and i not in kwargs for i in self.excluded):
-            pass
         fixed_kwargs = {k: v for k, v in kwargs.items() if k in excluded}
-        moving = {k: v for k, v in kwargs.items() if k not in excluded}
-        if moving:
-            raise NotImplementedError(f"vectorize: keyword arguments not excluded are not supported, at {_location()}")
         positions = [i for i in builtins.range(len(args)) if i not in excluded]
         arrays = [fnp.asarray(args[i]) for i in positions]
-        if self.signature is None:
-            cores: list[tuple[str, ...]] = [()] * len(arrays)
-            out_cores: list[tuple[str, ...]] | None = None
-        else:
-            cores, out_cores = _parse_signature(self.signature)
-            if len(cores) != len(arrays):
-                raise TypeError(
-                    f"wrong number of positional arguments: expected {len(cores)}, got {len(arrays)}, at {_location()}"
-                )
+        cores = [()] * len(arrays) if cores_in is None else cores_in
+        if len(cores) != len(arrays):
+            raise TypeError(
+                f"wrong number of positional arguments: expected {len(cores)}, got {len(arrays)}, at {_location()}"
+            )
         sizes: dict[str, int] = {}
         for x, core in zip(arrays, cores):
             if x.ndim < len(core):
@@ -1445,24 +1444,24 @@ class vectorize:
                 )
             for name, n in zip(core, x.shape[x.ndim - len(core):]):
                 if sizes.setdefault(name, n) != n:
-                    raise ValueError(f"inconsistent size for core dimension {name!r}: {n} vs {sizes[name]}, at {_location()}")
-        loops = [x.shape[: x.ndim - len(c)] for x, c in zip(arrays, cores)]
-        batch = fnp.broadcast_shapes(*loops) if loops else ()
+                    raise ValueError(
+                        f"inconsistent size for core dimension {name!r}: {n} vs {sizes[name]}, at {_location()}"
+                    )
+        batch = fnp.broadcast_shapes(*(x.shape[: x.ndim - len(c)] for x, c in zip(arrays, cores))) if arrays else ()
         arrays = [fnp.broadcast_to(x, batch + x.shape[x.ndim - len(c):]) for x, c in zip(arrays, cores)]
 
         def call(*xs: Any) -> Any:
             full = list(args)
             for i, x in zip(positions, xs):
                 full[i] = x
-            return self.pyfunc(*full, **fixed_kwargs)
+            return pyfunc(*full, **fixed_kwargs)
 
         f = call
         for _ in batch:
             f = vmap(f)
-        result = f(*arrays)
-        if out_cores is not None and len(out_cores) == 1 and isinstance(result, tuple):
-            raise ValueError(f"output must be a single array for signature with one output, at {_location()}")
-        return result
+        return f(*arrays)
+
+    return wrapped
 
 
 # -------------------------------------------------------------------- partitions
@@ -1505,3 +1504,90 @@ def argpartition(a: ArrayLike, kth: int, axis: int = -1) -> Array:
     proxy = f(fnp.ones(x.shape, np.float32), bottom)
     top = lax.top_k(proxy, x.shape[-1] - k - 1)[1]
     return fnp.swapaxes(lax.concatenate([bottom, top], x.ndim - 1), -1, ax)
+
+
+# ----------------------------------------------------------------------- bits
+
+
+def _bit_order(bitorder: str) -> None:
+    if bitorder not in ("little", "big"):
+        raise ValueError(f"'order' must be either 'little' or 'big', at {_location()}")
+
+
+def packbits(a: ArrayLike, axis: int | None = None, bitorder: str = "big") -> Array:
+    """The truth of each element of ``a`` packed eight to a uint8 along ``axis`` (the
+    flattened ``a`` for None), zero-padded; the first bit the most significant unless
+    ``bitorder='little'``."""
+    arr = as_array(a, "packbits")
+    if not (dtypes.is_int(np.dtype(arr.dtype)) or arr.dtype == np.bool_):
+        raise TypeError(f"Expected an input array of integer or boolean data type, at {_location()}")
+    _bit_order(bitorder)
+    u8 = np.dtype(np.uint8)
+    bits = fnp.not_equal(arr, fnp.zeros((), arr.dtype))
+    x = lax.convert_element_type(bits, u8)
+    shifts = fnp.arange(8, dtype=u8)
+    if bitorder == "big":
+        shifts = shifts[::-1]
+    if axis is None:
+        x, axis = fnp.ravel(x), 0
+    x = fnp.swapaxes(x, axis, -1)
+    rest = x.shape[-1] % 8
+    if rest:
+        x = lax.pad(x, convert(0, u8), [(0, 0, 0)] * (x.ndim - 1) + [(0, 8 - rest, 0)])
+    x = fnp.reshape(x, x.shape[:-1] + (x.shape[-1] // 8, 8))
+    packed = fnp.astype(fnp.sum(fnp.left_shift(x, fnp.expand_dims(shifts, tuple(builtins.range(x.ndim - 1)))), -1), u8)
+    return fnp.swapaxes(packed, axis, -1)
+
+
+def unpackbits(a: ArrayLike, axis: int | None = None, count: int | None = None, bitorder: str = "big") -> Array:
+    """The bits of the uint8 ``a`` as uint8 zeros and ones along ``axis`` (the
+    flattened ``a`` for None), the first ``count`` of them (zero-padded) if given."""
+    arr = as_array(a, "unpackbits")
+    if arr.dtype != np.uint8:
+        raise TypeError(f"Expected an input array of unsigned byte data type, at {_location()}")
+    _bit_order(bitorder)
+    u8 = np.dtype(np.uint8)
+    masks = fnp.left_shift(fnp.asarray(1), fnp.arange(8, dtype=u8))
+    if bitorder == "big":
+        masks = masks[::-1]
+    x = arr
+    if axis is None:
+        x, axis = fnp.ravel(x), 0
+    x = fnp.swapaxes(x, axis, -1)
+    unpacked = fnp.astype(fnp.greater(fnp.bitwise_and(x[..., None], fnp.expand_dims(masks, tuple(builtins.range(x.ndim)))), 0), u8)
+    unpacked = fnp.reshape(unpacked, unpacked.shape[:-2] + (-1,))
+    if count is not None:
+        if count > unpacked.shape[-1]:
+            unpacked = fnp.pad(unpacked, [(0, 0)] * (unpacked.ndim - 1) + [(0, count - unpacked.shape[-1])])
+        else:
+            unpacked = unpacked[..., :count]
+    return fnp.swapaxes(unpacked, axis, -1)
+
+
+def _step_bits(x: Array, up: Array) -> Array:
+    """The neighbouring float of each element of ``x``: one unit in the last place
+    away from zero where ``up`` is true, towards zero elsewhere (its bits plus or minus
+    one; zeros, infinities and NaNs are the caller's)."""
+    it = _bits_int(np.dtype(x.dtype))
+    bits = lax.bitcast_convert_type(x, it)
+    stepped = fnp.where(up, lax.add(bits, convert(1, it)), lax.sub(bits, convert(1, it)))
+    return lax.bitcast_convert_type(stepped, np.dtype(x.dtype))
+
+
+def spacing(x: ArrayLike, /) -> Array:
+    """The distance from each element of ``x`` to its neighbour away from zero (towards
+    +inf for float16, as JAX), signed as ``x``; the smallest subnormal at zero."""
+    (arr,) = promote_args_inexact("spacing", x)
+    d = np.dtype(arr.dtype)
+    tiny = float(fnp.finfo(d).smallest_subnormal)
+    zero = lax.eq(arr, _like(arr, 0))
+    if d == np.float16:
+        # nextafter(x, +inf): away from zero above it, towards zero below, +tiny at both zeros.
+        up = _step_bits(arr, fnp.logical_not(fnp.signbit(arr)))
+        special = fnp.logical_or(fnp.isnan(arr), lax.eq(arr, _like(arr, np.inf)))
+        nxt = fnp.where(zero, _like(arr, tiny), fnp.where(special, arr, up))
+        return lax.sub(nxt, arr)
+    nxt = _step_bits(arr, fnp.ones(arr.shape, np.bool_))
+    result = lax.sub(nxt, arr)
+    # At zero (and where XLA flushes a subnormal difference to zero) the smallest subnormal.
+    return fnp.where(lax.eq(result, _like(arr, 0)), copysign(_like(arr, tiny), arr), result)

@@ -21,7 +21,7 @@ import numpy as np
 from ferrax import dtypes, lax
 from ferrax import numpy as fnp
 from ferrax._array import Array
-from ferrax._core import Tracer, to_numpy
+from ferrax._core import Tracer, to_numpy, trace_state
 from ferrax._lax.bits import threefry2x32
 from ferrax._user_frames import user_location
 from ferrax.tree_util import register_pytree_node
@@ -336,7 +336,9 @@ def _key_words(data: Any) -> tuple[Any, Any]:
 
 
 def _known(*xs: Any) -> bool:
-    return not any(isinstance(x, Tracer) for x in xs)
+    # Known values computed now, with NumPy around the primitive; not while staging
+    # (``jit``/``make_jaxpr``), where even a closed-over key's work is captured.
+    return not trace_state().dynamic and not any(isinstance(x, Tracer) for x in xs)
 
 
 def _hash_known(data: Any, hi: Any, lo: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

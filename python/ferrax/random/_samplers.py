@@ -65,7 +65,11 @@ def _canonical_shape(shape: Any) -> tuple[int, ...]:
             f"{shape!r}, at {user_location()}"
         ) from None
     if any(d < 0 for d in out):
-        raise ValueError(f"shape {out} has a negative dimension, at {user_location()}")
+        # JAX's error where it checks (its broadcasts; uniform fails later, in MLIR).
+        raise TypeError(
+            "Only non-negative indices are allowed when broadcasting static shapes, but got "
+            f"shape {out}, at {user_location()}"
+        )
     return out
 
 
