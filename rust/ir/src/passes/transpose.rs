@@ -229,6 +229,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
         | Squeeze | ExpandDims | Rev | Concatenate | Split | ShardingConstraint => Ok(()),
         Cumsum => Ok(()),
+        ReducePrecision => Ok(()),
         Psum | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll | ShardMap => Ok(()),
         Slice | Pad => Ok(()),
         Jit | Remat | Scan => Ok(()),
@@ -1511,6 +1512,11 @@ impl Transposer<'_> {
             }
             Rev => {
                 let r = self.emit1(i, Rev, vec![gv], e.params().clone())?;
+                self.give(i, ins[0], r)?;
+            }
+            // JAX's rule: the cotangent rounded the same way.
+            ReducePrecision => {
+                let r = self.emit1(i, ReducePrecision, vec![gv], e.params().clone())?;
                 self.give(i, ins[0], r)?;
             }
             Cumsum => {
