@@ -13,7 +13,7 @@ rules), so eager, jitted and JAX agree.
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, SupportsIndex
 
 import ml_dtypes
 import numpy as np
@@ -137,8 +137,8 @@ def _nextafter(x: NDArray, y: NDArray) -> NDArray:
     ``y``. XLA compares with subnormals flushed to zero in float32, float64 and bfloat16
     (computed in float32): two operands that are each zero or subnormal are equal there;
     float16 compares exactly."""
-    x, y = np.broadcast_arrays(np.atleast_1d(x), np.atleast_1d(y))
     shape = np.broadcast_shapes(np.shape(x), np.shape(y))
+    x, y = np.broadcast_arrays(np.atleast_1d(x), np.atleast_1d(y))
     f = _Format(x.dtype)
     a, b = x.view(f.uint), y.view(f.uint)
     ma, mb = a & f.magnitude, b & f.magnitude
@@ -161,8 +161,9 @@ def _reduce_precision(x: NDArray, *, exponent_bits: int, mantissa_bits: int) -> 
     """XLA's ``reduce_precision``, bit for bit: the mantissa rounded to nearest even at
     ``mantissa_bits`` (a carry may raise the exponent, up to an infinity), then exponents
     above the narrow format's range become infinities and those at or below its smallest
-    normal exponent zeros (no subnormals), signs kept. A NaN stays the same NaN (bfloat16,
-    which XLA computes in float32: the quiet NaN of its sign)."""
+    normal exponent zeros (no subnormals), signs kept. A NaN stays the same NaN, but in
+    bfloat16, which XLA computes in float32, becomes the quiet NaN of its sign (unless
+    the format holds float32's, where XLA drops the operation)."""
     x = np.asarray(x)
     shape = x.shape
     x = np.atleast_1d(x)
@@ -182,7 +183,8 @@ def _reduce_precision(x: NDArray, *, exponent_bits: int, mantissa_bits: int) -> 
         v = np.where(e <= f.u((bias - reduced) << f.mantissa_bits), zero, v)
     bits = x.view(f.uint)
     nan = (bits & f.magnitude) > f.exponent
-    kept = (bits & f.sign) | f.nan if x.dtype == ml_dtypes.bfloat16 else bits
+    through_f32 = x.dtype == ml_dtypes.bfloat16 and (exponent_bits < 8 or mantissa_bits < 23)
+    kept = (bits & f.sign) | f.nan if through_f32 else bits
     out: NDArray = np.where(nan, kept, v).astype(f.uint).view(x.dtype).reshape(shape)
     return out
 
@@ -264,12 +266,13 @@ def _concrete_bits(value: Any, what: str) -> int:
     return operator.index(value)
 
 
-def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Array:
+def reduce_precision(operand: Any, exponent_bits: SupportsIndex, mantissa_bits: SupportsIndex) -> Array:
     """``operand`` rounded to the float format of ``exponent_bits`` and
     ``mantissa_bits`` and back to its dtype (XLA's ``ReducePrecision``): the mantissa to
     nearest even, out-of-range exponents to infinities, values below the format's
-    smallest normal to zeros; NaN stays NaN. Floats only; the counts are Python integers
-    (``exponent_bits`` at least 1, ``mantissa_bits`` at least 0, as JAX checks).
+    smallest normal to zeros; NaN stays NaN. Floats only; the counts are integers known
+    while tracing (``operator.index``: ``exponent_bits`` at least 1, ``mantissa_bits`` at
+    least 0, as JAX checks).
     ``reduce_precision(x, 5, 10)`` rounds as float16 does (without its subnormals),
     ``reduce_precision(x, 8, 7)`` as bfloat16."""
     e = _concrete_bits(exponent_bits, "exponent_bits")

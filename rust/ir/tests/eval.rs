@@ -2097,6 +2097,14 @@ fn case_reduce_precision() {
         &[vec![0xffe1, 0x7fc1]],
     );
     assert_eq!(got, [0xffc0, 0x7fc0]);
+    // (A format holding f32's: XLA drops the operation, the NaN is kept.)
+    let got = on_bits(
+        Builtin::ReducePrecision,
+        rp(8, 23),
+        BF16,
+        &[vec![0xffe1, 0x7fc1]],
+    );
+    assert_eq!(got, [0xffe1, 0x7fc1]);
     let got = on_bits(
         Builtin::ReducePrecision,
         rp(5, 0),

@@ -270,8 +270,9 @@ pub(super) fn nextafter(x: &HostArray, y: &HostArray) -> R<HostArray> {
 /// mantissa rounded to nearest even (a carry may raise the exponent, up to an
 /// infinity); then exponents above the narrow format's range become infinities and
 /// those at or below its smallest normal exponent become zeros (no subnormals), signs
-/// kept. NaN stays NaN with its pattern (`bf16`, which XLA computes through `f32`:
-/// the quiet NaN of its sign).
+/// kept. NaN stays NaN with its pattern, but in `bf16`, which XLA computes through
+/// `f32`, becomes the quiet NaN of its sign (unless the format holds `f32`'s, where
+/// XLA drops the operation).
 pub(super) fn reduce_precision(
     x: &HostArray,
     exponent_bits: i64,
@@ -305,12 +306,13 @@ pub(super) fn reduce_precision(
         }
         v
     };
+    let through_f32 = x.dtype == DType::BF16 && (exponent_bits < 8 || mantissa_bits < 23);
     let out = patterns(x)?
         .into_iter()
-        .map(|b| match (fmt.is_nan(b), x.dtype) {
-            (true, DType::BF16) => (b & sign) | fmt.canonical_nan(),
-            (true, _) => b,
-            (false, _) => round(b),
+        .map(|b| match fmt.is_nan(b) {
+            true if through_f32 => (b & sign) | fmt.canonical_nan(),
+            true => b,
+            false => round(b),
         })
         .collect();
     Ok(HostArray {
