@@ -125,8 +125,11 @@ def _logical_axes(name: str, x: Any, axes: Sequence[int]) -> tuple[int, ...]:
     """``axes`` checked as JAX's errors go: an axis outside ``-rank..rank`` is an
     IndexError (JAX's shape rule); a negative or repeated one a ValueError (JAX accepts
     them while tracing and fails to lower them)."""
-    rank = len(aval_of(x).shape)
+    aval = aval_of(x)
+    rank = len(aval.shape)
     out = tuple(operator.index(a) for a in axes)
+    if dtypes.is_float(aval.dtype):
+        return out  # the shape rule refuses the dtype first, as JAX's does
     for a in out:
         if not -rank <= a < rank:
             raise IndexError(f"{name}: axis {a} is out of bounds for an operand of rank {rank}, at {user_location()}")
