@@ -143,6 +143,11 @@ CASES = [
     _c("reduce_max", lambda x: lax.reduce_max(x, (0,)), S),
     _c("reduce_min", lambda x: lax.reduce_min(x, (0, 1)), S),
     _c("reduce_prod", lambda x: lax.reduce_prod(x, (1,)), S),
+    # The logical reductions (each integer dtype's whole range), nextafter and
+    # reduce_precision (issue 12; bit for bit against JAX in test_logical_and_precision.py).
+    *[_c(n, lambda x, n=n: getattr(lax, n)(x, (1,)), S, shift=True) for n in ("reduce_and", "reduce_or", "reduce_xor")],
+    _c("nextafter", lax.nextafter, S, S),
+    _c("reduce_precision", lambda x: lax.reduce_precision(x, 4, 2), S),
     _c("argmax", lambda x: lax.argmax(x, 1, np.int32), S),
     _c("argmin", lambda x: lax.argmin(x, 0, np.int32), S),
     _c("broadcast_in_dim", lambda x: lax.broadcast_in_dim(x, (4, 2, 3), (1, 2)), S),

@@ -231,6 +231,48 @@ def gen_threefry2x32(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Cas
     return [Case("scalar keys", threefry_op, (u(), u(), u(4), u(4))), Case("arrays", threefry_op, (u(3), u(3), u(3), u(3)))]
 
 
+def logical_reduction(name: str) -> Gen:
+    """reduce_and/or/xor: integer (signed and unsigned) and bool operands, float0
+    tangents (JAX has no rule but zeros for these)."""
+
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        x = rng.integers(-100, 100, (2, 3)).astype(int_dtype(dtype))
+        b = rng.integers(0, 2, (2, 3)).astype(bool)
+        return [
+            Case("int", call(name, (1,)), (x,)),
+            Case("uint all axes", call(name, (0, 1)), (x.astype(np.uint8),)),
+            Case("bool", call(name, (0,)), (b,)),
+        ]
+
+    return gen
+
+
+def gen_nextafter(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    """JAX 0.10 has no derivative rule for nextafter (differentiating it raises there and
+    in ferrax: test_logical_and_precision.py checks that); its operands without tangents
+    (behind stop_gradient) differentiate as zeros, the nextafter itself evaluated."""
+
+    def op(L: Any) -> Callable[..., Any]:
+        return lambda a, b: L.nextafter(L.stop_gradient(a), L.stop_gradient(b))
+
+    return [
+        Case("stop_gradient", op, (normal(rng, (2, 3), dtype), normal(rng, (2, 3), dtype)), grads=False),
+        Case("scalar", op, (normal(rng, (2, 3), dtype), normal(rng, (), dtype)), grads=False),
+    ]
+
+
+def gen_reduce_precision(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    """To the dtype's own format (the identity: finite differences apply) and to a
+    narrower one (a staircase at that scale: JAX's rule, linear, compared with JAX only)."""
+    own = {F32: (8, 23), F16: (5, 10)}.get(dtype, (11, 52))
+    narrow = (5, 10) if dtype.itemsize >= 4 else (4, 3)
+    return [
+        Case(f"own format {own}", call("reduce_precision", *own), (normal(rng, (2, 3), dtype),)),
+        Case(f"narrower {narrow}", call("reduce_precision", *narrow), (normal(rng, (2, 3), dtype),), grads=False),
+        Case("scalar", call("reduce_precision", *narrow), (normal(rng, (), dtype),), grads=False),
+    ]
+
+
 def off_the_steps(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> NDArray:
     """Integers plus 0.1 to 0.4, either sign: away from where floor, ceil and round jump
     (integers, half-integers), so finite differences see their zero derivative."""
@@ -924,6 +966,12 @@ CASES: dict[str, Gen] = {
     "reduce_prod": reduction("reduce_prod", zeros=True),
     "argmax": arg_reduction("argmax"),
     "argmin": arg_reduction("argmin"),
+    # the logical reductions, nextafter and reduce_precision (issue 12)
+    "reduce_and": logical_reduction("reduce_and"),
+    "reduce_or": logical_reduction("reduce_or"),
+    "reduce_xor": logical_reduction("reduce_xor"),
+    "nextafter": gen_nextafter,
+    "reduce_precision": gen_reduce_precision,
     "broadcast_in_dim": gen_broadcast_in_dim,
     "reshape": gen_reshape,
     "transpose": gen_transpose,

@@ -307,6 +307,28 @@ for fn, ref in REDUCTIONS:
         if d in SAMPLE:
             case(fn, f"{short(d)}-empty", lambda L, x, fn=fn: getattr(L, fn)(x, (0,)), np.zeros((0, 3), d))
 
+# The logical reductions (issue 12): every dtype (floats refused by both), several axes
+# on a sample, and the empty-extent identities (all ones, zero).
+LOGICAL_REDUCTIONS: list[tuple[str, np.ufunc]] = [
+    ("reduce_and", np.bitwise_and), ("reduce_or", np.bitwise_or), ("reduce_xor", np.bitwise_xor)
+]
+for fn, ufunc in LOGICAL_REDUCTIONS:
+    for d in ALL:
+        for axes in [(1,)] if d not in SAMPLE else [(0,), (1,), (0, 1), ()]:
+            case(fn, f"{short(d)}-{axes}", lambda L, x, fn=fn, axes=axes: getattr(L, fn)(x, axes),
+                 values(d).reshape(3, 4), numpy=lambda x, u=ufunc, axes=axes: u.reduce(x, axis=axes))
+        if d in SAMPLE:
+            case(fn, f"{short(d)}-empty", lambda L, x, fn=fn: getattr(L, fn)(x, (0,)), np.zeros((0, 3), d))
+
+# nextafter (every dtype: floats only, in both) and reduce_precision (formats narrower
+# and wider than the dtype's) on values with zeros, infinities and NaN; bit for bit, with
+# subnormals, in test_logical_and_precision.py.
+for d in ALL:
+    case("nextafter", short(d), lambda L, x, y: L.nextafter(x, y), values(d), values(d, 1),
+         numpy=np.nextafter if d in FLOATS else None)
+    for fmt in [(5, 10)] if d not in SAMPLE else [(5, 10), (8, 7), (2, 1), (20, 60)]:
+        case("reduce_precision", f"{short(d)}-{fmt}", lambda L, x, fmt=fmt: L.reduce_precision(x, *fmt), values(d))
+
 ARG_REDUCTIONS: list[tuple[str, Call]] = [("argmax", np.argmax), ("argmin", np.argmin)]
 for fn, ref in ARG_REDUCTIONS:
     for d in ALL:

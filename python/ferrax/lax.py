@@ -30,6 +30,8 @@ from ferrax._array import Array
 from ferrax._core import ConcreteArray, to_numpy
 from ferrax._lax._operands import scalar
 from ferrax._lax.bits import bitcast_convert_type, clz, population_count
+from ferrax._lax.bits import nextafter, reduce_precision
+from ferrax._lax.reductions import reduce_and, reduce_or, reduce_xor
 from ferrax._lax.convenience import (
     associative_scan,
     batch_matmul,
@@ -205,6 +207,8 @@ __all__ = [
     "with_sharding_constraint",
     # bits
     "bitcast_convert_type", "clz", "population_count",
+    # the logical reductions; floats as bit patterns
+    "nextafter", "reduce_and", "reduce_or", "reduce_precision", "reduce_xor",
     # compositions of primitives
     "associative_scan", "batch_matmul", "broadcast", "broadcast_shapes", "broadcast_to_rank",
     "collapse", "dot", "dynamic_update_index_in_dim", "dynamic_update_slice_in_dim", "full",

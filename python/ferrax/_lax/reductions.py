@@ -1,7 +1,9 @@
-"""Reductions: sum, max, min, prod over axes; argmax and argmin."""
+"""Reductions: sum, max, min, prod over axes; the logical reductions and, or, xor;
+argmax and argmin."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -9,14 +11,17 @@ import numpy as np
 
 from ferrax import dtypes
 from ferrax._array import Array
-from ferrax._core import ConcreteArray, Primitive
+from ferrax._core import ConcreteArray, Primitive, aval_of, user_location
 from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, canonical_dtype, quiet, scalar
 from ferrax._lax.elementwise import convert_element_type, div, eq, mul
 from ferrax._lax.elementwise import _zero_rule as zero_rule
 from ferrax._lax.structural import broadcast_in_dim, pad, reshape, slice, squeeze
 
-__all__ = ["argmax", "argmin", "reduce_max", "reduce_min", "reduce_prod", "reduce_sum"]
+__all__ = [
+    "argmax", "argmin", "reduce_and", "reduce_max", "reduce_min", "reduce_or", "reduce_prod", "reduce_sum",
+    "reduce_xor",
+]
 
 NDArray = np.ndarray[Any, Any]
 
@@ -53,6 +58,22 @@ reduce_sum_p = _reduction("reduce_sum", np.sum, None)
 reduce_prod_p = _reduction("reduce_prod", np.prod, None)
 reduce_max_p = _reduction("reduce_max", np.max, _lowest)
 reduce_min_p = _reduction("reduce_min", np.min, _highest)
+
+
+def _logical(name: str, ufunc: np.ufunc, identity: int) -> Primitive:
+    p = Primitive.builtin(name)
+
+    @p.def_impl
+    def _impl(x: NDArray, *, axes: tuple[int, ...]) -> Any:
+        # XLA's identities over no elements: all ones for and (True), zero for or, xor.
+        return ufunc.reduce(x, axis=tuple(axes), initial=np.array(identity).astype(x.dtype)[()])
+
+    return p
+
+
+reduce_and_p = _logical("reduce_and", np.bitwise_and, -1)
+reduce_or_p = _logical("reduce_or", np.bitwise_or, 0)
+reduce_xor_p = _logical("reduce_xor", np.bitwise_xor, 0)
 
 
 def _arg(name: str, pick: Callable[..., Any]) -> Primitive:
@@ -98,6 +119,44 @@ def reduce_min(operand: Any, axes: Sequence[int]) -> Array:
     """Minimum over ``axes`` (NaN if any is NaN; the highest value, inf for floats, over
     zero elements)."""
     return bind1(reduce_min_p, scalar(operand), axes=_axes(axes))
+
+
+def _logical_axes(name: str, x: Any, axes: Sequence[int]) -> tuple[int, ...]:
+    """``axes`` checked as JAX's errors go: an axis outside ``-rank..rank`` is an
+    IndexError (JAX's shape rule); a negative or repeated one a ValueError (JAX accepts
+    them while tracing and fails to lower them)."""
+    aval = aval_of(x)
+    rank = len(aval.shape)
+    out = tuple(operator.index(a) for a in axes)
+    if dtypes.is_float(aval.dtype):
+        return out  # the shape rule refuses the dtype first, as JAX's does
+    for a in out:
+        if not -rank <= a < rank:
+            raise IndexError(f"{name}: axis {a} is out of bounds for an operand of rank {rank}, at {user_location()}")
+    if any(a < 0 for a in out) or len(set(out)) != len(out):
+        raise ValueError(f"{name}: axes {out} must be distinct and in [0, {rank}), at {user_location()}")
+    return out
+
+
+def reduce_and(operand: Any, axes: Sequence[int]) -> Array:
+    """Bitwise and over ``axes`` (bool or integer operands: ``all`` for bools; all ones,
+    True, over zero elements). Never weakly typed."""
+    x = scalar(operand)
+    return bind1(reduce_and_p, x, axes=_logical_axes("reduce_and", x, axes))
+
+
+def reduce_or(operand: Any, axes: Sequence[int]) -> Array:
+    """Bitwise or over ``axes`` (bool or integer operands: ``any`` for bools; zero,
+    False, over zero elements). Never weakly typed."""
+    x = scalar(operand)
+    return bind1(reduce_or_p, x, axes=_logical_axes("reduce_or", x, axes))
+
+
+def reduce_xor(operand: Any, axes: Sequence[int]) -> Array:
+    """Bitwise exclusive or over ``axes`` (bool or integer operands: parity for bools;
+    zero, False, over zero elements). Never weakly typed."""
+    x = scalar(operand)
+    return bind1(reduce_xor_p, x, axes=_logical_axes("reduce_xor", x, axes))
 
 
 def argmax(operand: Any, axis: int, index_dtype: Any) -> Array:
@@ -173,6 +232,9 @@ def _reduce_prod_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, axes: t
 reduce_prod_p.def_jvp(_reduce_prod_jvp)
 zero_rule(argmax_p)
 zero_rule(argmin_p)
+# Integer and bool results: zero (float0) tangents, as JAX's.
+for _p in (reduce_and_p, reduce_or_p, reduce_xor_p):
+    zero_rule(_p)
 
 
 # ---------------------------------------------------------------------------- batching
@@ -190,6 +252,8 @@ def _install_batching() -> None:
         prim.def_batch(rule)
 
     for prim in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, argmax_p, argmin_p):
+        rule_for(prim)
+    for prim in (reduce_and_p, reduce_or_p, reduce_xor_p):
         rule_for(prim)
 
 

@@ -151,6 +151,7 @@ from ferrax.numpy._ufuncs import (
     isfinite,
     sinh,
 )
+from ferrax.numpy._ufuncs import nextafter
 
 # NumPy breadth (issue 12 item 3): ferrax.numpy._breadth; linspace, repeat, std and var
 # there extend the core ones (retstep/axis, total_repeat_length, where=).
@@ -199,6 +200,7 @@ __all__ = [
     "sign", "sin", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "trunc", "where",
     "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh",
     "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "exp2", "isfinite", "sinh",
+    "nextafter",
     # reductions
     "all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std", "sum", "var",
     # sorting and cumulative reductions

@@ -265,7 +265,7 @@ def _reduce_sum(x: Array, axes: Sequence[int], dtype: np.dtype[Any]) -> Array:
     if promoted != x.dtype:
         x = convert(x, dtype, False)
     if x.dtype == np.bool_:
-        return lax.reduce_max(x, tuple(axes))
+        return lax.reduce_or(x, tuple(axes))
     return lax.reduce_sum(x, tuple(axes))
 
 

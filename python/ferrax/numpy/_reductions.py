@@ -70,8 +70,8 @@ def _accumulate(
     if result == np.bool_:
         # A bool sum is "any", a bool product "all" (JAX's reduce_or/reduce_and).
         reduce, combine = {
-            "sum": (lax.reduce_max, _ufuncs.bitwise_or),
-            "prod": (lax.reduce_min, _ufuncs.bitwise_and),
+            "sum": (lax.reduce_or, _ufuncs.bitwise_or),
+            "prod": (lax.reduce_and, _ufuncs.bitwise_and),
         }[name]
     out = reduce(x, axes)
     if initial is not None:
@@ -202,24 +202,25 @@ def min(
 
 
 def _truth(name: str, a: ArrayLike) -> Array:
+    """The operand as bools (nonzero is true; NaN too), by ``convert_element_type`` as JAX."""
     x = as_array(a, name)
-    return x if x.dtype == np.bool_ else lax.ne(x, convert(0, x.dtype, False))
+    return convert(x, np.dtype(np.bool_), False)
 
 
 def all(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False, where: ArrayLike | None = None) -> Array:
-    """Whether every element over ``axis`` (where ``where`` is true) is true (nonzero);
-    true for no elements."""
+    """Whether every element over ``axis`` (where ``where`` is true) is true (nonzero):
+    ``reduce_and`` of the operand as bools, as ``jax.numpy``; true for no elements."""
     x = _masked(_truth("all", a), where, True)
     axes = normalize_axes(axis, x.ndim, "all")
-    return _finish(lax.reduce_min(x, axes), axes, keepdims)
+    return _finish(lax.reduce_and(x, axes), axes, keepdims)
 
 
 def any(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False, where: ArrayLike | None = None) -> Array:
-    """Whether some element over ``axis`` (where ``where`` is true) is true (nonzero);
-    false for no elements."""
+    """Whether some element over ``axis`` (where ``where`` is true) is true (nonzero):
+    ``reduce_or`` of the operand as bools, as ``jax.numpy``; false for no elements."""
     x = _masked(_truth("any", a), where, False)
     axes = normalize_axes(axis, x.ndim, "any")
-    return _finish(lax.reduce_max(x, axes), axes, keepdims)
+    return _finish(lax.reduce_or(x, axes), axes, keepdims)
 
 
 def _arg(name: str, reduce: Any, a: ArrayLike, axis: int | None, keepdims: bool) -> Array:

@@ -43,6 +43,7 @@ __all__ = [
     # the inverse and hyperbolic functions, cbrt, exp2, isfinite (issue 12)
     "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh",
     "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "exp2", "isfinite", "sinh",
+    "nextafter",
 ]
 
 
@@ -442,6 +443,13 @@ def arctan2(x1: ArrayLike, x2: ArrayLike, /) -> Array:
     signs of both; integers and bools as float32."""
     a, b = promote_args_inexact("arctan2", x1, x2)
     return lax.atan2(a, b)
+
+
+def nextafter(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """The float next to ``x1`` towards ``x2`` (``lax.nextafter`` after promotion to a
+    common float dtype; integers and bools as float32)."""
+    a, b = promote_args_inexact("nextafter", x1, x2)
+    return lax.nextafter(a, b)
 
 
 def sinh(x: ArrayLike, /) -> Array:

@@ -189,6 +189,12 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::ReduceProd, case_reduce_prod),
     (Builtin::Argmax, case_argmax),
     (Builtin::Argmin, case_argmin),
+    // The logical reductions, nextafter and reduce_precision (issue 12).
+    (Builtin::ReduceAnd, case_logical_reductions),
+    (Builtin::ReduceOr, case_logical_reductions),
+    (Builtin::ReduceXor, case_logical_reductions),
+    (Builtin::Nextafter, case_nextafter),
+    (Builtin::ReducePrecision, case_reduce_precision),
     (Builtin::BroadcastInDim, case_broadcast_in_dim),
     (Builtin::Reshape, case_reshape),
     (Builtin::Transpose, case_transpose),
@@ -1854,6 +1860,265 @@ fn argp(axis: i64, index_dtype: DType) -> Params {
         ("axes", ints(&[axis])),
         ("index_dtype", Param::DType(index_dtype)),
     ])
+}
+
+#[test]
+fn case_logical_reductions() {
+    let x = ia(I8, &[2, 3], &[0b0110, -1, 0b0011, 0b0101, 0b0100, -128]);
+    let reduce =
+        |p: Builtin, axes_: &[i64], x: &HostArray| run1(p, axes(axes_), std::slice::from_ref(x));
+    assert_same(
+        &reduce(Builtin::ReduceAnd, &[1], &x),
+        &ia(I8, &[2], &[0b0010, 0]),
+    );
+    assert_same(
+        &reduce(Builtin::ReduceOr, &[0], &x),
+        &ia(I8, &[3], &[0b0111, -1, -125]),
+    );
+    assert_same(
+        &reduce(Builtin::ReduceXor, &[0, 1], &x),
+        &ia(I8, &[], &[0b0110 ^ -1 ^ 0b0011 ^ 0b0101 ^ 0b0100 ^ -128]),
+    );
+    // No axes: the operand itself.
+    assert_same(&reduce(Builtin::ReduceXor, &[], &x), &x);
+    // Unsigned dtypes: and's identity is all ones of the width (u64 as its pattern).
+    for (d, ones) in [(U8, 255), (U32, u32::MAX as i64), (U64, -1)] {
+        let empty = HostArray::zeros(sh(&[0, 2]), d);
+        assert_same(
+            &reduce(Builtin::ReduceAnd, &[0], &empty),
+            &ia(d, &[2], &[ones; 2]),
+        );
+        assert_same(
+            &reduce(Builtin::ReduceOr, &[0], &empty),
+            &ia(d, &[2], &[0; 2]),
+        );
+        assert_same(
+            &reduce(Builtin::ReduceXor, &[0], &empty),
+            &ia(d, &[2], &[0; 2]),
+        );
+    }
+    let u = HostArray::from_u64(sh(&[3]), U64, vec![1 << 63, 3, 1 << 63 | 1]).unwrap();
+    assert_same(
+        &reduce(Builtin::ReduceXor, &[0], &u),
+        &HostArray::from_u64(sh(&[]), U64, vec![2]).unwrap(),
+    );
+    // Booleans: all, any and parity; empty reductions give true, false, false.
+    let b = ba(&[2, 3], &[true, true, false, true, true, true]);
+    assert_same(
+        &reduce(Builtin::ReduceAnd, &[1], &b),
+        &ba(&[2], &[false, true]),
+    );
+    assert_same(
+        &reduce(Builtin::ReduceOr, &[0], &b),
+        &ba(&[3], &[true, true, true]),
+    );
+    assert_same(
+        &reduce(Builtin::ReduceXor, &[1], &b),
+        &ba(&[2], &[false, true]),
+    );
+    let empty = ba(&[0], &[]);
+    assert_same(&reduce(Builtin::ReduceAnd, &[0], &empty), &ba(&[], &[true]));
+    assert_same(&reduce(Builtin::ReduceOr, &[0], &empty), &ba(&[], &[false]));
+    assert_same(
+        &reduce(Builtin::ReduceXor, &[0], &empty),
+        &ba(&[], &[false]),
+    );
+}
+
+/// Bit patterns of `nextafter` and `reduce_precision` computed by JAX 0.10.2 on CPU (the
+/// generating script heads the file).
+const FLOAT_BITS: &str = include_str!("eval_tables/float_bits.txt");
+
+/// The lines of [`FLOAT_BITS`] whose words start with `head`, as the rest of their
+/// words (hex patterns), with the dtype named by the line's second word.
+fn float_bits_lines<'a>(
+    head: &'a str,
+) -> impl Iterator<Item = (DType, Vec<&'a str>, Vec<u64>)> + 'a {
+    FLOAT_BITS
+        .lines()
+        .filter(move |l| l.split_whitespace().next() == Some(head))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let dtype = match words[1] {
+                "F16" => F16,
+                "BF16" => BF16,
+                "F32" => F32,
+                _ => F64,
+            };
+            let (labels, hex): (Vec<&str>, Vec<&str>) = (
+                words[2..]
+                    .iter()
+                    .take_while(|w| !is_pattern(w))
+                    .copied()
+                    .collect(),
+                words[2..]
+                    .iter()
+                    .skip_while(|w| !is_pattern(w))
+                    .copied()
+                    .collect(),
+            );
+            let bits = hex
+                .iter()
+                .map(|h| u64::from_str_radix(h, 16).unwrap())
+                .collect();
+            (dtype, labels, bits)
+        })
+}
+
+/// A hex pattern of the table (labels are words like `vals`, `out`, `in` or small
+/// decimal numbers).
+fn is_pattern(word: &str) -> bool {
+    word.len() >= 4 && word.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// The unsigned dtype of a float dtype's width.
+fn bits_dtype(d: DType) -> DType {
+    match d {
+        F64 => U64,
+        F32 => U32,
+        _ => DType::U16,
+    }
+}
+
+/// Runs `prim[p]` on float operands of `dtype` given as bit patterns and returns the
+/// result's patterns (bitcasts in and out, in the evaluated jaxpr).
+fn on_bits(prim: Builtin, p: Params, dtype: DType, args: &[Vec<u64>]) -> Vec<u64> {
+    let u = bits_dtype(dtype);
+    let mut b = JaxprBuilder::new();
+    let cast = |to: DType| params(vec![("new_dtype", Param::DType(to))]);
+    let ins: Vec<Atom> = args
+        .iter()
+        .map(|a| {
+            let v = invar(&mut b, av(u, &[a.len() as i64]));
+            eqn1(&mut b, Builtin::BitcastConvertType, vec![v], cast(dtype))
+        })
+        .collect();
+    let out = eqn1(&mut b, prim, ins, p);
+    let out = eqn1(&mut b, Builtin::BitcastConvertType, vec![out], cast(u));
+    let j = b.build(vec![out]).unwrap();
+    let hosts: Vec<HostArray> = args
+        .iter()
+        .map(|a| HostArray::from_u64(sh(&[a.len() as i64]), u, a.clone()).unwrap())
+        .collect();
+    let got = eval_jaxpr(&j, &[], &hosts).unwrap_or_else(|e| panic!("{}: {e}", prim.name()));
+    let width = 8 * u.size_bytes() as u32;
+    let keep = if width == 64 {
+        u64::MAX
+    } else {
+        (1 << width) - 1
+    };
+    got[0]
+        .as_i64()
+        .unwrap()
+        .iter()
+        .map(|&v| v as u64 & keep)
+        .collect()
+}
+
+#[test]
+fn case_nextafter() {
+    // JAX's values over every pair of zeros, subnormals, normals, extremes, infinities
+    // and NaN: XLA flushes f32/f64/bf16 subnormals to zero when it compares, f16 not.
+    let lines: Vec<_> = float_bits_lines("NEXTAFTER").collect();
+    assert_eq!(lines.len(), 8, "two lines per float dtype");
+    for pair in lines.chunks(2) {
+        let (dtype, vals, want) = (pair[0].0, &pair[0].2, &pair[1].2);
+        let xs: Vec<u64> = vals
+            .iter()
+            .flat_map(|&v| std::iter::repeat_n(v, vals.len()))
+            .collect();
+        let ys: Vec<u64> = (0..vals.len()).flat_map(|_| vals.iter().copied()).collect();
+        let got = on_bits(Builtin::Nextafter, none(), dtype, &[xs.clone(), ys.clone()]);
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert_eq!(
+                g, w,
+                "nextafter({:#x}, {:#x}) in {dtype}: {g:#x}, JAX's {w:#x}",
+                xs[i], ys[i]
+            );
+        }
+    }
+    // A scalar broadcast against a vector, in f64 values.
+    let got = bin(
+        Builtin::Nextafter,
+        fa(F64, &[3], &[1.0, 0.0, -2.0]),
+        fa(F64, &[], &[0.5]),
+    );
+    let want = [
+        1.0 - f64::EPSILON / 2.0,
+        f64::from_bits(1),
+        -2.0 + f64::EPSILON,
+    ];
+    assert_same(&got, &fa(F64, &[3], &want));
+}
+
+#[test]
+fn case_reduce_precision() {
+    // JAX's values on zeros, infinities, f16 and bf16 extremes, subnormals and random
+    // patterns, to a few (exponent, mantissa) formats, wider ones included.
+    let mut inputs: Option<(DType, Vec<u64>)> = None;
+    let mut checked = 0;
+    for (dtype, labels, bits) in float_bits_lines("RP") {
+        if labels == ["in"] {
+            inputs = Some((dtype, bits));
+            continue;
+        }
+        let (in_dtype, xs) = inputs.as_ref().expect("an RP in line first");
+        assert_eq!(*in_dtype, dtype);
+        let e: i64 = labels[0].parse().unwrap();
+        let m: i64 = labels[1].parse().unwrap();
+        let p = params(vec![
+            ("exponent_bits", Param::Int(e)),
+            ("mantissa_bits", Param::Int(m)),
+        ]);
+        let got = on_bits(Builtin::ReducePrecision, p, dtype, std::slice::from_ref(xs));
+        for (i, (&g, &w)) in got.iter().zip(&bits).enumerate() {
+            assert_eq!(
+                g, w,
+                "reduce_precision({:#x}, {e}, {m}) in {dtype}: {g:#x}, JAX's {w:#x}",
+                xs[i]
+            );
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 24, "six formats for each of four dtypes");
+    // NaN stays NaN, even with no mantissa bits left (XLA keeps it; bf16's is quieted).
+    let rp = |e: i64, m: i64| {
+        params(vec![
+            ("exponent_bits", Param::Int(e)),
+            ("mantissa_bits", Param::Int(m)),
+        ])
+    };
+    // (Quiet NaNs: the evaluator's f64 storage quiets signalling ones.)
+    let nans = vec![0x7fc0_0001, 0xffc0_0100, 0x7fc0_0000];
+    let got = on_bits(
+        Builtin::ReducePrecision,
+        rp(2, 0),
+        F32,
+        std::slice::from_ref(&nans),
+    );
+    assert_eq!(got, nans);
+    let got = on_bits(
+        Builtin::ReducePrecision,
+        rp(5, 3),
+        BF16,
+        &[vec![0xffe1, 0x7fc1]],
+    );
+    assert_eq!(got, [0xffc0, 0x7fc0]);
+    // (A format holding f32's: XLA drops the operation, the NaN is kept.)
+    let got = on_bits(
+        Builtin::ReducePrecision,
+        rp(8, 23),
+        BF16,
+        &[vec![0xffe1, 0x7fc1]],
+    );
+    assert_eq!(got, [0xffe1, 0x7fc1]);
+    let got = on_bits(
+        Builtin::ReducePrecision,
+        rp(5, 0),
+        F16,
+        &[vec![0xfe01, 0x7e10]],
+    );
+    assert_eq!(got, [0xfe01, 0x7e10]);
 }
 
 #[test]

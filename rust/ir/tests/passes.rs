@@ -385,6 +385,25 @@ fn cost_of_sorting_and_running_reductions() {
 }
 
 #[test]
+fn cost_of_logical_reductions_nextafter_and_reduce_precision() {
+    // jax_logical_precision.jaxpr: the logical reductions and the integer comparison and
+    // conversion are integer work (free); two nextafters and a reduce_precision of f32[3]
+    // and one of bf16[3] cost one operation per element (the bf16 conversion is free).
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/jaxprs/jax_logical_precision.jaxpr"
+    ))
+    .unwrap();
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with(";;"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let j = ferrax_ir::text::parse_jaxpr(&body).unwrap();
+    assert_eq!(ferrax_ir::passes::cost(&j).flops, 3.0 * 4.0);
+}
+
+#[test]
 fn cost_of_gather_scatter_and_rev() {
     // Gathers, plain scatters and rev move data (no flops); a combining scatter does one
     // operation per update element, on float operands only.

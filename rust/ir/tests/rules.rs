@@ -5328,13 +5328,252 @@ fn windowed_cases(t: &mut Table) {
     );
 }
 
+/// The logical reductions, `nextafter` and `reduce_precision` (checked against JAX
+/// 0.10.2's `make_jaxpr`).
+fn logical_and_precision_cases(t: &mut Table) {
+    use Builtin::{Nextafter, ReduceAnd, ReduceOr, ReducePrecision, ReduceXor};
+    let axes = |v: &[i64]| ps([("axes", ints(v))]);
+    for p in [ReduceAnd, ReduceOr, ReduceXor] {
+        t.ok(
+            "bool",
+            p,
+            vec![a(BOOL, &[3, 2])],
+            axes(&[0]),
+            vec![a(BOOL, &[2])],
+        );
+        for d in [I8, I16, I32, I64, U8, U16, U32, U64] {
+            t.ok("int", p, vec![a(d, &[3, 2])], axes(&[1]), vec![a(d, &[3])]);
+        }
+        t.ok(
+            "all axes",
+            p,
+            vec![a(U8, &[2, 0, 4])],
+            axes(&[2, 0, 1]),
+            vec![a(U8, &[])],
+        );
+        t.ok(
+            "no axes",
+            p,
+            vec![a(I32, &[3, 2])],
+            axes(&[]),
+            vec![a(I32, &[3, 2])],
+        );
+        // JAX strips the weak type (`reduce_and` of a weak int is a strong int).
+        t.ok(
+            "weak stripped",
+            p,
+            vec![w(a(I32, &[3]))],
+            axes(&[0]),
+            vec![a(I32, &[])],
+        );
+        t.ok(
+            "weak scalar",
+            p,
+            vec![w(a(I32, &[]))],
+            axes(&[]),
+            vec![a(I32, &[])],
+        );
+        // JAX: "logical reduction requires operand dtype bool or int, got float32".
+        for d in [F16, BF16, F32, F64] {
+            t.err(
+                "float",
+                p,
+                vec![a(d, &[3])],
+                axes(&[0]),
+                Variant::DType,
+                &["operand 0 has dtype", "bool or an integer dtype"],
+            );
+        }
+        // JAX traces these and fails to lower them (or, out of range, raises IndexError).
+        t.err(
+            "duplicate axis",
+            p,
+            vec![a(I32, &[3, 2])],
+            axes(&[0, 0]),
+            Variant::BadParam,
+            &["param 'axes'", "axis 0 appears twice"],
+        );
+        t.err(
+            "negative axis",
+            p,
+            vec![a(I32, &[3, 2])],
+            axes(&[-1]),
+            Variant::BadParam,
+            &["axis -1 is out of range for rank 2"],
+        );
+        t.err(
+            "axis 1 of rank 1",
+            p,
+            vec![a(BOOL, &[3])],
+            axes(&[1]),
+            Variant::BadParam,
+            &["axis 1 is out of range for rank 1"],
+        );
+        t.err(
+            "no axes",
+            p,
+            vec![a(BOOL, &[3])],
+            no_params(),
+            Variant::MissingParam,
+            &["'axes'"],
+        );
+        // JAX 0.10's logical reductions carry no out_sharding (reduce_sum's do).
+        t.err(
+            "out_sharding",
+            p,
+            vec![a(BOOL, &[3])],
+            ps([("axes", ints(&[0])), ("out_sharding", Param::None)]),
+            Variant::UnknownParam,
+            &["unknown param 'out_sharding'"],
+        );
+        t.err(
+            "arity",
+            p,
+            vec![a(BOOL, &[3]); 2],
+            axes(&[0]),
+            Variant::Arity,
+            &["takes 1"],
+        );
+    }
+
+    // nextafter: two floats of one dtype (JAX: "nextafter does not accept dtype int32 at
+    // position 0"; lax.nextafter does not promote).
+    binary_common(t, Nextafter, F32, F32);
+    for d in [F16, BF16, F64] {
+        t.ok(
+            "float",
+            Nextafter,
+            vec![a(d, &[2]), a(d, &[2])],
+            no_params(),
+            vec![a(d, &[2])],
+        );
+    }
+    for d in [I32, U8, BOOL] {
+        t.err(
+            "not float",
+            Nextafter,
+            vec![a(d, &[2]), a(d, &[2])],
+            no_params(),
+            Variant::DType,
+            &["operand 0 has dtype", "float"],
+        );
+    }
+    t.err(
+        "dtypes differ",
+        Nextafter,
+        vec![a(F32, &[3]), a(F16, &[3])],
+        no_params(),
+        Variant::Operands,
+        &["f32 and f16 differ"],
+    );
+
+    // reduce_precision: a float, its type out (weak type kept); exponent_bits >= 1 and
+    // mantissa_bits >= 0 (JAX's ValueErrors), any larger count (a no-op).
+    let bits = |e: i64, m: i64| {
+        ps([
+            ("exponent_bits", Param::Int(e)),
+            ("mantissa_bits", Param::Int(m)),
+        ])
+    };
+    let rp = ReducePrecision;
+    for d in [F16, BF16, F32, F64] {
+        t.ok(
+            "float",
+            rp,
+            vec![a(d, &[2, 3])],
+            bits(5, 10),
+            vec![a(d, &[2, 3])],
+        );
+    }
+    t.ok(
+        "weak kept",
+        rp,
+        vec![w(a(F32, &[]))],
+        bits(8, 7),
+        vec![w(a(F32, &[]))],
+    );
+    t.ok(
+        "narrowest",
+        rp,
+        vec![a(F32, &[3])],
+        bits(1, 0),
+        vec![a(F32, &[3])],
+    );
+    t.ok(
+        "wider",
+        rp,
+        vec![a(F16, &[3])],
+        bits(20, 60),
+        vec![a(F16, &[3])],
+    );
+    for d in [I32, U8, BOOL] {
+        t.err(
+            "not float",
+            rp,
+            vec![a(d, &[3])],
+            bits(5, 10),
+            Variant::DType,
+            &["operand 0 has dtype", "a float dtype"],
+        );
+    }
+    t.err(
+        "no exponent bits",
+        rp,
+        vec![a(F32, &[3])],
+        bits(0, 10),
+        Variant::BadParam,
+        &["param 'exponent_bits'", "must be positive; got 0"],
+    );
+    t.err(
+        "negative mantissa bits",
+        rp,
+        vec![a(F32, &[3])],
+        bits(5, -1),
+        Variant::BadParam,
+        &["param 'mantissa_bits'", "must be non-negative; got -1"],
+    );
+    t.err(
+        "beyond i32",
+        rp,
+        vec![a(F32, &[3])],
+        bits(1 << 31, 3),
+        Variant::BadParam,
+        &[
+            "param 'exponent_bits'",
+            "2147483648 does not fit a 32-bit integer",
+        ],
+    );
+    t.err(
+        "missing mantissa_bits",
+        rp,
+        vec![a(F32, &[3])],
+        ps([("exponent_bits", Param::Int(5))]),
+        Variant::MissingParam,
+        &["'mantissa_bits'"],
+    );
+    t.err(
+        "arity",
+        rp,
+        vec![],
+        bits(5, 10),
+        Variant::Arity,
+        &["takes 1"],
+    );
+}
+
 #[test]
 fn windowed_rules() {
     run(&table(windowed_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 16] = [
+#[test]
+fn logical_and_precision_rules() {
+    run(&table(logical_and_precision_cases));
+}
+
+const FAMILIES: [fn(&mut Table); 17] = [
     windowed_cases,
+    logical_and_precision_cases,
     bit_cases,
     special_function_cases,
     sorting_cases,

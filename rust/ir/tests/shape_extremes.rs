@@ -185,6 +185,17 @@ fn bases() -> Vec<Base> {
             ReduceSum | ReduceMax | ReduceMin | ReduceProd => {
                 base(p, vec![f23.clone()], ps([("axes", ints(&[1]))]))
             }
+            ReduceAnd | ReduceOr | ReduceXor => {
+                base(p, vec![a(I32, &[2, 3])], ps([("axes", ints(&[1]))]))
+            }
+            ReducePrecision => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    ("exponent_bits", Param::Int(5)),
+                    ("mantissa_bits", Param::Int(10)),
+                ]),
+            ),
             Argmax | Argmin => base(
                 p,
                 vec![f23.clone()],

@@ -117,6 +117,18 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ("out_sharding", Param::None),
             ]),
         ),
+        ReduceAnd | ReduceOr | ReduceXor => (
+            vec![av(DType::U16, &[3, 4])],
+            params(vec![("axes", Param::ints(&[0, 1]))]),
+        ),
+        Nextafter => (vec![av(DType::BF16, &[3]), av(DType::BF16, &[])], none()),
+        ReducePrecision => (
+            vec![av(DType::F16, &[3])],
+            params(vec![
+                ("exponent_bits", Param::Int(4)),
+                ("mantissa_bits", Param::Int(3)),
+            ]),
+        ),
         Argmax | Argmin => (
             vec![f32s(&[3, 4])],
             params(vec![

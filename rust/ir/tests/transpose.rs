@@ -265,6 +265,12 @@ const RULES: &[(&str, &[bool])] = &[
         "{ lambda ; a:f32[4,5]. let b:f32[4,5] = rev[dimensions=(1, 0)] a in (b,) }",
         &[true],
     ),
+    // JAX's rule: the cotangent rounded the same way (linear up to that rounding).
+    (
+        "{ lambda ; a:f32[4,5] k:f32[]. let b:f32[4,5] = mul a k \
+         c:f32[4,5] = reduce_precision[exponent_bits=8 mantissa_bits=20] b in (c,) }",
+        &[true, false],
+    ),
     (
         "{ lambda ; a:f32[2,3] b:f32[2,4] c:f32[2,1]. let d:f32[2,8] = concatenate[dimension=1] a b c in (d,) }",
         &[true, true, true],
@@ -436,6 +442,22 @@ fn fan_out_is_summed_once_per_extra_use() {
     // t is used 3 times: 2 add_any accumulate its cotangent (and no plain add).
     let count = |name: &str| prims(&tj).iter().filter(|&&p| p == name).count();
     assert_eq!((count("add_any"), count("add")), (2, 0), "{tj}");
+}
+
+#[test]
+fn reduce_precision_transposes_to_itself() {
+    // JAX's rule: the cotangent rounded to the same format (linear only up to that
+    // rounding, so no dot-product test at 2 mantissa bits: RULES has one at 20).
+    let j = parse(
+        "{ lambda ; t:f32[3]. let b:f32[3] = reduce_precision[exponent_bits=5 mantissa_bits=2] t \
+         in (b,) }",
+    );
+    let tj = transpose(&j, &[true]).unwrap();
+    typecheck(&tj).unwrap();
+    assert_eq!(prims(&tj), ["reduce_precision"], "{tj}");
+    let p = tj.eqns()[0].params();
+    assert_eq!(p.get("exponent_bits"), Some(&Param::Int(5)));
+    assert_eq!(p.get("mantissa_bits"), Some(&Param::Int(2)));
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The bit-level built-ins on host arrays: `population_count`, `clz`,
-//! `bitcast_convert_type` and `threefry2x32`.
+//! `bitcast_convert_type` and `threefry2x32`, and the float operations defined on bit
+//! patterns, `nextafter` and `reduce_precision`.
 //!
 //! Every value is handled as its bit pattern (a `u64` holding the dtype's width). Floats
 //! are stored in `f64` (see [`crate::eval`]): their patterns are exact for every value,
@@ -8,7 +9,7 @@
 
 use super::array::{HostArray, HostData};
 use super::numeric::wrap_int;
-use super::ops::{internal, step_of, stretched};
+use super::ops::{binary_shape, internal, step_of, stretched};
 use super::EvalError;
 use crate::aval::Shape;
 use crate::dtype::DType;
@@ -163,6 +164,161 @@ pub(super) fn bitcast_convert_type(x: &HostArray, new: DType) -> R<HostArray> {
         shape,
         dtype: new,
         data: from_patterns(new, out_bits)?,
+    })
+}
+
+/// A float format as bit fields: total width, exponent bits, stored mantissa bits.
+struct Format {
+    width: u32,
+    exponent: u32,
+    mantissa: u32,
+}
+
+fn float_format(dtype: DType) -> R<Format> {
+    let (width, exponent, mantissa) = match dtype {
+        DType::F16 => (16, 5, 10),
+        DType::BF16 => (16, 8, 7),
+        DType::F32 => (32, 8, 23),
+        DType::F64 => (64, 11, 52),
+        d => return Err(internal(format!("{d} is not a float dtype"))),
+    };
+    Ok(Format {
+        width,
+        exponent,
+        mantissa,
+    })
+}
+
+impl Format {
+    fn sign(&self) -> u64 {
+        1 << (self.width - 1)
+    }
+    fn exponent_mask(&self) -> u64 {
+        mask(self.exponent) << self.mantissa
+    }
+    fn is_nan(&self, b: u64) -> bool {
+        b & (self.sign() - 1) > self.exponent_mask()
+    }
+    /// The quiet NaN XLA produces (positive, only the quiet bit in the mantissa).
+    fn canonical_nan(&self) -> u64 {
+        self.exponent_mask() | (1 << (self.mantissa - 1))
+    }
+}
+
+/// The float operands of a binary op as bit patterns, read at each element of the
+/// result's shape (broadcast as the binary ops are).
+fn binary_patterns(x: &HostArray, y: &HostArray) -> R<(Shape, Vec<(u64, u64)>)> {
+    if x.dtype != y.dtype {
+        return Err(internal(format!(
+            "operands of dtypes {} and {}",
+            x.dtype, y.dtype
+        )));
+    }
+    let shape = binary_shape(x, y)?;
+    let n = shape.size() as usize;
+    let (x, y) = (stretched(x, &shape)?, stretched(y, &shape)?);
+    let (sx, sy) = (step_of(x.len(), n)?, step_of(y.len(), n)?);
+    let (bx, by) = (patterns(&x)?, patterns(&y)?);
+    Ok((shape, (0..n).map(|i| (bx[i * sx], by[i * sy])).collect()))
+}
+
+/// `nextafter(x, y)`: the float next to `x` in the direction of `y`, as XLA's CPU
+/// backend computes it (bit for bit): NaN if either is NaN (the canonical quiet NaN),
+/// `y` if they are equal (so `nextafter(0.0, -0.0)` is `-0.0`), the smallest subnormal
+/// of `y`'s sign from a zero, else `x`'s pattern stepped by one ulp. XLA compares `x`
+/// and `y` as floats with subnormals flushed to zero in `f32`, `f64` and `bf16` (which
+/// it computes in `f32`), so two operands that are each zero or subnormal count as
+/// equal there and give `y`; `f16` compares exactly.
+pub(super) fn nextafter(x: &HostArray, y: &HostArray) -> R<HostArray> {
+    let fmt = float_format(x.dtype)?;
+    let flushes = x.dtype != DType::F16;
+    let (sign, exp) = (fmt.sign(), fmt.exponent_mask());
+    let magnitude = |b: u64| b & (sign - 1);
+    let tiny = |b: u64| b & exp == 0;
+    let (shape, pairs) = binary_patterns(x, y)?;
+    let out = pairs
+        .into_iter()
+        .map(|(a, b)| {
+            if fmt.is_nan(a) || fmt.is_nan(b) {
+                return fmt.canonical_nan();
+            }
+            let both_zero = magnitude(a) == 0 && magnitude(b) == 0;
+            if a == b || both_zero || (flushes && tiny(a) && tiny(b)) {
+                return b;
+            }
+            if magnitude(a) == 0 {
+                return (b & sign) | 1;
+            }
+            // Patterns of one sign are ordered as their magnitudes.
+            let away_from_zero = a & sign == b & sign && magnitude(b) > magnitude(a);
+            if away_from_zero {
+                a + 1
+            } else {
+                a - 1
+            }
+        })
+        .collect();
+    Ok(HostArray {
+        shape,
+        dtype: x.dtype,
+        data: from_patterns(x.dtype, out)?,
+    })
+}
+
+/// `reduce_precision`: each element rounded to a float of `exponent_bits` and
+/// `mantissa_bits`, and back to its dtype, as XLA does it on the bit pattern: the
+/// mantissa rounded to nearest even (a carry may raise the exponent, up to an
+/// infinity); then exponents above the narrow format's range become infinities and
+/// those at or below its smallest normal exponent become zeros (no subnormals), signs
+/// kept. NaN stays NaN with its pattern, but in `bf16`, which XLA computes through
+/// `f32`, becomes the quiet NaN of its sign (unless the format holds `f32`'s, where
+/// XLA drops the operation).
+pub(super) fn reduce_precision(
+    x: &HostArray,
+    exponent_bits: i64,
+    mantissa_bits: i64,
+) -> R<HostArray> {
+    let fmt = float_format(x.dtype)?;
+    if exponent_bits < 1 || mantissa_bits < 0 {
+        return Err(internal(format!(
+            "reduce_precision to {exponent_bits} exponent and {mantissa_bits} mantissa bits"
+        )));
+    }
+    let (sign, exp) = (fmt.sign(), fmt.exponent_mask());
+    let all = mask(fmt.width);
+    let round = |b: u64| -> u64 {
+        let mut v = b;
+        if mantissa_bits < i64::from(fmt.mantissa) {
+            let shift = fmt.mantissa - mantissa_bits as u32;
+            let last = 1u64 << shift;
+            let bias = (last >> 1) - 1 + ((v & last) >> shift);
+            v = v.wrapping_add(bias) & all & !(last - 1);
+        }
+        if exponent_bits < i64::from(fmt.exponent) {
+            let bias = (1u64 << (fmt.exponent - 1)) - 1;
+            let reduced_bias = (1u64 << (exponent_bits - 1)) - 1;
+            let e = v & exp;
+            if e > (bias + reduced_bias) << fmt.mantissa {
+                v = (v & sign) | exp;
+            } else if e <= (bias - reduced_bias) << fmt.mantissa {
+                v &= sign;
+            }
+        }
+        v
+    };
+    let through_f32 = x.dtype == DType::BF16 && (exponent_bits < 8 || mantissa_bits < 23);
+    let out = patterns(x)?
+        .into_iter()
+        .map(|b| match fmt.is_nan(b) {
+            true if through_f32 => (b & sign) | fmt.canonical_nan(),
+            true => b,
+            false => round(b),
+        })
+        .collect();
+    Ok(HostArray {
+        shape: x.shape.clone(),
+        dtype: x.dtype,
+        data: from_patterns(x.dtype, out)?,
     })
 }
 

@@ -225,6 +225,12 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         ErfInv | Erf | Erfc | Lgamma | Digamma | Exp2 | Cbrt | Asin | Acos | Atan | Sinh | Cosh
         | Asinh | Acosh | Atanh => unary(prim, arg(ins, 0)?)?,
         Atan2 => binary(prim, arg(ins, 0)?, arg(ins, 1)?)?,
+        Nextafter => super::bits::nextafter(arg(ins, 0)?, arg(ins, 1)?)?,
+        ReducePrecision => super::bits::reduce_precision(
+            arg(ins, 0)?,
+            param_int(params, "exponent_bits")?,
+            param_int(params, "mantissa_bits")?,
+        )?,
         IsFinite => is_finite(arg(ins, 0)?)?,
         Round => round(arg(ins, 0)?, param_int(params, "rounding_method")?)?,
         PopulationCount | Clz => super::bits::count_bits(prim, arg(ins, 0)?)?,
@@ -247,7 +253,7 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
             binary(Min, &lower, arg(ins, 2)?)?
         }
         ConvertElementType => convert(arg(ins, 0)?, param_dtype(params, "new_dtype")?)?,
-        ReduceSum | ReduceMax | ReduceMin | ReduceProd => {
+        ReduceSum | ReduceMax | ReduceMin | ReduceProd | ReduceAnd | ReduceOr | ReduceXor => {
             reduce(prim, arg(ins, 0)?, param_ints(params, "axes")?)?
         }
         Argmax | Argmin => arg_extreme(
@@ -565,7 +571,7 @@ pub(super) fn step_of(len: usize, n: usize) -> R<usize> {
 /// The result shape of a binary element-wise op: the operands' common shape, the other
 /// operand's shape when one is a scalar, or, for operands of equal rank, each dimension
 /// the one that is not 1.
-fn binary_shape(x: &HostArray, y: &HostArray) -> R<Shape> {
+pub(super) fn binary_shape(x: &HostArray, y: &HostArray) -> R<Shape> {
     let dims = x.shape.binary_broadcast(&y.shape).map_err(|_| {
         internal(format!(
             "shapes {} and {} do not broadcast",
@@ -853,6 +859,10 @@ fn reduce(prim: Builtin, x: &HostArray, axes: &[i64]) -> R<HostArray> {
                 ReduceProd => (1, |_, p, q| p.wrapping_mul(q)),
                 ReduceMax => (lo, int_max),
                 ReduceMin => (hi, int_min),
+                // All ones (wrapped to the dtype below), as XLA's identity of and.
+                ReduceAnd => (-1, |_, p, q| p & q),
+                ReduceOr => (0, |_, p, q| p | q),
+                ReduceXor => (0, |_, p, q| p ^ q),
                 _ => return Err(wrong_dtype(prim, dt)),
             };
             let acc = fold(v, &out_pos, m, init, |p, q| f(dt, p, q))?;
@@ -860,8 +870,9 @@ fn reduce(prim: Builtin, x: &HostArray, axes: &[i64]) -> R<HostArray> {
         }
         HostData::Bool(v) => {
             let (init, f): (bool, fn(bool, bool) -> bool) = match prim {
-                ReduceMax => (false, |p, q| p | q),
-                ReduceMin => (true, |p, q| p & q),
+                ReduceMax | ReduceOr => (false, |p, q| p | q),
+                ReduceMin | ReduceAnd => (true, |p, q| p & q),
+                ReduceXor => (false, |p, q| p ^ q),
                 _ => return Err(wrong_dtype(prim, dt)),
             };
             HostData::Bool(fold(v, &out_pos, m, init, f)?)

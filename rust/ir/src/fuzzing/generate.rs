@@ -838,6 +838,36 @@ impl Gen<'_, '_> {
                 }
                 self.add(lv, prim, vec![x], Params::new(params));
             }
+            // The logical reductions (issue 12): bool or integer operands.
+            ReduceAnd | ReduceOr | ReduceXor => {
+                let (x, xt) = self.operand(
+                    lv,
+                    |t| !t.dtype.is_float(),
+                    |g| g.type_where(|d| !d.is_float()),
+                )?;
+                let axes = self.subset(xt.shape.rank())?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("axes", Param::ints(&axes))]),
+                );
+            }
+            Nextafter => self.binary(lv, prim, DType::is_float)?,
+            ReducePrecision => {
+                let (x, _) = self.operand(
+                    lv,
+                    |t| t.dtype.is_float(),
+                    |g| g.type_where(DType::is_float),
+                )?;
+                let e = self.u.int_in_range(1..=12)?;
+                let m = self.u.int_in_range(0..=54)?;
+                let params = Params::new([
+                    ("exponent_bits", Param::Int(e)),
+                    ("mantissa_bits", Param::Int(m)),
+                ]);
+                self.add(lv, prim, vec![x], params);
+            }
             Argmax | Argmin => {
                 let ok = |t: &AbstractValue| t.shape.dims().iter().any(|&d| d > 0);
                 let (x, xt) = self.operand(lv, ok, |g| {

@@ -187,6 +187,9 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                 flops(n * (window - 1.0).max(0.0) + n)
             }
             Builtin::Round | Builtin::IsFinite if float_in => flops(out.as_ref().map_or(0.0, size)),
+            // A rounding per element, as `round` (nextafter counts as a binary float op;
+            // the logical reductions are integer work, free as the other bit operations).
+            Builtin::ReducePrecision if float_in => flops(out.as_ref().map_or(0.0, size)),
             Builtin::AddAny if float_in => flops(out.as_ref().map_or(0.0, size)),
             Builtin::DotGeneral => {
                 let contracted: f64 = match e.params().get("dimension_numbers") {

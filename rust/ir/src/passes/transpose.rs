@@ -233,6 +233,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
         ReduceWindowSum => Ok(()),
         SelectAndGatherAdd | SelectAndScatterAdd if lin_ops[1] => Err(non_linear(1)),
         SelectAndGatherAdd | SelectAndScatterAdd => Ok(()),
+        ReducePrecision => Ok(()),
         Psum | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll | ShardMap => Ok(()),
         Slice | Pad => Ok(()),
         Jit | Remat | Scan => Ok(()),
@@ -1515,6 +1516,11 @@ impl Transposer<'_> {
             }
             Rev => {
                 let r = self.emit1(i, Rev, vec![gv], e.params().clone())?;
+                self.give(i, ins[0], r)?;
+            }
+            // JAX's rule: the cotangent rounded the same way.
+            ReducePrecision => {
+                let r = self.emit1(i, ReducePrecision, vec![gv], e.params().clone())?;
                 self.give(i, ins[0], r)?;
             }
             Cumsum => {

@@ -254,6 +254,12 @@ builtins! {
     ReduceProd => "reduce_prod",
     Argmax => "argmax",
     Argmin => "argmin",
+    // The logical reductions, nextafter and reduce_precision (issue 12).
+    ReduceAnd => "reduce_and",
+    ReduceOr => "reduce_or",
+    ReduceXor => "reduce_xor",
+    Nextafter => "nextafter",
+    ReducePrecision => "reduce_precision",
     BroadcastInDim => "broadcast_in_dim",
     Reshape => "reshape",
     Transpose => "transpose",
@@ -357,6 +363,8 @@ impl Builtin {
             ErfInv | Erf | Erfc | Lgamma | Digamma | Exp2 | Cbrt | Asin | Acos | Atan | Sinh
             | Cosh | Asinh | Acosh | Atanh => Family::UnaryFloat,
             Atan2 => Family::BinaryFloatOnly,
+            // JAX: two operands of one float dtype (`lax.nextafter` does not promote).
+            Nextafter => Family::BinaryFloatOnly,
             // JAX: `abs` takes signed ints and floats; `neg` and `sign` take any number
             // (unsigned ones wrap); `copy` and `stop_gradient` take anything, `bool`
             // included.
@@ -450,6 +458,9 @@ impl Builtin {
                 specs![req("axes", K::Ints), opt("out_sharding", K::NoneOnly)]
             }
             Argmax | Argmin => specs![req("axes", K::Ints), req("index_dtype", K::DType)],
+            // JAX 0.10: the logical reductions carry no `out_sharding`.
+            ReduceAnd | ReduceOr | ReduceXor => specs![req("axes", K::Ints)],
+            ReducePrecision => specs![req("exponent_bits", K::Int), req("mantissa_bits", K::Int)],
             BroadcastInDim => specs![
                 req("shape", K::Ints),
                 req("broadcast_dimensions", K::Ints),

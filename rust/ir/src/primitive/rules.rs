@@ -503,6 +503,18 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         }
         ReduceSum | ReduceProd => reduce(inputs, params, |d| d != DType::Bool, "a numeric dtype"),
         ReduceMax | ReduceMin => reduce(inputs, params, |_| true, "any dtype"),
+        // JAX: bool or integer operands; the result is never weakly typed.
+        ReduceAnd | ReduceOr | ReduceXor => {
+            let mut out = reduce(
+                inputs,
+                params,
+                |d| !d.is_float(),
+                "bool or an integer dtype",
+            )?;
+            out[0].weak_type = false;
+            Ok(out)
+        }
+        ReducePrecision => reduce_precision(inputs, params),
         Argmax | Argmin => argminmax(inputs, params),
         BroadcastInDim => broadcast_in_dim(inputs, params),
         Reshape => reshape(inputs, params),
@@ -854,6 +866,28 @@ fn reduce(
     Ok(vec![
         AbstractValue::new(shape(&kept)?, x.dtype).with_weak_type(x.weak_type)
     ])
+}
+
+/// `reduce_precision`: a float operand, its type out (weak type kept, as JAX's); at
+/// least one exponent bit, no negative mantissa bits (JAX's checks), and both counts
+/// 32-bit integers (the StableHLO attributes' type).
+fn reduce_precision(inputs: &[AbstractValue], params: &Params) -> Rule {
+    let out = unary(inputs, DType::is_float, "a float dtype")?;
+    for (name, least) in [("exponent_bits", 1), ("mantissa_bits", 0)] {
+        let bits = int(params, name)?;
+        if bits < least {
+            let what = if least == 1 {
+                "positive"
+            } else {
+                "non-negative"
+            };
+            return Err(bad(name, format!("must be {what}; got {bits}")));
+        }
+        if i32::try_from(bits).is_err() {
+            return Err(bad(name, format!("{bits} does not fit a 32-bit integer")));
+        }
+    }
+    Ok(out)
 }
 
 fn argminmax(inputs: &[AbstractValue], params: &Params) -> Rule {

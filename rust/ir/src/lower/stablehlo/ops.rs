@@ -53,6 +53,12 @@ pub(super) fn reduction_init(b: Builtin, d: DType) -> String {
             float_literal(f64::NEG_INFINITY, d)
         }
         (Builtin::ReduceMin | Builtin::Argmin, DTypeKind::Float) => float_literal(f64::INFINITY, d),
+        // The logical reductions: all ones for and, zero for or and xor.
+        (Builtin::ReduceAnd, DTypeKind::Bool) => "true".into(),
+        (Builtin::ReduceAnd, DTypeKind::SignedInt) => "-1".into(),
+        (Builtin::ReduceAnd, _) => int_max.to_string(),
+        (Builtin::ReduceOr | Builtin::ReduceXor, DTypeKind::Bool) => "false".into(),
+        (Builtin::ReduceOr | Builtin::ReduceXor, _) => "0".into(),
         (Builtin::ReduceMax | Builtin::Argmax, DTypeKind::Bool) => "false".into(),
         (Builtin::ReduceMin | Builtin::Argmin, DTypeKind::Bool) => "true".into(),
         (Builtin::ReduceMax | Builtin::Argmax, _) => int_min.to_string(),
@@ -232,6 +238,8 @@ impl Module {
                     Builtin::Rem => "stablehlo.remainder",
                     Builtin::Pow => "stablehlo.power",
                     Builtin::Atan2 => "stablehlo.atan2",
+                    // As JAX lowers it (XLA expands it on the operands' bits).
+                    Builtin::Nextafter => "chlo.next_after",
                     Builtin::Max => "stablehlo.maximum",
                     Builtin::Min => "stablehlo.minimum",
                     Builtin::And => "stablehlo.and",
@@ -386,6 +394,35 @@ impl Module {
                 };
                 let init = self.scalar_constant(f, &reduction_init(b, d), d);
                 one(self.reduce(f, &inputs[0], &init, axes, combine, d, out_ty))
+            }
+            Builtin::ReduceAnd | Builtin::ReduceOr | Builtin::ReduceXor => {
+                let axes = ints(e, b, "axes")?;
+                let d = in_avals[0].dtype;
+                let combine = match b {
+                    Builtin::ReduceAnd => "stablehlo.and",
+                    Builtin::ReduceOr => "stablehlo.or",
+                    _ => "stablehlo.xor",
+                };
+                let init = self.scalar_constant(f, &reduction_init(b, d), d);
+                one(self.reduce(f, &inputs[0], &init, axes, combine, d, out_ty))
+            }
+            Builtin::ReducePrecision => {
+                let bits = |name| match e.params().get(name) {
+                    Some(Param::Int(v)) => i32::try_from(*v).map_err(|_| bad(b, name)),
+                    _ => Err(bad(b, name)),
+                };
+                let attrs = format!(
+                    "exponent_bits = {} : i32, mantissa_bits = {} : i32",
+                    bits("exponent_bits")?,
+                    bits("mantissa_bits")?
+                );
+                one(self.op1(
+                    f,
+                    "stablehlo.reduce_precision",
+                    &[&inputs[0]],
+                    &attrs,
+                    out_ty,
+                ))
             }
             Builtin::Argmax | Builtin::Argmin => {
                 let axes = ints(e, b, "axes")?;
