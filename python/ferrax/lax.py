@@ -49,6 +49,16 @@ from ferrax._lax.convenience import (
 )
 from ferrax._lax.sorting import cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k
 from ferrax._lax.custom import stop_gradient
+from ferrax._lax.convolution import (
+    ConvDimensionNumbers,
+    conv,
+    conv_dimension_numbers,
+    conv_general_dilated,
+    conv_general_permutations,
+    conv_transpose,
+    conv_with_general_padding,
+    padtype_to_pads,
+)
 from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
 from ferrax._lax.special import (
@@ -182,6 +192,10 @@ __all__ = [
     # special functions and the rest of the trigonometric family
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "digamma",
     "erf", "erf_inv", "erfc", "exp2", "is_finite", "lgamma", "sinh",
+    # convolutions
+    "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated",
+    "conv_general_permutations", "conv_transpose", "conv_with_general_padding",
+    "padtype_to_pads",
     # indexing with computed positions
     "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "rev",
     "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",

@@ -76,6 +76,7 @@
 
 mod array;
 mod bits;
+mod conv;
 mod indexing;
 mod numeric;
 mod ops;
@@ -779,6 +780,21 @@ fn eqn_work(jaxpr: &Jaxpr, eqn: &Eqn) -> u64 {
                 _ => 1,
             };
             outs.saturating_mul(contracted.max(1)).max(1)
+        }
+        // Each output element sums (input features of its group) x (kernel window)
+        // products: the kernel's size over its output features.
+        Primitive::Builtin(Builtin::ConvGeneralDilated) => {
+            let per_out = match (eqn.params().get("dimension_numbers"), eqn.inputs().get(1)) {
+                (Some(crate::params::Param::ConvDims(d)), Some(rhs)) => aval_of(rhs)
+                    .and_then(|a| {
+                        let o = usize::try_from(*d.rhs_spec.first()?).ok()?;
+                        let o = u64::try_from(*a.shape.dims().get(o)?).ok()?;
+                        elements(&a).checked_div(o)
+                    })
+                    .unwrap_or(1),
+                _ => 1,
+            };
+            outs.saturating_mul(per_out.max(1)).max(1)
         }
         _ => {
             let ins = eqn.inputs().iter().fold(0u64, |acc, a| {

@@ -8,7 +8,9 @@ use crate::params::{DotDimensionNumbers, Param, Params};
 
 mod collectives;
 pub(crate) use collectives::unshard_aval;
+mod conv;
 mod indexing;
+pub use conv::{conv_dilate_dim, ConvGeometry};
 use std::fmt;
 
 /// Why a primitive cannot be applied to these operands and params.
@@ -152,6 +154,7 @@ fn param_fits(kind: ParamKind, value: &Param) -> bool {
             | (K::GatherDims, Param::GatherDims(_))
             | (K::ScatterDims, Param::ScatterDims(_))
             | (K::GatherMode, Param::Mode(_))
+            | (K::ConvDims, Param::ConvDims(_))
             | (K::PaddingConfig, Param::Padding(_))
             | (
                 K::OptScalar,
@@ -564,6 +567,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         DynamicSlice => dynamic_slice(inputs, params),
         DynamicUpdateSlice => dynamic_update_slice(inputs),
         DotGeneral => dot_general(inputs, params),
+        ConvGeneralDilated => conv::conv_general_dilated(inputs, params),
         Iota => {
             arity(inputs, 0)?;
             let d = dtype(params, "dtype")?;
