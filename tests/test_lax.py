@@ -26,6 +26,7 @@ import pytest
 import ferrax
 from ferrax import TypeCheckError, lax
 from ferrax._lax import convenience as lax_convenience
+from ferrax._lax import convolution as lax_convolution
 from ferrax.core import parse_jaxpr, typecheck
 
 jax = pytest.importorskip("jax")
@@ -421,11 +422,14 @@ DEVICES = {
 COMPOSITIONS = set(lax_convenience.__all__)
 # Sorting and the cumulative reductions: tested in test_sorting.py.
 SORTING = {"cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort", "sort_key_val", "top_k"}
+# Convolutions (conv_general_dilated, its wrappers and parameter helpers): tested in test_conv.py.
+CONVOLUTION = set(lax_convolution.__all__)
 
 
 def test_table_covers_every_lax_function() -> None:
     assert {c.fn for c in CASES} == (
         set(lax.__all__) - CONTROL_FLOW - SLICING - PARAM_TYPES - IN_DIM - DEVICES - COMPOSITIONS - SORTING
+        - CONVOLUTION
     )
     assert len({c.id for c in CASES}) == len(CASES)
 

@@ -133,7 +133,7 @@ impl<'a> ConvGeometry<'a> {
             if v <= 0 {
                 return Err(bad(
                     what,
-                    format!("conv_general_dilated {what} must be a positive integer, got {v}."),
+                    format!("{what} must be a positive integer, got {v}."),
                 ));
             }
         }
@@ -152,7 +152,7 @@ impl<'a> ConvGeometry<'a> {
             return Err(bad(
                 "window_strides",
                 format!(
-                    "conv_general_dilated window and window_strides must have the same number \
+                    "window and window_strides must have the same number \
                      of dimensions, but got {n} and {}",
                     g.window_strides.len()
                 ),
@@ -208,7 +208,7 @@ impl<'a> ConvGeometry<'a> {
         let dn = self.dn;
         if lhs.len() != rhs.len() {
             return Err(operands(format!(
-                "conv_general_dilated lhs and rhs must have the same number of dimensions, \
+                "lhs and rhs must have the same number of dimensions, \
                  but got {} and {}.",
                 tup(lhs),
                 tup(rhs)
@@ -224,13 +224,13 @@ impl<'a> ConvGeometry<'a> {
         let lhs_features = l(1);
         if lhs_features % fgc != 0 {
             return Err(operands(format!(
-                "conv_general_dilated feature_group_count must divide lhs feature dimension \
+                "feature_group_count must divide lhs feature dimension \
                  size, but {fgc} does not divide {lhs_features}."
             )));
         }
         if lhs_features / fgc != r(1) {
             return Err(operands(format!(
-                "conv_general_dilated lhs feature dimension size divided by \
+                "lhs feature dimension size divided by \
                  feature_group_count must equal the rhs input feature dimension size, but \
                  {lhs_features} // {fgc} != {}.",
                 r(1)
@@ -238,26 +238,26 @@ impl<'a> ConvGeometry<'a> {
         }
         if r(0) % fgc != 0 {
             return Err(operands(format!(
-                "conv_general_dilated rhs output feature dimension size must be a multiple \
+                "rhs output feature dimension size must be a multiple \
                  of feature_group_count, but {} is not a multiple of {fgc}.",
                 r(0)
             )));
         }
         if bgc > 1 && l(0) % bgc != 0 {
             return Err(operands(format!(
-                "conv_general_dilated batch_group_count must divide lhs batch dimension \
+                "batch_group_count must divide lhs batch dimension \
                  size, but {bgc} does not divide {}.",
                 l(0)
             )));
         }
         if r(0) % bgc != 0 {
             return Err(operands(format!(
-                "conv_general_dilated rhs output feature dimension size must be a multiple \
+                "rhs output feature dimension size must be a multiple \
                  of batch_group_count, but {} is not a multiple of {bgc}.",
                 r(0)
             )));
         }
-        let overflow = || operands("conv_general_dilated: a dilated or padded size overflows");
+        let overflow = || operands("a dilated or padded size overflows");
         let mut out_trans = vec![l(0) / bgc, r(0)];
         for i in 0..self.spatial() {
             let lhs_d = conv_dilate_dim(l(i + 2), self.lhs_dilation[i]).ok_or_else(overflow)?;
@@ -337,14 +337,15 @@ pub(super) fn conv_general_dilated(inputs: &[AbstractValue], params: &Params) ->
     let g = ConvGeometry::from_params(params)?;
     if l.dtype != r.dtype {
         return Err(operands(format!(
-            "lax.conv_general_dilated requires arguments to have the same dtypes, got {}, {}.",
-            l.dtype, r.dtype
+            "requires arguments to have the same dtypes, got {}, {}.",
+            l.dtype.numpy_name(),
+            r.dtype.numpy_name()
         )));
     }
     if l.shape.rank() != g.dn.lhs_spec.len() || r.shape.rank() != g.dn.lhs_spec.len() {
         if l.shape.rank() != r.shape.rank() {
             return Err(operands(format!(
-                "conv_general_dilated lhs and rhs must have the same number of dimensions, \
+                "lhs and rhs must have the same number of dimensions, \
                  but got {} and {}.",
                 tup(l.shape.dims()),
                 tup(r.shape.dims())
@@ -373,6 +374,9 @@ pub(super) fn conv_general_dilated(inputs: &[AbstractValue], params: &Params) ->
     ])
 }
 
+/// The most positions [`ConvGeometry::valid_pairs`] visits per spatial dimension.
+const MAX_COUNTED: i128 = 1 << 16;
+
 fn gcd(a: i128, b: i128) -> i128 {
     let (mut a, mut b) = (a.abs(), b.abs());
     while b != 0 {
@@ -396,7 +400,11 @@ fn mod_inverse(a: i128, m: i128) -> i128 {
 impl ConvGeometry<'_> {
     /// The (output, kernel) position pairs of spatial dimension `d` whose tap lands on an
     /// lhs element (not on padding or a hole of the lhs dilation), as XLA's cost analysis
-    /// counts them; linear in the kernel's size (a congruence per kernel position).
+    /// counts them. The tap of output `o` and kernel position `k` is at `o*s + k*rd - lo`
+    /// in the dilated lhs; for each position of the shorter of the two ranges, the other
+    /// range's matching positions are an arithmetic progression (a congruence), so the
+    /// count costs the shorter range's length, capped at [`MAX_COUNTED`] positions (then
+    /// extrapolated: shapes that large never run).
     fn valid_pairs(&self, d: usize, input: i64, kernel: i64, output: i64) -> f64 {
         let (s, rd, ld) = (
             i128::from(self.window_strides[d]),
@@ -404,37 +412,41 @@ impl ConvGeometry<'_> {
             i128::from(self.lhs_dilation[d]),
         );
         let lo = i128::from(self.padding[d].0);
-        if input <= 0 || output <= 0 {
+        if input <= 0 || output <= 0 || kernel <= 0 {
             return 0.0;
         }
         let last = (i128::from(input) - 1) * ld;
+        let (outer, outer_coef, inner, inner_coef) = if kernel <= output {
+            (i128::from(kernel), rd, i128::from(output), s)
+        } else {
+            (i128::from(output), s, i128::from(kernel), rd)
+        };
+        let counted = outer.min(MAX_COUNTED);
         let mut count: i128 = 0;
-        for k in 0..i128::from(kernel) {
-            // The tap of output o is at o*s + c in the dilated lhs.
-            let c = k * rd - lo;
-            let o_lo = (-c).div_euclid(s) + i128::from((-c).rem_euclid(s) != 0);
-            let o_lo = o_lo.max(0);
-            let o_hi = (last - c).div_euclid(s).min(i128::from(output) - 1);
-            if o_lo > o_hi {
+        for x in 0..counted {
+            // Positions y of the inner range with 0 <= c + y*b <= last, c + y*b ≡ 0 (mod ld).
+            let (c, b) = (x * outer_coef - lo, inner_coef);
+            let y_lo = ((-c).div_euclid(b) + i128::from((-c).rem_euclid(b) != 0)).max(0);
+            let y_hi = (last - c).div_euclid(b).min(inner - 1);
+            if y_lo > y_hi {
                 continue;
             }
             if ld == 1 {
-                count += o_hi - o_lo + 1;
+                count += y_hi - y_lo + 1;
                 continue;
             }
-            // o*s + c ≡ 0 (mod ld).
-            let g = gcd(s, ld);
+            let g = gcd(b, ld);
             if (-c).rem_euclid(g) != 0 {
                 continue;
             }
             let m = ld / g;
-            let o0 = ((-c) / g).rem_euclid(m) * mod_inverse(s / g, m) % m;
-            let first = o_lo + (o0 - o_lo).rem_euclid(m);
-            if first <= o_hi {
-                count += (o_hi - first) / m + 1;
+            let y0 = ((-c) / g).rem_euclid(m) * mod_inverse(b / g, m) % m;
+            let first = y_lo + (y0 - y_lo).rem_euclid(m);
+            if first <= y_hi {
+                count += (y_hi - first) / m + 1;
             }
         }
-        count as f64
+        count as f64 * (outer as f64 / counted as f64)
     }
 
     /// The multiply-adds of a convolution of these operand dimensions with this output,
