@@ -133,7 +133,9 @@ def padtype_to_pads(
     low for ``SAME_LOWER``)."""
     name = getattr(padding, "name", padding)
     if not isinstance(name, str) or name.upper() not in ("SAME", "SAME_LOWER", "VALID"):
-        raise RuntimeError(f"Unrecognized padding type: expected 'VALID' or 'SAME', got {padding}.")
+        raise RuntimeError(
+            f"Unrecognized padding type: expected 'VALID', 'SAME', or 'SAME_LOWER', got {padding}, at {user_location()}."
+        )
     mode = name.upper()
     if mode == "VALID":
         return [(0, 0)] * len(in_shape)
@@ -266,11 +268,11 @@ def _check_shapes(
     if len(padding) != n:
         raise TypeError(f"Wrong number of explicit pads for convolution: expected {n}, got {len(padding)}{_at()}.")
     in_sizes = [lhs[d] for d in dn.lhs_spec[2:]]
-    for size, dil, (lo, hi) in zip(in_sizes, lhs_dilation, padding):
-        if _dilate(size, dil) + lo + hi < 0:
+    for size, by, (lo, hi) in zip(in_sizes, lhs_dilation, padding):
+        if _dilate(size, by) + lo + hi < 0:
             raise ValueError(
                 "Negative padding is larger than the size of the corresponding dimension: got "
-                f"padding={list(padding)} for lhs_shape[2:]={tuple(in_sizes)}{_at()}"
+                f"padding={tuple(tuple(p) for p in padding)} for lhs_shape[2:]={tuple(in_sizes)}{_at()}"
             )
 
 

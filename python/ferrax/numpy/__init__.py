@@ -166,6 +166,7 @@ from ferrax.numpy._breadth import (
 )
 from ferrax.numpy._breadth import interp, piecewise
 from ferrax.numpy._einsum import einsum, einsum_path
+from ferrax.numpy._convolve import convolve, correlate
 from ferrax.numpy._pad import pad
 
 ndarray = Array
@@ -215,6 +216,8 @@ __all__ = [
     "nanstd", "nansum", "nanvar", "newaxis", "outer", "pi", "promote_types", "roll",
     "select", "split", "tensordot", "tile", "trace", "tri", "tril", "triu", "vstack",
     "einsum", "einsum_path", "interp", "pad", "piecewise",
+    # convolutions of 1-D arrays (conv_general_dilated)
+    "convolve", "correlate",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,
