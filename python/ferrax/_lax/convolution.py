@@ -89,8 +89,12 @@ def conv_dimension_numbers(
 ) -> ConvDimensionNumbers:
     """``dimension_numbers`` (``None``, three strings, or :class:`ConvDimensionNumbers`)
     as :class:`ConvDimensionNumbers` for operands of these shapes."""
-    if isinstance(dimension_numbers, ConvDimensionNumbers):
-        return ConvDimensionNumbers(*(tuple(int(d) for d in s) for s in dimension_numbers))
+    if isinstance(dimension_numbers, ConvDimensionNumbers) or all(
+        hasattr(dimension_numbers, f) for f in ConvDimensionNumbers._fields
+    ):
+        # Ours, or another library's record of the same fields (JAX's).
+        fields = (getattr(dimension_numbers, f) for f in ConvDimensionNumbers._fields)
+        return ConvDimensionNumbers(*(tuple(int(d) for d in spec) for spec in fields))
     if len(lhs_shape) != len(rhs_shape):
         raise TypeError(
             f"convolution requires lhs and rhs ndim to be equal, got {len(lhs_shape)} and "
