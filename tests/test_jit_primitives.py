@@ -164,6 +164,11 @@ CASES = [
     _c("dynamic_update_slice", lambda x, u: lax.dynamic_update_slice(x, u, (1, 0)), S, (1, 2)),
     _c("dot_general", lambda x, y: lax.dot_general(x, y, (((1,), (0,)), ((), ()))), S, (3, 2)),
     _c("dot_general", lambda x, y: lax.dot_general(x, y, (((2,), (1,)), ((0,), (0,)))), (2, 2, 3), (2, 3, 4)),
+    _c(
+        "conv_general_dilated",
+        lambda x, w: lax.conv_general_dilated(x, w, (2, 1), ((1, 0), (0, 1)), (1, 2), (2, 1), ("NHWC", "HWIO", "NHWC"), 2),
+        (1, 4, 5, 2), (2, 2, 1, 4),
+    ),
     _c("copy", lambda x: fx._lax.structural.copy(x), S),
     # Indices in and out of range (-1 and 5 along an axis of 2): each mode's handling.
     *[_c("gather", lambda x, m=m: lax.gather(x, _ROWS, _GATHER_ROWS, (1, 3), mode=m), S) for m in ("clip", "fill")],

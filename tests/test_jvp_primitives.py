@@ -573,6 +573,30 @@ def gen_dot_general(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case
     return cases
 
 
+def gen_conv_general_dilated(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    conv = "conv_general_dilated"
+    cases = [
+        Case("2d_same_strided", call(conv, (2, 1), "SAME"), (normal(rng, (2, 3, 5, 4), dtype), normal(rng, (4, 3, 3, 2), dtype))),
+        Case(
+            "1d_nhc_dilated_groups",
+            call(conv, (2,), ((2, 1),), (2,), (2,), ("NHC", "HIO", "NHC"), 2),
+            (normal(rng, (2, 6, 4), dtype), normal(rng, (3, 2, 6), dtype)),
+        ),
+        Case("1d_batch_groups", call(conv, (1,), ((0, 1),), batch_group_count=2), (normal(rng, (4, 2, 5), dtype), normal(rng, (4, 2, 2), dtype))),
+    ]
+    w = normal(rng, (2, 3, 2), dtype)
+    cases.append(Case("constant_rhs", lambda L: lambda a: L.conv_general_dilated(a, w, (1,), "VALID"), (normal(rng, (2, 3, 4), dtype),)))
+    if dtype == F16:
+        cases.append(
+            Case(
+                "preferred_f32",
+                call(conv, (1,), "SAME", preferred_element_type=np.float32),
+                (normal(rng, (1, 2, 5), dtype), normal(rng, (3, 2, 3), dtype)),
+            )
+        )
+    return cases
+
+
 def gen_copy(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     def op(L: Any) -> Callable[..., Any]:
         return structural.copy if L is lax else L.copy_p.bind
@@ -984,6 +1008,7 @@ CASES: dict[str, Gen] = {
     "dynamic_slice": gen_dynamic_slice,
     "dynamic_update_slice": gen_dynamic_update_slice,
     "dot_general": gen_dot_general,
+    "conv_general_dilated": gen_conv_general_dilated,
     "iota": gen_iota,
     "copy": gen_copy,
     "gather": gen_gather,
@@ -1231,6 +1256,7 @@ def without_add_any(names: list[str]) -> list[str]:
 STRUCTURE: list[tuple[str, Op, tuple[tuple[int, ...], ...]]] = [
     ("dot_general", lambda L: lambda a, b: L.dot_general(a, b, (((1,), (0,)), ((), ()))), ((3, 4), (4, 5))),
     ("reduce_sum", lambda L: lambda a: L.reduce_sum(a, (1,)), ((3, 4),)),
+    ("conv_general_dilated", lambda L: lambda a, b: L.conv_general_dilated(a, b, (1,), "SAME"), ((2, 3, 5), (4, 3, 3))),
     ("broadcast_in_dim", lambda L: lambda a: L.broadcast_in_dim(a, (2, 3, 4), (1, 2)), ((3, 4),)),
     ("reduce_max", lambda L: lambda a: L.reduce_max(a, (1,)), ((3, 4),)),
     # The pairwise-product tree (odd halves padded with a 1).

@@ -62,6 +62,15 @@ from ferrax._lax.windowed import (
     select_and_scatter_add_p,
 )
 from ferrax._lax.custom import stop_gradient
+from ferrax._lax.convolution import (
+    ConvDimensionNumbers,
+    conv,
+    conv_dimension_numbers,
+    conv_general_dilated,
+    conv_general_permutations,
+    conv_transpose,
+    conv_with_general_padding,
+)
 from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
 from ferrax._lax.special import (
@@ -195,6 +204,9 @@ __all__ = [
     # special functions and the rest of the trigonometric family
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "cosh", "digamma",
     "erf", "erf_inv", "erfc", "exp2", "is_finite", "lgamma", "sinh",
+    # convolutions
+    "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated",
+    "conv_general_permutations", "conv_transpose", "conv_with_general_padding",
     # indexing with computed positions
     "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "rev",
     "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",

@@ -5,11 +5,13 @@ from __future__ import annotations
 from ferrax._core import Primitive, extension_named
 from ferrax._lax import bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural
 from ferrax._lax import windowed
+from ferrax._lax import convolution
 
 
 def _collect() -> dict[str, Primitive]:
     found: dict[str, Primitive] = {}
-    for module in (bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural, windowed):
+    for module in (bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural, windowed,
+                   convolution):
         for value in vars(module).values():
             if isinstance(value, Primitive):
                 found[value.name] = value

@@ -167,6 +167,7 @@ from ferrax.numpy._breadth import (
 )
 from ferrax.numpy._breadth import interp, piecewise
 from ferrax.numpy._einsum import einsum, einsum_path
+from ferrax.numpy._convolve import convolve, correlate
 from ferrax.numpy._pad import pad
 
 # Order statistics and set operations (issue 12 item 3): ferrax.numpy._stats.
@@ -280,6 +281,8 @@ __all__ += [
     "printoptions", "save", "savez", "set_printoptions", "signedinteger", "single", "uint",
     "unsignedinteger",
     "bartlett", "blackman", "hamming", "hanning", "i0", "kaiser",
+    # convolutions of 1-D arrays (conv_general_dilated)
+    "convolve", "correlate",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,

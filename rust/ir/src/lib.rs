@@ -53,8 +53,8 @@ pub use dtype::DType;
 pub use error::{Site, TypeError};
 pub use jaxpr::{Atom, ClosedJaxpr, Const, Eqn, EqnId, Jaxpr, LitId, LitValue, Literal, VarId};
 pub use params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque, Param, Params,
-    ScatterDimensionNumbers,
+    ConvDimensionNumbers, DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque,
+    Param, Params, ScatterDimensionNumbers,
 };
 pub use primitive::{
     Builtin, ExtensionPrimitive, NameError, ParamKind, Primitive, Registry, RuleError,

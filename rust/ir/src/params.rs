@@ -182,6 +182,55 @@ pub struct ScatterDimensionNumbers {
     pub scatter_indices_batching_dims: Vec<i64>,
 }
 
+/// `conv_general_dilated`'s dimension numbers (JAX's `ConvDimensionNumbers`): each spec
+/// lists an operand's dimensions in the order (batch, feature, spatial...) for `lhs` and
+/// the output, (output feature, input feature, spatial...) for `rhs`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ConvDimensionNumbers {
+    /// The lhs's batch, feature and spatial dimensions.
+    pub lhs_spec: Vec<i64>,
+    /// The rhs's output feature, input feature and spatial dimensions.
+    pub rhs_spec: Vec<i64>,
+    /// The output's batch, feature and spatial dimensions.
+    pub out_spec: Vec<i64>,
+}
+
+impl ConvDimensionNumbers {
+    /// The field names, in JAX's order.
+    pub const FIELDS: [&'static str; 3] = ["lhs_spec", "rhs_spec", "out_spec"];
+
+    /// The fields in JAX's order.
+    pub fn fields(&self) -> [&[i64]; 3] {
+        [&self.lhs_spec, &self.rhs_spec, &self.out_spec]
+    }
+
+    /// From the fields in JAX's order.
+    pub fn from_fields([a, b, c]: [Vec<i64>; 3]) -> ConvDimensionNumbers {
+        ConvDimensionNumbers {
+            lhs_spec: a,
+            rhs_spec: b,
+            out_spec: c,
+        }
+    }
+
+    /// The identity layout of rank `rank` (JAX's default, `NCHW`/`OIHW`/`NCHW`).
+    pub fn identity(rank: usize) -> ConvDimensionNumbers {
+        let iota: Vec<i64> = (0..rank as i64).collect();
+        ConvDimensionNumbers {
+            lhs_spec: iota.clone(),
+            rhs_spec: iota.clone(),
+            out_spec: iota,
+        }
+    }
+}
+
+impl fmt::Display for ConvDimensionNumbers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fields: Vec<(&str, &[i64])> = Self::FIELDS.into_iter().zip(self.fields()).collect();
+        write_record(f, "ConvDimensionNumbers", &fields)
+    }
+}
+
 /// How `gather` and `scatter` treat out-of-bounds indices (JAX's `GatherScatterMode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GatherScatterMode {
@@ -440,6 +489,8 @@ pub enum Param {
     ScatterDims(Arc<ScatterDimensionNumbers>),
     /// `gather`'s and `scatter`'s index mode.
     Mode(GatherScatterMode),
+    /// `conv_general_dilated`'s dimension numbers.
+    ConvDims(Arc<ConvDimensionNumbers>),
     /// `pad`'s padding config: `(low, high, interior)` per dimension.
     Padding(Arc<[PadDim]>),
     /// A sub-jaxpr.
@@ -478,6 +529,7 @@ impl PartialEq for Param {
             (Param::GatherDims(a), Param::GatherDims(b)) => a == b,
             (Param::ScatterDims(a), Param::ScatterDims(b)) => a == b,
             (Param::Mode(a), Param::Mode(b)) => a == b,
+            (Param::ConvDims(a), Param::ConvDims(b)) => a == b,
             (Param::Padding(a), Param::Padding(b)) => a == b,
             (Param::Jaxpr(a), Param::Jaxpr(b)) => a.ptr_eq(b),
             (Param::Opaque(a), Param::Opaque(b)) => a == b,
@@ -511,6 +563,7 @@ impl Param {
             Param::GatherDims(_) => "gather dimension numbers",
             Param::ScatterDims(_) => "scatter dimension numbers",
             Param::Mode(_) => "gather/scatter mode",
+            Param::ConvDims(_) => "conv dimension numbers",
             Param::Padding(_) => "padding config",
             Param::Jaxpr(_) => "jaxpr",
             Param::Jaxprs(_) => "tuple of jaxprs",

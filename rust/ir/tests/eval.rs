@@ -10,9 +10,9 @@ use ferrax_ir::eval::{
     EvalOptions, HostArray, HostData,
 };
 use ferrax_ir::{
-    AbstractValue, Atom, Builtin, ClosedJaxpr, Const, DType, DotDimensionNumbers,
-    ExtensionPrimitive, GatherDimensionNumbers, GatherScatterMode, Jaxpr, JaxprBuilder, LitValue,
-    Literal, Param, Params, Primitive, ScatterDimensionNumbers, Shape,
+    AbstractValue, Atom, Builtin, ClosedJaxpr, Const, ConvDimensionNumbers, DType,
+    DotDimensionNumbers, ExtensionPrimitive, GatherDimensionNumbers, GatherScatterMode, Jaxpr,
+    JaxprBuilder, LitValue, Literal, Param, Params, Primitive, ScatterDimensionNumbers, Shape,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -206,6 +206,7 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::DynamicSlice, case_dynamic_slice),
     (Builtin::DynamicUpdateSlice, case_dynamic_update_slice),
     (Builtin::DotGeneral, case_dot_general),
+    (Builtin::ConvGeneralDilated, case_conv_general_dilated),
     (Builtin::Iota, case_iota),
     (Builtin::Copy, case_copy),
     (Builtin::Gather, case_gather),
@@ -4438,4 +4439,244 @@ fn case_windowed() {
         &out[1],
         &ia(I32, &[4, 3], &[12, -1, 4, 14, -3, 6, 8, 0, 10, 3, -1, 12]),
     );
+}
+
+// ----- conv_general_dilated -----
+
+/// One convolution and its result, computed by JAX 0.10.2 on int64 operands
+/// `lhs = arange % 7 - 3`, `rhs = arange % 5 - 2` (reshaped), by this script:
+///
+/// ```python
+/// import jax, jax.numpy as jnp, numpy as np; from jax import lax
+/// jax.config.update("jax_enable_x64", True)
+/// l = (np.arange(np.prod(ls)) % 7 - 3).reshape(ls); r = (np.arange(np.prod(rs)) % 5 - 2).reshape(rs)
+/// out = lax.conv_general_dilated(jnp.asarray(l), jnp.asarray(r), strides, padding,
+///                                lhs_dilation, rhs_dilation, dn, fgc, bgc)
+/// ```
+struct ConvCase {
+    lhs: &'static [i64],
+    rhs: &'static [i64],
+    strides: &'static [i64],
+    padding: &'static [(i64, i64)],
+    lhs_dilation: &'static [i64],
+    rhs_dilation: &'static [i64],
+    specs: [&'static [i64]; 3],
+    groups: (i64, i64),
+    out: &'static [i64],
+    want: &'static [i64],
+}
+
+const CONV_CASES: &[ConvCase] = &[
+    // 1d_groups_dilations
+    ConvCase {
+        lhs: &[2, 4, 7],
+        rhs: &[6, 2, 3],
+        strides: &[2],
+        padding: &[(2, 1)],
+        lhs_dilation: &[2],
+        rhs_dilation: &[2],
+        specs: [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]],
+        groups: (2, 1),
+        out: &[2, 6, 6],
+        want: &[
+            1, 3, 1, -1, -3, -5, 6, 1, 0, -1, -2, -3, -4, 4, 4, 4, 4, 4, -4, -3, -2, -1, 0, 1, 1,
+            -5, -3, -1, 1, 3, 1, 3, 1, -1, -3, -5, 1, 3, 1, -1, -3, -5, 6, 1, 0, -1, -2, -3, -4, 4,
+            4, 4, 4, 4, -4, -3, -2, -1, 0, 1, 1, -5, -3, -1, 1, 3, 1, 3, 1, -1, -3, -5,
+        ],
+    },
+    // 2d_nhwc_hwio
+    ConvCase {
+        lhs: &[1, 5, 4, 2],
+        rhs: &[2, 3, 2, 3],
+        strides: &[1, 2],
+        padding: &[(1, 0), (0, 1)],
+        lhs_dilation: &[1, 1],
+        rhs_dilation: &[1, 2],
+        specs: [&[0, 3, 1, 2], &[3, 2, 0, 1], &[0, 3, 1, 2]],
+        groups: (1, 1),
+        out: &[1, 5, 1, 3],
+        want: &[1, -6, 7, 10, -10, 10, 12, -17, -6, -14, 11, 6, -5, 11, -3],
+    },
+    // 1d_batch_groups_negative_pad
+    ConvCase {
+        lhs: &[4, 2, 6],
+        rhs: &[6, 2, 2],
+        strides: &[1],
+        padding: &[(-1, 1)],
+        lhs_dilation: &[1],
+        rhs_dilation: &[1],
+        specs: [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]],
+        groups: (1, 2),
+        out: &[2, 6, 5],
+        want: &[
+            3, 1, -1, -3, -4, 1, 0, -1, -2, 3, 4, 4, 4, 4, 0, 0, 1, -5, 10, -6, 1, 3, 5, 0, -1, -3,
+            -5, 0, 5, 4, 0, 5, 3, 1, 0, 10, -5, 1, 0, 1, -10, -10, 4, 4, 2, -2, -1, 0, 1, 4, -3,
+            -1, 1, 3, -1, 1, -1, -3, -5, -6,
+        ],
+    },
+    // 3d_strided
+    ConvCase {
+        lhs: &[1, 2, 3, 4, 3],
+        rhs: &[2, 2, 2, 2, 1],
+        strides: &[2, 1, 2],
+        padding: &[(0, 1), (1, 1), (0, 0)],
+        lhs_dilation: &[1, 2, 1],
+        rhs_dilation: &[1, 1, 1],
+        specs: [&[0, 1, 2, 3, 4], &[0, 1, 2, 3, 4], &[0, 1, 2, 3, 4]],
+        groups: (1, 1),
+        out: &[1, 2, 2, 8, 2],
+        want: &[
+            9, -2, -1, 4, -4, -8, 3, 1, 4, 7, -14, 5, -2, -6, 4, 2, -2, -8, 2, 2, 3, 4, -12, 2, 1,
+            -5, 2, 2, -8, 7, 2, 2, -16, 5, -1, 1, 5, 5, 2, 4, -2, -2, 5, -14, 5, 5, 1, 3, 1, 7, 0,
+            2, 3, -5, 3, -2, -2, 4, -1, 1, 7, -8, 2, -3,
+        ],
+    },
+    // 0d
+    ConvCase {
+        lhs: &[2, 3],
+        rhs: &[4, 3],
+        strides: &[],
+        padding: &[],
+        lhs_dilation: &[],
+        rhs_dilation: &[],
+        specs: [&[0, 1], &[0, 1], &[0, 1]],
+        groups: (1, 1),
+        out: &[2, 4],
+        want: &[8, -5, 2, -1, -1, -2, 2, -4],
+    },
+];
+
+fn conv_params(c: &ConvCase, preferred: Param) -> Params {
+    params(vec![
+        ("window_strides", ints(c.strides)),
+        ("padding", Param::Pairs(c.padding.into())),
+        ("lhs_dilation", ints(c.lhs_dilation)),
+        ("rhs_dilation", ints(c.rhs_dilation)),
+        (
+            "dimension_numbers",
+            Param::ConvDims(Arc::new(ConvDimensionNumbers {
+                lhs_spec: c.specs[0].to_vec(),
+                rhs_spec: c.specs[1].to_vec(),
+                out_spec: c.specs[2].to_vec(),
+            })),
+        ),
+        ("feature_group_count", Param::Int(c.groups.0)),
+        ("batch_group_count", Param::Int(c.groups.1)),
+        ("precision", Param::None),
+        ("preferred_element_type", preferred),
+        ("out_sharding", Param::None),
+    ])
+}
+
+fn conv_operand(dims: &[i64], modulus: i64, shift: i64) -> Vec<i64> {
+    let n: i64 = dims.iter().product();
+    (0..n).map(|i| i % modulus - shift).collect()
+}
+
+#[test]
+fn case_conv_general_dilated() {
+    for c in CONV_CASES {
+        let l = conv_operand(c.lhs, 7, 3);
+        let r = conv_operand(c.rhs, 5, 2);
+        // Integer-valued floats are exact in every dtype here; ints likewise.
+        for dt in [F64, F32, F16, BF16] {
+            let lf: Vec<f64> = l.iter().map(|&v| v as f64).collect();
+            let rf: Vec<f64> = r.iter().map(|&v| v as f64).collect();
+            let want: Vec<f64> = c.want.iter().map(|&v| v as f64).collect();
+            let got = run1(
+                Builtin::ConvGeneralDilated,
+                conv_params(c, Param::None),
+                &[fa(dt, c.lhs, &lf), fa(dt, c.rhs, &rf)],
+            );
+            assert_same(&got, &fa(dt, c.out, &want));
+        }
+        for dt in [I64, I32, I16] {
+            let got = run1(
+                Builtin::ConvGeneralDilated,
+                conv_params(c, Param::None),
+                &[ia(dt, c.lhs, &l), ia(dt, c.rhs, &r)],
+            );
+            assert_same(&got, &ia(dt, c.out, c.want));
+        }
+    }
+    // i8 products wrap in i8 unless a preferred element type widens them.
+    let c = &CONV_CASES[4];
+    let l: Vec<i64> = vec![100; 6];
+    let r: Vec<i64> = vec![1, 1, 1, 2, 2, 2, -1, 0, 0, 0, 0, 0];
+    let got = run1(
+        Builtin::ConvGeneralDilated,
+        conv_params(c, Param::None),
+        &[ia(I8, c.lhs, &l), ia(I8, c.rhs, &r)],
+    );
+    let wide = [300, 600, -100, 0, 300, 600, -100, 0];
+    let wrapped: Vec<i64> = wide.iter().map(|&v: &i64| v as i8 as i64).collect();
+    assert_same(&got, &ia(I8, c.out, &wrapped));
+    let got = run1(
+        Builtin::ConvGeneralDilated,
+        conv_params(c, Param::DType(I32)),
+        &[ia(I8, c.lhs, &l), ia(I8, c.rhs, &r)],
+    );
+    assert_same(&got, &ia(I32, c.out, &wide));
+    // bool: OR of ANDs.
+    let got = run1(
+        Builtin::ConvGeneralDilated,
+        conv_params(c, Param::None),
+        &[
+            ba(c.lhs, &[true, false, false, false, false, false]),
+            ba(
+                c.rhs,
+                &[
+                    true, false, false, false, true, false, false, false, false, true, true, true,
+                ],
+            ),
+        ],
+    );
+    assert_same(
+        &got,
+        &ba(
+            c.out,
+            &[true, false, false, true, false, false, false, false],
+        ),
+    );
+}
+
+#[test]
+fn conv_general_dilated_respects_the_work_limit() {
+    // 64 outputs x 64 input features x 64 taps = 2^18 multiply-adds.
+    let c = ConvCase {
+        lhs: &[1, 64, 127],
+        rhs: &[64, 64, 64],
+        strides: &[1],
+        padding: &[(0, 0)],
+        lhs_dilation: &[1],
+        rhs_dilation: &[1],
+        specs: [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]],
+        groups: (1, 1),
+        out: &[1, 64, 64],
+        want: &[],
+    };
+    let mut b = JaxprBuilder::new();
+    let x = invar(&mut b, av(F32, c.lhs));
+    let w = invar(&mut b, av(F32, c.rhs));
+    let outs = eqn(
+        &mut b,
+        Builtin::ConvGeneralDilated,
+        vec![x, w],
+        conv_params(&c, Param::None),
+    );
+    let j = b.build(outs).unwrap();
+    let args = [
+        fa(F32, c.lhs, &vec![1.0; 64 * 127]),
+        fa(F32, c.rhs, &vec![1.0; 64 * 64 * 64]),
+    ];
+    let tight = EvalOptions {
+        max_work: Some(1 << 17),
+        ..EvalOptions::default()
+    };
+    assert!(matches!(
+        eval_jaxpr_with(&j, &[], &args, &tight),
+        Err(EvalError::WorkLimit { .. })
+    ));
+    let out = eval_jaxpr(&j, &[], &args).unwrap();
+    assert_same(&out[0], &fa(F32, c.out, &vec![4096.0; 64 * 64]));
 }

@@ -4,7 +4,9 @@ mod common_build;
 
 use common_build::*;
 use ferrax_ir::passes::{dce, toposort, PassError};
-use ferrax_ir::{typecheck, Atom, Builtin, JaxprBuilder, Param, Params, Primitive};
+use ferrax_ir::{
+    typecheck, AbstractValue, Atom, Builtin, DType, JaxprBuilder, Param, Params, Primitive, Shape,
+};
 use std::sync::Arc;
 
 fn prim_names(j: &ferrax_ir::Jaxpr) -> Vec<&str> {
@@ -439,5 +441,130 @@ fn cost_of_gather_scatter_and_rev() {
             .join("\n");
         let j = ferrax_ir::text::parse_jaxpr(&body).unwrap();
         assert_eq!(ferrax_ir::passes::cost(&j).flops, 0.0, "{name}");
+    }
+}
+
+#[test]
+fn cost_of_convolutions_is_xlas() {
+    // XLA's cost analysis (jax.jit(f).lower(x, w).compile().cost_analysis() in JAX
+    // 0.10.2) of f32 convolutions: a multiply and an add per window tap that lands on the
+    // lhs (padding and the holes of the lhs dilation are free). Integer ones count
+    // nothing here, as integer arithmetic everywhere in the model.
+    #[allow(clippy::type_complexity)]
+    let cases: &[(
+        &[i64],
+        &[i64],
+        &[i64],
+        &[(i64, i64)],
+        &[i64],
+        &[i64],
+        (i64, i64),
+        f64,
+    )] = &[
+        (
+            &[2, 3, 8, 8],
+            &[4, 3, 3, 3],
+            &[1, 1],
+            &[(1, 1), (1, 1)],
+            &[1, 1],
+            &[1, 1],
+            (1, 1),
+            23232.0,
+        ),
+        (
+            &[2, 3, 8, 8],
+            &[4, 3, 3, 3],
+            &[2, 2],
+            &[(1, 1), (1, 1)],
+            &[1, 1],
+            &[1, 1],
+            (1, 1),
+            5808.0,
+        ),
+        (
+            &[2, 3, 8, 8],
+            &[4, 3, 3, 3],
+            &[1, 1],
+            &[(0, 0), (0, 0)],
+            &[2, 2],
+            &[1, 1],
+            (1, 1),
+            19200.0,
+        ),
+        (
+            &[2, 3, 8, 8],
+            &[4, 3, 3, 3],
+            &[3, 2],
+            &[(2, -1), (1, 4)],
+            &[2, 3],
+            &[2, 1],
+            (1, 1),
+            2880.0,
+        ),
+        (
+            &[2, 6, 8, 8],
+            &[4, 3, 3, 3],
+            &[1, 1],
+            &[(0, 0), (0, 0)],
+            &[1, 1],
+            &[1, 1],
+            (2, 1),
+            15552.0,
+        ),
+        (
+            &[4, 3, 8, 8],
+            &[4, 3, 3, 3],
+            &[1, 1],
+            &[(0, 0), (0, 0)],
+            &[1, 1],
+            &[1, 1],
+            (1, 2),
+            15552.0,
+        ),
+        (
+            &[1, 2, 9],
+            &[2, 2, 3],
+            &[2],
+            &[(1, 1)],
+            &[3],
+            &[3],
+            (1, 1),
+            72.0,
+        ),
+        (&[2, 3], &[4, 3], &[], &[], &[], &[], (1, 1), 48.0),
+    ];
+    for &(l, r, strides, padding, ld, rd, (fgc, bgc), flops) in cases {
+        for dtype in [DType::F32, DType::I32] {
+            let mut b = JaxprBuilder::new();
+            let x = Atom::Var(b.add_invar(AbstractValue::new(Shape::new(l).unwrap(), dtype)));
+            let w = Atom::Var(b.add_invar(AbstractValue::new(Shape::new(r).unwrap(), dtype)));
+            let iota: Vec<i64> = (0..l.len() as i64).collect();
+            let params = Params::new([
+                ("window_strides", Param::ints(strides)),
+                ("padding", Param::Pairs(padding.into())),
+                ("lhs_dilation", Param::ints(ld)),
+                ("rhs_dilation", Param::ints(rd)),
+                (
+                    "dimension_numbers",
+                    Param::ConvDims(Arc::new(ferrax_ir::ConvDimensionNumbers {
+                        lhs_spec: iota.clone(),
+                        rhs_spec: iota.clone(),
+                        out_spec: iota,
+                    })),
+                ),
+                ("feature_group_count", Param::Int(fgc)),
+                ("batch_group_count", Param::Int(bgc)),
+            ]);
+            let out = b
+                .add_eqn(Builtin::ConvGeneralDilated.into(), vec![x, w], params)
+                .unwrap();
+            let j = b.build(out.into_iter().map(Atom::Var).collect()).unwrap();
+            let want = if dtype == DType::F32 { flops } else { 0.0 };
+            assert_eq!(
+                ferrax_ir::passes::cost(&j).flops,
+                want,
+                "{l:?} {r:?} {dtype}"
+            );
+        }
     }
 }

@@ -8,9 +8,10 @@
 
 use ferrax_ir::DType::{BF16, F16, F32, F64, I16, I32, I64, I8, U16, U32, U64, U8};
 use ferrax_ir::{
-    AbstractValue, Atom, AxisEnv, Builtin, ClosedJaxpr, DType, DotDimensionNumbers,
-    GatherDimensionNumbers, GatherScatterMode, JaxprBuilder, LitValue, Literal, Opaque, Param,
-    ParamKind, Params, RuleError, ScatterDimensionNumbers, Shape, ShapeError,
+    AbstractValue, Atom, AxisEnv, Builtin, ClosedJaxpr, ConvDimensionNumbers, DType,
+    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, JaxprBuilder, LitValue,
+    Literal, Opaque, Param, ParamKind, Params, RuleError, ScatterDimensionNumbers, Shape,
+    ShapeError,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -5063,6 +5064,410 @@ fn sorting_cases(t: &mut Table) {
     );
 }
 
+/// A convolution's params: strides, padding, dilations, specs, (feature, batch) groups.
+type ConvSpec<'a> = (
+    &'a [i64],
+    &'a [(i64, i64)],
+    &'a [i64],
+    &'a [i64],
+    [&'a [i64]; 3],
+    (i64, i64),
+);
+
+fn conv_ps(c: ConvSpec<'_>, preferred: Param) -> Params {
+    let (strides, padding, ld, rd, specs, (fgc, bgc)) = c;
+    ps([
+        ("window_strides", ints(strides)),
+        ("padding", Param::Pairs(padding.into())),
+        ("lhs_dilation", ints(ld)),
+        ("rhs_dilation", ints(rd)),
+        (
+            "dimension_numbers",
+            Param::ConvDims(Arc::new(ConvDimensionNumbers {
+                lhs_spec: specs[0].to_vec(),
+                rhs_spec: specs[1].to_vec(),
+                out_spec: specs[2].to_vec(),
+            })),
+        ),
+        ("feature_group_count", Param::Int(fgc)),
+        ("batch_group_count", Param::Int(bgc)),
+        ("precision", Param::None),
+        ("preferred_element_type", preferred),
+        ("out_sharding", Param::None),
+    ])
+}
+
+/// Output shapes computed by JAX 0.10.2 (`jax.eval_shape` of `lax.conv_general_dilated`
+/// with these params; specs from `lax.conv_dimension_numbers`).
+#[allow(clippy::type_complexity)]
+const CONV_SHAPES: &[(
+    DType,
+    &[i64],
+    &[i64],
+    &[i64],
+    &[(i64, i64)],
+    &[i64],
+    &[i64],
+    [&[i64]; 3],
+    (i64, i64),
+    &[i64],
+)] = &[
+    (
+        F32,
+        &[2, 3, 8, 8],
+        &[4, 3, 3, 3],
+        &[1, 1],
+        &[(1, 1), (1, 1)],
+        &[1, 1],
+        &[1, 1],
+        [&[0, 1, 2, 3], &[0, 1, 2, 3], &[0, 1, 2, 3]],
+        (1, 1),
+        &[2, 4, 8, 8],
+    ),
+    (
+        F32,
+        &[2, 8, 8, 3],
+        &[3, 3, 3, 4],
+        &[2, 1],
+        &[(1, 0), (2, 2)],
+        &[1, 2],
+        &[2, 1],
+        [&[0, 3, 1, 2], &[3, 2, 0, 1], &[0, 3, 1, 2]],
+        (1, 1),
+        &[2, 3, 17, 4],
+    ),
+    (
+        F16,
+        &[2, 4, 7],
+        &[6, 2, 3],
+        &[2],
+        &[(2, 1)],
+        &[2],
+        &[2],
+        [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]],
+        (2, 1),
+        &[2, 6, 6],
+    ),
+    (
+        I32,
+        &[4, 2, 6],
+        &[6, 2, 2],
+        &[1],
+        &[(-1, 1)],
+        &[1],
+        &[1],
+        [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]],
+        (1, 2),
+        &[2, 6, 5],
+    ),
+    (
+        BF16,
+        &[1, 2, 3, 4, 3],
+        &[2, 2, 2, 2, 1],
+        &[2, 1, 2],
+        &[(0, 1), (1, 1), (0, 0)],
+        &[1, 2, 1],
+        &[1, 1, 1],
+        [&[0, 1, 2, 3, 4], &[0, 1, 2, 3, 4], &[0, 1, 2, 3, 4]],
+        (1, 1),
+        &[1, 2, 2, 8, 2],
+    ),
+    (
+        F32,
+        &[2, 3],
+        &[4, 3],
+        &[],
+        &[],
+        &[],
+        &[],
+        [&[0, 1], &[0, 1], &[0, 1]],
+        (1, 1),
+        &[2, 4],
+    ),
+    (
+        F32,
+        &[3, 2, 5],
+        &[4, 2, 9],
+        &[1],
+        &[(0, 0)],
+        &[1],
+        &[1],
+        [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]],
+        (1, 1),
+        &[3, 4, 0],
+    ),
+    (
+        F32,
+        &[0, 3, 5],
+        &[4, 3, 2],
+        &[1],
+        &[(0, 0)],
+        &[1],
+        &[1],
+        [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]],
+        (1, 1),
+        &[0, 4, 4],
+    ),
+    (
+        F32,
+        &[2, 0, 5],
+        &[4, 0, 2],
+        &[1],
+        &[(0, 0)],
+        &[1],
+        &[1],
+        [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]],
+        (1, 1),
+        &[2, 4, 4],
+    ),
+    (
+        F32,
+        &[2, 6, 5, 5],
+        &[6, 1, 3, 3],
+        &[1, 1],
+        &[(1, 1), (1, 1)],
+        &[1, 1],
+        &[1, 1],
+        [&[0, 1, 2, 3], &[0, 1, 2, 3], &[0, 3, 1, 2]],
+        (6, 1),
+        &[2, 5, 5, 6],
+    ),
+];
+
+fn conv_cases(t: &mut Table) {
+    let c = Builtin::ConvGeneralDilated;
+    for &(dt, l, r, st, pad, ld, rd, specs, groups, out) in CONV_SHAPES {
+        let p = conv_ps((st, pad, ld, rd, specs, groups), Param::None);
+        t.ok(
+            &format!("conv {l:?} x {r:?}"),
+            c,
+            vec![a(dt, l), a(dt, r)],
+            p.clone(),
+            vec![a(dt, out)],
+        );
+        // Weakly typed only when both operands are.
+        t.ok(
+            &format!("weak conv {l:?} x {r:?}"),
+            c,
+            vec![w(a(dt, l)), w(a(dt, r))],
+            p.clone(),
+            vec![w(a(dt, out))],
+        );
+        t.ok(
+            &format!("half-weak conv {l:?} x {r:?}"),
+            c,
+            vec![w(a(dt, l)), a(dt, r)],
+            p,
+            vec![a(dt, out)],
+        );
+    }
+    let id3: [&[i64]; 3] = [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]];
+    let base = (
+        &[1i64][..],
+        &[(0i64, 0i64)][..],
+        &[1i64][..],
+        &[1i64][..],
+        id3,
+        (1, 1),
+    );
+    let x = || a(F32, &[2, 4, 5]);
+    let k = || a(F32, &[6, 4, 3]);
+    t.ok(
+        "conv preferred f32 from f16",
+        c,
+        vec![a(F16, &[2, 4, 5]), a(F16, &[6, 4, 3])],
+        conv_ps(base, Param::DType(F32)),
+        vec![a(F32, &[2, 6, 3])],
+    );
+    t.ok(
+        "conv preferred f32 from i8",
+        c,
+        vec![a(I8, &[2, 4, 5]), a(I8, &[6, 4, 3])],
+        conv_ps(base, Param::DType(F32)),
+        vec![a(F32, &[2, 6, 3])],
+    );
+    let mut reject =
+        |label: &str, ins: Vec<AbstractValue>, p: Params, v: Variant, needles: &[&'static str]| {
+            t.err(label, c, ins, p, v, needles)
+        };
+    // JAX's messages, JAX's checks.
+    reject(
+        "conv dtypes differ",
+        vec![x(), a(F16, &[6, 4, 3])],
+        conv_ps(base, Param::None),
+        Variant::Operands,
+        &["requires arguments to have the same dtypes, got float32, float16"],
+    );
+    reject(
+        "conv ranks differ",
+        vec![x(), a(F32, &[6, 4, 3, 1])],
+        conv_ps(base, Param::None),
+        Variant::Operands,
+        &["must have the same number of dimensions"],
+    );
+    reject(
+        "conv feature groups do not divide",
+        vec![x(), k()],
+        conv_ps((base.0, base.1, base.2, base.3, id3, (3, 1)), Param::None),
+        Variant::Operands,
+        &["3 does not divide 4"],
+    );
+    reject(
+        "conv kernel input features",
+        vec![x(), k()],
+        conv_ps((base.0, base.1, base.2, base.3, id3, (2, 1)), Param::None),
+        Variant::Operands,
+        &["4 // 2 != 4"],
+    );
+    reject(
+        "conv output features not a multiple of the groups",
+        vec![x(), a(F32, &[5, 2, 3])],
+        conv_ps((base.0, base.1, base.2, base.3, id3, (2, 1)), Param::None),
+        Variant::Operands,
+        &["5 is not a multiple of 2"],
+    );
+    reject(
+        "conv batch groups do not divide the batch",
+        vec![a(F32, &[3, 4, 5]), k()],
+        conv_ps((base.0, base.1, base.2, base.3, id3, (1, 2)), Param::None),
+        Variant::Operands,
+        &["2 does not divide 3"],
+    );
+    reject(
+        "conv both groups",
+        vec![a(F32, &[4, 4, 5]), a(F32, &[4, 2, 3])],
+        conv_ps((base.0, base.1, base.2, base.3, id3, (2, 2)), Param::None),
+        Variant::BadParam,
+        &["At most one of batch_group_count and feature_group_count"],
+    );
+    reject(
+        "conv zero groups",
+        vec![x(), k()],
+        conv_ps((base.0, base.1, base.2, base.3, id3, (0, 1)), Param::None),
+        Variant::BadParam,
+        &["must be a positive integer, got 0"],
+    );
+    reject(
+        "conv strides count",
+        vec![x(), k()],
+        conv_ps((&[1, 1], base.1, base.2, base.3, id3, (1, 1)), Param::None),
+        Variant::BadParam,
+        &["same number of dimensions, but got 1 and 2"],
+    );
+    reject(
+        "conv zero stride",
+        vec![x(), k()],
+        conv_ps((&[0], base.1, base.2, base.3, id3, (1, 1)), Param::None),
+        Variant::BadParam,
+        &["strides must be positive"],
+    );
+    reject(
+        "conv zero dilation",
+        vec![x(), k()],
+        conv_ps((base.0, base.1, base.2, &[0], id3, (1, 1)), Param::None),
+        Variant::BadParam,
+        &["All dilations must be positive, got (0,)."],
+    );
+    reject(
+        "conv padding count",
+        vec![x(), k()],
+        conv_ps((base.0, &[], base.2, base.3, id3, (1, 1)), Param::None),
+        Variant::BadParam,
+        &["Wrong number of explicit pads for convolution: expected 1, got 0."],
+    );
+    reject(
+        "conv negative padding larger than the input",
+        vec![x(), k()],
+        conv_ps(
+            (base.0, &[(-4, -2)], base.2, base.3, id3, (1, 1)),
+            Param::None,
+        ),
+        Variant::Operands,
+        &["Negative padding is larger than the size"],
+    );
+    reject(
+        "conv spec not a permutation",
+        vec![x(), k()],
+        conv_ps(
+            (
+                base.0,
+                base.1,
+                base.2,
+                base.3,
+                [&[0, 1, 1], &[0, 1, 2], &[0, 1, 2]],
+                (1, 1),
+            ),
+            Param::None,
+        ),
+        Variant::BadParam,
+        &["not a permutation"],
+    );
+    reject(
+        "conv specs of different lengths",
+        vec![x(), k()],
+        conv_ps(
+            (
+                base.0,
+                base.1,
+                base.2,
+                base.3,
+                [&[0, 1, 2], &[0, 1], &[0, 1, 2]],
+                (1, 1),
+            ),
+            Param::None,
+        ),
+        Variant::BadParam,
+        &["one length"],
+    );
+    reject(
+        "conv preferred narrower",
+        vec![x(), k()],
+        conv_ps(base, Param::DType(F16)),
+        Variant::BadParam,
+        &["must not be narrower"],
+    );
+    reject(
+        "conv preferred int from float",
+        vec![x(), k()],
+        conv_ps(base, Param::DType(I32)),
+        Variant::BadParam,
+        &["Input type is incompatible"],
+    );
+    reject(
+        "conv preferred unsigned from signed",
+        vec![a(I8, &[2, 4, 5]), a(I8, &[6, 4, 3])],
+        conv_ps(base, Param::DType(U32)),
+        Variant::BadParam,
+        &["same signedness"],
+    );
+    reject(
+        "conv dilated size overflows",
+        vec![a(F32, &[1, 1, i64::MAX / 2]), a(F32, &[1, 1, 1])],
+        conv_ps((base.0, base.1, &[4], base.3, id3, (1, 1)), Param::None),
+        Variant::Operands,
+        &["overflows"],
+    );
+    reject(
+        "conv one operand",
+        vec![x()],
+        conv_ps(base, Param::None),
+        Variant::Arity,
+        &["2"],
+    );
+    reject(
+        "conv missing padding",
+        vec![x(), k()],
+        ps([("window_strides", ints(&[1]))]),
+        Variant::MissingParam,
+        &["padding"],
+    );
+}
+
+#[test]
+fn conv_rules() {
+    run(&table(conv_cases));
+}
+
 #[test]
 fn sorting_rules() {
     run(&table(sorting_cases));
@@ -5571,7 +5976,8 @@ fn logical_and_precision_rules() {
     run(&table(logical_and_precision_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 17] = [
+const FAMILIES: [fn(&mut Table); 18] = [
+    conv_cases,
     windowed_cases,
     logical_and_precision_cases,
     bit_cases,

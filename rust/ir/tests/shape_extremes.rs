@@ -11,9 +11,9 @@
 
 use ferrax_ir::DType::{F32, I32, U32, U8};
 use ferrax_ir::{
-    AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, GatherDimensionNumbers,
-    GatherScatterMode, JaxprBuilder, LitValue, Literal, Opaque, Param, Params, RuleError,
-    ScatterDimensionNumbers, Shape, ShapeError,
+    AbstractValue, Atom, Builtin, ClosedJaxpr, ConvDimensionNumbers, DType, DotDimensionNumbers,
+    GatherDimensionNumbers, GatherScatterMode, JaxprBuilder, LitValue, Literal, Opaque, Param,
+    Params, RuleError, ScatterDimensionNumbers, Shape, ShapeError,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -249,6 +249,26 @@ fn bases() -> Vec<Base> {
                 p,
                 vec![f23.clone(), a(F32, &[1, 2]), i32s.clone(), i32s.clone()],
                 no,
+            ),
+            ConvGeneralDilated => base(
+                p,
+                vec![a(F32, &[2, 5, 4, 3]), a(F32, &[2, 3, 3, 4])],
+                ps([
+                    ("window_strides", ints(&[2, 1])),
+                    ("padding", Param::Pairs(vec![(1, 2), (0, -1)].into())),
+                    ("lhs_dilation", ints(&[1, 2])),
+                    ("rhs_dilation", ints(&[2, 1])),
+                    (
+                        "dimension_numbers",
+                        Param::ConvDims(Arc::new(ConvDimensionNumbers {
+                            lhs_spec: vec![0, 3, 1, 2],
+                            rhs_spec: vec![3, 2, 0, 1],
+                            out_spec: vec![0, 3, 1, 2],
+                        })),
+                    ),
+                    ("feature_group_count", Param::Int(1)),
+                    ("batch_group_count", Param::Int(1)),
+                ]),
             ),
             DotGeneral => base(
                 p,
@@ -577,6 +597,8 @@ fn slots(p: &Param) -> usize {
         }
         Param::GatherDims(d) => d.fields().iter().map(|f| f.len()).sum(),
         Param::ScatterDims(d) => d.fields().iter().map(|f| f.len()).sum(),
+        Param::ConvDims(d) => d.fields().iter().map(|f| f.len()).sum(),
+        Param::Pairs(v) => 2 * v.len(),
         _ => 0,
     }
 }
@@ -635,6 +657,20 @@ fn with_slot(p: &Param, k: usize, v: i64) -> Param {
             let mut f = d.fields().map(<[i64]>::to_vec);
             set_in_fields(&mut f, k, v);
             Param::ScatterDims(Arc::new(ScatterDimensionNumbers::from_fields(f)))
+        }
+        Param::ConvDims(d) => {
+            let mut f = d.fields().map(<[i64]>::to_vec);
+            set_in_fields(&mut f, k, v);
+            Param::ConvDims(Arc::new(ConvDimensionNumbers::from_fields(f)))
+        }
+        Param::Pairs(ps) => {
+            let mut ps = ps.to_vec();
+            if k % 2 == 0 {
+                ps[k / 2].0 = v;
+            } else {
+                ps[k / 2].1 = v;
+            }
+            Param::Pairs(ps.into())
         }
         other => other.clone(),
     }

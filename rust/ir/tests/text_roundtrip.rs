@@ -6,9 +6,9 @@ use ferrax_ir::text::{
     format_param_flat, parse_jaxpr, parse_jaxpr_with, print_closed_jaxpr, print_jaxpr, ReadError,
 };
 use ferrax_ir::{
-    AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers, ExtensionPrimitive,
-    GatherDimensionNumbers, GatherScatterMode, Jaxpr, JaxprBuilder, LitValue, Literal, Param,
-    Params, Primitive, Registry, ScatterDimensionNumbers, Shape, TypeError,
+    AbstractValue, Atom, Builtin, ClosedJaxpr, ConvDimensionNumbers, DType, DotDimensionNumbers,
+    ExtensionPrimitive, GatherDimensionNumbers, GatherScatterMode, Jaxpr, JaxprBuilder, LitValue,
+    Literal, Param, Params, Primitive, Registry, ScatterDimensionNumbers, Shape, TypeError,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -204,6 +204,31 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ),
                 ("precision", Param::None),
                 ("preferred_element_type", Param::DType(DType::F32)),
+            ]),
+        ),
+        ConvGeneralDilated => (
+            vec![f32s(&[2, 5, 4, 3]), f32s(&[2, 3, 3, 4])],
+            params(vec![
+                ("window_strides", Param::ints(&[2, 1])),
+                ("padding", Param::Pairs(vec![(1, 2), (0, -1)].into())),
+                ("lhs_dilation", Param::ints(&[1, 2])),
+                ("rhs_dilation", Param::ints(&[2, 1])),
+                (
+                    "dimension_numbers",
+                    Param::ConvDims(Arc::new(ConvDimensionNumbers {
+                        lhs_spec: vec![0, 3, 1, 2],
+                        rhs_spec: vec![3, 2, 0, 1],
+                        out_spec: vec![0, 3, 1, 2],
+                    })),
+                ),
+                ("feature_group_count", Param::Int(1)),
+                ("batch_group_count", Param::Int(1)),
+                (
+                    "precision",
+                    Param::Str("(Precision.HIGHEST, Precision.DEFAULT)".into()),
+                ),
+                ("preferred_element_type", Param::DType(DType::F32)),
+                ("out_sharding", Param::None),
             ]),
         ),
         Iota => (

@@ -10,8 +10,9 @@ use ferrax_ir::gen::Rng;
 use ferrax_ir::passes::{transpose, PassError};
 use ferrax_ir::text::parse_jaxpr;
 use ferrax_ir::{
-    typecheck, AbstractValue, Atom, Builtin, ClosedJaxpr, DType, DotDimensionNumbers,
-    ExtensionPrimitive, Jaxpr, JaxprBuilder, Param, Params, Primitive, Shape, VarId,
+    typecheck, AbstractValue, Atom, Builtin, ClosedJaxpr, ConvDimensionNumbers, DType,
+    DotDimensionNumbers, ExtensionPrimitive, Jaxpr, JaxprBuilder, Param, Params, Primitive, Shape,
+    VarId,
 };
 use std::sync::Arc;
 
@@ -1905,4 +1906,262 @@ fn windowed_transposes_are_jax_s() {
         transpose(&scatter, &[false, true]),
         Err(PassError::NonLinearUse { operand: 1, .. })
     ));
+}
+
+/// One convolution: lhs and rhs shapes, strides, padding, lhs and rhs dilation, specs,
+/// (feature, batch) groups, and whether the result is `preferred_element_type=f32` of
+/// f16 operands.
+type ConvCase = (
+    &'static [i64],
+    &'static [i64],
+    &'static [i64],
+    &'static [(i64, i64)],
+    &'static [i64],
+    &'static [i64],
+    [&'static [i64]; 3],
+    (i64, i64),
+    bool,
+);
+
+const ID3: [&[i64]; 3] = [&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]];
+const ID4: [&[i64]; 3] = [&[0, 1, 2, 3], &[0, 1, 2, 3], &[0, 1, 2, 3]];
+const NHWC: [&[i64]; 3] = [&[0, 3, 1, 2], &[3, 2, 0, 1], &[0, 3, 1, 2]];
+
+const CONV_TRANSPOSE_CASES: &[ConvCase] = &[
+    // Plain, then each feature of the geometry.
+    (
+        &[2, 3, 6],
+        &[4, 3, 3],
+        &[1],
+        &[(0, 0)],
+        &[1],
+        &[1],
+        ID3,
+        (1, 1),
+        false,
+    ),
+    (
+        &[2, 3, 7],
+        &[4, 3, 3],
+        &[3],
+        &[(2, 1)],
+        &[1],
+        &[1],
+        ID3,
+        (1, 1),
+        false,
+    ),
+    (
+        &[2, 3, 6],
+        &[4, 3, 2],
+        &[2],
+        &[(-1, 2)],
+        &[2],
+        &[1],
+        ID3,
+        (1, 1),
+        false,
+    ),
+    (
+        &[1, 2, 9],
+        &[2, 2, 3],
+        &[2],
+        &[(1, 1)],
+        &[1],
+        &[3],
+        ID3,
+        (1, 1),
+        false,
+    ),
+    // Feature groups, batch groups.
+    (
+        &[2, 4, 7],
+        &[6, 2, 3],
+        &[2],
+        &[(2, 1)],
+        &[2],
+        &[2],
+        ID3,
+        (2, 1),
+        false,
+    ),
+    (
+        &[2, 6, 5, 5],
+        &[6, 1, 3, 3],
+        &[1, 2],
+        &[(1, 1), (0, 1)],
+        &[1, 1],
+        &[1, 1],
+        ID4,
+        (6, 1),
+        false,
+    ),
+    (
+        &[4, 2, 6],
+        &[6, 2, 2],
+        &[1],
+        &[(-1, 1)],
+        &[1],
+        &[1],
+        ID3,
+        (1, 2),
+        false,
+    ),
+    (
+        &[6, 2, 5],
+        &[3, 2, 2],
+        &[2],
+        &[(0, 1)],
+        &[1],
+        &[1],
+        ID3,
+        (1, 3),
+        false,
+    ),
+    // Layouts, several spatial dimensions, no spatial dimension.
+    (
+        &[1, 5, 4, 2],
+        &[2, 3, 2, 3],
+        &[1, 2],
+        &[(1, 0), (0, 1)],
+        &[1, 1],
+        &[1, 2],
+        NHWC,
+        (1, 1),
+        false,
+    ),
+    (
+        &[2, 6, 5, 4],
+        &[2, 2, 2, 4],
+        &[2, 1],
+        &[(0, 1), (1, 1)],
+        &[1, 2],
+        &[1, 1],
+        NHWC,
+        (2, 1),
+        false,
+    ),
+    (
+        &[1, 2, 3, 4, 3],
+        &[2, 2, 2, 2, 1],
+        &[2, 1, 2],
+        &[(0, 1), (1, 1), (0, 0)],
+        &[1, 2, 1],
+        &[1, 1, 1],
+        [&[0, 1, 2, 3, 4], &[0, 1, 2, 3, 4], &[0, 1, 2, 3, 4]],
+        (1, 1),
+        false,
+    ),
+    (
+        &[2, 3],
+        &[4, 3],
+        &[],
+        &[],
+        &[],
+        &[],
+        [&[0, 1], &[0, 1], &[0, 1]],
+        (1, 1),
+        false,
+    ),
+    (
+        &[3, 4],
+        &[3, 4],
+        &[],
+        &[],
+        &[],
+        &[],
+        [&[1, 0], &[1, 0], &[0, 1]],
+        (1, 2),
+        false,
+    ),
+    // Half-precision operands with a float32 result (converts on both sides).
+    (
+        &[2, 4, 6],
+        &[4, 2, 3],
+        &[2],
+        &[(1, 1)],
+        &[1],
+        &[1],
+        ID3,
+        (2, 1),
+        true,
+    ),
+];
+
+fn conv_jaxpr(c: &ConvCase) -> Jaxpr {
+    let &(l, r, st, pad, ld, rd, specs, (fgc, bgc), half) = c;
+    let dt = if half { DType::F16 } else { DType::F32 };
+    let mut b = JaxprBuilder::new();
+    let x = Atom::Var(b.add_invar(AbstractValue::new(Shape::new(l).unwrap(), dt)));
+    let w = Atom::Var(b.add_invar(AbstractValue::new(Shape::new(r).unwrap(), dt)));
+    let p = Params::new([
+        ("window_strides", Param::ints(st)),
+        ("padding", Param::Pairs(pad.into())),
+        ("lhs_dilation", Param::ints(ld)),
+        ("rhs_dilation", Param::ints(rd)),
+        (
+            "dimension_numbers",
+            Param::ConvDims(Arc::new(ConvDimensionNumbers {
+                lhs_spec: specs[0].to_vec(),
+                rhs_spec: specs[1].to_vec(),
+                out_spec: specs[2].to_vec(),
+            })),
+        ),
+        ("feature_group_count", Param::Int(fgc)),
+        ("batch_group_count", Param::Int(bgc)),
+        ("precision", Param::None),
+        (
+            "preferred_element_type",
+            if half {
+                Param::DType(DType::F32)
+            } else {
+                Param::None
+            },
+        ),
+        ("out_sharding", Param::None),
+    ]);
+    let out = b
+        .add_eqn(Builtin::ConvGeneralDilated.into(), vec![x, w], p)
+        .unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    b.build(out.into_iter().map(Atom::Var).collect()).unwrap()
+}
+
+#[test]
+fn conv_transposes_pass_the_dot_product_test() {
+    for (k, c) in CONV_TRANSPOSE_CASES.iter().enumerate() {
+        let j = conv_jaxpr(c);
+        for (side, linear) in [[true, false], [false, true]].iter().enumerate() {
+            let tj = dot_test(&j, linear, (2 * k + side) as u64);
+            // A transpose of a convolution is a convolution (plus reshapes, a reversal and
+            // converts around it).
+            assert!(prims(&tj).contains(&"conv_general_dilated"), "{}", tj);
+        }
+    }
+}
+
+#[test]
+fn conv_transpose_matches_jax_structure() {
+    // JAX 0.10.2's grad of a SAME 3x3 convolution: the rhs cotangent is a convolution of
+    // the lhs with the cotangent, roles swapped in every spec; the lhs cotangent a
+    // convolution of the cotangent with the reversed kernel.
+    let j = conv_jaxpr(&(
+        &[2, 3, 8, 8],
+        &[4, 3, 3, 3],
+        &[1, 1],
+        &[(1, 1), (1, 1)],
+        &[1, 1],
+        &[1, 1],
+        ID4,
+        (1, 1),
+        false,
+    ));
+    let t_rhs = transpose(&j, &[false, true]).unwrap();
+    let text = ferrax_ir::text::print_jaxpr(&t_rhs);
+    assert!(text.contains("dimension_numbers=ConvDimensionNumbers(lhs_spec=(1, 0, 2, 3), rhs_spec=(1, 0, 2, 3), out_spec=(1, 0, 2, 3))"), "{text}");
+    assert!(text.contains("padding=((1, 1), (1, 1))"), "{text}");
+    let t_lhs = transpose(&j, &[true, false]).unwrap();
+    assert_eq!(prims(&t_lhs), ["rev", "conv_general_dilated"]);
+    let text = ferrax_ir::text::print_jaxpr(&t_lhs);
+    assert!(text.contains("rev[dimensions=(2, 3)]"), "{text}");
+    assert!(text.contains("dimension_numbers=ConvDimensionNumbers(lhs_spec=(0, 1, 2, 3), rhs_spec=(1, 0, 2, 3), out_spec=(0, 1, 2, 3))"), "{text}");
 }

@@ -21,6 +21,11 @@
 //!   of `ferrax.lax.GatherDimensionNumbers` / `ferrax.lax.ScatterDimensionNumbers` (built
 //!   from the five fields as keywords), or a dict of the fields if `ferrax.lax` has no such
 //!   class.
+//! - `conv_general_dilated`'s `dimension_numbers`: from Python, any object with the
+//!   int-sequence attributes `lhs_spec`, `rhs_spec`, `out_spec` (JAX's
+//!   `ConvDimensionNumbers`, a named tuple) or a dict with those keys; to Python,
+//!   `ferrax.lax.ConvDimensionNumbers(...)` (or a dict). Its `padding` is a tuple of
+//!   `(low, high)` pairs.
 //! - `mode`: from Python, a `GatherScatterMode` member (read by its `.name`: `CLIP`,
 //!   `FILL_OR_DROP`, `PROMISE_IN_BOUNDS`) or a string JAX's `GatherScatterMode.from_any`
 //!   takes (`"clip"`, `"fill"`, `"drop"`, `"promise_in_bounds"`); `ONE_HOT` is refused. To
@@ -42,8 +47,8 @@ use crate::avals::{describe, dtype_from_py, dtype_to_py, is_numpy_dtype, type_na
 use crate::errors::{self, Result};
 use crate::jaxpr::ClosedJaxpr;
 use ferrax_ir::params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque, Param, Params,
-    ScatterDimensionNumbers,
+    ConvDimensionNumbers, DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque,
+    Param, Params, ScatterDimensionNumbers,
 };
 use ferrax_ir::primitive::{ParamKind, Primitive};
 use pyo3::prelude::*;
@@ -93,6 +98,12 @@ pub fn param_to_py<'py>(py: Python<'py>, p: &Param) -> PyResult<Bound<'py, PyAny
             py,
             "ScatterDimensionNumbers",
             &ScatterDimensionNumbers::FIELDS,
+            d.fields(),
+        )?,
+        Param::ConvDims(d) => record_to_py(
+            py,
+            "ConvDimensionNumbers",
+            &ConvDimensionNumbers::FIELDS,
             d.fields(),
         )?,
         Param::Mode(m) => match lax_class(py, "GatherScatterMode") {
@@ -341,11 +352,11 @@ fn lax_class<'py>(py: Python<'py>, name: &str) -> Option<Bound<'py, PyAny>> {
 }
 
 /// Dimension numbers as `ferrax.lax.<class>(field=(...), ...)`, or a dict of the fields.
-fn record_to_py<'py>(
+fn record_to_py<'py, const N: usize>(
     py: Python<'py>,
     class: &str,
-    names: &[&str; 5],
-    fields: [&[i64]; 5],
+    names: &[&str; N],
+    fields: [&[i64]; N],
 ) -> PyResult<Bound<'py, PyAny>> {
     let kwargs = PyDict::new(py);
     for (name, xs) in names.iter().zip(fields) {
@@ -446,11 +457,13 @@ fn param_of_kind(kind: ParamKind, v: &Bound<'_, PyAny>) -> Result<Option<Param>>
         K::Jaxpr => jaxpr_of(v).map(Param::Jaxpr),
         K::Jaxprs => jaxprs_of(v)?.map(|js| Param::Jaxprs(Arc::new(js))),
         K::NoneOnly => v.is_none().then_some(Param::None),
-        K::GatherDims => record_of(v, &GatherDimensionNumbers::FIELDS)?
+        K::GatherDims => record_of(v, &GatherDimensionNumbers::FIELDS, 3)?
             .map(|f| Param::GatherDims(Arc::new(GatherDimensionNumbers::from_fields(f)))),
-        K::ScatterDims => record_of(v, &ScatterDimensionNumbers::FIELDS)?
+        K::ScatterDims => record_of(v, &ScatterDimensionNumbers::FIELDS, 3)?
             .map(|f| Param::ScatterDims(Arc::new(ScatterDimensionNumbers::from_fields(f)))),
         K::GatherMode => mode_of(v)?.map(Param::Mode),
+        K::ConvDims => record_of(v, &ConvDimensionNumbers::FIELDS, 3)?
+            .map(|f| Param::ConvDims(Arc::new(ConvDimensionNumbers::from_fields(f)))),
         K::OptScalar if v.is_none() => Some(Param::None),
         K::OptScalar => scalar_of(v)?,
         K::OptJaxpr if v.is_none() => Some(Param::None),
@@ -570,16 +583,22 @@ fn scalar_of(v: &Bound<'_, PyAny>) -> Result<Option<Param>> {
 
 /// Five int tuples read from the attributes (or dict keys) `names`; a missing batching
 /// field (the last two) is `()`. `None` if the value has no such fields.
-fn record_of(v: &Bound<'_, PyAny>, names: &[&str; 5]) -> Result<Option<[Vec<i64>; 5]>> {
+/// A record's int-tuple fields by name (attributes or dict keys); fields from `optional_from`
+/// on may be absent (`()`).
+fn record_of<const N: usize>(
+    v: &Bound<'_, PyAny>,
+    names: &[&str; N],
+    optional_from: usize,
+) -> Result<Option<[Vec<i64>; N]>> {
     let dict = v.cast::<PyDict>().ok();
-    let mut out: [Vec<i64>; 5] = Default::default();
+    let mut out: [Vec<i64>; N] = std::array::from_fn(|_| Vec::new());
     for (i, name) in names.iter().enumerate() {
         let field = match &dict {
             Some(d) => d.get_item(name)?,
             None => v.getattr(*name).ok(),
         };
         let Some(field) = field else {
-            if i >= 3 {
+            if i >= optional_from {
                 continue;
             }
             return Ok(None);

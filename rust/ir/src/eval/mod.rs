@@ -20,7 +20,7 @@
 //! Float primitives compute in `f64` and round the result once to the dtype, so `f32`
 //! results may differ from XLA's in the last place for transcendental functions; `+ - * /`
 //! and `sqrt` are correctly rounded (the `f64` intermediate cannot double-round them).
-//! Float reductions and `dot_general` accumulate in `f64` in row-major order and round
+//! Float reductions, `dot_general` and `conv_general_dilated` accumulate in `f64` in row-major order and round
 //! once (XLA's order and accumulation type are unspecified; compare with a tolerance).
 //!
 //! # Semantics (XLA's, or JAX's lowering where XLA leaves a choice)
@@ -39,7 +39,9 @@
 //! * `pow` with an integer exponent converts it to the base's float dtype first, as JAX
 //!   lowers it. `sign` of an unsigned integer is 0 or 1; `neg` of one wraps.
 //! * `dot_general` converts both operands to the result dtype before multiplying (JAX's
-//!   CPU lowering for mixed operand dtypes).
+//!   CPU lowering for mixed operand dtypes); so does `conv_general_dilated` (for its
+//!   `preferred_element_type`), whose batch groups split the lhs batch as XLA's do: output
+//!   feature group `g` reads lhs batch entries `g * (batch / groups) ..`.
 //! * `select_n` with an integer predicate out of range, and `cond` with an index out of
 //!   range, clamp it into range (`cond` like XLA's `case`; `select_n` like JAX's
 //!   lowering; unsigned predicates compare as unsigned). A `bool` predicate picks case 0
@@ -76,6 +78,7 @@
 
 mod array;
 mod bits;
+mod conv;
 mod indexing;
 mod numeric;
 mod ops;
@@ -327,8 +330,9 @@ pub struct EvalOptions {
     pub max_live_bytes: Option<u64>,
     /// The most element operations before [`EvalError::WorkLimit`]: each equation costs
     /// the larger of its operands' and its outputs' element counts (at least 1),
-    /// `dot_general` its output size times its contracted size (M*N*K for a matmul), and
-    /// each copy of operands into a sub-jaxpr their element count. Default:
+    /// `dot_general` its output size times its contracted size (M*N*K for a matmul),
+    /// `conv_general_dilated` its output size times the kernel's size over its output
+    /// features, and each copy of operands into a sub-jaxpr their element count. Default:
     /// [`EvalOptions::DEFAULT_MAX_WORK`] (10^9).
     pub max_work: Option<u64>,
 }
@@ -747,7 +751,8 @@ impl Meter<'_> {
 }
 
 /// The element operations an equation costs, from its types: `dot_general` the output
-/// size times the contracted size (M*N*K for a matmul), every other primitive the larger
+/// size times the contracted size (M*N*K for a matmul), `conv_general_dilated` the
+/// output size times the kernel's size per output feature, every other primitive the larger
 /// of its operands' and its outputs' element counts, and at least 1. Higher-order
 /// equations cost 1 here; their sub-jaxprs' equations and the copies of their operands
 /// are counted as they run.
@@ -816,6 +821,21 @@ fn eqn_work(jaxpr: &Jaxpr, eqn: &Eqn) -> u64 {
                 _ => 1,
             };
             outs.saturating_mul(contracted.max(1)).max(1)
+        }
+        // Each output element sums (input features of its group) x (kernel window)
+        // products: the kernel's size over its output features.
+        Primitive::Builtin(Builtin::ConvGeneralDilated) => {
+            let per_out = match (eqn.params().get("dimension_numbers"), eqn.inputs().get(1)) {
+                (Some(crate::params::Param::ConvDims(d)), Some(rhs)) => aval_of(rhs)
+                    .and_then(|a| {
+                        let o = usize::try_from(*d.rhs_spec.first()?).ok()?;
+                        let o = u64::try_from(*a.shape.dims().get(o)?).ok()?;
+                        elements(&a).checked_div(o)
+                    })
+                    .unwrap_or(1),
+                _ => 1,
+            };
+            outs.saturating_mul(per_out.max(1)).max(1)
         }
         _ => {
             let ins = eqn.inputs().iter().fold(0u64, |acc, a| {

@@ -289,6 +289,9 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
             dynamic_update_slice(arg(ins, 0)?, arg(ins, 1)?, ins.get(2..).unwrap_or(&[]))?
         }
         DotGeneral => dot_general(arg(ins, 0)?, arg(ins, 1)?, params)?,
+        ConvGeneralDilated => {
+            super::conv::conv_general_dilated(arg(ins, 0)?, arg(ins, 1)?, params)?
+        }
         Iota => iota(
             param_dtype(params, "dtype")?,
             param_ints(params, "shape")?,

@@ -23,8 +23,8 @@ use crate::dtype::DType;
 use crate::gen::{custom_jvp_params, custom_vjp_params, remat_params};
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal};
 use crate::params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
-    ScatterDimensionNumbers,
+    ConvDimensionNumbers, DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param,
+    Params, ScatterDimensionNumbers,
 };
 use crate::primitive::{Builtin, Window};
 use arbitrary::{Result, Unstructured};
@@ -1092,6 +1092,7 @@ impl Gen<'_, '_> {
                 self.add(lv, prim, ins, params);
             }
             DotGeneral => self.dot_general(lv)?,
+            ConvGeneralDilated => self.conv_general_dilated(lv)?,
             Iota => {
                 let t = self.type_where(is_numeric)?;
                 let mut dims = t.shape.dims().to_vec();
@@ -1609,6 +1610,101 @@ impl Gen<'_, '_> {
                 ("dimension_numbers", Param::DotDims(Arc::new(dn))),
                 ("precision", Param::None),
                 ("preferred_element_type", preferred),
+            ]),
+        );
+        Ok(())
+    }
+
+    /// `conv_general_dilated` of 0 to 2 spatial dimensions in random layouts, with
+    /// strides, padding (negative included), both dilations and feature or batch groups.
+    fn conv_general_dilated(&mut self, lv: &mut Level) -> Result<()> {
+        let n = self.u.int_in_range(0..=2usize)?;
+        let groups = self.u.int_in_range(1..=3i64)?;
+        let (fgc, bgc) = match self.u.int_in_range(0..=2u8)? {
+            0 => (1, 1),
+            1 => (groups, 1),
+            _ => (1, groups),
+        };
+        let small = |g: &mut Self| g.u.int_in_range(1..=2i64);
+        let batch = bgc * small(self)?;
+        let in_features = fgc * small(self)?;
+        let out_features = fgc * bgc * small(self)?;
+        let mut strides = Vec::new();
+        let mut padding = Vec::new();
+        let mut lhs_dilation = Vec::new();
+        let mut rhs_dilation = Vec::new();
+        let mut sizes = Vec::new();
+        let mut kernel = Vec::new();
+        for _ in 0..n {
+            let size = self.dim()?;
+            let ld = self.u.int_in_range(1..=2i64)?;
+            let (lo, hi) = (
+                self.u.int_in_range(-1..=2i64)?,
+                self.u.int_in_range(-1..=2i64)?,
+            );
+            // The padded size may not be negative.
+            let dilated = if size == 0 { 0 } else { 1 + ld * (size - 1) };
+            let (lo, hi) = if dilated + lo + hi < 0 {
+                (0, 0)
+            } else {
+                (lo, hi)
+            };
+            sizes.push(size);
+            kernel.push(self.u.int_in_range(1..=3i64)?);
+            strides.push(self.u.int_in_range(1..=3i64)?);
+            padding.push((lo, hi));
+            lhs_dilation.push(ld);
+            rhs_dilation.push(self.u.int_in_range(1..=2i64)?);
+        }
+        let rank = n + 2;
+        let specs = [
+            self.permutation(rank)?,
+            self.permutation(rank)?,
+            self.permutation(rank)?,
+        ];
+        let place = |spec: &[i64], canonical: &[i64]| -> Vec<i64> {
+            let mut dims = vec![0; rank];
+            for (i, &d) in spec.iter().enumerate() {
+                dims[d as usize] = canonical[i];
+            }
+            dims
+        };
+        let lhs_dims = place(&specs[0], &[&[batch, in_features][..], &sizes].concat());
+        let rhs_dims = place(
+            &specs[1],
+            &[&[out_features, in_features / fgc][..], &kernel].concat(),
+        );
+        let dtype = self.dtype_where(|_| true)?;
+        let preferred = if dtype == DType::F16 && self.ratio(1, 2)? {
+            Param::DType(DType::F32)
+        } else {
+            Param::None
+        };
+        let l = self.value_of(lv, &aval(&lhs_dims, dtype))?;
+        let r = self.value_of(lv, &aval(&rhs_dims, dtype))?;
+        let [lhs_spec, rhs_spec, out_spec] = specs;
+        self.add(
+            lv,
+            Builtin::ConvGeneralDilated,
+            vec![l, r],
+            Params::new([
+                ("window_strides", Param::ints(&strides)),
+                ("padding", Param::Pairs(padding.into())),
+                ("lhs_dilation", Param::ints(&lhs_dilation)),
+                ("rhs_dilation", Param::ints(&rhs_dilation)),
+                (
+                    "dimension_numbers",
+                    Param::ConvDims(Arc::new(ConvDimensionNumbers {
+                        lhs_spec,
+                        rhs_spec,
+                        out_spec,
+                    })),
+                ),
+                ("feature_group_count", Param::Int(fgc)),
+                ("batch_group_count", Param::Int(bgc)),
+                ("precision", Param::None),
+                ("preferred_element_type", preferred),
+                ("out_sharding", Param::None),
             ]),
         );
         Ok(())

@@ -6,7 +6,8 @@
 //! `expand_dims` and `squeeze`, conversions through `f64`, `select_n` on a non-linear
 //! predicate, `dot_general` with a non-linear operand, `rev`, `concatenate`, `slice`,
 //! `pad` with a linear padding value, `dynamic_slice` and `dynamic_update_slice` at
-//! non-linear indices, `gather`, `scatter-add`, and linear steps inside `jit`, `remat2`
+//! non-linear indices, `gather`, `scatter-add`, `conv_general_dilated` with a non-linear
+//! kernel or lhs (feature or batch groups), and linear steps inside `jit`, `remat2`
 //! and `cond` (on a non-linear index).
 
 use crate::aval::{AbstractValue, Shape};
@@ -15,8 +16,8 @@ use crate::dtype::DType;
 use crate::gen::remat_params;
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param, Params,
-    ScatterDimensionNumbers,
+    ConvDimensionNumbers, DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param,
+    Params, ScatterDimensionNumbers,
 };
 use crate::primitive::Builtin;
 use arbitrary::{Result, Unstructured};
@@ -424,6 +425,66 @@ pub fn arbitrary_linear_jaxpr(u: &mut Unstructured<'_>, max_steps: usize) -> Res
                         )
                     }
                 }
+            }
+            19 if rank >= 2 => {
+                // A convolution with a non-linear kernel (x the lhs: batch, features,
+                // spatial...) or a non-linear lhs (x the kernel: out, in, spatial...).
+                let n = rank - 2;
+                let mut geometry = Vec::new();
+                for _ in 0..n {
+                    geometry.push([
+                        u.int_in_range(1..=2i64)?,
+                        u.int_in_range(0..=1i64)?,
+                        u.int_in_range(0..=1i64)?,
+                        u.int_in_range(1..=2i64)?,
+                        u.int_in_range(1..=2i64)?,
+                    ]);
+                }
+                let column = |k: usize| -> Vec<i64> { geometry.iter().map(|g| g[k]).collect() };
+                let padding: Vec<(i64, i64)> = geometry.iter().map(|g| (g[1], g[2])).collect();
+                let grouped = u.ratio(1, 2)?;
+                let (ins, fgc, bgc) = if u.ratio(1, 2)? {
+                    let fgc = if grouped && dims[1] > 0 { dims[1] } else { 1 };
+                    let out = fgc * u.int_in_range(1..=2i64)?;
+                    let mut kd = vec![out, dims[1] / fgc];
+                    for _ in 0..n {
+                        kd.push(u.int_in_range(1..=2i64)?);
+                    }
+                    let w = c.input(f32s(&kd), false);
+                    (vec![x, w], fgc, 1)
+                } else {
+                    let bgc = if grouped && dims[0] > 0 { dims[0] } else { 1 };
+                    let mut ld = vec![bgc * u.int_in_range(1..=2i64)?, dims[1]];
+                    for _ in 0..n {
+                        ld.push(u.int_in_range(1..=4i64)?);
+                    }
+                    let l = c.input(f32s(&ld), false);
+                    (vec![l, x], 1, bgc)
+                };
+                let iota: Vec<i64> = (0..rank as i64).collect();
+                c.op(
+                    Builtin::ConvGeneralDilated,
+                    &ins,
+                    p(vec![
+                        ("window_strides", Param::ints(&column(0))),
+                        ("padding", Param::Pairs(padding.into())),
+                        ("lhs_dilation", Param::ints(&column(3))),
+                        ("rhs_dilation", Param::ints(&column(4))),
+                        (
+                            "dimension_numbers",
+                            Param::ConvDims(Arc::new(ConvDimensionNumbers {
+                                lhs_spec: iota.clone(),
+                                rhs_spec: iota.clone(),
+                                out_spec: iota,
+                            })),
+                        ),
+                        ("feature_group_count", Param::Int(fgc)),
+                        ("batch_group_count", Param::Int(bgc)),
+                        ("precision", Param::None),
+                        ("preferred_element_type", Param::None),
+                        ("out_sharding", Param::None),
+                    ]),
+                )
             }
             _ => c.op(Builtin::Copy, &[x], Params::empty()),
         };

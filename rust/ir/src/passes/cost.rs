@@ -3,7 +3,8 @@
 //!
 //! Elementwise float arithmetic, transcendentals and comparisons count one operation per
 //! output element; float reductions count one per combined element; `dot_general` counts
-//! a multiply and an add per term; data movement and integer arithmetic count nothing.
+//! a multiply and an add per term, `conv_general_dilated` a multiply and an add per window
+//! tap that lands on the lhs (XLA's count); data movement and integer arithmetic count nothing.
 //! `jit` counts its jaxpr, `cond` its most expensive branch, `scan` `length` times its
 //! body. A `while` loop's trip count depends on data: it counts one iteration of its
 //! condition and body, and the report says how many such loops there are.
@@ -205,6 +206,19 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                     flops(2.0 * out.as_ref().map_or(0.0, size) * contracted)
                 } else {
                     Cost::default()
+                }
+            }
+            // XLA's count: a multiply and an add per window tap that lands on the lhs (taps
+            // on padding or on the lhs dilation's holes are free).
+            Builtin::ConvGeneralDilated => {
+                let (Some(o), Some(l), Some(r)) = (out.as_ref(), ins.first(), ins.get(1)) else {
+                    return Cost::default();
+                };
+                match crate::primitive::ConvGeometry::from_params(e.params()) {
+                    Ok(g) if o.dtype.is_float() => {
+                        flops(2.0 * g.multiply_adds(l.shape.dims(), r.shape.dims(), o.shape.dims()))
+                    }
+                    _ => Cost::default(),
                 }
             }
             // Gather, scatter, rev and pad move data; a combining scatter does one operation

@@ -57,6 +57,8 @@ use crate::primitive::{select_comparison, Builtin, ExtensionPrimitive, Primitive
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod conv;
+
 /// Transposes `jaxpr`, which is linear in the inputs flagged in `linear` (one flag per
 /// input).
 ///
@@ -259,8 +261,8 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
             }
         }
         // Bilinear: linear in one operand at a time.
-        Mul | DotGeneral if lin_ops[0] && lin_ops[1] => Err(non_linear(1)),
-        Mul | DotGeneral => Ok(()),
+        Mul | DotGeneral | ConvGeneralDilated if lin_ops[0] && lin_ops[1] => Err(non_linear(1)),
+        Mul | DotGeneral | ConvGeneralDilated => Ok(()),
         Div if lin_ops[1] => Err(non_linear(1)),
         SelectN if lin_ops[0] => Err(non_linear(0)),
         Div | SelectN => Ok(()),
@@ -1453,6 +1455,7 @@ impl Transposer<'_> {
                 }
             }
             DotGeneral => self.dot_general(i, e, g)?,
+            ConvGeneralDilated => self.conv_general_dilated(i, e, g)?,
             Gather => {
                 let Some(Param::GatherDims(dn)) = e.params().get("dimension_numbers") else {
                     unreachable!("the typechecker requires gather's dimension numbers");

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 pub(crate) use rules::unshard_aval;
 pub use rules::RuleError;
+pub use rules::{conv_dilate_dim, ConvGeometry};
 pub(crate) use rules::{select_comparison, Window};
 
 /// The kind of value a parameter takes.
@@ -51,6 +52,8 @@ pub enum ParamKind {
     ScatterDims,
     /// A `GatherScatterMode`.
     GatherMode,
+    /// `conv_general_dilated`'s `ConvDimensionNumbers`.
+    ConvDims,
     /// A Python scalar (bool, int or float) or `None` (`gather`'s `fill_value`).
     OptScalar,
     /// A jaxpr or `None` (`scatter`'s `update_jaxpr`).
@@ -97,6 +100,7 @@ impl fmt::Display for ParamKind {
             ParamKind::GatherDims => "GatherDimensionNumbers",
             ParamKind::ScatterDims => "ScatterDimensionNumbers",
             ParamKind::GatherMode => "GatherScatterMode",
+            ParamKind::ConvDims => "ConvDimensionNumbers",
             ParamKind::OptScalar => "scalar or None",
             ParamKind::OptJaxpr => "jaxpr or None",
             ParamKind::Opaque => "host object (opaque)",
@@ -271,6 +275,7 @@ builtins! {
     DynamicSlice => "dynamic_slice",
     DynamicUpdateSlice => "dynamic_update_slice",
     DotGeneral => "dot_general",
+    ConvGeneralDilated => "conv_general_dilated",
     Iota => "iota",
     Copy => "copy",
     Gather => "gather",
@@ -483,6 +488,18 @@ impl Builtin {
             DynamicSlice => specs![req("slice_sizes", K::Ints)],
             DotGeneral => specs![
                 req("dimension_numbers", K::DotDims),
+                opt("precision", K::OptStr),
+                opt("preferred_element_type", K::OptDType),
+                opt("out_sharding", K::NoneOnly),
+            ],
+            ConvGeneralDilated => specs![
+                req("window_strides", K::Ints),
+                req("padding", K::Pairs),
+                req("lhs_dilation", K::Ints),
+                req("rhs_dilation", K::Ints),
+                req("dimension_numbers", K::ConvDims),
+                req("feature_group_count", K::Int),
+                req("batch_group_count", K::Int),
                 opt("precision", K::OptStr),
                 opt("preferred_element_type", K::OptDType),
                 opt("out_sharding", K::NoneOnly),

@@ -8,8 +8,10 @@ use crate::params::{DotDimensionNumbers, Param, Params};
 
 mod collectives;
 pub(crate) use collectives::unshard_aval;
+mod conv;
 mod indexing;
 mod windowed;
+pub use conv::{conv_dilate_dim, ConvGeometry};
 use std::fmt;
 pub(crate) use windowed::{select_comparison, Window};
 
@@ -154,6 +156,7 @@ fn param_fits(kind: ParamKind, value: &Param) -> bool {
             | (K::GatherDims, Param::GatherDims(_))
             | (K::ScatterDims, Param::ScatterDims(_))
             | (K::GatherMode, Param::Mode(_))
+            | (K::ConvDims, Param::ConvDims(_))
             | (K::PaddingConfig, Param::Padding(_))
             | (
                 K::OptScalar,
@@ -578,6 +581,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         DynamicSlice => dynamic_slice(inputs, params),
         DynamicUpdateSlice => dynamic_update_slice(inputs),
         DotGeneral => dot_general(inputs, params),
+        ConvGeneralDilated => conv::conv_general_dilated(inputs, params),
         Iota => {
             arity(inputs, 0)?;
             let d = dtype(params, "dtype")?;

@@ -46,7 +46,8 @@
 //! strings (as strings), jaxprs, and tuples of ints, bools or jaxprs; a tuple of plain
 //! words reads as the string of its text (`precision=(Precision.HIGHEST, Precision.HIGHEST)`).
 //! A record (a name immediately followed by `(`, then `field=value` pairs) is one of
-//! JAX's `GatherDimensionNumbers(offset_dims=(1,), ...)` or `ScatterDimensionNumbers(...)`,
+//! JAX's `GatherDimensionNumbers(offset_dims=(1,), ...)`, `ScatterDimensionNumbers(...)` or
+//! `ConvDimensionNumbers(lhs_spec=(0, 1, 2), ...)`,
 //! each field a tuple of ints, every field given once; gather's and scatter's `mode` is a
 //! word `GatherScatterMode.CLIP` (or `FILL_OR_DROP`, `PROMISE_IN_BOUNDS`).
 //! JAX hides `broadcast_in_dim`'s `shape` (the output type has it) and empty
@@ -75,8 +76,8 @@ use crate::dtype::DType;
 use crate::error::{Site, TypeError};
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
-    DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque, Param, Params,
-    ScatterDimensionNumbers,
+    ConvDimensionNumbers, DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque,
+    Param, Params, ScatterDimensionNumbers,
 };
 use crate::primitive::{Builtin, ParamKind, Primitive, Registry};
 use crate::sharding::{Mesh, PartitionSpec};
@@ -1981,6 +1982,8 @@ fn by_kind(kind: ParamKind, v: &Val<'_>, shared: &Shared<'_>) -> Result<Option<P
             &ScatterDimensionNumbers::FIELDS,
         )?
         .map(|f| Param::ScatterDims(Arc::new(ScatterDimensionNumbers::from_fields(f)))),
+        K::ConvDims => as_record(v, "ConvDimensionNumbers", &ConvDimensionNumbers::FIELDS)?
+            .map(|f| Param::ConvDims(Arc::new(ConvDimensionNumbers::from_fields(f)))),
         K::GatherMode => word(v)
             .and_then(GatherScatterMode::from_name)
             .map(Param::Mode),
@@ -2068,18 +2071,18 @@ fn as_opaque(v: &Val<'_>) -> Option<Opaque> {
 /// The five int-tuple fields of a dimension-numbers record, in `names` order; `None` if
 /// the value is not that record. A field missing, unknown or not a tuple of ints is an
 /// error naming it.
-fn as_record(
+fn as_record<const N: usize>(
     v: &Val<'_>,
     record: &str,
-    names: &[&str; 5],
-) -> Result<Option<[Vec<i64>; 5]>, ReadError> {
+    names: &[&str; N],
+) -> Result<Option<[Vec<i64>; N]>, ReadError> {
     let Val::Record { name, fields, .. } = v else {
         return Ok(None);
     };
     if name.text != record {
         return Ok(None);
     }
-    let mut out: [Option<Vec<i64>>; 5] = Default::default();
+    let mut out: [Option<Vec<i64>>; N] = std::array::from_fn(|_| None);
     for (field, value) in fields {
         let Some(i) = names.iter().position(|n| *n == field.text) else {
             return Err(perr(
@@ -2097,7 +2100,7 @@ fn as_record(
             }
         }
     }
-    let mut result: [Vec<i64>; 5] = Default::default();
+    let mut result: [Vec<i64>; N] = std::array::from_fn(|_| Vec::new());
     for (i, slot) in out.into_iter().enumerate() {
         match slot {
             Some(xs) => result[i] = xs,
@@ -2149,11 +2152,16 @@ fn by_syntax(v: Val<'_>, shared: &Shared<'_>) -> Result<Param, ReadError> {
                     ScatterDimensionNumbers::from_fields(f),
                 )));
             }
+            if let Some(f) = as_record(&v, "ConvDimensionNumbers", &ConvDimensionNumbers::FIELDS)? {
+                return Ok(Param::ConvDims(Arc::new(
+                    ConvDimensionNumbers::from_fields(f),
+                )));
+            }
             Err(perr(
                 &name,
                 format!(
-                    "unsupported param value: a record {}(...) (only GatherDimensionNumbers and \
-                     ScatterDimensionNumbers are known)",
+                    "unsupported param value: a record {}(...) (only GatherDimensionNumbers, \
+                     ScatterDimensionNumbers and ConvDimensionNumbers are known)",
                     name.text
                 ),
             ))

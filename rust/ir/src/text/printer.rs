@@ -1030,6 +1030,9 @@ fn write_param_flat(out: &mut String, p: &Param) -> bool {
         Param::Mode(m) => {
             let _ = write!(out, "{m}");
         }
+        Param::ConvDims(d) => {
+            let _ = write!(out, "{d}");
+        }
         // JAX prints the config as a tuple of tuples: ((1, -1, 1), (0, 2, 0)).
         Param::Padding(c) => {
             out.push('(');

@@ -6,7 +6,7 @@ use crate::aval::AbstractValue;
 use crate::dtype::{DType, DTypeKind};
 use crate::jaxpr::{Eqn, LitValue, Literal};
 use crate::params::{DotDimensionNumbers, Param};
-use crate::primitive::{Builtin, Family};
+use crate::primitive::{Builtin, ConvGeometry, Family};
 use std::fmt::Write as _;
 
 /// A literal as a `stablehlo.constant`.
@@ -563,6 +563,13 @@ impl Module {
                 );
                 one(self.op1(f, "stablehlo.dot_general", &[&l, &r], &attrs, out_ty))
             }
+            Builtin::ConvGeneralDilated => {
+                let g = ConvGeometry::from_params(e.params())
+                    .map_err(|_| bad(b, "dimension_numbers"))?;
+                let attrs = conv_attrs(&g, e.params().get("precision"));
+                let refs = [&inputs[0], &inputs[1]];
+                one(self.op1(f, "stablehlo.convolution", &refs, &attrs, out_ty))
+            }
             Builtin::Iota => {
                 let dim = match e.params().get("dimension") {
                     Some(Param::Int(d)) => *d,
@@ -821,4 +828,72 @@ impl Module {
         );
         Ssa::new(format!("{r}#1"), out_ty)
     }
+}
+
+/// `stablehlo.convolution`'s attributes as JAX writes them: the dimension numbers
+/// (`[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]`: each operand dimension named batch,
+/// feature or its spatial position), the window (strides, padding, both dilations, no
+/// reversal), the group counts and a precision per operand.
+fn conv_attrs(g: &ConvGeometry<'_>, precision: Option<&Param>) -> String {
+    fn layout(spec: &[i64], first: &str, second: &str) -> String {
+        let mut names = vec![String::new(); spec.len()];
+        for (i, &d) in spec.iter().enumerate() {
+            if let Some(slot) = usize::try_from(d).ok().and_then(|d| names.get_mut(d)) {
+                *slot = match i {
+                    0 => first.to_owned(),
+                    1 => second.to_owned(),
+                    _ => (i - 2).to_string(),
+                };
+            }
+        }
+        format!("[{}]", names.join(", "))
+    }
+    let n = g.spatial();
+    let padding = if n == 0 {
+        "dense<> : tensor<0x2xi64>".to_owned()
+    } else {
+        let rows: Vec<String> = g
+            .padding
+            .iter()
+            .map(|(lo, hi)| format!("[{lo}, {hi}]"))
+            .collect();
+        format!("dense<[{}]> : tensor<{n}x2xi64>", rows.join(", "))
+    };
+    let reversal = if n == 0 {
+        "array<i1>".to_owned()
+    } else {
+        format!("array<i1: {}>", vec!["false"; n].join(", "))
+    };
+    // JAX's `Precision` per operand: `None` is DEFAULT for both; a printed pair such as
+    // `(Precision.HIGHEST, Precision.DEFAULT)` names each operand's.
+    let mut levels: Vec<&str> = Vec::new();
+    if let Some(Param::Str(s)) = precision {
+        for part in s.split(|c: char| !c.is_ascii_alphanumeric() && c != '_') {
+            match part.to_ascii_uppercase().as_str() {
+                "HIGHEST" => levels.push("HIGHEST"),
+                "HIGH" | "BF16_BF16_F32_X3" => levels.push("HIGH"),
+                "DEFAULT" | "FASTEST" => levels.push("DEFAULT"),
+                _ => {}
+            }
+        }
+    }
+    let (pl, pr) = match levels.as_slice() {
+        [a, b, ..] => (*a, *b),
+        [a] => (*a, *a),
+        [] => ("DEFAULT", "DEFAULT"),
+    };
+    format!(
+        "batch_group_count = {} : i64, dimension_numbers = #stablehlo.conv<{}x{}->{}>, \
+         feature_group_count = {} : i64, lhs_dilation = {}, padding = {padding}, \
+         precision_config = [#stablehlo<precision {pl}>, #stablehlo<precision {pr}>], \
+         rhs_dilation = {}, window_reversal = {reversal}, window_strides = {}",
+        g.batch_group_count,
+        layout(&g.dn.lhs_spec, "b", "f"),
+        layout(&g.dn.rhs_spec, "o", "i"),
+        layout(&g.dn.out_spec, "b", "f"),
+        g.feature_group_count,
+        i64_array(g.lhs_dilation),
+        i64_array(g.rhs_dilation),
+        i64_array(g.window_strides),
+    )
 }
