@@ -20,6 +20,7 @@ from ferrax._array import type_name
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
+from ferrax._callback import host_callable
 from ferrax._runtime import DeviceArray, Executable, backend, buffer_of, compile_stablehlo
 from ferrax.errors import ShardingError
 from ferrax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding, collecting_meshes, note_mesh
@@ -151,7 +152,7 @@ class _Entry:
 
     __slots__ = (
         "jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64", "float0",
-        "staged", "placed", "laid_out", "meshes",
+        "staged", "placed", "laid_out", "meshes", "host_callbacks",
     )
 
     def __init__(
@@ -167,6 +168,8 @@ class _Entry:
         self.executable: Executable | None = None
         self.const_buffers: list[Any] = []
         self.text: str | None = None
+        # The host callbacks the lowered module calls by index (debug and pure callbacks).
+        self.host_callbacks: list[Any] = []
         # The jaxpr a call staged into an outer trace holds (constants as inputs): one
         # per signature, so that calls of one jitted function share it, as in JAX.
         self.staged: _ir.ClosedJaxpr | None = None
@@ -403,7 +406,7 @@ class Jitted(Generic[P, R]):
             return self._lower_placed(entry, placement)
         if entry.text is None:
             hoisted = _ir.consts_to_invars(entry.jaxpr.jaxpr)
-            entry.text = _ir.lower_to_stablehlo(hoisted, f"jit_{self._name}")
+            entry.text, entry.host_callbacks = _ir.lower_with_callbacks(hoisted, f"jit_{self._name}")
         return entry.text
 
     def _lower_placed(self, entry: _Entry, placement: _Placement) -> str:
@@ -454,7 +457,9 @@ class Jitted(Generic[P, R]):
         if entry.executable is not None:
             return
         text = self._lower(entry)
-        executable = compile_stablehlo(text, entry.jaxpr.out_avals)
+        executable = compile_stablehlo(
+            text, entry.jaxpr.out_avals, host_callbacks=[host_callable(c) for c in entry.host_callbacks]
+        )
         # The buffers before the executable: another thread may call the entry as soon
         # as its executable is set.
         entry.const_buffers = [buffer_of(c, aval_of(c)) for c in entry.jaxpr.consts]

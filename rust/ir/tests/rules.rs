@@ -5068,7 +5068,89 @@ fn sorting_rules() {
     run(&table(sorting_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 15] = [
+fn callback_cases(t: &mut Table) {
+    use Builtin::{DebugCallback, PureCallback};
+    let f = || Param::Opaque(ferrax_ir::params::Opaque::named("f"));
+    let debug = |effect: &str| ps([("callback", f()), ("effect", Param::Str(effect.into()))]);
+    // Any operands, no outputs.
+    let ins = vec![w(a(F32, &[])), a(I32, &[2, 3]), a(BOOL, &[0])];
+    t.ok(
+        "any operands",
+        DebugCallback,
+        ins.clone(),
+        debug("Debug"),
+        vec![],
+    );
+    t.ok(
+        "no operands, ordered",
+        DebugCallback,
+        vec![],
+        debug("OrderedDebug"),
+        vec![],
+    );
+    t.err(
+        "unknown effect",
+        DebugCallback,
+        vec![a(F32, &[])],
+        debug("IO"),
+        Variant::BadParam,
+        &["effect", "Debug or OrderedDebug"],
+    );
+    t.err(
+        "no callback",
+        DebugCallback,
+        vec![a(F32, &[])],
+        ps([("effect", Param::Str("Debug".into()))]),
+        Variant::MissingParam,
+        &["callback"],
+    );
+    // The declared results, whatever the operands.
+    let results = vec![a(F32, &[3]), w(a(I32, &[]))];
+    let pure = |avals: Vec<AbstractValue>| {
+        ps([
+            ("callback", f()),
+            ("result_avals", Param::Avals(avals.into())),
+        ])
+    };
+    t.ok(
+        "declared results",
+        PureCallback,
+        ins,
+        pure(results.clone()),
+        results,
+    );
+    t.ok(
+        "no operands, no results",
+        PureCallback,
+        vec![],
+        pure(vec![]),
+        vec![],
+    );
+    t.err(
+        "no result_avals",
+        PureCallback,
+        vec![a(F32, &[])],
+        ps([("callback", f())]),
+        Variant::MissingParam,
+        &["result_avals"],
+    );
+    t.err(
+        "result_avals not avals",
+        PureCallback,
+        vec![a(F32, &[])],
+        ps([("callback", f()), ("result_avals", Param::ints(&[3]))]),
+        Variant::ParamKind,
+        &["result_avals"],
+    );
+}
+
+#[test]
+fn callback_rules() {
+    run(&table(callback_cases));
+}
+
+const FAMILIES: [fn(&mut Table); 16] = [
+    callback_cases,
     bit_cases,
     special_function_cases,
     sorting_cases,

@@ -323,6 +323,15 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
                 what: format!("{} outside a shard_map", prim.name()),
             })
         }
+        // The evaluator cannot call into the host: a debug callback does nothing here
+        // (its side effect is the host's), and a pure callback's values only the host
+        // can compute.
+        DebugCallback => return Ok(Vec::new()),
+        PureCallback => {
+            return Err(super::EvalError::Unsupported {
+                what: "pure_callback (the reference evaluator cannot call the host)".to_owned(),
+            })
+        }
         Jit | Cond | While | Scan | CustomJvpCall | CustomVjpCall | Remat | ShardMap => {
             return Err(internal(format!(
                 "{} is higher-order: the frame machine evaluates it",

@@ -15,6 +15,7 @@
 //! writing into the module's one buffer.
 
 mod bits;
+mod callback;
 mod control;
 mod indexing;
 mod ops;
@@ -23,6 +24,7 @@ mod spmd;
 mod text;
 
 use crate::jaxpr::{Atom, Jaxpr, VarId};
+use crate::params::Opaque;
 use crate::primitive::Primitive;
 use crate::sharding::{Mesh, PartitionSpec};
 use std::collections::HashMap;
@@ -186,6 +188,18 @@ pub fn lower_jaxpr_with(
     module_name: &str,
     options: &LowerOptions,
 ) -> Result<String, LowerError> {
+    lower_jaxpr_full(jaxpr, module_name, options).map(|(text, _)| text)
+}
+
+/// Lowers a jaxpr as [`lower_jaxpr_with`] does, and returns with the text the host
+/// callbacks the module calls (`debug_callback`'s and `pure_callback`'s `callback`
+/// params), in the order of the indices its custom calls name: the module must be
+/// compiled with exactly these callbacks (jaxlib's `host_callbacks`).
+pub fn lower_jaxpr_full(
+    jaxpr: &Jaxpr,
+    module_name: &str,
+    options: &LowerOptions,
+) -> Result<(String, Vec<Opaque>), LowerError> {
     let n_args = jaxpr.constvars().len() + jaxpr.invars().len();
     let n_results = jaxpr.outvars().len();
     for (what, given, want) in [
@@ -277,7 +291,7 @@ pub fn lower_jaxpr_with(
         );
     }
     head.push_str(&m.out);
-    Ok(head)
+    Ok((head, m.host_callbacks))
 }
 
 /// Makes a name usable as an MLIR symbol (letters, digits, `_`, `.`, `$`).
@@ -316,6 +330,8 @@ pub(crate) struct Module {
     main_shardings: Option<MainShardings>,
     /// The meshes used, each with its `sdy.mesh` symbol, in order of first use.
     pub(crate) meshes: Vec<(Mesh, String)>,
+    /// The host callbacks called, by index (`mhlo.backend_config = {index = K}`).
+    pub(crate) host_callbacks: Vec<Opaque>,
 }
 
 impl Module {
@@ -328,6 +344,7 @@ impl Module {
             main_shardings: None,
             meshes: Vec::new(),
             next_channel: 1,
+            host_callbacks: Vec::new(),
         }
     }
 
