@@ -295,6 +295,12 @@ def test_lowering_is_jaxlibs_cpu_callback() -> None:
     assert all('"xla_ffi_python_cpu_callback"' in c for c in calls)
     assert "has_side_effect = true" in calls[0] and "{index = 0 : ui64}" in calls[0]
     assert "has_side_effect" not in calls[1] and "{index = 1 : ui64}" in calls[1]
+    # Ordered callbacks pass a token from one to the next (as JAX's), so XLA keeps them
+    # in order; the host function gets and returns it (None in Python).
+    ordered = fx.jit(lambda x: [fx.debug.print("{}", x, ordered=True) for _ in range(2)] and x).lower(1.0).as_text()
+    calls = [line for line in ordered.splitlines() if "custom_call" in line]
+    assert len(calls) == 2 and all("(!stablehlo.token, tensor<f32>) -> !stablehlo.token" in c for c in calls)
+    assert ordered.count("stablehlo.after_all") == 1
 
 
 # ------------------------------------------------------------------ pure_callback

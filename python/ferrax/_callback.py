@@ -129,11 +129,12 @@ def _canonical(dtype: np.dtype[Any]) -> np.dtype[Any]:
     return dtypes.canonical(dtype)
 
 
-def host_callable(callback: Any) -> Callable[..., Any]:
+def host_callable(callback: Any, token: bool = False) -> Callable[..., Any]:
     """The function XLA calls for a callback param of a lowered module (see
-    ``_ir.lower_with_callbacks``); a jaxpr read from text names its callbacks only and
-    cannot be compiled."""
-    host = getattr(callback, "host", None)
+    ``_ir.lower_with_callbacks``): with ``token`` (an ordered callback), one that takes
+    the token first and returns it first. A jaxpr read from text names its callbacks
+    only and cannot be compiled."""
+    host: Callable[..., Any] | None = getattr(callback, "host", None)
     if host is None:
         from ferrax.errors import LoweringError
 
@@ -141,7 +142,14 @@ def host_callable(callback: Any) -> Callable[..., Any]:
             f"the jaxpr calls the host callback {callback!r}, which has no Python function "
             "(a jaxpr read from text names its callbacks only): it cannot be compiled"
         )
-    return host  # type: ignore[no-any-return]
+    if not token:
+        return host
+    call = host
+
+    def with_token(token: Any, *arrays: np.ndarray[Any, Any]) -> tuple[Any, ...]:
+        return (token, *call(*arrays))
+
+    return with_token
 
 
 # ----------------------------------------------------------------------- debug_callback

@@ -438,11 +438,13 @@ def lower_to_stablehlo(
     An extension primitive or a nested jaxpr with constants is a :class:`LoweringError`.
     """
 
-def lower_with_callbacks(jaxpr: Jaxpr, module_name: str = "ferrax") -> tuple[str, list[Any]]:
+def lower_with_callbacks(jaxpr: Jaxpr, module_name: str = "ferrax") -> tuple[str, list[tuple[Any, bool]]]:
     """The jaxpr lowered as by :func:`lower_to_stablehlo` (one device), with the host
     callbacks its custom calls name by index (``debug_callback``'s and
-    ``pure_callback``'s ``callback`` params, in index order): the module must be compiled
-    with exactly these callbacks. A callback read from text is its name, a ``str``.
+    ``pure_callback``'s ``callback`` params, in index order), each with whether its call
+    passes a token (an ordered callback: the host function takes the token first and
+    returns it first): the module must be compiled with exactly these callbacks. A
+    callback read from text is its name, a ``str``.
     """
 
 def insert_pvary(

@@ -214,8 +214,9 @@ fn lowering_is_a_cpu_callback_custom_call_indexed_in_order() {
   in (b,) }",
     );
     let (text, callbacks) = lower_jaxpr_full(&j, "f", &LowerOptions::default()).unwrap();
-    let names: Vec<&str> = callbacks.iter().map(|c| c.name()).collect();
+    let names: Vec<&str> = callbacks.iter().map(|c| c.callback.name()).collect();
     assert_eq!(names, ["first", "second", "third"]);
+    assert!(callbacks.iter().all(|c| !c.token));
     let lines: Vec<&str> = text.lines().filter(|l| l.contains("custom_call")).collect();
     assert_eq!(lines.len(), 3, "{text}");
     assert!(lines[0].contains("call_target_name = \"xla_ffi_python_cpu_callback\""));
@@ -235,4 +236,44 @@ fn lowering_is_a_cpu_callback_custom_call_indexed_in_order() {
     );
     assert!(lines[2].contains("{index = 2 : ui64}"));
     assert_eq!(lower_jaxpr(&j, "f").unwrap(), text);
+}
+
+#[test]
+fn ordered_callbacks_chain_a_token_per_function() {
+    let j = parse(
+        "{ lambda ; a:f32[3]. let
+    debug_callback[callback=one effect=OrderedDebug partitioned=False] a
+    debug_callback[callback=free effect=Debug partitioned=False] a
+    debug_callback[callback=two effect=OrderedDebug partitioned=False] a
+  in (a,) }",
+    );
+    let (text, callbacks) = lower_jaxpr_full(&j, "f", &LowerOptions::default()).unwrap();
+    let tokens: Vec<bool> = callbacks.iter().map(|c| c.token).collect();
+    assert_eq!(tokens, [true, false, true]);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("custom_call") || l.contains("after_all"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(
+        lines[0],
+        "%0 = \"stablehlo.after_all\"() : () -> !stablehlo.token"
+    );
+    assert!(
+        lines[1].starts_with("%1 = \"stablehlo.custom_call\"(%0, %arg0)"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[1].ends_with(": (!stablehlo.token, tensor<3xf32>) -> !stablehlo.token"));
+    assert!(
+        lines[2].starts_with("\"stablehlo.custom_call\"(%arg0)"),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3].starts_with("%2 = \"stablehlo.custom_call\"(%1, %arg0)"),
+        "{}",
+        lines[3]
+    );
 }

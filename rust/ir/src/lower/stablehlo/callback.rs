@@ -3,9 +3,17 @@
 //! an index into the list of host callbacks the module is compiled with
 //! (`mhlo.backend_config = {index = K : ui64}`); the lowering collects the callbacks'
 //! opaque params in index order (see [`lower_jaxpr_full`](super::lower_jaxpr_full)).
+//!
+//! An ordered debug callback (`effect=OrderedDebug`) takes a token and returns one, as
+//! JAX's does: within a function, each ordered callback takes the token the previous one
+//! returned (the first one a token of `stablehlo.after_all`), so XLA runs them in order.
+//! (JAX threads one token through the whole program, `@main`'s arguments and results and
+//! every call, branch and loop included; ferrax's chain is per function, so ordered
+//! callbacks in different functions, such as a loop body and the code around the loop,
+//! are ordered by the program's data dependences only.)
 
 use super::text::Ssa;
-use super::{FuncState, LowerError, Module};
+use super::{FuncState, HostCallback, LowerError, Module};
 use crate::jaxpr::Eqn;
 use crate::params::Param;
 use crate::primitive::Builtin;
@@ -30,8 +38,13 @@ impl Module {
                 param: "callback",
             });
         };
+        let ordered =
+            matches!(e.params().get("effect"), Some(Param::Str(s)) if &**s == "OrderedDebug");
         let index = self.host_callbacks.len();
-        self.host_callbacks.push(callback.clone());
+        self.host_callbacks.push(HostCallback {
+            callback: callback.clone(),
+            token: ordered,
+        });
         let side_effect = if b == Builtin::DebugCallback {
             "has_side_effect = true, "
         } else {
@@ -41,7 +54,22 @@ impl Module {
             "call_target_name = \"{CPU_CALLBACK_TARGET}\", {side_effect}backend_config = \"\", \
              mhlo.backend_config = {{index = {index} : ui64}}"
         );
-        let operands: Vec<&Ssa> = inputs.iter().collect();
-        Ok(self.op(f, "stablehlo.custom_call", &operands, &attrs, result_types))
+        if !ordered {
+            let operands: Vec<&Ssa> = inputs.iter().collect();
+            return Ok(self.op(f, "stablehlo.custom_call", &operands, &attrs, result_types));
+        }
+        const TOKEN: &str = "!stablehlo.token";
+        let token = match f.token.take() {
+            Some(t) => t,
+            None => self
+                .op(f, "stablehlo.after_all", &[], "", &[TOKEN.to_owned()])
+                .remove(0),
+        };
+        let operands: Vec<&Ssa> = std::iter::once(&token).chain(inputs).collect();
+        let mut types = vec![TOKEN.to_owned()];
+        types.extend_from_slice(result_types);
+        let mut outs = self.op(f, "stablehlo.custom_call", &operands, &attrs, &types);
+        f.token = Some(outs.remove(0));
+        Ok(outs)
     }
 }

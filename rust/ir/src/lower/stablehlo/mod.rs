@@ -191,15 +191,26 @@ pub fn lower_jaxpr_with(
     lower_jaxpr_full(jaxpr, module_name, options).map(|(text, _)| text)
 }
 
+/// A host callback a lowered module calls: the `callback` param of its equation, and
+/// whether the call passes a token (an ordered callback: the host function gets the
+/// token first and returns it first).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostCallback {
+    /// The equation's `callback` param.
+    pub callback: Opaque,
+    /// Whether the custom call takes and returns a token (`effect=OrderedDebug`).
+    pub token: bool,
+}
+
 /// Lowers a jaxpr as [`lower_jaxpr_with`] does, and returns with the text the host
-/// callbacks the module calls (`debug_callback`'s and `pure_callback`'s `callback`
-/// params), in the order of the indices its custom calls name: the module must be
-/// compiled with exactly these callbacks (jaxlib's `host_callbacks`).
+/// callbacks the module calls (`debug_callback`'s and `pure_callback`'s), in the order of
+/// the indices its custom calls name: the module must be compiled with exactly these
+/// callbacks (jaxlib's `host_callbacks`).
 pub fn lower_jaxpr_full(
     jaxpr: &Jaxpr,
     module_name: &str,
     options: &LowerOptions,
-) -> Result<(String, Vec<Opaque>), LowerError> {
+) -> Result<(String, Vec<HostCallback>), LowerError> {
     let n_args = jaxpr.constvars().len() + jaxpr.invars().len();
     let n_results = jaxpr.outvars().len();
     for (what, given, want) in [
@@ -331,7 +342,7 @@ pub(crate) struct Module {
     /// The meshes used, each with its `sdy.mesh` symbol, in order of first use.
     pub(crate) meshes: Vec<(Mesh, String)>,
     /// The host callbacks called, by index (`mhlo.backend_config = {index = K}`).
-    pub(crate) host_callbacks: Vec<Opaque>,
+    pub(crate) host_callbacks: Vec<HostCallback>,
 }
 
 impl Module {
@@ -443,6 +454,9 @@ pub(crate) struct FuncState<'j> {
     next: u32,
     /// The mesh of the `shard_map` body this function runs in (collectives need it).
     pub(crate) mesh: Option<Arc<Mesh>>,
+    /// The token the last ordered host callback of this function returned (the next one
+    /// takes it, so that XLA runs them in order).
+    pub(crate) token: Option<Ssa>,
 }
 
 impl<'j> FuncState<'j> {
@@ -452,6 +466,7 @@ impl<'j> FuncState<'j> {
             values: vec![None; jaxpr.num_vars()],
             next: 0,
             mesh: None,
+            token: None,
         }
     }
 
