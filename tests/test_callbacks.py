@@ -259,9 +259,16 @@ def test_jaxpr_text_reads_back() -> None:
 
     text = str(fx.make_jaxpr(f)(np.ones(3, np.float32)))
     assert str(core.parse_jaxpr(text)) == text
-    # Read back, the callbacks are names only: such a jaxpr cannot be compiled.
+    # Read back, the callbacks are names only: such a jaxpr cannot be compiled (nor a
+    # module that calls callbacks it is not given: XLA would crash).
     with pytest.raises(fx.LoweringError, match="no Python function"):
         fx.jit(lambda x: fx.eval_jaxpr(core.parse_jaxpr(text), [], x))(np.ones(3, np.float32))
+    from ferrax import _ir
+    from ferrax._runtime import compile_stablehlo
+
+    jaxpr = core.parse_jaxpr(text)
+    with pytest.raises(fx.LoweringError, match="calls host callback 1 .* 0 host callbacks were given"):
+        compile_stablehlo(_ir.lower_to_stablehlo(jaxpr), jaxpr.out_avals)
 
 
 # ------------------------------------------------------------- effects and passes
@@ -364,3 +371,51 @@ def test_pure_callback_errors_as_jax() -> None:
             m.vmap(lambda x: m.pure_callback(identity, m.SDS((), np.float32), x))(x)
         with pytest.raises(ValueError, match="vmap_method must be"):
             m.pure_callback(identity, m.SDS((), np.float32), 1.0, vmap_method="parallel")
+
+
+# -------------------------------------------------------------------- io_callback
+
+
+def test_io_callback_as_jax() -> None:
+    from jax.experimental import io_callback as jax_io
+
+    from ferrax.experimental import io_callback as fx_io
+
+    def run(m: Any, io: Any) -> tuple[Any, list[str]]:
+        log: list[str] = []
+
+        def record(a: Any) -> Any:
+            log.append(f"got {np.asarray(a)}")
+            return np.asarray(a) * 2
+
+        def unused(a: Any) -> Any:
+            log.append(f"unused {np.asarray(a)}")
+            return np.float32(0)
+
+        def f(x: Any) -> Any:
+            y = io(record, m.SDS(x.shape, x.dtype), x)
+            io(lambda a: log.append(f"ordered {np.asarray(a)}"), None, y, ordered=True)
+            io(unused, m.SDS((), np.float32), x[0])
+            return y
+
+        out = m.block(m.jit(f)(np.arange(3, dtype=np.float32)))
+        batched = m.block(m.vmap(lambda x: io(record, m.SDS(x.shape, x.dtype), x))(np.ones((2, 2), np.float32)))
+        return (out, batched), log
+
+    (want, want_log), (got, got_log) = run(J, jax_io), run(F, fx_io)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert sorted(got_log) == sorted(want_log) and "unused 0.0" in got_log
+    # The jaxpr as JAX's; an unused io_callback is kept by DCE (it has an effect).
+    def g(m: Any, io: Any) -> Callable[[Any], Any]:
+        return lambda x: io(_doubled, m.SDS(x.shape, x.dtype), x, ordered=True)
+
+    x = np.ones(3, np.float32)
+    jaxpr = fx.make_jaxpr(g(F, fx_io))(x)
+    assert str(jaxpr) == str(J.make_jaxpr(g(J, jax_io))(x))
+    assert [e.primitive for e in core.dce(jaxpr.jaxpr, [False])[0].eqns] == ["io_callback"]
+    for m, io in ((J, jax_io), (F, fx_io)):
+        with pytest.raises(ValueError, match="Cannot `vmap` ordered IO callback"):
+            m.vmap(g(m, io))(np.ones((2, 3), np.float32))
+        with pytest.raises(ValueError, match="IO callbacks do not support JVP"):
+            m.grad(lambda x: io(lambda a: a, m.SDS((), np.float32), x))(1.0)

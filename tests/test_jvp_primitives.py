@@ -55,7 +55,7 @@ LEAD_OWNED = {
 }
 # Host callbacks: their values come from Python, their rules are their own (tested
 # against JAX in test_callbacks.py).
-HOST_CALLBACKS = {"debug_callback", "pure_callback"}
+HOST_CALLBACKS = {"debug_callback", "pure_callback", "io_callback"}
 
 F32: np.dtype[Any] = np.dtype(np.float32)
 F16: np.dtype[Any] = np.dtype(np.float16)

@@ -4,7 +4,9 @@
 ``debug_callback`` (no outputs, an effect: never removed, kept in order) calls a Python
 function for its side effects; ``ferrax.debug.print`` and ``ferrax.debug.callback`` bind
 it. ``pure_callback`` (results of declared types, no effect: removed when unused) computes
-values in Python; ``ferrax.pure_callback`` binds it.
+values in Python; ``ferrax.pure_callback`` binds it. ``io_callback`` (results of declared
+types and an effect, ordered or not) is both; ``ferrax.experimental.io_callback`` binds
+it.
 
 Eagerly (and in ``eval_jaxpr``) the callback runs at once. Staged (``jit``,
 ``make_jaxpr``, control-flow bodies) the equation stays in the jaxpr, and lowering makes
@@ -35,15 +37,18 @@ from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 __all__ = [
     "DebugCallback",
-    "PureCallback",
+    "FlatCallback",
     "debug_callback_p",
     "host_callable",
+    "io_callback",
+    "io_callback_p",
     "pure_callback",
     "pure_callback_p",
 ]
 
 debug_callback_p = Primitive.builtin("debug_callback", multiple_results=True)
 pure_callback_p = Primitive.builtin("pure_callback", multiple_results=True)
+io_callback_p = Primitive.builtin("io_callback", multiple_results=True)
 
 _ADDRESS = re.compile(r" at 0x([0-9a-fA-F]+)")
 
@@ -78,8 +83,8 @@ class DebugCallback:
         return "<function debug_callback.<locals>._debug_callback.<locals>._flat_callback at 0xXXXXXXXXXXXX>"
 
 
-class PureCallback:
-    """``pure_callback``'s ``callback`` param: calls ``callback_func`` with the argument
+class FlatCallback:
+    """``pure_callback``'s and ``io_callback``'s ``callback`` param: calls ``callback_func`` with the argument
     tree rebuilt from the operands, and checks that what it returns has the declared
     number of results, shapes and dtypes (a ``RuntimeError`` worded as JAX's)."""
 
@@ -186,7 +191,7 @@ def _debug_callback_batch(
 
 
 @pure_callback_p.def_impl
-def _pure_callback_impl(*values: Any, callback: PureCallback, **params: Any) -> list[Any]:
+def _pure_callback_impl(*values: Any, callback: FlatCallback, **params: Any) -> list[Any]:
     return list(callback(*values))
 
 
@@ -202,7 +207,7 @@ _VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_
 
 @pure_callback_p.def_batch
 def _pure_callback_batch(
-    args: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, callback: PureCallback,
+    args: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, callback: FlatCallback,
     result_avals: tuple[_ir.ShapedArray, ...], vmap_method: str | None = None, **params: Any,
 ) -> tuple[list[Any], list[Any]]:
     from ferrax import lax
@@ -248,7 +253,7 @@ def _pure_callback_batch(
         operands.append(x)
     batched_avals = tuple(_ir.ShapedArray((axis_size, *a.shape), a.dtype) for a in result_avals)
     outs = pure_callback_p.bind(
-        *operands, **dict(bound, result_avals=batched_avals, callback=PureCallback(callback.callback_func, callback.in_tree, batched_avals))
+        *operands, **dict(bound, result_avals=batched_avals, callback=FlatCallback(callback.callback_func, callback.in_tree, batched_avals))
     )
     return list(outs), [0] * len(result_avals)
 
@@ -289,9 +294,79 @@ def pure_callback(
     result_avals = tuple(_ir.ShapedArray(tuple(r.shape), dtypes.canonical(np.dtype(r.dtype))) for r in leaves)
     outs = pure_callback_p.bind(
         *flat,
-        callback=PureCallback(callback, in_tree, result_avals),
+        callback=FlatCallback(callback, in_tree, result_avals),
         result_avals=result_avals,
         sharding=None,
         vmap_method=vmap_method,
+    )
+    return tree_unflatten(out_tree, list(outs))
+
+
+# -------------------------------------------------------------------------- io_callback
+
+
+@io_callback_p.def_impl
+def _io_callback_impl(*values: Any, callback: FlatCallback, **params: Any) -> list[Any]:
+    return list(callback(*values))
+
+
+@io_callback_p.def_jvp
+def _io_callback_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+    raise ValueError("IO callbacks do not support JVP.")
+
+
+@io_callback_p.def_batch
+def _io_callback_batch(
+    args: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, ordered: bool, **params: Any,
+) -> tuple[list[Any], list[Any]]:
+    # As JAX: an unordered one runs once per element, in a loop; an ordered one refuses.
+    from ferrax import lax
+    from ferrax._interpreters import batching
+
+    if ordered:
+        raise ValueError("Cannot `vmap` ordered IO callback.")
+    front = batching.at_front(list(args), list(dims))
+    batched = [d is not None for d in dims]
+    mapped = [x for x, b in zip(front, batched) if b]
+    fixed = [x for x, b in zip(front, batched) if not b]
+
+    def body(carry: None, xs: list[Any]) -> tuple[None, list[Any]]:
+        it_x, it_f = iter(xs), iter(fixed)
+        operands = [next(it_x) if b else next(it_f) for b in batched]
+        return None, list(io_callback_p.bind(*operands, ordered=ordered, **params))
+
+    _, ys = lax.scan(body, None, mapped, length=axis_size)
+    return list(ys), [0] * len(ys)
+
+
+def io_callback(
+    callback: Callable[..., Any],
+    result_shape_dtypes: Any,
+    *args: Any,
+    sharding: None = None,
+    ordered: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """Calls the Python function ``callback(*args, **kwargs)`` for its side effects and
+    results (of the shapes and dtypes of ``result_shape_dtypes``, a pytree of objects
+    with ``shape`` and ``dtype``, or ``None``), from traced or compiled code, as
+    ``jax.experimental.io_callback``: the call is never removed; with ``ordered=True``
+    calls run in program order (a token passed from one to the next) and ``vmap``
+    refuses (``ValueError``); unordered, ``vmap`` calls once per element. ``jvp``/``grad``
+    raise ``ValueError``. A result of the wrong shape or dtype raises ``RuntimeError``.
+    """
+    from ferrax import dtypes
+
+    if sharding is not None:
+        raise NotImplementedError("ferrax.experimental.io_callback: sharding= is not supported yet (pass None)")
+    flat, in_tree = tree_flatten((args, kwargs))
+    leaves, out_tree = tree_flatten(result_shape_dtypes)
+    result_avals = tuple(_ir.ShapedArray(tuple(r.shape), dtypes.canonical(np.dtype(r.dtype))) for r in leaves)
+    outs = io_callback_p.bind(
+        *flat,
+        callback=FlatCallback(callback, in_tree, result_avals),
+        ordered=bool(ordered),
+        result_avals=result_avals,
+        sharding=None,
     )
     return tree_unflatten(out_tree, list(outs))

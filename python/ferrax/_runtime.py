@@ -552,6 +552,7 @@ def compile_stablehlo(
             f"refuses more than {MAX_NESTING_DEPTH}: flatten the nesting (one loop over a "
             "stacked operand, lax.switch instead of nested conds)"
         )
+    _check_host_callbacks(text, len(host_callbacks))
     be = backend()
     options = be.xc.CompileOptions()
     device_list = be.devices
@@ -580,6 +581,21 @@ def compile_stablehlo(
 
 
 _MLIR_CONTEXT: Any = None
+_CALLBACK_INDEX = re.compile(r"xla_ffi_python_cpu_callback.*?\{index = (\d+) : ui64\}")
+
+
+def _check_host_callbacks(text: str, given: int) -> None:
+    """Refuses a module whose host-callback custom calls name an index beyond the
+    callbacks given: XLA would call a function that does not exist (and crash)."""
+    if "xla_ffi_python_cpu_callback" not in text:
+        return
+    needed = max(int(m.group(1)) for m in _CALLBACK_INDEX.finditer(text)) + 1 if _CALLBACK_INDEX.search(text) else 1
+    if needed > given:
+        raise LoweringError(
+            f"the module calls host callback {needed - 1} (debug.print, pure_callback, ...) but "
+            f"{given} host callbacks were given: lower it with _ir.lower_with_callbacks and "
+            "compile it with those"
+        )
 
 
 def _mlir_module(text: str) -> Any:

@@ -240,6 +240,7 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::ShardMap, case_collectives),
     (Builtin::DebugCallback, case_callbacks),
     (Builtin::PureCallback, case_callbacks),
+    (Builtin::IoCallback, case_callbacks),
 ];
 
 #[test]
@@ -2994,6 +2995,14 @@ fn case_callbacks() {
       sharding=None
       vmap_method=None
     ] a
+  in (b,) }",
+    )
+    .unwrap();
+    let err = eval_jaxpr(&j, &[], &[fa(F32, &[2], &[1.5, -2.0])]).unwrap_err();
+    assert!(matches!(err, EvalError::Unsupported { .. }), "{err:?}");
+    let j = ferrax_ir::text::parse_jaxpr(
+        "{ lambda ; a:f32[2]. let
+    b:f32[2] = io_callback[callback=cb ordered=False result_avals=(ShapedArray(float32[2]),)] a
   in (b,) }",
     )
     .unwrap();

@@ -5069,7 +5069,7 @@ fn sorting_rules() {
 }
 
 fn callback_cases(t: &mut Table) {
-    use Builtin::{DebugCallback, PureCallback};
+    use Builtin::{DebugCallback, IoCallback, PureCallback};
     let f = || Param::Opaque(ferrax_ir::params::Opaque::named("f"));
     let debug = |effect: &str| ps([("callback", f()), ("effect", Param::Str(effect.into()))]);
     // Any operands, no outputs.
@@ -5117,7 +5117,7 @@ fn callback_cases(t: &mut Table) {
         PureCallback,
         ins,
         pure(results.clone()),
-        results,
+        results.clone(),
     );
     t.ok(
         "no operands, no results",
@@ -5133,6 +5133,38 @@ fn callback_cases(t: &mut Table) {
         ps([("callback", f())]),
         Variant::MissingParam,
         &["result_avals"],
+    );
+    let io = |ordered: bool, avals: Vec<AbstractValue>| {
+        ps([
+            ("callback", f()),
+            ("ordered", Param::Bool(ordered)),
+            ("result_avals", Param::Avals(avals.into())),
+        ])
+    };
+    t.ok(
+        "io results",
+        IoCallback,
+        vec![a(F32, &[2])],
+        io(true, results.clone()),
+        results.clone(),
+    );
+    t.ok(
+        "io, no results",
+        IoCallback,
+        vec![a(F32, &[2])],
+        io(false, vec![]),
+        vec![],
+    );
+    t.err(
+        "io without ordered",
+        IoCallback,
+        vec![a(F32, &[])],
+        ps([
+            ("callback", f()),
+            ("result_avals", Param::Avals(vec![].into())),
+        ]),
+        Variant::MissingParam,
+        &["ordered"],
     );
     t.err(
         "result_avals not avals",

@@ -426,6 +426,18 @@ fn bases() -> Vec<Base> {
                     ),
                 ]),
             ),
+            IoCallback => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    (
+                        "callback",
+                        Param::Opaque(ferrax_ir::params::Opaque::named("f")),
+                    ),
+                    ("ordered", Param::Bool(false)),
+                    ("result_avals", Param::Avals(Arc::from(vec![s.clone()]))),
+                ]),
+            ),
             Pad => base(
                 p,
                 vec![f23.clone(), s.clone()],

@@ -378,6 +378,20 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ("vmap_method", Param::Str("expand_dims".into())),
             ]),
         ),
+        IoCallback => (
+            vec![f32s(&[2, 3])],
+            params(vec![
+                (
+                    "callback",
+                    Param::Opaque(ferrax_ir::params::Opaque::named(
+                        "_FlatCallback(callback_func=<function f at 0xXXXXXXXXXXXX>, in_tree=PyTreeDef(((*,), {})))",
+                    )),
+                ),
+                ("ordered", Param::Bool(true)),
+                ("result_avals", Param::Avals(Arc::from(vec![f32s(&[3])]))),
+                ("sharding", Param::None),
+            ]),
+        ),
         Pad => (
             vec![f32s(&[2, 3]), f32s(&[])],
             params(vec![(

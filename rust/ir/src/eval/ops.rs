@@ -327,9 +327,12 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         // (its side effect is the host's), and a pure callback's values only the host
         // can compute.
         DebugCallback => return Ok(Vec::new()),
-        PureCallback => {
+        PureCallback | IoCallback => {
             return Err(super::EvalError::Unsupported {
-                what: "pure_callback (the reference evaluator cannot call the host)".to_owned(),
+                what: format!(
+                    "{} (the reference evaluator cannot call the host)",
+                    prim.name()
+                ),
             })
         }
         Jit | Cond | While | Scan | CustomJvpCall | CustomVjpCall | Remat | ShardMap => {

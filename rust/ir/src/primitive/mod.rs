@@ -310,6 +310,7 @@ builtins! {
     // Host callbacks (issue 12): calls into Python from compiled code.
     DebugCallback => "debug_callback",
     PureCallback => "pure_callback",
+    IoCallback => "io_callback",
 }
 
 /// Families of built-ins that share a rule.
@@ -404,7 +405,7 @@ impl Builtin {
     /// An equation whose sub-jaxprs have such equations has the effect too (see
     /// [`Eqn::has_effect`](crate::jaxpr::Eqn::has_effect)).
     pub fn has_effect(self) -> bool {
-        matches!(self, Builtin::DebugCallback)
+        matches!(self, Builtin::DebugCallback | Builtin::IoCallback)
     }
 
     /// True for the collectives: primitives that name mesh axes and so need an
@@ -565,6 +566,12 @@ impl Builtin {
                 req("result_avals", K::Avals),
                 opt("sharding", K::NoneOnly),
                 opt("vmap_method", K::OptStr),
+            ],
+            IoCallback => specs![
+                req("callback", K::Opaque),
+                req("ordered", K::Bool),
+                req("result_avals", K::Avals),
+                opt("sharding", K::NoneOnly),
             ],
             Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
             Cond => specs![req("branches", K::Jaxprs)],

@@ -634,7 +634,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             _ => Err(bad("effect", "must be Debug or OrderedDebug")),
         },
         // Any operands; the declared results.
-        PureCallback => match params.get("result_avals") {
+        PureCallback | IoCallback => match params.get("result_avals") {
             Some(Param::Avals(avals)) => Ok(avals.to_vec()),
             _ => Err(RuleError::MissingParam {
                 name: "result_avals",

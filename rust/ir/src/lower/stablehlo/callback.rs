@@ -1,11 +1,12 @@
-//! Host callbacks (`debug_callback`, `pure_callback`): a `stablehlo.custom_call` of
-//! jaxlib's CPU callback target, as JAX 0.10 lowers them. The call names its callback by
-//! an index into the list of host callbacks the module is compiled with
+//! Host callbacks (`debug_callback`, `pure_callback`, `io_callback`): a
+//! `stablehlo.custom_call` of jaxlib's CPU callback target, as JAX 0.10 lowers them. The
+//! call names its callback by an index into the list of host callbacks the module is
+//! compiled with
 //! (`mhlo.backend_config = {index = K : ui64}`); the lowering collects the callbacks'
 //! opaque params in index order (see [`lower_jaxpr_full`](super::lower_jaxpr_full)).
 //!
-//! An ordered debug callback (`effect=OrderedDebug`) takes a token and returns one, as
-//! JAX's does: within a function, each ordered callback takes the token the previous one
+//! An ordered callback (`debug_callback[effect=OrderedDebug]`, `io_callback[ordered=True]`)
+//! takes a token and returns one, as JAX's does: within a function, each ordered callback takes the token the previous one
 //! returned (the first one a token of `stablehlo.after_all`), so XLA runs them in order.
 //! (JAX threads one token through the whole program, `@main`'s arguments and results and
 //! every call, branch and loop included; ferrax's chain is per function, so ordered
@@ -23,7 +24,8 @@ const CPU_CALLBACK_TARGET: &str = "xla_ffi_python_cpu_callback";
 
 impl Module {
     /// A host callback: the custom call with the next callback index, side-effecting
-    /// for `debug_callback` (never removed or merged by XLA), pure for `pure_callback`.
+    /// for `debug_callback` and `io_callback` (never removed or merged by XLA), pure for
+    /// `pure_callback`.
     pub(crate) fn lower_callback(
         &mut self,
         f: &mut FuncState<'_>,
@@ -38,14 +40,21 @@ impl Module {
                 param: "callback",
             });
         };
-        let ordered =
-            matches!(e.params().get("effect"), Some(Param::Str(s)) if &**s == "OrderedDebug");
+        let ordered = match e.params().get(if b == Builtin::IoCallback {
+            "ordered"
+        } else {
+            "effect"
+        }) {
+            Some(Param::Str(s)) => &**s == "OrderedDebug",
+            Some(Param::Bool(ordered)) => *ordered,
+            _ => false,
+        };
         let index = self.host_callbacks.len();
         self.host_callbacks.push(HostCallback {
             callback: callback.clone(),
             token: ordered,
         });
-        let side_effect = if b == Builtin::DebugCallback {
+        let side_effect = if b.has_effect() {
             "has_side_effect = true, "
         } else {
             ""

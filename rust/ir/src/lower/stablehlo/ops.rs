@@ -621,7 +621,7 @@ impl Module {
             Builtin::Jit | Builtin::CustomJvpCall | Builtin::CustomVjpCall | Builtin::Remat => {
                 self.lower_call(f, b, e, inputs, out_avals)
             }
-            Builtin::DebugCallback | Builtin::PureCallback => {
+            Builtin::DebugCallback | Builtin::PureCallback | Builtin::IoCallback => {
                 let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
                 self.lower_callback(f, b, e, inputs, &types)
             }
