@@ -24,11 +24,11 @@ from ferrax import core
 
 J = SimpleNamespace(
     jit=jax.jit, grad=jax.grad, vmap=jax.vmap, debug=jax.debug, lax=jax.lax, np=jnp, block=jax.block_until_ready,
-    make_jaxpr=jax.make_jaxpr, pure_callback=jax.pure_callback, SDS=jax.ShapeDtypeStruct,
+    make_jaxpr=jax.make_jaxpr, pure_callback=jax.pure_callback, SDS=jax.ShapeDtypeStruct, checkpoint=jax.checkpoint,
 )
 F = SimpleNamespace(
     jit=fx.jit, grad=fx.grad, vmap=fx.vmap, debug=fx.debug, lax=fx.lax, np=fnp, block=fx.block_until_ready,
-    make_jaxpr=fx.make_jaxpr, pure_callback=fx.pure_callback, SDS=fx.ShapeDtypeStruct,
+    make_jaxpr=fx.make_jaxpr, pure_callback=fx.pure_callback, SDS=fx.ShapeDtypeStruct, checkpoint=fx.checkpoint,
 )
 
 
@@ -154,7 +154,28 @@ def _fori_in_jit(m: Any) -> Any:
     return m.jit(f)(2.0)
 
 
+def _nested_jit(m: Any) -> Any:
+    inner = m.jit(lambda x: (m.debug.print("inner {}", x), x + 1)[1])
+    return m.jit(lambda x: inner(inner(x)))(1.0)
+
+
+def _grad_of_checkpoint(m: Any) -> Any:
+    # The checkpointed body runs again in the backward pass: printed twice, as JAX's.
+    f = m.checkpoint(lambda x: (m.debug.print("remat {}", x), m.np.sin(x))[1])
+    return m.grad(lambda x: f(x) * 2)(1.0)
+
+
+def _grad_of_scan(m: Any) -> Any:
+    def f(x: Any) -> Any:
+        return m.lax.scan(lambda c, y: (m.debug.print("gs {} {}", c, y), (c * y, None))[1], 1.0, x)[0]
+
+    return m.grad(f)(m.np.arange(1.0, 4.0))
+
+
 CASES: dict[str, Callable[[Any], Any]] = {
+    "nested_jit": _nested_jit,
+    "grad_of_checkpoint": _grad_of_checkpoint,
+    "grad_of_scan": _grad_of_scan,
     "two_prints": _two_prints,
     "cond": _cond,
     "scan": _scan,
