@@ -277,3 +277,25 @@ fn ordered_callbacks_chain_a_token_per_function() {
         lines[3]
     );
 }
+
+#[test]
+fn transpose_keeps_forward_effects_and_refuses_linear_ones() {
+    // A callback on a non-linear value runs with the forward part of the transposed
+    // jaxpr; one on a linear value has no transpose (JAX refuses it too).
+    let j = parse(
+        "{ lambda ; a:f32[] b:f32[]. let
+    debug_callback[callback=cb effect=Debug partitioned=False] a
+    c:f32[] = mul a b
+  in (c,) }",
+    );
+    let t = ferrax_ir::passes::transpose(&j, &[false, true]).unwrap();
+    assert_eq!(prims(&t), ["debug_callback", "mul"]);
+    let j = parse(
+        "{ lambda ; a:f32[] b:f32[]. let
+    debug_callback[callback=cb effect=Debug partitioned=False] b
+    c:f32[] = mul a b
+  in (c,) }",
+    );
+    let err = ferrax_ir::passes::transpose(&j, &[false, true]).unwrap_err();
+    assert!(err.to_string().contains("debug_callback"), "{err}");
+}
