@@ -440,3 +440,17 @@ def test_io_callback_as_jax() -> None:
             m.vmap(g(m, io))(np.ones((2, 3), np.float32))
         with pytest.raises(ValueError, match="IO callbacks do not support JVP"):
             m.grad(lambda x: io(lambda a: a, m.SDS((), np.float32), x))(1.0)
+
+
+def test_an_exception_in_a_compiled_callback_is_jaxlibs_runtime_error() -> None:
+    def bad(x: Any) -> None:
+        raise ZeroDivisionError("boom")
+
+    for m in (J, F):
+        with pytest.raises(RuntimeError, match="CpuCallback error calling callback(.|\n)*ZeroDivisionError: boom") as info:
+            m.block(m.jit(lambda x: (m.debug.callback(bad, x), x)[1])(1.0))
+        assert type(info.value).__name__ == "JaxRuntimeError"
+    # Eagerly the callback's own exception propagates, as in JAX.
+    for m in (J, F):
+        with pytest.raises(ZeroDivisionError):
+            m.debug.callback(bad, 1.0)
