@@ -39,6 +39,11 @@
 //! function): like `stop_gradient` and every first-order equation, they are known when
 //! all their operands are, else wholly unknown.
 //!
+//! An equation with an effect (a debug or IO callback, or a call or loop holding one) is
+//! kept on its side even when nothing uses its outputs: in the known jaxpr when its
+//! operands are known (as JAX runs a callback on primal values in the forward pass), else
+//! in the unknown one.
+//!
 //! The known values an unknown equation uses are the *residuals*: the known jaxpr returns
 //! them after its outputs and the unknown jaxpr takes them before its inputs.
 //!
