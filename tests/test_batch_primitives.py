@@ -389,7 +389,7 @@ def cases_of(name: str, dtype: np.dtype[Any], seed: int = 0) -> list[Case]:
 
 def test_every_primitive_has_cases() -> None:
     table = set(ferrax._ir.builtin_primitives())
-    missing = sorted(table - set(CASES))
+    missing = sorted(table - set(CASES) - jvp.HOST_CALLBACKS)
     assert not missing, f"primitives without batching cases: {missing}"
     assert not set(CASES) - table, "cases for primitives that are not in the table"
     for name in CASES:

@@ -1,8 +1,9 @@
 """`ferrax.debug.print` and `ferrax.debug.callback` against `jax.debug` (JAX 0.10.2): the
 lines printed eagerly and under vmap, grad, jvp and hessian (same text, same order),
 what the callback receives (ferrax arrays with their weak types, static leaves as they
-are), the two-call forms and the format errors. Inside jit the call is skipped with a
-warning (no host callback from XLA yet): that is asserted too."""
+are), the two-call forms and the format errors. The same programs inside jit (XLA
+calling back into Python) are compared too; tests/test_callbacks.py covers jit, control
+flow and the primitive's rules in depth."""
 
 from __future__ import annotations
 
@@ -105,13 +106,14 @@ def test_errors_as_jax(case: int, capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == ""
 
 
-def test_inside_jit_is_skipped_with_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
-    f = ferrax.jit(_square_printing(ferrax, "j {}"))
-    with pytest.warns(UserWarning, match="debug.print inside jit.*test_debug.py"):
-        assert float(f(3.0)) == 9.0
-    with pytest.warns(UserWarning, match="debug.callback inside jit"):
-        ferrax.make_jaxpr(lambda x: ferrax.debug.callback(print, x))(1.0)
-    assert capsys.readouterr().out == ""
+@pytest.mark.parametrize("name", ["scalars", "arrays", "pytree", "format spec", "static leaf"])
+def test_inside_jit_prints_as_jax(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # The arguments become the jitted function's (the static leaf stays static).
+    out = {}
+    for key, (lib, np_) in LIBS.items():
+        lib.block_until_ready(lib.jit(lambda: PROGRAMS[name](lib, np_))())
+        out[key] = capsys.readouterr().out
+    assert out["jax"] and out["ferrax"] == out["jax"]
 
 
 def test_module_exports() -> None:

@@ -275,6 +275,7 @@ def test_the_table_covers_every_builtin() -> None:
     from ferrax._lax.registry import primitive_named
 
     covered = {c.primitive for c in CASES} | {"convert_element_type", "iota", "jit", "cond", "while", "scan"}
+    covered |= {"debug_callback", "pure_callback", "io_callback"}  # host callbacks: test_callbacks.py
     rust_builtins = _ir.builtin_primitives()
     assert {"neg", "add", "reduce_sum", "dot_general", "select_n", "scan"} <= set(rust_builtins)
     # Every primitive of the Rust catalogue has a case here and Python rules (an eager

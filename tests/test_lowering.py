@@ -96,7 +96,9 @@ def _ill_conditioned(jaxpr: _ir.Jaxpr, seed: int) -> bool:
 
 
 # Extension primitives of the Rust test driver; they have no lowering.
-_EXTENSIONS = ("test_ext", "test_effect")
+# Extension primitives, and host callbacks (read from text they have no Python function:
+# compiling them is refused, see test_callbacks.py).
+_EXTENSIONS = ("test_ext", "test_effect", "_callback[")
 
 
 def _corpus() -> list[pathlib.Path]:

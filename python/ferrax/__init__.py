@@ -20,6 +20,7 @@ from ferrax._config import config, enable_x64
 from ferrax._cost import cost_analysis
 from ferrax._jacobians import hessian, jacfwd, jacrev
 from ferrax._jit import eval_jaxpr, jit
+from ferrax._callback import pure_callback
 from ferrax._runtime import block_until_ready, device_get, device_put
 from ferrax._eval_shape import ShapeDtypeStruct, eval_shape
 from ferrax._shard_map import pmap, shard_map
@@ -96,6 +97,7 @@ __all__ = [
     "nn",
     "numpy",
     "pmap",
+    "pure_callback",
     "random",
     "remat",
     "scipy",

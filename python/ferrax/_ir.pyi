@@ -32,6 +32,7 @@ __all__ = [
     "hlo_sharding",
     "insert_pvary",
     "lower_to_stablehlo",
+    "lower_with_callbacks",
     "parse_jaxpr",
     "partial_eval",
     "random_jaxpr",
@@ -435,6 +436,15 @@ def lower_to_stablehlo(
     :class:`LoweringError`; a malformed mesh or spec is a ``ValueError``.
 
     An extension primitive or a nested jaxpr with constants is a :class:`LoweringError`.
+    """
+
+def lower_with_callbacks(jaxpr: Jaxpr, module_name: str = "ferrax") -> tuple[str, list[tuple[Any, bool]]]:
+    """The jaxpr lowered as by :func:`lower_to_stablehlo` (one device), with the host
+    callbacks its custom calls name by index (``debug_callback``'s and
+    ``pure_callback``'s ``callback`` params, in index order), each with whether its call
+    passes a token (an ordered callback: the host function takes the token first and
+    returns it first): the module must be compiled with exactly these callbacks. A
+    callback read from text is its name, a ``str``.
     """
 
 def insert_pvary(

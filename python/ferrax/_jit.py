@@ -21,6 +21,7 @@ from ferrax._array import type_name
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
 from ferrax._interpreters import ad
 from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
+from ferrax._callback import host_callable
 from ferrax._runtime import DeviceArray, Executable, backend, buffer_of, compile_stablehlo
 from ferrax.errors import LoweringError, ShardingError
 from ferrax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding, collecting_meshes, note_mesh
@@ -196,7 +197,7 @@ class _Entry:
 
     __slots__ = (
         "jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64", "float0",
-        "staged", "placed", "laid_out", "meshes",
+        "staged", "placed", "laid_out", "meshes", "host_callbacks",
     )
 
     def __init__(
@@ -212,6 +213,9 @@ class _Entry:
         self.executable: Executable | None = None
         self.const_buffers: list[Any] = []
         self.text: str | None = None
+        # The host callbacks the lowered module calls by index (debug and pure callbacks),
+        # each with whether its call passes a token (ordered ones).
+        self.host_callbacks: list[tuple[Any, bool]] = []
         # The jaxpr a call staged into an outer trace holds (constants as inputs): one
         # per signature, so that calls of one jitted function share it, as in JAX.
         self.staged: _ir.ClosedJaxpr | None = None
@@ -448,7 +452,7 @@ class Jitted(Generic[P, R]):
             return self._lower_placed(entry, placement)
         if entry.text is None:
             hoisted = _ir.consts_to_invars(entry.jaxpr.jaxpr)
-            entry.text = _ir.lower_to_stablehlo(hoisted, f"jit_{self._name}")
+            entry.text, entry.host_callbacks = _ir.lower_with_callbacks(hoisted, f"jit_{self._name}")
         return entry.text
 
     def _lower_placed(self, entry: _Entry, placement: _Placement) -> str:
@@ -485,7 +489,10 @@ class Jitted(Generic[P, R]):
         compiled = entry.placed.get(placement.key)
         if compiled is None:
             text = self._lower_placed(entry, placement)
-            exe = compile_stablehlo(text, entry.jaxpr.out_avals, devices=placement.devices, mesh=placement.mesh)
+            exe = compile_stablehlo(
+                text, entry.jaxpr.out_avals, devices=placement.devices, mesh=placement.mesh,
+                host_callbacks=_placed_callbacks(entry, placement, self._name),
+            )
             ranks = [len(aval_of(c).shape) for c in entry.jaxpr.consts] + [len(a.shape) for a in entry.in_avals]
             params = exe.parameter_shardings(ranks, placement.mesh)
             n_consts = len(entry.jaxpr.consts)
@@ -499,7 +506,9 @@ class Jitted(Generic[P, R]):
         if entry.executable is not None:
             return
         text = self._lower(entry)
-        executable = compile_stablehlo(text, entry.jaxpr.out_avals)
+        executable = compile_stablehlo(
+            text, entry.jaxpr.out_avals, host_callbacks=[host_callable(c, t) for c, t in entry.host_callbacks]
+        )
         # The buffers before the executable: another thread may call the entry as soon
         # as its executable is set.
         entry.const_buffers = [buffer_of(c, aval_of(c)) for c in entry.jaxpr.consts]
@@ -524,6 +533,21 @@ class Jitted(Generic[P, R]):
     def _cache_size(self) -> int:
         """How many signatures have been traced."""
         return len(self._cache)
+
+
+def _placed_callbacks(entry: _Entry, placement: _Placement, name: str) -> list[Callable[..., Any]]:
+    """The host callbacks of a call placed on devices: those of its one-device lowering
+    (the lowering numbers them in the same order whatever the layouts). On several
+    devices each would run once per device (JAX pins them to one with a maximal
+    sharding): refused for now."""
+    _, callbacks = _ir.lower_with_callbacks(_ir.consts_to_invars(entry.jaxpr.jaxpr), f"jit_{name}")
+    if callbacks and len(placement.devices) > 1:
+        raise LoweringError(
+            f"jit of {name} calls back into Python (debug.print, debug.callback or pure_callback) "
+            f"and runs on {len(placement.devices)} devices: host callbacks in programs over several "
+            f"devices are not supported yet (call it on one device), at {user_location()}"
+        )
+    return [host_callable(c, t) for c, t in callbacks]
 
 
 class _Placement:

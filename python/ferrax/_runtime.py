@@ -12,7 +12,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
 import numpy as np
@@ -536,7 +536,7 @@ def sharding_from_hlo(text: str, rank: int, devices: Sequence[Any], mesh: Mesh |
 
 def compile_stablehlo(
     text: str, out_avals: Sequence[_ir.ShapedArray], devices: Sequence[Any] | None = None,
-    mesh: Mesh | None = None,
+    mesh: Mesh | None = None, host_callbacks: Sequence[Callable[..., Any]] = (),
 ) -> Executable:
     """Compiles a StableHLO module; a module XLA refuses is a :class:`LoweringError`
     quoting the offending line, and so is one nested too deeply for XLA to compile
@@ -552,6 +552,7 @@ def compile_stablehlo(
             f"refuses more than {MAX_NESTING_DEPTH}: flatten the nesting (one loop over a "
             "stacked operand, lax.switch instead of nested conds)"
         )
+    _check_host_callbacks(text, len(host_callbacks))
     be = backend()
     options = be.xc.CompileOptions()
     device_list = be.devices
@@ -567,10 +568,60 @@ def compile_stablehlo(
             np.array([d.id for d in devices], dtype=np.int32).reshape(1, n)
         )
     try:
-        exe = be.client.compile_and_load(text, device_list, options)
+        if host_callbacks:
+            # jaxlib takes host callbacks only with a parsed module (see _mlir_module).
+            exe = be.client.compile_and_load(
+                _mlir_module(text), device_list, options, host_callbacks=list(host_callbacks)
+            )
+        else:
+            exe = be.client.compile_and_load(text, device_list, options)
     except RuntimeError as e:
         raise LoweringError(_describe_compile_error(str(e), text)) from None
     return Executable(exe, out_avals, text, devices, mesh)
+
+
+_MLIR_CONTEXT: Any = None
+_CALLBACK_INDEX = re.compile(r"xla_ffi_python_cpu_callback.*?\{index = (\d+) : ui64\}")
+
+
+def _check_host_callbacks(text: str, given: int) -> None:
+    """Refuses a module whose host-callback custom calls name an index beyond the
+    callbacks given: XLA would call a function that does not exist (and crash)."""
+    if "xla_ffi_python_cpu_callback" not in text:
+        return
+    needed = max(int(m.group(1)) for m in _CALLBACK_INDEX.finditer(text)) + 1 if _CALLBACK_INDEX.search(text) else 1
+    if needed > given:
+        raise LoweringError(
+            f"the module calls host callback {needed - 1} (debug.print, pure_callback, ...) but "
+            f"{given} host callbacks were given: lower it with _ir.lower_with_callbacks and "
+            "compile it with those"
+        )
+
+
+def _mlir_module(text: str) -> Any:
+    """The module text parsed by jaxlib's MLIR (StableHLO, CHLO, MHLO and Shardy
+    dialects registered), the form jaxlib's compiler takes with host callbacks (the
+    custom calls of ``debug_callback`` and ``pure_callback`` name them by index)."""
+    global _MLIR_CONTEXT
+    from jaxlib.mlir import ir
+    from jaxlib.mlir._mlir_libs import _chlo, _jax_mlir_ext, _mlirHlo, _sdy, _stablehlo
+
+    if _MLIR_CONTEXT is None:
+        context = ir.Context()
+        registry = ir.DialectRegistry()
+        _jax_mlir_ext.register_dialects(registry)
+        context.append_dialect_registry(registry)
+        context.load_all_available_dialects()
+        _stablehlo.register_dialect(context)
+        _chlo.register_dialect(context)
+        _mlirHlo.register_mhlo_dialect(context)
+        _sdy.register_dialect(context)
+        _MLIR_CONTEXT = context
+    with _MLIR_CONTEXT:
+        try:
+            return ir.Module.parse(text)
+        except Exception as e:  # jaxlib's MLIRError, with the diagnostics
+            raise LoweringError(f"XLA could not parse the lowered module: {e}") from None
 
 
 def _describe_compile_error(message: str, text: str) -> str:

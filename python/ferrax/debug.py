@@ -1,62 +1,33 @@
 """Printing and calling back into Python from transformed code, as ``jax.debug``.
 
 ``ferrax.debug.print`` and ``ferrax.debug.callback`` bind one primitive,
-``debug_callback``, with no outputs. Eagerly it calls the callback at once with the
-values (as ferrax arrays, weak types kept); under ``grad``/``jvp`` it sees the primal
-values, and under ``vmap`` it is called once per element of the batch (in order), as
-JAX's. Inside ``jit``, ``make_jaxpr`` and traced control-flow bodies the values exist
-only when the compiled program runs, and calling back into Python from XLA needs a
-host-callback primitive the IR does not have yet: there the call is skipped with a
-``UserWarning`` naming the user's line.
+``debug_callback`` (see ``ferrax._callback``), with no outputs and an effect (never
+removed, kept in order). Eagerly it calls the callback at once with the values (as
+ferrax arrays, weak types kept); under ``grad``/``jvp`` it sees the primal values, and
+under ``vmap`` it is called once per element of the batch (in order), as JAX's. Inside
+``jit``, ``make_jaxpr`` and traced control-flow bodies it stays in the jaxpr and XLA
+calls back into Python when the compiled program runs (a host callback), as in JAX.
+
+JAX 0.10 binds ``debug.print`` to a primitive of its own, ``debug_print`` (its format
+string and print options as params); ferrax binds both functions to ``debug_callback``,
+so a jaxpr of ``debug.print`` reads ``debug_callback[...]`` where JAX's reads
+``debug_print[...]``. The printed lines are JAX's.
 """
 
 from __future__ import annotations
 
 import string
 import sys
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of, trace_state, user_location
-from ferrax._user_frames import user_stacklevel
+from ferrax._callback import DebugCallback, debug_callback_p
+from ferrax._core import Tracer, aval_of
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["callback", "print"]
-
-debug_callback_p = Primitive("debug_callback", multiple_results=True)
-
-
-@debug_callback_p.def_impl
-def _debug_callback_impl(*values: Any, callback: Callable[..., None], weak_types: tuple[bool, ...], **_: Any) -> list[Any]:
-    callback(*[ConcreteArray(np.asarray(v), w) for v, w in zip(values, weak_types)])
-    return []
-
-
-@debug_callback_p.def_abstract_eval
-def _debug_callback_abstract_eval(*avals: Any, **params: Any) -> list[Any]:
-    return []
-
-
-@debug_callback_p.def_jvp
-def _debug_callback_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-    # The callback sees the primal values only.
-    debug_callback_p.bind(*primals, **params)
-    return [], []
-
-
-@debug_callback_p.def_batch
-def _debug_callback_batch(
-    args: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, **params: Any
-) -> tuple[list[Any], list[Any]]:
-    # Once per element of the batch, in order (JAX unrolls the same way).
-    import ferrax.numpy as fnp
-
-    for i in range(axis_size):
-        debug_callback_p.bind(*[x if d is None else fnp.moveaxis(x, d, 0)[i] for x, d in zip(args, dims)], **params)
-    return [], []
 
 
 def _is_dynamic(x: Any) -> bool:
@@ -71,28 +42,17 @@ def _is_dynamic(x: Any) -> bool:
     return True
 
 
-def _staged_warning(what: str) -> None:
-    warnings.warn(
-        f"ferrax.debug.{what} inside jit, make_jaxpr or a traced control-flow body does "
-        "nothing yet: the values exist only when the compiled program runs, and ferrax "
-        "cannot yet call back into Python from XLA; call it outside jit (eagerly, under "
-        f"grad or vmap it runs), at {user_location()}",
-        UserWarning,
-        stacklevel=user_stacklevel(),
-    )
-
-
-def _bind(what: str, flat_callback: Callable[..., None], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+def _bind(flat_callback: Callable[..., None], args: tuple[Any, ...], kwargs: Mapping[str, Any], ordered: bool) -> None:
     leaves, tree = tree_flatten((args, dict(kwargs)))
     dynamic = [x for x in leaves if _is_dynamic(x)]
     static = {i: x for i, x in enumerate(leaves) if not _is_dynamic(x)}
-    if trace_state().dynamic:
-        _staged_warning(what)
-        return
     debug_callback_p.bind(
         *dynamic,
-        callback=_Rebuild(flat_callback, tree, static),
-        weak_types=tuple(bool(aval_of(x).weak_type) for x in dynamic),
+        callback=DebugCallback(
+            _Rebuild(flat_callback, tree, static), tuple(bool(aval_of(x).weak_type) for x in dynamic)
+        ),
+        effect="OrderedDebug" if ordered else "Debug",
+        partitioned=False,
     )
 
 
@@ -123,18 +83,19 @@ def callback(
     **kwargs: Any,
 ) -> Callable[..., None] | None:
     """Calls ``callback(*args, **kwargs)`` for its side effects, with the array leaves
-    of the arguments as ferrax arrays (their values eagerly; primal values under
-    ``grad``; once per batch element under ``vmap``). Without ``callback`` it returns a
-    function taking the callback and its arguments (``callback(ordered=True)(f, x)``).
+    of the arguments as ferrax arrays (their values eagerly and when a compiled program
+    runs; primal values under ``grad``; once per batch element under ``vmap``). Without
+    ``callback`` it returns a function taking the callback and its arguments
+    (``callback(ordered=True)(f, x)``).
     """
     if callback is not None:
-        _bind("callback", callback, args, kwargs)
+        _bind(callback, args, kwargs, ordered)
         return None
     if args or kwargs:
         raise TypeError(f"debug_callback received unexpected arguments in the two-call form: args={args} kwargs={kwargs}")
 
     def call(fun: Callable[..., None], *c_args: Any, **c_kwargs: Any) -> None:
-        _bind("callback", fun, c_args, c_kwargs)
+        _bind(fun, c_args, c_kwargs, ordered)
 
     return call
 
@@ -195,7 +156,7 @@ def print(  # noqa: A001 (jax.debug.print's name)
         def line(*c_args: Any, **c_kwargs: Any) -> None:
             _print_line(fmt, options, has_placeholders, *c_args, **c_kwargs)
 
-        _bind("print", line, p_args, p_kwargs)
+        _bind(line, p_args, p_kwargs, ordered)
 
     if fmt is not None:
         debug_print(fmt, *args, **kwargs)

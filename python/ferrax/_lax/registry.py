@@ -20,6 +20,10 @@ def _collect() -> dict[str, Primitive]:
 
     found[jit_p.name] = jit_p
     found[shard_map_p.name] = shard_map_p
+    from ferrax._callback import debug_callback_p, io_callback_p, pure_callback_p
+
+    for callback_p in (debug_callback_p, pure_callback_p, io_callback_p):
+        found[callback_p.name] = callback_p
     return found
 
 

@@ -213,6 +213,7 @@ impl JaxprBuilder {
             literals: self.literals.into_boxed_slice(),
             constvars: self.constvars.into_boxed_slice(),
             invars: self.invars.into_boxed_slice(),
+            effects: self.eqns.iter().any(Eqn::has_effect),
             eqns: self.eqns.into_boxed_slice(),
             outvars: outvars.into_boxed_slice(),
         };
@@ -229,6 +230,7 @@ impl JaxprBuilder {
             literals: self.literals.into_boxed_slice(),
             constvars: self.constvars.into_boxed_slice(),
             invars: self.invars.into_boxed_slice(),
+            effects: self.eqns.iter().any(Eqn::has_effect),
             eqns: self.eqns.into_boxed_slice(),
             outvars: outvars.into_boxed_slice(),
         };

@@ -169,6 +169,14 @@ impl Eqn {
                 }
             })
     }
+    /// Whether the equation has an effect (a host callback run for its side effects,
+    /// here or in a sub-jaxpr at any depth): passes never drop such an equation, even
+    /// when nothing uses its outputs, and keep effectful equations in their order.
+    /// Constant time: a jaxpr records whether it has effects when it is built.
+    pub fn has_effect(&self) -> bool {
+        self.primitive.as_builtin().is_some_and(|b| b.has_effect())
+            || self.sub_jaxprs().any(|j| j.jaxpr().has_effects())
+    }
 }
 
 /// A typed, immutable jaxpr. See the crate docs for the invariants every `Jaxpr` holds.
@@ -180,9 +188,16 @@ pub struct Jaxpr {
     pub(crate) invars: Box<[VarId]>,
     pub(crate) eqns: Box<[Eqn]>,
     pub(crate) outvars: Box<[Atom]>,
+    /// Whether some equation has an effect (see [`Eqn::has_effect`]).
+    pub(crate) effects: bool,
 }
 
 impl Jaxpr {
+    /// Whether some equation has an effect (a host callback for its side effects, at
+    /// any depth): see [`Eqn::has_effect`].
+    pub fn has_effects(&self) -> bool {
+        self.effects
+    }
     /// The constant variables (bound to the constants of a [`ClosedJaxpr`]).
     pub fn constvars(&self) -> &[VarId] {
         &self.constvars

@@ -512,6 +512,9 @@ pub enum Param {
     NameSet(Arc<[Arc<str>]>),
     /// A tuple of integer pairs (`ppermute`'s `perm`): `((0, 1), (1, 0))`.
     Pairs(Arc<[(i64, i64)]>),
+    /// A tuple of abstract values (`pure_callback`'s `result_avals`):
+    /// `(ShapedArray(float32[3]),)`.
+    Avals(Arc<[crate::aval::AbstractValue]>),
 }
 
 impl PartialEq for Param {
@@ -539,6 +542,7 @@ impl PartialEq for Param {
             (Param::Names(a), Param::Names(b)) => a == b,
             (Param::NameSet(a), Param::NameSet(b)) => a == b,
             (Param::Pairs(a), Param::Pairs(b)) => a == b,
+            (Param::Avals(a), Param::Avals(b)) => a == b,
             (Param::Jaxprs(a), Param::Jaxprs(b)) => {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.ptr_eq(y))
             }
@@ -574,6 +578,7 @@ impl Param {
             Param::Names(_) => "tuple of axis names",
             Param::NameSet(_) => "set of axis names",
             Param::Pairs(_) => "tuple of int pairs",
+            Param::Avals(_) => "tuple of ShapedArrays",
         }
     }
 

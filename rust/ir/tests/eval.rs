@@ -252,6 +252,9 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::AllToAll, case_collectives),
     (Builtin::AxisIndex, case_collectives),
     (Builtin::ShardMap, case_collectives),
+    (Builtin::DebugCallback, case_callbacks),
+    (Builtin::PureCallback, case_callbacks),
+    (Builtin::IoCallback, case_callbacks),
 ];
 
 #[test]
@@ -3242,6 +3245,42 @@ fn case_calls() {
         assert_same(&got[0], &fa(F32, &[2], &[2.0, -2.0]));
         assert_same(&got[1], &fa(F32, &[2], &[0.5, 1.0]));
     }
+}
+
+#[test]
+fn case_callbacks() {
+    // The evaluator cannot call the host: a debug callback does nothing (the values
+    // around it are computed as usual), a pure callback is refused as unsupported.
+    let j = ferrax_ir::text::parse_jaxpr(
+        "{ lambda ; a:f32[2]. let
+    debug_callback[callback=cb effect=Debug partitioned=False] a
+    b:f32[2] = mul a a
+  in (b,) }",
+    )
+    .unwrap();
+    let outs = eval_jaxpr(&j, &[], &[fa(F32, &[2], &[1.5, -2.0])]).unwrap();
+    assert_same(&outs[0], &fa(F32, &[2], &[2.25, 4.0]));
+    let j = ferrax_ir::text::parse_jaxpr(
+        "{ lambda ; a:f32[2]. let
+    b:f32[2] = pure_callback[
+      callback=cb
+      result_avals=(ShapedArray(float32[2]),)
+      sharding=None
+      vmap_method=None
+    ] a
+  in (b,) }",
+    )
+    .unwrap();
+    let err = eval_jaxpr(&j, &[], &[fa(F32, &[2], &[1.5, -2.0])]).unwrap_err();
+    assert!(matches!(err, EvalError::Unsupported { .. }), "{err:?}");
+    let j = ferrax_ir::text::parse_jaxpr(
+        "{ lambda ; a:f32[2]. let
+    b:f32[2] = io_callback[callback=cb ordered=False result_avals=(ShapedArray(float32[2]),)] a
+  in (b,) }",
+    )
+    .unwrap();
+    let err = eval_jaxpr(&j, &[], &[fa(F32, &[2], &[1.5, -2.0])]).unwrap_err();
+    assert!(matches!(err, EvalError::Unsupported { .. }), "{err:?}");
 }
 
 #[test]

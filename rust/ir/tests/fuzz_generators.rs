@@ -77,10 +77,12 @@ fn generated_jaxprs_cover_every_primitive_and_dtype() {
         rejected.len(),
         &rejected[..rejected.len().min(10)]
     );
+    // Pure and IO callbacks are not generated: only the host computes their results,
+    // and the targets evaluate the jaxprs (tests/callbacks.rs checks their passes).
     let missing: Vec<&str> = Builtin::ALL
         .iter()
         .map(|b| b.name())
-        .filter(|n| !prims.contains(*n))
+        .filter(|n| !prims.contains(*n) && !matches!(*n, "pure_callback" | "io_callback"))
         .collect();
     assert!(missing.is_empty(), "never generated: {missing:?}");
     let missing: Vec<DType> = DType::ALL

@@ -5966,6 +5966,119 @@ fn logical_and_precision_cases(t: &mut Table) {
     );
 }
 
+fn callback_cases(t: &mut Table) {
+    use Builtin::{DebugCallback, IoCallback, PureCallback};
+    let f = || Param::Opaque(ferrax_ir::params::Opaque::named("f"));
+    let debug = |effect: &str| ps([("callback", f()), ("effect", Param::Str(effect.into()))]);
+    // Any operands, no outputs.
+    let ins = vec![w(a(F32, &[])), a(I32, &[2, 3]), a(BOOL, &[0])];
+    t.ok(
+        "any operands",
+        DebugCallback,
+        ins.clone(),
+        debug("Debug"),
+        vec![],
+    );
+    t.ok(
+        "no operands, ordered",
+        DebugCallback,
+        vec![],
+        debug("OrderedDebug"),
+        vec![],
+    );
+    t.err(
+        "unknown effect",
+        DebugCallback,
+        vec![a(F32, &[])],
+        debug("IO"),
+        Variant::BadParam,
+        &["effect", "Debug or OrderedDebug"],
+    );
+    t.err(
+        "no callback",
+        DebugCallback,
+        vec![a(F32, &[])],
+        ps([("effect", Param::Str("Debug".into()))]),
+        Variant::MissingParam,
+        &["callback"],
+    );
+    // The declared results, whatever the operands.
+    let results = vec![a(F32, &[3]), w(a(I32, &[]))];
+    let pure = |avals: Vec<AbstractValue>| {
+        ps([
+            ("callback", f()),
+            ("result_avals", Param::Avals(avals.into())),
+        ])
+    };
+    t.ok(
+        "declared results",
+        PureCallback,
+        ins,
+        pure(results.clone()),
+        results.clone(),
+    );
+    t.ok(
+        "no operands, no results",
+        PureCallback,
+        vec![],
+        pure(vec![]),
+        vec![],
+    );
+    t.err(
+        "no result_avals",
+        PureCallback,
+        vec![a(F32, &[])],
+        ps([("callback", f())]),
+        Variant::MissingParam,
+        &["result_avals"],
+    );
+    let io = |ordered: bool, avals: Vec<AbstractValue>| {
+        ps([
+            ("callback", f()),
+            ("ordered", Param::Bool(ordered)),
+            ("result_avals", Param::Avals(avals.into())),
+        ])
+    };
+    t.ok(
+        "io results",
+        IoCallback,
+        vec![a(F32, &[2])],
+        io(true, results.clone()),
+        results.clone(),
+    );
+    t.ok(
+        "io, no results",
+        IoCallback,
+        vec![a(F32, &[2])],
+        io(false, vec![]),
+        vec![],
+    );
+    t.err(
+        "io without ordered",
+        IoCallback,
+        vec![a(F32, &[])],
+        ps([
+            ("callback", f()),
+            ("result_avals", Param::Avals(vec![].into())),
+        ]),
+        Variant::MissingParam,
+        &["ordered"],
+    );
+    t.err(
+        "result_avals not avals",
+        PureCallback,
+        vec![a(F32, &[])],
+        ps([("callback", f()), ("result_avals", Param::ints(&[3]))]),
+        Variant::ParamKind,
+        &["result_avals"],
+    );
+}
+
+#[test]
+fn callback_rules() {
+    run(&table(callback_cases));
+}
+
 #[test]
 fn windowed_rules() {
     run(&table(windowed_cases));
@@ -5976,7 +6089,8 @@ fn logical_and_precision_rules() {
     run(&table(logical_and_precision_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 18] = [
+const FAMILIES: [fn(&mut Table); 19] = [
+    callback_cases,
     conv_cases,
     windowed_cases,
     logical_and_precision_cases,

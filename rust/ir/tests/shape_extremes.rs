@@ -432,6 +432,43 @@ fn bases() -> Vec<Base> {
                 ps([("axis", Param::Int(1)), ("reverse", Param::Bool(true))]),
             ),
             AddAny => base(p, vec![f23.clone(), f23.clone()], no),
+            DebugCallback => base(
+                p,
+                vec![f23.clone(), s.clone()],
+                ps([
+                    (
+                        "callback",
+                        Param::Opaque(ferrax_ir::params::Opaque::named("f")),
+                    ),
+                    ("effect", Param::Str("Debug".into())),
+                ]),
+            ),
+            PureCallback => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    (
+                        "callback",
+                        Param::Opaque(ferrax_ir::params::Opaque::named("f")),
+                    ),
+                    (
+                        "result_avals",
+                        Param::Avals(Arc::from(vec![f23.clone(), s.clone()])),
+                    ),
+                ]),
+            ),
+            IoCallback => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    (
+                        "callback",
+                        Param::Opaque(ferrax_ir::params::Opaque::named("f")),
+                    ),
+                    ("ordered", Param::Bool(false)),
+                    ("result_avals", Param::Avals(Arc::from(vec![s.clone()]))),
+                ]),
+            ),
             Pad => base(
                 p,
                 vec![f23.clone(), s.clone()],

@@ -421,6 +421,53 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             (ins, params(p))
         }
         AddAny => (vec![f32s(&[2, 3]), f32s(&[2, 3])], params(vec![])),
+        DebugCallback => (
+            vec![f32s(&[2, 3]), av(DType::I32, &[])],
+            params(vec![
+                (
+                    "callback",
+                    Param::Opaque(ferrax_ir::params::Opaque::named(
+                        "<function debug_callback.<locals>._debug_callback.<locals>._flat_callback at 0xXXXXXXXXXXXX>",
+                    )),
+                ),
+                ("effect", Param::Str("OrderedDebug".into())),
+                ("partitioned", Param::Bool(false)),
+            ]),
+        ),
+        PureCallback => (
+            vec![f32s(&[2, 3])],
+            params(vec![
+                (
+                    "callback",
+                    Param::Opaque(ferrax_ir::params::Opaque::named(
+                        "_FlatCallback(callback_func=<function f at 0xXXXXXXXXXXXX>, in_tree=PyTreeDef(((*,), {})))",
+                    )),
+                ),
+                (
+                    "result_avals",
+                    Param::Avals(Arc::from(vec![
+                        f32s(&[3]),
+                        av(DType::I32, &[]).with_weak_type(true),
+                    ])),
+                ),
+                ("sharding", Param::None),
+                ("vmap_method", Param::Str("expand_dims".into())),
+            ]),
+        ),
+        IoCallback => (
+            vec![f32s(&[2, 3])],
+            params(vec![
+                (
+                    "callback",
+                    Param::Opaque(ferrax_ir::params::Opaque::named(
+                        "_FlatCallback(callback_func=<function f at 0xXXXXXXXXXXXX>, in_tree=PyTreeDef(((*,), {})))",
+                    )),
+                ),
+                ("ordered", Param::Bool(true)),
+                ("result_avals", Param::Avals(Arc::from(vec![f32s(&[3])]))),
+                ("sharding", Param::None),
+            ]),
+        ),
         Pad => (
             vec![f32s(&[2, 3]), f32s(&[])],
             params(vec![(
@@ -885,9 +932,9 @@ fn extension_params_keep_their_kind() {
         "{text}"
     );
     assert!(text.contains("j=jaxpr\n      js=(jaxpr jaxpr)\n"), "{text}");
-    assert!(text.contains("\n    = effect d c\n"), "{text}");
+    assert!(text.contains("\n    effect d c\n"), "{text}");
     assert!(text.contains("s20='jaxpr'"), "{text}");
-    assert!(text.contains("\n    = effect[k=1] \n"), "{text}");
+    assert!(text.contains("\n    effect[k=1] \n"), "{text}");
     assert!(text.contains("s4='12'"), "{text}");
     assert!(text.contains("s8=(A, B)"), "{text}");
 

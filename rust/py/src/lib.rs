@@ -36,6 +36,7 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(passes::abstract_eval, m)?)?;
     m.add_function(wrap_pyfunction!(passes::builtin_primitives, m)?)?;
     m.add_function(wrap_pyfunction!(passes::lower_to_stablehlo, m)?)?;
+    m.add_function(wrap_pyfunction!(passes::lower_with_callbacks, m)?)?;
     m.add_function(wrap_pyfunction!(passes::hlo_sharding, m)?)?;
     m.add_function(wrap_pyfunction!(passes::sharding_tiling, m)?)?;
     m.add_function(wrap_pyfunction!(passes::sdy_sharding, m)?)?;

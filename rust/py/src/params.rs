@@ -145,6 +145,13 @@ pub fn param_to_py<'py>(py: Python<'py>, p: &Param) -> PyResult<Bound<'py, PyAny
                 .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, axes)?.into_any()
         }
+        Param::Avals(avals) => {
+            let items = avals
+                .iter()
+                .map(|a| Bound::new(py, crate::avals::ShapedArray::from_aval(a.clone())))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, items)?.into_any()
+        }
         Param::Spec(spec) => spec_to_py(py, spec)?.into_any(),
         Param::Specs(specs) => {
             let items = specs
@@ -509,6 +516,20 @@ fn param_of_kind(kind: ParamKind, v: &Bound<'_, PyAny>) -> Result<Option<Param>>
                     }
                 }
                 Some(Param::Pairs(out.into()))
+            }
+            None => None,
+        },
+        // `pure_callback`'s `result_avals`: a sequence of `ShapedArray`s.
+        K::Avals => match sequence_items(v)? {
+            Some(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for it in &items {
+                    match it.cast::<crate::avals::ShapedArray>() {
+                        Ok(a) => out.push(a.get().aval.clone()),
+                        Err(_) => return Ok(None),
+                    }
+                }
+                Some(Param::Avals(out.into()))
             }
             None => None,
         },

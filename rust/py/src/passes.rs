@@ -199,6 +199,40 @@ pub fn lower_to_stablehlo(
     Ok(py.detach(|| ferrax_ir::lower::stablehlo::lower_jaxpr_with(inner, module_name, &options))?)
 }
 
+/// A host callback of a lowered module, for Python: its object and whether its call
+/// passes a token.
+type HostCallbackPy<'py> = (Bound<'py, PyAny>, bool);
+
+/// Lowers a jaxpr as `lower_to_stablehlo` does (one device), and returns with the text
+/// the host callbacks its custom calls name by index (`debug_callback`'s and
+/// `pure_callback`'s `callback` params, in index order), each with whether its call
+/// passes a token (an ordered callback): the module must be compiled with exactly these
+/// callbacks. A callback read from text (a name, no object) is its name, a `str`.
+#[pyfunction]
+#[pyo3(signature = (jaxpr, module_name = "ferrax"))]
+pub fn lower_with_callbacks<'py>(
+    py: Python<'py>,
+    jaxpr: PyRef<'_, Jaxpr>,
+    module_name: &str,
+) -> Result<(String, Vec<HostCallbackPy<'py>>)> {
+    let inner = &jaxpr.inner;
+    let options = ferrax_ir::lower::stablehlo::LowerOptions {
+        num_partitions: ferrax_ir::lower::stablehlo::required_partitions(inner),
+        ..Default::default()
+    };
+    let (text, callbacks) =
+        py.detach(|| ferrax_ir::lower::stablehlo::lower_jaxpr_full(inner, module_name, &options))?;
+    let callbacks = callbacks
+        .into_iter()
+        .map(|h| {
+            let obj =
+                crate::params::param_to_py(py, &ferrax_ir::params::Param::Opaque(h.callback))?;
+            Ok((obj, h.token))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok((text, callbacks))
+}
+
 /// The Shardy dimension shardings (`[{"x"}, {}]`) of an array of rank `rank` laid out by
 /// `spec` on the mesh of these axes. Each spec entry is `None`, an axis name, or a
 /// sequence of names. An unknown axis, an axis used twice or a sharded dimension past

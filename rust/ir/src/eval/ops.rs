@@ -342,6 +342,18 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
                 what: format!("{} outside a shard_map", prim.name()),
             })
         }
+        // The evaluator cannot call into the host: a debug callback does nothing here
+        // (its side effect is the host's), and a pure callback's values only the host
+        // can compute.
+        DebugCallback => return Ok(Vec::new()),
+        PureCallback | IoCallback => {
+            return Err(super::EvalError::Unsupported {
+                what: format!(
+                    "{} (the reference evaluator cannot call the host)",
+                    prim.name()
+                ),
+            })
+        }
         Jit | Cond | While | Scan | CustomJvpCall | CustomVjpCall | Remat | ShardMap => {
             return Err(internal(format!(
                 "{} is higher-order: the frame machine evaluates it",

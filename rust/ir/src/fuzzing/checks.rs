@@ -256,6 +256,10 @@ pub fn check_dce_toposort(data: &[u8]) -> Checked {
     if let Err(e) = typecheck(&d) {
         panic!("dce made an ill-typed jaxpr: {e}\n{j}\n{d}");
     }
+    // Effects (debug callbacks, and calls and loops holding them) are never dropped.
+    let effects = |x: &Jaxpr| x.eqns().iter().filter(|e| e.has_effect()).count();
+    assert_eq!(effects(&d), effects(&j), "dce dropped an effect\n{j}\n{d}");
+    assert_eq!(effects(&sorted), effects(&j), "toposort lost an effect");
     assert_eq!(used_in.len(), j.invars().len(), "dce: used_inputs length");
     let kept: Vec<HostArray> = args
         .iter()

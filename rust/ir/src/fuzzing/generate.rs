@@ -685,6 +685,27 @@ impl Gen<'_, '_> {
                 let (x, _) = self.operand(lv, |_| true, |g| g.any_type())?;
                 self.add(lv, prim, vec![x], none);
             }
+            // A debug callback (the evaluator's no-op) on any value: an effect the passes
+            // must keep. Pure and IO callbacks are not generated: only the host can
+            // compute their results, and the checks evaluate the jaxprs.
+            DebugCallback => {
+                let (x, _) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let effect = if self.ratio(1, 2)? {
+                    "Debug"
+                } else {
+                    "OrderedDebug"
+                };
+                let params = Params::new([
+                    (
+                        "callback",
+                        Param::Opaque(crate::params::Opaque::named("cb")),
+                    ),
+                    ("effect", Param::Str(effect.into())),
+                    ("partitioned", Param::Bool(false)),
+                ]);
+                self.add(lv, prim, vec![x], params);
+            }
+            PureCallback | IoCallback => {}
             // Collectives only in a shard_map body; shard_maps not nested in one another.
             Psum | Pmax | Pmin | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll
             | AxisIndex => {

@@ -1,6 +1,7 @@
 //! Dead-code elimination.
 //!
-//! Walks the equations backwards keeping those a used output depends on. Higher-order
+//! Walks the equations backwards keeping those a used output depends on, and those with
+//! an effect (see [`Eqn::has_effect`]), which are never dropped. Higher-order
 //! equations are pruned inside: a `jit`'s (or `remat2`'s, or `shard_map`'s, whose specs
 //! follow) jaxpr loses the outputs nobody
 //! uses (`custom_jvp_call` and `custom_vjp_call` are kept whole), `cond`
@@ -249,7 +250,9 @@ impl<'a> Frame<'a> {
             let i = self.pos;
             let e = &src.eqns()[i];
             let used_outs: Vec<bool> = e.outvars.iter().map(|v| self.live[v.index()]).collect();
-            if !used_outs.iter().any(|&u| u) {
+            // An effectful equation (a debug callback, or a call or loop holding one) is
+            // kept for its effect even when nothing uses its outputs.
+            if !used_outs.iter().any(|&u| u) && !e.has_effect() {
                 continue;
             }
             self.pending = match e.primitive.as_builtin() {

@@ -39,6 +39,11 @@
 //! function): like `stop_gradient` and every first-order equation, they are known when
 //! all their operands are, else wholly unknown.
 //!
+//! An equation with an effect (a debug or IO callback, or a call or loop holding one) is
+//! kept on its side even when nothing uses its outputs: in the known jaxpr when its
+//! operands are known (as JAX runs a callback on primal values in the forward pass), else
+//! in the unknown one.
+//!
 //! The known values an unknown equation uses are the *residuals*: the known jaxpr returns
 //! them after its outputs and the unknown jaxpr takes them before its inputs.
 //!
@@ -1625,8 +1630,9 @@ impl<'a> Frame<'a> {
             }
         }
         let mut keep = vec![false; items.len()];
+        // An effectful equation is kept on its side whether or not its outputs are used.
         for (k, (unknown, item)) in items.iter().enumerate().rev() {
-            if *unknown && any_out(item, &live) {
+            if *unknown && (any_out(item, &live) || item_has_effect(src, item)) {
                 keep[k] = true;
                 self.dirty |= has_prunable_output(src, item, &live);
                 ins_of(item, &mut |v| live[v as usize] = true);
@@ -1672,7 +1678,7 @@ impl<'a> Frame<'a> {
         }
         keep.iter_mut().for_each(|k| *k = false);
         for (k, (unknown, item)) in items.iter().enumerate().rev() {
-            if !*unknown && any_out(item, &live) {
+            if !*unknown && (any_out(item, &live) || item_has_effect(src, item)) {
                 keep[k] = true;
                 self.dirty |= has_prunable_output(src, item, &live);
                 ins_of(item, &mut |v| live[v as usize] = true);
@@ -1718,6 +1724,22 @@ impl<'a> Frame<'a> {
 /// Whether a kept equation has an output nothing needs that [`dce`] would remove from
 /// inside it: any output of `jit` and `cond`, the `ys` of `scan` (carried values are
 /// needed by the loop itself).
+/// Whether an item has an effect (see [`Eqn::has_effect`](crate::jaxpr::Eqn::has_effect)):
+/// it is kept even when nothing uses its outputs.
+fn item_has_effect(src: &Jaxpr, item: &Item) -> bool {
+    match item {
+        Item::Src(i) => src.eqns()[*i].has_effect(),
+        Item::New { prim, params, .. } => {
+            prim.as_builtin().is_some_and(Builtin::has_effect)
+                || params.iter().any(|(_, p)| match p {
+                    Param::Jaxpr(cj) => cj.jaxpr().has_effects(),
+                    Param::Jaxprs(cjs) => cjs.iter().any(|cj| cj.jaxpr().has_effects()),
+                    _ => false,
+                })
+        }
+    }
+}
+
 fn has_prunable_output(src: &Jaxpr, item: &Item, live: &[bool]) -> bool {
     let (prim, params, outs): (&Primitive, &Params, Vec<u32>) = match item {
         Item::Src(i) => {

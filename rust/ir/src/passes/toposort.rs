@@ -81,20 +81,28 @@ pub(crate) fn insertion_order(
     Ok(out)
 }
 
-/// Reorders a jaxpr's equations by demand: depth-first from the outputs (in output
+/// Reorders a jaxpr's equations by demand: first the effectful equations (see
+/// [`Eqn::has_effect`]) in their order, then depth-first from the outputs (in output
 /// order), each equation placed right after the producers of its inputs; equations no
 /// output needs keep their relative order at the end. The result is a valid ordering of
-/// the same equations (a canonical schedule, useful after rewrites).
+/// the same equations (a canonical schedule, useful after rewrites) in which effectful
+/// equations keep their relative order.
 pub fn toposort(jaxpr: &Jaxpr) -> Jaxpr {
     let eqns = jaxpr.eqns();
     let prod = producers(jaxpr.num_vars(), eqns);
-    let roots = jaxpr.outvars().iter().filter_map(|a| match a {
+    let effects = eqns
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.has_effect())
+        .map(|(i, _)| i);
+    let outputs = jaxpr.outvars().iter().filter_map(|a| match a {
         Atom::Var(v) => {
             let p = prod[v.index()];
             (p != NONE).then_some(p as usize)
         }
         Atom::Lit(_) => None,
     });
+    let roots = effects.chain(outputs);
     let mut order = Vec::with_capacity(eqns.len());
     let mut state = vec![0u8; eqns.len()];
     // A built jaxpr has no cycle, so this cannot fail; fall back to the given order.

@@ -78,6 +78,10 @@ pub enum ParamKind {
     Pairs,
     /// One axis name (a bare word, `axis_name=y`) or a tuple of names.
     AxisName,
+    /// A tuple of abstract values, printed as JAX prints them
+    /// (`(ShapedArray(float32[3]), ShapedArray(int32[]))`: `pure_callback`'s
+    /// `result_avals`).
+    Avals,
 }
 
 impl fmt::Display for ParamKind {
@@ -113,6 +117,7 @@ impl fmt::Display for ParamKind {
             ParamKind::AxisNameSet => "set of axis names",
             ParamKind::Pairs => "tuple of int pairs",
             ParamKind::AxisName => "axis name or tuple of axis names",
+            ParamKind::Avals => "tuple of ShapedArrays",
         };
         f.write_str(s)
     }
@@ -321,6 +326,10 @@ builtins! {
     AllToAll => "all_to_all",
     AxisIndex => "axis_index",
     ShardMap => "shard_map",
+    // Host callbacks (issue 12): calls into Python from compiled code.
+    DebugCallback => "debug_callback",
+    PureCallback => "pure_callback",
+    IoCallback => "io_callback",
 }
 
 /// Families of built-ins that share a rule.
@@ -410,6 +419,14 @@ impl Builtin {
                 | Builtin::Remat
                 | Builtin::ShardMap
         )
+    }
+
+    /// True for primitives whose equations have an effect of their own (a call into the
+    /// host for its side effects): passes never drop them, and keep their relative order.
+    /// An equation whose sub-jaxprs have such equations has the effect too (see
+    /// [`Eqn::has_effect`](crate::jaxpr::Eqn::has_effect)).
+    pub fn has_effect(self) -> bool {
+        matches!(self, Builtin::DebugCallback | Builtin::IoCallback)
     }
 
     /// True for the collectives: primitives that name mesh axes and so need an
@@ -608,6 +625,24 @@ impl Builtin {
                 opt("newly_manual_axes", K::AxisNameSet),
             ],
             Pad => specs![req("padding_config", K::PaddingConfig)],
+            // JAX's `effect` is `Debug` or `OrderedDebug`.
+            DebugCallback => specs![
+                req("callback", K::Opaque),
+                req("effect", K::Str),
+                opt("partitioned", K::Bool),
+            ],
+            PureCallback => specs![
+                req("callback", K::Opaque),
+                req("result_avals", K::Avals),
+                opt("sharding", K::NoneOnly),
+                opt("vmap_method", K::OptStr),
+            ],
+            IoCallback => specs![
+                req("callback", K::Opaque),
+                req("ordered", K::Bool),
+                req("result_avals", K::Avals),
+                opt("sharding", K::NoneOnly),
+            ],
             Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
             Cond => specs![req("branches", K::Jaxprs)],
             CustomJvpCall => specs![

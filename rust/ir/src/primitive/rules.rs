@@ -172,6 +172,7 @@ fn param_fits(kind: ParamKind, value: &Param) -> bool {
             | (K::AxisNameSet, Param::NameSet(_))
             | (K::Pairs, Param::Pairs(_))
             | (K::AxisName, Param::Str(_) | Param::Names(_))
+            | (K::Avals, Param::Avals(_))
     ) || (kind == K::Bools && matches!(value, Param::Ints(v) if v.is_empty()))
         || (kind == K::Ints && matches!(value, Param::Bools(v) if v.is_empty()))
 }
@@ -651,6 +652,18 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         Cond => cond(inputs, params),
         While => while_loop(inputs, params),
         Scan => scan(inputs, params),
+        // Any operands; no outputs. The effect is JAX's `Debug` or `OrderedDebug`.
+        DebugCallback => match params.get("effect") {
+            Some(Param::Str(e)) if matches!(&**e, "Debug" | "OrderedDebug") => Ok(Vec::new()),
+            _ => Err(bad("effect", "must be Debug or OrderedDebug")),
+        },
+        // Any operands; the declared results.
+        PureCallback | IoCallback => match params.get("result_avals") {
+            Some(Param::Avals(avals)) => Ok(avals.to_vec()),
+            _ => Err(RuleError::MissingParam {
+                name: "result_avals",
+            }),
+        },
         _ => Err(operands(format!("no rule for {}", prim.name()))),
     }
 }

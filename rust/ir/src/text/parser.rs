@@ -599,6 +599,33 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
     }
 
+    /// The word `t` and the parenthesized text after it, up to the `)` that balances
+    /// its `(` (any tokens inside, braces included), as one word. Leaves `cur` on the
+    /// closing `)`.
+    fn balanced_span(&mut self, t: Tok<'a>) -> Result<Tok<'a>, ReadError> {
+        let mut depth = 0usize;
+        loop {
+            self.bump();
+            let c = self.cur;
+            match c.kind {
+                Kind::LParen | Kind::LBracket | Kind::LBrace => depth += 1,
+                Kind::RParen | Kind::RBracket | Kind::RBrace => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                Kind::Eof => return Err(expected(&c, "')' closing the PyTreeDef")),
+                _ => {}
+            }
+        }
+        let end = self.cur.start + self.cur.text.len();
+        Ok(match self.lx.source().get(t.start..end) {
+            Some(text) => Tok { text, ..t },
+            None => t,
+        })
+    }
+
     fn expect(&mut self, kind: Kind, what: &str) -> Result<Tok<'a>, ReadError> {
         if self.cur.kind == kind {
             let t = self.cur;
@@ -1263,21 +1290,33 @@ impl<'a, 'r> Parser<'a, 'r> {
                     _ => return Err(expected(&t, "a param value")),
                 },
                 Kind::Word
+                    if t.text == "PyTreeDef"
+                        && self.nxt.kind == Kind::LParen
+                        && self.nxt.start == t.start + t.text.len() =>
+                {
+                    // A pytree's structure (in `pure_callback`'s callback, as JAX prints
+                    // it: `PyTreeDef(((*,), {'k': *}))`): one word, its text.
+                    let word = self.balanced_span(t)?;
+                    self.bump();
+                    self.deliver(Val::Word(word))?;
+                }
+                Kind::Word
                     if self.nxt.kind == Kind::LParen
                         && self.nxt.start == t.start + t.text.len()
-                        && matches!(t.text, "Mesh" | "P" | "frozenset")
+                        && matches!(t.text, "Mesh" | "P" | "frozenset" | "ShapedArray")
                         && matches!(
                             (pe.builtin, pe.current),
                             (Some(b), Some(p)) if matches!(
                                 b.param_kind(p.text),
                                 Some(ParamKind::Mesh | ParamKind::Spec | ParamKind::Specs
-                                    | ParamKind::AxisNameSet)
+                                    | ParamKind::AxisNameSet | ParamKind::Avals)
                             )
                         ) =>
                 {
                     let p = match t.text {
                         "Mesh" => Param::Mesh(Arc::new(self.mesh_value()?)),
                         "P" => Param::Spec(Arc::new(self.spec_value()?)),
+                        "ShapedArray" => Param::Avals(Arc::new([self.shaped_array_value()?])),
                         _ => Param::NameSet(self.name_set_value()?.into()),
                     };
                     self.deliver(Val::Param(p))?;
@@ -1457,6 +1496,32 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
         self.expect(Kind::RParen, "',' or ')' in a partition spec")?;
         Ok(PartitionSpec::new(entries))
+    }
+
+    /// `ShapedArray(float32[3])` or `ShapedArray(float32[], weak_type=True)`, from the
+    /// word.
+    fn shaped_array_value(&mut self) -> Result<AbstractValue, ReadError> {
+        self.bump();
+        self.expect(Kind::LParen, "'(' after ShapedArray")?;
+        let mut aval = self.parse_type()?;
+        if self.cur.kind == Kind::Comma {
+            self.bump();
+            let t = self.cur;
+            if !t.is_word("weak_type") {
+                return Err(expected(&t, "weak_type=True or ')'"));
+            }
+            self.bump();
+            self.expect(Kind::Eq, "'=' after weak_type")?;
+            let v = self.cur;
+            aval.weak_type = match v.text {
+                "True" if v.kind == Kind::Word => true,
+                "False" if v.kind == Kind::Word => false,
+                _ => return Err(expected(&v, "True or False")),
+            };
+            self.bump();
+        }
+        self.expect(Kind::RParen, "')' after a ShapedArray")?;
+        Ok(aval)
     }
 
     /// `frozenset({'x', 'y'})` (or `frozenset({})`, `frozenset()`), from the word.
@@ -2036,6 +2101,16 @@ fn by_kind(kind: ParamKind, v: &Val<'_>, shared: &Shared<'_>) -> Result<Option<P
                 })
                 .collect::<Option<Vec<Arc<str>>>>()
                 .map(|ns| Param::Names(ns.into()))
+        }),
+        K::Avals => seq(v).and_then(|items| {
+            items
+                .iter()
+                .map(|it| match it {
+                    Val::Param(Param::Avals(a)) if a.len() == 1 => Some(a[0].clone()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(|avals| Param::Avals(avals.into()))
         }),
         K::Pairs => match seq(v) {
             Some(items) => {

@@ -646,9 +646,9 @@ impl<'j> Generator<'j> {
                     let names = self.suggest_jit_names(fi, e);
                     self.stack[fi].jit_names = names;
                 }
-                if e.outvars().is_empty() {
-                    sink.text("= ");
-                } else {
+                // An equation with no outputs (a debug callback) is its primitive alone,
+                // as JAX prints it.
+                if !e.outvars().is_empty() {
                     self.binders(fi, e.outvars(), sink);
                     sink.text(" = ");
                 }
@@ -1094,6 +1094,23 @@ fn write_param_flat(out: &mut String, p: &Param) -> bool {
             }
             out.push_str(if ps.len() == 1 { ",)" } else { ")" });
         }
+        // As JAX prints `pure_callback`'s `result_avals`:
+        // `(ShapedArray(float32[3]), ShapedArray(int32[], weak_type=True))`.
+        Param::Avals(avals) => {
+            out.push('(');
+            for (i, a) in avals.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "ShapedArray({}{}", a.dtype.numpy_name(), a.shape);
+                out.push_str(if a.weak_type {
+                    ", weak_type=True)"
+                } else {
+                    ")"
+                });
+            }
+            out.push_str(if avals.len() == 1 { ",)" } else { ")" });
+        }
     }
     true
 }
@@ -1117,11 +1134,51 @@ fn write_opaque_param(out: &mut String, name: &str) {
         || is_word_seq(name)
         || is_simple_record(name)
         || is_angle_span(name)
+        || is_flat_callback(name)
     {
         out.push_str(name);
     } else {
         quote_into(out, name);
     }
+}
+
+/// True for `pure_callback`'s callback as JAX prints it,
+/// `_FlatCallback(callback_func=<function f at 0xXXXXXXXXXXXX>, in_tree=PyTreeDef((*,)))`,
+/// which the parser reads as one record (the tree's text whole).
+fn is_flat_callback(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("_FlatCallback(callback_func=") else {
+        return false;
+    };
+    let Some((func, tree)) = rest.split_once(", in_tree=") else {
+        return false;
+    };
+    let Some(tree) = tree.strip_suffix(')') else {
+        return false;
+    };
+    if !is_angle_span(func) || !tree.starts_with("PyTreeDef(") || !tree.ends_with(')') {
+        return false;
+    }
+    // The tree's brackets balance (closing at its end), and it holds only what the
+    // lexer reads as tokens: no quotes (dict keys are quoted, so such trees are written
+    // quoted whole), no line breaks.
+    let mut depth = 0i64;
+    for (i, c) in tree.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth == 0 && i + 1 != tree.len() {
+                    return false;
+                }
+                if depth < 0 {
+                    return false;
+                }
+            }
+            '\'' | '"' | '\n' | '\r' => return false,
+            _ => {}
+        }
+    }
+    depth == 0
 }
 
 /// True for words separated by single spaces, the first opening with `<`, whose angle

@@ -15,6 +15,7 @@
 //! writing into the module's one buffer.
 
 mod bits;
+mod callback;
 mod control;
 mod indexing;
 mod ops;
@@ -24,6 +25,7 @@ mod text;
 mod windowed;
 
 use crate::jaxpr::{Atom, Jaxpr, VarId};
+use crate::params::Opaque;
 use crate::primitive::Primitive;
 use crate::sharding::{Mesh, PartitionSpec};
 use std::collections::HashMap;
@@ -187,6 +189,29 @@ pub fn lower_jaxpr_with(
     module_name: &str,
     options: &LowerOptions,
 ) -> Result<String, LowerError> {
+    lower_jaxpr_full(jaxpr, module_name, options).map(|(text, _)| text)
+}
+
+/// A host callback a lowered module calls: the `callback` param of its equation, and
+/// whether the call passes a token (an ordered callback: the host function gets the
+/// token first and returns it first).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostCallback {
+    /// The equation's `callback` param.
+    pub callback: Opaque,
+    /// Whether the custom call takes and returns a token (`effect=OrderedDebug`).
+    pub token: bool,
+}
+
+/// Lowers a jaxpr as [`lower_jaxpr_with`] does, and returns with the text the host
+/// callbacks the module calls (`debug_callback`'s and `pure_callback`'s), in the order of
+/// the indices its custom calls name: the module must be compiled with exactly these
+/// callbacks (jaxlib's `host_callbacks`).
+pub fn lower_jaxpr_full(
+    jaxpr: &Jaxpr,
+    module_name: &str,
+    options: &LowerOptions,
+) -> Result<(String, Vec<HostCallback>), LowerError> {
     let n_args = jaxpr.constvars().len() + jaxpr.invars().len();
     let n_results = jaxpr.outvars().len();
     for (what, given, want) in [
@@ -278,7 +303,7 @@ pub fn lower_jaxpr_with(
         );
     }
     head.push_str(&m.out);
-    Ok(head)
+    Ok((head, m.host_callbacks))
 }
 
 /// Makes a name usable as an MLIR symbol (letters, digits, `_`, `.`, `$`).
@@ -317,6 +342,8 @@ pub(crate) struct Module {
     main_shardings: Option<MainShardings>,
     /// The meshes used, each with its `sdy.mesh` symbol, in order of first use.
     pub(crate) meshes: Vec<(Mesh, String)>,
+    /// The host callbacks called, by index (`mhlo.backend_config = {index = K}`).
+    pub(crate) host_callbacks: Vec<HostCallback>,
 }
 
 impl Module {
@@ -329,6 +356,7 @@ impl Module {
             main_shardings: None,
             meshes: Vec::new(),
             next_channel: 1,
+            host_callbacks: Vec::new(),
         }
     }
 
@@ -427,6 +455,9 @@ pub(crate) struct FuncState<'j> {
     next: u32,
     /// The mesh of the `shard_map` body this function runs in (collectives need it).
     pub(crate) mesh: Option<Arc<Mesh>>,
+    /// The token the last ordered host callback of this function returned (the next one
+    /// takes it, so that XLA runs them in order).
+    pub(crate) token: Option<Ssa>,
 }
 
 impl<'j> FuncState<'j> {
@@ -436,6 +467,7 @@ impl<'j> FuncState<'j> {
             values: vec![None; jaxpr.num_vars()],
             next: 0,
             mesh: None,
+            token: None,
         }
     }
 

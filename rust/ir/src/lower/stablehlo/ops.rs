@@ -673,6 +673,10 @@ impl Module {
             Builtin::Jit | Builtin::CustomJvpCall | Builtin::CustomVjpCall | Builtin::Remat => {
                 self.lower_call(f, b, e, inputs, out_avals)
             }
+            Builtin::DebugCallback | Builtin::PureCallback | Builtin::IoCallback => {
+                let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
+                self.lower_callback(f, b, e, inputs, &types)
+            }
             Builtin::Cond => self.lower_cond(f, e, inputs, in_avals, out_avals),
             Builtin::While => self.lower_while(f, e, inputs, in_avals),
             Builtin::Scan => self.lower_scan(f, e, inputs, in_avals, out_avals),
