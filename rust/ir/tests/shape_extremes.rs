@@ -395,6 +395,19 @@ fn bases() -> Vec<Base> {
                 vec![f23.clone()],
                 ps([("axis", Param::Int(1)), ("k", Param::Int(2))]),
             ),
+            Cholesky => base(p, vec![a(F32, &[2, 3, 3])], ps([])),
+            TriangularSolve => base(
+                p,
+                vec![a(F32, &[3, 3]), f23.clone()],
+                ps([
+                    ("left_side", Param::Bool(false)),
+                    ("lower", Param::Bool(true)),
+                    ("transpose_a", Param::Bool(false)),
+                    ("conjugate_a", Param::Bool(false)),
+                    ("unit_diagonal", Param::Bool(false)),
+                ]),
+            ),
+            Lu => base(p, vec![f23.clone()], ps([])),
             Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => base(
                 p,
                 vec![f23.clone()],

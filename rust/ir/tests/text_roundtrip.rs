@@ -337,6 +337,18 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             vec![f32s(&[2, 3])],
             params(vec![("axis", Param::Int(1)), ("k", Param::Int(2))]),
         ),
+        Cholesky => (vec![f32s(&[2, 3, 3])], params(vec![])),
+        TriangularSolve => (
+            vec![f32s(&[3, 3]), f32s(&[3, 2])],
+            params(vec![
+                ("left_side", Param::Bool(true)),
+                ("lower", Param::Bool(false)),
+                ("transpose_a", Param::Bool(true)),
+                ("conjugate_a", Param::Bool(false)),
+                ("unit_diagonal", Param::Bool(true)),
+            ]),
+        ),
+        Lu => (vec![f32s(&[3, 2])], params(vec![])),
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => (
             vec![f32s(&[2, 3])],
             params(vec![

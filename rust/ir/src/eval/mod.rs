@@ -77,6 +77,7 @@
 mod array;
 mod bits;
 mod indexing;
+mod linalg;
 mod numeric;
 mod ops;
 mod sorting;

@@ -281,6 +281,10 @@ builtins! {
     Cummin => "cummin",
     Cumlogsumexp => "cumlogsumexp",
     TopK => "top_k",
+    // Linear algebra (issue 12 item 5): JAX's CPU lowering calls jaxlib's LAPACK kernels.
+    Cholesky => "cholesky",
+    TriangularSolve => "triangular_solve",
+    Lu => "lu",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -500,6 +504,13 @@ impl Builtin {
                 specs![req("axis", K::Int), req("reverse", K::Bool)]
             }
             TopK => specs![req("axis", K::Int), req("k", K::Int)],
+            TriangularSolve => specs![
+                req("left_side", K::Bool),
+                req("lower", K::Bool),
+                req("transpose_a", K::Bool),
+                req("conjugate_a", K::Bool),
+                req("unit_diagonal", K::Bool),
+            ],
             ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
             Psum | Pmax | Pmin => specs![
                 req("axes", K::AxisNames),

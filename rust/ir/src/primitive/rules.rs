@@ -9,6 +9,7 @@ use crate::params::{DotDimensionNumbers, Param, Params};
 mod collectives;
 pub(crate) use collectives::unshard_aval;
 mod indexing;
+mod linalg;
 use std::fmt;
 
 /// Why a primitive cannot be applied to these operands and params.
@@ -589,6 +590,12 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         Sort => sort(inputs, params),
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => cumulative(prim, inputs, params),
         TopK => top_k(inputs, params),
+        Cholesky => linalg::cholesky(inputs),
+        TriangularSolve => linalg::triangular_solve(
+            inputs,
+            matches!(params.get("left_side"), Some(Param::Bool(true))),
+        ),
+        Lu => linalg::lu(inputs),
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
         ShardingConstraint => {

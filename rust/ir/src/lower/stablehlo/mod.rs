@@ -17,6 +17,7 @@
 mod bits;
 mod control;
 mod indexing;
+mod linalg;
 mod ops;
 mod sorting;
 mod spmd;
