@@ -553,6 +553,8 @@ def compile_stablehlo(
             "stacked operand, lax.switch instead of nested conds)"
         )
     be = backend()
+    if "@lapack_" in text or '"lapack_' in text:
+        _register_lapack(be)
     options = be.xc.CompileOptions()
     device_list = be.devices
     if devices is not None:
@@ -571,6 +573,26 @@ def compile_stablehlo(
     except RuntimeError as e:
         raise LoweringError(_describe_compile_error(str(e), text)) from None
     return Executable(exe, out_avals, text, devices, mesh)
+
+
+_lapack_registered = threading.Event()
+
+
+def _register_lapack(be: _Backend) -> None:
+    """Registers jaxlib's LAPACK FFI kernels (``lapack_spotrf_ffi``, ...) with the CPU
+    client, once, as JAX does at import: ``initialize()`` fills jaxlib's table of LAPACK
+    routines from SciPy's (``scipy.linalg.cython_lapack``), so eager code calling SciPy's
+    LAPACK and compiled code run the same routines."""
+    if _lapack_registered.is_set():
+        return
+    with _backend_lock:
+        if _lapack_registered.is_set():
+            return
+        lapack: Any = importlib.import_module("jaxlib.cpu._lapack")
+        lapack.initialize()
+        for name, target in lapack.registrations().items():
+            be.xc.register_custom_call_target(name, target, platform="cpu", api_version=1)
+        _lapack_registered.set()
 
 
 def _describe_compile_error(message: str, text: str) -> str:

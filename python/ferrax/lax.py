@@ -48,6 +48,7 @@ from ferrax._lax.convenience import (
     slice_in_dim,
 )
 from ferrax._lax.sorting import cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k
+from ferrax._lax import linalg  # ``lax.linalg.cholesky`` & co., as JAX's ``jax.lax.linalg``
 from ferrax._lax.custom import stop_gradient
 from ferrax._lax.layout import with_sharding_constraint
 from ferrax._lax.control import cond, fori_loop, scan, switch, while_loop
@@ -200,6 +201,8 @@ __all__ = [
     "full_like", "index_in_dim", "map", "reciprocal", "slice_in_dim",
     # sorting and cumulative reductions
     "cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort", "sort_key_val", "top_k",
+    # linear algebra (a namespace, as JAX's)
+    "linalg",
 ]
 
 

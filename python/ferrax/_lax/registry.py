@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ferrax._core import Primitive, extension_named
 from ferrax._lax import bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural
+from ferrax._lax import linalg
 
 
 def _collect() -> dict[str, Primitive]:
     found: dict[str, Primitive] = {}
-    for module in (bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural):
+    for module in (bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural, linalg):
         for value in vars(module).values():
             if isinstance(value, Primitive):
                 found[value.name] = value
