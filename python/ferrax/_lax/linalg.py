@@ -148,11 +148,13 @@ def _triu(x: Any, k: int = 0) -> Any:
 
 
 def symmetrize(x: Any) -> Array:
-    """``(x + xᵀ) / 2`` over the last two axes."""
-    from ferrax._lax.elementwise import add, div
+    """``(x + xᵀ) / 2`` over the last two axes (a true division: integers become
+    floats, as JAX's)."""
+    import ferrax.numpy as fnp
 
     x = scalar(x)
-    return div(add(x, _T(x)), np.array(2, aval_of(x).dtype))
+    out: Array = fnp.true_divide(x + _T(x), 2)
+    return out
 
 
 def _check(name: str, x: Any, position: int = 0) -> Any:
@@ -178,14 +180,19 @@ def _check(name: str, x: Any, position: int = 0) -> Any:
 def cholesky(x: Any, *, symmetrize_input: bool = True) -> Array:
     """The lower Cholesky factor ``L`` (``L Lᵀ = x``) of each matrix in ``x``
     (``[..., n, n]``, symmetric positive definite); NaN where the factorization fails.
-    With ``symmetrize_input``, ``(x + xᵀ) / 2`` is factored, else only ``x``'s lower
-    triangle is read."""
+    With ``symmetrize_input``, ``(x + xᵀ) / 2`` is factored (a true division, as JAX's:
+    integers become floats), else only ``x``'s lower triangle is read."""
+    x = scalar(x)
+    shape = tuple(aval_of(x).shape)
+    if symmetrize_input and len(shape) >= 2:
+        if shape[-1] != shape[-2]:  # JAX fails in the symmetrization first
+            transposed = (*shape[:-2], shape[-1], shape[-2])
+            raise TypeError(f"add got incompatible shapes for broadcasting: {shape}, {transposed}., at {user_location()}")
+        x = symmetrize(x)
     x = _check("cholesky", x)
     shape = tuple(aval_of(x).shape)
     if shape[-1] != shape[-2]:
         raise ValueError(f"The input to cholesky must be a square matrix. Got shape {shape[-2:]}., at {user_location()}")
-    if symmetrize_input:
-        x = symmetrize(x)
     out: Array = _tril(bind1(cholesky_p, x))
     return out
 
@@ -212,12 +219,12 @@ def triangular_solve(
     singleton = len(b_shape) == len(a_shape) - 1
     if singleton:
         b = expand_dims(b, (len(b_shape) if left_side else len(b_shape) - 1,))
-    b = _check("triangular_solve", b, 1)
     if aval_of(a).dtype != aval_of(b).dtype:
         raise TypeError(
             "lax.triangular_solve requires arguments to have the same dtypes, got "
             f"{np.dtype(aval_of(a).dtype).name}, {np.dtype(aval_of(b).dtype).name}, at {user_location()}"
         )
+    b = _check("triangular_solve", b, 1)
     b_shape = tuple(aval_of(b).shape)
     if len(a_shape) != len(b_shape):
         raise TypeError(
@@ -263,7 +270,7 @@ def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Array:
     """The permutation of ``0..permutation_size`` made by swapping entry ``i`` with
     entry ``pivots[..., i]`` for each ``i`` in turn (``int32``)."""
     from ferrax._lax.control import fori_loop
-    from ferrax._lax.elementwise import eq, select_n
+    from ferrax._lax.elementwise import convert_element_type, eq, select_n
     from ferrax._lax.reductions import reduce_sum
     from ferrax._lax.structural import broadcast_in_dim, broadcasted_iota, dynamic_index_in_dim
 
@@ -283,6 +290,7 @@ def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Array:
     iota = broadcasted_iota(np.int32, out_shape, rank - 1)
 
     def swap(i: Any, perm: Any) -> Any:
+        i = convert_element_type(i, np.int32)  # the loop index is int64 under x64
         at = broadcast_in_dim(dynamic_index_in_dim(p, i, rank - 1, keepdims=False), out_shape, tuple(range(rank - 1)))
         is_p = eq(iota, at)
         zero = broadcast_in_dim(np.int32(0), out_shape, ())

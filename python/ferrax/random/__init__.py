@@ -7,7 +7,7 @@ return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan
 ``lax.cond``.
 
 Signatures are JAX's; ``out_sharding`` is accepted but only as ``None`` so far.
-Not yet here: ``multivariate_normal`` (ferrax has no linalg yet). ``truncated_normal``
+``multivariate_normal`` takes ``method='cholesky'`` (its default) only. ``truncated_normal``
 needs ``ferrax.lax.erf``. The gamma family (``gamma``, ``loggamma``, ``beta``,
 ``dirichlet``, ``t``) samples as JAX does but has no derivative with respect to its
 parameters yet. ``permutation`` sorts with NumPy when its key is known, with
@@ -52,6 +52,7 @@ from ferrax.random._samplers import (
     truncated_normal,
     uniform,
 )
+from ferrax.random._multivariate import multivariate_normal
 
 __all__ = [
     "KeyArray",
@@ -76,6 +77,7 @@ __all__ = [
     "laplace",
     "logistic",
     "loggamma",
+    "multivariate_normal",
     "normal",
     "permutation",
     "rademacher",
