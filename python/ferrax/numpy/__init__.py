@@ -215,6 +215,8 @@ __all__ = [
     "nanstd", "nansum", "nanvar", "newaxis", "outer", "pi", "promote_types", "roll",
     "select", "split", "tensordot", "tile", "trace", "tri", "tril", "triu", "vstack",
     "einsum", "einsum_path", "interp", "pad", "piecewise",
+    # submodules
+    "linalg",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,
