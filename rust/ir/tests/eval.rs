@@ -215,6 +215,7 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Cholesky, case_cholesky),
     (Builtin::TriangularSolve, case_triangular_solve),
     (Builtin::Lu, case_lu),
+    (Builtin::Eigh, case_eigh),
     (Builtin::Cumsum, case_cumulative),
     (Builtin::Cumprod, case_cumulative),
     (Builtin::Cummax, case_cumulative),
@@ -2483,6 +2484,52 @@ fn case_triangular_solve() {
         &solve([true, false, false, false], &u, &col(4.0, 8.0)),
         &col(1.0, 2.0),
     );
+}
+
+#[test]
+fn case_eigh() {
+    let eigh = |lower: bool, x: &HostArray| {
+        let p = params(vec![
+            ("lower", Param::Bool(lower)),
+            ("sort_eigenvalues", Param::Bool(true)),
+            ("subset_by_index", Param::None),
+            ("algorithm", Param::None),
+        ]);
+        run(Builtin::Eigh, p, std::slice::from_ref(x))
+    };
+    // [[2, 1], [1, 2]]: eigenvalues 1 and 3, eigenvectors (1, -1) and (1, 1) / sqrt 2
+    // (up to sign); the other triangle (100) is never read.
+    let x = fa(F64, &[1, 2, 2], &[2.0, 100.0, 1.0, 2.0]);
+    let out = eigh(true, &x);
+    assert_close(&out[1], &fa(F64, &[1, 2], &[1.0, 3.0]), 1e-12, 1e-12);
+    let v = floats(&out[0]);
+    let h = std::f64::consts::FRAC_1_SQRT_2;
+    assert!(
+        (v[0].abs() - h).abs() < 1e-12 && (v[2] + v[0]).abs() < 1e-12,
+        "{v:?}"
+    );
+    assert!(
+        (v[1].abs() - h).abs() < 1e-12 && (v[3] - v[1]).abs() < 1e-12,
+        "{v:?}"
+    );
+    let upper = fa(F64, &[2, 2], &[5.0, 0.0, 100.0, -1.0]);
+    assert_close(
+        &eigh(false, &upper)[1],
+        &fa(F64, &[2], &[-1.0, 5.0]),
+        1e-12,
+        1e-12,
+    );
+    // A 3x3 one: V diag(w) Vᵀ rebuilds it.
+    let m = [4.0, 1.0, -2.0, 1.0, 3.0, 0.5, -2.0, 0.5, 1.0];
+    let out = eigh(true, &fa(F64, &[3, 3], &m));
+    let (v, w) = (floats(&out[0]), floats(&out[1]));
+    assert!(w[0] <= w[1] && w[1] <= w[2]);
+    for i in 0..3 {
+        for j in 0..3 {
+            let r: f64 = (0..3).map(|k| v[i * 3 + k] * w[k] * v[j * 3 + k]).sum();
+            assert!((r - m[i * 3 + j]).abs() < 1e-10, "{i} {j}: {r}");
+        }
+    }
 }
 
 #[test]

@@ -5235,6 +5235,56 @@ fn linalg_cases(t: &mut Table) {
         Variant::DType,
         &["float"],
     );
+    let eh = || {
+        ps([
+            ("lower", Param::Bool(true)),
+            ("sort_eigenvalues", Param::Bool(true)),
+            ("subset_by_index", Param::None),
+            ("algorithm", Param::None),
+        ])
+    };
+    t.ok(
+        "eigh",
+        Builtin::Eigh,
+        vec![a(F64, &[2, 3, 3])],
+        eh(),
+        vec![a(F64, &[2, 3, 3]), a(F64, &[2, 3])],
+    );
+    t.ok(
+        "eigh weak",
+        Builtin::Eigh,
+        vec![w(a(F32, &[1, 1]))],
+        eh(),
+        vec![w(a(F32, &[1, 1])), w(a(F32, &[1]))],
+    );
+    t.err(
+        "eigh not square",
+        Builtin::Eigh,
+        vec![a(F32, &[2, 3])],
+        eh(),
+        Variant::Operands,
+        &["must have shape [..., n, n], got shape (2, 3)"],
+    );
+    t.err(
+        "eigh int",
+        Builtin::Eigh,
+        vec![a(I8, &[2, 2])],
+        eh(),
+        Variant::DType,
+        &["float"],
+    );
+    t.err(
+        "eigh subset",
+        Builtin::Eigh,
+        vec![a(F32, &[2, 2])],
+        ps([
+            ("lower", Param::Bool(true)),
+            ("sort_eigenvalues", Param::Bool(true)),
+            ("subset_by_index", Param::ints(&[0, 1])),
+        ]),
+        Variant::ParamKind,
+        &["subset_by_index"],
+    );
     t.err(
         "lu scalar",
         Lu,

@@ -408,6 +408,16 @@ fn bases() -> Vec<Base> {
                 ]),
             ),
             Lu => base(p, vec![f23.clone()], ps([])),
+            Eigh => base(
+                p,
+                vec![a(F32, &[2, 3, 3])],
+                ps([
+                    ("lower", Param::Bool(true)),
+                    ("sort_eigenvalues", Param::Bool(true)),
+                    ("subset_by_index", Param::None),
+                    ("algorithm", Param::None),
+                ]),
+            ),
             Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => base(
                 p,
                 vec![f23.clone()],

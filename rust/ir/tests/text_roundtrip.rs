@@ -349,6 +349,15 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             ]),
         ),
         Lu => (vec![f32s(&[3, 2])], params(vec![])),
+        Eigh => (
+            vec![f32s(&[2, 2])],
+            params(vec![
+                ("lower", Param::Bool(false)),
+                ("sort_eigenvalues", Param::Bool(true)),
+                ("subset_by_index", Param::None),
+                ("algorithm", Param::None),
+            ]),
+        ),
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => (
             vec![f32s(&[2, 3])],
             params(vec![

@@ -210,3 +210,82 @@ pub(super) fn lu(x: &HostArray) -> R<Vec<HostArray>> {
         array(&with(m), DType::I32, HostData::Int(perms))?,
     ])
 }
+
+/// `eigh`: per matrix, the eigenvalues in ascending order and the eigenvectors (unit
+/// columns, in that order) of the symmetric matrix `a`'s `lower` (or upper) triangle
+/// describes, by cyclic Jacobi rotations (a reference: LAPACK's `syevd` may pick other
+/// signs for the eigenvectors).
+pub(super) fn eigh(x: &HostArray, lower: bool) -> R<Vec<HostArray>> {
+    let (batch, n, _) = matrices(x)?;
+    let src = floats(x)?;
+    let mut vs = Vec::with_capacity(batch * n * n);
+    let mut ws = Vec::with_capacity(batch * n);
+    for bi in 0..batch {
+        let m = &src[bi * n * n..(bi + 1) * n * n];
+        let mut a = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                let (r, c) = if (i >= j) == lower { (i, j) } else { (j, i) };
+                a[i * n + j] = m[r * n + c];
+            }
+        }
+        let mut v = vec![0.0; n * n];
+        for i in 0..n {
+            v[i * n + i] = 1.0;
+        }
+        let total: f64 = a.iter().map(|x| x * x).sum();
+        for _sweep in 0..64 {
+            let off: f64 = (0..n)
+                .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+                .map(|(i, j)| a[i * n + j] * a[i * n + j])
+                .sum();
+            // Converged (off-diagonal mass negligible), or NaN (no rotation helps).
+            if off.is_nan() || off <= 1e-32 * total {
+                break;
+            }
+            for p in 0..n {
+                for q in p + 1..n {
+                    let apq = a[p * n + q];
+                    if apq == 0.0 {
+                        continue;
+                    }
+                    let theta = (a[q * n + q] - a[p * n + p]) / (2.0 * apq);
+                    let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+                    let t = if theta == 0.0 { 1.0 } else { t };
+                    let c = 1.0 / (t * t + 1.0).sqrt();
+                    let s = t * c;
+                    for k in 0..n {
+                        let (akp, akq) = (a[k * n + p], a[k * n + q]);
+                        a[k * n + p] = c * akp - s * akq;
+                        a[k * n + q] = s * akp + c * akq;
+                    }
+                    for k in 0..n {
+                        let (apk, aqk) = (a[p * n + k], a[q * n + k]);
+                        a[p * n + k] = c * apk - s * aqk;
+                        a[q * n + k] = s * apk + c * aqk;
+                    }
+                    for k in 0..n {
+                        let (vkp, vkq) = (v[k * n + p], v[k * n + q]);
+                        v[k * n + p] = c * vkp - s * vkq;
+                        v[k * n + q] = s * vkp + c * vkq;
+                    }
+                }
+            }
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&i, &j| a[i * n + i].total_cmp(&a[j * n + j]));
+        ws.extend(order.iter().map(|&i| a[i * n + i]));
+        for r in 0..n {
+            vs.extend(order.iter().map(|&c| v[r * n + c]));
+        }
+    }
+    let dims = x.shape.dims();
+    let mut wdims = dims[..dims.len() - 1].to_vec();
+    if let Some(last) = wdims.last_mut() {
+        *last = n as i64;
+    }
+    Ok(vec![
+        array(dims, x.dtype, HostData::Float(vs))?,
+        array(&wdims, x.dtype, HostData::Float(ws))?,
+    ])
+}

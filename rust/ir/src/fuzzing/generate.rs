@@ -1133,7 +1133,7 @@ impl Gen<'_, '_> {
                     Params::new([("axis", Param::Int(axis)), ("k", Param::Int(k))]),
                 );
             }
-            Cholesky | TriangularSolve | Lu => {
+            Cholesky | TriangularSolve | Lu | Eigh => {
                 // A float matrix (square but for lu's), batched or not, kept small.
                 let square = prim != Lu;
                 let ok = move |t: &AbstractValue| {
@@ -1167,6 +1167,14 @@ impl Gen<'_, '_> {
                         flags.push((name, Param::Bool(self.ratio(1, 2)?)));
                     }
                     params = Params::new(flags);
+                }
+                if prim == Eigh {
+                    params = Params::new([
+                        ("lower", Param::Bool(self.ratio(1, 2)?)),
+                        ("sort_eigenvalues", Param::Bool(true)),
+                        ("subset_by_index", Param::None),
+                        ("algorithm", Param::None),
+                    ]);
                 }
                 self.add(lv, prim, ins, params);
             }

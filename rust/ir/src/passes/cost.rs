@@ -176,8 +176,9 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                 }
             }
             // The linear-algebra kernels, by LAPACK's operation counts per matrix of the
-            // batch: potrf n³/3, trsm m²n (m the triangular side), getrf k²(max(m, n) - k/3).
-            Builtin::Cholesky | Builtin::TriangularSolve | Builtin::Lu => {
+            // batch: potrf n³/3, trsm m²n (m the triangular side), getrf k²(max(m, n) - k/3),
+            // syevd 9n³.
+            Builtin::Cholesky | Builtin::TriangularSolve | Builtin::Lu | Builtin::Eigh => {
                 let dims = ins
                     .first()
                     .map(|a| a.shape.dims().to_vec())
@@ -190,6 +191,9 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                 let batch: f64 = dims[..r - 2].iter().map(|&d| d as f64).product();
                 let per = match b {
                     Builtin::Cholesky => n * n * n / 3.0,
+                    // syevd with eigenvectors: about 9n³ (tridiagonalization, divide and
+                    // conquer, back-transformation).
+                    Builtin::Eigh => 9.0 * n * n * n,
                     Builtin::TriangularSolve => {
                         let bsize = ins.get(1).map_or(0.0, size) / batch.max(1.0);
                         n * bsize

@@ -285,6 +285,7 @@ builtins! {
     Cholesky => "cholesky",
     TriangularSolve => "triangular_solve",
     Lu => "lu",
+    Eigh => "eigh",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -510,6 +511,12 @@ impl Builtin {
                 req("transpose_a", K::Bool),
                 req("conjugate_a", K::Bool),
                 req("unit_diagonal", K::Bool),
+            ],
+            Eigh => specs![
+                req("lower", K::Bool),
+                req("sort_eigenvalues", K::Bool),
+                opt("subset_by_index", K::NoneOnly),
+                opt("algorithm", K::NoneOnly),
             ],
             ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
             Psum | Pmax | Pmin => specs![

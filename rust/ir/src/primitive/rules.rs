@@ -596,6 +596,7 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             matches!(params.get("left_side"), Some(Param::Bool(true))),
         ),
         Lu => linalg::lu(inputs),
+        Eigh => linalg::eigh(inputs),
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
         ShardingConstraint => {

@@ -435,3 +435,54 @@ impl Module {
         self.op1(f, "stablehlo.reshape", &[&out[1]], "", i32s(&dims))
     }
 }
+
+impl Module {
+    /// `eigh`: `syevd` (eigenvectors too, `uplo` the triangle read), eigenvectors and
+    /// eigenvalues NaN where it fails.
+    pub(super) fn lower_eigh(
+        &mut self,
+        f: &mut FuncState<'_>,
+        x: &Ssa,
+        aval: &AbstractValue,
+        lower: bool,
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let b = Builtin::Eigh;
+        let out_dtype = aval.dtype;
+        let (x, aval) = &self.convert(f, x, aval, compute_dtype(out_dtype));
+        let p = lapack_prefix(b, aval.dtype)?;
+        let rank = matrix_rank(b, aval)?;
+        let dims = aval.shape.dims();
+        let batch = &dims[..rank - 2];
+        let w_aval = AbstractValue::new(
+            crate::aval::Shape::new(&dims[..rank - 1]).map_err(|_| super::ops::bad(b, "shape"))?,
+            aval.dtype,
+        );
+        let types = [
+            tensor_type(aval),
+            tensor_type(&w_aval),
+            tensor_of(batch, DType::I32),
+        ];
+        let layouts = [
+            matrix_layout(rank),
+            default_layout(rank - 1),
+            default_layout(batch.len()),
+        ];
+        let r = self.lapack_call(
+            f,
+            &format!("lapack_{p}syevd_ffi"),
+            &[x],
+            &[rank],
+            &[("mode", b'V'), ("uplo", if lower { b'L' } else { b'U' })],
+            &types,
+            &layouts,
+            0,
+            batch.len(),
+        );
+        let ok = self.info_ok(f, &r[2], batch, "EQ");
+        let v = self.nan_unless(f, &ok, &r[0], aval, batch);
+        let w = self.nan_unless(f, &ok, &r[1], &w_aval, batch);
+        let v = self.convert(f, &v, aval, out_dtype).0;
+        let w = self.convert(f, &w, &w_aval, out_dtype).0;
+        Ok(vec![v, w])
+    }
+}

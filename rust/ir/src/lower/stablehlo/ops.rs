@@ -624,6 +624,10 @@ impl Module {
                 )
             }
             Builtin::Lu => self.lower_lu(f, &inputs[0], &in_avals[0], out_avals),
+            Builtin::Eigh => {
+                let lower = matches!(e.params().get("lower"), Some(Param::Bool(true)));
+                self.lower_eigh(f, &inputs[0], &in_avals[0], lower)
+            }
             Builtin::Cumsum
             | Builtin::Cumprod
             | Builtin::Cummax

@@ -1,4 +1,5 @@
-//! Shape rules of the linear-algebra primitives (`cholesky`, `triangular_solve`, `lu`),
+//! Shape rules of the linear-algebra primitives (`cholesky`, `triangular_solve`, `lu`,
+//! `eigh`),
 //! as JAX 0.10.2 states them: float operands whose last two dimensions are the matrix
 //! (rank at least 2), the leading ones batch dimensions every operand shares, and the
 //! outputs weakly typed only when every operand is.
@@ -126,4 +127,21 @@ pub(super) fn lu(inputs: &[AbstractValue]) -> Rule {
         out(&with(m.min(n)), DType::I32, w)?,
         out(&with(m), DType::I32, w)?,
     ])
+}
+
+/// `eigh`: a symmetric matrix (batched; one triangle read); out its eigenvectors (its
+/// type, one per column) and eigenvalues (`[..., n]`).
+pub(super) fn eigh(inputs: &[AbstractValue]) -> Rule {
+    arity(inputs, 1)?;
+    let (batch, m, n) = matrix(Builtin::Eigh, inputs, 0)?;
+    if m != n {
+        return Err(operands(format!(
+            "Argument to symmetric eigendecomposition must have shape [..., n, n], got shape {}",
+            py_tuple(&[m, n])
+        )));
+    }
+    let x = &inputs[0];
+    let mut dims = batch.to_vec();
+    dims.push(n);
+    Ok(vec![x.clone(), out(&dims, x.dtype, x.weak_type)?])
 }
