@@ -511,6 +511,20 @@ def gen_lu(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     ]
 
 
+def gen_eigh(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    d = linalg_dtype(dtype)
+    # Well-separated eigenvalues (distinct, as the rule assumes); eigenvectors through a
+    # sign-invariant function (their signs are LAPACK's choice).
+    base = np.diag([1.0, 3.0, 6.0])
+    q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    a = (q @ base @ q.T + 0.1 * spd(rng, (3, 3), np.dtype(np.float64))).astype(d)
+    return [
+        Case("values", lambda L: lambda x: L.linalg.eigh(x)[1], (a,)),
+        Case("vectors squared", lambda L: lambda x: L.mul(L.linalg.eigh(x)[0], L.linalg.eigh(x)[0]), (a,)),
+        Case("batched", lambda L: lambda x: L.linalg.eigh(x, symmetrize_input=False)[1], (np.stack([a, a * 2]),)),
+    ]
+
+
 def gen_pad(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     x, v = normal(rng, (3, 4), dtype), normal(rng, (), dtype)
     return [
@@ -917,6 +931,7 @@ CASES: dict[str, Gen] = {
     "cholesky": gen_cholesky,
     "triangular_solve": gen_triangular_solve,
     "lu": gen_lu,
+    "eigh": gen_eigh,
     "pad": gen_pad,
     "slice": gen_slice,
     "dynamic_slice": gen_dynamic_slice,

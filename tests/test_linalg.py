@@ -100,6 +100,11 @@ def _cases(dtype: Any, shapes: tuple[tuple[int, ...], ...] = ((2, 4, 4),), small
         ]:
             b = rng.standard_normal((*shape[:-1], 2) if flags["left_side"] else (*shape[:-2], 2, shape[-1]))
             add(f"triangular_solve{s}{sorted(flags.items())}", _tsolve(flags), _square(rng, shape), b)
+        add(f"eigh-values{s}", lambda L: lambda x: L.np.linalg.eigh(x)[0], _spd(rng, shape))
+        add(f"eigh-vectors{s}", lambda L: lambda x: L.np.linalg.eigh(x, UPLO="U", symmetrize_input=False)[1] ** 2,
+            _spd(rng, shape))
+        add(f"eigvalsh{s}", lambda L: L.np.linalg.eigvalsh, _spd(rng, shape))
+        add(f"lax.eigh{s}", lambda L: lambda x: L.lax.linalg.eigh(x)[1], _spd(rng, shape))
         add(f"norm-fro{s}", lambda L: lambda x: L.np.linalg.norm(x, axis=(-2, -1)), rng.standard_normal(shape))
         add(f"matrix_power{s}", lambda L: lambda x: L.np.linalg.matrix_power(x, 5), _square(rng, shape) / 3)
         add(f"matrix_power-neg{s}", lambda L: lambda x: L.np.linalg.matrix_power(x, -2), _square(rng, shape))
@@ -187,7 +192,7 @@ def _grads(c: Case, lib: Lib, library: Any, L: Any) -> Callable[..., Any]:
 
 
 def test_gradients_match_jax() -> None:
-    chosen = ("cholesky", "np.cholesky", "lu", "det", "slogdet", "inv", "solve", "scipy.cho_solve", "scipy.solve-pos",
+    chosen = ("cholesky", "np.cholesky", "lu", "det", "eigh-values", "eigh-vectors", "slogdet", "inv", "solve", "scipy.cho_solve", "scipy.solve-pos",
               "scipy.lu_solve", "scipy.lu-l", "det1", "det2", "det5", "multi_dot")
     cases = [c for c in _cases(np.float32, ((3, 3),)) if c.grad and c.name.split("(")[0] in chosen]
     cases += [c for c in _cases(np.float32, ((3, 3),), small=False) if c.name.startswith("triangular_solve")][:2]

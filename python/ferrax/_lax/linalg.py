@@ -20,7 +20,7 @@ from ferrax._core import Primitive, aval_of, user_location
 from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, scalar
 
-__all__ = ["cholesky", "lu", "lu_pivots_to_permutation", "symmetrize", "triangular_solve"]
+__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "symmetrize", "triangular_solve"]
 
 NDArray = np.ndarray[Any, Any]
 
@@ -111,6 +111,26 @@ def _lu_impl(x: NDArray) -> list[NDArray]:
 
 lu_p = Primitive.builtin("lu", multiple_results=True)
 lu_p.def_impl(_lu_impl)
+
+
+def _eigh_impl(x: NDArray, *, lower: bool, sort_eigenvalues: bool, subset_by_index: Any, algorithm: Any) -> list[NDArray]:
+    dtype = np.asarray(x).dtype
+    x = _widened(x)
+    syevd = _lapack("syevd", x.dtype)
+    n = x.shape[-1]
+    mats = _matrices(x)
+    vs = np.empty_like(mats)
+    ws = np.empty((mats.shape[0], n), x.dtype)
+    for i, m in enumerate(mats):
+        if n == 0:
+            continue
+        w, v, info = syevd(m, compute_v=1, lower=int(lower))
+        vs[i], ws[i] = (v, w) if info == 0 else (np.nan, np.nan)
+    return [vs.reshape(x.shape).astype(dtype), ws.reshape(x.shape[:-1]).astype(dtype)]
+
+
+eigh_p = Primitive.builtin("eigh", multiple_results=True)
+eigh_p.def_impl(_eigh_impl)
 
 
 # ------------------------------------------------------------------------- functions
@@ -266,6 +286,42 @@ def lu(x: Any) -> tuple[Array, Array, Array]:
     return out, pivots, perm
 
 
+def eigh(
+    x: Any,
+    *,
+    lower: bool = True,
+    symmetrize_input: bool = True,
+    sort_eigenvalues: bool = True,
+    subset_by_index: tuple[int, int] | None = None,
+    implementation: Any = None,
+) -> tuple[Array, Array]:
+    """The eigendecomposition of each symmetric matrix of ``x`` (``[..., n, n]``):
+    ``(v, w)``, the eigenvectors (columns of ``v``) and the eigenvalues in ascending
+    order. With ``symmetrize_input``, ``(x + xᵀ) / 2`` is decomposed, else only the
+    ``lower`` (or upper) triangle is read. ``subset_by_index`` and ``implementation``
+    only as None (as JAX's CPU backend)."""
+    x = scalar(x)
+    shape = tuple(aval_of(x).shape)
+    if symmetrize_input and len(shape) >= 2:
+        if shape[-1] != shape[-2]:
+            transposed = (*shape[:-2], shape[-1], shape[-2])
+            raise TypeError(f"add got incompatible shapes for broadcasting: {shape}, {transposed}., at {user_location()}")
+        x = symmetrize(x)
+    x = _check("eigh", x)
+    shape = tuple(aval_of(x).shape)
+    if shape[-1] != shape[-2]:
+        raise ValueError(
+            f"Argument to symmetric eigendecomposition must have shape [..., n, n], got shape {shape[-2:]}, "
+            f"at {user_location()}"
+        )
+    if subset_by_index is not None and tuple(subset_by_index) != (0, shape[-1]):
+        raise NotImplementedError(f"subset_by_index not supported on CPU and GPU, at {user_location()}")
+    if implementation is not None:
+        raise NotImplementedError(f"eigh's implementation={implementation!r} is not supported on CPU, at {user_location()}")
+    v, w = eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues), subset_by_index=None, algorithm=None)
+    return v, w
+
+
 def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Array:
     """The permutation of ``0..permutation_size`` made by swapping entry ``i`` with
     entry ``pivots[..., i]`` for each ``i`` in turn (``int32``)."""
@@ -417,6 +473,44 @@ def _lu_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
 lu_p.def_jvp(_lu_jvp)
 
 
+def _eigh_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    """JAX's rule (non-degenerate perturbation theory): with ``Vᵀ Ȧ V = M``,
+    ``ẇ = diag(M)`` and ``V̇ = V (F ∘ M)``, ``F[i, j] = 1 / (w[j] - w[i])`` off the
+    diagonal, 0 on it."""
+    from ferrax._lax.elementwise import add, integer_pow, mul, sub
+    from ferrax._lax.structural import broadcast_in_dim
+
+    (a,), (a_dot,) = primals, tangents
+    v, w = eigh_p.bind(symmetrize(a), **params)
+    if type(a_dot) is ad.Zero:
+        return [v, w], [ad.Zero(aval_of(v)), ad.Zero(aval_of(w))]
+    shape = tuple(aval_of(a).shape)
+    r = len(shape)
+    n = shape[-1]
+    eye = broadcast_in_dim(_eye(aval_of(a).dtype, n), shape, (r - 2, r - 1))
+    w_row = broadcast_in_dim(w, shape, (*range(r - 2), r - 1))
+    w_col = broadcast_in_dim(w, shape, (*range(r - 2), r - 2))
+    f = sub(integer_pow(add(eye, sub(w_row, w_col)), -1), eye)
+    m = _matmul(_matmul(_T(v), a_dot), v)
+    dv = _matmul(v, mul(f, m))
+    dw = _diagonal(m)
+    return [v, w], [dv, dw]
+
+
+def _diagonal(x: Any) -> Any:
+    from ferrax._lax.reductions import reduce_sum
+    from ferrax._lax.elementwise import mul
+    from ferrax._lax.structural import broadcast_in_dim
+
+    shape = tuple(aval_of(x).shape)
+    r = len(shape)
+    eye = broadcast_in_dim(_eye(aval_of(x).dtype, shape[-1]), shape, (r - 2, r - 1))
+    return reduce_sum(mul(x, eye), (r - 1,))
+
+
+eigh_p.def_jvp(_eigh_jvp)
+
+
 # ----------------------------------------------------------------------------- batching
 
 
@@ -435,6 +529,7 @@ def _install_batching() -> None:
 
     leading(cholesky_p)
     leading(lu_p)
+    leading(eigh_p)
 
     def solve_rule(vals: Any, dims: Any, *, axis_size: int, **flags: Any) -> Any:
         """JAX's rule: an unbatched ``a`` solves for the batch of ``b`` at once (folded

@@ -23,7 +23,7 @@ from ferrax import dtypes
 from ferrax.numpy._promotion import ArrayLike, convert, operand_aval
 
 __all__ = [
-    "SlogdetResult", "cholesky", "det", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
+    "EighResult", "SlogdetResult", "cholesky", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
     "solve", "vector_norm",
 ]
 
@@ -33,6 +33,13 @@ class SlogdetResult(NamedTuple):
 
     sign: Array
     logabsdet: Array
+
+
+class EighResult(NamedTuple):
+    """The result of :func:`eigh`: ``a @ eigenvectors = eigenvectors * eigenvalues``."""
+
+    eigenvalues: Array
+    eigenvectors: Array
 
 
 def _fnp() -> Any:
@@ -72,6 +79,29 @@ def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True
     L = lax_linalg.cholesky(x, symmetrize_input=symmetrize_input)
     out: Array = _mT(L) if upper else L
     return out
+
+
+def _uplo_lower(uplo: str | None) -> bool:
+    if uplo is None or uplo == "L":
+        return True
+    if uplo == "U":
+        return False
+    raise ValueError(f"UPLO must be one of None, 'L', or 'U', got {uplo}, at {user_location()}")
+
+
+def eigh(a: ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
+    """The eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix
+    of ``a`` (``[..., n, n]``). With ``symmetrize_input``, ``(a + aᵀ) / 2`` is
+    decomposed, else only the ``UPLO`` triangle (``'L'``, the default, or ``'U'``)."""
+    lower = _uplo_lower(UPLO)
+    (x,) = _inexact("eigh", a)
+    v, w = lax_linalg.eigh(x, lower=lower, symmetrize_input=symmetrize_input)
+    return EighResult(w, v)
+
+
+def eigvalsh(a: ArrayLike, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Array:
+    """The eigenvalues (ascending) of each symmetric matrix of ``a``."""
+    return eigh(a, UPLO, symmetrize_input=symmetrize_input).eigenvalues
 
 
 # ------------------------------------------------------------------------- solving
