@@ -18,6 +18,7 @@ from ferrax._lax.bits import threefry2x32
 from ferrax._lax.custom import custom_jvp_call_p, custom_vjp_call_p, remat_p, stop_gradient_p
 from ferrax._lax import windowed
 from ferrax._lax.elementwise import add_any_p
+from ferrax._lax.linalg import cholesky_p, eigh_p, lu_p, triangular_solve_p
 
 @pytest.fixture(autouse=True)
 def x64() -> Iterator[None]:
@@ -65,6 +66,18 @@ def _same_width_int(x: Any) -> np.dtype[Any]:
 
 def _half(x: Any) -> Any:
     return lax.convert_element_type(0.5, x.dtype)
+
+def _spd(x: Any) -> Any:
+    """``x xᵀ + 4 I``: a symmetric positive definite matrix from a ``(2, 3)`` operand (the
+    primitives' own rules take or refuse the operand's dtype)."""
+    eye = lax.convert_element_type(lax.eq(lax.broadcasted_iota(np.int32, (2, 2), 0), lax.broadcasted_iota(np.int32, (2, 2), 1)), x.dtype)
+    return lax.add(lax.dot_general(x, x, (((1,), (1,)), ((), ()))), lax.mul(eye, _4(x)))
+
+
+def _solve(**flags: bool) -> Callable[..., Any]:
+    every = dict(left_side=False, lower=False, transpose_a=False, conjugate_a=False, unit_diagonal=False)
+    return lambda x: bind1(triangular_solve_p, _spd(x), x if flags.get("left_side") else lax.transpose(x, (1, 0)), **{**every, **flags})
+
 
 _ROWS = np.array([[1], [0], [-1], [5]], np.int32)
 _POINTS = np.array([[1, 2], [0, 0]], np.int32)
@@ -191,6 +204,14 @@ CASES = [
     _c("sort", lambda x, y: lax.sort((x, y), 0, num_keys=2)[1], S, S),
     _c("top_k", lambda x: lax.top_k(x, 2)[0], S),
     _c("top_k", lambda x: lax.top_k(x, 1, axis=0)[1], S),
+    # Linear algebra: LAPACK compiled (jaxlib's kernels) and eagerly (SciPy's), the same
+    # routines; half precision through float32 in both.
+    _c("cholesky", lambda x: bind1(cholesky_p, _spd(x)), S),
+    _c("triangular_solve", _solve(left_side=True, lower=True), S),
+    _c("triangular_solve", _solve(transpose_a=True, unit_diagonal=True), S),
+    _c("lu", lambda x: lu_p.bind(x)[0], S),
+    _c("eigh", lambda x: eigh_p.bind(_spd(x), lower=True, sort_eigenvalues=True, subset_by_index=None, algorithm=None)[1], S),
+    _c("lu", lambda x: lax.concatenate([lu_p.bind(x)[1], lu_p.bind(lax.transpose(x, (1, 0)))[2]], 0), S),
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 1, True), S) for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")],
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 0), S) for name in ("cumsum", "cummax")],
     # Windowed reductions (pooling) and the primitives of their derivatives.

@@ -503,6 +503,75 @@ def gen_split(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     ]
 
 
+def linalg_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """jaxlib's LAPACK kernels take float32 and float64 only (JAX and ferrax refuse
+    float16): the float16 run checks the float32 cases again, at its tolerances."""
+    return F32 if dtype == F16 else dtype
+
+
+def well_conditioned(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> NDArray:
+    """A random matrix (batch) with a dominant diagonal: triangular solves and LU
+    pivots stay well away from ties and singularity."""
+    n = min(shape[-2:])
+    x = rng.standard_normal(shape)
+    x[..., range(n), range(n)] += 4.0 * np.sign(x[..., range(n), range(n)] + 0.5)
+    return x.astype(dtype)
+
+
+def spd(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> NDArray:
+    x = rng.standard_normal(shape)
+    return (x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+
+def gen_cholesky(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    d = linalg_dtype(dtype)
+    op: Op = lambda L: lambda a: L.linalg.cholesky(a)
+    return [Case("3x3", op, (spd(rng, (3, 3), d),)), Case("batched", op, (spd(rng, (2, 4, 4), d),))]
+
+
+def gen_triangular_solve(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    d = linalg_dtype(dtype)
+
+    def solve(**kw: bool) -> Op:
+        return lambda L: lambda a, b: L.linalg.triangular_solve(a, b, **kw)
+
+    a, a2 = well_conditioned(rng, (3, 3), d), well_conditioned(rng, (2, 3, 3), d)
+    return [
+        Case("left lower", solve(left_side=True, lower=True), (a, normal(rng, (3, 2), d))),
+        Case("left upper transposed", solve(left_side=True, transpose_a=True), (a, normal(rng, (3, 4), d))),
+        Case("right unit", solve(lower=True, unit_diagonal=True), (a2, normal(rng, (2, 4, 3), d))),
+        Case("right transposed", solve(transpose_a=True), (a, normal(rng, (2, 3), d))),
+    ]
+
+
+def gen_lu(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    d = linalg_dtype(dtype)
+    op: Op = lambda L: lambda a: L.linalg.lu(a)[0]
+    # (Second differences of a 3x3 LU in float32 are often too coarse to check the
+    # second order, in JAX too: the square case is 2x2.)
+    return [
+        Case("square", op, (well_conditioned(rng, (2, 2), d),)),
+        Case("wide batched", op, (well_conditioned(rng, (2, 2, 3), d),)),
+        Case("tall", op, (well_conditioned(rng, (4, 2), d),)),
+    ]
+
+
+def gen_eigh(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    d = linalg_dtype(dtype)
+    # Well-separated eigenvalues (distinct, as the rule assumes); eigenvectors through a
+    # sign-invariant function (their signs are LAPACK's choice).
+    base = np.diag([1.0, 3.0, 6.0])
+    q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    a = (q @ base @ q.T + 0.1 * spd(rng, (3, 3), np.dtype(np.float64))).astype(d)
+    # (The eigenvalues alone fail reverse-mode check_grads against float32 finite
+    # differences in JAX too, with the same gradients: compared with JAX only.)
+    return [
+        Case("values", lambda L: lambda x: L.linalg.eigh(x)[1], (a,), grads=False),
+        Case("vectors squared", lambda L: lambda x: L.mul(L.linalg.eigh(x)[0], L.linalg.eigh(x)[0]), (a,)),
+        Case("batched", lambda L: lambda x: L.linalg.eigh(x)[1], (np.stack([a, a * 2]),), grads=False),
+    ]
+
+
 def gen_pad(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     x, v = normal(rng, (3, 4), dtype), normal(rng, (), dtype)
     return [
@@ -1006,6 +1075,10 @@ CASES: dict[str, Gen] = {
     "expand_dims": gen_expand_dims,
     "concatenate": gen_concatenate,
     "split": gen_split,
+    "cholesky": gen_cholesky,
+    "triangular_solve": gen_triangular_solve,
+    "lu": gen_lu,
+    "eigh": gen_eigh,
     "pad": gen_pad,
     "slice": gen_slice,
     "dynamic_slice": gen_dynamic_slice,

@@ -554,6 +554,8 @@ def compile_stablehlo(
         )
     _check_host_callbacks(text, len(host_callbacks))
     be = backend()
+    if "@lapack_" in text or '"lapack_' in text:
+        _register_lapack(be)
     options = be.xc.CompileOptions()
     device_list = be.devices
     if devices is not None:
@@ -622,6 +624,26 @@ def _mlir_module(text: str) -> Any:
             return ir.Module.parse(text)
         except Exception as e:  # jaxlib's MLIRError, with the diagnostics
             raise LoweringError(f"XLA could not parse the lowered module: {e}") from None
+
+
+_lapack_registered = threading.Event()
+
+
+def _register_lapack(be: _Backend) -> None:
+    """Registers jaxlib's LAPACK FFI kernels (``lapack_spotrf_ffi``, ...) with the CPU
+    client, once, as JAX does at import: ``initialize()`` fills jaxlib's table of LAPACK
+    routines from SciPy's (``scipy.linalg.cython_lapack``), so eager code calling SciPy's
+    LAPACK and compiled code run the same routines."""
+    if _lapack_registered.is_set():
+        return
+    with _backend_lock:
+        if _lapack_registered.is_set():
+            return
+        lapack: Any = importlib.import_module("jaxlib.cpu._lapack")
+        lapack.initialize()
+        for name, target in lapack.registrations().items():
+            be.xc.register_custom_call_target(name, target, platform="cpu", api_version=1)
+        _lapack_registered.set()
 
 
 def _describe_compile_error(message: str, text: str) -> str:

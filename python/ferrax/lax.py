@@ -61,6 +61,7 @@ from ferrax._lax.windowed import (
     select_and_gather_add_p,
     select_and_scatter_add_p,
 )
+from ferrax._lax import linalg  # ``lax.linalg.cholesky`` & co., as JAX's ``jax.lax.linalg``
 from ferrax._lax.custom import stop_gradient
 from ferrax._lax.convolution import (
     ConvDimensionNumbers,
@@ -231,6 +232,8 @@ __all__ = [
     "padtype_to_pads", "reduce_window", "reduce_window_max_p", "reduce_window_min_p",
     "reduce_window_p", "reduce_window_shape_tuple", "reduce_window_sum_p",
     "select_and_gather_add_p", "select_and_scatter_add_p",
+    # linear algebra (a namespace, as JAX's)
+    "linalg",
 ]
 
 

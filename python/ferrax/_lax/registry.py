@@ -6,12 +6,13 @@ from ferrax._core import Primitive, extension_named
 from ferrax._lax import bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural
 from ferrax._lax import windowed
 from ferrax._lax import convolution
+from ferrax._lax import linalg
 
 
 def _collect() -> dict[str, Primitive]:
     found: dict[str, Primitive] = {}
     for module in (bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural, windowed,
-                   convolution):
+                   convolution, linalg):
         for value in vars(module).values():
             if isinstance(value, Primitive):
                 found[value.name] = value

@@ -283,8 +283,14 @@ __all__ += [
     "bartlett", "blackman", "hamming", "hanning", "i0", "kaiser",
     # convolutions of 1-D arrays (conv_general_dilated)
     "convolve", "correlate",
+    # submodules
+    "linalg",
 ]
 
 # The operators of ferrax.Array are implemented by this module (which imports _array,
 # so _array cannot import it).
 setattr(_array, "_fnp", sys.modules[__name__])
+
+# ``ferrax.numpy.linalg`` (JAX's ``jax.numpy.linalg``): a submodule, imported last as it
+# uses this namespace.
+from ferrax.numpy import linalg as linalg  # noqa: E402

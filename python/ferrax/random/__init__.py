@@ -7,20 +7,15 @@ return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan
 ``lax.cond``.
 
 Signatures are JAX's; ``out_sharding`` is accepted but only as ``None`` so far.
-Every sampler of ``jax.random`` is here but ``multivariate_normal`` and ``orthogonal``:
+Every sampler of ``jax.random`` is here but ``orthogonal`` (it needs ``qr``):
 also ``lognormal``, ``maxwell``, ``double_sided_maxwell``, ``rayleigh``, ``pareto``,
 ``weibull_min``, ``wald``, ``triangular``, ``geometric``, ``chisquare``, ``f``,
 ``generalized_normal``, ``ball``, ``poisson`` (Knuth's method and transformed rejection,
 as JAX), ``binomial`` (inversion and BTRS) and ``multinomial``; ``lognormal`` takes no
 complex dtype yet.
-Not yet here: ``multivariate_normal`` (ferrax has no linalg yet). ``truncated_normal``
-needs ``ferrax.lax.erf``. The gamma family (``gamma``, ``loggamma``, ``beta``,
-``dirichlet``, ``t``) samples as JAX does but has no derivative with respect to its
-parameters yet. ``permutation`` sorts with NumPy when its key is known, with
-``lax.sort_key_val`` when traced (by comparing all pairs in builds without it);
-``choice(replace=False)`` with ``p`` and ``categorical(replace=False)`` take the top k
-by comparing all pairs, as ferrax has no ``lax.top_k`` yet (quadratic in the axis
-length; the same results as JAX's).
+``multivariate_normal`` takes ``method='cholesky'`` (its default) only. The gamma family
+(``gamma``, ``loggamma``, ``beta``, ``dirichlet``, ``t``) samples as JAX does but has no
+derivative with respect to its parameters yet.
 """
 
 from ferrax.random._keys import (
@@ -76,6 +71,7 @@ from ferrax.random._samplers import (
     truncated_normal,
     uniform,
 )
+from ferrax.random._multivariate import multivariate_normal
 
 __all__ = [
     "KeyArray",
@@ -110,6 +106,7 @@ __all__ = [
     "lognormal",
     "maxwell",
     "multinomial",
+    "multivariate_normal",
     "normal",
     "pareto",
     "permutation",

@@ -219,6 +219,10 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Rev, case_rev),
     (Builtin::Sort, case_sort),
     (Builtin::TopK, case_top_k),
+    (Builtin::Cholesky, case_cholesky),
+    (Builtin::TriangularSolve, case_triangular_solve),
+    (Builtin::Lu, case_lu),
+    (Builtin::Eigh, case_eigh),
     (Builtin::Cumsum, case_cumulative),
     (Builtin::Cumprod, case_cumulative),
     (Builtin::Cummax, case_cumulative),
@@ -2690,6 +2694,145 @@ fn case_sort() {
     assert_same(&out[0], &ba(&[3], &[false, true, true]));
     let empty = fa(F32, &[2, 0], &[]);
     assert_same(&sort(1, 1, std::slice::from_ref(&empty))[0], &empty);
+}
+
+#[test]
+fn case_cholesky() {
+    // The lower factor, the operand's upper triangle kept above it (LAPACK's potrf).
+    let x = fa(F64, &[2, 2, 2], &[4.0, 7.0, 2.0, 5.0, 1.0, 2.0, 2.0, 1.0]);
+    let out = run1(Builtin::Cholesky, none(), &[x]);
+    let nan = f64::NAN;
+    // The second matrix is not positive definite: all NaN.
+    assert_same(
+        &out,
+        &fa(F64, &[2, 2, 2], &[2.0, 7.0, 1.0, 2.0, nan, nan, nan, nan]),
+    );
+    let empty = fa(F32, &[0, 0], &[]);
+    assert_same(
+        &run1(Builtin::Cholesky, none(), std::slice::from_ref(&empty)),
+        &empty,
+    );
+}
+
+#[test]
+fn case_triangular_solve() {
+    let solve = |flags: [bool; 4], a: &HostArray, b: &HostArray| {
+        let [left_side, lower, transpose_a, unit_diagonal] = flags;
+        let p = params(vec![
+            ("left_side", Param::Bool(left_side)),
+            ("lower", Param::Bool(lower)),
+            ("transpose_a", Param::Bool(transpose_a)),
+            ("conjugate_a", Param::Bool(false)),
+            ("unit_diagonal", Param::Bool(unit_diagonal)),
+        ]);
+        run1(Builtin::TriangularSolve, p, &[a.clone(), b.clone()])
+    };
+    // The upper triangle (100) is never read when `lower`.
+    let a = fa(F64, &[2, 2], &[2.0, 100.0, 1.0, 4.0]);
+    let col = |x: f64, y: f64| fa(F64, &[2, 1], &[x, y]);
+    assert_same(
+        &solve([true, true, false, false], &a, &col(2.0, 9.0)),
+        &col(1.0, 2.0),
+    );
+    // Aᵀ x = b with Aᵀ upper.
+    assert_same(
+        &solve([true, true, true, false], &a, &col(4.0, 8.0)),
+        &col(1.0, 2.0),
+    );
+    // A unit diagonal: [[1, 0], [1, 1]].
+    assert_same(
+        &solve([true, true, false, true], &a, &col(2.0, 9.0)),
+        &col(2.0, 7.0),
+    );
+    // x A = b (a row), and x Aᵀ = b.
+    let row = |x: f64, y: f64| fa(F64, &[1, 2], &[x, y]);
+    assert_same(
+        &solve([false, true, false, false], &a, &row(2.0, 8.0)),
+        &row(0.0, 2.0),
+    );
+    assert_same(
+        &solve([false, true, true, false], &a, &row(2.0, 9.0)),
+        &row(1.0, 2.0),
+    );
+    // Upper: the lower triangle (100) is never read.
+    let u = fa(F64, &[2, 2], &[2.0, 1.0, 100.0, 4.0]);
+    assert_same(
+        &solve([true, false, false, false], &u, &col(4.0, 8.0)),
+        &col(1.0, 2.0),
+    );
+}
+
+#[test]
+fn case_eigh() {
+    let eigh = |lower: bool, x: &HostArray| {
+        let p = params(vec![
+            ("lower", Param::Bool(lower)),
+            ("sort_eigenvalues", Param::Bool(true)),
+            ("subset_by_index", Param::None),
+            ("algorithm", Param::None),
+        ]);
+        run(Builtin::Eigh, p, std::slice::from_ref(x))
+    };
+    // [[2, 1], [1, 2]]: eigenvalues 1 and 3, eigenvectors (1, -1) and (1, 1) / sqrt 2
+    // (up to sign); the other triangle (100) is never read.
+    let x = fa(F64, &[1, 2, 2], &[2.0, 100.0, 1.0, 2.0]);
+    let out = eigh(true, &x);
+    assert_close(&out[1], &fa(F64, &[1, 2], &[1.0, 3.0]), 1e-12, 1e-12);
+    let v = floats(&out[0]);
+    let h = std::f64::consts::FRAC_1_SQRT_2;
+    assert!(
+        (v[0].abs() - h).abs() < 1e-12 && (v[2] + v[0]).abs() < 1e-12,
+        "{v:?}"
+    );
+    assert!(
+        (v[1].abs() - h).abs() < 1e-12 && (v[3] - v[1]).abs() < 1e-12,
+        "{v:?}"
+    );
+    let upper = fa(F64, &[2, 2], &[5.0, 0.0, 100.0, -1.0]);
+    assert_close(
+        &eigh(false, &upper)[1],
+        &fa(F64, &[2], &[-1.0, 5.0]),
+        1e-12,
+        1e-12,
+    );
+    // A 3x3 one: V diag(w) Vᵀ rebuilds it.
+    let m = [4.0, 1.0, -2.0, 1.0, 3.0, 0.5, -2.0, 0.5, 1.0];
+    let out = eigh(true, &fa(F64, &[3, 3], &m));
+    let (v, w) = (floats(&out[0]), floats(&out[1]));
+    assert!(w[0] <= w[1] && w[1] <= w[2]);
+    for i in 0..3 {
+        for j in 0..3 {
+            let r: f64 = (0..3).map(|k| v[i * 3 + k] * w[k] * v[j * 3 + k]).sum();
+            assert!((r - m[i * 3 + j]).abs() < 1e-10, "{i} {j}: {r}");
+        }
+    }
+}
+
+#[test]
+fn case_lu() {
+    let x = fa(F64, &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let out = run(Builtin::Lu, none(), &[x]);
+    let l = 1.0 / 3.0;
+    assert_same(&out[0], &fa(F64, &[2, 2], &[3.0, 4.0, l, 2.0 - l * 4.0]));
+    assert_same(&out[1], &ia(I32, &[2], &[1, 1]));
+    assert_same(&out[2], &ia(I32, &[2], &[1, 0]));
+    // Wide and batched: two swaps per matrix, the permutation they make.
+    let x = fa(
+        F32,
+        &[1, 3, 4],
+        &[0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 2.0, 0.0, 4.0, 0.0, 0.0, 2.0],
+    );
+    let out = run(Builtin::Lu, none(), &[x]);
+    assert_same(&out[1], &ia(I32, &[1, 3], &[2, 2, 2]));
+    assert_same(&out[2], &ia(I32, &[1, 3], &[2, 0, 1]));
+    assert_same(
+        &out[0],
+        &fa(
+            F32,
+            &[1, 3, 4],
+            &[4.0, 0.0, 0.0, 2.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 2.0, 0.0],
+        ),
+    );
 }
 
 #[test]

@@ -6089,7 +6089,240 @@ fn logical_and_precision_rules() {
     run(&table(logical_and_precision_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 19] = [
+/// The linear-algebra primitives: float matrices (rank at least 2, leading batch
+/// dimensions), JAX 0.10.2's messages.
+fn linalg_cases(t: &mut Table) {
+    use Builtin::{Cholesky, Lu, TriangularSolve};
+    for d in [F32, F64, F16] {
+        t.ok(
+            "cholesky",
+            Cholesky,
+            vec![a(d, &[3, 3])],
+            no_params(),
+            vec![a(d, &[3, 3])],
+        );
+    }
+    t.ok(
+        "cholesky batched weak",
+        Cholesky,
+        vec![w(a(F32, &[2, 0, 0]))],
+        no_params(),
+        vec![w(a(F32, &[2, 0, 0]))],
+    );
+    t.err(
+        "cholesky int",
+        Cholesky,
+        vec![a(I32, &[3, 3])],
+        no_params(),
+        Variant::DType,
+        &["float"],
+    );
+    t.err(
+        "cholesky vector",
+        Cholesky,
+        vec![a(F32, &[3])],
+        no_params(),
+        Variant::Operands,
+        &["Input 0 to cholesky must have rank at least 2, but got shape=(3,)"],
+    );
+    t.err(
+        "cholesky not square",
+        Cholesky,
+        vec![a(F32, &[2, 3])],
+        no_params(),
+        Variant::Operands,
+        &["The input to cholesky must be a square matrix. Got shape (2, 3)."],
+    );
+    t.err(
+        "cholesky two operands",
+        Cholesky,
+        vec![a(F32, &[2, 2]); 2],
+        no_params(),
+        Variant::Arity,
+        &[],
+    );
+    let ts = |left: bool| {
+        ps([
+            ("left_side", Param::Bool(left)),
+            ("lower", Param::Bool(true)),
+            ("transpose_a", Param::Bool(false)),
+            ("conjugate_a", Param::Bool(false)),
+            ("unit_diagonal", Param::Bool(false)),
+        ])
+    };
+    t.ok(
+        "solve left",
+        TriangularSolve,
+        vec![a(F32, &[3, 3]), a(F32, &[3, 5])],
+        ts(true),
+        vec![a(F32, &[3, 5])],
+    );
+    t.ok(
+        "solve right",
+        TriangularSolve,
+        vec![a(F64, &[2, 3, 3]), a(F64, &[2, 5, 3])],
+        ts(false),
+        vec![a(F64, &[2, 5, 3])],
+    );
+    t.ok(
+        "solve weak",
+        TriangularSolve,
+        vec![w(a(F32, &[1, 1])), w(a(F32, &[1, 1]))],
+        ts(false),
+        vec![w(a(F32, &[1, 1]))],
+    );
+    t.ok(
+        "solve half weak",
+        TriangularSolve,
+        vec![w(a(F32, &[1, 1])), a(F32, &[1, 1])],
+        ts(false),
+        vec![a(F32, &[1, 1])],
+    );
+    t.err(
+        "solve shapes",
+        TriangularSolve,
+        vec![a(F32, &[3, 3]), a(F32, &[2, 3])],
+        ts(true),
+        Variant::Operands,
+        &["Incompatible shapes for arguments to triangular_solve: (3, 3) and (2, 3)."],
+    );
+    t.err(
+        "solve batch dims",
+        TriangularSolve,
+        vec![a(F32, &[3, 3]), a(F32, &[2, 3, 3])],
+        ts(true),
+        Variant::Operands,
+        &["same number of batch dimensions, but got [0, 1]"],
+    );
+    t.err(
+        "solve batch sizes",
+        TriangularSolve,
+        vec![a(F32, &[2, 3, 3]), a(F32, &[4, 3, 3])],
+        ts(true),
+        Variant::Operands,
+        &["Incompatible shapes"],
+    );
+    t.err(
+        "solve not square",
+        TriangularSolve,
+        vec![a(F32, &[3, 4]), a(F32, &[3, 3])],
+        ts(false),
+        Variant::Operands,
+        &["The first input to triangular_solve must be a square matrix. Got shape (3, 4)."],
+    );
+    t.err(
+        "solve dtypes",
+        TriangularSolve,
+        vec![a(F32, &[3, 3]), a(F16, &[3, 3])],
+        ts(true),
+        Variant::Operands,
+        &["same dtypes, got float32, float16"],
+    );
+    t.err(
+        "solve int",
+        TriangularSolve,
+        vec![a(I32, &[3, 3]); 2],
+        ts(true),
+        Variant::DType,
+        &["float"],
+    );
+    t.err(
+        "solve missing flag",
+        TriangularSolve,
+        vec![a(F32, &[3, 3]); 2],
+        ps([("left_side", Param::Bool(true))]),
+        Variant::MissingParam,
+        &["lower"],
+    );
+    t.ok(
+        "lu wide",
+        Lu,
+        vec![a(F32, &[2, 3, 5])],
+        no_params(),
+        vec![a(F32, &[2, 3, 5]), a(I32, &[2, 3]), a(I32, &[2, 3])],
+    );
+    t.ok(
+        "lu tall weak",
+        Lu,
+        vec![w(a(F64, &[4, 2]))],
+        no_params(),
+        vec![w(a(F64, &[4, 2])), w(a(I32, &[2])), w(a(I32, &[4]))],
+    );
+    t.err(
+        "lu int",
+        Lu,
+        vec![a(I32, &[3, 3])],
+        no_params(),
+        Variant::DType,
+        &["float"],
+    );
+    let eh = || {
+        ps([
+            ("lower", Param::Bool(true)),
+            ("sort_eigenvalues", Param::Bool(true)),
+            ("subset_by_index", Param::None),
+            ("algorithm", Param::None),
+        ])
+    };
+    t.ok(
+        "eigh",
+        Builtin::Eigh,
+        vec![a(F64, &[2, 3, 3])],
+        eh(),
+        vec![a(F64, &[2, 3, 3]), a(F64, &[2, 3])],
+    );
+    t.ok(
+        "eigh weak",
+        Builtin::Eigh,
+        vec![w(a(F32, &[1, 1]))],
+        eh(),
+        vec![w(a(F32, &[1, 1])), w(a(F32, &[1]))],
+    );
+    t.err(
+        "eigh not square",
+        Builtin::Eigh,
+        vec![a(F32, &[2, 3])],
+        eh(),
+        Variant::Operands,
+        &["must have shape [..., n, n], got shape (2, 3)"],
+    );
+    t.err(
+        "eigh int",
+        Builtin::Eigh,
+        vec![a(I8, &[2, 2])],
+        eh(),
+        Variant::DType,
+        &["float"],
+    );
+    t.err(
+        "eigh subset",
+        Builtin::Eigh,
+        vec![a(F32, &[2, 2])],
+        ps([
+            ("lower", Param::Bool(true)),
+            ("sort_eigenvalues", Param::Bool(true)),
+            ("subset_by_index", Param::ints(&[0, 1])),
+        ]),
+        Variant::ParamKind,
+        &["subset_by_index"],
+    );
+    t.err(
+        "lu scalar",
+        Lu,
+        vec![a(F32, &[])],
+        no_params(),
+        Variant::Operands,
+        &["Input 0 to lu must have rank at least 2, but got shape=()"],
+    );
+}
+
+#[test]
+fn linalg_rules() {
+    run(&table(linalg_cases));
+}
+
+const FAMILIES: [fn(&mut Table); 20] = [
+    linalg_cases,
     callback_cases,
     conv_cases,
     windowed_cases,

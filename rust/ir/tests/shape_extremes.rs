@@ -426,6 +426,29 @@ fn bases() -> Vec<Base> {
                 vec![f23.clone()],
                 ps([("axis", Param::Int(1)), ("k", Param::Int(2))]),
             ),
+            Cholesky => base(p, vec![a(F32, &[2, 3, 3])], ps([])),
+            TriangularSolve => base(
+                p,
+                vec![a(F32, &[3, 3]), f23.clone()],
+                ps([
+                    ("left_side", Param::Bool(false)),
+                    ("lower", Param::Bool(true)),
+                    ("transpose_a", Param::Bool(false)),
+                    ("conjugate_a", Param::Bool(false)),
+                    ("unit_diagonal", Param::Bool(false)),
+                ]),
+            ),
+            Lu => base(p, vec![f23.clone()], ps([])),
+            Eigh => base(
+                p,
+                vec![a(F32, &[2, 3, 3])],
+                ps([
+                    ("lower", Param::Bool(true)),
+                    ("sort_eigenvalues", Param::Bool(true)),
+                    ("subset_by_index", Param::None),
+                    ("algorithm", Param::None),
+                ]),
+            ),
             Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => base(
                 p,
                 vec![f23.clone()],

@@ -374,6 +374,27 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             vec![f32s(&[2, 3])],
             params(vec![("axis", Param::Int(1)), ("k", Param::Int(2))]),
         ),
+        Cholesky => (vec![f32s(&[2, 3, 3])], params(vec![])),
+        TriangularSolve => (
+            vec![f32s(&[3, 3]), f32s(&[3, 2])],
+            params(vec![
+                ("left_side", Param::Bool(true)),
+                ("lower", Param::Bool(false)),
+                ("transpose_a", Param::Bool(true)),
+                ("conjugate_a", Param::Bool(false)),
+                ("unit_diagonal", Param::Bool(true)),
+            ]),
+        ),
+        Lu => (vec![f32s(&[3, 2])], params(vec![])),
+        Eigh => (
+            vec![f32s(&[2, 2])],
+            params(vec![
+                ("lower", Param::Bool(false)),
+                ("sort_eigenvalues", Param::Bool(true)),
+                ("subset_by_index", Param::None),
+                ("algorithm", Param::None),
+            ]),
+        ),
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => (
             vec![f32s(&[2, 3])],
             params(vec![

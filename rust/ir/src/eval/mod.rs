@@ -80,6 +80,7 @@ mod array;
 mod bits;
 mod conv;
 mod indexing;
+mod linalg;
 mod numeric;
 mod ops;
 mod sorting;

@@ -309,6 +309,19 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
                 param_int(params, "num_keys")?,
             )
         }
+        Cholesky => super::linalg::cholesky(arg(ins, 0)?)?,
+        TriangularSolve => super::linalg::triangular_solve(
+            arg(ins, 0)?,
+            arg(ins, 1)?,
+            super::linalg::TriangularSolve {
+                left_side: param_bool(params, "left_side")?,
+                lower: param_bool(params, "lower")?,
+                transpose_a: param_bool(params, "transpose_a")?,
+                unit_diagonal: param_bool(params, "unit_diagonal")?,
+            },
+        )?,
+        Lu => return super::linalg::lu(arg(ins, 0)?),
+        Eigh => return super::linalg::eigh(arg(ins, 0)?, param_bool(params, "lower")?),
         TopK => {
             return super::sorting::top_k(
                 arg(ins, 0)?,

@@ -1185,6 +1185,51 @@ impl Gen<'_, '_> {
                     Params::new([("axis", Param::Int(axis)), ("k", Param::Int(k))]),
                 );
             }
+            Cholesky | TriangularSolve | Lu | Eigh => {
+                // A float matrix (square but for lu's), batched or not, kept small.
+                let square = prim != Lu;
+                let ok = move |t: &AbstractValue| {
+                    let d = t.shape.dims();
+                    let r = d.len();
+                    t.dtype.is_float() && r >= 2 && (!square || d[r - 2] == d[r - 1])
+                };
+                let (a, at) = self.operand(lv, ok, |g| {
+                    let d = g.dtype_where(|d| d.is_float())?;
+                    let mut dims = Vec::new();
+                    if g.ratio(1, 3)? {
+                        dims.push(g.u.int_in_range(0..=2)?);
+                    }
+                    let m = g.u.int_in_range(0..=3)?;
+                    let n = if square { m } else { g.u.int_in_range(0..=3)? };
+                    dims.extend([m, n]);
+                    Ok(aval(&dims, d))
+                })?;
+                let mut ins = vec![a];
+                let mut params = Params::empty();
+                if prim == TriangularSolve {
+                    let r = at.shape.rank();
+                    let n = at.shape.dims()[r - 1];
+                    let left_side = self.ratio(1, 2)?;
+                    let k = self.u.int_in_range(0..=3)?;
+                    let mut dims = at.shape.dims()[..r - 2].to_vec();
+                    dims.extend(if left_side { [n, k] } else { [k, n] });
+                    ins.push(self.value_of(lv, &aval(&dims, at.dtype))?);
+                    let mut flags = vec![("left_side", Param::Bool(left_side))];
+                    for name in ["lower", "transpose_a", "conjugate_a", "unit_diagonal"] {
+                        flags.push((name, Param::Bool(self.ratio(1, 2)?)));
+                    }
+                    params = Params::new(flags);
+                }
+                if prim == Eigh {
+                    params = Params::new([
+                        ("lower", Param::Bool(self.ratio(1, 2)?)),
+                        ("sort_eigenvalues", Param::Bool(true)),
+                        ("subset_by_index", Param::None),
+                        ("algorithm", Param::None),
+                    ]);
+                }
+                self.add(lv, prim, ins, params);
+            }
             Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => {
                 let float = prim == Cumlogsumexp;
                 let ok = move |t: &AbstractValue| {

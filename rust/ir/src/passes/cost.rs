@@ -221,6 +221,36 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                     _ => Cost::default(),
                 }
             }
+            // The linear-algebra kernels, by LAPACK's operation counts per matrix of the
+            // batch: potrf n³/3, trsm m²n (m the triangular side), getrf k²(max(m, n) - k/3),
+            // syevd 9n³.
+            Builtin::Cholesky | Builtin::TriangularSolve | Builtin::Lu | Builtin::Eigh => {
+                let dims = ins
+                    .first()
+                    .map(|a| a.shape.dims().to_vec())
+                    .unwrap_or_default();
+                let r = dims.len();
+                if r < 2 {
+                    return Cost::default();
+                }
+                let (m, n) = (dims[r - 2] as f64, dims[r - 1] as f64);
+                let batch: f64 = dims[..r - 2].iter().map(|&d| d as f64).product();
+                let per = match b {
+                    Builtin::Cholesky => n * n * n / 3.0,
+                    // syevd with eigenvectors: about 9n³ (tridiagonalization, divide and
+                    // conquer, back-transformation).
+                    Builtin::Eigh => 9.0 * n * n * n,
+                    Builtin::TriangularSolve => {
+                        let bsize = ins.get(1).map_or(0.0, size) / batch.max(1.0);
+                        n * bsize
+                    }
+                    _ => {
+                        let k = m.min(n);
+                        k * k * (m.max(n) - k / 3.0)
+                    }
+                };
+                flops(batch * per)
+            }
             // Gather, scatter, rev and pad move data; a combining scatter does one operation
             // per update element.
             Builtin::ScatterAdd

@@ -264,6 +264,9 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
         Mul | DotGeneral | ConvGeneralDilated if lin_ops[0] && lin_ops[1] => Err(non_linear(1)),
         Mul | DotGeneral | ConvGeneralDilated => Ok(()),
         Div if lin_ops[1] => Err(non_linear(1)),
+        // As JAX: linear in `b`, not in the matrix `a`.
+        TriangularSolve if lin_ops[0] => Err(non_linear(0)),
+        TriangularSolve => Ok(()),
         SelectN if lin_ops[0] => Err(non_linear(0)),
         Div | SelectN => Ok(()),
         ConvertElementType => {
@@ -1306,6 +1309,18 @@ impl Transposer<'_> {
             ShardingConstraint => {
                 let c = self.emit1(i, ShardingConstraint, vec![gv], e.params().clone())?;
                 self.give(i, ins[0], c)?;
+            }
+            TriangularSolve => {
+                // As JAX: the same solve with `a` transposed the other way.
+                let a = self.fwd_atom(ins[0]);
+                let flipped = !matches!(e.params().get("transpose_a"), Some(Param::Bool(true)));
+                let c = self.emit1(
+                    i,
+                    TriangularSolve,
+                    vec![a, gv],
+                    e.params().with("transpose_a", Param::Bool(flipped)),
+                )?;
+                self.give(i, ins[1], c)?;
             }
             Mul | Div => {
                 let k = if self.atom_is_lin(ins[0]) { 0 } else { 1 };

@@ -305,6 +305,11 @@ builtins! {
     ReduceWindow => "reduce_window",
     SelectAndGatherAdd => "select_and_gather_add",
     SelectAndScatterAdd => "select_and_scatter_add",
+    // Linear algebra (issue 12 item 5): JAX's CPU lowering calls jaxlib's LAPACK kernels.
+    Cholesky => "cholesky",
+    TriangularSolve => "triangular_solve",
+    Lu => "lu",
+    Eigh => "eigh",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -586,6 +591,19 @@ impl Builtin {
                 req("select_prim", K::Str),
                 req("window_dimensions", K::Ints),
                 req("window_strides", K::Ints),
+            ],
+            TriangularSolve => specs![
+                req("left_side", K::Bool),
+                req("lower", K::Bool),
+                req("transpose_a", K::Bool),
+                req("conjugate_a", K::Bool),
+                req("unit_diagonal", K::Bool),
+            ],
+            Eigh => specs![
+                req("lower", K::Bool),
+                req("sort_eigenvalues", K::Bool),
+                opt("subset_by_index", K::NoneOnly),
+                opt("algorithm", K::NoneOnly),
             ],
             ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
             Psum | Pmax | Pmin => specs![

@@ -12,6 +12,7 @@ mod conv;
 mod indexing;
 mod windowed;
 pub use conv::{conv_dilate_dim, ConvGeometry};
+mod linalg;
 use std::fmt;
 pub(crate) use windowed::{select_comparison, Window};
 
@@ -614,6 +615,13 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         ReduceWindow => windowed::reduce_window(inputs, params),
         SelectAndGatherAdd => windowed::select_and_gather_add(inputs, params),
         SelectAndScatterAdd => windowed::select_and_scatter_add(inputs, params),
+        Cholesky => linalg::cholesky(inputs),
+        TriangularSolve => linalg::triangular_solve(
+            inputs,
+            matches!(params.get("left_side"), Some(Param::Bool(true))),
+        ),
+        Lu => linalg::lu(inputs),
+        Eigh => linalg::eigh(inputs),
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
         ShardingConstraint => {

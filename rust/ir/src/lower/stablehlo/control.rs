@@ -11,7 +11,7 @@ use crate::primitive::Builtin;
 use std::fmt::Write as _;
 
 /// Writes the ops of a `while` region from its block arguments; returns what it yields.
-type RegionWriter<'c, T> = dyn FnMut(&mut Module, &mut FuncState<'_>, &[Ssa]) -> T + 'c;
+pub(super) type RegionWriter<'c, T> = dyn FnMut(&mut Module, &mut FuncState<'_>, &[Ssa]) -> T + 'c;
 
 pub(super) fn sub<'a>(
     e: &'a Eqn,
@@ -169,7 +169,7 @@ impl Module {
 
     /// Writes `"stablehlo.while"(init) ({cond region}, {body region})`, where the regions
     /// are written by the two closures given the block arguments.
-    fn while_op(
+    pub(super) fn while_op(
         &mut self,
         f: &mut FuncState<'_>,
         init: &[Ssa],

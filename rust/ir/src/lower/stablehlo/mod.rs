@@ -18,6 +18,7 @@ mod bits;
 mod callback;
 mod control;
 mod indexing;
+mod linalg;
 mod ops;
 mod sorting;
 mod spmd;

@@ -657,6 +657,29 @@ impl Module {
                 let axis = usize::try_from(*axis).map_err(|_| bad(b, "axis"))?;
                 Ok(self.top_k(f, &inputs[0], &in_avals[0], axis, *k))
             }
+            Builtin::Cholesky => self.lower_cholesky(f, &inputs[0], &in_avals[0]),
+            Builtin::TriangularSolve => {
+                let flag = |name: &str| matches!(e.params().get(name), Some(Param::Bool(true)));
+                let flags = [
+                    flag("left_side"),
+                    flag("lower"),
+                    flag("transpose_a"),
+                    flag("conjugate_a"),
+                    flag("unit_diagonal"),
+                ];
+                self.lower_triangular_solve(
+                    f,
+                    &inputs[0],
+                    &inputs[1],
+                    [&in_avals[0], &in_avals[1]],
+                    flags,
+                )
+            }
+            Builtin::Lu => self.lower_lu(f, &inputs[0], &in_avals[0], out_avals),
+            Builtin::Eigh => {
+                let lower = matches!(e.params().get("lower"), Some(Param::Bool(true)));
+                self.lower_eigh(f, &inputs[0], &in_avals[0], lower)
+            }
             Builtin::Cumsum
             | Builtin::Cumprod
             | Builtin::Cummax

@@ -1,0 +1,485 @@
+"""``ferrax.numpy.linalg``: JAX's ``jax.numpy.linalg`` on the linear-algebra primitives
+(LAPACK on CPU through jaxlib's kernels, as JAX computes them).
+
+The functions follow JAX 0.10.2: integer operands are promoted to the default float
+dtype, leading dimensions are batch dimensions, ``det`` of 2x2 and 3x3 matrices is the
+explicit formula and otherwise the LU decomposition's, ``solve`` factors ``a`` once
+(its derivative solves with the same factors), and errors are JAX's ``ValueError``s.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ferrax._array import Array
+from ferrax._core import aval_of, user_location
+from ferrax._custom_derivatives import custom_jvp
+from ferrax._lax import linalg as lax_linalg
+from ferrax import dtypes
+from ferrax.numpy._promotion import ArrayLike, convert, operand_aval
+
+__all__ = [
+    "EighResult", "SlogdetResult", "cholesky", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
+    "solve", "vector_norm",
+]
+
+
+class SlogdetResult(NamedTuple):
+    """The result of :func:`slogdet`: the determinant is ``sign * exp(logabsdet)``."""
+
+    sign: Array
+    logabsdet: Array
+
+
+class EighResult(NamedTuple):
+    """The result of :func:`eigh`: ``a @ eigenvectors = eigenvectors * eigenvalues``."""
+
+    eigenvalues: Array
+    eigenvectors: Array
+
+
+def _fnp() -> Any:
+    import ferrax.numpy as fnp
+
+    return fnp
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(aval_of(x).shape)
+
+
+def _inexact(name: str, *xs: ArrayLike) -> list[Any]:
+    """The operands in their common dtype, integers and bools promoted to a float
+    (JAX's ``promote_dtypes_inexact``); shapes unchanged."""
+    avals = [operand_aval(name, x, i) for i, x in enumerate(xs)]
+    dtype, weak = dtypes.promote([(a.dtype, a.weak_type) for a in avals])
+    dtype = dtypes.to_inexact(dtype)
+    return [convert(x, dtype, weak) for x in xs]
+
+
+def _square(name: str, a: Any, message: str) -> None:
+    s = _shape(a)
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise ValueError(f"{message.format(s)}, at {user_location()}")
+
+
+def _mT(x: Any) -> Any:
+    return _fnp().swapaxes(x, -1, -2)
+
+
+def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True) -> Array:
+    """The Cholesky factor of each matrix of ``a`` (``[..., n, n]``, symmetric positive
+    definite): lower ``L`` with ``L Lᵀ = a``, or upper ``U = Lᵀ`` with ``upper``; NaN
+    where the factorization fails."""
+    (x,) = _inexact("cholesky", a)
+    L = lax_linalg.cholesky(x, symmetrize_input=symmetrize_input)
+    out: Array = _mT(L) if upper else L
+    return out
+
+
+def _uplo_lower(uplo: str | None) -> bool:
+    if uplo is None or uplo == "L":
+        return True
+    if uplo == "U":
+        return False
+    raise ValueError(f"UPLO must be one of None, 'L', or 'U', got {uplo}, at {user_location()}")
+
+
+def eigh(a: ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
+    """The eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix
+    of ``a`` (``[..., n, n]``). With ``symmetrize_input``, ``(a + aᵀ) / 2`` is
+    decomposed, else only the ``UPLO`` triangle (``'L'``, the default, or ``'U'``)."""
+    lower = _uplo_lower(UPLO)
+    (x,) = _inexact("eigh", a)
+    v, w = lax_linalg.eigh(x, lower=lower, symmetrize_input=symmetrize_input)
+    return EighResult(w, v)
+
+
+def eigvalsh(a: ArrayLike, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Array:
+    """The eigenvalues (ascending) of each symmetric matrix of ``a``."""
+    return eigh(a, UPLO, symmetrize_input=symmetrize_input).eigenvalues
+
+
+# ------------------------------------------------------------------------- solving
+
+
+def _lu_solve(lu: Any, permutation: Any, b: Any, trans: int = 0) -> Any:
+    """``a⁻¹ b`` (``trans=0``) or ``a⁻ᵀ b`` from ``a``'s LU factors (``b`` a matrix
+    batch with ``lu``'s batch dimensions)."""
+    fnp = _fnp()
+    if trans == 0:
+        rows = fnp.broadcast_to(fnp.expand_dims(permutation, -1), _shape(b))
+        x = fnp.take_along_axis(b, rows, axis=-2)
+        x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+        return lax_linalg.triangular_solve(lu, x, left_side=True, lower=False)
+    x = lax_linalg.triangular_solve(lu, b, left_side=True, lower=False, transpose_a=True)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
+    inverse = fnp.argsort(permutation, axis=-1)
+    return fnp.take_along_axis(x, fnp.broadcast_to(fnp.expand_dims(inverse, -1), _shape(x)), axis=-2)
+
+
+def _solve_plain(a: Any, b: Any) -> Any:
+    """``a⁻¹ b`` by the primitives alone: linear in ``b``, so tangent rules use it (a
+    nested custom derivative there could not be transposed)."""
+    lu, _, permutation = lax_linalg.lu(a)
+    return _lu_solve(lu, permutation, b)
+
+
+@custom_jvp
+def _solve_matrix(a: Any, b: Any) -> Any:
+    return _solve_plain(a, b)
+
+
+@_solve_matrix.defjvp
+def _solve_matrix_jvp(primals: Any, tangents: Any) -> Any:
+    """``ẋ = a⁻¹ (ḃ - ȧ x)``, solved with the primal's LU factors (as JAX's
+    ``custom_linear_solve`` does)."""
+    (a, b), (da, db) = primals, tangents
+    fnp = _fnp()
+    lu, _, permutation = lax_linalg.lu(a)
+    x = _lu_solve(lu, permutation, b)
+    return x, _lu_solve(lu, permutation, db - fnp.matmul(da, x))
+
+
+def solve(a: ArrayLike, b: ArrayLike) -> Array:
+    """The solution ``x`` of ``a x = b`` for each square matrix of ``a``
+    (``[..., m, m]``); ``b`` is a vector (``[m]``) or a batch of matrices
+    (``[..., m, n]``), batch dimensions broadcasting."""
+    fnp = _fnp()
+    x, y = _inexact("solve", a, b)
+    a_shape, b_shape = _shape(x), _shape(y)
+    if len(a_shape) < 2:
+        raise ValueError(f"left hand array must be at least two dimensional; got a.shape={a_shape}, at {user_location()}")
+    if len(b_shape) > 1 and len(a_shape) == len(b_shape) + 1 and a_shape[-1] == b_shape[-1] and a_shape[-1] != b_shape[-2]:
+        raise ValueError(
+            f"Invalid shapes for solve: {a_shape}, {b_shape}. Prior to JAX v0.5.0, this would have been treated as a "
+            f"batched 1-dimensional solve. To recover this behavior, use solve(a, b[..., None]).squeeze(-1)., "
+            f"at {user_location()}"
+        )
+    vector = len(b_shape) == 1
+    if vector:
+        y = fnp.expand_dims(y, -1)
+        b_shape = _shape(y)
+    m = a_shape[-1]
+    if a_shape[-2] != m or b_shape[-2] != m:
+        raise ValueError(
+            f"solve: a must be [..., m, m] and b [..., m] or [..., m, n]; got a={a_shape}, b={b_shape}, at {user_location()}"
+        )
+    batch = fnp.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    x = fnp.broadcast_to(x, (*batch, m, m))
+    y = fnp.broadcast_to(y, (*batch, *b_shape[-2:]))
+    out = _solve_matrix(x, y)
+    result: Array = out[..., 0] if vector else out
+    return result
+
+
+def inv(a: ArrayLike) -> Array:
+    """The inverse of each square matrix of ``a`` (``[..., n, n]``), by
+    :func:`solve` against the identity."""
+    fnp = _fnp()
+    (x,) = _inexact("inv", a)
+    s = _shape(x)
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise ValueError(f"Argument to inv must have shape [..., n, n], got {s}., at {user_location()}")
+    eye = fnp.broadcast_to(fnp.eye(s[-1], dtype=aval_of(x).dtype), s)
+    return solve(x, eye)
+
+
+# -------------------------------------------------------------------- determinants
+
+
+def _swap_count(pivots: Any) -> Any:
+    """How many rows the pivots swap (each swap flips the determinant's sign)."""
+    fnp = _fnp()
+    n = _shape(pivots)[-1]
+    return fnp.count_nonzero(pivots != fnp.arange(n, dtype=np.int32), axis=-1)
+
+
+def _slogdet_from_lu(a: Any) -> tuple[Any, Any]:
+    fnp = _fnp()
+    dtype = aval_of(a).dtype
+    lu, pivots, _ = lax_linalg.lu(a)
+    diag = fnp.diagonal(lu, axis1=-2, axis2=-1)
+    is_zero = fnp.any(diag == fnp.array(0, dtype=dtype), axis=-1)
+    parity = _swap_count(pivots) + fnp.count_nonzero(diag < 0, axis=-1)
+    sign = fnp.where(is_zero, fnp.array(0, dtype=dtype), fnp.array(-2 * (parity % 2) + 1, dtype=dtype))
+    logdet = fnp.where(is_zero, fnp.array(-np.inf, dtype=dtype), fnp.sum(fnp.log(fnp.abs(diag)).astype(dtype), axis=-1))
+    return sign, logdet
+
+
+@custom_jvp
+def _slogdet_lu(a: Any) -> tuple[Any, Any]:
+    return _slogdet_from_lu(a)
+
+
+@_slogdet_lu.defjvp
+def _slogdet_lu_jvp(primals: Any, tangents: Any) -> Any:
+    """JAX's rule: ``d log|det a| = trace(a⁻¹ ȧ)``; the sign's tangent is zero."""
+    fnp = _fnp()
+    (x,), (g,) = primals, tangents
+    sign, ans = _slogdet_from_lu(x)
+    ans_dot = fnp.trace(_solve_plain(x, g), axis1=-1, axis2=-2)
+    return (sign, ans), (fnp.zeros_like(sign), ans_dot)
+
+
+def _small_det(a: Any) -> Any:
+    n = _shape(a)[-1]
+    def e(i: int, j: int) -> Any:
+        return a[..., i, j]
+
+    if n == 1:
+        return e(0, 0)
+    return e(0, 0) * e(1, 1) - e(0, 1) * e(1, 0)
+
+
+@custom_jvp
+def _slogdet_small(a: Any) -> tuple[Any, Any]:
+    fnp = _fnp()
+    d = _small_det(a)
+    return fnp.sign(d), fnp.log(fnp.abs(d))
+
+
+@_slogdet_small.defjvp
+def _slogdet_small_jvp(primals: Any, tangents: Any) -> Any:
+    fnp = _fnp()
+    (x,), (g,) = primals, tangents
+    sign, ans = _slogdet_small(x)
+    if _shape(x)[-1] == 1:
+        ans_dot = g[..., 0, 0] / x[..., 0, 0]
+    else:
+        def e(m: Any, i: int, j: int) -> Any:
+            return m[..., i, j]
+
+        det = _small_det(x)
+        ans_dot = (
+            e(g, 0, 0) * e(x, 1, 1) - e(g, 0, 1) * e(x, 1, 0) - e(g, 1, 0) * e(x, 0, 1) + e(g, 1, 1) * e(x, 0, 0)
+        ) / det
+    return (sign, ans), (fnp.zeros_like(sign), ans_dot)
+
+
+def slogdet(a: ArrayLike, *, method: str | None = None) -> SlogdetResult:
+    """The sign and the natural logarithm of the absolute value of the determinant of
+    each square matrix of ``a`` (``[..., n, n]``): ``(sign, logabsdet)``. ``method``
+    ``'lu'`` (the default; JAX's ``'qr'`` is not available)."""
+    (x,) = _inexact("slogdet", a)
+    _square("slogdet", x, "Argument to slogdet() must have shape [..., n, n], got {}")
+    if method not in (None, "lu"):
+        raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' (`None`)., at {user_location()}")
+    n = _shape(x)[-1]
+    sign, logdet = _slogdet_small(x) if n in (1, 2) else _slogdet_lu(x)
+    return SlogdetResult(sign, logdet)
+
+
+def _det_3x3(a: Any) -> Any:
+    def e(i: int, j: int) -> Any:
+        return a[..., i, j]
+
+    return (
+        e(0, 0) * e(1, 1) * e(2, 2) + e(0, 1) * e(1, 2) * e(2, 0) + e(0, 2) * e(1, 0) * e(2, 1)
+        - e(0, 2) * e(1, 1) * e(2, 0) - e(0, 0) * e(1, 2) * e(2, 1) - e(0, 1) * e(1, 0) * e(2, 2)
+    )
+
+
+@custom_jvp
+def _det_lu(a: Any) -> Any:
+    fnp = _fnp()
+    sign, logdet = _slogdet_from_lu(a)
+    return sign * fnp.exp(logdet).astype(aval_of(sign).dtype)
+
+
+@_det_lu.defjvp
+def _det_lu_jvp(primals: Any, tangents: Any) -> Any:
+    """``d det a = det a · trace(a⁻¹ ȧ)`` (JAX's cofactor form agrees where ``a`` is
+    invertible)."""
+    fnp = _fnp()
+    (x,), (g,) = primals, tangents
+    y = _det_lu(x)
+    return y, y * fnp.trace(_solve_plain(x, g), axis1=-1, axis2=-2)
+
+
+def det(a: ArrayLike) -> Array:
+    """The determinant of each square matrix of ``a`` (``[..., n, n]``): the explicit
+    formula for 2x2 and 3x3 matrices, the LU decomposition's otherwise."""
+    (x,) = _inexact("det", a)
+    _square("det", x, "Argument to _det() must have shape [..., n, n], got {}")
+    n = _shape(x)[-1]
+    out: Array
+    if n == 2:
+        out = _small_det(x)
+    elif n == 3:
+        out = _det_3x3(x)
+    else:
+        out = _det_lu(x)
+    return out
+
+
+# --------------------------------------------------------------------------- norms
+
+
+def _axes(x: Any, axis: int | Sequence[int] | None) -> tuple[int, ...]:
+    ndim = len(_shape(x))
+    if axis is None:
+        return tuple(range(ndim))
+    items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in items:
+        a = operator.index(a)
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axis {a} is out of bounds for array of dimension {ndim}, at {user_location()}")
+        out.append(a % ndim)
+    return tuple(out)
+
+
+def vector_norm(x: ArrayLike, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False, ord: Any = 2) -> Array:
+    """The vector ``ord``-norm over ``axis`` (all axes, flattened, by default): 2 (the
+    default), ``inf``/``-inf`` (largest/smallest magnitude), 0 (the count of nonzeros),
+    or any other power ``(Σ |x|^ord)^(1/ord)``."""
+    fnp = _fnp()
+    (v,) = _inexact("vector_norm", x)
+    ax = None if axis is None else _axes(v, axis)
+    out: Array
+    if ord is None or (not isinstance(ord, str) and ord == 2):
+        out = fnp.sqrt(fnp.sum(v * v, axis=ax, keepdims=keepdims))
+    elif isinstance(ord, str):
+        msg = f"Invalid order '{ord}' for vector norm."
+        if ord == "inf":
+            msg += "Use 'jax.numpy.inf' instead."
+        if ord == "-inf":
+            msg += "Use '-jax.numpy.inf' instead."
+        raise ValueError(f"{msg}, at {user_location()}")
+    elif ord == np.inf:
+        out = fnp.max(fnp.abs(v), axis=ax, keepdims=keepdims, initial=0)
+    elif ord == -np.inf:
+        out = fnp.min(fnp.abs(v), axis=ax, keepdims=keepdims)
+    elif ord == 0:
+        out = fnp.sum(v != 0, axis=ax, keepdims=keepdims, dtype=aval_of(v).dtype)
+    elif ord == 1:
+        out = fnp.sum(fnp.abs(v), axis=ax, keepdims=keepdims)
+    else:
+        dtype = aval_of(v).dtype
+        p = fnp.array(ord, dtype=dtype)
+        out = fnp.power(fnp.sum(fnp.power(fnp.abs(v), p), axis=ax, keepdims=keepdims), fnp.array(1.0 / ord, dtype=dtype))
+    return out
+
+
+def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: Any = "fro") -> Array:
+    """The matrix ``ord``-norm of each matrix of ``x`` (its last two axes)."""
+    return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def norm(x: ArrayLike, ord: int | float | str | None = None, axis: None | tuple[int, ...] | int = None, keepdims: bool = False) -> Array:
+    """The norm of ``x`` (JAX's ``jnp.linalg.norm``): over one axis a vector norm (see
+    :func:`vector_norm`), over two a matrix norm (``'fro'``/None the Frobenius norm,
+    ``1``/``-1`` the largest/smallest column sum of magnitudes, ``inf``/``-inf`` the
+    row sums'); with ``axis`` None and ``ord`` None, the 2-norm of ``x`` flattened."""
+    fnp = _fnp()
+    (v,) = _inexact("norm", x)
+    ndim = len(_shape(v))
+    if axis is None:
+        if ord is None:
+            out: Array = fnp.sqrt(fnp.sum(v * v, keepdims=keepdims))
+            return out
+        axes = tuple(range(ndim))
+    else:
+        axes = _axes(v, axis)
+    if len(axes) == 1:
+        return vector_norm(v, ord=2 if ord is None else ord, axis=axes, keepdims=keepdims)
+    if len(axes) != 2:
+        raise ValueError(
+            f"Improper number of axes for norm: axis={axes}. Pass one axis to compute a vector-norm, or two axes to "
+            f"compute a matrix-norm., at {user_location()}"
+        )
+    row, col = axes
+    absx = fnp.abs(v)
+    if ord is None or ord in ("f", "fro"):
+        return fnp.sqrt(fnp.sum(v * v, axis=axes, keepdims=keepdims))  # type: ignore[no-any-return]
+    if isinstance(ord, str):
+        if ord == "nuc":
+            raise NotImplementedError(f"norm(ord='nuc') needs svd, which ferrax does not have yet, at {user_location()}")
+        raise ValueError(f"Invalid order '{ord}' for matrix norm., at {user_location()}")
+    if ord in (1, -1):
+        if not keepdims and col > row:
+            col -= 1
+        sums = fnp.sum(absx, axis=row, keepdims=keepdims)
+        if ord == 1:
+            return fnp.max(sums, axis=col, keepdims=keepdims, initial=0)  # type: ignore[no-any-return]
+        return fnp.min(sums, axis=col, keepdims=keepdims)  # type: ignore[no-any-return]
+    if ord in (np.inf, -np.inf):
+        if not keepdims and row > col:
+            row -= 1
+        sums = fnp.sum(absx, axis=col, keepdims=keepdims)
+        if ord == np.inf:
+            return fnp.max(sums, axis=row, keepdims=keepdims, initial=0)  # type: ignore[no-any-return]
+        return fnp.min(sums, axis=row, keepdims=keepdims)  # type: ignore[no-any-return]
+    if ord in (2, -2):
+        raise NotImplementedError(f"norm(ord={ord}) of a matrix needs svd, which ferrax does not have yet, at {user_location()}")
+    raise ValueError(f"Invalid order '{ord}' for matrix norm., at {user_location()}")
+
+
+# ------------------------------------------------------------------------ products
+
+
+def matrix_power(a: ArrayLike, n: int) -> Array:
+    """``a`` (``[..., m, m]``) raised to the integer power ``n`` by repeated squaring
+    (``n = 0`` the identity, ``n < 0`` powers of the inverse)."""
+    fnp = _fnp()
+    x = fnp.asarray(a)  # as JAX: integer matrices stay integer
+    s = _shape(x)
+    if len(s) < 2:
+        raise TypeError(f"{len(s)}-dimensional array given. Array must be at least two-dimensional, at {user_location()}")
+    if s[-2] != s[-1]:
+        raise TypeError(f"Last 2 dimensions of the array must be square, at {user_location()}")
+    try:
+        n = operator.index(n)
+    except TypeError as err:
+        raise TypeError(f"exponent must be an integer, got {n}, at {user_location()}") from err
+    if n == 0:
+        out: Array = fnp.broadcast_to(fnp.eye(s[-1], dtype=aval_of(x).dtype), s)
+        return out
+    if n < 0:
+        x = inv(x)
+        n = -n
+    if n == 1:
+        return x  # type: ignore[no-any-return]
+    if n == 2:
+        return x @ x  # type: ignore[no-any-return]
+    if n == 3:
+        return (x @ x) @ x  # type: ignore[no-any-return]
+    z: Any = None
+    result: Any = None
+    while n > 0:
+        z = x if z is None else (z @ z)
+        n, bit = divmod(n, 2)
+        if bit:
+            result = z if result is None else (result @ z)
+    return result  # type: ignore[no-any-return]
+
+
+def multi_dot(arrays: Sequence[ArrayLike], *, precision: Any = None) -> Array:
+    """The product of a chain of matrices (the first and last may be vectors), in the
+    cheapest order (one ``einsum`` with its contraction-path optimization, as JAX)."""
+    fnp = _fnp()
+    xs = [fnp.asarray(a) for a in arrays]
+    if len(xs) < 2:
+        raise ValueError(f"Expecting at least two arrays., at {user_location()}")
+    if len(xs) == 2:
+        return fnp.dot(xs[0], xs[1])  # type: ignore[no-any-return]
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    if len(xs) + 1 > len(letters):
+        raise ValueError(f"multi_dot of more than {len(letters) - 1} arrays, at {user_location()}")
+    terms = []
+    for i, x in enumerate(xs):
+        nd = len(_shape(x))
+        first, last = i == 0, i == len(xs) - 1
+        if (first or last) and nd == 1:
+            terms.append(letters[i + 1] if first else letters[i])
+        elif nd == 2:
+            terms.append(letters[i] + letters[i + 1])
+        else:
+            raise ValueError(f"{nd}-dimensional array given. Array must be two-dimensional, at {user_location()}")
+    out_terms = ("" if len(_shape(xs[0])) == 1 else letters[0]) + ("" if len(_shape(xs[-1])) == 1 else letters[len(xs)])
+    return fnp.einsum(",".join(terms) + "->" + out_terms, *xs, optimize="auto")  # type: ignore[no-any-return]

@@ -1,0 +1,63 @@
+"""``multivariate_normal``: JAX's sampler (``method='cholesky'``, its default), on
+``ferrax.numpy.linalg``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ferrax import dtypes
+from ferrax import numpy as fnp
+from ferrax._array import Array
+from ferrax._core import aval_of
+from ferrax._user_frames import user_location
+from ferrax.numpy import linalg as np_linalg
+from ferrax.random._keys import check_key
+from ferrax.random._samplers import _broadcast_shapes, _canonical_shape, _check_shape, _no_out_sharding, normal
+
+
+def multivariate_normal(
+    key: Any,
+    mean: Any,
+    cov: Any,
+    shape: Sequence[int] | None = None,
+    dtype: Any = None,
+    method: str = "cholesky",
+    *,
+    out_sharding: Any = None,
+) -> Array:
+    """Samples of the normal distribution of ``mean`` (``[..., n]``) and covariance
+    ``cov`` (``[..., n, n]``, symmetric positive definite): ``mean + L z`` with ``L``
+    the Cholesky factor of ``cov`` and ``z`` standard normal of shape ``shape + (n,)``
+    (``shape`` by default the broadcast of the batch shapes). ``method`` ``'cholesky'``
+    (JAX's ``'svd'`` and ``'eigh'`` need decompositions ferrax does not have yet)."""
+    _no_out_sharding("multivariate_normal", out_sharding)
+    check_key("multivariate_normal", key)
+    m, c = np_linalg._inexact("multivariate_normal", mean, cov)
+    if method not in {"svd", "eigh", "cholesky"}:
+        raise ValueError(f"method must be one of {{'svd', 'eigh', 'cholesky'}}, at {user_location()}")
+    if method != "cholesky":
+        raise NotImplementedError(f"multivariate_normal(method={method!r}) needs {method}, which ferrax does not have yet, at {user_location()}")
+    d = aval_of(m).dtype if dtype is None else dtypes.canonicalize(dtype, "multivariate_normal")
+    if not dtypes.is_float(d):
+        raise ValueError(f"dtype argument to `multivariate_normal` must be a float dtype, got {d}, at {user_location()}")
+    m_shape, c_shape = tuple(aval_of(m).shape), tuple(aval_of(c).shape)
+    if len(m_shape) < 1:
+        raise ValueError(f"multivariate_normal requires mean.ndim >= 1, got mean.ndim == {len(m_shape)}, at {user_location()}")
+    if len(c_shape) < 2:
+        raise ValueError(f"multivariate_normal requires cov.ndim >= 2, got cov.ndim == {len(c_shape)}, at {user_location()}")
+    n = m_shape[-1]
+    if c_shape[-2:] != (n, n):
+        raise ValueError(
+            f"multivariate_normal requires cov.shape == (..., n, n) for n={n}, but got cov.shape == {c_shape}., "
+            f"at {user_location()}"
+        )
+    if shape is None:
+        out_shape = _broadcast_shapes(m_shape[:-1], c_shape[:-2])
+    else:
+        out_shape = _canonical_shape(shape)
+        _check_shape("normal", out_shape, m_shape[:-1], c_shape[:-2])
+    factor = np_linalg.cholesky(c)
+    samples = normal(key, (*out_shape, n), d)
+    out: Array = m + fnp.einsum("...ij,...j->...i", factor, samples)
+    return out

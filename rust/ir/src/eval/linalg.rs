@@ -1,0 +1,291 @@
+//! The linear-algebra primitives by plain algorithms (in f64, rounded to the dtype at
+//! the end), with LAPACK's conventions where JAX's CPU lowering exposes them:
+//! `cholesky` leaves the strictly upper triangle as it was and is NaN where the matrix is
+//! not positive definite; `lu` pivots on the first largest magnitude of each column.
+
+use super::array::{HostArray, HostData};
+use super::ops::internal;
+use super::EvalError;
+use crate::dtype::DType;
+
+type R<T> = Result<T, EvalError>;
+
+fn floats(x: &HostArray) -> R<&[f64]> {
+    match &x.data {
+        HostData::Float(v) => Ok(v),
+        _ => Err(internal("a linear-algebra operand is not a float array")),
+    }
+}
+
+/// The batch count and the matrix dims `(rows, columns)` of `x` (rank at least 2).
+fn matrices(x: &HostArray) -> R<(usize, usize, usize)> {
+    let dims = x.shape.dims();
+    if dims.len() < 2 {
+        return Err(internal("a linear-algebra operand of rank below 2"));
+    }
+    let to = |d: i64| usize::try_from(d).map_err(|_| internal("negative dimension"));
+    let k = dims.len() - 2;
+    let mut batch = 1usize;
+    for &d in &dims[..k] {
+        batch = batch
+            .checked_mul(to(d)?)
+            .ok_or_else(|| internal("batch size overflows"))?;
+    }
+    Ok((batch, to(dims[k])?, to(dims[k + 1])?))
+}
+
+fn array(dims: &[i64], dtype: DType, data: HostData) -> R<HostArray> {
+    let shape = crate::aval::Shape::new(dims).map_err(|e| internal(e.to_string()))?;
+    HostArray::new(shape, dtype, data).map_err(|e| internal(e.to_string()))
+}
+
+/// `cholesky`: per matrix, the lower factor `L` (`L Lᵀ` = the matrix's lower triangle
+/// mirrored) in the lower triangle and the operand's strictly upper triangle above it;
+/// all NaN where a pivot is not positive (LAPACK's `potrf` fails there).
+pub(super) fn cholesky(x: &HostArray) -> R<HostArray> {
+    let (batch, n, _) = matrices(x)?;
+    let src = floats(x)?;
+    let mut out = src.to_vec();
+    for b in 0..batch {
+        let m = &mut out[b * n * n..(b + 1) * n * n];
+        let mut ok = true;
+        for j in 0..n {
+            let mut s = m[j * n + j];
+            for k in 0..j {
+                s -= m[j * n + k] * m[j * n + k];
+            }
+            if s.is_nan() || s <= 0.0 {
+                ok = false;
+                break;
+            }
+            let d = s.sqrt();
+            m[j * n + j] = d;
+            for i in j + 1..n {
+                let mut t = m[i * n + j];
+                for k in 0..j {
+                    t -= m[i * n + k] * m[j * n + k];
+                }
+                m[i * n + j] = t / d;
+            }
+        }
+        if !ok {
+            m.fill(f64::NAN);
+        }
+    }
+    array(x.shape.dims(), x.dtype, HostData::Float(out))
+}
+
+/// The flags of `triangular_solve`.
+#[derive(Clone, Copy)]
+pub(super) struct TriangularSolve {
+    pub left_side: bool,
+    pub lower: bool,
+    pub transpose_a: bool,
+    pub unit_diagonal: bool,
+}
+
+/// `triangular_solve`: per matrix, `X` with `op(A) X = B` (left side) or `X op(A) = B`,
+/// where `A` is `a`'s lower or upper triangle (its diagonal ones if `unit_diagonal`) and
+/// `op` transposes it if `transpose_a` (conjugation is the identity on reals).
+pub(super) fn triangular_solve(a: &HostArray, b: &HostArray, t: TriangularSolve) -> R<HostArray> {
+    let (batch, n, _) = matrices(a)?;
+    let (b_batch, rows, cols) = matrices(b)?;
+    if b_batch != batch || (if t.left_side { rows } else { cols }) != n {
+        return Err(internal("triangular_solve operands of mismatched shapes"));
+    }
+    let (av, bv) = (floats(a)?, floats(b)?);
+    let mut out = bv.to_vec();
+    // The system as `T Y = C` with `T` triangular: for the right side, `X op(A) = B` is
+    // `op(A)ᵀ Xᵀ = Bᵀ`, so `T` is `op(A)` transposed once more and `Y = Xᵀ`.
+    let transposed = t.transpose_a ^ !t.left_side;
+    let t_lower = t.lower ^ transposed;
+    let (k, len) = if t.left_side {
+        (cols, rows)
+    } else {
+        (rows, cols)
+    };
+    let mut tm = vec![0.0; n * n];
+    let mut y = vec![0.0; len];
+    for bi in 0..batch {
+        let am = &av[bi * n * n..(bi + 1) * n * n];
+        for i in 0..n {
+            for j in 0..n {
+                let (r, c) = if transposed { (j, i) } else { (i, j) };
+                let kept = if t.lower { r >= c } else { r <= c };
+                tm[i * n + j] = if r == c && t.unit_diagonal {
+                    1.0
+                } else if kept {
+                    am[r * n + c]
+                } else {
+                    0.0
+                };
+            }
+        }
+        let bm = &mut out[bi * rows * cols..(bi + 1) * rows * cols];
+        for col in 0..k {
+            // Column `col` of `C`: a column of `B` (left side) or a row (right side).
+            let at = |i: usize| {
+                if t.left_side {
+                    i * cols + col
+                } else {
+                    col * cols + i
+                }
+            };
+            for (i, yi) in y.iter_mut().enumerate() {
+                *yi = bm[at(i)];
+            }
+            let order: Box<dyn Iterator<Item = usize>> = if t_lower {
+                Box::new(0..n)
+            } else {
+                Box::new((0..n).rev())
+            };
+            for i in order {
+                let mut s = y[i];
+                let range = if t_lower { 0..i } else { i + 1..n };
+                for j in range {
+                    s -= tm[i * n + j] * y[j];
+                }
+                y[i] = s / tm[i * n + i];
+            }
+            for (i, &yi) in y.iter().enumerate() {
+                bm[at(i)] = yi;
+            }
+        }
+    }
+    array(b.shape.dims(), b.dtype, HostData::Float(out))
+}
+
+/// `lu`: per `m x n` matrix, LAPACK's `getrf` by partial pivoting (the first row of
+/// largest magnitude in each column): the packed factors (`L` below the diagonal with
+/// an implicit unit diagonal, `U` on and above), the row swapped with each row (`i32`)
+/// and the permutation those swaps make of `0..m`.
+pub(super) fn lu(x: &HostArray) -> R<Vec<HostArray>> {
+    let (batch, m, n) = matrices(x)?;
+    let k = m.min(n);
+    let mut a = floats(x)?.to_vec();
+    let mut pivots = Vec::with_capacity(batch * k);
+    let mut perms = Vec::with_capacity(batch * m);
+    for bi in 0..batch {
+        let s = &mut a[bi * m * n..(bi + 1) * m * n];
+        let mut perm: Vec<i64> = (0..m as i64).collect();
+        for c in 0..k {
+            let mut p = c;
+            for r in c + 1..m {
+                if s[r * n + c].abs() > s[p * n + c].abs() {
+                    p = r;
+                }
+            }
+            pivots.push(p as i64);
+            if p != c {
+                for j in 0..n {
+                    s.swap(c * n + j, p * n + j);
+                }
+                perm.swap(c, p);
+            }
+            let d = s[c * n + c];
+            if d != 0.0 {
+                for r in c + 1..m {
+                    s[r * n + c] /= d;
+                }
+            }
+            for r in c + 1..m {
+                let l = s[r * n + c];
+                for j in c + 1..n {
+                    s[r * n + j] -= l * s[c * n + j];
+                }
+            }
+        }
+        perms.extend(perm);
+    }
+    let dims = x.shape.dims();
+    let batch_dims = &dims[..dims.len() - 2];
+    let with = |last: usize| {
+        let mut d = batch_dims.to_vec();
+        d.push(last as i64);
+        d
+    };
+    Ok(vec![
+        array(dims, x.dtype, HostData::Float(a))?,
+        array(&with(k), DType::I32, HostData::Int(pivots))?,
+        array(&with(m), DType::I32, HostData::Int(perms))?,
+    ])
+}
+
+/// `eigh`: per matrix, the eigenvalues in ascending order and the eigenvectors (unit
+/// columns, in that order) of the symmetric matrix `a`'s `lower` (or upper) triangle
+/// describes, by cyclic Jacobi rotations (a reference: LAPACK's `syevd` may pick other
+/// signs for the eigenvectors).
+pub(super) fn eigh(x: &HostArray, lower: bool) -> R<Vec<HostArray>> {
+    let (batch, n, _) = matrices(x)?;
+    let src = floats(x)?;
+    let mut vs = Vec::with_capacity(batch * n * n);
+    let mut ws = Vec::with_capacity(batch * n);
+    for bi in 0..batch {
+        let m = &src[bi * n * n..(bi + 1) * n * n];
+        let mut a = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                let (r, c) = if (i >= j) == lower { (i, j) } else { (j, i) };
+                a[i * n + j] = m[r * n + c];
+            }
+        }
+        let mut v = vec![0.0; n * n];
+        for i in 0..n {
+            v[i * n + i] = 1.0;
+        }
+        let total: f64 = a.iter().map(|x| x * x).sum();
+        for _sweep in 0..64 {
+            let off: f64 = (0..n)
+                .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+                .map(|(i, j)| a[i * n + j] * a[i * n + j])
+                .sum();
+            // Converged (off-diagonal mass negligible), or NaN (no rotation helps).
+            if off.is_nan() || off <= 1e-32 * total {
+                break;
+            }
+            for p in 0..n {
+                for q in p + 1..n {
+                    let apq = a[p * n + q];
+                    if apq == 0.0 {
+                        continue;
+                    }
+                    let theta = (a[q * n + q] - a[p * n + p]) / (2.0 * apq);
+                    let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+                    let t = if theta == 0.0 { 1.0 } else { t };
+                    let c = 1.0 / (t * t + 1.0).sqrt();
+                    let s = t * c;
+                    for k in 0..n {
+                        let (akp, akq) = (a[k * n + p], a[k * n + q]);
+                        a[k * n + p] = c * akp - s * akq;
+                        a[k * n + q] = s * akp + c * akq;
+                    }
+                    for k in 0..n {
+                        let (apk, aqk) = (a[p * n + k], a[q * n + k]);
+                        a[p * n + k] = c * apk - s * aqk;
+                        a[q * n + k] = s * apk + c * aqk;
+                    }
+                    for k in 0..n {
+                        let (vkp, vkq) = (v[k * n + p], v[k * n + q]);
+                        v[k * n + p] = c * vkp - s * vkq;
+                        v[k * n + q] = s * vkp + c * vkq;
+                    }
+                }
+            }
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&i, &j| a[i * n + i].total_cmp(&a[j * n + j]));
+        ws.extend(order.iter().map(|&i| a[i * n + i]));
+        for r in 0..n {
+            vs.extend(order.iter().map(|&c| v[r * n + c]));
+        }
+    }
+    let dims = x.shape.dims();
+    let mut wdims = dims[..dims.len() - 1].to_vec();
+    if let Some(last) = wdims.last_mut() {
+        *last = n as i64;
+    }
+    Ok(vec![
+        array(dims, x.dtype, HostData::Float(vs))?,
+        array(&wdims, x.dtype, HostData::Float(ws))?,
+    ])
+}

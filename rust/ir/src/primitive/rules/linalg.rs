@@ -1,0 +1,147 @@
+//! Shape rules of the linear-algebra primitives (`cholesky`, `triangular_solve`, `lu`,
+//! `eigh`),
+//! as JAX 0.10.2 states them: float operands whose last two dimensions are the matrix
+//! (rank at least 2), the leading ones batch dimensions every operand shares, and the
+//! outputs weakly typed only when every operand is.
+
+use super::{arity, operands, shape, Rule, RuleError};
+use crate::aval::AbstractValue;
+use crate::dtype::DType;
+use crate::primitive::Builtin;
+
+/// Checks operand `i` is a float array of rank at least 2; returns its batch dims and
+/// its matrix dims `(rows, columns)`.
+fn matrix(
+    prim: Builtin,
+    inputs: &[AbstractValue],
+    i: usize,
+) -> Result<(&[i64], i64, i64), RuleError> {
+    let x = &inputs[i];
+    if !x.dtype.is_float() {
+        return Err(RuleError::DType {
+            operand: i,
+            got: x.dtype,
+            expected: "a float dtype".into(),
+        });
+    }
+    let dims = x.shape.dims();
+    if dims.len() < 2 {
+        return Err(operands(format!(
+            "Input {i} to {} must have rank at least 2, but got shape={}",
+            prim.name(),
+            py_tuple(dims)
+        )));
+    }
+    let k = dims.len() - 2;
+    Ok((&dims[..k], dims[k], dims[k + 1]))
+}
+
+/// A shape as Python prints a tuple: `()`, `(3,)`, `(2, 3)`.
+fn py_tuple(dims: &[i64]) -> String {
+    match dims {
+        [d] => format!("({d},)"),
+        _ => format!(
+            "({})",
+            dims.iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn weak(inputs: &[AbstractValue]) -> bool {
+    inputs.iter().all(|a| a.weak_type)
+}
+
+fn out(dims: &[i64], dtype: DType, weak: bool) -> Result<AbstractValue, RuleError> {
+    Ok(AbstractValue::new(shape(dims)?, dtype).with_weak_type(weak))
+}
+
+/// `cholesky`: a square matrix (batched); its type out.
+pub(super) fn cholesky(inputs: &[AbstractValue]) -> Rule {
+    arity(inputs, 1)?;
+    let (_, m, n) = matrix(Builtin::Cholesky, inputs, 0)?;
+    if m != n {
+        return Err(operands(format!(
+            "The input to cholesky must be a square matrix. Got shape {}.",
+            py_tuple(&[m, n])
+        )));
+    }
+    Ok(vec![inputs[0].clone()])
+}
+
+/// `triangular_solve[left_side ...] a b`: `a` square, `b`'s rows (left side) or columns
+/// (right side) as many as `a`'s, the same batch dims and dtype; `b`'s shape out.
+pub(super) fn triangular_solve(inputs: &[AbstractValue], left_side: bool) -> Rule {
+    arity(inputs, 2)?;
+    let p = Builtin::TriangularSolve;
+    let (a_batch, am, an) = matrix(p, inputs, 0)?;
+    let (b_batch, bm, bn) = matrix(p, inputs, 1)?;
+    let (a, b) = (&inputs[0], &inputs[1]);
+    if a.dtype != b.dtype {
+        return Err(operands(format!(
+            "lax.triangular_solve requires arguments to have the same dtypes, got {}, {}",
+            a.dtype.numpy_name(),
+            b.dtype.numpy_name()
+        )));
+    }
+    if a_batch.len() != b_batch.len() {
+        return Err(operands(format!(
+            "All inputs to triangular_solve must have the same number of batch dimensions, \
+             but got [{}, {}] batch dimensions for the inputs.",
+            a_batch.len(),
+            b_batch.len()
+        )));
+    }
+    if am != an {
+        return Err(operands(format!(
+            "The first input to triangular_solve must be a square matrix. Got shape {}.",
+            py_tuple(&[am, an])
+        )));
+    }
+    let common = if left_side { bm } else { bn };
+    if an != common || a_batch != b_batch {
+        return Err(operands(format!(
+            "Incompatible shapes for arguments to triangular_solve: {} and {}.",
+            py_tuple(a.shape.dims()),
+            py_tuple(b.shape.dims())
+        )));
+    }
+    Ok(vec![b.clone().with_weak_type(weak(inputs))])
+}
+
+/// `lu`: an `m x n` matrix (batched); out the packed factors (its type), the row swaps
+/// (`i32[..., min(m, n)]`) and the row permutation (`i32[..., m]`).
+pub(super) fn lu(inputs: &[AbstractValue]) -> Rule {
+    arity(inputs, 1)?;
+    let (batch, m, n) = matrix(Builtin::Lu, inputs, 0)?;
+    let w = weak(inputs);
+    let with = |last: i64| -> Vec<i64> {
+        let mut d = batch.to_vec();
+        d.push(last);
+        d
+    };
+    Ok(vec![
+        inputs[0].clone(),
+        out(&with(m.min(n)), DType::I32, w)?,
+        out(&with(m), DType::I32, w)?,
+    ])
+}
+
+/// `eigh`: a symmetric matrix (batched; one triangle read); out its eigenvectors (its
+/// type, one per column) and eigenvalues (`[..., n]`).
+pub(super) fn eigh(inputs: &[AbstractValue]) -> Rule {
+    arity(inputs, 1)?;
+    let (batch, m, n) = matrix(Builtin::Eigh, inputs, 0)?;
+    if m != n {
+        return Err(operands(format!(
+            "Argument to symmetric eigendecomposition must have shape [..., n, n], got shape {}",
+            py_tuple(&[m, n])
+        )));
+    }
+    let x = &inputs[0];
+    let mut dims = batch.to_vec();
+    dims.push(n);
+    Ok(vec![x.clone(), out(&dims, x.dtype, x.weak_type)?])
+}
