@@ -145,6 +145,8 @@ from ferrax._lax.slicing import (
     scatter_mul,
     scatter_sub,
 )
+from ferrax._lax.elementwise import mulhi
+from ferrax._lax.structural import optimization_barrier, stack, tile, unstack
 from ferrax._lax.structural import (
     broadcast_in_dim,
     broadcasted_iota,
@@ -200,6 +202,8 @@ __all__ = [
     "full_like", "index_in_dim", "map", "reciprocal", "slice_in_dim",
     # sorting and cumulative reductions
     "cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort", "sort_key_val", "top_k",
+    # stacking, tiling, the integer high product and the optimization barrier
+    "mulhi", "optimization_barrier", "stack", "tile", "unstack",
 ]
 
 
