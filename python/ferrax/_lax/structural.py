@@ -304,7 +304,13 @@ def stack(operands: Sequence[Any], axis: int = 0) -> Array:
     xs = [scalar(o) for o in operands]
     if not xs:
         raise ValueError(f"stack expects at least one operand, got 0, at {user_location()}")
-    rank = len(aval_of(xs[0]).shape) + 1
+    shapes = [tuple(aval_of(x).shape) for x in xs]
+    if len(set(shapes)) > 1:
+        # As JAX: a ValueError (a dtype mismatch is the rule's TypeError).
+        raise ValueError(
+            f"All input arrays must have the same shape. Got {', '.join(map(str, shapes))}, at {user_location()}"
+        )
+    rank = len(shapes[0]) + 1
     a = operator.index(axis)
     if not -rank <= a < rank:
         raise ValueError(f"axis {a} is out of bounds for array of dimension {rank}, at {user_location()}")

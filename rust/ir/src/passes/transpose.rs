@@ -1586,7 +1586,16 @@ impl Transposer<'_> {
                     .zip(x.shape.dims())
                     .flat_map(|(&r, &d)| [r, d])
                     .collect();
-                let w = self.reshape(i, g, &wide)?;
+                let w = self.emit1(
+                    i,
+                    Reshape,
+                    vec![gv],
+                    params([
+                        ("new_sizes", Param::ints(&wide)),
+                        ("dimensions", Param::None),
+                        ("sharding", Param::None),
+                    ]),
+                )?;
                 let axes: Vec<i64> = (0..x.shape.rank() as i64).map(|k| 2 * k).collect();
                 let r = self.emit1(
                     i,
