@@ -170,3 +170,32 @@ def test_errors_are_jaxs(name: str, f: Callable[[Any], Any], exc: Any) -> None:
     with pytest.raises(exc) as info:
         f(lax)
     assert "test_lax_primitives.py" in str(info.value), str(info.value)
+
+
+def test_small_helpers_match_jax() -> None:
+    x = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    # Out-of-range and negative indices wrap (modulo the axis size), as JAX's.
+    idx = (np.array([0, 1, -1, 7], np.int32), np.array([1, 0, 5, -4], np.int32))
+    for axes in [(0, 1), (0, 2), (1, 2)]:
+        want = np.asarray(jlax.index_take(x, idx, axes))
+        np.testing.assert_array_equal(np.asarray(lax.index_take(x, idx, axes)), want)
+    for L in (jlax, lax):  # the gather's collapsed axes must be sorted
+        with pytest.raises(TypeError):
+            L.index_take(x, idx, (2, 1))
+    staged = ferrax.jit(lambda x: lax.index_take(x, idx, (1, 2)))(x)
+    np.testing.assert_array_equal(np.asarray(staged), np.asarray(jlax.index_take(x, idx, (1, 2))))
+    for arr in (np.float32(2.0), np.ones(4, np.float32), np.ones((3, 1), np.int32), x):
+        got, want = lax.broadcast_like(arr, x), jlax.broadcast_like(arr, x)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert got.dtype == want.dtype
+    with pytest.raises(ValueError):
+        lax.broadcast_like(np.ones(3, np.float32), x)
+    e = lax.empty((2, 3), np.int32)
+    assert e.shape == (2, 3) and e.dtype == jlax.empty((2, 3), np.int32).dtype
+    for args in [((10, 11), (3, 3), (2, 1)), ((10, 11), (3, 4), (3, 2)), ((7,), (4,), (3,)), ((1, 9), (5, 2), (4, 4))]:
+        for padding in ("SAME", "SAME_LOWER", "VALID", "same"):
+            assert lax.padtype_to_pads(*args, padding) == jlax.padtype_to_pads(*args, padding)
+    with pytest.raises(RuntimeError):
+        jlax.padtype_to_pads((3,), (2,), (1,), "FULL")
+    with pytest.raises(RuntimeError):
+        lax.padtype_to_pads((3,), (2,), (1,), "FULL")

@@ -30,6 +30,7 @@ from ferrax._array import Array
 from ferrax._core import ConcreteArray, to_numpy
 from ferrax._lax._operands import scalar
 from ferrax._lax.bits import bitcast_convert_type, clz, population_count
+from ferrax._lax.convenience import broadcast_like, empty, index_take, padtype_to_pads
 from ferrax._lax.convenience import (
     associative_scan,
     batch_matmul,
@@ -204,6 +205,8 @@ __all__ = [
     "cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort", "sort_key_val", "top_k",
     # stacking, tiling, the integer high product and the optimization barrier
     "mulhi", "optimization_barrier", "stack", "tile", "unstack",
+    # JAX's small helpers (compositions)
+    "broadcast_like", "empty", "index_take", "padtype_to_pads",
 ]
 
 
