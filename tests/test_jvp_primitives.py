@@ -572,6 +572,39 @@ def gen_eigh(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     ]
 
 
+def gen_stack(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x, y = normal(rng, (3, 4), dtype), normal(rng, (3, 4), dtype)
+    return [
+        Case("axis 1", lambda L: lambda a, b: L.stack([a, b, a], axis=1), (x, y)),
+        Case("last axis", lambda L: lambda a: L.stack([a], axis=-1), (x,)),
+    ]
+
+
+def gen_unstack(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (3, 4), dtype)
+    return [
+        # Every result used (stacked again in another order); only one used.
+        Case("all", lambda L: lambda a: L.stack(L.unstack(a, axis=1)[::-1], axis=0), (x,)),
+        Case("one used", lambda L: lambda a: L.unstack(a, axis=0)[1], (x,)),
+    ]
+
+
+def gen_tile(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x = normal(rng, (2, 3), dtype)
+    return [
+        Case("2x3", lambda L: lambda a: L.tile(a, (2, 3)), (x,)),
+        Case("zero reps", lambda L: lambda a: L.tile(a, (1, 0)), (x,)),
+    ]
+
+
+def gen_optimization_barrier(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    x, y = normal(rng, (2, 3), dtype), normal(rng, (2, 3), dtype)
+    return [
+        Case("two", lambda L: lambda a, b: L.sub(*L.optimization_barrier((L.sin(a), b))), (x, y)),
+        Case("one used", lambda L: lambda a, b: L.optimization_barrier([a, b])[1], (x, y)),
+    ]
+
+
 def gen_pad(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     x, v = normal(rng, (3, 4), dtype), normal(rng, (), dtype)
     return [
@@ -1079,6 +1112,11 @@ CASES: dict[str, Gen] = {
     "triangular_solve": gen_triangular_solve,
     "lu": gen_lu,
     "eigh": gen_eigh,
+    "stack": gen_stack,
+    "unstack": gen_unstack,
+    "tile": gen_tile,
+    "optimization_barrier": gen_optimization_barrier,
+    "mulhi": integer_binary("mulhi", shifts=True),
     "pad": gen_pad,
     "slice": gen_slice,
     "dynamic_slice": gen_dynamic_slice,
@@ -1340,6 +1378,10 @@ STRUCTURE: list[tuple[str, Op, tuple[tuple[int, ...], ...]]] = [
     ("pad", lambda L: lambda a, v: L.pad(a, v, ((1, 2, 1), (0, -1, 0))), ((3, 4), ())),
     ("concatenate", lambda L: lambda a: L.concatenate([a, np.zeros((1, 4), np.float32)], 0), ((3, 4),)),
     ("split", lambda L: lambda a: L.split(a, (1, 3), 1)[1], ((3, 4),)),
+    ("stack", lambda L: lambda a: L.stack([a, a], 1), ((3, 4),)),
+    ("unstack", lambda L: lambda a: L.unstack(a, 1)[2], ((3, 4),)),
+    ("tile", lambda L: lambda a: L.tile(a, (2, 1)), ((3, 4),)),
+    ("optimization_barrier", lambda L: lambda a, b: L.sub(*L.optimization_barrier((a, b))), ((3, 4), (3, 4))),
     ("scatter", lambda L: lambda a, u: scatter_op("scatter", UNIQUE_IDX)(L)(a, u), ((5, 3), (4, 3))),
     ("scatter-max", lambda L: lambda a, u: scatter_op("scatter_max", SCATTER_IDX)(L)(a, u), ((5, 3), (4, 3))),
     ("scatter-add", lambda L: lambda a, u: scatter_op("scatter_add", SCATTER_IDX)(L)(a, u), ((5, 3), (4, 3))),

@@ -229,6 +229,10 @@ for d in FLOATS:
 # Shifts by every amount from -1 to past the width, and the extremes: XLA reads the amount
 # as unsigned, and an amount of the width or more shifts every bit out.
 SHIFTS = ["shift_left", "shift_right_logical", "shift_right_arithmetic"]
+# mulhi over each integer dtype's values paired with each other (extremes included).
+for it in INTS:
+    vs = values(it)
+    case("mulhi", short(it), lambda L, x, y: L.mulhi(x, y), np.repeat(vs, len(vs)), np.tile(vs, len(vs)))
 for it in INTS:
     bits = it.itemsize * 8
     info = np.iinfo(it.type)
@@ -370,6 +374,16 @@ for d in STRUCTURAL_DTYPES:
     case("split", f"{s}", lambda L, x: L.concatenate(L.split(x, (1, 0, 3), 1)[::-1], 1), m34,
          numpy=lambda x: np.concatenate([x[:, 1:], x[:, 1:1], x[:, :1]], 1))
     case("split", f"{s}-negative-axis", lambda L, x: L.concatenate(L.split(x, (2, 1), -2)[::-1], 0), m34)
+    case("stack", f"{s}", lambda L, x: L.stack([x, x], 1), m34, numpy=lambda x: np.stack([x, x], 1))
+    case("stack", f"{s}-negative-axis", lambda L, x: L.stack([x, x, x], -1), m34)
+    case("stack", f"{s}-scalars", lambda L, x, y: L.stack([x, y]), v3[0], v3[1])
+    case("unstack", f"{s}", lambda L, x: L.stack(L.unstack(x, 1)[::-1], 0), m34,
+         numpy=lambda x: np.stack([x[:, i] for i in range(x.shape[1])][::-1], 0))
+    case("unstack", f"{s}-negative-axis", lambda L, x: L.unstack(x, -2)[1], m34)
+    case("tile", f"{s}", lambda L, x: L.tile(x, (2, 3)), m34, numpy=lambda x: np.tile(x, (2, 3)))
+    case("tile", f"{s}-zero", lambda L, x: L.tile(x, (0,)), v3)
+    case("optimization_barrier", f"{s}", lambda L, x: L.optimization_barrier({"a": (x,)})["a"][0], m34,
+         numpy=lambda x: x)
     case("slice", f"{s}", lambda L, x: L.slice(x, (0, 1), (3, 4)), m34, numpy=lambda x: x[0:3, 1:4])
     case("slice", f"{s}-strides", lambda L, x: L.slice(x, (0, 1), (3, 4), (2, 2)), m34, numpy=lambda x: x[0:3:2, 1:4:2])
     pv = v3[1]
@@ -456,10 +470,15 @@ CONVOLUTION = set(lax_convolution.__all__)
 LINALG = {"linalg"}
 
 
+# The primitive objects (``add_p``, ...): tested in test_lax_primitives.py.
+PRIMITIVE_OBJECTS = {n for n in lax.__all__ if n.endswith("_p")}
+
+
 def test_table_covers_every_lax_function() -> None:
     assert {c.fn for c in CASES} == (
         set(lax.__all__) - CONTROL_FLOW - SLICING - PARAM_TYPES - IN_DIM - DEVICES - COMPOSITIONS - SORTING - WINDOWED
         - CONVOLUTION - LINALG
+        - PRIMITIVE_OBJECTS
     )
     assert len({c.id for c in CASES}) == len(CASES)
 

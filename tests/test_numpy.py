@@ -640,6 +640,7 @@ def test_every_function_is_exported_documented_and_typed() -> None:
             "broadcast_shapes": "tuple[int, ...]",
             "result_type": "np.dtype[Any]",
             "divmod": "tuple[Array, Array]",
+            "unstack": "tuple[Array, ...]",
             # ferrax.numpy._breadth, _einsum (issue 12)
             "linspace": "Array | tuple[Array, Array]", "average": "Array | tuple[Array, Array]",
             "split": "list[Array]", "array_split": "list[Array]", "meshgrid": "list[Array]",

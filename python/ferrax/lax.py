@@ -32,6 +32,7 @@ from ferrax._lax._operands import scalar
 from ferrax._lax.bits import bitcast_convert_type, clz, population_count
 from ferrax._lax.bits import nextafter, reduce_precision
 from ferrax._lax.reductions import reduce_and, reduce_or, reduce_xor
+from ferrax._lax.convenience import broadcast_like, empty, index_take
 from ferrax._lax.convenience import (
     associative_scan,
     batch_matmul,
@@ -168,6 +169,8 @@ from ferrax._lax.slicing import (
     scatter_mul,
     scatter_sub,
 )
+from ferrax._lax.elementwise import mulhi
+from ferrax._lax.structural import optimization_barrier, stack, tile, unstack
 from ferrax._lax.structural import (
     broadcast_in_dim,
     broadcasted_iota,
@@ -234,6 +237,168 @@ __all__ = [
     "select_and_gather_add_p", "select_and_scatter_add_p",
     # linear algebra (a namespace, as JAX's)
     "linalg",
+    # stacking, tiling, the integer high product and the optimization barrier
+    "mulhi", "optimization_barrier", "stack", "tile", "unstack",
+    # JAX's small helpers (compositions)
+    "broadcast_like", "empty", "index_take",
 ]
 
 
+
+# The primitive objects (JAX's ``lax.*_p`` names), the same objects ferrax's rules use.
+from ferrax._lax.bits import (  # noqa: E402
+    bitcast_convert_type_p,
+    clz_p,
+    population_count_p,
+)
+from ferrax._lax.control import (  # noqa: E402
+    cond_p,
+    scan_p,
+    while_p,
+)
+from ferrax._lax.custom import (  # noqa: E402
+    stop_gradient_p,
+)
+from ferrax._lax.elementwise import (  # noqa: E402
+    abs_p,
+    add_p,
+    and_p,
+    ceil_p,
+    clamp_p,
+    convert_element_type_p,
+    cos_p,
+    div_p,
+    eq_p,
+    exp_p,
+    expm1_p,
+    floor_p,
+    ge_p,
+    gt_p,
+    integer_pow_p,
+    le_p,
+    log1p_p,
+    log_p,
+    logistic_p,
+    lt_p,
+    max_p,
+    min_p,
+    mul_p,
+    mulhi_p,
+    ne_p,
+    neg_p,
+    not_p,
+    or_p,
+    pow_p,
+    rem_p,
+    round_p,
+    rsqrt_p,
+    select_n_p,
+    shift_left_p,
+    shift_right_arithmetic_p,
+    shift_right_logical_p,
+    sign_p,
+    sin_p,
+    sqrt_p,
+    square_p,
+    sub_p,
+    tan_p,
+    tanh_p,
+    xor_p,
+)
+from ferrax._lax.layout import (  # noqa: E402
+    sharding_constraint_p,
+)
+from ferrax._lax.parallel import (  # noqa: E402
+    all_gather_p,
+    all_to_all_p,
+    axis_index_p,
+    pmax_p,
+    pmin_p,
+    ppermute_p,
+    psum_p,
+)
+from ferrax._lax.reductions import (  # noqa: E402
+    argmax_p,
+    argmin_p,
+    reduce_max_p,
+    reduce_min_p,
+    reduce_prod_p,
+    reduce_sum_p,
+)
+from ferrax._lax.slicing import (  # noqa: E402
+    gather_p,
+    rev_p,
+    scatter_add_p,
+    scatter_max_p,
+    scatter_min_p,
+    scatter_mul_p,
+    scatter_p,
+    scatter_sub_p,
+)
+from ferrax._lax.sorting import (  # noqa: E402
+    cumlogsumexp_p,
+    cummax_p,
+    cummin_p,
+    cumprod_p,
+    cumsum_p,
+    sort_p,
+    top_k_p,
+)
+from ferrax._lax.special import (  # noqa: E402
+    acos_p,
+    acosh_p,
+    asin_p,
+    asinh_p,
+    atan2_p,
+    atan_p,
+    atanh_p,
+    cbrt_p,
+    cosh_p,
+    digamma_p,
+    erf_inv_p,
+    erf_p,
+    erfc_p,
+    exp2_p,
+    is_finite_p,
+    lgamma_p,
+    sinh_p,
+)
+from ferrax._lax.structural import (  # noqa: E402
+    broadcast_in_dim_p,
+    concatenate_p,
+    copy_p,
+    dot_general_p,
+    dynamic_slice_p,
+    dynamic_update_slice_p,
+    iota_p,
+    optimization_barrier_p,
+    pad_p,
+    reshape_p,
+    slice_p,
+    split_p,
+    squeeze_p,
+    stack_p,
+    tile_p,
+    transpose_p,
+    unstack_p,
+)
+__all__ += [
+    "abs_p", "acos_p", "acosh_p", "add_p", "all_gather_p", "all_to_all_p", "and_p", "argmax_p",
+    "argmin_p", "asin_p", "asinh_p", "atan2_p", "atan_p", "atanh_p", "axis_index_p",
+    "bitcast_convert_type_p", "broadcast_in_dim_p", "cbrt_p", "ceil_p", "clamp_p", "clz_p",
+    "concatenate_p", "cond_p", "convert_element_type_p", "copy_p", "cos_p", "cosh_p",
+    "cumlogsumexp_p", "cummax_p", "cummin_p", "cumprod_p", "cumsum_p", "digamma_p", "div_p",
+    "dot_general_p", "dynamic_slice_p", "dynamic_update_slice_p", "eq_p", "erf_inv_p", "erf_p",
+    "erfc_p", "exp2_p", "exp_p", "expm1_p", "floor_p", "gather_p", "ge_p", "gt_p",
+    "integer_pow_p", "iota_p", "is_finite_p", "le_p", "lgamma_p", "log1p_p", "log_p",
+    "logistic_p", "lt_p", "max_p", "min_p", "mul_p", "mulhi_p", "ne_p", "neg_p", "not_p",
+    "optimization_barrier_p", "or_p", "pad_p", "pmax_p", "pmin_p", "population_count_p",
+    "pow_p", "ppermute_p", "psum_p", "reduce_max_p", "reduce_min_p", "reduce_prod_p",
+    "reduce_sum_p", "rem_p", "reshape_p", "rev_p", "round_p", "rsqrt_p", "scan_p",
+    "scatter_add_p", "scatter_max_p", "scatter_min_p", "scatter_mul_p", "scatter_p",
+    "scatter_sub_p", "select_n_p", "sharding_constraint_p", "shift_left_p",
+    "shift_right_arithmetic_p", "shift_right_logical_p", "sign_p", "sin_p", "sinh_p", "slice_p",
+    "sort_p", "split_p", "sqrt_p", "square_p", "squeeze_p", "stack_p", "stop_gradient_p",
+    "sub_p", "tan_p", "tanh_p", "tile_p", "top_k_p", "transpose_p", "unstack_p", "while_p",
+    "xor_p",
+]

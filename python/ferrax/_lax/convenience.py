@@ -48,6 +48,8 @@ __all__ = [
     "map",
     "reciprocal",
     "slice_in_dim",
+    # issue 12: JAX's small helpers
+    "broadcast_like", "empty", "index_take",
 ]
 
 
@@ -313,3 +315,57 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
     if reverse:
         scanned = [rev(x, (ax,)) for x in scanned]
     return tree_unflatten(tree, scanned)
+
+
+# ---------------------------------------------------------------- issue 12: small helpers
+
+
+def broadcast_like(arr: Any, like_arr: Any) -> Array:
+    """``arr`` broadcast (NumPy's trailing-axes rule) to the shape of ``like_arr``."""
+    x = _as_array(arr)
+    shape = _shape(like_arr)
+    have = _shape(x)
+    if have == shape:
+        return x
+    if len(have) > len(shape) or any(
+        d not in (1, s) for d, s in zip(have, shape[len(shape) - len(have):])
+    ):
+        raise ValueError(f"Incompatible shapes for broadcasting: {have} and requested shape {shape}, at {user_location()}")
+    return broadcast_in_dim(x, shape, tuple(range(len(shape) - len(have), len(shape))))
+
+
+def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Array:
+    """An array of ``shape`` and ``dtype`` whose values do not matter (zeros here; JAX
+    binds its ``empty`` primitive, which XLA also fills with zeros)."""
+    if out_sharding is not None:
+        raise NotImplementedError(f"lax.empty: out_sharding= is not supported, at {user_location()}")
+    return full(tuple(shape), 0, dtype)
+
+
+def index_take(src: Any, idxs: Sequence[Any], axes: Sequence[int]) -> Array:
+    """``src`` indexed by one integer vector per axis of ``axes`` (taken modulo the axis
+    sizes, as JAX), the other axes kept: a gather of the index tuples."""
+    from ferrax._lax.elementwise import lt, rem, select_n
+    from ferrax._lax.slicing import GatherDimensionNumbers, gather
+
+    x = _as_array(src)
+    shape = _shape(x)
+    axes = tuple(operator.index(a) for a in axes)
+    columns = [expand_dims(_as_array(i), (1,)) for i in idxs]
+    indices = concatenate(columns, 1)
+    n = _shape(indices)[0]
+    sizes = np.array([shape[a] for a in axes], dtype=aval_of(indices).dtype)
+    size = broadcast_in_dim(sizes, (n, len(axes)), (1,))
+    r = rem(indices, size)
+    indices = select_n(lt(r, _zero_like(r)), r, add(r, size))
+    slice_sizes = [1 if a in axes else d for a, d in enumerate(shape)]
+    dnums = GatherDimensionNumbers(
+        offset_dims=tuple(range(1, len(shape) - len(axes) + 1)),
+        collapsed_slice_dims=axes,
+        start_index_map=axes,
+    )
+    return gather(x, indices, dnums, tuple(slice_sizes), mode="promise_in_bounds")
+
+
+def _zero_like(x: Any) -> Array:
+    return full(_shape(x), 0, aval_of(x).dtype)

@@ -30,6 +30,7 @@ __all__ = [
     "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt", "select_n",
     "shift_left", "shift_right_arithmetic", "shift_right_logical", "sign", "sin", "sqrt",
     "square", "sub", "tan", "tanh",
+    "mulhi",
 ]
 
 NDArray = np.ndarray[Any, Any]
@@ -217,6 +218,17 @@ def _shift_right_arithmetic(x: NDArray, y: NDArray) -> NDArray:
     return shifted.view(x.dtype)
 
 
+def _mulhi(x: NDArray, y: NDArray) -> NDArray:
+    # The high half of the double-width product (signed for signed dtypes), computed
+    # exactly with Python integers.
+    bits = 8 * x.dtype.itemsize
+    wide = np.asarray(x.astype(object) * y.astype(object), dtype=object)
+    hi = np.asarray(wide >> bits, dtype=object)
+    if x.dtype.kind == "u":
+        return np.asarray(hi, dtype=np.uint64).astype(x.dtype)
+    return np.asarray(hi, dtype=np.int64).astype(x.dtype)
+
+
 add_p = _primitive("add", quiet(np.add))
 # JAX's add_jaxvals_p: sums two cotangents of one type (no broadcasting, no promotion).
 add_any_p = _primitive("add_any", quiet(np.add))
@@ -233,6 +245,7 @@ xor_p = _primitive("xor", _xor)
 shift_left_p = _primitive("shift_left", _shift_left)
 shift_right_logical_p = _primitive("shift_right_logical", _shift_right_logical)
 shift_right_arithmetic_p = _primitive("shift_right_arithmetic", _shift_right_arithmetic)
+mulhi_p = _primitive("mulhi", _mulhi)
 eq_p = _primitive("eq", quiet(np.equal))
 ne_p = _primitive("ne", quiet(np.not_equal))
 lt_p = _primitive("lt", quiet(np.less))
@@ -456,6 +469,12 @@ def shift_right_arithmetic(x: Any, y: Any) -> Array:
     """``x >> y`` shifting in copies of the top (sign) bit, for unsigned integers too; an
     amount ``y`` outside ``[0, bits)`` (read as unsigned) gives all sign bits."""
     return bind1(shift_right_arithmetic_p, *pair(x, y))
+
+
+def mulhi(x: Any, y: Any) -> Array:
+    """The high half of the double-width product ``x * y`` of two integers of one dtype
+    (signed for signed dtypes): ``(x * y) >> bits`` computed without overflow."""
+    return bind1(mulhi_p, *pair(x, y))
 
 
 def eq(x: Any, y: Any) -> Array:
@@ -682,7 +701,7 @@ ad.defjvp(
     lambda g, ans, x, y: mul(_out_shaped(g, ans), _balanced(y, ans, x)),
 )
 for _p in (and_p, or_p, xor_p, shift_left_p, shift_right_logical_p, shift_right_arithmetic_p,
-           eq_p, ne_p, lt_p, le_p, gt_p, ge_p):
+           eq_p, ne_p, lt_p, le_p, gt_p, ge_p, mulhi_p):
     _zero_rule(_p)
 
 
@@ -840,7 +859,8 @@ def _install_batching() -> None:
               tanh_p, logistic_p, sqrt_p, rsqrt_p, integer_pow_p, convert_element_type_p):
         batching.defvectorized(p)
     for p in (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, and_p, or_p, xor_p, shift_left_p,
-              shift_right_logical_p, shift_right_arithmetic_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p):
+              shift_right_logical_p, shift_right_arithmetic_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
+              mulhi_p):
         _elementwise_batch(p, True)
     _elementwise_batch(select_n_p, False, (0,))
     _elementwise_batch(clamp_p, False, (0, 2))

@@ -21,6 +21,7 @@ __all__ = [
     "broadcast_in_dim", "broadcasted_iota", "concatenate", "dot_general", "dynamic_index_in_dim",
     "dynamic_slice", "dynamic_slice_in_dim", "dynamic_update_slice", "expand_dims", "iota", "pad",
     "reshape", "slice", "split", "squeeze", "transpose",
+    "optimization_barrier", "stack", "tile", "unstack",
 ]
 
 NDArray = np.ndarray[Any, Any]
@@ -81,6 +82,18 @@ def _split_impl(x: NDArray, *, sizes: tuple[int, ...], axis: int) -> list[NDArra
         out.append(x[tuple(index)])
     return out
 
+
+stack_p = Primitive.builtin("stack")
+stack_p.def_impl(lambda *xs, axis: np.stack(xs, axis=axis))
+
+unstack_p = Primitive.builtin("unstack", multiple_results=True)
+unstack_p.def_impl(lambda x, *, axis: [np.take(x, i, axis=axis) for i in range(x.shape[axis])])
+
+tile_p = Primitive.builtin("tile")
+tile_p.def_impl(lambda x, *, reps: np.tile(x, reps) if reps else np.array(x))
+
+optimization_barrier_p = Primitive.builtin("optimization_barrier", multiple_results=True)
+optimization_barrier_p.def_impl(lambda *xs: list(xs))
 
 slice_p = Primitive.builtin("slice")
 
@@ -285,6 +298,57 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Array]:
     return list(split_p.bind(x, sizes=_ints(sizes), axis=a % rank))
 
 
+def stack(operands: Sequence[Any], axis: int = 0) -> Array:
+    """The operands (of one shape and dtype) stacked along a new axis ``axis`` (negative
+    counts from the end of the result's axes)."""
+    xs = [scalar(o) for o in operands]
+    if not xs:
+        raise ValueError(f"stack expects at least one operand, got 0, at {user_location()}")
+    shapes = [tuple(aval_of(x).shape) for x in xs]
+    if len(set(shapes)) > 1:
+        # As JAX: a ValueError (a dtype mismatch is the rule's TypeError).
+        raise ValueError(
+            f"All input arrays must have the same shape. Got {', '.join(map(str, shapes))}, at {user_location()}"
+        )
+    rank = len(shapes[0]) + 1
+    a = operator.index(axis)
+    if not -rank <= a < rank:
+        raise ValueError(f"axis {a} is out of bounds for array of dimension {rank}, at {user_location()}")
+    return bind1(stack_p, *xs, axis=a % rank)
+
+
+def unstack(x: Any, axis: int = 0) -> tuple[Array, ...]:
+    """The slices of ``x`` along ``axis``, that axis removed from each (the inverse of
+    ``stack``)."""
+    v = scalar(x)
+    rank = len(aval_of(v).shape)
+    a = operator.index(axis)
+    if rank == 0:
+        raise ValueError(
+            f"unstack requires arrays with rank > 0, however a scalar array of shape () was passed, "
+            f"at {user_location()}"
+        )
+    if not -rank <= a < rank:
+        raise ValueError(f"axis {a} is out of bounds for array of dimension {rank}, at {user_location()}")
+    return tuple(unstack_p.bind(v, axis=a % rank))
+
+
+def tile(operand: Any, reps: Sequence[int]) -> Array:
+    """``operand`` repeated ``reps[i]`` times along each axis ``i`` (``len(reps)`` is its
+    rank)."""
+    return bind1(tile_p, scalar(operand), reps=_ints(reps))
+
+
+def optimization_barrier(operand: Any) -> Any:
+    """``operand`` (a pytree) unchanged; under ``jit`` the compiler may not move work
+    across the barrier (nothing is computed earlier or merged with work after it)."""
+    from ferrax.tree_util import tree_flatten, tree_unflatten
+
+    flat, tree = tree_flatten(operand)
+    outs = optimization_barrier_p.bind(*[scalar(x) for x in flat])
+    return tree_unflatten(tree, list(outs))
+
+
 def slice(
     operand: Any,
     start_indices: Sequence[int],
@@ -450,6 +514,17 @@ def copy(x: Any) -> Array:
 
 for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, expand_dims_p, concatenate_p, slice_p, copy_p, split_p):
     ad.deflinear(_p)
+for _p in (stack_p, unstack_p, tile_p):
+    ad.deflinear(_p)
+
+
+def _optimization_barrier_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    # As JAX: one barrier for the primals and one for the (materialized) tangents.
+    outs = optimization_barrier_p.bind(*primals)
+    return outs, optimization_barrier_p.bind(*[ad.instantiate(t) for t in tangents])
+
+
+optimization_barrier_p.def_jvp(_optimization_barrier_jvp)
 ad.deflinear(pad_p)  # jointly in the operand and the padding value
 ad.deflinear(dynamic_slice_p, [0])
 ad.deflinear(dynamic_update_slice_p, [0, 1])
@@ -547,6 +622,34 @@ def _install_batching() -> None:
         return list(outs), [0] * len(outs)
 
     split_p.def_batch(split_rule)
+
+    def stack_rule(vals: Any, dims: Any, *, axis_size: int, axis: int) -> Any:
+        # As JAX: one batch axis shared by all stays where it is; otherwise all in front.
+        b = dims[0]
+        if b is not None and all(d == b for d in dims):
+            return (bind1(stack_p, *vals, axis=axis), b + 1) if axis <= b else (bind1(stack_p, *vals, axis=axis + 1), b)
+        return bind1(stack_p, *_front(vals, dims, axis_size), axis=axis + 1), 0
+
+    stack_p.def_batch(stack_rule)
+
+    def unstack_rule(vals: Any, dims: Any, *, axis_size: int, axis: int) -> Any:
+        (x,), (b,) = vals, dims
+        out_axis, out_b = (axis, b - 1) if axis < b else (axis + 1, b)
+        outs = unstack_p.bind(x, axis=out_axis)
+        return list(outs), [out_b] * len(outs)
+
+    unstack_p.def_batch(unstack_rule)
+
+    def tile_rule(vals: Any, dims: Any, *, axis_size: int, reps: Any) -> Any:
+        (x,), (b,) = vals, dims
+        return bind1(tile_p, x, reps=(*reps[:b], 1, *reps[b:])), b
+
+    tile_p.def_batch(tile_rule)
+
+    def barrier_rule(vals: Any, dims: Any, *, axis_size: int) -> Any:
+        return list(optimization_barrier_p.bind(*vals)), list(dims)
+
+    optimization_barrier_p.def_batch(barrier_rule)
 
     def slice_rule(vals: Any, dims: Any, *, axis_size: int, start_indices: Any, limit_indices: Any, strides: Any) -> Any:
         (x,) = _front(vals, dims, axis_size)

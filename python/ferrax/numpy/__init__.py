@@ -71,6 +71,7 @@ from ferrax.numpy._shape import (
     reshape,
     squeeze,
     stack,
+    unstack,
     swapaxes,
     transpose,
 )
@@ -209,7 +210,7 @@ __all__ = [
     "nancumsum", "searchsorted", "sort",
     # shapes
     "concatenate", "expand_dims", "flip", "ravel", "repeat", "reshape", "squeeze", "stack",
-    "swapaxes", "transpose",
+    "swapaxes", "transpose", "unstack",
     # products
     "dot", "matmul",
     # indexing (Array.__getitem__ and Array.at)

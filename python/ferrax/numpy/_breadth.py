@@ -689,12 +689,10 @@ def tile(A: ArrayLike, reps: int | Sequence[int]) -> Array:
     counts = (operator.index(reps),) if isinstance(reps, (int, np.integer)) else tuple(operator.index(r) for r in reps)
     counts = (1,) * (x.ndim - len(counts)) + counts
     if len(counts) > x.ndim:
-        x = _shape.reshape(x, (1,) * (len(counts) - x.ndim) + x.shape)
-    if builtins.all(c == 1 for c in counts):
-        return x
-    wide = [d for pair in zip(counts, x.shape) for d in pair]
-    spread = lax.broadcast_in_dim(x, wide, tuple(range(1, 2 * x.ndim, 2)))
-    return _shape.reshape(spread, tuple(c * d for c, d in zip(counts, x.shape)))
+        # As JAX: the new leading axes by broadcast_in_dim, then one tile equation.
+        k = len(counts) - x.ndim
+        x = lax.broadcast_in_dim(x, (1,) * k + x.shape, tuple(range(k, k + x.ndim)))
+    return lax.tile(x, counts)
 
 
 def repeat(

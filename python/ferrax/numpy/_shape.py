@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import operator
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,7 @@ __all__ = [
     "reshape",
     "squeeze",
     "stack",
+    "unstack",
     "swapaxes",
     "transpose",
 ]
@@ -214,8 +216,15 @@ def concatenate(arrays: Sequence[ArrayLike], axis: int | None = 0) -> Array:
     return lax.concatenate(xs, dim)
 
 
-def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Array:
-    """The arrays, of one shape, joined along a new axis ``axis``."""
+def stack(arrays: Sequence[ArrayLike] | Array | np.ndarray[Any, Any], axis: int = 0) -> Array:
+    """The arrays, of one shape, joined along a new axis ``axis`` (one ``stack``
+    equation, as JAX); one array stands for the arrays along its first axis."""
+    if isinstance(arrays, (np.ndarray, Array)) and np.ndim(arrays) > 0:
+        # The array's first axis moved to ``axis`` (no unstacking, as JAX).
+        x = as_array(arrays, "stack")
+        dim = normalize_axis(axis, x.ndim, "stack")
+        perm = [*range(1, dim + 1), 0, *range(dim + 1, x.ndim)]
+        return lax.transpose(x, perm) if dim else x
     if not isinstance(arrays, (list, tuple)) or not arrays:
         raise ValueError(f"stack needs a non-empty sequence of arrays, at {user_location()}")
     xs = [as_array(x, "stack", i) for i, x in enumerate(promote_dtypes("stack", *arrays))]
@@ -224,7 +233,16 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Array:
         shapes = ", ".join(str(list(x.shape)) for x in xs)
         raise broadcast_error(f"stack: arrays must have one shape, got {shapes}")
     dim = normalize_axis(axis, len(shape) + 1, "stack")
-    return concatenate([insert_axes(x, (dim,)) for x in xs], dim)
+    return lax.stack(xs, dim)
+
+
+def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Array, ...]:
+    """The slices of ``x`` along ``axis``, that axis removed (one ``unstack`` equation,
+    as JAX)."""
+    v = as_array(x, "unstack")
+    if v.ndim == 0:
+        raise ValueError(f"Unstack requires arrays with rank > 0, however a scalar array was passed, at {user_location()}")
+    return lax.unstack(v, normalize_axis(axis, v.ndim, "unstack"))
 
 
 def _repeat_each(x: Array, n: int, dim: int) -> Array:

@@ -202,6 +202,11 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::ExpandDims, case_expand_dims),
     (Builtin::Concatenate, case_concatenate),
     (Builtin::Split, case_split),
+    (Builtin::Stack, case_stack),
+    (Builtin::Unstack, case_unstack),
+    (Builtin::Tile, case_tile),
+    (Builtin::Mulhi, case_mulhi),
+    (Builtin::OptimizationBarrier, case_optimization_barrier),
     (Builtin::Slice, case_slice),
     (Builtin::DynamicSlice, case_dynamic_slice),
     (Builtin::DynamicUpdateSlice, case_dynamic_update_slice),
@@ -2345,6 +2350,138 @@ fn case_concatenate() {
         ),
         &ia(I32, &[4, 1], &[1, 2, 1, 2]),
     );
+}
+
+#[test]
+fn case_stack() {
+    let x = ia(I32, &[2, 2], &[0, 1, 2, 3]);
+    let y = ia(I32, &[2, 2], &[4, 5, 6, 7]);
+    let along = |axis: i64| params(vec![("axis", Param::Int(axis))]);
+    let both = [x.clone(), y.clone()];
+    let s0 = run1(Builtin::Stack, along(0), &both);
+    assert_same(&s0, &ia(I32, &[2, 2, 2], &[0, 1, 2, 3, 4, 5, 6, 7]));
+    let s1 = run1(Builtin::Stack, along(1), &both);
+    assert_same(&s1, &ia(I32, &[2, 2, 2], &[0, 1, 4, 5, 2, 3, 6, 7]));
+    let s2 = run1(Builtin::Stack, along(2), &both);
+    assert_same(&s2, &ia(I32, &[2, 2, 2], &[0, 4, 1, 5, 2, 6, 3, 7]));
+    // Scalars make a vector; one operand gains an axis of size 1.
+    let v = run1(
+        Builtin::Stack,
+        along(0),
+        &[fa(F32, &[], &[1.5]), fa(F32, &[], &[2.5])],
+    );
+    assert_same(&v, &fa(F32, &[2], &[1.5, 2.5]));
+    assert_same(
+        &run1(Builtin::Stack, along(1), &[x]),
+        &ia(I32, &[2, 1, 2], &[0, 1, 2, 3]),
+    );
+}
+
+#[test]
+fn case_unstack() {
+    let x = ia(I32, &[2, 3], &[0, 1, 2, 3, 4, 5]);
+    let along = |axis: i64| params(vec![("axis", Param::Int(axis))]);
+    let rows = run(Builtin::Unstack, along(0), std::slice::from_ref(&x));
+    assert_eq!(rows.len(), 2);
+    assert_same(&rows[1], &ia(I32, &[3], &[3, 4, 5]));
+    let cols = run(Builtin::Unstack, along(1), std::slice::from_ref(&x));
+    assert_eq!(cols.len(), 3);
+    assert_same(&cols[0], &ia(I32, &[2], &[0, 3]));
+    assert_same(&cols[2], &ia(I32, &[2], &[2, 5]));
+    // The inverse of stack.
+    let back = run1(Builtin::Stack, along(1), &cols);
+    assert_same(&back, &x);
+    assert!(run(Builtin::Unstack, along(0), &[ia(I32, &[0, 2], &[])]).is_empty());
+}
+
+#[test]
+fn case_tile() {
+    let x = ia(I32, &[2, 2], &[1, 2, 3, 4]);
+    let reps = |r: &[i64]| params(vec![("reps", ints(r))]);
+    let t = run1(Builtin::Tile, reps(&[2, 3]), std::slice::from_ref(&x));
+    #[rustfmt::skip]
+    let want = [
+        1, 2, 1, 2, 1, 2,
+        3, 4, 3, 4, 3, 4,
+        1, 2, 1, 2, 1, 2,
+        3, 4, 3, 4, 3, 4,
+    ];
+    assert_same(&t, &ia(I32, &[4, 6], &want));
+    let none = run1(Builtin::Tile, reps(&[0, 1]), std::slice::from_ref(&x));
+    assert_same(&none, &ia(I32, &[0, 2], &[]));
+    let s = run1(Builtin::Tile, reps(&[]), &[fa(F32, &[], &[2.0])]);
+    assert_same(&s, &fa(F32, &[], &[2.0]));
+}
+
+#[test]
+fn case_mulhi() {
+    // Against the double-width product in i128/u128, over values near every edge.
+    type Reference = fn(i64, i64) -> i64;
+    macro_rules! reference {
+        ($t:ty, $wide:ty, $bits:expr) => {
+            |x: i64, y: i64| ((((x as $t) as $wide) * ((y as $t) as $wide)) >> $bits) as $t as i64
+        };
+    }
+    let types: [(DType, Reference); 8] = [
+        (I8, reference!(i8, i128, 8)),
+        (I16, reference!(i16, i128, 16)),
+        (I32, reference!(i32, i128, 32)),
+        (I64, reference!(i64, i128, 64)),
+        (U8, reference!(u8, u128, 8)),
+        (DType::U16, reference!(u16, u128, 16)),
+        (U32, reference!(u32, u128, 32)),
+        (U64, reference!(u64, u128, 64)),
+    ];
+    for (dt, reference) in types {
+        let bits = dt.size_bytes() as i64 * 8;
+        let wrap = |v: i64| ia(dt, &[1], &[v]).as_i64().unwrap()[0];
+        let values: Vec<i64> = [
+            0,
+            1,
+            -1,
+            2,
+            -2,
+            3,
+            100,
+            -77,
+            i64::MIN,
+            i64::MAX,
+            i64::MIN >> (64 - bits),
+            !(i64::MIN >> (64 - bits)),
+            0x5a5a_5a5a_5a5a_5a5a,
+        ]
+        .iter()
+        .map(|&v| wrap(v))
+        .collect();
+        let xs: Vec<i64> = values
+            .iter()
+            .flat_map(|&v| std::iter::repeat_n(v, values.len()))
+            .collect();
+        let ys: Vec<i64> = (0..values.len()).flat_map(|_| values.clone()).collect();
+        let n = xs.len() as i64;
+        let got = bin(Builtin::Mulhi, ia(dt, &[n], &xs), ia(dt, &[n], &ys));
+        let want: Vec<i64> = xs
+            .iter()
+            .zip(&ys)
+            .map(|(&x, &y)| wrap(reference(x, y)))
+            .collect();
+        assert_same(&got, &ia(dt, &[n], &want));
+    }
+}
+
+#[test]
+fn case_optimization_barrier() {
+    let x = fa(F32, &[2], &[1.0, -2.0]);
+    let k = ia(I32, &[], &[7]);
+    let outs = run(
+        Builtin::OptimizationBarrier,
+        Params::empty(),
+        &[x.clone(), k.clone()],
+    );
+    assert_eq!(outs.len(), 2);
+    assert_same(&outs[0], &x);
+    assert_same(&outs[1], &k);
+    assert!(run(Builtin::OptimizationBarrier, Params::empty(), &[]).is_empty());
 }
 
 #[test]

@@ -1107,11 +1107,13 @@ fn binary_cases(t: &mut Table) {
         );
     }
 
-    // Shifts: integers only (JAX: "Accepted dtypes ... are subtypes of integer").
+    // Shifts and mulhi: integers only (JAX: "Accepted dtypes ... are subtypes of
+    // integer").
     for p in [
         Builtin::ShiftLeft,
         Builtin::ShiftRightLogical,
         Builtin::ShiftRightArithmetic,
+        Builtin::Mulhi,
     ] {
         binary_common(t, p, I8, I8);
         binary_common(t, p, U32, U32);
@@ -2199,6 +2201,190 @@ fn shape_cases(t: &mut Table) {
         dims(&[0, 0]),
         Variant::BadParam,
         &["axis 0 appears twice"],
+    );
+
+    // stack (JAX: `lax.stack`, `jnp.stack`): operands of one type along a new axis.
+    let st = Builtin::Stack;
+    let along = |axis: i64| ps([("axis", Param::Int(axis))]);
+    for (axis, dims) in [(0, [3, 2, 4]), (1, [2, 3, 4]), (2, [2, 4, 3])] {
+        t.ok(
+            "three at each axis",
+            st,
+            vec![a(F32, &[2, 4]); 3],
+            along(axis),
+            vec![a(F32, &dims)],
+        );
+    }
+    t.ok(
+        "scalars",
+        st,
+        vec![a(I32, &[]); 2],
+        along(0),
+        vec![a(I32, &[2])],
+    );
+    t.ok(
+        "weak only if all are",
+        st,
+        vec![w(a(F32, &[2])), a(F32, &[2])],
+        along(0),
+        vec![a(F32, &[2, 2])],
+    );
+    t.ok(
+        "all weak",
+        st,
+        vec![w(a(F32, &[2])), w(a(F32, &[2]))],
+        along(1),
+        vec![w(a(F32, &[2, 2]))],
+    );
+    t.err(
+        "shapes differ",
+        st,
+        vec![a(F32, &[2]), a(F32, &[3])],
+        along(0),
+        Variant::Operands,
+        &["operand 1 has type f32[3] but operand 0 has type f32[2]"],
+    );
+    t.err(
+        "dtypes differ",
+        st,
+        vec![a(F32, &[2]), a(I32, &[2])],
+        along(0),
+        Variant::Operands,
+        &["one shape and dtype"],
+    );
+    t.err(
+        "axis past rank",
+        st,
+        vec![a(F32, &[2])],
+        along(2),
+        Variant::BadParam,
+        &["axis"],
+    );
+    t.err(
+        "negative axis",
+        st,
+        vec![a(F32, &[2])],
+        along(-1),
+        Variant::BadParam,
+        &["-1"],
+    );
+    t.err(
+        "no operands",
+        st,
+        vec![],
+        along(0),
+        Variant::Arity,
+        &["at least 1"],
+    );
+
+    // unstack (JAX: `lax.unstack`): one result per index of the axis, the axis dropped.
+    let us = Builtin::Unstack;
+    t.ok(
+        "rows",
+        us,
+        vec![a(F32, &[2, 3])],
+        along(0),
+        vec![a(F32, &[3]); 2],
+    );
+    t.ok(
+        "columns",
+        us,
+        vec![w(a(I32, &[2, 3]))],
+        along(1),
+        vec![w(a(I32, &[2])); 3],
+    );
+    t.ok("empty axis", us, vec![a(F32, &[0, 3])], along(0), vec![]);
+    t.err(
+        "scalar",
+        us,
+        vec![a(F32, &[])],
+        along(0),
+        Variant::Operands,
+        &["unstack requires arrays with rank > 0"],
+    );
+    t.err(
+        "axis",
+        us,
+        vec![a(F32, &[2])],
+        along(1),
+        Variant::BadParam,
+        &["axis"],
+    );
+    t.err(
+        "too many results",
+        us,
+        vec![a(F32, &[1 << 40])],
+        along(0),
+        Variant::BadParam,
+        &["would have 1099511627776 results"],
+    );
+
+    // tile (JAX: `lax.tile`, `jnp.tile`): each axis repeated `reps` times.
+    let ti = Builtin::Tile;
+    let reps = |r: &[i64]| ps([("reps", Param::ints(r))]);
+    t.ok(
+        "2x1",
+        ti,
+        vec![a(F32, &[2, 3])],
+        reps(&[2, 1]),
+        vec![a(F32, &[4, 3])],
+    );
+    t.ok(
+        "zero reps",
+        ti,
+        vec![w(a(U8, &[2, 3]))],
+        reps(&[0, 3]),
+        vec![w(a(U8, &[0, 9]))],
+    );
+    t.ok(
+        "scalar",
+        ti,
+        vec![a(F32, &[])],
+        reps(&[]),
+        vec![a(F32, &[])],
+    );
+    t.err(
+        "reps length",
+        ti,
+        vec![a(F32, &[2, 3])],
+        reps(&[2]),
+        Variant::BadParam,
+        &["reps length must be equal to the ndim of x, got len(reps)=1 and x.ndim=2"],
+    );
+    t.err(
+        "negative",
+        ti,
+        vec![a(F32, &[2])],
+        reps(&[-1]),
+        Variant::BadParam,
+        &["-1"],
+    );
+    t.err(
+        "overflow",
+        ti,
+        vec![a(F32, &[1 << 40])],
+        reps(&[1 << 40]),
+        Variant::Shape,
+        &[],
+    );
+
+    // optimization_barrier: the identity on any operands.
+    let ob = Builtin::OptimizationBarrier;
+    t.ok(
+        "mixed",
+        ob,
+        vec![a(F32, &[2]), w(a(I32, &[])), a(BOOL, &[0, 3])],
+        no_params(),
+        vec![a(F32, &[2]), w(a(I32, &[])), a(BOOL, &[0, 3])],
+    );
+    t.ok("none", ob, vec![], no_params(), vec![]);
+    t.err(
+        "params",
+        ob,
+        vec![a(F32, &[2])],
+        along(0),
+        Variant::UnknownParam,
+        &["axis"],
     );
 
     // split (JAX: `lax.split`): pieces along an axis, the sizes adding up to it.

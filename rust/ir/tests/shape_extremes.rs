@@ -147,7 +147,7 @@ fn bases() -> Vec<Base> {
                 let arity = if p == Not { 1 } else { 2 };
                 base(p, vec![a(BOOL, &[2, 3]); arity], no)
             }
-            ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => {
+            ShiftLeft | ShiftRightLogical | ShiftRightArithmetic | Mulhi => {
                 base(p, vec![a(I32, &[2, 3]); 2], no)
             }
             PopulationCount | Clz => base(p, vec![a(I32, &[2, 3])], no),
@@ -226,6 +226,10 @@ fn bases() -> Vec<Base> {
                 vec![f23.clone(), a(F32, &[2, 5])],
                 ps([("dimension", Param::Int(1))]),
             ),
+            Stack => base(p, vec![f23.clone(); 3], ps([("axis", Param::Int(1))])),
+            Unstack => base(p, vec![f23.clone()], ps([("axis", Param::Int(1))])),
+            Tile => base(p, vec![f23.clone()], ps([("reps", ints(&[3, 2]))])),
+            OptimizationBarrier => base(p, vec![f23.clone(), i32s.clone()], no),
             Split => base(
                 p,
                 vec![f23.clone()],

@@ -85,6 +85,7 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
         ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => {
             (vec![av(DType::I16, &[2]), av(DType::I16, &[2])], none())
         }
+        Mulhi => (vec![av(DType::U32, &[2]), av(DType::U32, &[2])], none()),
         PopulationCount | Clz => (vec![av(DType::U32, &[3])], none()),
         BitcastConvertType => (
             vec![av(DType::U32, &[3])],
@@ -174,6 +175,16 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ("axis", Param::Int(0)),
             ]),
         ),
+        Stack => (
+            vec![f32s(&[2, 3]), f32s(&[2, 3])],
+            params(vec![("axis", Param::Int(1))]),
+        ),
+        Unstack => (vec![f32s(&[2, 3])], params(vec![("axis", Param::Int(1))])),
+        Tile => (
+            vec![f32s(&[2, 3])],
+            params(vec![("reps", Param::ints(&[2, 1]))]),
+        ),
+        OptimizationBarrier => (vec![f32s(&[2, 3]), av(DType::I32, &[])], none()),
         Slice => (
             vec![f32s(&[5])],
             params(vec![

@@ -118,6 +118,20 @@ pub(crate) fn shift_right_logical(dtype: DType, a: i64, amount: i64) -> i64 {
     wrap_int(dtype, (int_bits_of(dtype, a) >> n) as i64)
 }
 
+/// `mulhi`: the high half of the double-width product (signed for signed dtypes,
+/// unsigned for unsigned ones), as XLA's `chlo.mulhi`.
+pub(crate) fn mulhi(dtype: DType, a: i64, b: i64) -> i64 {
+    let bits = int_bits(dtype);
+    let hi = if is_unsigned(dtype) {
+        let p = u128::from(int_bits_of(dtype, a)) * u128::from(int_bits_of(dtype, b));
+        (p >> bits) as i64
+    } else {
+        let p = i128::from(a) * i128::from(b);
+        (p >> bits) as i64
+    };
+    wrap_int(dtype, hi)
+}
+
 /// XLA's `shift_right_arithmetic`: copies of the sign bit (the top bit, for unsigned
 /// dtypes too) shifted in; an amount of the width or more (read as unsigned) fills
 /// every bit with the sign.

@@ -7,7 +7,8 @@
 use super::array::{by_kind, Elem, HostArray, HostData};
 use super::numeric::{
     float_sign, float_to_int, fmax, fmin, int_cmp, int_div, int_max, int_min, int_min_max, int_rem,
-    int_to_float, round_float, shift_left, shift_right_arithmetic, shift_right_logical, wrap_int,
+    int_to_float, mulhi, round_float, shift_left, shift_right_arithmetic, shift_right_logical,
+    wrap_int,
 };
 use super::EvalError;
 use crate::aval::Shape;
@@ -241,7 +242,7 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         IntegerPow => integer_pow(arg(ins, 0)?, param_int(params, "y")?)?,
         Pow => pow(arg(ins, 0)?, arg(ins, 1)?)?,
         Add | Sub | Mul | Div | Rem | Max | Min | And | Or | Xor | ShiftLeft
-        | ShiftRightLogical | ShiftRightArithmetic | Eq | Ne | Lt | Le | Gt | Ge => {
+        | ShiftRightLogical | ShiftRightArithmetic | Mulhi | Eq | Ne | Lt | Le | Gt | Ge => {
             binary(prim, arg(ins, 0)?, arg(ins, 1)?)?
         }
         // The shape rule makes both operands of one type, so this is add without
@@ -279,6 +280,10 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
                 param_int(params, "axis")?,
             )
         }
+        Stack => stack_along(ins, param_int(params, "axis")?)?,
+        Unstack => return unstack(arg(ins, 0)?, param_int(params, "axis")?),
+        Tile => tile(arg(ins, 0)?, param_ints(params, "reps")?)?,
+        OptimizationBarrier => return Ok(ins.iter().map(|&x| x.clone()).collect()),
         Slice => slice(arg(ins, 0)?, params)?,
         DynamicSlice => dynamic_slice(
             arg(ins, 0)?,
@@ -694,6 +699,7 @@ fn binary(prim: Builtin, x: &HostArray, y: &HostArray) -> R<HostArray> {
                 ShiftLeft => shift_left,
                 ShiftRightLogical => shift_right_logical,
                 ShiftRightArithmetic => shift_right_arithmetic,
+                Mulhi => mulhi,
                 _ => return Err(wrong_dtype(prim, dt)),
             };
             HostData::Int(
@@ -1113,6 +1119,49 @@ fn slice(x: &HostArray, params: &Params) -> R<HostArray> {
         _ => vec![1; x.shape.rank()],
     };
     slice_with(x, &start, &limit, &steps)
+}
+
+/// `stack[axis]`: each operand given a new axis of size 1 at `axis`, then joined there.
+fn stack_along(ins: &[&HostArray], axis: i64) -> R<HostArray> {
+    let expanded = ins
+        .iter()
+        .map(|x| expand_dims(x, &[axis]))
+        .collect::<R<Vec<_>>>()?;
+    let refs: Vec<&HostArray> = expanded.iter().collect();
+    concatenate(&refs, axis)
+}
+
+/// `unstack[axis]`: the slices of size 1 along `axis`, that axis removed.
+fn unstack(x: &HostArray, axis: i64) -> R<Vec<HostArray>> {
+    let xd = dims_of(&x.shape);
+    let a = usize::try_from(axis)
+        .ok()
+        .filter(|&a| a < xd.len())
+        .ok_or_else(|| internal("unstack axis out of range"))?;
+    split(x, &vec![1; xd[a]], axis)?
+        .into_iter()
+        .map(|piece| squeeze(&piece, &[axis]))
+        .collect()
+}
+
+/// `tile[reps]`: as JAX lowers it, the operand viewed as `(1, d0, 1, d1, ...)`,
+/// broadcast to `(r0, d0, r1, d1, ...)` and viewed as `(r0 * d0, r1 * d1, ...)`.
+fn tile(x: &HostArray, reps: &[i64]) -> R<HostArray> {
+    let xd = dims_of(&x.shape);
+    let reps = to_usizes("reps", reps)?;
+    if reps.len() != xd.len() {
+        return Err(internal("reps do not fit the operand's rank"));
+    }
+    let ones: Vec<usize> = xd.iter().flat_map(|&d| [1, d]).collect();
+    let wide: Vec<i64> = reps
+        .iter()
+        .zip(&xd)
+        .flat_map(|(&r, &d)| [r as i64, d as i64])
+        .collect();
+    let all: Vec<i64> = (0..wide.len() as i64).collect();
+    let spread = broadcast_in_dim(&with_shape(x.clone(), &ones)?, &wide, &all)?;
+    let out: Vec<usize> = reps.iter().zip(&xd).map(|(&r, &d)| r * d).collect();
+    with_shape(spread, &out)
 }
 
 /// `split[sizes axis]`: consecutive slices along `axis`.

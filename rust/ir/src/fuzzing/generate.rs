@@ -760,6 +760,7 @@ impl Gen<'_, '_> {
             ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => {
                 self.binary(lv, prim, DType::is_int)?
             }
+            Mulhi => self.binary(lv, prim, DType::is_int)?,
             PopulationCount | Clz => {
                 let (x, _) =
                     self.operand(lv, |t| t.dtype.is_int(), |g| g.type_where(DType::is_int))?;
@@ -1045,6 +1046,47 @@ impl Gen<'_, '_> {
                     ins,
                     Params::new([("dimension", Param::Int(d as i64))]),
                 );
+            }
+            Stack => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let d = self.u.int_in_range(0..=xt.shape.rank())?;
+                let n = self.u.int_in_range(1..=3)?;
+                let mut ins = vec![x];
+                for _ in 1..n {
+                    ins.push(self.value_of(lv, &xt)?);
+                }
+                self.add(lv, prim, ins, Params::new([("axis", Param::Int(d as i64))]));
+            }
+            Unstack => {
+                let (x, xt) = self.ranked_operand(lv, 3)?;
+                let d = self.u.int_in_range(0..=xt.shape.rank() - 1)?;
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("axis", Param::Int(d as i64))]),
+                );
+            }
+            Tile => {
+                let (x, xt) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let mut reps = Vec::with_capacity(xt.shape.rank());
+                for _ in 0..xt.shape.rank() {
+                    reps.push(self.u.int_in_range(0..=3)?);
+                }
+                self.add(
+                    lv,
+                    prim,
+                    vec![x],
+                    Params::new([("reps", Param::ints(&reps))]),
+                );
+            }
+            OptimizationBarrier => {
+                let n = self.u.int_in_range(0..=3)?;
+                let mut ins = Vec::with_capacity(n);
+                for _ in 0..n {
+                    ins.push(self.operand(lv, |_| true, |g| g.any_type())?.0);
+                }
+                self.add(lv, prim, ins, none);
             }
             Split => {
                 let (x, xt) = self.ranked_operand(lv, 3)?;

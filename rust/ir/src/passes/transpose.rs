@@ -230,6 +230,7 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
     match p {
         Add | AddAny | Sub | Neg | Copy | ReduceSum | BroadcastInDim | Reshape | Transpose
         | Squeeze | ExpandDims | Rev | Concatenate | Split | ShardingConstraint => Ok(()),
+        Stack | Unstack | Tile | OptimizationBarrier => Ok(()),
         Cumsum => Ok(()),
         // Linear in the source/tangents; the operand only chooses positions.
         ReduceWindowSum => Ok(()),
@@ -1590,6 +1591,80 @@ impl Transposer<'_> {
                         self.give(i, a, r)?;
                     }
                     offset += size;
+                }
+            }
+            Stack => {
+                // As JAX: the cotangent unstacked along the stacked axis.
+                if ins.iter().any(|&a| self.atom_is_lin(a)) {
+                    let pieces =
+                        self.emit(i, Primitive::Builtin(Unstack), vec![gv], e.params().clone())?;
+                    for (&a, c) in ins.iter().zip(pieces) {
+                        self.give(i, a, c)?;
+                    }
+                }
+            }
+            Unstack => {
+                // As JAX: the results' cotangents (zeros where none) stacked again.
+                if self.atom_is_lin(ins[0]) {
+                    let mut parts = Vec::with_capacity(e.outvars().len());
+                    for &o in e.outvars() {
+                        let c = match self.ct[o.index()] {
+                            Some(c) => c,
+                            None => self.zeros(i, self.src.var_aval(o))?,
+                        };
+                        parts.push(Atom::Var(c));
+                    }
+                    let r = self.emit1(i, Stack, parts, e.params().clone())?;
+                    self.give(i, ins[0], r)?;
+                }
+            }
+            Tile => {
+                // As JAX: the cotangent viewed as (r0, d0, r1, d1, ...) and summed over
+                // the repeats.
+                let x = in_aval(0);
+                let reps = ints(e.params(), "reps");
+                let wide: Vec<i64> = reps
+                    .iter()
+                    .zip(x.shape.dims())
+                    .flat_map(|(&r, &d)| [r, d])
+                    .collect();
+                let w = self.emit1(
+                    i,
+                    Reshape,
+                    vec![gv],
+                    params([
+                        ("new_sizes", Param::ints(&wide)),
+                        ("dimensions", Param::None),
+                        ("sharding", Param::None),
+                    ]),
+                )?;
+                let axes: Vec<i64> = (0..x.shape.rank() as i64).map(|k| 2 * k).collect();
+                let r = self.emit1(
+                    i,
+                    ReduceSum,
+                    vec![Atom::Var(w)],
+                    params([("axes", Param::ints(&axes)), ("out_sharding", Param::None)]),
+                )?;
+                self.give(i, ins[0], r)?;
+            }
+            OptimizationBarrier => {
+                // As JAX: every result's cotangent (zeros where none) through a barrier.
+                let mut cts = Vec::with_capacity(e.outvars().len());
+                for &o in e.outvars() {
+                    let c = match self.ct[o.index()] {
+                        Some(c) => c,
+                        None => self.zeros(i, self.src.var_aval(o))?,
+                    };
+                    cts.push(Atom::Var(c));
+                }
+                let outs = self.emit(
+                    i,
+                    Primitive::Builtin(OptimizationBarrier),
+                    cts,
+                    Params::empty(),
+                )?;
+                for (&a, c) in ins.iter().zip(outs) {
+                    self.give(i, a, c)?;
                 }
             }
             Split => {

@@ -276,6 +276,13 @@ builtins! {
     ExpandDims => "expand_dims",
     Concatenate => "concatenate",
     Split => "split",
+    // Issue 12 (JAX 0.10's own primitives for jnp.stack, lax.unstack, jnp.tile, the
+    // integer high product and the optimization barrier).
+    Stack => "stack",
+    Unstack => "unstack",
+    Tile => "tile",
+    Mulhi => "mulhi",
+    OptimizationBarrier => "optimization_barrier",
     Slice => "slice",
     DynamicSlice => "dynamic_slice",
     DynamicUpdateSlice => "dynamic_update_slice",
@@ -364,7 +371,7 @@ pub enum Family {
     /// Two operands of one type, same type out; bool or integer.
     BinaryBitwise,
     /// Two operands of one type, same type out; integer only (the shifts: an amount
-    /// outside `0..bits`, read as unsigned, shifts everything out).
+    /// outside `0..bits`, read as unsigned, shifts everything out; and `mulhi`).
     BinaryShift,
     /// Two operands of one type, `bool` out.
     Comparison,
@@ -397,6 +404,7 @@ impl Builtin {
             Max | Min => Family::BinaryAny,
             And | Or | Xor => Family::BinaryBitwise,
             ShiftLeft | ShiftRightLogical | ShiftRightArithmetic => Family::BinaryShift,
+            Mulhi => Family::BinaryShift,
             Eq | Ne | Lt | Le | Gt | Ge => Family::Comparison,
             _ => Family::Special,
         }
@@ -502,6 +510,8 @@ impl Builtin {
             Squeeze | ExpandDims => specs![req("dimensions", K::Ints)],
             Concatenate => specs![req("dimension", K::Int)],
             Split => specs![req("sizes", K::Ints), req("axis", K::Int)],
+            Stack | Unstack => specs![req("axis", K::Int)],
+            Tile => specs![req("reps", K::Ints)],
             Slice => specs![
                 req("start_indices", K::Ints),
                 req("limit_indices", K::Ints),

@@ -579,6 +579,11 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         }
         Concatenate => concatenate(inputs, params),
         Split => split(inputs, params),
+        Stack => stack(inputs, params),
+        Unstack => unstack(inputs, params),
+        Tile => tile(inputs, params),
+        // Identity on any number of operands of any types.
+        OptimizationBarrier => Ok(inputs.to_vec()),
         Slice => slice(inputs, params),
         DynamicSlice => dynamic_slice(inputs, params),
         DynamicUpdateSlice => dynamic_update_slice(inputs),
@@ -1126,6 +1131,95 @@ fn concatenate(inputs: &[AbstractValue], params: &Params) -> Rule {
     let weak = inputs.iter().all(|x| x.weak_type);
     Ok(vec![
         AbstractValue::new(shape(&dims)?, first.dtype).with_weak_type(weak)
+    ])
+}
+
+/// `stack[axis]`: one or more operands of one shape and dtype joined along a new axis
+/// `axis` (in `0..=rank`) of size the operand count; weak only if all are (as JAX).
+fn stack(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity_at_least(inputs, 1)?;
+    let first = &inputs[0];
+    let rank = first.shape.rank();
+    let what = format_args!("rank {} (the operands' rank + 1)", rank + 1);
+    let d = axis_in("axis", int(params, "axis")?, rank + 1, what)?;
+    for (i, x) in inputs.iter().enumerate() {
+        if x.dtype != first.dtype || x.shape != first.shape {
+            return Err(operands(format!(
+                "stack needs operands of one shape and dtype: operand {i} has type {x} \
+                 but operand 0 has type {first}"
+            )));
+        }
+    }
+    let n = i64::try_from(inputs.len()).map_err(|_| RuleError::Shape(ShapeError::Overflow))?;
+    let mut dims = first.shape.dims().to_vec();
+    dims.insert(d, n);
+    let weak = inputs.iter().all(|x| x.weak_type);
+    Ok(vec![
+        AbstractValue::new(shape(&dims)?, first.dtype).with_weak_type(weak)
+    ])
+}
+
+/// The most results one `unstack` may have: its outputs are listed one by one, so an
+/// axis larger than this is refused rather than allocated.
+pub const MAX_UNSTACK_RESULTS: i64 = 1 << 20;
+
+/// `unstack[axis]`: the operand (rank at least 1) cut into its `shape[axis]` slices
+/// along `axis`, that axis removed from each.
+fn unstack(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    if x.shape.rank() == 0 {
+        return Err(operands(format!(
+            "unstack requires arrays with rank > 0, got {x}"
+        )));
+    }
+    let d = axis_in(
+        "axis",
+        int(params, "axis")?,
+        x.shape.rank(),
+        format_args!("{x}"),
+    )?;
+    let mut dims = x.shape.dims().to_vec();
+    let n = dims.remove(d);
+    if n > MAX_UNSTACK_RESULTS {
+        return Err(bad(
+            "axis",
+            format!(
+                "unstack of axis {d} of {x} would have {n} results (at most {MAX_UNSTACK_RESULTS})"
+            ),
+        ));
+    }
+    let out = AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type);
+    Ok(vec![out; n as usize])
+}
+
+/// `tile[reps]`: the operand repeated `reps[i]` (non-negative) times along each axis.
+fn tile(inputs: &[AbstractValue], params: &Params) -> Rule {
+    arity(inputs, 1)?;
+    let x = &inputs[0];
+    let reps = ints(params, "reps")?;
+    if reps.len() != x.shape.rank() {
+        return Err(bad(
+            "reps",
+            format!(
+                "reps length must be equal to the ndim of x, got len(reps)={} and x.ndim={}",
+                reps.len(),
+                x.shape.rank()
+            ),
+        ));
+    }
+    let mut dims = Vec::with_capacity(reps.len());
+    for (&r, &n) in reps.iter().zip(x.shape.dims()) {
+        if r < 0 {
+            return Err(bad("reps", format!("{r} is a negative repeat count")));
+        }
+        dims.push(
+            n.checked_mul(r)
+                .ok_or(RuleError::Shape(ShapeError::Overflow))?,
+        );
+    }
+    Ok(vec![
+        AbstractValue::new(shape(&dims)?, x.dtype).with_weak_type(x.weak_type)
     ])
 }
 

@@ -248,6 +248,7 @@ impl Module {
                     Builtin::ShiftLeft => "stablehlo.shift_left",
                     Builtin::ShiftRightLogical => "stablehlo.shift_right_logical",
                     Builtin::ShiftRightArithmetic => "stablehlo.shift_right_arithmetic",
+                    Builtin::Mulhi => "chlo.mulhi",
                     _ => {
                         return Err(LowerError::Unsupported {
                             primitive: b.name().to_owned(),
@@ -486,6 +487,116 @@ impl Module {
                     i64_array(&strides)
                 );
                 one(self.op1(f, "stablehlo.slice", &[&inputs[0]], &attrs, out_ty))
+            }
+            Builtin::Stack => {
+                // As JAX: each operand broadcast to a size-1 axis at `axis`, then joined by
+                // a tree of concatenates of at most 16 operands each.
+                let axis = match e.params().get("axis") {
+                    Some(Param::Int(a)) => usize::try_from(*a).map_err(|_| bad(b, "axis"))?,
+                    _ => return Err(bad(b, "axis")),
+                };
+                let x = &in_avals[0];
+                let rank = x.shape.rank();
+                if axis > rank {
+                    return Err(bad(b, "axis"));
+                }
+                let mut one_dims = x.shape.dims().to_vec();
+                one_dims.insert(axis, 1);
+                let bdims: Vec<i64> = (0..=rank as i64).filter(|&i| i != axis as i64).collect();
+                let attrs = format!("broadcast_dimensions = {}", i64_array(&bdims));
+                let mut parts: Vec<(Ssa, i64)> = inputs
+                    .iter()
+                    .map(|s| {
+                        let t = tensor_of(&one_dims, x.dtype);
+                        (
+                            self.op1(f, "stablehlo.broadcast_in_dim", &[s], &attrs, t),
+                            1,
+                        )
+                    })
+                    .collect();
+                let cat = format!("dimension = {axis} : i64");
+                while parts.len() > 1 {
+                    let mut next = Vec::with_capacity(parts.len().div_ceil(16));
+                    for chunk in parts.chunks(16) {
+                        let size: i64 = chunk.iter().map(|(_, n)| n).sum();
+                        let mut dims = one_dims.clone();
+                        dims[axis] = size;
+                        let refs: Vec<&Ssa> = chunk.iter().map(|(s, _)| s).collect();
+                        let t = tensor_of(&dims, x.dtype);
+                        next.push((self.op1(f, "stablehlo.concatenate", &refs, &cat, t), size));
+                    }
+                    parts = next;
+                }
+                let (out, _) = parts.pop().ok_or_else(|| bad(b, "operands"))?;
+                one(out)
+            }
+            Builtin::Unstack => {
+                // As JAX: per result, a slice of size 1 along `axis` and a reshape.
+                let axis = match e.params().get("axis") {
+                    Some(Param::Int(a)) => usize::try_from(*a).map_err(|_| bad(b, "axis"))?,
+                    _ => return Err(bad(b, "axis")),
+                };
+                let dims = in_avals[0].shape.dims();
+                if axis >= dims.len() {
+                    return Err(bad(b, "axis"));
+                }
+                let mut start = vec![0i64; dims.len()];
+                let mut limit = dims.to_vec();
+                let strides = vec![1i64; dims.len()];
+                let mut piece = dims.to_vec();
+                piece[axis] = 1;
+                let mut outs = Vec::with_capacity(out_avals.len());
+                for out in out_avals {
+                    limit[axis] = start[axis] + 1;
+                    let attrs = format!(
+                        "start_indices = {}, limit_indices = {}, strides = {}",
+                        i64_array(&start),
+                        i64_array(&limit),
+                        i64_array(&strides)
+                    );
+                    let t = tensor_of(&piece, in_avals[0].dtype);
+                    let s = self.op1(f, "stablehlo.slice", &[&inputs[0]], &attrs, t);
+                    outs.push(self.op1(f, "stablehlo.reshape", &[&s], "", tensor_type(out)));
+                    start[axis] = limit[axis];
+                }
+                Ok(outs)
+            }
+            Builtin::Tile => {
+                // As JAX: reshape to (1, d0, 1, d1, ...), broadcast to (r0, d0, r1, d1,
+                // ...), reshape to (r0 * d0, r1 * d1, ...).
+                let reps = ints(e, b, "reps")?;
+                let x = &in_avals[0];
+                let dims = x.shape.dims();
+                if reps.len() != dims.len() {
+                    return Err(bad(b, "reps"));
+                }
+                let ones: Vec<i64> = dims.iter().flat_map(|&d| [1, d]).collect();
+                let wide: Vec<i64> = reps.iter().zip(dims).flat_map(|(&r, &d)| [r, d]).collect();
+                let all: Vec<i64> = (0..wide.len() as i64).collect();
+                let r = self.op1(
+                    f,
+                    "stablehlo.reshape",
+                    &[&inputs[0]],
+                    "",
+                    tensor_of(&ones, x.dtype),
+                );
+                let attrs = format!("broadcast_dimensions = {}", i64_array(&all));
+                let w = self.op1(
+                    f,
+                    "stablehlo.broadcast_in_dim",
+                    &[&r],
+                    &attrs,
+                    tensor_of(&wide, x.dtype),
+                );
+                one(self.op1(f, "stablehlo.reshape", &[&w], "", out_ty))
+            }
+            Builtin::OptimizationBarrier => {
+                if inputs.is_empty() {
+                    return Ok(vec![]);
+                }
+                let refs: Vec<&Ssa> = inputs.iter().collect();
+                let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
+                Ok(self.op(f, "stablehlo.optimization_barrier", &refs, "", &types))
             }
             Builtin::Split => {
                 // One stablehlo.slice per piece, as JAX lowers it.
