@@ -67,19 +67,24 @@ def _eager_executable(closed: _ir.ClosedJaxpr, name: str) -> Executable | None:
     jaxpr = closed.jaxpr
     hoisted = _ir.consts_to_invars(jaxpr) if jaxpr.constvars else jaxpr
     out_avals = jaxpr.out_avals
-    key = (str(hoisted), name, tuple(a.weak_type for a in out_avals), _config.x64_enabled())
+    printed = str(hoisted)
+    key: tuple[Any, ...] = (printed, name, tuple(a.weak_type for a in out_avals), _config.x64_enabled())
+    lowered = None
     try:
-        return _eager_executables[key]
-    except KeyError:
-        pass
-    try:
-        text = _ir.lower_to_stablehlo(hoisted, f"jit_{name}")
+        if "callback=" in printed:
+            # Host callbacks print by name only: the callables themselves are in the key
+            # (and kept alive by the cached entry, so their ids stay theirs).
+            lowered = _ir.lower_with_callbacks(hoisted, f"jit_{name}")
+            key += tuple((id(c), c) for c, _ in lowered[1])
+        if key in _eager_executables:
+            return _eager_executables[key]
+        text, callbacks = lowered if lowered is not None else _ir.lower_with_callbacks(hoisted, f"jit_{name}")
     except LoweringError as e:
         if "has no StableHLO lowering" not in str(e):
             raise
         exe = None  # an extension primitive: its own eager rule runs it
     else:
-        exe = compile_stablehlo(text, out_avals)
+        exe = compile_stablehlo(text, out_avals, host_callbacks=[host_callable(c, t) for c, t in callbacks])
     with _eager_lock:  # threads may compile at once; eviction must not race
         if len(_eager_executables) >= _EAGER_CACHE_SIZE:
             _eager_executables.pop(next(iter(_eager_executables)), None)

@@ -401,4 +401,10 @@ __all__ += [
     "sort_p", "split_p", "sqrt_p", "square_p", "squeeze_p", "stack_p", "stop_gradient_p",
     "sub_p", "tan_p", "tanh_p", "tile_p", "top_k_p", "transpose_p", "unstack_p", "while_p",
     "xor_p",
+    # the primitives of the logical reductions, nextafter, reduce_precision, convolution
+    "conv_general_dilated_p", "nextafter_p", "reduce_and_p", "reduce_or_p", "reduce_precision_p",
+    "reduce_xor_p",
 ]
+from ferrax._lax.bits import nextafter_p, reduce_precision_p  # noqa: E402
+from ferrax._lax.convolution import conv_general_dilated_p  # noqa: E402
+from ferrax._lax.reductions import reduce_and_p, reduce_or_p, reduce_xor_p  # noqa: E402

@@ -2,7 +2,7 @@
 the data-dependent ``nonzero`` family with ``size=``/``fill_value=`` (``argwhere``,
 ``flatnonzero``, one-argument ``where``, ``extract``, ``compress``), ``append``,
 ``insert``, ``delete``, the Array API aliases (``concat``, ``permute_dims``,
-``matrix_transpose``, ``unstack``), shape queries, and the ufuncs ``copysign``,
+``matrix_transpose``), shape queries, and the ufuncs ``copysign``,
 ``signbit``, ``fmax``, ``fmin``, ``float_power``, ``frexp``, ``ldexp``, ``modf``,
 ``gcd``, ``lcm``, ``sinc``, ``deg2rad`` and their aliases.
 
@@ -47,7 +47,7 @@ __all__ = [
     "copysign", "deg2rad", "degrees", "delete", "extract", "fabs", "flatnonzero",
     "float_power", "fmax", "fmin", "frexp", "gcd", "insert", "isscalar", "lcm", "ldexp",
     "matrix_transpose", "modf", "ndim", "nonzero", "permute_dims", "ptp", "rad2deg",
-    "radians", "reciprocal", "shape", "signbit", "sinc", "size", "unstack", "where",
+    "radians", "reciprocal", "shape", "signbit", "sinc", "size", "where",
     "apply_along_axis", "apply_over_axes", "argpartition", "bincount", "block", "choose",
     "corrcoef", "cov", "cross", "diagflat", "digitize", "dsplit", "ediff1d", "fromfunction",
     "geomspace", "gradient", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd",
@@ -365,15 +365,6 @@ def matrix_transpose(x: ArrayLike, /) -> Array:
     if arr.ndim < 2:
         raise ValueError(f"x must be at least two-dimensional for matrix_transpose; got ndim={arr.ndim}, at {_location()}")
     return fnp.swapaxes(arr, -1, -2)
-
-
-def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Array, ...]:
-    """The slices of ``x`` along ``axis``, as a tuple."""
-    arr = as_array(x, "unstack")
-    if arr.ndim == 0:
-        raise ValueError(f"Unstack requires arrays with rank > 0, however a scalar array was passed, at {_location()}")
-    dim = normalize_axis(axis, arr.ndim, "unstack")
-    return tuple(lax.index_in_dim(arr, i, dim, keepdims=False) for i in range(arr.shape[dim]))
 
 
 def broadcast_arrays(*args: ArrayLike) -> list[Array]:
