@@ -76,8 +76,9 @@ def _eager_executable(closed: _ir.ClosedJaxpr, name: str) -> Executable | None:
             # (and kept alive by the cached entry, so their ids stay theirs).
             lowered = _ir.lower_with_callbacks(hoisted, f"jit_{name}")
             key += tuple((id(c), c) for c, _ in lowered[1])
-        if key in _eager_executables:
-            return _eager_executables[key]
+        hit = _eager_executables.get(key, _MISS)
+        if hit is not _MISS:
+            return hit  # type: ignore[return-value]
         text, callbacks = lowered if lowered is not None else _ir.lower_with_callbacks(hoisted, f"jit_{name}")
     except LoweringError as e:
         if "has no StableHLO lowering" not in str(e):
