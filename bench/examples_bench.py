@@ -1,6 +1,6 @@
 """The examples that train (issue 12, item 7), ferrax against JAX in one run.
 
-For each of ``examples/mnist_mlp.py``, ``examples/attention.py`` and ``examples/lstm.py``
+For each of ``examples/mnist_mlp.py``, ``examples/cnn.py``, ``examples/attention.py`` and ``examples/lstm.py``
 this module holds the same program written with JAX (``jax_programs``: the same loss, the
 same jitted training step, and Adam from JAX's own ``jax.example_libraries.optimizers``
 where the examples use ``ferrax.example_libraries.optimizers``), and times the jitted
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-EXAMPLES = ("mnist_mlp", "attention", "lstm")
+EXAMPLES = ("mnist_mlp", "cnn", "attention", "lstm")
 STEPS = 5
 TARGET = 1.05
 
@@ -56,7 +56,7 @@ def load_example(name: str) -> ModuleType:
 
 
 def jax_programs() -> dict[str, dict[str, Callable[..., Any]]]:
-    """The three examples written with JAX: per example ``loss``, ``loss_and_grad``
+    """The four examples written with JAX: per example ``loss``, ``loss_and_grad``
     (jitted), ``opt_init`` (JAX's Adam) and ``train_step`` (jitted), with the examples'
     signatures."""
     import jax
@@ -80,6 +80,31 @@ def jax_programs() -> dict[str, dict[str, Callable[..., Any]]]:
     def mlp_step(i: Any, opt_state: Any, x: Any, labels: Any, idx: Any) -> Any:
         value, grads = jax.value_and_grad(mlp_loss)(mlp_params(opt_state), x[idx], labels[idx])
         return mlp_update(i, grads, opt_state), value
+
+    # examples/cnn.py
+    cnn = load_example("cnn")
+
+    def cnn_predict(params: Any, images: Any) -> Any:
+        def conv(layer: Any, x: Any) -> Any:
+            y = lax.conv_general_dilated(x, layer["w"], (1, 1), "SAME", dimension_numbers=cnn.DIMS)
+            return y + layer["b"]
+
+        x = nn.relu(conv(params["conv1"], images))
+        x = lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        x = nn.relu(conv(params["conv2"], x))
+        x = lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4.0
+        x = x.reshape(x.shape[0], -1)
+        return x @ params["dense"]["w"] + params["dense"]["b"]
+
+    def cnn_loss(params: Any, images: Any, labels: Any) -> Any:
+        logits = cnn_predict(params, images)
+        return -jnp.mean(jnp.sum(nn.one_hot(labels, cnn.CLASSES) * nn.log_softmax(logits), axis=-1))
+
+    cnn_init, cnn_update, cnn_params = optimizers.adam(3e-3)
+
+    def cnn_step(i: Any, opt_state: Any, images: Any, labels: Any, idx: Any) -> Any:
+        value, grads = jax.value_and_grad(cnn_loss)(cnn_params(opt_state), images[idx], labels[idx])
+        return cnn_update(i, grads, opt_state), value
 
     # examples/attention.py
     att = load_example("attention")
@@ -157,6 +182,7 @@ def jax_programs() -> dict[str, dict[str, Callable[..., Any]]]:
         }
         for name, loss, init, step in (
             ("mnist_mlp", mlp_loss, mlp_init, mlp_step),
+            ("cnn", cnn_loss, cnn_init, cnn_step),
             ("attention", att_loss, att_init, att_step),
             ("lstm", lstm_loss, lstm_init, lstm_step),
         )
@@ -171,8 +197,9 @@ def example_inputs(name: str, seed: int = 0) -> tuple[Any, tuple[Any, ...]]:
 
     ex = load_example(name)
     k_init, k_data, k_perm = random.split(random.key(seed), 3)
-    params = ex.init_mlp(k_init) if name == "mnist_mlp" else ex.init_params(k_init)
-    if name == "mnist_mlp":
+    inits = {"mnist_mlp": "init_mlp", "cnn": "init_cnn"}
+    params = getattr(ex, inits.get(name, "init_params"))(k_init)
+    if name in ("mnist_mlp", "cnn"):
         x, labels = ex.make_data(k_data)
         idx = random.permutation(k_perm, ex.NUM_EXAMPLES)[: ex.BATCH]
         batch: tuple[Any, ...] = (x, labels, idx)
@@ -302,6 +329,11 @@ def _case(name: str) -> str:
     ex = load_example(name)
     if name == "mnist_mlp":
         return f"mnist_mlp: MLP 784-512-512-10, batch {ex.BATCH} gathered from {ex.NUM_EXAMPLES}, Adam"
+    if name == "cnn":
+        return (
+            f"cnn: two 3x3 convs (16, 32 channels) with max and average 2x2 pooling, dense 10, "
+            f"batch {ex.BATCH} gathered from {ex.NUM_EXAMPLES}, Adam"
+        )
     if name == "attention":
         return f"attention: causal block, {ex.HEADS} heads, dim {ex.DIM}, seq {ex.SEQ}, batch {ex.BATCH}, Adam"
     return f"lstm: scan over {ex.SEQ} steps, hidden {ex.HIDDEN}, batch {ex.BATCH}, Adam"

@@ -1,4 +1,4 @@
-"""The examples that train (examples/mnist_mlp.py, attention.py, lstm.py; issue 12 item 7).
+"""The examples that train (examples/mnist_mlp.py, cnn.py, attention.py, lstm.py; issue 12 item 7).
 
 Each example is imported as a module (its ``main`` does not run) and checked against the
 same program written with JAX (bench/examples_bench.py's ``jax_programs``): for the same
@@ -57,7 +57,7 @@ def _example(name: str) -> ModuleType:
 def _loss_batch(name: str, batch: tuple[Any, ...]) -> tuple[Any, ...]:
     """The loss's arguments after the parameters: the MLP's step gathers its minibatch
     ``x[idx], labels[idx]``, its loss takes the gathered arrays."""
-    if name == "mnist_mlp":
+    if name in ("mnist_mlp", "cnn"):
         x, labels, idx = batch
         return (x[idx], labels[idx])
     return batch
@@ -100,7 +100,7 @@ def test_twenty_steps_lower_the_loss(name: str) -> None:
     assert not np.allclose(np.asarray(ferrax.tree.leaves(new_params)[0]), ferrax.tree.leaves(params)[0])
 
 
-@pytest.mark.parametrize(("name", "kwargs"), [("mnist_mlp", {"epochs": 2}), ("attention", {"steps": 30}), ("lstm", {"steps": 30})])
+@pytest.mark.parametrize(("name", "kwargs"), [("mnist_mlp", {"epochs": 2}), ("cnn", {"epochs": 2}), ("attention", {"steps": 30}), ("lstm", {"steps": 30})])
 def test_main_runs_and_prints_falling_loss(name: str, kwargs: dict[str, int], capsys: pytest.CaptureFixture[str]) -> None:
     """The script's own loop (shortened), as `python examples/NAME.py` runs it."""
     _example(name).main(**kwargs)
