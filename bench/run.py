@@ -289,7 +289,7 @@ def section_examples(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> 
 
     what = (
         "training step: the jitted step (`value_and_grad` of the loss, then an Adam update "
-        "over the parameter pytree) of examples/mnist_mlp.py, attention.py and lstm.py "
+        "over the parameter pytree) of examples/mnist_mlp.py, cnn.py, attention.py and lstm.py "
         "against the same programs written with JAX (bench/examples_bench.py), the same "
         "parameters, optimizer state and batch on the device; steady-state time per step "
         f"({examples_bench.STEPS} chained steps per timing, after compile and warm-up)."
