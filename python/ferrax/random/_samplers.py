@@ -709,39 +709,17 @@ def categorical(
     return out
 
 
-# --- top_k and cumsum, as JAX's results, without their primitives -----------------------
+# --- top_k and cumsum -----------------------------------------------------------------------
 
 
 def _top_k_indices(x: Any, k: int) -> Any:
-    """The indices of the ``k`` largest entries along the last axis, largest first and
-    the lower index first among equals (``lax.top_k``'s), by ranks: quadratic in the
-    axis length, as ferrax has no top_k primitive yet."""
-    n = x.shape[-1]
-    xi = fnp.expand_dims(x, -1)  # [..., i, 1]
-    xj = fnp.expand_dims(x, -2)  # [..., 1, j]
-    idx = lax.iota(np.int32, n)
-    before = fnp.logical_or(
-        lax.gt(*_same(xj, xi)),
-        fnp.logical_and(lax.eq(*_same(xj, xi)), fnp.less(idx[None, :], idx[:, None])),
-    )
-    rank = fnp.sum(fnp.astype(before, np.int32), axis=-1)  # [..., i]
-    onehot = fnp.equal(fnp.expand_dims(rank, -2), lax.iota(np.int32, k)[:, None])  # [..., p, i]
-    return fnp.astype(fnp.argmax(onehot, axis=-1), np.int32)
+    """The indices of the ``k`` largest entries along the last axis (``lax.top_k``'s:
+    largest first, the lower index first among equals)."""
+    return lax.top_k(x, k)[1]
 
 
 def _cumsum(x: Any) -> Any:
-    # lax.cumsum where this build has it; else left to right, as XLA's CPU backend
-    # evaluates JAX's cumsum (a reduce_window).
-    cumsum = getattr(lax, "cumsum", None)
-    if cumsum is not None:
-        return cumsum(x, 0)
-
-    def step(total: Any, v: Any) -> tuple[Any, Any]:
-        total = lax.add(total, v)
-        return total, total
-
-    _, out = lax.scan(step, fnp.zeros((), x.dtype), x)
-    return out
+    return lax.cumsum(x, 0)
 
 
 # --- permutations --------------------------------------------------------------------------
@@ -749,32 +727,11 @@ def _cumsum(x: Any) -> Any:
 
 def _sort_along_last(sort_keys: Any, values: Any) -> Any:
     # A stable sort of ``values`` by ``sort_keys`` along the last axis (lax.sort_key_val's
-    # result). Known keys are sorted by NumPy; traced ones by ranks, O(n**2) comparisons,
-    # as ferrax has no sort primitive yet.
+    # result); known keys are sorted by NumPy.
     if not isinstance(sort_keys, Tracer):
         order = np.argsort(to_numpy(sort_keys), axis=-1, kind="stable").astype(np.int32)
         return fnp.take_along_axis(values, fnp.asarray(order), axis=-1)
-    sort_key_val = getattr(lax, "sort_key_val", None)
-    if sort_key_val is not None:
-        return sort_key_val(sort_keys, values, -1)[1]
-    n = sort_keys.shape[-1]
-    ki = fnp.expand_dims(sort_keys, -1)  # [..., i, 1]
-    kj = fnp.expand_dims(sort_keys, -2)  # [..., 1, j]
-    idx = lax.iota(np.int32, n)
-    before = fnp.logical_or(
-        lax.lt(*_same(kj, ki)),
-        fnp.logical_and(lax.eq(*_same(kj, ki)), fnp.less(idx[None, :], idx[:, None])),
-    )
-    rank = fnp.sum(fnp.astype(before, np.int32), axis=-1)  # [..., i]
-    # The element whose rank is p goes to position p.
-    onehot = fnp.equal(fnp.expand_dims(rank, -2), idx[:, None])  # [..., p, i]
-    source = fnp.argmax(onehot, axis=-1)
-    return fnp.take_along_axis(values, fnp.astype(source, np.int32), axis=-1)
-
-
-def _same(a: Any, b: Any) -> tuple[Any, Any]:
-    shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
-    return fnp.broadcast_to(a, shape), fnp.broadcast_to(b, shape)
+    return lax.sort_key_val(sort_keys, values, -1)[1]
 
 
 def _shuffle(data: Any, x: Any, axis: int) -> Any:
