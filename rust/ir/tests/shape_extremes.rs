@@ -453,6 +453,15 @@ fn bases() -> Vec<Base> {
                     ("algorithm", Param::None),
                 ]),
             ),
+            Qr => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    ("full_matrices", Param::Bool(true)),
+                    ("pivoting", Param::Bool(false)),
+                    ("use_magma", Param::None),
+                ]),
+            ),
             Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => base(
                 p,
                 vec![f23.clone()],

@@ -406,6 +406,14 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ("algorithm", Param::None),
             ]),
         ),
+        Qr => (
+            vec![f32s(&[3, 2])],
+            params(vec![
+                ("full_matrices", Param::Bool(false)),
+                ("pivoting", Param::Bool(false)),
+                ("use_magma", Param::None),
+            ]),
+        ),
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => (
             vec![f32s(&[2, 3])],
             params(vec![

@@ -289,3 +289,90 @@ pub(super) fn eigh(x: &HostArray, lower: bool) -> R<Vec<HostArray>> {
         array(&wdims, x.dtype, HostData::Float(ws))?,
     ])
 }
+
+/// `qr`: per matrix `a` (`m x n`), Householder reflections as LAPACK's `geqrf` picks
+/// them (`beta = -sign(alpha) ‖x‖`, so `r`'s diagonal may be negative; no reflection
+/// where a column below the diagonal is already zero), then `q` as `orgqr` forms it:
+/// the product of the reflections' first `k` columns (`k = m` with `full_matrices`, else
+/// `min(m, n)`), and `r` the upper-trapezoidal `k x n` factor.
+pub(super) fn qr(x: &HostArray, full_matrices: bool) -> R<Vec<HostArray>> {
+    let (batch, m, n) = matrices(x)?;
+    let src = floats(x)?;
+    let p = m.min(n);
+    let k = if full_matrices { m } else { p };
+    let mut qs = Vec::with_capacity(batch * m * k);
+    let mut rs = Vec::with_capacity(batch * k * n);
+    for bi in 0..batch {
+        let mut a = src[bi * m * n..(bi + 1) * m * n].to_vec();
+        let mut taus = vec![0.0; p];
+        for j in 0..p {
+            let alpha = a[j * n + j];
+            let xnorm = (j + 1..m)
+                .map(|i| a[i * n + j] * a[i * n + j])
+                .sum::<f64>()
+                .sqrt();
+            if xnorm == 0.0 {
+                continue;
+            }
+            let beta = -alpha.signum() * alpha.hypot(xnorm);
+            taus[j] = (beta - alpha) / beta;
+            let scale = 1.0 / (alpha - beta);
+            for i in j + 1..m {
+                a[i * n + j] *= scale;
+            }
+            a[j * n + j] = beta;
+            // The trailing columns times H = I - tau v vᵀ (v = [1, a[j+1.., j]]).
+            for c in j + 1..n {
+                let mut s = a[j * n + c];
+                for i in j + 1..m {
+                    s += a[i * n + j] * a[i * n + c];
+                }
+                s *= taus[j];
+                a[j * n + c] -= s;
+                for i in j + 1..m {
+                    a[i * n + c] -= s * a[i * n + j];
+                }
+            }
+        }
+        // q = H_0 ... H_{p-1} applied to the first k columns of the identity, the
+        // reflections taken last to first.
+        let mut q = vec![0.0; m * k];
+        for i in 0..k.min(m) {
+            q[i * k + i] = 1.0;
+        }
+        for j in (0..p).rev() {
+            let tau = taus[j];
+            if tau == 0.0 {
+                continue;
+            }
+            for c in 0..k {
+                let mut s = q[j * k + c];
+                for i in j + 1..m {
+                    s += a[i * n + j] * q[i * k + c];
+                }
+                s *= tau;
+                q[j * k + c] -= s;
+                for i in j + 1..m {
+                    q[i * k + c] -= s * a[i * n + j];
+                }
+            }
+        }
+        qs.extend(q);
+        for i in 0..k {
+            for c in 0..n {
+                rs.push(if i <= c && i < m { a[i * n + c] } else { 0.0 });
+            }
+        }
+    }
+    let dims = x.shape.dims();
+    let lead = &dims[..dims.len() - 2];
+    let with = |r: usize, c: usize| {
+        let mut d = lead.to_vec();
+        d.extend([r as i64, c as i64]);
+        d
+    };
+    Ok(vec![
+        array(&with(m, k), x.dtype, HostData::Float(qs))?,
+        array(&with(k, n), x.dtype, HostData::Float(rs))?,
+    ])
+}

@@ -327,6 +327,7 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         )?,
         Lu => return super::linalg::lu(arg(ins, 0)?),
         Eigh => return super::linalg::eigh(arg(ins, 0)?, param_bool(params, "lower")?),
+        Qr => return super::linalg::qr(arg(ins, 0)?, param_bool(params, "full_matrices")?),
         TopK => {
             return super::sorting::top_k(
                 arg(ins, 0)?,

@@ -317,6 +317,7 @@ builtins! {
     TriangularSolve => "triangular_solve",
     Lu => "lu",
     Eigh => "eigh",
+    Qr => "qr",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -614,6 +615,11 @@ impl Builtin {
                 req("sort_eigenvalues", K::Bool),
                 opt("subset_by_index", K::NoneOnly),
                 opt("algorithm", K::NoneOnly),
+            ],
+            Qr => specs![
+                req("full_matrices", K::Bool),
+                req("pivoting", K::Bool),
+                opt("use_magma", K::NoneOnly),
             ],
             ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
             Psum | Pmax | Pmin => specs![

@@ -791,6 +791,10 @@ impl Module {
                 let lower = matches!(e.params().get("lower"), Some(Param::Bool(true)));
                 self.lower_eigh(f, &inputs[0], &in_avals[0], lower)
             }
+            Builtin::Qr => {
+                let full = matches!(e.params().get("full_matrices"), Some(Param::Bool(true)));
+                self.lower_qr(f, &inputs[0], &in_avals[0], full)
+            }
             Builtin::Cumsum
             | Builtin::Cumprod
             | Builtin::Cummax
