@@ -572,6 +572,21 @@ def gen_eigh(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     ]
 
 
+def gen_qr(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    d = linalg_dtype(dtype)
+
+    def op(full: bool, axis: int) -> Op:
+        # q and r joined (along the dimension they share) into one output.
+        return lambda L: lambda a: L.concatenate(L.linalg.qr(a, full_matrices=full), a.ndim + axis)
+
+    # Tall (reduced and full q) and wide (batched): every branch of JAX's rule.
+    return [
+        Case("tall reduced", op(False, -2), (well_conditioned(rng, (4, 2), d),)),
+        Case("tall full", op(True, -1), (well_conditioned(rng, (3, 2), d),)),
+        Case("wide batched", op(False, -1), (well_conditioned(rng, (2, 2, 3), d),)),
+    ]
+
+
 def gen_stack(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     x, y = normal(rng, (3, 4), dtype), normal(rng, (3, 4), dtype)
     return [
@@ -1112,6 +1127,7 @@ CASES: dict[str, Gen] = {
     "triangular_solve": gen_triangular_solve,
     "lu": gen_lu,
     "eigh": gen_eigh,
+    "qr": gen_qr,
     "stack": gen_stack,
     "unstack": gen_unstack,
     "tile": gen_tile,

@@ -20,7 +20,7 @@ from ferrax._core import Primitive, aval_of, user_location
 from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, scalar
 
-__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "symmetrize", "triangular_solve"]
+__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "qr", "symmetrize", "triangular_solve"]
 
 NDArray = np.ndarray[Any, Any]
 
@@ -131,6 +131,42 @@ def _eigh_impl(x: NDArray, *, lower: bool, sort_eigenvalues: bool, subset_by_ind
 
 eigh_p = Primitive.builtin("eigh", multiple_results=True)
 eigh_p.def_impl(_eigh_impl)
+
+
+def _qr_impl(x: NDArray, *, full_matrices: bool, pivoting: bool, use_magma: Any) -> list[NDArray]:
+    """``geqrf`` then ``orgqr`` (as JAX's CPU lowering: the factor sliced to ``m x m``
+    for a wide matrix, padded with zero columns for a full ``q`` of a tall one), ``r``
+    the upper triangle of ``geqrf``'s factor; workspaces as LAPACK's queries ask."""
+    dtype = np.asarray(x).dtype
+    x = _widened(x)
+    m, n = x.shape[-2:]
+    k = m if full_matrices else min(m, n)
+    mats = x.reshape((int(np.prod(x.shape[:-2])), m, n))
+    qs = np.zeros((mats.shape[0], m, k), x.dtype)
+    rs = np.zeros((mats.shape[0], k, n), x.dtype)
+    geqrf, orgqr = _lapack("geqrf", x.dtype), _lapack("orgqr", x.dtype)
+    for i, a in enumerate(mats):
+        if m == 0 or n == 0:
+            qs[i] = np.eye(m, k, dtype=x.dtype)
+            continue
+        work = geqrf(a, lwork=-1)[2][0]  # LAPACK's workspace query
+        r, tau, _, _ = geqrf(a, lwork=max(int(work), n, 1))
+        if m < n:
+            q_in = r[:, :m]
+        elif full_matrices and m > n:
+            q_in = np.pad(r, ((0, 0), (0, m - n)))
+        else:
+            q_in = r
+        work = orgqr(q_in, tau, lwork=-1)[1][0]
+        q, _, _ = orgqr(q_in, tau, lwork=max(int(work), q_in.shape[1], 1))
+        qs[i] = q
+        rs[i] = np.triu(r[:n, :n] if (not full_matrices and m > n) else r)
+    batch = x.shape[:-2]
+    return [qs.reshape((*batch, m, k)).astype(dtype), rs.reshape((*batch, k, n)).astype(dtype)]
+
+
+qr_p = Primitive.builtin("qr", multiple_results=True)
+qr_p.def_impl(_qr_impl)
 
 
 # ------------------------------------------------------------------------- functions
@@ -322,6 +358,20 @@ def eigh(
     return v, w
 
 
+def qr(
+    x: Any, *, pivoting: bool = False, full_matrices: bool = True, use_magma: bool | None = None
+) -> tuple[Array, Array]:
+    """The QR decomposition of each matrix of ``x`` (``[..., m, n]``): ``(q, r)``, ``q``
+    with orthonormal columns (``[..., m, k]``) and ``r`` upper triangular
+    (``[..., k, n]``), ``k = m`` with ``full_matrices``, else ``min(m, n)``; signs as
+    LAPACK's (``r``'s diagonal may be negative). Column pivoting is not supported."""
+    x = _check("qr", x)
+    if pivoting:
+        raise NotImplementedError(f"qr with pivoting=True is not supported, at {user_location()}")
+    q, r = qr_p.bind(x, full_matrices=bool(full_matrices), pivoting=False, use_magma=use_magma)
+    return q, r
+
+
 def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Array:
     """The permutation of ``0..permutation_size`` made by swapping entry ``i`` with
     entry ``pivots[..., i]`` for each ``i`` in turn (``int32``)."""
@@ -511,6 +561,75 @@ def _diagonal(x: Any) -> Any:
 eigh_p.def_jvp(_eigh_jvp)
 
 
+def _thin_qr_jvp(q: Any, r: Any, dx: Any) -> tuple[Any, Any]:
+    """JAX's rule for ``m >= n`` (Townsend): with ``C = qᵀ ẋ r⁻¹`` and ``Ω`` the
+    skew-symmetric ``tril(C, -1) - tril(C, -1)ᵀ``, ``q̇ = q (Ω - C) + ẋ r⁻¹`` and
+    ``ṙ = (C - Ω) r``."""
+    from ferrax._lax.elementwise import sub
+
+    dx_rinv = triangular_solve(r, dx)
+    qt_dx_rinv = _matmul(_T(q), dx_rinv)
+    lower = _tril(qt_dx_rinv, -1)
+    do = sub(lower, _T(lower))
+    dq = _matmul(q, sub(do, qt_dx_rinv)) + dx_rinv
+    dr = _matmul(sub(qt_dx_rinv, do), r)
+    return dq, dr
+
+
+def _qr_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    """JAX's rule: the thin rule on the leading square block of a wide matrix (the rest
+    of ``ṙ`` as ``q̇ᵀ x₂ + qᵀ ẋ₂``); for a full ``q`` of a tall matrix, the extra
+    columns by Roberts and Roberts' equations (arXiv:2409.13374, eqs. 32-33)."""
+    from ferrax._lax.elementwise import add, sub
+    from ferrax._lax.convenience import slice_in_dim
+    from ferrax._lax.structural import broadcast_in_dim, concatenate
+
+    (x,), (dx,) = primals, tangents
+    q, r = qr_p.bind(x, **params)
+    if type(dx) is ad.Zero:
+        return [q, r], [ad.Zero(aval_of(q)), ad.Zero(aval_of(r))]
+    shape = tuple(aval_of(x).shape)
+    dtype = aval_of(x).dtype
+    rank = len(shape)
+    m, n = shape[-2:]
+    if m < n:
+        x2 = slice_in_dim(x, m, n, axis=rank - 1)
+        dx1 = slice_in_dim(dx, 0, m, axis=rank - 1)
+        dx2 = slice_in_dim(dx, m, n, axis=rank - 1)
+        r1 = slice_in_dim(r, 0, m, axis=rank - 1)
+        dq, dr1 = _thin_qr_jvp(q, r1, dx1)
+        dr2 = add(_matmul(_T(dq), x2), _matmul(_T(q), dx2))
+        return [q, r], [dq, concatenate([dr1, dr2], rank - 1)]
+    full = params["full_matrices"]
+    q_mn = slice_in_dim(q, 0, n, axis=rank - 1) if full else q
+    r_nn = slice_in_dim(r, 0, n, axis=rank - 2) if full else r
+    dq_mn, dr_nn = _thin_qr_jvp(q_mn, r_nn, dx)
+    if not full or m == n:
+        return [q, r], [dq_mn, dr_nn]
+    from ferrax.numpy.linalg import _lu_solve
+
+    q_nn = slice_in_dim(q_mn, 0, n, axis=rank - 2)
+    q_pn = slice_in_dim(q_mn, n, m, axis=rank - 2)
+    q_mp = slice_in_dim(q, n, m, axis=rank - 1)
+    dq_nn = slice_in_dim(dq_mn, 0, n, axis=rank - 2)
+    dq_pn = slice_in_dim(dq_mn, n, m, axis=rank - 2)
+    eye = broadcast_in_dim(_eye(dtype, n), tuple(aval_of(q_nn).shape), (rank - 2, rank - 1))
+    lu_, _, perm = lu(sub(q_nn, eye))
+    z_pn_t = _lu_solve(lu_, perm, _T(q_pn), trans=1)
+    z_pn = _T(z_pn_t)
+    dq_mp = sub(
+        _matmul(dq_mn, z_pn_t),
+        _matmul(add(q_mn, _matmul(q_mp, z_pn)), _T(sub(dq_pn, _matmul(z_pn, dq_nn)))),
+    )
+    dq = concatenate([dq_mn, dq_mp], rank - 1)
+    zeros = broadcast_in_dim(np.zeros((), dtype), (*shape[:-2], m - n, n), ())
+    dr = concatenate([dr_nn, zeros], rank - 2)
+    return [q, r], [dq, dr]
+
+
+qr_p.def_jvp(_qr_jvp)
+
+
 # ----------------------------------------------------------------------------- batching
 
 
@@ -530,6 +649,7 @@ def _install_batching() -> None:
     leading(cholesky_p)
     leading(lu_p)
     leading(eigh_p)
+    leading(qr_p)
 
     def solve_rule(vals: Any, dims: Any, *, axis_size: int, **flags: Any) -> Any:
         """JAX's rule: an unbatched ``a`` solves for the batch of ``b`` at once (folded
