@@ -23,8 +23,8 @@ from ferrax import dtypes
 from ferrax.numpy._promotion import ArrayLike, convert, operand_aval
 
 __all__ = [
-    "EighResult", "SlogdetResult", "cholesky", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
-    "solve", "vector_norm",
+    "EighResult", "QRResult", "SlogdetResult", "cholesky", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
+    "qr", "solve", "vector_norm",
 ]
 
 
@@ -40,6 +40,13 @@ class EighResult(NamedTuple):
 
     eigenvalues: Array
     eigenvectors: Array
+
+
+class QRResult(NamedTuple):
+    """The result of :func:`qr`: ``a = Q @ R``."""
+
+    Q: Array
+    R: Array
 
 
 def _fnp() -> Any:
@@ -102,6 +109,26 @@ def eigh(a: ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -
 def eigvalsh(a: ArrayLike, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Array:
     """The eigenvalues (ascending) of each symmetric matrix of ``a``."""
     return eigh(a, UPLO, symmetrize_input=symmetrize_input).eigenvalues
+
+
+def qr(a: ArrayLike, mode: str = "reduced") -> Array | QRResult:
+    """The QR decomposition of each matrix of ``a`` (``[..., m, n]``): ``(Q, R)`` with
+    ``k = min(m, n)`` columns of ``Q`` (``mode='reduced'``, or its alias ``'full'``) or
+    ``m`` (``'complete'``), or ``R`` alone (``'r'``, of the reduced shape as JAX's);
+    signs as LAPACK's. ``'raw'`` (LAPACK's Householder vectors) is not supported."""
+    (x,) = _inexact("jnp.linalg.qr", a)
+    if mode == "raw":
+        raise NotImplementedError(f"qr's mode='raw' is not supported, at {user_location()}")
+    if mode in ("reduced", "r", "full"):
+        full_matrices = False
+    elif mode == "complete":
+        full_matrices = True
+    else:
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}', at {user_location()}")
+    q, r = lax_linalg.qr(x, full_matrices=full_matrices)
+    if mode == "r":
+        return r
+    return QRResult(q, r)
 
 
 # ------------------------------------------------------------------------- solving
