@@ -318,6 +318,7 @@ builtins! {
     Lu => "lu",
     Eigh => "eigh",
     Qr => "qr",
+    Svd => "svd",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -620,6 +621,12 @@ impl Builtin {
                 req("full_matrices", K::Bool),
                 req("pivoting", K::Bool),
                 opt("use_magma", K::NoneOnly),
+            ],
+            Svd => specs![
+                req("full_matrices", K::Bool),
+                req("compute_uv", K::Bool),
+                opt("subset_by_index", K::NoneOnly),
+                opt("algorithm", K::NoneOnly),
             ],
             ShardingConstraint => specs![req("mesh", K::Mesh), req("spec", K::Spec)],
             Psum | Pmax | Pmin => specs![

@@ -668,3 +668,103 @@ impl Module {
         )
     }
 }
+
+impl Module {
+    /// `svd`: `gesdd` (`mode` `A` full, `S` reduced, `N` values only; `u` and `vt`
+    /// allocated in every mode, as JAX's), every output NaN where it fails; an empty
+    /// matrix gives no values and identity `u`/`vt`, as JAX.
+    pub(super) fn lower_svd(
+        &mut self,
+        f: &mut FuncState<'_>,
+        x: &Ssa,
+        aval: &AbstractValue,
+        full_matrices: bool,
+        compute_uv: bool,
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let b = Builtin::Svd;
+        let out_dtype = aval.dtype;
+        let (x, aval) = &self.convert(f, x, aval, compute_dtype(out_dtype));
+        let d = aval.dtype;
+        let p = lapack_prefix(b, d)?;
+        let rank = matrix_rank(b, aval)?;
+        let dims = aval.shape.dims();
+        let batch = &dims[..rank - 2];
+        let (m, n) = (dims[rank - 2], dims[rank - 1]);
+        let k = m.min(n);
+        let (uc, vr) = if full_matrices { (m, n) } else { (k, k) };
+        let with = |extra: &[i64]| {
+            let mut v = batch.to_vec();
+            v.extend_from_slice(extra);
+            v
+        };
+        let new = |shape: Vec<i64>| -> Result<AbstractValue, LowerError> {
+            Ok(AbstractValue::new(
+                crate::aval::Shape::new(&shape).map_err(|_| super::ops::bad(b, "shape"))?,
+                d,
+            ))
+        };
+        let s_aval = new(with(&[k]))?;
+        let u_aval = new(with(&[m, uc]))?;
+        let vt_aval = new(with(&[vr, n]))?;
+        let (s, u, vt) = if m == 0 || n == 0 {
+            let s = self.fill(f, &float_literal(0.0, d), d, &with(&[k]));
+            let mut eye = |me: &mut Module, r: i64, c: i64| {
+                let mask = me.triangle_mask(f, r, c, batch, "EQ", 0);
+                let one = me.fill(f, &float_literal(1.0, d), d, &with(&[r, c]));
+                let zero = me.fill(f, &float_literal(0.0, d), d, &with(&[r, c]));
+                me.op1(
+                    f,
+                    "stablehlo.select",
+                    &[&mask, &one, &zero],
+                    "",
+                    tensor_of(&with(&[r, c]), d),
+                )
+            };
+            let u = eye(self, m, uc);
+            let vt = eye(self, vr, n);
+            (s, u, vt)
+        } else {
+            let mode = match (compute_uv, full_matrices) {
+                (false, _) => b'N',
+                (true, true) => b'A',
+                (true, false) => b'S',
+            };
+            let types = [
+                tensor_type(aval),
+                tensor_type(&s_aval),
+                tensor_type(&u_aval),
+                tensor_type(&vt_aval),
+                tensor_of(batch, DType::I32),
+            ];
+            let layouts = [
+                matrix_layout(rank),
+                default_layout(batch.len() + 1),
+                matrix_layout(rank),
+                matrix_layout(rank),
+                default_layout(batch.len()),
+            ];
+            let r = self.lapack_call(
+                f,
+                &format!("lapack_{p}gesdd_ffi"),
+                &[x],
+                &[matrix_layout(rank)],
+                &[("mode", mode)],
+                &types,
+                &layouts,
+                0,
+                batch.len(),
+            );
+            let ok = self.info_ok(f, &r[4], batch, "EQ");
+            let s = self.nan_unless(f, &ok, &r[1], &s_aval, batch);
+            let u = self.nan_unless(f, &ok, &r[2], &u_aval, batch);
+            let vt = self.nan_unless(f, &ok, &r[3], &vt_aval, batch);
+            (s, u, vt)
+        };
+        let mut outs = vec![self.convert(f, &s, &s_aval, out_dtype).0];
+        if compute_uv {
+            outs.push(self.convert(f, &u, &u_aval, out_dtype).0);
+            outs.push(self.convert(f, &vt, &vt_aval, out_dtype).0);
+        }
+        Ok(outs)
+    }
+}
