@@ -1,4 +1,5 @@
-"""QR (issue 12, item 5): ``lax.linalg.qr``, ``numpy.linalg.qr``, ``scipy.linalg.qr``,
+"""QR and SVD (issue 12, item 5): ``lax.linalg.qr``/``svd``, ``numpy.linalg.qr``/``svd``/
+``svdvals``/``matrix_rank``/``cond``/``norm`` (2, -2, 'nuc'), ``scipy.linalg.qr``/``svd``,
 ``random.orthogonal`` and ``nn.initializers.orthogonal`` against JAX 0.10.2.
 
 Cases are generated over functions (written once for both libraries) and matrix shapes
@@ -51,6 +52,22 @@ FUNCTIONS: dict[str, Fn] = {
     "scipy full": lambda L: lambda x: L.scipy.qr(x),
     "scipy economic": lambda L: lambda x: L.scipy.qr(x, mode="economic"),
     "scipy r": lambda L: lambda x: L.scipy.qr(x, mode="r"),
+    "lax svd full": lambda L: lambda x: L.lax.linalg.svd(x),
+    "lax svd reduced": lambda L: lambda x: L.lax.linalg.svd(x, full_matrices=False),
+    "lax svd values": lambda L: lambda x: L.lax.linalg.svd(x, compute_uv=False),
+    "np svd": lambda L: lambda x: tuple(L.np.linalg.svd(x, full_matrices=False)),
+    "np svdvals": lambda L: lambda x: L.np.linalg.svdvals(x),
+    "np norm 2": lambda L: lambda x: L.np.linalg.norm(x, ord=2, axis=(-2, -1)),
+    "np norm nuc": lambda L: lambda x: L.np.linalg.norm(x, ord="nuc", axis=(-2, -1)),
+    "scipy svd": lambda L: lambda x: L.scipy.svd(x),
+    "scipy svd values": lambda L: lambda x: L.scipy.svd(x, compute_uv=False),
+}
+# (JAX's max and min of no singular values raise.)
+NONEMPTY: dict[str, Fn] = {
+    "np matrix_rank": lambda L: lambda x: L.np.linalg.matrix_rank(x),
+    "np norm -2 keepdims": lambda L: lambda x: L.np.linalg.norm(x, ord=-2, axis=(-1, -2), keepdims=True),
+    "np cond": lambda L: lambda x: L.np.linalg.cond(x),
+    "np cond -2": lambda L: lambda x: L.np.linalg.cond(x, -2),
 }
 SHAPES = [(4, 3), (3, 5), (3, 3), (2, 4, 2), (2, 0, 3), (3, 0), (1, 1)]
 
@@ -67,6 +84,13 @@ def _cases(dtype: Any) -> list[tuple[str, Fn, NDArray]]:
     for name, fn in FUNCTIONS.items():
         for shape in SHAPES:
             out.append((f"{name} {shape}", fn, rng.standard_normal(shape).astype(dtype)))
+    for name, fn in NONEMPTY.items():
+        for shape in SHAPES:
+            if 0 not in shape:
+                out.append((f"{name} {shape}", fn, rng.standard_normal(shape).astype(dtype)))
+    # Rank-deficient: matrix_rank below min(m, n).
+    low = (rng.standard_normal((2, 5, 1)) @ rng.standard_normal((2, 1, 4))).astype(dtype)
+    out.append(("np matrix_rank low", NONEMPTY["np matrix_rank"], low))
     return out
 
 
@@ -97,7 +121,8 @@ def test_integer_input_is_promoted_as_jax() -> None:
 
 def _loss(f: Callable[..., Any], L: Any) -> Callable[..., Any]:
     def loss(x: Any) -> Any:
-        return sum(L.sum(L.sin(o)) for o in f(x))
+        outs = f(x)
+        return sum(L.sum(L.sin(o)) for o in (outs if isinstance(outs, tuple) else (outs,)))
 
     return loss
 
@@ -107,7 +132,7 @@ def test_gradients_and_jvps_match_jax() -> None:
     shapes = [(4, 3), (3, 5), (3, 3), (2, 4, 2)]
     xs = [(rng.standard_normal(s) + 2 * np.eye(s[-2], s[-1])).astype(np.float32) for s in shapes]
     ts = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    fns = [FUNCTIONS["lax full"], FUNCTIONS["lax reduced"]]
+    fns = [FUNCTIONS["lax full"], FUNCTIONS["lax reduced"], FUNCTIONS["lax svd reduced"], FUNCTIONS["np norm nuc"]]
 
     def run(library: Any, lib: Lib, L: Any) -> Callable[..., Any]:
         def all_of(xs: Any, ts: Any) -> Any:
@@ -115,7 +140,8 @@ def test_gradients_and_jvps_match_jax() -> None:
             for fn in fns:
                 for x, t in zip(xs, ts):
                     out.append(library.grad(_loss(fn(lib), L))(x))
-                    out.extend(library.jvp(fn(lib), (x,), (t,))[1])
+                    tangent = library.jvp(fn(lib), (x,), (t,))[1]
+                    out.extend(tangent if isinstance(tangent, tuple) else (tangent,))
             return out
 
         return all_of
@@ -133,7 +159,7 @@ def test_vmap_matches_jax() -> None:
     rng = np.random.default_rng(2)
     x = rng.standard_normal((4, 3, 2)).astype(np.float32)
     for axis in (0, 1, 2):
-        for fn in (FUNCTIONS["lax full"], FUNCTIONS["np reduced"]):
+        for fn in (FUNCTIONS["lax full"], FUNCTIONS["np reduced"], FUNCTIONS["np svd"], NONEMPTY["np matrix_rank"]):
             ours = ferrax.vmap(fn(FX), in_axes=axis)(x)
             theirs = jax.vmap(fn(JX), in_axes=axis)(x)
             for o, t in zip(_flat(ours), _flat(theirs), strict=True):
@@ -147,6 +173,10 @@ def test_jaxpr_prints_as_jax() -> None:
         ours = str(ferrax.make_jaxpr(lambda a: lax.linalg.qr(a, full_matrices=full))(x))
         theirs = str(jax.make_jaxpr(lambda a: jax.lax.linalg.qr(a, full_matrices=full))(x))
         assert ours == theirs
+        for uv in (True, False):
+            ours = str(ferrax.make_jaxpr(lambda a: lax.linalg.svd(a, full_matrices=full, compute_uv=uv))(x))
+            theirs = str(jax.make_jaxpr(lambda a: jax.lax.linalg.svd(a, full_matrices=full, compute_uv=uv))(x))
+            assert ours == theirs
 
 
 def test_lowering_calls_jaxlib_lapack_targets() -> None:
@@ -156,9 +186,9 @@ def test_lowering_calls_jaxlib_lapack_targets() -> None:
         return sorted(re.findall(r"lapack_\w+_ffi", text))
 
     with ferrax.enable_x64(True), jax.enable_x64(True):
-        ours = ferrax.jit(lax.linalg.qr).lower(x).as_text()
-        theirs = jax.jit(jax.lax.linalg.qr).lower(x).as_text()
-    assert targets(ours) == targets(theirs) == ["lapack_dgeqrf_ffi", "lapack_dorgqr_ffi"]
+        ours = ferrax.jit(lambda a: (lax.linalg.qr(a), lax.linalg.svd(a))).lower(x).as_text()
+        theirs = jax.jit(lambda a: (jax.lax.linalg.qr(a), jax.lax.linalg.svd(a))).lower(x).as_text()
+    assert targets(ours) == targets(theirs) == ["lapack_dgeqrf_ffi", "lapack_dgesdd_ffi", "lapack_dorgqr_ffi"]
 
 
 def test_orthogonal_samplers_match_jax() -> None:
@@ -192,6 +222,14 @@ def test_errors_match_jax() -> None:
     _raises_like_jax(lambda L: L.np.linalg.qr, np.ones(3, f32))
     _raises_like_jax(lambda L: lambda x: L.np.linalg.qr(x, mode="economic"), np.ones((2, 2), f32))
     _raises_like_jax(lambda L: lambda x: L.scipy.qr(x, mode="reduced"), np.ones((2, 2), f32))
+    _raises_like_jax(lambda L: L.lax.linalg.svd, np.ones(3, f32))
+    _raises_like_jax(lambda L: L.np.linalg.svd, np.ones(3, f32))
+    _raises_like_jax(lambda L: L.np.linalg.cond, np.ones(3, f32))
+    _raises_like_jax(lambda L: L.np.linalg.cond, np.ones((0, 3), f32))
+    _raises_like_jax(lambda L: lambda x: L.np.linalg.cond(x, 1), np.ones((2, 3), f32))
+    # Full non-square singular vectors have no derivative, in JAX either.
+    with pytest.raises(NotImplementedError):
+        ferrax.grad(lambda x: lax.linalg.svd(x)[0].sum())(np.ones((3, 2), f32))
     with pytest.raises(ValueError, match="at least a 2D shape.*test_linalg2.py"):
         ferrax.nn.initializers.orthogonal()(ferrax.random.key(0), (3,))
     with pytest.raises(ValueError):

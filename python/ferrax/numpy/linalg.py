@@ -23,7 +23,7 @@ from ferrax import dtypes
 from ferrax.numpy._promotion import ArrayLike, convert, operand_aval
 
 __all__ = [
-    "EighResult", "QRResult", "SlogdetResult", "cholesky", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
+    "EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cond", "matrix_rank", "svd", "svdvals", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
     "qr", "solve", "vector_norm",
 ]
 
@@ -47,6 +47,14 @@ class QRResult(NamedTuple):
 
     Q: Array
     R: Array
+
+
+class SVDResult(NamedTuple):
+    """The result of :func:`svd`: ``a = U @ (S[..., None, :] * Vh)`` (reduced)."""
+
+    U: Array
+    S: Array
+    Vh: Array
 
 
 def _fnp() -> Any:
@@ -129,6 +137,98 @@ def qr(a: ArrayLike, mode: str = "reduced") -> Array | QRResult:
     if mode == "r":
         return r
     return QRResult(q, r)
+
+
+def svd(
+    a: ArrayLike,
+    full_matrices: bool = True,
+    compute_uv: bool = True,
+    hermitian: bool = False,
+    subset_by_index: tuple[int, int] | None = None,
+) -> Array | SVDResult:
+    """The singular value decomposition of each matrix of ``a`` (``[..., m, n]``):
+    ``(U, S, Vh)`` (``S`` descending; ``U`` and ``Vh`` square with ``full_matrices``),
+    or ``S`` alone without ``compute_uv``; signs as LAPACK's. ``hermitian=True`` is not
+    supported yet."""
+    (x,) = _inexact("jnp.linalg.svd", a)
+    if hermitian:
+        raise NotImplementedError(f"svd(hermitian=True) is not supported yet, at {user_location()}")
+    if compute_uv:
+        u, s, vh = lax_linalg.svd(x, full_matrices=full_matrices, compute_uv=True, subset_by_index=subset_by_index)
+        return SVDResult(u, s, vh)
+    out: Array = lax_linalg.svd(x, full_matrices=full_matrices, compute_uv=False, subset_by_index=subset_by_index)
+    return out
+
+
+def svdvals(x: ArrayLike, /) -> Array:
+    """The singular values (descending) of each matrix of ``x``."""
+    (a,) = _inexact("jnp.linalg.svdvals", x)
+    out: Array = lax_linalg.svd(a, compute_uv=False)
+    return out
+
+
+def matrix_rank(M: ArrayLike, rtol: ArrayLike | None = None, *, hermitian: bool = False, tol: ArrayLike | None = None) -> Array:
+    """The number of singular values of each matrix of ``M`` above ``rtol`` (by default
+    the largest one times ``max(m, n)`` times the dtype's epsilon); for fewer than two
+    dimensions, whether any element is nonzero. ``tol`` is JAX's deprecated alias."""
+    fnp = _fnp()
+    if tol is not None:
+        rtol = tol if rtol is None else rtol
+    (x,) = _inexact("matrix_rank", M)
+    if len(_shape(x)) < 2:
+        out: Array = fnp.any(x != 0).astype(np.int32)
+        return out
+    s: Any = svd(x, full_matrices=False, compute_uv=False, hermitian=hermitian)
+    if rtol is None:
+        d = aval_of(s).dtype
+        rtol = fnp.max(s, axis=-1) * np.array(max(_shape(x)[-2:]), d) * np.array(np.finfo(d).eps, d)
+    limit = fnp.expand_dims(rtol, fnp.ndim(rtol))
+    out = fnp.sum(s > limit, axis=-1)
+    return out
+
+
+def cond(x: ArrayLike, p: Any = None) -> Array:
+    """The condition number of each matrix of ``x`` in the ``p`` norm (``None`` or
+    ``2``: the ratio of the extreme singular values; ``-2`` its inverse; others by the
+    norms of the matrix and its inverse); inf where it is NaN but ``x`` has no NaN."""
+    fnp = _fnp()
+    (arr,) = _inexact("cond", x)
+    shape = _shape(arr)
+    if len(shape) < 2:
+        raise ValueError(f"jnp.linalg.cond: input array must be at least 2D; got arr.shape={shape}, at {user_location()}")
+    if shape[-1] == 0 or shape[-2] == 0:
+        raise ValueError(f"jnp.linalg.cond: input array must not be empty; got arr.shape={shape}, at {user_location()}")
+    if p is None or (not isinstance(p, str) and p == 2):
+        s = svdvals(arr)
+        out: Array = s[..., 0] / s[..., -1]
+        return out
+    if not isinstance(p, str) and p == -2:
+        s = svdvals(arr)
+        r = s[..., -1] / s[..., 0]
+    else:
+        if shape[-2] != shape[-1]:
+            raise ValueError(f"jnp.linalg.cond: for p={p!r}, array must be square; got arr.shape={shape}, at {user_location()}")
+        r = norm(arr, ord=p, axis=(-2, -1)) * norm(inv(arr), ord=p, axis=(-2, -1))
+    out = fnp.where(fnp.isnan(r) & ~fnp.any(fnp.isnan(arr), axis=(-2, -1)), np.inf, r)
+    return out
+
+
+def _svd_norm(v: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Array:
+    """``norm``'s 2, -2 and nuclear matrix norms: the largest, smallest or summed
+    singular values of the matrices over ``axes``."""
+    fnp = _fnp()
+    x = fnp.moveaxis(v, axes, (-2, -1))
+    s = svd(x, compute_uv=False)
+    if ord == 2:
+        y = fnp.max(s, axis=-1, initial=0)
+    elif ord == -2:
+        y = fnp.min(s, axis=-1)
+    else:
+        y = fnp.sum(s, axis=-1)
+    if keepdims:
+        y = fnp.expand_dims(y, axes)
+    out: Array = y
+    return out
 
 
 # ------------------------------------------------------------------------- solving
@@ -426,7 +526,7 @@ def norm(x: ArrayLike, ord: int | float | str | None = None, axis: None | tuple[
         return fnp.sqrt(fnp.sum(v * v, axis=axes, keepdims=keepdims))  # type: ignore[no-any-return]
     if isinstance(ord, str):
         if ord == "nuc":
-            raise NotImplementedError(f"norm(ord='nuc') needs svd, which ferrax does not have yet, at {user_location()}")
+            return _svd_norm(v, ord, axes, keepdims)
         raise ValueError(f"Invalid order '{ord}' for matrix norm., at {user_location()}")
     if ord in (1, -1):
         if not keepdims and col > row:
@@ -443,7 +543,7 @@ def norm(x: ArrayLike, ord: int | float | str | None = None, axis: None | tuple[
             return fnp.max(sums, axis=row, keepdims=keepdims, initial=0)  # type: ignore[no-any-return]
         return fnp.min(sums, axis=row, keepdims=keepdims)  # type: ignore[no-any-return]
     if ord in (2, -2):
-        raise NotImplementedError(f"norm(ord={ord}) of a matrix needs svd, which ferrax does not have yet, at {user_location()}")
+        return _svd_norm(v, ord, axes, keepdims)
     raise ValueError(f"Invalid order '{ord}' for matrix norm., at {user_location()}")
 
 

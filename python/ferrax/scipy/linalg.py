@@ -22,7 +22,7 @@ from ferrax.numpy import linalg as np_linalg
 from ferrax.numpy._promotion import ArrayLike
 
 __all__ = [
-    "cho_factor", "cho_solve", "cholesky", "det", "inv", "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular",
+    "cho_factor", "cho_solve", "cholesky", "det", "inv", "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd",
 ]
 
 
@@ -179,6 +179,18 @@ def qr(
     if mode == "r":
         return (r,)
     return q, r
+
+
+def svd(
+    a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
+    check_finite: bool = True, lapack_driver: str = "gesdd",
+) -> Array | tuple[Array, Array, Array]:
+    """The singular value decomposition as SciPy's: ``(U, s, Vh)``, or ``s`` alone
+    without ``compute_uv``; the other arguments are unused (as JAX's)."""
+    del overwrite_a, check_finite, lapack_driver
+    (x,) = np_linalg._inexact("svd", a)
+    out = np_linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
+    return tuple(out) if isinstance(out, tuple) else out  # type: ignore[return-value]
 
 
 def det(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> Array:
