@@ -59,6 +59,8 @@ FUNCTIONS: dict[str, Fn] = {
     "np svdvals": lambda L: lambda x: L.np.linalg.svdvals(x),
     "np norm 2": lambda L: lambda x: L.np.linalg.norm(x, ord=2, axis=(-2, -1)),
     "np norm nuc": lambda L: lambda x: L.np.linalg.norm(x, ord="nuc", axis=(-2, -1)),
+    "np pinv": lambda L: lambda x: L.np.linalg.pinv(x),
+    "np pinv rtol": lambda L: lambda x: L.np.linalg.pinv(x, rtol=0.5),
     "scipy svd": lambda L: lambda x: L.scipy.svd(x),
     "scipy svd values": lambda L: lambda x: L.scipy.svd(x, compute_uv=False),
 }
@@ -106,7 +108,10 @@ def test_values_and_compiled_bits_match_jax(dtype: Any, x64: bool) -> None:
             assert isinstance(eager, tuple) == isinstance(t, (tuple, list)), name
             for e, j, c in zip(_flat(eager), _flat(t), _flat(k), strict=True):
                 assert e.dtype == j.dtype == c.dtype and e.shape == j.shape == c.shape, (name, e.shape, j.shape)
-                np.testing.assert_array_equal(e, j, err_msg=f"{name} (eager)")
+                if "pinv" in name:  # eager matmuls are NumPy's, not XLA's: an ulp apart
+                    np.testing.assert_allclose(e, j, rtol=4 * np.finfo(dtype).eps, atol=4 * np.finfo(dtype).eps, err_msg=name)
+                else:
+                    np.testing.assert_array_equal(e, j, err_msg=f"{name} (eager)")
                 np.testing.assert_array_equal(c, j, err_msg=f"{name} (compiled)")
 
 
@@ -132,7 +137,8 @@ def test_gradients_and_jvps_match_jax() -> None:
     shapes = [(4, 3), (3, 5), (3, 3), (2, 4, 2)]
     xs = [(rng.standard_normal(s) + 2 * np.eye(s[-2], s[-1])).astype(np.float32) for s in shapes]
     ts = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    fns = [FUNCTIONS["lax full"], FUNCTIONS["lax reduced"], FUNCTIONS["lax svd reduced"], FUNCTIONS["np norm nuc"]]
+    fns = [FUNCTIONS["lax full"], FUNCTIONS["lax reduced"], FUNCTIONS["lax svd reduced"], FUNCTIONS["np norm nuc"],
+           FUNCTIONS["np pinv"]]
 
     def run(library: Any, lib: Lib, L: Any) -> Callable[..., Any]:
         def all_of(xs: Any, ts: Any) -> Any:
@@ -225,6 +231,7 @@ def test_errors_match_jax() -> None:
     _raises_like_jax(lambda L: L.lax.linalg.svd, np.ones(3, f32))
     _raises_like_jax(lambda L: L.np.linalg.svd, np.ones(3, f32))
     _raises_like_jax(lambda L: L.np.linalg.cond, np.ones(3, f32))
+    _raises_like_jax(lambda L: L.np.linalg.pinv, np.ones(3, f32))
     _raises_like_jax(lambda L: L.np.linalg.cond, np.ones((0, 3), f32))
     _raises_like_jax(lambda L: lambda x: L.np.linalg.cond(x, 1), np.ones((2, 3), f32))
     # Full non-square singular vectors have no derivative, in JAX either.

@@ -23,7 +23,7 @@ from ferrax import dtypes
 from ferrax.numpy._promotion import ArrayLike, convert, operand_aval
 
 __all__ = [
-    "EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cond", "matrix_rank", "svd", "svdvals", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
+    "EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cond", "matrix_rank", "pinv", "svd", "svdvals", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
     "qr", "solve", "vector_norm",
 ]
 
@@ -210,6 +210,64 @@ def cond(x: ArrayLike, p: Any = None) -> Array:
             raise ValueError(f"jnp.linalg.cond: for p={p!r}, array must be square; got arr.shape={shape}, at {user_location()}")
         r = norm(arr, ord=p, axis=(-2, -1)) * norm(inv(arr), ord=p, axis=(-2, -1))
     out = fnp.where(fnp.isnan(r) & ~fnp.any(fnp.isnan(arr), axis=(-2, -1)), np.inf, r)
+    return out
+
+
+def _pinv_plain(arr: Any, rtol: Any) -> Any:
+    fnp = _fnp()
+    shape = _shape(arr)
+    m, n = shape[-2:]
+    if m == 0 or n == 0:
+        return fnp.zeros((*shape[:-2], n, m), aval_of(arr).dtype)
+    d = aval_of(arr).dtype
+    if rtol is None:
+        rtol = 10.0 * max(m, n) * fnp.array(np.finfo(d).eps)
+    rtol = fnp.asarray(rtol)
+    u, s, vh = lax_linalg.svd(arr, full_matrices=False)
+    rtol = fnp.expand_dims(rtol[..., None], tuple(range(fnp.ndim(s) - fnp.ndim(rtol) - 1)))
+    cutoff = rtol * s[..., 0:1]
+    s = fnp.where(s > cutoff, s, np.inf).astype(d)
+    res = fnp.matmul(_mT(vh), fnp.divide(_mT(u), s[..., None]))
+    return res.astype(d)
+
+
+def pinv(a: ArrayLike, rtol: ArrayLike | None = None, hermitian: bool = False, *, rcond: ArrayLike | None = None) -> Array:
+    """The Moore-Penrose pseudo-inverse of each matrix of ``a`` (``[..., m, n]`` to
+    ``[..., n, m]``) by the SVD, singular values at most ``rtol`` (by default ``10
+    max(m, n)`` epsilons) times the largest dropped; differentiated by Golub and
+    Pereyra's formula, as JAX's. ``hermitian=True`` is not supported yet."""
+    if rcond is not None:
+        if rtol is not None:
+            raise ValueError(f"pinv: only one of rtol and rcond may be specified., at {user_location()}")
+        rtol = rcond
+    if hermitian:
+        raise NotImplementedError(f"pinv(hermitian=True) is not supported yet, at {user_location()}")
+    (arr,) = _inexact("jnp.linalg.pinv", a)
+    if len(_shape(arr)) < 2:
+        # (JAX fails unpacking the shape: a ValueError too.)
+        raise ValueError(f"pinv needs an array of at least 2 dimensions, got shape {_shape(arr)}, at {user_location()}")
+
+    @custom_jvp
+    def f(x: Any) -> Any:
+        return _pinv_plain(x, rtol)
+
+    @f.defjvp
+    def f_jvp(primals: Any, tangents: Any) -> Any:
+        (x,), (x_dot,) = primals, tangents
+        mm = _fnp().matmul
+        p = _pinv_plain(x, rtol)
+        m, n = _shape(x)[-2:]
+        if m >= n:
+            s_ = mm(mm(p, _mT(p)), _mT(x_dot))
+            t_ = mm(mm(_mT(x_dot), _mT(p)), p)
+            p_dot = -mm(mm(p, x_dot), p) + s_ - mm(mm(s_, x), p) + t_ - mm(mm(p, x), t_)
+        else:
+            s_ = mm(p, mm(_mT(p), _mT(x_dot)))
+            t_ = mm(_mT(x_dot), mm(_mT(p), p))
+            p_dot = -mm(p, mm(x_dot, p)) + s_ - mm(s_, mm(x, p)) + t_ - mm(p, mm(x, t_))
+        return p, p_dot
+
+    out: Array = f(arr)
     return out
 
 
