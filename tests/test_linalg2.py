@@ -197,6 +197,33 @@ def test_lowering_calls_jaxlib_lapack_targets() -> None:
     assert targets(ours) == targets(theirs) == ["lapack_dgeqrf_ffi", "lapack_dgesdd_ffi", "lapack_dorgqr_ffi"]
 
 
+def test_lstsq_matches_jax() -> None:
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((5, 3)).astype(np.float32)
+    low = (rng.standard_normal((4, 1)) @ rng.standard_normal((1, 3))).astype(np.float32)
+    b1, b2 = rng.standard_normal(5).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32)
+    cases = [(a, b1, None), (low, b2, None), (a.T.copy(), b2[:3], 0.5), (np.zeros((0, 3), np.float32), np.zeros(0, np.float32), None)]
+
+    def run(L: Lib) -> Callable[..., Any]:
+        return lambda args: [L.np.linalg.lstsq(x, y, rcond=r) for (x, y, r) in args]
+
+    pairs = [(x, y) for x, y, _ in cases]
+    rconds = [r for _, _, r in cases]
+    theirs = jax.jit(lambda ps: run(JX)([(x, y, r) for (x, y), r in zip(ps, rconds)]))(pairs)
+    ours = ferrax.jit(lambda ps: run(FX)([(x, y, r) for (x, y), r in zip(ps, rconds)]))(pairs)
+    eager = run(FX)(cases)
+    for t, o, e in zip(theirs, ours, eager, strict=True):
+        for ti, oi, ei in zip(t, o, e, strict=True):
+            assert np.asarray(oi).dtype == np.asarray(ti).dtype and np.shape(oi) == np.shape(ti)
+            np.testing.assert_allclose(np.asarray(oi), np.asarray(ti), rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(np.asarray(ei), np.asarray(ti), rtol=1e-5, atol=1e-5)
+    # numpy_resid: empty residuals where NumPy's are (eager only).
+    ours_r = fnp.linalg.lstsq(low, b2, numpy_resid=True)[1]
+    theirs_r = jnp.linalg.lstsq(low, b2, numpy_resid=True)[1]
+    assert np.shape(ours_r) == np.shape(theirs_r) == (0,)
+    _raises_like_jax(lambda L: L.np.linalg.lstsq, a, b2)
+
+
 def test_orthogonal_samplers_match_jax() -> None:
     samplers: list[tuple[int, tuple[int, ...], int | None]] = [(3, (), None), (2, (2,), 4), (4, (), 2)]
     for n, shape, m in samplers:

@@ -23,7 +23,7 @@ from ferrax import dtypes
 from ferrax.numpy._promotion import ArrayLike, convert, operand_aval
 
 __all__ = [
-    "EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cond", "matrix_rank", "pinv", "svd", "svdvals", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
+    "EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cond", "lstsq", "matrix_rank", "pinv", "svd", "svdvals", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
     "qr", "solve", "vector_norm",
 ]
 
@@ -269,6 +269,48 @@ def pinv(a: ArrayLike, rtol: ArrayLike | None = None, hermitian: bool = False, *
 
     out: Array = f(arr)
     return out
+
+
+def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None, *, numpy_resid: bool = False) -> tuple[Array, Array, Array, Array]:
+    """The least-squares solution of ``a x = b`` (``a`` ``[m, n]``, ``b`` ``[m]`` or
+    ``[m, k]``) by the SVD, as JAX's: ``(x, residuals, rank, s)``, singular values
+    below ``rcond`` (by default ``max(m, n)`` epsilons) times the largest dropped; the
+    residuals always computed unless ``numpy_resid`` (then empty where NumPy's are, which
+    needs concrete values)."""
+    fnp = _fnp()
+    x_a, x_b = _inexact("lstsq", a, b)
+    sa, sb = _shape(x_a), _shape(x_b)
+    if sa[0] != sb[0]:
+        raise ValueError(f"Leading dimensions of input arrays must match, at {user_location()}")
+    b_orig_ndim = len(sb)
+    if b_orig_ndim == 1:
+        x_b = x_b[:, None]
+    if len(sa) != 2:
+        raise TypeError(f"{len(sa)}-dimensional array given. Array must be two-dimensional, at {user_location()}")
+    if len(_shape(x_b)) != 2:
+        raise TypeError(f"{len(sb)}-dimensional array given. Array must be one or two-dimensional, at {user_location()}")
+    m, n = sa
+    d = aval_of(x_a).dtype
+    if m * n == 0:
+        sv: Any = fnp.zeros((0,), d)
+        rank: Any = fnp.array(0, dtype=int)
+        x: Any = fnp.zeros((n, *_shape(x_b)[1:]), d)
+    else:
+        cut: Any = float(np.finfo(d).eps) * max(n, m) if rcond is None else fnp.where(fnp.asarray(rcond) < 0, np.finfo(d).eps, rcond)
+        u, sv, vt = lax_linalg.svd(x_a, full_matrices=False)
+        mask = (sv > 0) & (sv >= fnp.asarray(cut, dtype=d) * sv[0])
+        rank = fnp.sum(mask)
+        safe_s = fnp.where(mask, sv, 1).astype(d)
+        s_inv = fnp.where(mask, 1 / safe_s, 0)[:, None]
+        utb = fnp.matmul(_mT(u), x_b)
+        x = fnp.matmul(_mT(vt), s_inv * utb)
+    if numpy_resid and (int(rank) < n or m <= n):
+        resid: Any = fnp.asarray([], dtype=d)
+    else:
+        resid = norm(x_b - fnp.matmul(x_a, x), axis=0) ** 2
+    if b_orig_ndim == 1:
+        x = fnp.ravel(x)
+    return x, resid, rank, sv
 
 
 def _svd_norm(v: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Array:
