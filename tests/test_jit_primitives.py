@@ -18,7 +18,7 @@ from ferrax._lax.bits import threefry2x32
 from ferrax._lax.custom import custom_jvp_call_p, custom_vjp_call_p, remat_p, stop_gradient_p
 from ferrax._lax import windowed
 from ferrax._lax.elementwise import add_any_p
-from ferrax._lax.linalg import cholesky_p, eigh_p, lu_p, triangular_solve_p
+from ferrax._lax.linalg import cholesky_p, eigh_p, lu_p, qr_p, svd_p, triangular_solve_p
 
 @pytest.fixture(autouse=True)
 def x64() -> Iterator[None]:
@@ -216,6 +216,11 @@ CASES = [
     _c("triangular_solve", _solve(transpose_a=True, unit_diagonal=True), S),
     _c("lu", lambda x: lu_p.bind(x)[0], S),
     _c("eigh", lambda x: eigh_p.bind(_spd(x), lower=True, sort_eigenvalues=True, subset_by_index=None, algorithm=None)[1], S),
+    _c("qr", lambda x: qr_p.bind(x, full_matrices=True, pivoting=False, use_magma=None)[0], S),
+    _c("qr", lambda x: qr_p.bind(lax.transpose(x, (1, 0)), full_matrices=True, pivoting=False, use_magma=None)[0], S),
+    _c("qr", lambda x: qr_p.bind(x, full_matrices=False, pivoting=False, use_magma=None)[1], S),
+    _c("svd", lambda x: svd_p.bind(x, full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None)[1], S),
+    _c("svd", lambda x: svd_p.bind(x, full_matrices=False, compute_uv=False, subset_by_index=None, algorithm=None)[0], S),
     _c("lu", lambda x: lax.concatenate([lu_p.bind(x)[1], lu_p.bind(lax.transpose(x, (1, 0)))[2]], 0), S),
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 1, True), S) for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")],
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 0), S) for name in ("cumsum", "cummax")],

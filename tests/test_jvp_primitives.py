@@ -572,6 +572,48 @@ def gen_eigh(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     ]
 
 
+def gen_qr(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    d = linalg_dtype(dtype)
+
+    def op(full: bool, axis: int) -> Op:
+        # q and r joined (along the dimension they share) into one output.
+        return lambda L: lambda a: L.concatenate(L.linalg.qr(a, full_matrices=full), a.ndim + axis)
+
+    # Tall (reduced and full q) and wide (batched): every branch of JAX's rule.
+    return [
+        Case("tall reduced", op(False, -2), (well_conditioned(rng, (4, 2), d),)),
+        Case("tall full", op(True, -1), (well_conditioned(rng, (3, 2), d),)),
+        Case("wide batched", op(False, -1), (well_conditioned(rng, (2, 2, 3), d),)),
+    ]
+
+
+def gen_svd(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    d = linalg_dtype(dtype)
+
+    def vectors(a: Any) -> Any:
+        return a[..., :2, :2]
+
+    # Distinct singular values (as the rule assumes); vectors through a sign-invariant
+    # function (their signs are LAPACK's choice): u's rows times vt's columns squared.
+    def op(full: bool) -> Op:
+        def f(L: Any) -> Callable[..., Any]:
+            def g(a: Any) -> Any:
+                u, s, vt = L.linalg.svd(a, full_matrices=full)
+                return L.mul(L.mul(vectors(u), vectors(u)), L.mul(vectors(vt), vectors(vt)))
+
+            return g
+
+        return f
+
+    # (float32 second-order check_grads fails in JAX too, with the same values as
+    # ferrax's: compared with JAX only.)
+    return [
+        Case("values", lambda L: lambda a: L.linalg.svd(a, compute_uv=False), (well_conditioned(rng, (2, 4, 2), d),), grads=False),
+        Case("tall vectors", op(False), (well_conditioned(rng, (3, 2), d),), grads=False),
+        Case("wide vectors", op(False), (well_conditioned(rng, (2, 3), d),), grads=False),
+    ]
+
+
 def gen_stack(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     x, y = normal(rng, (3, 4), dtype), normal(rng, (3, 4), dtype)
     return [
@@ -1112,6 +1154,8 @@ CASES: dict[str, Gen] = {
     "triangular_solve": gen_triangular_solve,
     "lu": gen_lu,
     "eigh": gen_eigh,
+    "qr": gen_qr,
+    "svd": gen_svd,
     "stack": gen_stack,
     "unstack": gen_unstack,
     "tile": gen_tile,

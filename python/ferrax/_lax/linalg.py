@@ -20,7 +20,7 @@ from ferrax._core import Primitive, aval_of, user_location
 from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, scalar
 
-__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "symmetrize", "triangular_solve"]
+__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd", "symmetrize", "triangular_solve"]
 
 NDArray = np.ndarray[Any, Any]
 
@@ -131,6 +131,77 @@ def _eigh_impl(x: NDArray, *, lower: bool, sort_eigenvalues: bool, subset_by_ind
 
 eigh_p = Primitive.builtin("eigh", multiple_results=True)
 eigh_p.def_impl(_eigh_impl)
+
+
+def _qr_impl(x: NDArray, *, full_matrices: bool, pivoting: bool, use_magma: Any) -> list[NDArray]:
+    """``geqrf`` then ``orgqr`` (as JAX's CPU lowering: the factor sliced to ``m x m``
+    for a wide matrix, padded with zero columns for a full ``q`` of a tall one), ``r``
+    the upper triangle of ``geqrf``'s factor; workspaces as LAPACK's queries ask."""
+    dtype = np.asarray(x).dtype
+    x = _widened(x)
+    m, n = x.shape[-2:]
+    k = m if full_matrices else min(m, n)
+    mats = x.reshape((int(np.prod(x.shape[:-2])), m, n))
+    qs = np.zeros((mats.shape[0], m, k), x.dtype)
+    rs = np.zeros((mats.shape[0], k, n), x.dtype)
+    geqrf, orgqr = _lapack("geqrf", x.dtype), _lapack("orgqr", x.dtype)
+    for i, a in enumerate(mats):
+        if m == 0 or n == 0:
+            qs[i] = np.eye(m, k, dtype=x.dtype)
+            continue
+        work = geqrf(a, lwork=-1)[2][0]  # LAPACK's workspace query
+        r, tau, _, _ = geqrf(a, lwork=max(int(work), n, 1))
+        if m < n:
+            q_in = r[:, :m]
+        elif full_matrices and m > n:
+            q_in = np.pad(r, ((0, 0), (0, m - n)))
+        else:
+            q_in = r
+        work = orgqr(q_in, tau, lwork=-1)[1][0]
+        q, _, _ = orgqr(q_in, tau, lwork=max(int(work), q_in.shape[1], 1))
+        qs[i] = q
+        rs[i] = np.triu(r[:n, :n] if (not full_matrices and m > n) else r)
+    batch = x.shape[:-2]
+    return [qs.reshape((*batch, m, k)).astype(dtype), rs.reshape((*batch, k, n)).astype(dtype)]
+
+
+qr_p = Primitive.builtin("qr", multiple_results=True)
+qr_p.def_impl(_qr_impl)
+
+
+def _svd_impl(x: NDArray, *, full_matrices: bool, compute_uv: bool, subset_by_index: Any, algorithm: Any) -> list[NDArray]:
+    """``gesdd`` (vectors full, reduced or none, as jaxlib's kernel is asked), NaN where
+    it fails; an empty matrix gives no values and identity ``u``/``vt``, as JAX."""
+    dtype = np.asarray(x).dtype
+    x = _widened(x)
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    uc, vr = (m, n) if full_matrices else (k, k)
+    mats = x.reshape((int(np.prod(x.shape[:-2])), m, n))
+    ss = np.zeros((mats.shape[0], k), x.dtype)
+    us = np.tile(np.eye(m, uc, dtype=x.dtype), (mats.shape[0], 1, 1))
+    vts = np.tile(np.eye(vr, n, dtype=x.dtype), (mats.shape[0], 1, 1))
+    gesdd = _lapack("gesdd", x.dtype)
+    for i, a in enumerate(mats):
+        if k == 0:
+            continue
+        work = _lapack("gesdd_lwork", x.dtype)(m, n, compute_uv=int(compute_uv), full_matrices=int(full_matrices))[0]
+        u, s, vt, info = gesdd(a, compute_uv=int(compute_uv), full_matrices=int(full_matrices), lwork=max(int(work), 1))
+        if info != 0:
+            ss[i], us[i], vts[i] = np.nan, np.nan, np.nan
+            continue
+        ss[i] = s
+        if compute_uv:
+            us[i], vts[i] = u, vt
+    batch = x.shape[:-2]
+    out = [ss.reshape((*batch, k)).astype(dtype)]
+    if compute_uv:
+        out += [us.reshape((*batch, m, uc)).astype(dtype), vts.reshape((*batch, vr, n)).astype(dtype)]
+    return out
+
+
+svd_p = Primitive.builtin("svd", multiple_results=True)
+svd_p.def_impl(_svd_impl)
 
 
 # ------------------------------------------------------------------------- functions
@@ -322,6 +393,47 @@ def eigh(
     return v, w
 
 
+def qr(
+    x: Any, *, pivoting: bool = False, full_matrices: bool = True, use_magma: bool | None = None
+) -> tuple[Array, Array]:
+    """The QR decomposition of each matrix of ``x`` (``[..., m, n]``): ``(q, r)``, ``q``
+    with orthonormal columns (``[..., m, k]``) and ``r`` upper triangular
+    (``[..., k, n]``), ``k = m`` with ``full_matrices``, else ``min(m, n)``; signs as
+    LAPACK's (``r``'s diagonal may be negative). Column pivoting is not supported."""
+    x = _check("qr", x)
+    if pivoting:
+        raise NotImplementedError(f"qr with pivoting=True is not supported, at {user_location()}")
+    q, r = qr_p.bind(x, full_matrices=bool(full_matrices), pivoting=False, use_magma=use_magma)
+    return q, r
+
+
+def svd(
+    x: Any,
+    *,
+    full_matrices: bool = True,
+    compute_uv: bool = True,
+    subset_by_index: tuple[int, int] | None = None,
+    algorithm: Any = None,
+) -> Any:
+    """The singular value decomposition of each matrix of ``x`` (``[..., m, n]``):
+    ``(u, s, vt)`` with ``x = u diag(s) vt`` and ``s`` descending (``k = min(m, n)``
+    values; ``u`` ``[..., m, m]`` and ``vt`` ``[..., n, n]`` with ``full_matrices``,
+    else ``[..., m, k]`` and ``[..., k, n]``), or ``s`` alone without ``compute_uv``.
+    ``subset_by_index`` only as the whole range and ``algorithm`` only as None (as JAX's
+    CPU backend)."""
+    x = _check("svd", x)
+    k = min(aval_of(x).shape[-2:])
+    if subset_by_index is not None and tuple(subset_by_index) != (0, k):
+        raise NotImplementedError(f"subset_by_index not implemented for CPU and GPU, at {user_location()}")
+    if algorithm is not None:
+        raise NotImplementedError(f"svd's algorithm={algorithm!r} is not supported, at {user_location()}")
+    outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv), subset_by_index=None, algorithm=None)
+    if compute_uv:
+        s, u, vt = outs
+        return u, s, vt
+    return outs[0]
+
+
 def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Array:
     """The permutation of ``0..permutation_size`` made by swapping entry ``i`` with
     entry ``pivots[..., i]`` for each ``i`` in turn (``int32``)."""
@@ -511,6 +623,129 @@ def _diagonal(x: Any) -> Any:
 eigh_p.def_jvp(_eigh_jvp)
 
 
+def _thin_qr_jvp(q: Any, r: Any, dx: Any) -> tuple[Any, Any]:
+    """JAX's rule for ``m >= n`` (Townsend): with ``C = qᵀ ẋ r⁻¹`` and ``Ω`` the
+    skew-symmetric ``tril(C, -1) - tril(C, -1)ᵀ``, ``q̇ = q (Ω - C) + ẋ r⁻¹`` and
+    ``ṙ = (C - Ω) r``."""
+    from ferrax._lax.elementwise import sub
+
+    dx_rinv = triangular_solve(r, dx)
+    qt_dx_rinv = _matmul(_T(q), dx_rinv)
+    lower = _tril(qt_dx_rinv, -1)
+    do = sub(lower, _T(lower))
+    dq = _matmul(q, sub(do, qt_dx_rinv)) + dx_rinv
+    dr = _matmul(sub(qt_dx_rinv, do), r)
+    return dq, dr
+
+
+def _qr_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    """JAX's rule: the thin rule on the leading square block of a wide matrix (the rest
+    of ``ṙ`` as ``q̇ᵀ x₂ + qᵀ ẋ₂``); for a full ``q`` of a tall matrix, the extra
+    columns by Roberts and Roberts' equations (arXiv:2409.13374, eqs. 32-33)."""
+    from ferrax._lax.elementwise import add, sub
+    from ferrax._lax.convenience import slice_in_dim
+    from ferrax._lax.structural import broadcast_in_dim, concatenate
+
+    (x,), (dx,) = primals, tangents
+    q, r = qr_p.bind(x, **params)
+    if type(dx) is ad.Zero:
+        return [q, r], [ad.Zero(aval_of(q)), ad.Zero(aval_of(r))]
+    shape = tuple(aval_of(x).shape)
+    dtype = aval_of(x).dtype
+    rank = len(shape)
+    m, n = shape[-2:]
+    if m < n:
+        x2 = slice_in_dim(x, m, n, axis=rank - 1)
+        dx1 = slice_in_dim(dx, 0, m, axis=rank - 1)
+        dx2 = slice_in_dim(dx, m, n, axis=rank - 1)
+        r1 = slice_in_dim(r, 0, m, axis=rank - 1)
+        dq, dr1 = _thin_qr_jvp(q, r1, dx1)
+        dr2 = add(_matmul(_T(dq), x2), _matmul(_T(q), dx2))
+        return [q, r], [dq, concatenate([dr1, dr2], rank - 1)]
+    full = params["full_matrices"]
+    q_mn = slice_in_dim(q, 0, n, axis=rank - 1) if full else q
+    r_nn = slice_in_dim(r, 0, n, axis=rank - 2) if full else r
+    dq_mn, dr_nn = _thin_qr_jvp(q_mn, r_nn, dx)
+    if not full or m == n:
+        return [q, r], [dq_mn, dr_nn]
+    from ferrax.numpy.linalg import _lu_solve
+
+    q_nn = slice_in_dim(q_mn, 0, n, axis=rank - 2)
+    q_pn = slice_in_dim(q_mn, n, m, axis=rank - 2)
+    q_mp = slice_in_dim(q, n, m, axis=rank - 1)
+    dq_nn = slice_in_dim(dq_mn, 0, n, axis=rank - 2)
+    dq_pn = slice_in_dim(dq_mn, n, m, axis=rank - 2)
+    eye = broadcast_in_dim(_eye(dtype, n), tuple(aval_of(q_nn).shape), (rank - 2, rank - 1))
+    lu_, _, perm = lu(sub(q_nn, eye))
+    z_pn_t = _lu_solve(lu_, perm, _T(q_pn), trans=1)
+    z_pn = _T(z_pn_t)
+    dq_mp = sub(
+        _matmul(dq_mn, z_pn_t),
+        _matmul(add(q_mn, _matmul(q_mp, z_pn)), _T(sub(dq_pn, _matmul(z_pn, dq_nn)))),
+    )
+    dq = concatenate([dq_mn, dq_mp], rank - 1)
+    zeros = broadcast_in_dim(np.zeros((), dtype), (*shape[:-2], m - n, n), ())
+    dr = concatenate([dr_nn, zeros], rank - 2)
+    return [q, r], [dq, dr]
+
+
+qr_p.def_jvp(_qr_jvp)
+
+
+def _svd_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    """JAX's rule (Townsend's): with ``dS = uᵀ ȧ v``, ``ṡ = diag(dS)``; ``u̇``/``v̇``
+    by ``F[i, j] = 1 / (s[j]² - s[i]²)`` (0 on the diagonal), plus the parts outside
+    ``u``'s (tall) or ``v``'s (wide) span. Full non-square ``u``/``v`` are refused, as
+    JAX's."""
+    from ferrax._lax.elementwise import add, div, eq, mul, sub, convert_element_type
+    from ferrax._lax.structural import broadcast_in_dim
+
+    (a,), (da,) = primals, tangents
+    full, compute_uv = params["full_matrices"], params["compute_uv"]
+    shape = tuple(aval_of(a).shape)
+    m, n = shape[-2:]
+    if compute_uv and full and m != n:
+        raise NotImplementedError(f"Singular value decomposition JVP not implemented for full matrices, at {user_location()}")
+    s, u, vt = svd_p.bind(a, **{**params, "full_matrices": False, "compute_uv": True})
+    primal_out = [s, u, vt] if compute_uv else [s]
+    if type(da) is ad.Zero:
+        return primal_out, [ad.Zero(aval_of(o)) for o in primal_out]
+    dtype = aval_of(a).dtype
+    r = len(shape)
+    k = min(m, n)
+    ut, v = _T(u), _T(vt)
+    ds_mat = _matmul(_matmul(ut, da), v)
+    ds = _diagonal(ds_mat)
+    if not compute_uv:
+        return primal_out, [ds]
+    kk = (*shape[:-2], k, k)
+    s_row = broadcast_in_dim(s, kk, (*range(r - 2), r - 1))  # s[..., None, :]
+    s_col = broadcast_in_dim(s, kk, (*range(r - 2), r - 2))
+    s_diffs = mul(add(s_row, s_col), sub(s_row, s_col))
+    eye = broadcast_in_dim(_eye(dtype, k), kk, (r - 2, r - 1))
+    one = np.ones((), dtype)
+    F = sub(div(broadcast_in_dim(one, kk, ()), add(s_diffs, eye)), eye)
+    dss = mul(s_row, ds_mat)
+    sds = mul(s_col, ds_mat)
+    s_zeros = convert_element_type(eq(s, broadcast_in_dim(np.zeros((), dtype), tuple(aval_of(s).shape), ())), dtype)
+    s_inv = sub(div(broadcast_in_dim(one, tuple(aval_of(s).shape), ()), add(s, s_zeros)), s_zeros)
+    s_inv_mat = mul(eye, broadcast_in_dim(s_inv, kk, (*range(r - 2), r - 1)))
+    half = broadcast_in_dim(np.array(0.5, dtype), kk, ())
+    dudv_diag = mul(mul(half, sub(ds_mat, _T(ds_mat))), s_inv_mat)
+    du = _matmul(u, add(mul(F, add(dss, _T(dss))), dudv_diag))
+    dv = _matmul(v, mul(F, add(sds, _T(sds))))
+    if m > n:
+        dav = _matmul(da, v)
+        du = add(du, div(sub(dav, _matmul(u, _matmul(ut, dav))), broadcast_in_dim(s, (*shape[:-2], m, k), (*range(r - 2), r - 1))))
+    if n > m:
+        dahu = _matmul(_T(da), u)
+        dv = add(dv, div(sub(dahu, _matmul(v, _matmul(vt, dahu))), broadcast_in_dim(s, (*shape[:-2], n, k), (*range(r - 2), r - 1))))
+    return primal_out, [ds, du, _T(dv)]
+
+
+svd_p.def_jvp(_svd_jvp)
+
+
 # ----------------------------------------------------------------------------- batching
 
 
@@ -530,6 +765,8 @@ def _install_batching() -> None:
     leading(cholesky_p)
     leading(lu_p)
     leading(eigh_p)
+    leading(qr_p)
+    leading(svd_p)
 
     def solve_rule(vals: Any, dims: Any, *, axis_size: int, **flags: Any) -> Any:
         """JAX's rule: an unbatched ``a`` solves for the batch of ``b`` at once (folded

@@ -30,7 +30,7 @@ from ferrax.numpy._promotion import ArrayLike, DTypeLike, Shape
 __all__ = [
     "Initializer", "constant", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform",
     "kaiming_normal", "kaiming_uniform", "lecun_normal", "lecun_uniform", "normal", "ones",
-    "truncated_normal", "uniform", "variance_scaling", "xavier_normal", "xavier_uniform",
+    "orthogonal", "truncated_normal", "uniform", "variance_scaling", "xavier_normal", "xavier_uniform",
     "zeros",
 ]
 
@@ -213,6 +213,31 @@ def variance_scaling(
             raise ValueError(
                 f"invalid distribution for variance scaling initializer: {distribution}, at {user_location()}"
             )
+        return out
+
+    return init
+
+
+def orthogonal(scale: ArrayLike = 1.0, column_axis: int = -1, dtype: DTypeLike | None = None) -> Initializer:
+    """An initializer of (semi-)orthogonal matrices times ``scale``: the ``column_axis``
+    of the shape holds the columns, the other axes flattened into the rows; orthonormal
+    rows or columns, whichever are fewer (``random.orthogonal``'s draw)."""
+    default = dtype
+
+    def init(key: Any, shape: Shape, dtype: DTypeLike | None = default, out_sharding: Any = None) -> Array:
+        _no_sharding(out_sharding)
+        dims = _shape(shape)
+        d = _dtype(dtype)
+        if len(dims) < 2:
+            raise ValueError(f"orthogonal initializer requires at least a 2D shape, at {user_location()}")
+        if any(n == 0 for n in dims):
+            return fnp.zeros(dims, d)
+        cols = dims[column_axis]
+        rows = math.prod(dims) // cols
+        q = _random().orthogonal(key, rows, (), d, cols)
+        q = fnp.reshape(q, (*np.delete(np.array(dims), column_axis).tolist(), cols))
+        q = fnp.moveaxis(q, -1, column_axis)
+        out: Array = fnp.array(scale, d) * q
         return out
 
     return init

@@ -23,8 +23,8 @@ from ferrax import dtypes
 from ferrax.numpy._promotion import ArrayLike, convert, operand_aval
 
 __all__ = [
-    "EighResult", "SlogdetResult", "cholesky", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
-    "solve", "vector_norm",
+    "EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cond", "lstsq", "matrix_rank", "pinv", "svd", "svdvals", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
+    "qr", "solve", "vector_norm",
 ]
 
 
@@ -40,6 +40,21 @@ class EighResult(NamedTuple):
 
     eigenvalues: Array
     eigenvectors: Array
+
+
+class QRResult(NamedTuple):
+    """The result of :func:`qr`: ``a = Q @ R``."""
+
+    Q: Array
+    R: Array
+
+
+class SVDResult(NamedTuple):
+    """The result of :func:`svd`: ``a = U @ (S[..., None, :] * Vh)`` (reduced)."""
+
+    U: Array
+    S: Array
+    Vh: Array
 
 
 def _fnp() -> Any:
@@ -102,6 +117,218 @@ def eigh(a: ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -
 def eigvalsh(a: ArrayLike, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Array:
     """The eigenvalues (ascending) of each symmetric matrix of ``a``."""
     return eigh(a, UPLO, symmetrize_input=symmetrize_input).eigenvalues
+
+
+def qr(a: ArrayLike, mode: str = "reduced") -> Array | QRResult:
+    """The QR decomposition of each matrix of ``a`` (``[..., m, n]``): ``(Q, R)`` with
+    ``k = min(m, n)`` columns of ``Q`` (``mode='reduced'``, or its alias ``'full'``) or
+    ``m`` (``'complete'``), or ``R`` alone (``'r'``, of the reduced shape as JAX's);
+    signs as LAPACK's. ``'raw'`` (LAPACK's Householder vectors) is not supported."""
+    (x,) = _inexact("jnp.linalg.qr", a)
+    if mode == "raw":
+        raise NotImplementedError(f"qr's mode='raw' is not supported, at {user_location()}")
+    if mode in ("reduced", "r", "full"):
+        full_matrices = False
+    elif mode == "complete":
+        full_matrices = True
+    else:
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}', at {user_location()}")
+    q, r = lax_linalg.qr(x, full_matrices=full_matrices)
+    if mode == "r":
+        return r
+    return QRResult(q, r)
+
+
+def svd(
+    a: ArrayLike,
+    full_matrices: bool = True,
+    compute_uv: bool = True,
+    hermitian: bool = False,
+    subset_by_index: tuple[int, int] | None = None,
+) -> Array | SVDResult:
+    """The singular value decomposition of each matrix of ``a`` (``[..., m, n]``):
+    ``(U, S, Vh)`` (``S`` descending; ``U`` and ``Vh`` square with ``full_matrices``),
+    or ``S`` alone without ``compute_uv``; signs as LAPACK's. ``hermitian=True`` is not
+    supported yet."""
+    (x,) = _inexact("jnp.linalg.svd", a)
+    if hermitian:
+        raise NotImplementedError(f"svd(hermitian=True) is not supported yet, at {user_location()}")
+    if compute_uv:
+        u, s, vh = lax_linalg.svd(x, full_matrices=full_matrices, compute_uv=True, subset_by_index=subset_by_index)
+        return SVDResult(u, s, vh)
+    out: Array = lax_linalg.svd(x, full_matrices=full_matrices, compute_uv=False, subset_by_index=subset_by_index)
+    return out
+
+
+def svdvals(x: ArrayLike, /) -> Array:
+    """The singular values (descending) of each matrix of ``x``."""
+    (a,) = _inexact("jnp.linalg.svdvals", x)
+    out: Array = lax_linalg.svd(a, compute_uv=False)
+    return out
+
+
+def matrix_rank(M: ArrayLike, rtol: ArrayLike | None = None, *, hermitian: bool = False, tol: ArrayLike | None = None) -> Array:
+    """The number of singular values of each matrix of ``M`` above ``rtol`` (by default
+    the largest one times ``max(m, n)`` times the dtype's epsilon); for fewer than two
+    dimensions, whether any element is nonzero. ``tol`` is JAX's deprecated alias."""
+    fnp = _fnp()
+    if tol is not None:
+        rtol = tol if rtol is None else rtol
+    (x,) = _inexact("matrix_rank", M)
+    if len(_shape(x)) < 2:
+        out: Array = fnp.any(x != 0).astype(np.int32)
+        return out
+    s: Any = svd(x, full_matrices=False, compute_uv=False, hermitian=hermitian)
+    if rtol is None:
+        d = aval_of(s).dtype
+        rtol = fnp.max(s, axis=-1) * np.array(max(_shape(x)[-2:]), d) * np.array(np.finfo(d).eps, d)
+    limit = fnp.expand_dims(rtol, fnp.ndim(rtol))
+    out = fnp.sum(s > limit, axis=-1)
+    return out
+
+
+def cond(x: ArrayLike, p: Any = None) -> Array:
+    """The condition number of each matrix of ``x`` in the ``p`` norm (``None`` or
+    ``2``: the ratio of the extreme singular values; ``-2`` its inverse; others by the
+    norms of the matrix and its inverse); inf where it is NaN but ``x`` has no NaN."""
+    fnp = _fnp()
+    (arr,) = _inexact("cond", x)
+    shape = _shape(arr)
+    if len(shape) < 2:
+        raise ValueError(f"jnp.linalg.cond: input array must be at least 2D; got arr.shape={shape}, at {user_location()}")
+    if shape[-1] == 0 or shape[-2] == 0:
+        raise ValueError(f"jnp.linalg.cond: input array must not be empty; got arr.shape={shape}, at {user_location()}")
+    if p is None or (not isinstance(p, str) and p == 2):
+        s = svdvals(arr)
+        out: Array = s[..., 0] / s[..., -1]
+        return out
+    if not isinstance(p, str) and p == -2:
+        s = svdvals(arr)
+        r = s[..., -1] / s[..., 0]
+    else:
+        if shape[-2] != shape[-1]:
+            raise ValueError(f"jnp.linalg.cond: for p={p!r}, array must be square; got arr.shape={shape}, at {user_location()}")
+        r = norm(arr, ord=p, axis=(-2, -1)) * norm(inv(arr), ord=p, axis=(-2, -1))
+    out = fnp.where(fnp.isnan(r) & ~fnp.any(fnp.isnan(arr), axis=(-2, -1)), np.inf, r)
+    return out
+
+
+def _pinv_plain(arr: Any, rtol: Any) -> Any:
+    fnp = _fnp()
+    shape = _shape(arr)
+    m, n = shape[-2:]
+    if m == 0 or n == 0:
+        return fnp.zeros((*shape[:-2], n, m), aval_of(arr).dtype)
+    d = aval_of(arr).dtype
+    if rtol is None:
+        rtol = 10.0 * max(m, n) * fnp.array(np.finfo(d).eps)
+    rtol = fnp.asarray(rtol)
+    u, s, vh = lax_linalg.svd(arr, full_matrices=False)
+    rtol = fnp.expand_dims(rtol[..., None], tuple(range(fnp.ndim(s) - fnp.ndim(rtol) - 1)))
+    cutoff = rtol * s[..., 0:1]
+    s = fnp.where(s > cutoff, s, np.inf).astype(d)
+    res = fnp.matmul(_mT(vh), fnp.divide(_mT(u), s[..., None]))
+    return res.astype(d)
+
+
+def pinv(a: ArrayLike, rtol: ArrayLike | None = None, hermitian: bool = False, *, rcond: ArrayLike | None = None) -> Array:
+    """The Moore-Penrose pseudo-inverse of each matrix of ``a`` (``[..., m, n]`` to
+    ``[..., n, m]``) by the SVD, singular values at most ``rtol`` (by default ``10
+    max(m, n)`` epsilons) times the largest dropped; differentiated by Golub and
+    Pereyra's formula, as JAX's. ``hermitian=True`` is not supported yet."""
+    if rcond is not None:
+        if rtol is not None:
+            raise ValueError(f"pinv: only one of rtol and rcond may be specified., at {user_location()}")
+        rtol = rcond
+    if hermitian:
+        raise NotImplementedError(f"pinv(hermitian=True) is not supported yet, at {user_location()}")
+    (arr,) = _inexact("jnp.linalg.pinv", a)
+    if len(_shape(arr)) < 2:
+        # (JAX fails unpacking the shape: a ValueError too.)
+        raise ValueError(f"pinv needs an array of at least 2 dimensions, got shape {_shape(arr)}, at {user_location()}")
+
+    @custom_jvp
+    def f(x: Any) -> Any:
+        return _pinv_plain(x, rtol)
+
+    @f.defjvp
+    def f_jvp(primals: Any, tangents: Any) -> Any:
+        (x,), (x_dot,) = primals, tangents
+        mm = _fnp().matmul
+        p = _pinv_plain(x, rtol)
+        m, n = _shape(x)[-2:]
+        if m >= n:
+            s_ = mm(mm(p, _mT(p)), _mT(x_dot))
+            t_ = mm(mm(_mT(x_dot), _mT(p)), p)
+            p_dot = -mm(mm(p, x_dot), p) + s_ - mm(mm(s_, x), p) + t_ - mm(mm(p, x), t_)
+        else:
+            s_ = mm(p, mm(_mT(p), _mT(x_dot)))
+            t_ = mm(_mT(x_dot), mm(_mT(p), p))
+            p_dot = -mm(p, mm(x_dot, p)) + s_ - mm(s_, mm(x, p)) + t_ - mm(p, mm(x, t_))
+        return p, p_dot
+
+    out: Array = f(arr)
+    return out
+
+
+def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None, *, numpy_resid: bool = False) -> tuple[Array, Array, Array, Array]:
+    """The least-squares solution of ``a x = b`` (``a`` ``[m, n]``, ``b`` ``[m]`` or
+    ``[m, k]``) by the SVD, as JAX's: ``(x, residuals, rank, s)``, singular values
+    below ``rcond`` (by default ``max(m, n)`` epsilons) times the largest dropped; the
+    residuals always computed unless ``numpy_resid`` (then empty where NumPy's are, which
+    needs concrete values)."""
+    fnp = _fnp()
+    x_a, x_b = _inexact("lstsq", a, b)
+    sa, sb = _shape(x_a), _shape(x_b)
+    if sa[0] != sb[0]:
+        raise ValueError(f"Leading dimensions of input arrays must match, at {user_location()}")
+    b_orig_ndim = len(sb)
+    if b_orig_ndim == 1:
+        x_b = x_b[:, None]
+    if len(sa) != 2:
+        raise TypeError(f"{len(sa)}-dimensional array given. Array must be two-dimensional, at {user_location()}")
+    if len(_shape(x_b)) != 2:
+        raise TypeError(f"{len(sb)}-dimensional array given. Array must be one or two-dimensional, at {user_location()}")
+    m, n = sa
+    d = aval_of(x_a).dtype
+    if m * n == 0:
+        sv: Any = fnp.zeros((0,), d)
+        rank: Any = fnp.array(0, dtype=int)
+        x: Any = fnp.zeros((n, *_shape(x_b)[1:]), d)
+    else:
+        cut: Any = float(np.finfo(d).eps) * max(n, m) if rcond is None else fnp.where(fnp.asarray(rcond) < 0, np.finfo(d).eps, rcond)
+        u, sv, vt = lax_linalg.svd(x_a, full_matrices=False)
+        mask = (sv > 0) & (sv >= fnp.asarray(cut, dtype=d) * sv[0])
+        rank = fnp.sum(mask)
+        safe_s = fnp.where(mask, sv, 1).astype(d)
+        s_inv = fnp.where(mask, 1 / safe_s, 0)[:, None]
+        utb = fnp.matmul(_mT(u), x_b)
+        x = fnp.matmul(_mT(vt), s_inv * utb)
+    if numpy_resid and (int(rank) < n or m <= n):
+        resid: Any = fnp.asarray([], dtype=d)
+    else:
+        resid = norm(x_b - fnp.matmul(x_a, x), axis=0) ** 2
+    if b_orig_ndim == 1:
+        x = fnp.ravel(x)
+    return x, resid, rank, sv
+
+
+def _svd_norm(v: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Array:
+    """``norm``'s 2, -2 and nuclear matrix norms: the largest, smallest or summed
+    singular values of the matrices over ``axes``."""
+    fnp = _fnp()
+    x = fnp.moveaxis(v, axes, (-2, -1))
+    s = svd(x, compute_uv=False)
+    if ord == 2:
+        y = fnp.max(s, axis=-1, initial=0)
+    elif ord == -2:
+        y = fnp.min(s, axis=-1)
+    else:
+        y = fnp.sum(s, axis=-1)
+    if keepdims:
+        y = fnp.expand_dims(y, axes)
+    out: Array = y
+    return out
 
 
 # ------------------------------------------------------------------------- solving
@@ -399,7 +626,7 @@ def norm(x: ArrayLike, ord: int | float | str | None = None, axis: None | tuple[
         return fnp.sqrt(fnp.sum(v * v, axis=axes, keepdims=keepdims))  # type: ignore[no-any-return]
     if isinstance(ord, str):
         if ord == "nuc":
-            raise NotImplementedError(f"norm(ord='nuc') needs svd, which ferrax does not have yet, at {user_location()}")
+            return _svd_norm(v, ord, axes, keepdims)
         raise ValueError(f"Invalid order '{ord}' for matrix norm., at {user_location()}")
     if ord in (1, -1):
         if not keepdims and col > row:
@@ -416,7 +643,7 @@ def norm(x: ArrayLike, ord: int | float | str | None = None, axis: None | tuple[
             return fnp.max(sums, axis=row, keepdims=keepdims, initial=0)  # type: ignore[no-any-return]
         return fnp.min(sums, axis=row, keepdims=keepdims)  # type: ignore[no-any-return]
     if ord in (2, -2):
-        raise NotImplementedError(f"norm(ord={ord}) of a matrix needs svd, which ferrax does not have yet, at {user_location()}")
+        return _svd_norm(v, ord, axes, keepdims)
     raise ValueError(f"Invalid order '{ord}' for matrix norm., at {user_location()}")
 
 

@@ -71,7 +71,7 @@ from ferrax.random._samplers import (
     truncated_normal,
     uniform,
 )
-from ferrax.random._multivariate import multivariate_normal
+from ferrax.random._multivariate import multivariate_normal, orthogonal
 
 __all__ = [
     "KeyArray",
@@ -108,6 +108,7 @@ __all__ = [
     "multinomial",
     "multivariate_normal",
     "normal",
+    "orthogonal",
     "pareto",
     "permutation",
     "poisson",

@@ -1,8 +1,9 @@
-"""``multivariate_normal``: JAX's sampler (``method='cholesky'``, its default), on
-``ferrax.numpy.linalg``."""
+"""``multivariate_normal`` (JAX's sampler, ``method='cholesky'``, its default) and
+``orthogonal``, on ``ferrax.numpy.linalg``."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,14 @@ from ferrax._core import aval_of
 from ferrax._user_frames import user_location
 from ferrax.numpy import linalg as np_linalg
 from ferrax.random._keys import check_key
-from ferrax.random._samplers import _broadcast_shapes, _canonical_shape, _check_shape, _no_out_sharding, normal
+from ferrax.random._samplers import (
+    _broadcast_shapes,
+    _canonical_shape,
+    _check_shape,
+    _float_dtype,
+    _no_out_sharding,
+    normal,
+)
 
 
 def multivariate_normal(
@@ -60,4 +68,24 @@ def multivariate_normal(
     factor = np_linalg.cholesky(c)
     samples = normal(key, (*out_shape, n), d)
     out: Array = m + fnp.einsum("...ij,...j->...i", factor, samples)
+    return out
+
+
+def orthogonal(
+    key: Any, n: int, shape: Sequence[int] = (), dtype: Any = None, m: int | None = None, *, out_sharding: Any = None
+) -> Array:
+    """Matrices (``shape + (n, m)``, ``m = n`` by default) drawn uniformly from the
+    orthogonal group (semi-orthogonal when ``n != m``: orthonormal rows if ``n <= m``,
+    columns if ``m <= n``), as JAX's: the QR decomposition of a standard normal matrix,
+    ``q``'s columns multiplied by the signs of ``r``'s diagonal (Mezzadri 2007)."""
+    _no_out_sharding("orthogonal", out_sharding)
+    check_key("orthogonal", key)
+    rows, cols = operator.index(n), operator.index(n if m is None else m)
+    d = _float_dtype("orthogonal", dtype)
+    shp = _canonical_shape(shape)
+    z = normal(key, (*shp, max(rows, cols), min(rows, cols)), d)
+    q, r = np_linalg.qr(z)
+    signs = fnp.sign(fnp.diagonal(r, axis1=-2, axis2=-1))
+    x = q * fnp.expand_dims(signs, -2)
+    out: Array = fnp.swapaxes(x, -1, -2) if rows < cols else x
     return out

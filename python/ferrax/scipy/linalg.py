@@ -22,7 +22,7 @@ from ferrax.numpy import linalg as np_linalg
 from ferrax.numpy._promotion import ArrayLike
 
 __all__ = [
-    "cho_factor", "cho_solve", "cholesky", "det", "inv", "lu", "lu_factor", "lu_solve", "solve", "solve_triangular",
+    "cho_factor", "cho_solve", "cholesky", "det", "inv", "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd",
 ]
 
 
@@ -157,6 +157,40 @@ def lu(a: ArrayLike, permute_l: bool = False, overwrite_a: bool = False, check_f
     if permute_l:
         return fnp.matmul(p, l_), u
     return p, l_, u
+
+
+def qr(
+    a: ArrayLike, overwrite_a: bool = False, lwork: Any = None, mode: str = "full", pivoting: bool = False,
+    check_finite: bool = True,
+) -> tuple[Array] | tuple[Array, Array]:
+    """The QR decomposition of each matrix of ``a`` (``[..., m, n]``) as SciPy's:
+    ``(Q, R)`` with ``Q`` square (``mode='full'``) or of ``min(m, n)`` columns
+    (``'economic'``), or ``(R,)`` (``'r'``, ``R`` of the full shape). Column pivoting is
+    not supported; the other arguments are unused (as JAX's)."""
+    del overwrite_a, lwork, check_finite
+    if mode in ("full", "r"):
+        full_matrices = True
+    elif mode == "economic":
+        full_matrices = False
+    else:
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}', at {user_location()}")
+    (x,) = np_linalg._inexact("qr", a)
+    q, r = lax_linalg.qr(x, pivoting=pivoting, full_matrices=full_matrices)
+    if mode == "r":
+        return (r,)
+    return q, r
+
+
+def svd(
+    a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
+    check_finite: bool = True, lapack_driver: str = "gesdd",
+) -> Array | tuple[Array, Array, Array]:
+    """The singular value decomposition as SciPy's: ``(U, s, Vh)``, or ``s`` alone
+    without ``compute_uv``; the other arguments are unused (as JAX's)."""
+    del overwrite_a, check_finite, lapack_driver
+    (x,) = np_linalg._inexact("svd", a)
+    out = np_linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
+    return tuple(out) if isinstance(out, tuple) else out  # type: ignore[return-value]
 
 
 def det(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> Array:

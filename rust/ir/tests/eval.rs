@@ -228,6 +228,8 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::TriangularSolve, case_triangular_solve),
     (Builtin::Lu, case_lu),
     (Builtin::Eigh, case_eigh),
+    (Builtin::Qr, case_qr),
+    (Builtin::Svd, case_svd),
     (Builtin::Cumsum, case_cumulative),
     (Builtin::Cumprod, case_cumulative),
     (Builtin::Cummax, case_cumulative),
@@ -2943,6 +2945,128 @@ fn case_eigh() {
             assert!((r - m[i * 3 + j]).abs() < 1e-10, "{i} {j}: {r}");
         }
     }
+}
+
+#[test]
+fn case_svd() {
+    let svd = |full: bool, uv: bool, x: &HostArray| {
+        let p = params(vec![
+            ("full_matrices", Param::Bool(full)),
+            ("compute_uv", Param::Bool(uv)),
+            ("subset_by_index", Param::None),
+            ("algorithm", Param::None),
+        ]);
+        run(Builtin::Svd, p, std::slice::from_ref(x))
+    };
+    // Tall, wide and rank-deficient: descending values (NumPy's), u diag(s) vt rebuilds
+    // the matrix, u and vt orthonormal (full ones completed).
+    let cases: [(usize, usize, Vec<f64>, Vec<f64>); 3] = [
+        (
+            3,
+            2,
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            vec![9.525518091565107, 0.5143005806586441],
+        ),
+        (
+            2,
+            3,
+            vec![1.0, 3.0, 5.0, 2.0, 4.0, 6.0],
+            vec![9.525518091565107, 0.5143005806586441],
+        ),
+        (2, 2, vec![1.0, 2.0, 2.0, 4.0], vec![5.0, 0.0]),
+    ];
+    for (m, n, a, s) in cases {
+        let x = fa(F64, &[m as i64, n as i64], &a);
+        let k = m.min(n);
+        let values = svd(true, false, &x);
+        assert_close(&values[0], &fa(F64, &[k as i64], &s), 1e-12, 1e-12);
+        for full in [false, true] {
+            let out = svd(full, true, &x);
+            let (uc, vr) = if full { (m, n) } else { (k, k) };
+            let (sv, u, vt) = (floats(&out[0]), floats(&out[1]), floats(&out[2]));
+            for i in 0..m {
+                for j in 0..n {
+                    let r: f64 = (0..k).map(|l| u[i * uc + l] * sv[l] * vt[l * n + j]).sum();
+                    assert!((r - a[i * n + j]).abs() < 1e-12, "{m}x{n} {i} {j}: {r}");
+                }
+            }
+            for (mat, rows, cols, by_column) in [(u, m, uc, true), (vt, vr, n, false)] {
+                let count = if by_column { cols } else { rows };
+                for p in 0..count {
+                    for q in 0..count {
+                        let len = if by_column { rows } else { cols };
+                        let d: f64 = (0..len)
+                            .map(|i| {
+                                if by_column {
+                                    mat[i * cols + p] * mat[i * cols + q]
+                                } else {
+                                    mat[p * cols + i] * mat[q * cols + i]
+                                }
+                            })
+                            .sum();
+                        let want = if p == q { 1.0 } else { 0.0 };
+                        assert!((d - want).abs() < 1e-12, "{m}x{n} full={full} {p} {q}: {d}");
+                    }
+                }
+            }
+        }
+    }
+    // Empty: no values, identity vectors.
+    let out = svd(true, true, &fa(F32, &[0, 2], &[]));
+    assert_close(&out[2], &fa(F32, &[2, 2], &[1.0, 0.0, 0.0, 1.0]), 0.0, 0.0);
+}
+
+#[test]
+fn case_qr() {
+    let qr = |full: bool, x: &HostArray| {
+        let p = params(vec![
+            ("full_matrices", Param::Bool(full)),
+            ("pivoting", Param::Bool(false)),
+            ("use_magma", Param::None),
+        ]);
+        run(Builtin::Qr, p, std::slice::from_ref(x))
+    };
+    // LAPACK's factors (NumPy's qr, mode 'complete'): r's diagonal negative here.
+    let x = fa(F64, &[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let q = [
+        -0.16903085094570325,
+        0.8970852271450607,
+        0.4082482904638627,
+        -0.50709255283711,
+        0.27602622373694136,
+        -0.8164965809277263,
+        -0.8451542547285166,
+        -0.34503277967117696,
+        0.40824829046386313,
+    ];
+    let r = [
+        -5.916079783099616,
+        -7.437357441610946,
+        0.0,
+        0.828078671210825,
+    ];
+    let out = qr(true, &x);
+    assert_close(&out[0], &fa(F64, &[3, 3], &q), 1e-12, 1e-12);
+    let mut r_full = r.to_vec();
+    r_full.extend([0.0, 0.0]);
+    assert_close(&out[1], &fa(F64, &[3, 2], &r_full), 1e-12, 1e-12);
+    let out = qr(false, &x);
+    let q_thin: Vec<f64> = (0..3).flat_map(|i| [q[i * 3], q[i * 3 + 1]]).collect();
+    assert_close(&out[0], &fa(F64, &[3, 2], &q_thin), 1e-12, 1e-12);
+    assert_close(&out[1], &fa(F64, &[2, 2], &r), 1e-12, 1e-12);
+    // A zero column below the diagonal: no reflection (q the identity).
+    let wide = fa(F64, &[1, 2, 3], &[0.0, 2.0, 1.0, 0.0, 4.0, 3.0]);
+    let out = qr(false, &wide);
+    assert_close(
+        &out[0],
+        &fa(F64, &[1, 2, 2], &[1.0, 0.0, 0.0, 1.0]),
+        0.0,
+        0.0,
+    );
+    assert_close(&out[1], &wide, 0.0, 0.0);
+    // Empty: the identity's columns and no r.
+    let out = qr(true, &fa(F32, &[2, 0], &[]));
+    assert_close(&out[0], &fa(F32, &[2, 2], &[1.0, 0.0, 0.0, 1.0]), 0.0, 0.0);
 }
 
 #[test]

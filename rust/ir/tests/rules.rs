@@ -6492,6 +6492,114 @@ fn linalg_cases(t: &mut Table) {
         Variant::ParamKind,
         &["subset_by_index"],
     );
+    let qp = |full: bool| {
+        ps([
+            ("full_matrices", Param::Bool(full)),
+            ("pivoting", Param::Bool(false)),
+            ("use_magma", Param::None),
+        ])
+    };
+    t.ok(
+        "qr tall reduced",
+        Builtin::Qr,
+        vec![a(F32, &[2, 4, 3])],
+        qp(false),
+        vec![a(F32, &[2, 4, 3]), a(F32, &[2, 3, 3])],
+    );
+    t.ok(
+        "qr tall full",
+        Builtin::Qr,
+        vec![a(F32, &[2, 4, 3])],
+        qp(true),
+        vec![a(F32, &[2, 4, 4]), a(F32, &[2, 4, 3])],
+    );
+    t.ok(
+        "qr wide weak",
+        Builtin::Qr,
+        vec![w(a(F64, &[2, 5]))],
+        qp(false),
+        vec![w(a(F64, &[2, 2])), w(a(F64, &[2, 5]))],
+    );
+    t.ok(
+        "qr empty",
+        Builtin::Qr,
+        vec![a(F32, &[3, 0])],
+        qp(true),
+        vec![a(F32, &[3, 3]), a(F32, &[3, 0])],
+    );
+    t.err(
+        "qr vector",
+        Builtin::Qr,
+        vec![a(F32, &[3])],
+        qp(false),
+        Variant::Operands,
+        &["Input 0 to qr must have rank at least 2, but got shape=(3,)"],
+    );
+    t.err(
+        "qr int",
+        Builtin::Qr,
+        vec![a(I32, &[2, 2])],
+        qp(false),
+        Variant::DType,
+        &["float"],
+    );
+    t.err(
+        "qr pivoting",
+        Builtin::Qr,
+        vec![a(F32, &[2, 2])],
+        ps([
+            ("full_matrices", Param::Bool(false)),
+            ("pivoting", Param::Bool(true)),
+            ("use_magma", Param::None),
+        ]),
+        Variant::Operands,
+        &["pivoting"],
+    );
+    let sp = |full: bool, uv: bool| {
+        ps([
+            ("full_matrices", Param::Bool(full)),
+            ("compute_uv", Param::Bool(uv)),
+            ("subset_by_index", Param::None),
+            ("algorithm", Param::None),
+        ])
+    };
+    t.ok(
+        "svd tall full",
+        Builtin::Svd,
+        vec![a(F32, &[2, 4, 3])],
+        sp(true, true),
+        vec![a(F32, &[2, 3]), a(F32, &[2, 4, 4]), a(F32, &[2, 3, 3])],
+    );
+    t.ok(
+        "svd wide reduced weak",
+        Builtin::Svd,
+        vec![w(a(F64, &[2, 5]))],
+        sp(false, true),
+        vec![w(a(F64, &[2])), w(a(F64, &[2, 2])), w(a(F64, &[2, 5]))],
+    );
+    t.ok(
+        "svd values only",
+        Builtin::Svd,
+        vec![a(F32, &[3, 0])],
+        sp(true, false),
+        vec![a(F32, &[0])],
+    );
+    t.err(
+        "svd vector",
+        Builtin::Svd,
+        vec![a(F32, &[3])],
+        sp(false, true),
+        Variant::Operands,
+        &["Input 0 to svd must have rank at least 2, but got shape=(3,)"],
+    );
+    t.err(
+        "svd int",
+        Builtin::Svd,
+        vec![a(I32, &[2, 2])],
+        sp(false, true),
+        Variant::DType,
+        &["float"],
+    );
     t.err(
         "lu scalar",
         Lu,

@@ -453,6 +453,25 @@ fn bases() -> Vec<Base> {
                     ("algorithm", Param::None),
                 ]),
             ),
+            Svd => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    ("full_matrices", Param::Bool(true)),
+                    ("compute_uv", Param::Bool(true)),
+                    ("subset_by_index", Param::None),
+                    ("algorithm", Param::None),
+                ]),
+            ),
+            Qr => base(
+                p,
+                vec![f23.clone()],
+                ps([
+                    ("full_matrices", Param::Bool(true)),
+                    ("pivoting", Param::Bool(false)),
+                    ("use_magma", Param::None),
+                ]),
+            ),
             Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => base(
                 p,
                 vec![f23.clone()],

@@ -406,6 +406,23 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ("algorithm", Param::None),
             ]),
         ),
+        Svd => (
+            vec![f32s(&[3, 2])],
+            params(vec![
+                ("full_matrices", Param::Bool(false)),
+                ("compute_uv", Param::Bool(true)),
+                ("subset_by_index", Param::None),
+                ("algorithm", Param::None),
+            ]),
+        ),
+        Qr => (
+            vec![f32s(&[3, 2])],
+            params(vec![
+                ("full_matrices", Param::Bool(false)),
+                ("pivoting", Param::Bool(false)),
+                ("use_magma", Param::None),
+            ]),
+        ),
         Cumsum | Cumprod | Cummax | Cummin | Cumlogsumexp => (
             vec![f32s(&[2, 3])],
             params(vec![

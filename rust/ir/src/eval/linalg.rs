@@ -289,3 +289,256 @@ pub(super) fn eigh(x: &HostArray, lower: bool) -> R<Vec<HostArray>> {
         array(&wdims, x.dtype, HostData::Float(ws))?,
     ])
 }
+
+/// `qr`: per matrix `a` (`m x n`), Householder reflections as LAPACK's `geqrf` picks
+/// them (`beta = -sign(alpha) ‖x‖`, so `r`'s diagonal may be negative; no reflection
+/// where a column below the diagonal is already zero), then `q` as `orgqr` forms it:
+/// the product of the reflections' first `k` columns (`k = m` with `full_matrices`, else
+/// `min(m, n)`), and `r` the upper-trapezoidal `k x n` factor.
+pub(super) fn qr(x: &HostArray, full_matrices: bool) -> R<Vec<HostArray>> {
+    let (batch, m, n) = matrices(x)?;
+    let src = floats(x)?;
+    let p = m.min(n);
+    let k = if full_matrices { m } else { p };
+    let mut qs = Vec::with_capacity(batch * m * k);
+    let mut rs = Vec::with_capacity(batch * k * n);
+    for bi in 0..batch {
+        let mut a = src[bi * m * n..(bi + 1) * m * n].to_vec();
+        let mut taus = vec![0.0; p];
+        for j in 0..p {
+            let alpha = a[j * n + j];
+            let xnorm = (j + 1..m)
+                .map(|i| a[i * n + j] * a[i * n + j])
+                .sum::<f64>()
+                .sqrt();
+            if xnorm == 0.0 {
+                continue;
+            }
+            let beta = -alpha.signum() * alpha.hypot(xnorm);
+            taus[j] = (beta - alpha) / beta;
+            let scale = 1.0 / (alpha - beta);
+            for i in j + 1..m {
+                a[i * n + j] *= scale;
+            }
+            a[j * n + j] = beta;
+            // The trailing columns times H = I - tau v vᵀ (v = [1, a[j+1.., j]]).
+            for c in j + 1..n {
+                let mut s = a[j * n + c];
+                for i in j + 1..m {
+                    s += a[i * n + j] * a[i * n + c];
+                }
+                s *= taus[j];
+                a[j * n + c] -= s;
+                for i in j + 1..m {
+                    a[i * n + c] -= s * a[i * n + j];
+                }
+            }
+        }
+        // q = H_0 ... H_{p-1} applied to the first k columns of the identity, the
+        // reflections taken last to first.
+        let mut q = vec![0.0; m * k];
+        for i in 0..k.min(m) {
+            q[i * k + i] = 1.0;
+        }
+        for j in (0..p).rev() {
+            let tau = taus[j];
+            if tau == 0.0 {
+                continue;
+            }
+            for c in 0..k {
+                let mut s = q[j * k + c];
+                for i in j + 1..m {
+                    s += a[i * n + j] * q[i * k + c];
+                }
+                s *= tau;
+                q[j * k + c] -= s;
+                for i in j + 1..m {
+                    q[i * k + c] -= s * a[i * n + j];
+                }
+            }
+        }
+        qs.extend(q);
+        for i in 0..k {
+            for c in 0..n {
+                rs.push(if i <= c && i < m { a[i * n + c] } else { 0.0 });
+            }
+        }
+    }
+    let dims = x.shape.dims();
+    let lead = &dims[..dims.len() - 2];
+    let with = |r: usize, c: usize| {
+        let mut d = lead.to_vec();
+        d.extend([r as i64, c as i64]);
+        d
+    };
+    Ok(vec![
+        array(&with(m, k), x.dtype, HostData::Float(qs))?,
+        array(&with(k, n), x.dtype, HostData::Float(rs))?,
+    ])
+}
+
+/// The `p x cols` matrix (row-major, `p` rows) whose first `have` columns are those of
+/// `basis` (`p x have`, orthonormal or zero), its zero columns and the columns past
+/// `have` filled by Gram-Schmidt on the unit vectors: orthonormal columns throughout.
+fn complete(basis: &[f64], p: usize, have: usize, cols: usize) -> Vec<f64> {
+    let mut out = vec![0.0; p * cols];
+    for i in 0..p {
+        for j in 0..have.min(cols) {
+            out[i * cols + j] = basis[i * have + j];
+        }
+    }
+    let mut unit = 0;
+    for j in 0..cols {
+        let norm: f64 = (0..p).map(|i| out[i * cols + j].powi(2)).sum();
+        if j < have && norm > 0.5 {
+            continue;
+        }
+        // The next unit vector with a large part outside the columns so far.
+        while unit < p {
+            let mut v = vec![0.0; p];
+            v[unit] = 1.0;
+            unit += 1;
+            for c in 0..cols {
+                if c == j {
+                    continue;
+                }
+                let d: f64 = (0..p).map(|i| v[i] * out[i * cols + c]).sum();
+                for (i, vi) in v.iter_mut().enumerate() {
+                    *vi -= d * out[i * cols + c];
+                }
+            }
+            let n = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+            if n > 0.5 {
+                for (i, vi) in v.iter().enumerate() {
+                    out[i * cols + j] = vi / n;
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// `svd`: per matrix (`m x n`, `k = min(m, n)`), the singular values in descending
+/// order and (with `compute_uv`) `u` (`m x m` with `full_matrices`, else `m x k`) and
+/// `vt` (`n x n`, else `k x n`), by one-sided Jacobi rotations of the columns of the
+/// matrix (of its transpose when wide); a reference: LAPACK's `gesdd` may pick other
+/// signs for the singular vectors.
+pub(super) fn svd(x: &HostArray, full_matrices: bool, compute_uv: bool) -> R<Vec<HostArray>> {
+    let (batch, m, n) = matrices(x)?;
+    let src = floats(x)?;
+    let tall = m >= n;
+    let (p, q) = if tall { (m, n) } else { (n, m) };
+    let k = q;
+    let (ucols, vrows) = if full_matrices { (m, n) } else { (k, k) };
+    let mut ss = Vec::with_capacity(batch * k);
+    let mut us = Vec::with_capacity(batch * m * ucols);
+    let mut vts = Vec::with_capacity(batch * vrows * n);
+    for bi in 0..batch {
+        let a = &src[bi * m * n..(bi + 1) * m * n];
+        // w: p x q, the matrix (tall) or its transpose (wide).
+        let mut w = vec![0.0; p * q];
+        for i in 0..m {
+            for j in 0..n {
+                if tall {
+                    w[i * q + j] = a[i * n + j];
+                } else {
+                    w[j * q + i] = a[i * n + j];
+                }
+            }
+        }
+        let mut v = vec![0.0; q * q];
+        for i in 0..q {
+            v[i * q + i] = 1.0;
+        }
+        for _sweep in 0..64 {
+            let mut rotated = false;
+            for j in 0..q {
+                for l in j + 1..q {
+                    let (mut alpha, mut beta, mut gamma) = (0.0, 0.0, 0.0);
+                    for i in 0..p {
+                        let (x, y) = (w[i * q + j], w[i * q + l]);
+                        alpha += x * x;
+                        beta += y * y;
+                        gamma += x * y;
+                    }
+                    if gamma == 0.0
+                        || gamma.abs() <= 1e-15 * (alpha * beta).sqrt()
+                        || gamma.is_nan()
+                    {
+                        continue;
+                    }
+                    rotated = true;
+                    let zeta = (beta - alpha) / (2.0 * gamma);
+                    let t = if zeta == 0.0 {
+                        1.0
+                    } else {
+                        zeta.signum() / (zeta.abs() + (zeta * zeta + 1.0).sqrt())
+                    };
+                    let c = 1.0 / (t * t + 1.0).sqrt();
+                    let s = c * t;
+                    for mat in [&mut w, &mut v] {
+                        let rows = mat.len() / q;
+                        for i in 0..rows {
+                            let (x, y) = (mat[i * q + j], mat[i * q + l]);
+                            mat[i * q + j] = c * x - s * y;
+                            mat[i * q + l] = s * x + c * y;
+                        }
+                    }
+                }
+            }
+            if !rotated {
+                break;
+            }
+        }
+        let norms: Vec<f64> = (0..q)
+            .map(|j| (0..p).map(|i| w[i * q + j].powi(2)).sum::<f64>().sqrt())
+            .collect();
+        let mut order: Vec<usize> = (0..q).collect();
+        order.sort_by(|&i, &j| norms[j].total_cmp(&norms[i]));
+        ss.extend(order.iter().map(|&j| norms[j]));
+        if !compute_uv {
+            continue;
+        }
+        // left: p x q (the normalized columns), right: q x q (v), both in that order.
+        let mut left = vec![0.0; p * q];
+        let mut right = vec![0.0; q * q];
+        for (c, &j) in order.iter().enumerate() {
+            let s = norms[j];
+            for i in 0..p {
+                left[i * q + c] = if s > 0.0 { w[i * q + j] / s } else { 0.0 };
+            }
+            for i in 0..q {
+                right[i * q + c] = v[i * q + j];
+            }
+        }
+        let left = complete(&left, p, q, if tall { ucols } else { vrows });
+        let lcols = if tall { ucols } else { vrows };
+        if tall {
+            // u = left (m x ucols), vt = rightᵀ (k x k; n = k here).
+            us.extend(left);
+            for r in 0..vrows {
+                vts.extend((0..n).map(|c| right[c * q + r]));
+            }
+        } else {
+            // u = right (m x m; k = m), vt = leftᵀ (vrows x n).
+            us.extend(right);
+            for r in 0..vrows {
+                vts.extend((0..n).map(|c| left[c * lcols + r]));
+            }
+        }
+    }
+    let dims = x.shape.dims();
+    let lead = &dims[..dims.len() - 2];
+    let with = |extra: &[usize]| {
+        let mut d = lead.to_vec();
+        d.extend(extra.iter().map(|&e| e as i64));
+        d
+    };
+    let mut out = vec![array(&with(&[k]), x.dtype, HostData::Float(ss))?];
+    if compute_uv {
+        out.push(array(&with(&[m, ucols]), x.dtype, HostData::Float(us))?);
+        out.push(array(&with(&[vrows, n]), x.dtype, HostData::Float(vts))?);
+    }
+    Ok(out)
+}

@@ -327,6 +327,14 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         )?,
         Lu => return super::linalg::lu(arg(ins, 0)?),
         Eigh => return super::linalg::eigh(arg(ins, 0)?, param_bool(params, "lower")?),
+        Svd => {
+            return super::linalg::svd(
+                arg(ins, 0)?,
+                param_bool(params, "full_matrices")?,
+                param_bool(params, "compute_uv")?,
+            )
+        }
+        Qr => return super::linalg::qr(arg(ins, 0)?, param_bool(params, "full_matrices")?),
         TopK => {
             return super::sorting::top_k(
                 arg(ins, 0)?,

@@ -1227,9 +1227,9 @@ impl Gen<'_, '_> {
                     Params::new([("axis", Param::Int(axis)), ("k", Param::Int(k))]),
                 );
             }
-            Cholesky | TriangularSolve | Lu | Eigh => {
+            Cholesky | TriangularSolve | Lu | Eigh | Qr | Svd => {
                 // A float matrix (square but for lu's), batched or not, kept small.
-                let square = prim != Lu;
+                let square = !matches!(prim, Lu | Qr | Svd);
                 let ok = move |t: &AbstractValue| {
                     let d = t.shape.dims();
                     let r = d.len();
@@ -1261,6 +1261,21 @@ impl Gen<'_, '_> {
                         flags.push((name, Param::Bool(self.ratio(1, 2)?)));
                     }
                     params = Params::new(flags);
+                }
+                if prim == Svd {
+                    params = Params::new([
+                        ("full_matrices", Param::Bool(self.ratio(1, 2)?)),
+                        ("compute_uv", Param::Bool(self.ratio(1, 2)?)),
+                        ("subset_by_index", Param::None),
+                        ("algorithm", Param::None),
+                    ]);
+                }
+                if prim == Qr {
+                    params = Params::new([
+                        ("full_matrices", Param::Bool(self.ratio(1, 2)?)),
+                        ("pivoting", Param::Bool(false)),
+                        ("use_magma", Param::None),
+                    ]);
                 }
                 if prim == Eigh {
                     params = Params::new([

@@ -223,8 +223,14 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
             }
             // The linear-algebra kernels, by LAPACK's operation counts per matrix of the
             // batch: potrf n³/3, trsm m²n (m the triangular side), getrf k²(max(m, n) - k/3),
-            // syevd 9n³.
-            Builtin::Cholesky | Builtin::TriangularSolve | Builtin::Lu | Builtin::Eigh => {
+            // syevd 9n³, geqrf and orgqr 2k²(max(m, n) - k/3) each, gesdd about
+            // 4k²(max(m, n)) + 8k³ (bidiagonalization and divide and conquer).
+            Builtin::Cholesky
+            | Builtin::TriangularSolve
+            | Builtin::Lu
+            | Builtin::Eigh
+            | Builtin::Qr
+            | Builtin::Svd => {
                 let dims = ins
                     .first()
                     .map(|a| a.shape.dims().to_vec())
@@ -240,6 +246,14 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                     // syevd with eigenvectors: about 9n³ (tridiagonalization, divide and
                     // conquer, back-transformation).
                     Builtin::Eigh => 9.0 * n * n * n,
+                    Builtin::Svd => {
+                        let k = m.min(n);
+                        4.0 * k * k * m.max(n) + 8.0 * k * k * k
+                    }
+                    Builtin::Qr => {
+                        let k = m.min(n);
+                        4.0 * k * k * (m.max(n) - k / 3.0)
+                    }
                     Builtin::TriangularSolve => {
                         let bsize = ins.get(1).map_or(0.0, size) / batch.max(1.0);
                         n * bsize

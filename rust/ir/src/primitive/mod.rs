@@ -317,6 +317,8 @@ builtins! {
     TriangularSolve => "triangular_solve",
     Lu => "lu",
     Eigh => "eigh",
+    Qr => "qr",
+    Svd => "svd",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -612,6 +614,17 @@ impl Builtin {
             Eigh => specs![
                 req("lower", K::Bool),
                 req("sort_eigenvalues", K::Bool),
+                opt("subset_by_index", K::NoneOnly),
+                opt("algorithm", K::NoneOnly),
+            ],
+            Qr => specs![
+                req("full_matrices", K::Bool),
+                req("pivoting", K::Bool),
+                opt("use_magma", K::NoneOnly),
+            ],
+            Svd => specs![
+                req("full_matrices", K::Bool),
+                req("compute_uv", K::Bool),
                 opt("subset_by_index", K::NoneOnly),
                 opt("algorithm", K::NoneOnly),
             ],

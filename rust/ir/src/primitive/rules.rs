@@ -627,6 +627,16 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
         ),
         Lu => linalg::lu(inputs),
         Eigh => linalg::eigh(inputs),
+        Svd => linalg::svd(
+            inputs,
+            matches!(params.get("full_matrices"), Some(Param::Bool(true))),
+            matches!(params.get("compute_uv"), Some(Param::Bool(true))),
+        ),
+        Qr => linalg::qr(
+            inputs,
+            matches!(params.get("full_matrices"), Some(Param::Bool(true))),
+            matches!(params.get("pivoting"), Some(Param::Bool(true))),
+        ),
         AddAny => add_any(inputs),
         Pad => pad(inputs, params),
         ShardingConstraint => {

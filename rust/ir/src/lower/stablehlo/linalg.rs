@@ -97,7 +97,7 @@ impl Module {
         f: &mut FuncState<'_>,
         target: &str,
         operands: &[&Ssa],
-        operand_ranks: &[usize],
+        operand_layouts: &[String],
         attrs: Attrs<'_>,
         result_types: &[String],
         result_layouts: &[String],
@@ -110,7 +110,6 @@ impl Module {
             .iter()
             .map(|(k, v)| format!("{k} = {v} : ui8"))
             .collect();
-        let op_layouts: Vec<String> = operand_ranks.iter().map(|&r| matrix_layout(r)).collect();
         let tuple_index = if result_types.len() == 1 { "" } else { "0" };
         let out = &mut self.out;
         out.push_str("\"stablehlo.custom_call\"(");
@@ -124,7 +123,7 @@ impl Module {
              output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [{tuple_index}], operand_index = {alias}, operand_tuple_indices = []>], \
              result_layouts = [{}]}} : (",
             config.join(", "),
-            op_layouts.join(", "),
+            operand_layouts.join(", "),
             result_layouts.join(", "),
         );
         write_names(out, operands.iter().map(|s| s.ty.as_str()));
@@ -201,7 +200,7 @@ impl Module {
             f,
             &format!("lapack_{p}potrf_ffi"),
             &[x],
-            &[rank],
+            &[matrix_layout(rank)],
             &[("uplo", b'L')],
             &types,
             &layouts,
@@ -241,7 +240,7 @@ impl Module {
             f,
             &format!("lapack_{p}trsm_ffi"),
             &[a, b_in],
-            &[rank, rank],
+            &[matrix_layout(rank), matrix_layout(rank)],
             &[
                 ("diag", if unit_diagonal { b'U' } else { b'N' }),
                 ("side", if left_side { b'L' } else { b'R' }),
@@ -290,7 +289,7 @@ impl Module {
             f,
             &format!("lapack_{p}getrf_ffi"),
             &[x],
-            &[rank],
+            &[matrix_layout(rank)],
             &[],
             &types,
             &layouts,
@@ -471,7 +470,7 @@ impl Module {
             f,
             &format!("lapack_{p}syevd_ffi"),
             &[x],
-            &[rank],
+            &[matrix_layout(rank)],
             &[("mode", b'V'), ("uplo", if lower { b'L' } else { b'U' })],
             &types,
             &layouts,
@@ -484,5 +483,288 @@ impl Module {
         let v = self.convert(f, &v, aval, out_dtype).0;
         let w = self.convert(f, &w, &w_aval, out_dtype).0;
         Ok(vec![v, w])
+    }
+}
+
+impl Module {
+    /// `qr`: `geqrf`, then `orgqr` of its reflections (the factor sliced to `m x m`
+    /// for a wide matrix, padded with zero columns to `m x m` for a full `q` of a tall
+    /// one), `r` the upper triangle of `geqrf`'s factor; an empty matrix gives the
+    /// identity's columns and zeros, as JAX.
+    pub(super) fn lower_qr(
+        &mut self,
+        f: &mut FuncState<'_>,
+        x: &Ssa,
+        aval: &AbstractValue,
+        full_matrices: bool,
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let b = Builtin::Qr;
+        let out_dtype = aval.dtype;
+        let (x, aval) = &self.convert(f, x, aval, compute_dtype(out_dtype));
+        let d = aval.dtype;
+        let p = lapack_prefix(b, d)?;
+        let rank = matrix_rank(b, aval)?;
+        let dims = aval.shape.dims();
+        let batch = &dims[..rank - 2];
+        let (m, n) = (dims[rank - 2], dims[rank - 1]);
+        let k = if full_matrices { m } else { m.min(n) };
+        let with = |r: i64, c: i64| {
+            let mut v = batch.to_vec();
+            v.extend([r, c]);
+            v
+        };
+        let q_aval = AbstractValue::new(
+            crate::aval::Shape::new(&with(m, k)).map_err(|_| super::ops::bad(b, "shape"))?,
+            d,
+        );
+        let r_aval = AbstractValue::new(
+            crate::aval::Shape::new(&with(k, n)).map_err(|_| super::ops::bad(b, "shape"))?,
+            d,
+        );
+        let (q, r) = if m == 0 || n == 0 {
+            let eye = self.triangle_mask(f, m, k, batch, "EQ", 0);
+            let one = self.fill(f, &float_literal(1.0, d), d, &with(m, k));
+            let zero = self.fill(f, &float_literal(0.0, d), d, &with(m, k));
+            let q = self.op1(
+                f,
+                "stablehlo.select",
+                &[&eye, &one, &zero],
+                "",
+                tensor_type(&q_aval),
+            );
+            let r = self.fill(f, &float_literal(0.0, d), d, &with(k, n));
+            (q, r)
+        } else {
+            let mut tau_dims = batch.to_vec();
+            tau_dims.push(m.min(n));
+            let types = [tensor_type(aval), tensor_of(&tau_dims, d)];
+            let layouts = [matrix_layout(rank), default_layout(batch.len() + 1)];
+            let g = self.lapack_call(
+                f,
+                &format!("lapack_{p}geqrf_ffi"),
+                &[x],
+                &[matrix_layout(rank)],
+                &[],
+                &types,
+                &layouts,
+                0,
+                batch.len(),
+            );
+            let zeros = vec![0i64; rank];
+            let ones = vec![1i64; rank];
+            let slice = |me: &mut Module, f: &mut FuncState<'_>, v: &Ssa, r: i64, c: i64| {
+                let attrs = format!(
+                    "start_indices = {}, limit_indices = {}, strides = {}",
+                    i64_array(&zeros),
+                    i64_array(&with(r, c)),
+                    i64_array(&ones)
+                );
+                me.op1(
+                    f,
+                    "stablehlo.slice",
+                    &[v],
+                    &attrs,
+                    tensor_of(&with(r, c), d),
+                )
+            };
+            let q_in = if m < n {
+                slice(self, f, &g[0], m, m)
+            } else if full_matrices && m > n {
+                let zero = self.scalar_constant(f, &float_literal(0.0, d), d);
+                let mut high = vec![0i64; rank];
+                high[rank - 1] = m - n;
+                let attrs = format!(
+                    "edge_padding_low = {}, edge_padding_high = {}, interior_padding = {}",
+                    i64_array(&zeros),
+                    i64_array(&high),
+                    i64_array(&zeros)
+                );
+                self.op1(
+                    f,
+                    "stablehlo.pad",
+                    &[&g[0], &zero],
+                    &attrs,
+                    tensor_of(&with(m, m), d),
+                )
+            } else {
+                g[0].clone()
+            };
+            let q = self.lapack_call(
+                f,
+                &format!("lapack_{p}orgqr_ffi"),
+                &[&q_in, &g[1]],
+                &[matrix_layout(rank), default_layout(batch.len() + 1)],
+                &[],
+                &[tensor_type(&q_aval)],
+                &[matrix_layout(rank)],
+                0,
+                batch.len(),
+            );
+            let r = if !full_matrices && m > n {
+                slice(self, f, &g[0], n, n)
+            } else {
+                g[0].clone()
+            };
+            // Zero below the diagonal (row - 1 >= column).
+            let below = self.triangle_mask(f, k, n, batch, "GE", -1);
+            let zero = self.fill(f, &float_literal(0.0, d), d, &with(k, n));
+            let r = self.op1(
+                f,
+                "stablehlo.select",
+                &[&below, &zero, &r],
+                "",
+                tensor_type(&r_aval),
+            );
+            (q[0].clone(), r)
+        };
+        let q = self.convert(f, &q, &q_aval, out_dtype).0;
+        let r = self.convert(f, &r, &r_aval, out_dtype).0;
+        Ok(vec![q, r])
+    }
+
+    /// A `rows x cols` mask (broadcast over `batch`): `row + offset <dir> column`.
+    fn triangle_mask(
+        &mut self,
+        f: &mut FuncState<'_>,
+        rows: i64,
+        cols: i64,
+        batch: &[i64],
+        dir: &str,
+        offset: i64,
+    ) -> Ssa {
+        let t = tensor_of(&[rows, cols], DType::I32);
+        let mut row = self.op1(
+            f,
+            "stablehlo.iota",
+            &[],
+            "iota_dimension = 0 : i64",
+            t.clone(),
+        );
+        if offset != 0 {
+            let off = self.fill(f, &offset.to_string(), DType::I32, &[rows, cols]);
+            row = self.op1(f, "stablehlo.add", &[&row, &off], "", t.clone());
+        }
+        let col = self.op1(f, "stablehlo.iota", &[], "iota_dimension = 1 : i64", t);
+        let mask = self.op1(
+            f,
+            "stablehlo.compare",
+            &[&row, &col],
+            &compare_attrs(dir, DType::I32),
+            tensor_of(&[rows, cols], DType::Bool),
+        );
+        if batch.is_empty() {
+            return mask;
+        }
+        let mut full = batch.to_vec();
+        full.extend([rows, cols]);
+        let r = batch.len() as i64;
+        let attrs = format!("broadcast_dimensions = {}", i64_array(&[r, r + 1]));
+        self.op1(
+            f,
+            "stablehlo.broadcast_in_dim",
+            &[&mask],
+            &attrs,
+            tensor_of(&full, DType::Bool),
+        )
+    }
+}
+
+impl Module {
+    /// `svd`: `gesdd` (`mode` `A` full, `S` reduced, `N` values only; `u` and `vt`
+    /// allocated in every mode, as JAX's), every output NaN where it fails; an empty
+    /// matrix gives no values and identity `u`/`vt`, as JAX.
+    pub(super) fn lower_svd(
+        &mut self,
+        f: &mut FuncState<'_>,
+        x: &Ssa,
+        aval: &AbstractValue,
+        full_matrices: bool,
+        compute_uv: bool,
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let b = Builtin::Svd;
+        let out_dtype = aval.dtype;
+        let (x, aval) = &self.convert(f, x, aval, compute_dtype(out_dtype));
+        let d = aval.dtype;
+        let p = lapack_prefix(b, d)?;
+        let rank = matrix_rank(b, aval)?;
+        let dims = aval.shape.dims();
+        let batch = &dims[..rank - 2];
+        let (m, n) = (dims[rank - 2], dims[rank - 1]);
+        let k = m.min(n);
+        let (uc, vr) = if full_matrices { (m, n) } else { (k, k) };
+        let with = |extra: &[i64]| {
+            let mut v = batch.to_vec();
+            v.extend_from_slice(extra);
+            v
+        };
+        let new = |shape: Vec<i64>| -> Result<AbstractValue, LowerError> {
+            Ok(AbstractValue::new(
+                crate::aval::Shape::new(&shape).map_err(|_| super::ops::bad(b, "shape"))?,
+                d,
+            ))
+        };
+        let s_aval = new(with(&[k]))?;
+        let u_aval = new(with(&[m, uc]))?;
+        let vt_aval = new(with(&[vr, n]))?;
+        let (s, u, vt) = if m == 0 || n == 0 {
+            let s = self.fill(f, &float_literal(0.0, d), d, &with(&[k]));
+            let mut eye = |me: &mut Module, r: i64, c: i64| {
+                let mask = me.triangle_mask(f, r, c, batch, "EQ", 0);
+                let one = me.fill(f, &float_literal(1.0, d), d, &with(&[r, c]));
+                let zero = me.fill(f, &float_literal(0.0, d), d, &with(&[r, c]));
+                me.op1(
+                    f,
+                    "stablehlo.select",
+                    &[&mask, &one, &zero],
+                    "",
+                    tensor_of(&with(&[r, c]), d),
+                )
+            };
+            let u = eye(self, m, uc);
+            let vt = eye(self, vr, n);
+            (s, u, vt)
+        } else {
+            let mode = match (compute_uv, full_matrices) {
+                (false, _) => b'N',
+                (true, true) => b'A',
+                (true, false) => b'S',
+            };
+            let types = [
+                tensor_type(aval),
+                tensor_type(&s_aval),
+                tensor_type(&u_aval),
+                tensor_type(&vt_aval),
+                tensor_of(batch, DType::I32),
+            ];
+            let layouts = [
+                matrix_layout(rank),
+                default_layout(batch.len() + 1),
+                matrix_layout(rank),
+                matrix_layout(rank),
+                default_layout(batch.len()),
+            ];
+            let r = self.lapack_call(
+                f,
+                &format!("lapack_{p}gesdd_ffi"),
+                &[x],
+                &[matrix_layout(rank)],
+                &[("mode", mode)],
+                &types,
+                &layouts,
+                0,
+                batch.len(),
+            );
+            let ok = self.info_ok(f, &r[4], batch, "EQ");
+            let s = self.nan_unless(f, &ok, &r[1], &s_aval, batch);
+            let u = self.nan_unless(f, &ok, &r[2], &u_aval, batch);
+            let vt = self.nan_unless(f, &ok, &r[3], &vt_aval, batch);
+            (s, u, vt)
+        };
+        let mut outs = vec![self.convert(f, &s, &s_aval, out_dtype).0];
+        if compute_uv {
+            outs.push(self.convert(f, &u, &u_aval, out_dtype).0);
+            outs.push(self.convert(f, &vt, &vt_aval, out_dtype).0);
+        }
+        Ok(outs)
     }
 }

@@ -791,6 +791,15 @@ impl Module {
                 let lower = matches!(e.params().get("lower"), Some(Param::Bool(true)));
                 self.lower_eigh(f, &inputs[0], &in_avals[0], lower)
             }
+            Builtin::Svd => {
+                let flag = |k: &str| matches!(e.params().get(k), Some(Param::Bool(true)));
+                let (full, uv) = (flag("full_matrices"), flag("compute_uv"));
+                self.lower_svd(f, &inputs[0], &in_avals[0], full, uv)
+            }
+            Builtin::Qr => {
+                let full = matches!(e.params().get("full_matrices"), Some(Param::Bool(true)));
+                self.lower_qr(f, &inputs[0], &in_avals[0], full)
+            }
             Builtin::Cumsum
             | Builtin::Cumprod
             | Builtin::Cummax

@@ -1,5 +1,5 @@
 //! Shape rules of the linear-algebra primitives (`cholesky`, `triangular_solve`, `lu`,
-//! `eigh`),
+//! `eigh`, `qr`, `svd`),
 //! as JAX 0.10.2 states them: float operands whose last two dimensions are the matrix
 //! (rank at least 2), the leading ones batch dimensions every operand shares, and the
 //! outputs weakly typed only when every operand is.
@@ -144,4 +144,50 @@ pub(super) fn eigh(inputs: &[AbstractValue]) -> Rule {
     let mut dims = batch.to_vec();
     dims.push(n);
     Ok(vec![x.clone(), out(&dims, x.dtype, x.weak_type)?])
+}
+
+/// `qr[full_matrices pivoting]`: a matrix (batched, any shape); out `q` (`[..., m, k]`)
+/// and `r` (`[..., k, n]`), `k` being `m` with `full_matrices`, else `min(m, n)`.
+/// Column pivoting (a third output) is not supported.
+pub(super) fn qr(inputs: &[AbstractValue], full_matrices: bool, pivoting: bool) -> Rule {
+    arity(inputs, 1)?;
+    let (batch, m, n) = matrix(Builtin::Qr, inputs, 0)?;
+    if pivoting {
+        return Err(operands(
+            "qr with pivoting=True is not supported".to_owned(),
+        ));
+    }
+    let k = if full_matrices { m } else { m.min(n) };
+    let x = &inputs[0];
+    let with = |a: i64, b: i64| {
+        let mut d = batch.to_vec();
+        d.extend([a, b]);
+        d
+    };
+    Ok(vec![
+        out(&with(m, k), x.dtype, x.weak_type)?,
+        out(&with(k, n), x.dtype, x.weak_type)?,
+    ])
+}
+
+/// `svd[full_matrices compute_uv]`: a matrix (batched, any shape); out its singular
+/// values (`[..., k]`, `k = min(m, n)`) and, with `compute_uv`, `u` (`[..., m, m]` with
+/// `full_matrices`, else `[..., m, k]`) and `vt` (`[..., n, n]`, else `[..., k, n]`).
+pub(super) fn svd(inputs: &[AbstractValue], full_matrices: bool, compute_uv: bool) -> Rule {
+    arity(inputs, 1)?;
+    let (batch, m, n) = matrix(Builtin::Svd, inputs, 0)?;
+    let k = m.min(n);
+    let x = &inputs[0];
+    let with = |extra: &[i64]| {
+        let mut d = batch.to_vec();
+        d.extend_from_slice(extra);
+        d
+    };
+    let mut outs = vec![out(&with(&[k]), x.dtype, x.weak_type)?];
+    if compute_uv {
+        let (uc, vr) = if full_matrices { (m, n) } else { (k, k) };
+        outs.push(out(&with(&[m, uc]), x.dtype, x.weak_type)?);
+        outs.push(out(&with(&[vr, n]), x.dtype, x.weak_type)?);
+    }
+    Ok(outs)
 }
