@@ -115,6 +115,12 @@ def _read(path: pathlib.Path) -> str:
     return "\n".join("" if line.startswith(";;") else line for line in text.splitlines())
 
 
+# Outputs defined only up to the sign of each vector (eigenvectors, singular vectors:
+# LAPACK and the reference evaluator's Jacobi iterations may pick either sign), by
+# corpus file: compared by magnitude.
+SIGN_FREE_OUTPUTS = {"jax_eigh": {0}, "jax_svd": {1, 2}}
+
+
 @pytest.mark.parametrize("path", _corpus(), ids=lambda p: p.stem)
 def test_corpus_jaxprs_lower_and_match_the_reference(path: pathlib.Path) -> None:
     jaxpr = _ir.parse_jaxpr(_read(path))
@@ -125,6 +131,9 @@ def test_corpus_jaxprs_lower_and_match_the_reference(path: pathlib.Path) -> None
     except LoweringError as e:
         assert "closes over" in str(e), str(e)
         return
+    sign_free = SIGN_FREE_OUTPUTS.get(path.stem, set())
+    got = [np.abs(g) if i in sign_free else g for i, g in enumerate(got)]
+    want = [np.abs(w) if i in sign_free else w for i, w in enumerate(want)]
     _assert_close(got, want, path.name)
 
 
