@@ -7,7 +7,7 @@ return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan
 ``lax.cond``.
 
 Signatures are JAX's; ``out_sharding`` is accepted but only as ``None`` so far.
-Every sampler of ``jax.random`` is here but ``orthogonal`` (it needs ``qr``):
+Every sampler of ``jax.random`` is here,
 also ``lognormal``, ``maxwell``, ``double_sided_maxwell``, ``rayleigh``, ``pareto``,
 ``weibull_min``, ``wald``, ``triangular``, ``geometric``, ``chisquare``, ``f``,
 ``generalized_normal``, ``ball``, ``poisson`` (Knuth's method and transformed rejection,
