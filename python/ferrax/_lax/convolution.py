@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Union
 
 import numpy as np
 
-from ferrax._lax.windowed import padtype_to_pads
+from ferrax._lax.windowed import _dilate, padtype_to_pads
 from ferrax import dtypes
 from ferrax._array import Array
 from ferrax._core import Primitive, aval_of, user_location
@@ -126,10 +126,6 @@ def conv_dimension_numbers(
     raise TypeError(
         f"convolution dimension_numbers must be tuple/list or None, got {type(dimension_numbers)}{_at()}."
     )
-
-
-def _dilate(size: int, dilation: int) -> int:
-    return 0 if size == 0 else max(0, 1 + dilation * (size - 1))
 
 
 def _precision(precision: Any) -> str | None:

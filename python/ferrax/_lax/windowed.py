@@ -62,7 +62,9 @@ class PaddingType(enum.Enum):
 
 
 def _dilate(d: int, k: int) -> int:
-    return 0 if d == 0 else 1 + k * (d - 1)
+    """A size ``d`` dilated by ``k`` (JAX's ``dilate_dim``): ``1 + k * (d - 1)``, 0 for
+    an empty dimension (and for a dilation that leaves nothing)."""
+    return 0 if d == 0 else max(0, 1 + k * (d - 1))
 
 
 def padtype_to_pads(

@@ -53,7 +53,7 @@ use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
     DotDimensionNumbers, GatherDimensionNumbers, Param, Params, ScatterDimensionNumbers,
 };
-use crate::primitive::{select_comparison, Builtin, ExtensionPrimitive, Primitive, Window};
+use crate::primitive::{dilate, select_comparison, Builtin, ExtensionPrimitive, Primitive, Window};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -1841,14 +1841,14 @@ impl Transposer<'_> {
         let mut undo: Vec<(i64, i64, i64)> = Vec::with_capacity(config.len());
         for &(lo, hi, _) in &config {
             let (Some(nlo), Some(nhi)) = (lo.checked_neg(), hi.checked_neg()) else {
-                return Err(PassError::TransposeRule {
-                    primitive: "pad".to_owned(),
-                    eqn: i,
-                    message: format!(
+                return Err(rule_error(
+                    Builtin::Pad,
+                    i,
+                    format!(
                         "the padding ({lo}, {hi}) cannot be undone: its negation does not \
                          fit in i64"
                     ),
-                });
+                ));
             };
             undo.push((nlo, nhi, 0));
         }
@@ -1899,6 +1899,21 @@ impl Transposer<'_> {
         Ok(())
     }
 
+    /// The type of operand `operand` of a windowed equation and its window (the params
+    /// the typechecker accepted).
+    fn window_of(
+        &self,
+        i: usize,
+        e: &Eqn,
+        b: Builtin,
+        operand: usize,
+    ) -> Result<(AbstractValue, Window), PassError> {
+        let x = self.src.atom_aval(e.inputs()[operand]);
+        let w = Window::from_params(b, e.params(), x.shape.rank())
+            .map_err(|err| rule_error(b, i, err.to_string()))?;
+        Ok((x, w))
+    }
+
     /// `reduce_window_sum` (JAX's rule): the cotangent padded as a convolution's input
     /// gradient (low `dilated window - low padding - 1`, strides as interior padding),
     /// then summed over windows with the base dilation as strides.
@@ -1909,17 +1924,10 @@ impl Transposer<'_> {
         g: VarId,
     ) -> Result<(), PassError> {
         let ins = e.inputs();
-        let x = self.src.atom_aval(ins[0]);
+        let (x, w) = self.window_of(i, e, Builtin::ReduceWindowSum, 0)?;
         let rank = x.shape.rank();
-        let fail = |message: String| PassError::TransposeRule {
-            primitive: "reduce_window_sum".to_owned(),
-            eqn: i,
-            message,
-        };
-        let w = Window::from_params(Builtin::ReduceWindowSum, e.params(), rank)
-            .map_err(|err| fail(err.to_string()))?;
+        let fail = |message: String| rule_error(Builtin::ReduceWindowSum, i, message);
         let out = self.aval(g).shape.dims().to_vec();
-        let dilate = |d: i128, k: i128| if d <= 0 { 0 } else { 1 + k * (d - 1) };
         let mut config = Vec::with_capacity(rank);
         for (a, &outa) in out.iter().enumerate() {
             // Exact in i128: every value is below 2^63 in size.
@@ -1957,15 +1965,9 @@ impl Transposer<'_> {
         g: VarId,
     ) -> Result<(), PassError> {
         let ins = e.inputs();
-        let x = self.src.atom_aval(ins[1]);
+        let (x, w) = self.window_of(i, e, Builtin::SelectAndGatherAdd, 1)?;
         let rank = x.shape.rank();
-        let fail = |message: String| PassError::TransposeRule {
-            primitive: "select_and_gather_add".to_owned(),
-            eqn: i,
-            message,
-        };
-        let w = Window::from_params(Builtin::SelectAndGatherAdd, e.params(), rank)
-            .map_err(|err| fail(err.to_string()))?;
+        let fail = |message: String| rule_error(Builtin::SelectAndGatherAdd, i, message);
         if w.window_dilation.iter().any(|&d| d != 1) {
             return Err(fail(format!(
                 "VJP not implemented for select_and_gather (MaxPool) with window dilation, \
@@ -2160,4 +2162,13 @@ fn same_types(a: &[AbstractValue], b: &[AbstractValue]) -> bool {
 fn types_list(avals: &[AbstractValue]) -> String {
     let parts: Vec<String> = avals.iter().map(|a| a.to_string()).collect();
     format!("({})", parts.join(", "))
+}
+
+/// A transpose rule's failure at equation `eqn` of the built-in `b`.
+fn rule_error(b: Builtin, eqn: usize, message: String) -> PassError {
+    PassError::TransposeRule {
+        primitive: b.name().to_owned(),
+        eqn,
+        message,
+    }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 pub(crate) use rules::unshard_aval;
 pub use rules::RuleError;
 pub use rules::{conv_dilate_dim, ConvGeometry};
-pub(crate) use rules::{select_comparison, Window};
+pub(crate) use rules::{dilate, select_comparison, Window};
 
 /// The kind of value a parameter takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

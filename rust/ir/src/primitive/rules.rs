@@ -14,7 +14,7 @@ mod windowed;
 pub use conv::{conv_dilate_dim, ConvGeometry};
 mod linalg;
 use std::fmt;
-pub(crate) use windowed::{select_comparison, Window};
+pub(crate) use windowed::{dilate, select_comparison, Window};
 
 /// Why a primitive cannot be applied to these operands and params.
 #[derive(Clone, Debug, PartialEq)]

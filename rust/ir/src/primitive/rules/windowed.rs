@@ -43,7 +43,7 @@ fn tuple(v: &[i64]) -> String {
 }
 
 /// `1 + dilation * (d - 1)` for `d > 0`, else 0 (JAX's `dilate_dim`), exact in i128.
-fn dilate(d: i128, dilation: i128) -> i128 {
+pub(crate) fn dilate(d: i128, dilation: i128) -> i128 {
     if d <= 0 {
         0
     } else {
