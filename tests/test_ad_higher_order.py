@@ -102,6 +102,10 @@ PROGRAMS: dict[str, list[Program]] = {
         # A callback sees the primals and changes no derivative.
         Program("debug_callback", lambda x: (ferrax.debug.callback(lambda v: None, x), x * x)[1], (_x(3),)),
     ],
+    "debug_print": [
+        # A print sees the primals and changes no derivative.
+        Program("debug_print", lambda x: (ferrax.debug.print("", skip_format_check=True), x * x)[1], (_x(3),)),
+    ],
 }
 
 

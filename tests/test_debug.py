@@ -1,5 +1,6 @@
 """`ferrax.debug.print` and `ferrax.debug.callback` against `jax.debug` (JAX 0.10.2): the
 lines printed eagerly and under vmap, grad, jvp and hessian (same text, same order),
+the `debug_print` primitive's jaxpr text (equal to JAX's, and JAX's read back),
 what the callback receives (ferrax arrays with their weak types, static leaves as they
 are), the two-call forms and the format errors. The same programs inside jit (XLA
 calling back into Python) are compared too; tests/test_callbacks.py covers jit, control
@@ -121,3 +122,187 @@ def test_module_exports() -> None:
     for name in ferrax.debug.__all__:
         assert getattr(ferrax.debug, name).__doc__
     assert "debug" in ferrax.__all__
+
+
+# ------------------------------------------------------------- the debug_print primitive
+
+
+def _print_in_while(lib: Any) -> Callable[[Any], Any]:
+    def f(x: Any) -> Any:
+        def body(c: Any) -> Any:
+            lib.debug.print("w: {c} (c)", c=c, ordered=True)
+            return c + 1
+
+        return lib.lax.while_loop(lambda c: c < 3, body, x)
+
+    return f
+
+
+def _print_in_scan(lib: Any) -> Callable[[Any], Any]:
+    def f(x: Any) -> Any:
+        def body(c: Any, y: Any) -> Any:
+            lib.debug.print("{} {}", c, y)
+            return c + 1, None
+
+        return lib.lax.scan(body, x, None, length=3)[0]
+
+    return f
+
+
+def _print_in_cond(lib: Any) -> Callable[[Any], Any]:
+    def f(x: Any) -> Any:
+        return lib.lax.cond(x > 0, lambda v: (lib.debug.print("pos {}", v), v)[1], lambda v: -v, x)
+
+    return f
+
+
+JAXPR_PROGRAMS: dict[str, Callable[[Any], Callable[[Any], Any]]] = {
+    "keyword": lambda lib: lambda x: lib.debug.print("x={x}", x=x),
+    "positional and literal": lambda lib: lambda x: lib.debug.print("y {} {}", x, 3),
+    "static leaf, ordered": lambda lib: lambda x: lib.debug.print("{} {y} {}", x, "hi", y=3.0, ordered=True),
+    "no placeholders": lambda lib: lambda x: lib.debug.print("plain"),
+    "empty": lambda lib: lambda x: lib.debug.print(""),
+    "pytree": lambda lib: lambda x: lib.debug.print("t {}", {"a": x, "b": (x * 2, None, "s")}),
+    "partitioned": lambda lib: lambda x: lib.debug.print("p {}", x, partitioned=True),
+    "vmap": lambda lib: lambda x: lib.vmap(lambda v: lib.debug.print("v {}", v))(lib.numpy.stack([x, x])),
+    "grad": lambda lib: lib.grad(lambda x: (lib.debug.print("g {}", x), x * x)[1]),
+    "while": _print_in_while,
+    "scan": _print_in_scan,
+    "cond": _print_in_cond,
+    "jit": lambda lib: lib.jit(lambda x: (lib.debug.print("in jit {}", x), x)[1]),
+}
+
+
+# grad's jaxpr around the print differs from JAX's in ways of its own (how the
+# linearized program is cleaned up), not the print's: its lines are compared below.
+TEXT_PROGRAMS = [name for name in JAXPR_PROGRAMS if name != "grad"]
+
+
+@pytest.mark.parametrize("name", TEXT_PROGRAMS)
+def test_debug_print_jaxpr_text_equals_jax(name: str) -> None:
+    texts = {key: str(lib.make_jaxpr(JAXPR_PROGRAMS[name](lib))(1.5)) for key, (lib, _) in LIBS.items()}
+    assert "debug_print[" in texts["jax"]
+    assert texts["ferrax"] == texts["jax"]
+
+
+def test_debug_print_jaxpr_text_with_print_options_equals_jax() -> None:
+    # NumPy's print options at the call are params (and format the line).
+    with np.printoptions(precision=3, suppress=True, threshold=5):
+        texts = {key: str(lib.make_jaxpr(lambda x: lib.debug.print("{}", x))(np.ones(3))) for key, (lib, _) in LIBS.items()}
+    assert "('precision', 3)" in texts["jax"]
+    assert texts["ferrax"] == texts["jax"]
+
+
+@pytest.mark.parametrize("name", TEXT_PROGRAMS)
+def test_jax_debug_print_text_reads_back(name: str) -> None:
+    text = str(jax.make_jaxpr(JAXPR_PROGRAMS[name](jax))(1.5))
+    assert str(ferrax._ir.parse_jaxpr(text)) == text
+
+
+def test_debug_print_fmt_that_does_not_read_raw_is_quoted() -> None:
+    # A format with a newline (or surrounding spaces) is quoted so that it reads back.
+    for fmt in (" a {} ", "two\nlines {}"):
+        text = str(ferrax.make_jaxpr(lambda x, fmt=fmt: ferrax.debug.print(fmt, x))(1.0))
+        assert str(ferrax._ir.parse_jaxpr(text)) == text
+        assert repr(fmt) in text
+
+
+def test_debug_print_from_text_cannot_be_compiled() -> None:
+    text = str(jax.make_jaxpr(lambda x: jax.debug.print("{}", x))(1.0))
+    jaxpr = ferrax._ir.parse_jaxpr(text)
+    with pytest.raises(ferrax.errors.LoweringError, match="in_tree"):
+        from ferrax._callback import host_callable
+
+        _, callbacks = ferrax._ir.lower_with_callbacks(jaxpr)
+        fn = host_callable(*callbacks[0])
+        fn(np.float32(1.0))
+
+
+@pytest.mark.parametrize("name", ["keyword", "positional and literal", "static leaf, ordered", "pytree", "vmap", "grad", "while", "scan", "cond"])
+def test_debug_print_lines_under_jit_as_jax(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    out = {}
+    for key, (lib, _) in LIBS.items():
+        lib.block_until_ready(lib.jit(JAXPR_PROGRAMS[name](lib))(1.5))
+        out[key] = capsys.readouterr().out
+    assert out["jax"] and out["ferrax"] == out["jax"]
+
+
+# ------------------------------------------------------------------- ordered effects
+
+
+def _ordered_program(lib: Any, io_callback: Any) -> Callable[[Any], Any]:
+    """Ordered prints, callbacks and IO callbacks at the top level, in a while body,
+    a cond branch, a scan body and a nested jit."""
+
+    def f(x: Any) -> Any:
+        lib.debug.print("top {x}", x=x, ordered=True)
+        lib.debug.callback(lambda v: print("callback", v), x * 10, ordered=True)
+
+        def body(c: Any) -> Any:
+            lib.debug.print("while {}", c, ordered=True)
+            return c + 1
+
+        x = lib.lax.while_loop(lambda c: c < 3, body, x)
+        x = lib.lax.cond(x > 3, lambda v: (lib.debug.print("cond {}", v, ordered=True), v)[1], lambda v: v - 1, x)
+
+        def scan_body(c: Any, y: Any) -> Any:
+            io_callback(lambda a, b: print("io", a, b), None, c, y, ordered=True)
+            return c + y, c
+
+        x, _ = lib.lax.scan(scan_body, x, lib.numpy.arange(2.0))
+        inner = lib.jit(lambda v: (lib.debug.print("inner {}", v, ordered=True), v * 2)[1])
+        return inner(x)
+
+    return f
+
+
+def test_ordered_effects_run_in_program_order_over_many_calls_as_jax(capsys: pytest.CaptureFixture[str]) -> None:
+    import jax.experimental
+    import ferrax.experimental
+
+    io = {"ferrax": ferrax.experimental.io_callback, "jax": jax.experimental.io_callback}
+    out = {}
+    for key, (lib, _) in LIBS.items():
+        f = lib.jit(_ordered_program(lib, io[key]))
+        results = [f(float(i)) for i in range(12)]  # dispatched without waiting
+        lib.block_until_ready(results)
+        out[key] = capsys.readouterr().out
+    assert out["jax"].count("\n") > 12 * 6
+    assert out["ferrax"] == out["jax"]
+
+
+def test_ordered_prints_of_several_jitted_functions_interleave_in_call_order(capsys: pytest.CaptureFixture[str]) -> None:
+    out = {}
+    for key, (lib, np_) in LIBS.items():
+        f = lib.jit(lambda x: (lib.debug.print("f {}", x, ordered=True), x + 1)[1])
+        g = lib.jit(lambda x: (lib.debug.print("g {}", x, ordered=True), x * 2)[1])
+        x = np_.float32(0)
+        for _ in range(8):
+            x = g(f(x))
+        lib.block_until_ready(x)
+        out[key] = capsys.readouterr().out
+    assert out["ferrax"] == out["jax"]
+    assert out["ferrax"].splitlines()[:4] == ["f 0.0", "g 1.0", "f 2.0", "g 3.0"]
+
+
+def test_ordered_lowering_threads_the_token_as_jax() -> None:
+    # main takes the token first and returns it first; the loop carries it; the branch
+    # with the print takes and returns it; no fresh token is made.
+    import jax.experimental
+    import ferrax.experimental
+
+    text = {
+        "ferrax": ferrax.jit(_ordered_program(ferrax, ferrax.experimental.io_callback)).lower(1.0).as_text(),
+        "jax": jax.jit(_ordered_program(jax, jax.experimental.io_callback)).lower(1.0).as_text(),
+    }
+    for t in text.values():
+        main = next(line for line in t.splitlines() if "@main(" in line)
+        assert "!stablehlo.token {jax.token = true}" in main.split(") -> (")[0]
+        assert main.split(") -> (")[1].startswith("!stablehlo.token {jax.token = true}")
+        assert "after_all" not in t and "create_token" not in t
+    assert text["ferrax"].count("xla_ffi_python_cpu_callback") == text["jax"].count("xla_ffi_python_cpu_callback")
+
+
+def test_unordered_program_has_no_token() -> None:
+    text = ferrax.jit(lambda x: (ferrax.debug.print("{}", x), x)[1]).lower(1.0).as_text()
+    assert "token" not in text

@@ -138,6 +138,7 @@ OPS: dict[str, tuple[int, Op]] = {
     "erf": (1, lambda L, a, b: L.lax.erf(a)),
     "erf_inv": (1, lambda L, a, b: L.lax.erf_inv(L.np.tanh(a) * 0.9)),
     "lgamma": (1, lambda L, a, b: L.lax.lgamma(L.np.square(a) + 0.5)),
+    "igamma": (2, lambda L, a, b: L.lax.igamma(L.np.square(a) + 0.5, L.np.square(b) + 0.1)),
     "arcsinh": (1, lambda L, a, b: L.np.arcsinh(a)),
     "arctan2": (2, lambda L, a, b: L.np.arctan2(a, L.np.square(b) + 1.0)),
     "neg": (1, lambda L, a, b: -a),

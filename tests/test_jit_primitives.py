@@ -14,11 +14,14 @@ import pytest
 import ferrax as fx
 from ferrax import TypeCheckError, _ir, lax
 from ferrax._lax._operands import bind1
+from ferrax._lax import prng
 from ferrax._lax.bits import threefry2x32
 from ferrax._lax.custom import custom_jvp_call_p, custom_vjp_call_p, remat_p, stop_gradient_p
 from ferrax._lax import windowed
 from ferrax._lax.elementwise import add_any_p
-from ferrax._lax.linalg import cholesky_p, eigh_p, lu_p, qr_p, svd_p, triangular_solve_p
+from ferrax._lax.linalg import (
+    cholesky_p, eigh_p, geqp3_p, geqrf_p, householder_product_p, lu_p, qr_p, svd_p, triangular_solve_p,
+)
 
 @pytest.fixture(autouse=True)
 def x64() -> Iterator[None]:
@@ -145,6 +148,15 @@ CASES = [
     _c("bitcast_convert_type", lambda x: lax.bitcast_convert_type(x, np.uint8), S),
     _c("bitcast_convert_type", lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, np.uint8), x.dtype), S),
     _c("threefry2x32", lambda k0, k1, x0, x1: lax.concatenate(threefry2x32(k0, k1, x0, x1), 0), (), (), (4, 8), (1, 8), shift=True),
+    # The key primitives on key data (uint32 only: other dtypes are refused by random_wrap)
+    # or on seeds (integers): keys unwrapped again.
+    _c("random_seed", lambda s: prng.random_unwrap(prng.random_seed(s)), (3,), shift=True),
+    _c("random_wrap", lambda d: prng.random_unwrap(prng.random_wrap(d)), (3, 2), shift=True),
+    _c("random_unwrap", lambda d: prng.random_unwrap(prng.random_wrap(d)), (2,), shift=True),
+    _c("random_split", lambda d: prng.random_unwrap(prng.random_split(prng.random_wrap(d), (2, 3))), (3, 2), shift=True),
+    _c("random_bits", lambda d: prng.random_bits(prng.random_wrap(d), 32, (4,)), (3, 2), shift=True),
+    _c("random_fold_in", lambda d, m: prng.random_unwrap(prng.random_fold_in(prng.random_wrap(d), m)), (3, 2), (3,), shift=True),
+    _c("random_clone", lambda d: prng.random_unwrap(prng.random_clone(prng.random_wrap(d))), (3, 2), shift=True),
     _c("div", lax.div, S, S, nonzero=True),
     _c("rem", lax.rem, S, S, nonzero=True),
     _c("pow", lax.pow, S, S, positive=True),
@@ -222,6 +234,13 @@ CASES = [
     _c("svd", lambda x: svd_p.bind(x, full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None)[1], S),
     _c("svd", lambda x: svd_p.bind(x, full_matrices=False, compute_uv=False, subset_by_index=None, algorithm=None)[0], S),
     _c("lu", lambda x: lax.concatenate([lu_p.bind(x)[1], lu_p.bind(lax.transpose(x, (1, 0)))[2]], 0), S),
+    _c("geqrf", lambda x: geqrf_p.bind(x)[0], S),
+    _c("geqrf", lambda x: geqrf_p.bind(lax.transpose(x, (1, 0)))[1], S),
+    _c("householder_product", lambda x, t: bind1(householder_product_p, lax.transpose(x, (1, 0)), t), S, (2,)),
+    _c("geqp3", lambda x: geqp3_p.bind(x, lax.full((3,), 0, np.int32), use_magma=None)[0], S),
+    _c("geqp3", lambda x: geqp3_p.bind(lax.transpose(x, (1, 0)), lax.full((2,), 0, np.int32), use_magma=None)[2], S),
+    _c("qr", lambda x: qr_p.bind(lax.transpose(x, (1, 0)), full_matrices=False, pivoting=True, use_magma=None)[0], S),
+    _c("qr", lambda x: qr_p.bind(x, full_matrices=True, pivoting=True, use_magma=None)[1], S),
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 1, True), S) for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")],
     *[_c(name, lambda x, name=name: getattr(lax, name)(x, 0), S) for name in ("cumsum", "cummax")],
     # Windowed reductions (pooling) and the primitives of their derivatives.
@@ -247,6 +266,8 @@ CASES = [
     _c("all_to_all", lambda x: _in_shard_map(lambda a: lax.all_to_all(a, "x", 0, 1, tiled=True), ("x",), ("x",))(x), (8, 3)),
     _c("axis_index", lambda x: _in_shard_map(lambda a: lax.mul(a, lax.convert_element_type(lax.axis_index("y"), a.dtype)), ("x", "y"), ("x", "y"))(x), (4, 6)),
     _c("shard_map", lambda x: _in_shard_map(lambda a: lax.mul(a, a), ("x", "y"), ("x", "y"))(x), (4, 6)),
+    # The incomplete gamma family: operands in (0.5, 2), both the series and the fraction.
+    *[_c(n, getattr(lax, n), S, S, positive=True) for n in ("igamma", "igammac", "igamma_grad_a")],
 ]
 
 
@@ -306,7 +327,7 @@ def test_the_table_covers_every_builtin() -> None:
     from ferrax._lax.registry import primitive_named
 
     covered = {c.primitive for c in CASES} | {"convert_element_type", "iota", "jit", "cond", "while", "scan"}
-    covered |= {"debug_callback", "pure_callback", "io_callback"}  # host callbacks: test_callbacks.py
+    covered |= {"debug_callback", "pure_callback", "io_callback", "debug_print"}  # host callbacks: test_callbacks.py
     rust_builtins = _ir.builtin_primitives()
     assert {"neg", "add", "reduce_sum", "dot_general", "select_n", "scan"} <= set(rust_builtins)
     # Every primitive of the Rust catalogue has a case here and Python rules (an eager

@@ -55,7 +55,7 @@ LEAD_OWNED = {
 }
 # Host callbacks: their values come from Python, their rules are their own (tested
 # against JAX in test_callbacks.py).
-HOST_CALLBACKS = {"debug_callback", "pure_callback", "io_callback"}
+HOST_CALLBACKS = {"debug_callback", "pure_callback", "io_callback", "debug_print"}
 
 F32: np.dtype[Any] = np.dtype(np.float32)
 F16: np.dtype[Any] = np.dtype(np.float16)
@@ -71,6 +71,7 @@ class Case(NamedTuple):
     grads: bool = True  # False where finite differences are meaningless (ties)
     jax_differs: str = ""  # why JAX's jvp is not the reference here (checked by (b))
     mesh: str = ""  # the mesh the op uses, if any: one jit stages the cases of one mesh
+    order: int = 2  # the order checked against finite differences in float32
 
 
 Gen = Callable[[np.random.Generator, np.dtype[Any]], list[Case]]
@@ -234,6 +235,74 @@ def gen_threefry2x32(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Cas
     return [Case("scalar keys", threefry_op, (u(), u(), u(4), u(4))), Case("arrays", threefry_op, (u(3), u(3), u(3), u(3)))]
 
 
+def importlib_prng() -> Any:
+    from ferrax._lax import prng
+
+    return prng
+
+
+def prng_op(kind: str, *params: Any) -> Op:
+    """A key primitive on key data: the data wrapped into typed keys (``random_wrap``),
+    the primitive, and keys unwrapped again (``random_unwrap``) where it gives keys;
+    ferrax's from ferrax._lax.prng, JAX's from its PRNG module (float0 tangents)."""
+
+    def op(L: Any) -> Callable[..., Any]:
+        P: Any
+        if L is jlax:
+            import importlib
+
+            P = importlib.import_module("jax._src.random.prng")
+            impl = P.prngs["threefry2x32"]
+            def wrap(d: Any) -> Any:
+                return P.random_wrap(d, impl=impl)
+
+            fns: dict[str, Callable[..., Any]] = {
+                "seed": lambda s: P.random_unwrap(P.random_seed(s, impl=impl)),
+                "wrap": lambda d: P.random_unwrap(wrap(d)),
+                "split": lambda d: P.random_unwrap(P.random_split(wrap(d), *params)),
+                "bits": lambda d: P.random_bits(wrap(d), *params),
+                "fold_in": lambda d, m: P.random_unwrap(P.random_fold_in(wrap(d), m)),
+                "clone": lambda d: P.random_unwrap(jax.random.clone(wrap(d))),
+            }
+        else:
+            P = importlib_prng()
+            fns = {
+                "seed": lambda s: P.random_unwrap(P.random_seed(s)),
+                "wrap": lambda d: P.random_unwrap(P.random_wrap(d)),
+                "split": lambda d: P.random_unwrap(P.random_split(P.random_wrap(d), *params)),
+                "bits": lambda d: P.random_bits(P.random_wrap(d), *params),
+                "fold_in": lambda d, m: P.random_unwrap(P.random_fold_in(P.random_wrap(d), m)),
+                "clone": lambda d: P.random_unwrap(P.random_clone(P.random_wrap(d))),
+            }
+        return fns[kind]
+
+    return op
+
+
+def gen_prng(kind: str) -> Gen:
+    """The key primitives: key data (uint32[..., 2]) or seeds as operands; no derivative
+    (float0 tangents), as JAX."""
+
+    def gen(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+        def u(*shape: int) -> NDArray:
+            return np.asarray(rng.integers(0, 2**32, shape, dtype=np.uint32))
+
+        if kind == "seed":
+            return [Case("seeds", prng_op("seed"), (rng.integers(-(2**31), 2**31, (3,), dtype=np.int32),))]
+        if kind == "bits":
+            return [
+                Case("one key", prng_op("bits", 32, (4,)), (u(2),)),
+                Case("keys, 8 bits", prng_op("bits", 8, (2, 3)), (u(3, 2),)),
+            ]
+        if kind == "split":
+            return [Case("one key", prng_op("split", (2,)), (u(2),)), Case("keys", prng_op("split", (2, 3)), (u(3, 2),))]
+        if kind == "fold_in":
+            return [Case("keys", prng_op("fold_in"), (u(3, 2), u(3)))]
+        return [Case("keys", prng_op(kind), (u(3, 2),))]
+
+    return gen
+
+
 def logical_reduction(name: str) -> Gen:
     """reduce_and/or/xor: integer (signed and unsigned) and bool operands, float0
     tangents (JAX has no rule but zeros for these)."""
@@ -261,6 +330,26 @@ def gen_nextafter(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
     return [
         Case("stop_gradient", op, (normal(rng, (2, 3), dtype), normal(rng, (2, 3), dtype)), grads=False),
         Case("scalar", op, (normal(rng, (2, 3), dtype), normal(rng, (), dtype)), grads=False),
+    ]
+
+
+def first_order(gen: Gen) -> Gen:
+    """The cases of ``gen`` checked to first order only (the second derivative in ``a``
+    of igamma would differentiate igamma_grad_a, which has no rule, as in JAX)."""
+    return lambda rng, dtype: [c._replace(order=1) for c in gen(rng, dtype)]
+
+
+def gen_igamma_grad_a(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    """JAX 0.10 has no derivative rule for igamma_grad_a (test_igamma.py checks that
+    differentiating it raises); behind stop_gradient it evaluates, tangents zero."""
+
+    def op(L: Any) -> Callable[..., Any]:
+        return lambda a, x: L.igamma_grad_a(L.stop_gradient(a), L.stop_gradient(x))
+
+    a, x = uniform(rng, (2, 3), 0.5, 4.0, dtype), uniform(rng, (2, 3), 0.1, 6.0, dtype)
+    return [
+        Case("stop_gradient", op, (a, x), grads=False),
+        Case("scalar", op, (a, uniform(rng, (), 0.1, 6.0, dtype)), grads=False),
     ]
 
 
@@ -584,6 +673,56 @@ def gen_qr(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
         Case("tall reduced", op(False, -2), (well_conditioned(rng, (4, 2), d),)),
         Case("tall full", op(True, -1), (well_conditioned(rng, (3, 2), d),)),
         Case("wide batched", op(False, -1), (well_conditioned(rng, (2, 2, 3), d),)),
+        Case("tall pivoted", lambda L: lambda a: L.concatenate(L.linalg.qr(a, pivoting=True, full_matrices=False)[:2], 0),
+             (well_conditioned(rng, (4, 2), d),)),
+    ]
+
+
+def gen_geqrf(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    """JAX 0.10 has no derivative rule for geqrf (differentiating it raises there and in
+    ferrax: test_linalg3.py checks that); behind stop_gradient, zeros."""
+    d = linalg_dtype(dtype)
+
+    def op(out: int) -> Op:
+        def f(L: Any) -> Callable[..., Any]:
+            geqrf = L.linalg.geqrf if L is lax else jax._src.lax.linalg.geqrf
+            return lambda a: geqrf(L.stop_gradient(a))[out]
+
+        return f
+
+    return [
+        Case("tall factors", op(0), (well_conditioned(rng, (4, 3), d),), grads=False),
+        Case("wide batched taus", op(1), (well_conditioned(rng, (2, 2, 3), d),), grads=False),
+    ]
+
+
+def gen_geqp3(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    """No derivative rule in JAX 0.10 (as geqrf's); behind stop_gradient, zeros."""
+    d = linalg_dtype(dtype)
+
+    def op(out: int) -> Op:
+        def f(L: Any) -> Callable[..., Any]:
+            geqp3 = L.linalg.geqp3 if L is lax else jax._src.lax.linalg.geqp3
+            return lambda a: geqp3(L.stop_gradient(a), L.full(a.shape[:-2] + a.shape[-1:], 0, np.int32))[out]
+
+        return f
+
+    return [
+        Case("tall factors", op(0), (well_conditioned(rng, (4, 3), d),), grads=False),
+        Case("wide batched taus", op(2), (well_conditioned(rng, (2, 2, 3), d),), grads=False),
+    ]
+
+
+def gen_householder_product(rng: np.random.Generator, dtype: np.dtype[Any]) -> list[Case]:
+    """No derivative rule in JAX 0.10 (as geqrf's); behind stop_gradient, zeros."""
+    d = linalg_dtype(dtype)
+
+    def op(L: Any) -> Callable[..., Any]:
+        return lambda a, t: L.linalg.householder_product(L.stop_gradient(a), L.stop_gradient(t))
+
+    return [
+        Case("tall", op, (normal(rng, (4, 3), d), normal(rng, (2,), d)), grads=False),
+        Case("batched square", op, (normal(rng, (2, 3, 3), d), normal(rng, (2, 3), d)), grads=False),
     ]
 
 
@@ -1122,6 +1261,13 @@ CASES: dict[str, Gen] = {
     "clz": gen_count_bits("clz"),
     "bitcast_convert_type": gen_bitcast,
     "threefry2x32": gen_threefry2x32,
+    "random_seed": gen_prng("seed"),
+    "random_wrap": gen_prng("wrap"),
+    "random_unwrap": gen_prng("wrap"),
+    "random_split": gen_prng("split"),
+    "random_bits": gen_prng("bits"),
+    "random_fold_in": gen_prng("fold_in"),
+    "random_clone": gen_prng("clone"),
     "eq": comparison("eq"),
     "ne": comparison("ne"),
     "lt": comparison("lt"),
@@ -1156,6 +1302,9 @@ CASES: dict[str, Gen] = {
     "eigh": gen_eigh,
     "qr": gen_qr,
     "svd": gen_svd,
+    "geqrf": gen_geqrf,
+    "householder_product": gen_householder_product,
+    "geqp3": gen_geqp3,
     "stack": gen_stack,
     "unstack": gen_unstack,
     "tile": gen_tile,
@@ -1200,6 +1349,11 @@ CASES: dict[str, Gen] = {
     "all_to_all": gen_all_to_all,
     "axis_index": gen_axis_index,
     "shard_map": gen_shard_map,
+    # the incomplete gamma family (a in (0.5, 4), x in (0.1, 6): both the series and
+    # the continued fraction; igamma_grad_a has no derivative, as in JAX)
+    "igamma": first_order(binary("igamma", in_range(0.5, 4.0), in_range(0.1, 6.0))),
+    "igammac": first_order(binary("igammac", in_range(0.5, 4.0), in_range(0.1, 6.0))),
+    "igamma_grad_a": gen_igamma_grad_a,
 }
 
 
@@ -1386,7 +1540,7 @@ def check_grads_fwd(case: Case, dtype: np.dtype[Any]) -> None:
     # float16 has too few bits for second differences: first order, with a larger step
     # and tolerance (differences of float16 values are good to a few percent).
     if dtype == F32:
-        check_grads(fun, args, order=2, modes=("fwd",))
+        check_grads(fun, args, order=case.order, modes=("fwd",))
     else:
         check_grads(fun, args, order=1, modes=("fwd",), eps=1e-2, atol=5e-2, rtol=5e-2)
 
@@ -1524,7 +1678,7 @@ def test_vjp_check_grads(name: str) -> None:
     for c in cases_of(name, F32):
         checked = of_floats(c)
         if checked is not None:
-            check_grads(*checked, order=2, modes=("rev",))
+            check_grads(*checked, order=c.order, modes=("rev",))
 
 
 # ---------------------------------------------------------------------------- float64
@@ -1544,7 +1698,7 @@ def float64_failures(shard: int = 0, shards: int = 1) -> list[str]:
             if checked is None:
                 continue
             try:
-                check_grads(*checked, order=2, modes=modes)
+                check_grads(*checked, order=c.order, modes=modes)
             except Exception as e:  # reported together, by case
                 found.append(f"{name} {c.label}: {type(e).__name__}: {str(e)[:400]}")
     return found

@@ -9,13 +9,44 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ferrax import LoweringError, _ir
+from ferrax import LoweringError, _ir, dtypes
 from ferrax._runtime import buffer_of, compile_stablehlo
 
 CORPUS = pathlib.Path(__file__).resolve().parent.parent / "rust" / "ir" / "tests" / "jaxprs"
 
 
+# Key arrays (key<fry>) are their uint32[..., 2] data on XLA's side; the reference
+# evaluator holds a key as one integer, (word0 << 32) | word1.
+
+
+def _physical(aval: _ir.ShapedArray) -> _ir.ShapedArray:
+    if aval.dtype == dtypes.key_fry:
+        return _ir.ShapedArray((*aval.shape, 2), np.uint32)
+    return aval
+
+
+def _to_reference(aval: _ir.ShapedArray, x: np.ndarray[Any, Any]) -> list[Any]:
+    if aval.dtype == dtypes.key_fry:
+        w = x.astype(np.uint64).reshape(-1, 2)
+        packed: list[Any] = ((w[:, 0] << np.uint64(32)) | w[:, 1]).view(np.int64).tolist()
+        return packed
+    values: list[Any] = x.ravel().tolist()
+    return values
+
+
+def _from_reference(aval: _ir.ShapedArray, values: list[Any]) -> np.ndarray[Any, Any]:
+    if aval.dtype == dtypes.key_fry:
+        v = np.asarray(values, dtype=np.int64).view(np.uint64)
+        words = np.stack([(v >> np.uint64(32)).astype(np.uint32), v.astype(np.uint32)], axis=-1)
+        return words.reshape((*aval.shape, 2))
+    if aval.dtype == np.uint64:
+        # uint64 values come back as the int64s of their bit patterns.
+        return np.asarray(values, dtype=np.int64).astype(np.uint64).reshape(aval.shape)
+    return np.asarray(values, dtype=aval.dtype).reshape(aval.shape)
+
+
 def _random_value(aval: _ir.ShapedArray, rng: np.random.Generator) -> np.ndarray[Any, Any]:
+    aval = _physical(aval)
     shape = aval.shape
     if aval.dtype == np.bool_:
         return rng.random(shape) < 0.5
@@ -25,18 +56,15 @@ def _random_value(aval: _ir.ShapedArray, rng: np.random.Generator) -> np.ndarray
 
 
 def _reference(jaxpr: _ir.Jaxpr, args: list[np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
-    ref_in = [(a, x.ravel().tolist()) for a, x in zip(jaxpr.in_avals, args)]
-    return [
-        np.asarray(values, dtype=aval.dtype).reshape(aval.shape)
-        for aval, values in _ir.reference_eval(jaxpr, [], ref_in)
-    ]
+    ref_in = [(a, _to_reference(a, x)) for a, x in zip(jaxpr.in_avals, args)]
+    return [_from_reference(aval, values) for aval, values in _ir.reference_eval(jaxpr, [], ref_in)]
 
 
 def _run_both(jaxpr: _ir.Jaxpr, rng: np.random.Generator) -> tuple[list[np.ndarray[Any, Any]], list[np.ndarray[Any, Any]]]:
     args = [_random_value(a, rng) for a in jaxpr.in_avals]
     text = _ir.lower_to_stablehlo(jaxpr, "test")
-    exe = compile_stablehlo(text, jaxpr.out_avals)
-    got = [np.asarray(o) for o in exe([buffer_of(x, a) for x, a in zip(args, jaxpr.in_avals)])]
+    exe = compile_stablehlo(text, [_physical(a) for a in jaxpr.out_avals])
+    got = [np.asarray(o) for o in exe([buffer_of(x, _physical(a)) for x, a in zip(args, jaxpr.in_avals)])]
     return got, _reference(jaxpr, args)
 
 
@@ -98,7 +126,7 @@ def _ill_conditioned(jaxpr: _ir.Jaxpr, seed: int) -> bool:
 # Extension primitives of the Rust test driver; they have no lowering.
 # Extension primitives, and host callbacks (read from text they have no Python function:
 # compiling them is refused, see test_callbacks.py).
-_EXTENSIONS = ("test_ext", "test_effect", "_callback[")
+_EXTENSIONS = ("test_ext", "test_effect", "_callback[", "debug_print[")
 
 
 def _corpus() -> list[pathlib.Path]:

@@ -411,6 +411,12 @@ def test_scipy_special_types() -> None:
     assert_type(sp.logit(x), ferrax.Array)
     assert_type(sp.xlogy(x, x), ferrax.Array)
     assert_type(sp.xlog1py(x, x), ferrax.Array)
+    assert_type(sp.gammainc(x, x), ferrax.Array)
+    assert_type(sp.gammaincc(x, 2), ferrax.Array)
+    assert_type(ferrax.lax.igamma(x, x), ferrax.Array)
+    assert_type(ferrax.lax.igammac(x, x), ferrax.Array)
+    assert_type(ferrax.lax.igamma_grad_a(x, x), ferrax.Array)
+    assert_type(ferrax.lax.random_gamma_grad(x, x), ferrax.Array)
     # logsumexp's result type follows return_sign.
     assert_type(sp.logsumexp(x), ferrax.Array)
     assert_type(sp.logsumexp(x, return_sign=True), tuple[ferrax.Array, ferrax.Array])
@@ -510,3 +516,50 @@ def test_stax_types() -> None:
     assert_type(apply_fun(params, np.ones((1, 3), np.float32)), Any)
     assert_type(stax.Flatten, stax.Layer)
     assert_type(stax.FanOut(2), stax.Layer)
+
+
+def test_linalg_types() -> None:
+    import ferrax.numpy as fnp
+    import ferrax.scipy.linalg as sla
+    from ferrax.numpy import linalg as la
+
+    a = fnp.eye(3) * 2.0
+    b = fnp.ones((3,))
+    assert_type(la.cholesky(a), ferrax.Array)
+    assert_type(la.solve(a, b), ferrax.Array)
+    assert_type(la.inv(a), ferrax.Array)
+    assert_type(la.det(a), ferrax.Array)
+    sign, logabsdet = la.slogdet(a)
+    assert_type(sign, ferrax.Array)
+    assert_type(logabsdet, ferrax.Array)
+    w, v = la.eigh(a)
+    assert_type(w, ferrax.Array)
+    assert_type(v, ferrax.Array)
+    assert_type(la.eigvalsh(a), ferrax.Array)
+    assert_type(la.svdvals(a), ferrax.Array)
+    assert_type(la.norm(a), ferrax.Array)
+    assert_type(la.matrix_power(a, 2), ferrax.Array)
+    assert_type(la.pinv(a), ferrax.Array)
+    assert_type(la.matrix_rank(a), ferrax.Array)
+    assert_type(la.lstsq(a, b), tuple[ferrax.Array, ferrax.Array, ferrax.Array, ferrax.Array])
+    assert_type(sla.cholesky(a, lower=True), ferrax.Array)
+    assert_type(sla.cho_factor(a), tuple[ferrax.Array, bool])
+    assert_type(sla.solve_triangular(a, b, lower=True), ferrax.Array)
+    assert_type(sla.lu_factor(a), tuple[ferrax.Array, ferrax.Array])
+    assert_type(sla.det(a), ferrax.Array)
+    assert_type(sla.inv(a), ferrax.Array)
+    assert_type(sla.solve(a, b), ferrax.Array)
+    assert float(la.det(a)) == 8.0
+
+
+def test_callback_types() -> None:
+    from collections.abc import Callable
+
+    import ferrax.experimental
+    import ferrax.numpy as fnp
+
+    x = fnp.ones((2,))
+    spec = ferrax.ShapeDtypeStruct((2,), np.float32)
+    assert_type(ferrax.pure_callback(lambda v: np.asarray(v) * 2, spec, x), Any)
+    assert_type(ferrax.experimental.io_callback(lambda v: np.asarray(v), spec, x), Any)
+    assert_type(ferrax.debug.callback(lambda v: None, x), Callable[..., None] | None)

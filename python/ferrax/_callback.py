@@ -2,8 +2,9 @@
 ``debug_callback`` and ``pure_callback`` primitives.
 
 ``debug_callback`` (no outputs, an effect: never removed, kept in order) calls a Python
-function for its side effects; ``ferrax.debug.print`` and ``ferrax.debug.callback`` bind
-it. ``pure_callback`` (results of declared types, no effect: removed when unused) computes
+function for its side effects; ``ferrax.debug.callback`` binds it. ``debug_print`` (the
+same, with JAX's params: the format string, the argument tree, the static arguments and
+NumPy's print options) prints a line; ``ferrax.debug.print`` binds it. ``pure_callback`` (results of declared types, no effect: removed when unused) computes
 values in Python; ``ferrax.pure_callback`` binds it. ``io_callback`` (results of declared
 types and an effect, ordered or not) is both; ``ferrax.experimental.io_callback`` binds
 it.
@@ -16,6 +17,13 @@ XLA calls back into Python when the program runs (:func:`host_callable`). The Ru
 reference evaluator cannot call Python: there a debug callback does nothing and a pure
 callback is refused.
 
+An ordered callback (``ordered=True``: ``debug.print``, ``debug.callback``,
+``io_callback``) takes the program's token and returns it: the lowering threads one
+token through the whole program (``@main``'s first argument and result, every call,
+branch and loop with an ordered effect in it), and the runtime passes the token one run
+returns to the next run (``ferrax._runtime``), so ordered callbacks run in program order
+within a run and across runs, as JAX's.
+
 Rules as JAX 0.10 has them: under ``jvp``/``grad`` a debug callback sees the primal
 values; under ``vmap`` it is called once per element of the batch, in order. A pure
 callback refuses ``jvp`` (and so ``grad``) with JAX's ``ValueError``; under ``vmap`` it
@@ -26,19 +34,22 @@ follows ``vmap_method`` (``"sequential"``, ``"sequential_unrolled"``, ``"expand_
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ferrax import _ir
-from ferrax._core import ConcreteArray, Primitive
+from ferrax._core import ConcreteArray, Primitive, aval_of
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 __all__ = [
     "DebugCallback",
     "FlatCallback",
     "debug_callback_p",
+    "debug_print_p",
+    "format_print",
     "host_callable",
     "io_callback",
     "io_callback_p",
@@ -49,6 +60,8 @@ __all__ = [
 debug_callback_p = Primitive.builtin("debug_callback", multiple_results=True)
 pure_callback_p = Primitive.builtin("pure_callback", multiple_results=True)
 io_callback_p = Primitive.builtin("io_callback", multiple_results=True)
+debug_print_p = Primitive.builtin("debug_print", multiple_results=True)
+debug_print_p.impl_gets_arrays = True  # the printed values keep their weak types, as JAX's
 
 _ADDRESS = re.compile(r" at 0x([0-9a-fA-F]+)")
 
@@ -139,6 +152,9 @@ def host_callable(callback: Any, token: bool = False) -> Callable[..., Any]:
     ``_ir.lower_with_callbacks``): with ``token`` (an ordered callback), one that takes
     the token first and returns it first. A jaxpr read from text names its callbacks
     only and cannot be compiled."""
+    if isinstance(callback, dict):
+        # ``debug_print``'s params (the lowering gives them for its calls).
+        callback = _PrintHost(callback)
     host: Callable[..., Any] | None = getattr(callback, "host", None)
     if host is None:
         from ferrax.errors import LoweringError
@@ -184,6 +200,85 @@ def _debug_callback_batch(
     for i in range(axis_size):
         lane = [x if d is None else lax.squeeze(lax.slice_in_dim(x, i, i + 1, axis=d), (d,)) for x, d in zip(args, dims)]
         debug_callback_p.bind(*lane, **params)
+    return [], []
+
+
+# -------------------------------------------------------------------------- debug_print
+
+
+def format_print(fmt: str, np_printoptions: dict[str, Any], has_placeholders: bool, *args: Any, **kwargs: Any) -> None:
+    """Writes ``debug.print``'s line on standard output, as JAX formats it: ``fmt``
+    formatted with NumPy's print options of the call, or (without placeholders) ``fmt``
+    and the arguments joined by spaces."""
+    if has_placeholders:
+        with np.printoptions(**np_printoptions):
+            message = fmt.format(*args, **kwargs)
+    else:
+        message = " ".join((fmt, *(str(a) for a in args)))
+    sys.stdout.write(message + "\n")
+
+
+def _print_params(values: Sequence[Any], params: Mapping[str, Any]) -> None:
+    """Prints the line of a ``debug_print`` equation with these operand values (ferrax
+    arrays): the argument tree rebuilt from them and the static arguments."""
+    in_tree = params["in_tree"]
+    if not isinstance(in_tree, PyTreeDef):
+        from ferrax.errors import LoweringError
+
+        raise LoweringError(
+            f"debug_print's in_tree {in_tree!r} is a name only (a jaxpr read from text): it cannot be printed"
+        )
+    static = dict(params["static_args"])
+    it = iter(values)
+    leaves = [static[i] if i in static else next(it) for i in range(in_tree.num_leaves)]
+    args, kwargs = tree_unflatten(in_tree, leaves)
+    format_print(params["fmt"], dict(params["np_printoptions"]), bool(params["has_placeholders"]), *args, **kwargs)
+
+
+class _PrintHost:
+    """What XLA calls for a lowered ``debug_print``: NumPy arrays in, the line printed,
+    no results."""
+
+    __slots__ = ("params",)
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.params = params
+
+    def host(self, *arrays: np.ndarray[Any, Any]) -> tuple[()]:
+        _print_params([ConcreteArray(np.asarray(a), False) for a in arrays], self.params)
+        return ()
+
+
+def _concrete(v: Any) -> Any:
+    """An eager operand as a ferrax array, its weak type kept (a Python scalar's too)."""
+    if isinstance(v, ConcreteArray):
+        return v
+    return ConcreteArray(np.asarray(v), bool(aval_of(v).weak_type))
+
+
+@debug_print_p.def_impl
+def _debug_print_impl(*values: Any, **params: Any) -> list[Any]:
+    _print_params([_concrete(v) for v in values], params)
+    return []
+
+
+@debug_print_p.def_jvp
+def _debug_print_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+    # The primal values only are printed (JAX's rule).
+    debug_print_p.bind(*primals, **params)
+    return [], []
+
+
+@debug_print_p.def_batch
+def _debug_print_batch(
+    args: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, **params: Any
+) -> tuple[list[Any], list[Any]]:
+    # One line per element of the batch, in order (as JAX unrolls it).
+    from ferrax import lax
+
+    for i in range(axis_size):
+        lane = [x if d is None else lax.squeeze(lax.slice_in_dim(x, i, i + 1, axis=d), (d,)) for x, d in zip(args, dims)]
+        debug_print_p.bind(*lane, **params)
     return [], []
 
 

@@ -62,6 +62,9 @@ class Primitive:
         self.multiple_results = multiple_results
         self._builtin = False
         self.impl_rule: Callable[..., Any] | None = None
+        # Whether the impl rule receives ferrax arrays (weak types kept: what a printing
+        # or host-calling primitive shows) rather than NumPy arrays.
+        self.impl_gets_arrays = False
         self.abstract_eval_rule: Callable[..., Any] | None = None
         self.jvp_rule: Callable[..., Any] | None = None
         self.batch_rule: Callable[..., Any] | None = None
@@ -323,11 +326,17 @@ class EvalTrace(Trace):
             out_avals = primitive.abstract_eval(avals, params)
         except TypeCheckError as e:
             raise TypeCheckError(f"{e}\n  at {user_location()}") from None
-        values = [to_numpy(x) for x in tracers]
+        values: list[Any] = [to_numpy(x) for x in tracers]
+        if primitive.impl_gets_arrays:
+            values = [ConcreteArray(v, a.weak_type) for v, a in zip(values, avals)]
         out = rule(*values, **params)
         outs = list(out) if primitive.multiple_results else [out]
-        results = []
+        results: list[ConcreteArray] = []
         for o, a in zip(outs, out_avals, strict=True):
+            if dtypes.is_key(a.dtype):
+                # PRNG keys: the eager rules compute on the packed words (see KeyValue).
+                results.append(KeyValue(np.asarray(o, dtype=np.uint64)))
+                continue
             value = np.asarray(o)
             if value.dtype != a.dtype:
                 # Rules may compute wider (NumPy's integer sums); narrowing overflows
@@ -536,6 +545,88 @@ class ConcreteArray(Array):
     def copy(self) -> Array:
         """A copy of the array (an eager array, through host memory)."""
         return ConcreteArray(self._value.copy(), self._weak)
+
+
+_U64 = np.dtype(np.uint64)
+_U32 = np.dtype(np.uint32)
+
+
+def pack_keys(data: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Key data ``uint32[..., 2]`` as one ``uint64`` per key (the high word first)."""
+    data = np.asarray(data, dtype=_U32)
+    return (data[..., 0].astype(_U64) << np.uint64(32)) | data[..., 1].astype(_U64)
+
+
+def unpack_keys(packed: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Packed keys as their data, ``uint32[..., 2]``."""
+    packed = np.asarray(packed, dtype=_U64)
+    hi = (packed >> np.uint64(32)).astype(_U32)
+    lo = (packed & np.uint64(0xFFFFFFFF)).astype(_U32)
+    return np.stack([hi, lo], axis=-1)
+
+
+def physical_aval(aval: _ir.ShapedArray) -> _ir.ShapedArray:
+    """What a value of type ``aval`` is on a device: a key array ``key<fry>[s]`` is its
+    data ``uint32[s, 2]`` (JAX's physical layout); other types are themselves."""
+    if dtypes.is_key(aval.dtype):
+        return _ir.ShapedArray((*aval.shape, 2), _U32, False)
+    return aval
+
+
+class KeyValue(ConcreteArray):
+    """A known array of PRNG keys (dtype ``key<fry>``), as eager evaluation computes it.
+
+    Its value holds one ``uint64`` per key, the two uint32 words of the key's data packed
+    high word first: the layout the reference evaluator uses, so that the structural
+    primitives (reshape, slicing, gathers, ...) evaluate keys as they evaluate integers.
+    Users meet it inside a :class:`ferrax.random.KeyArray`.
+    """
+
+    __slots__ = ()
+
+    @property
+    def dtype(self) -> Any:
+        return dtypes.key_fry
+
+    @property
+    def aval(self) -> _ir.ShapedArray:
+        return _ir.ShapedArray(self._value.shape, dtypes.key_fry, False)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        # The packed words, for the eager rules (scan's, while's, ...), which pass values
+        # on as NumPy arrays; users meet keys inside a KeyArray, which refuses conversion.
+        if dtype is not None and np.dtype(dtype) != _U64:
+            raise TypeError(
+                "an array with PRNG key dtype cannot be converted to a NumPy array; use "
+                f"ferrax.random.key_data(keys) for the underlying integers, at {user_location()}"
+            )
+        return self._value.copy() if copy else self._value
+
+    def __bool__(self) -> bool:
+        raise TypeError("key array cannot be converted to boolean.")
+
+    def __int__(self) -> int:
+        raise TypeError("a PRNG key array cannot be converted to int")
+
+    def __float__(self) -> float:
+        raise TypeError("a PRNG key array cannot be converted to float")
+
+    def __index__(self) -> int:
+        raise TypeError("a PRNG key array cannot be used as an index")
+
+    def __repr__(self) -> str:
+        return f"Array({self.shape}, dtype=key<fry>) overlaying:\n{unpack_keys(self._value)}"
+
+    __str__ = __repr__
+
+    def tolist(self) -> Any:
+        raise TypeError("a PRNG key array has no list form; use ferrax.random.key_data")
+
+    def item(self, *args: int) -> Any:
+        raise TypeError("a PRNG key array has no scalar form; use ferrax.random.key_data")
+
+    def copy(self) -> Array:
+        return KeyValue(self._value.copy())
 
 
 def aval_of(x: Any) -> _ir.ShapedArray:

@@ -36,7 +36,7 @@ class ShapeDtypeStruct:
         object.__setattr__(self, "shape", tuple(shape))
         if dtype is None:
             raise ValueError("ShapeDtypeStruct: dtype must be specified.")
-        object.__setattr__(self, "dtype", dtype if _is_key_dtype(dtype) else np.dtype(dtype))
+        object.__setattr__(self, "dtype", dtype if dtypes.is_key(dtype) else np.dtype(dtype))
         if sharding is not None and not isinstance(sharding, Sharding):
             raise ValueError(
                 f"sharding should be an instance of `ferrax.sharding.Sharding`. Got {sharding} of "
@@ -104,32 +104,28 @@ class ShapeDtypeStruct:
         return hash((self.shape, self.dtype, self.sharding, self.weak_type))
 
 
-def _is_key_dtype(dtype: Any) -> bool:
-    from ferrax.random._keys import KeyDType
-
-    return isinstance(dtype, KeyDType)
-
-
 def _key_data_struct(x: Any) -> Any:
-    """A struct of typed keys as the key array of its data (uint32, one more axis of 2)."""
+    """A struct of typed keys as a key array around it (what functions taking keys see)."""
     from ferrax.random._keys import KeyArray
 
-    if isinstance(x, ShapeDtypeStruct) and _is_key_dtype(x.dtype):
-        return KeyArray._wrap(ShapeDtypeStruct((*x.shape, 2), np.uint32))
+    if isinstance(x, ShapeDtypeStruct) and dtypes.is_key(x.dtype):
+        return KeyArray._wrap(x)
     return x
 
 
 def _key_struct(x: Any) -> Any:
-    """A key array wrapping the struct of its data as the struct of typed keys."""
+    """A key array around a struct as the struct of typed keys."""
     from ferrax.random._keys import KeyArray
 
-    if isinstance(x, KeyArray) and isinstance(x._data, ShapeDtypeStruct):
-        return ShapeDtypeStruct(x._data.shape[:-1], x.dtype)
+    if isinstance(x, KeyArray) and isinstance(x._keys, ShapeDtypeStruct):
+        return x._keys
     return x
 
 
 def _aval(x: Any, index: int) -> _ir.ShapedArray:
     if isinstance(x, ShapeDtypeStruct):
+        if dtypes.is_key(x.dtype):
+            return _ir.ShapedArray(x.shape, dtypes.key_fry, False)
         return _ir.ShapedArray(x.shape, dtypes.canonical(x.dtype), bool(x.weak_type))
     if not isinstance(x, Tracer) and not isinstance(x, (np.ndarray, np.generic)) and hasattr(x, "shape") and hasattr(x, "dtype"):
         # Any other object with a shape and a dtype (jax.ShapeDtypeStruct, ...).

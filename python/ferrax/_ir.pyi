@@ -9,6 +9,8 @@ from typing import Any, Self, SupportsIndex, TypeAlias, TypeVar, final
 
 import numpy as np
 
+from ferrax.dtypes import KeyDType
+
 __all__ = [
     "BuilderError",
     "ClosedJaxpr",
@@ -47,7 +49,8 @@ __all__ = [
 _T = TypeVar("_T")
 
 # What names a dtype: "float32", "f32", "bfloat16", a numpy.dtype, numpy.float32, float, ...
-_DTypeLike: TypeAlias = str | np.dtype[Any] | type[Any]
+# or the key dtype (ferrax.dtypes.key_fry, "key<fry>").
+_DTypeLike: TypeAlias = str | np.dtype[Any] | type[Any] | KeyDType
 # A Python or NumPy scalar.
 _Scalar: TypeAlias = bool | int | float | np.bool_ | np.integer[Any] | np.floating[Any]
 
@@ -92,7 +95,8 @@ class ShapedArray:
     """The abstract value of an array: shape, dtype and weak type.
 
     ``dtype`` is a NumPy dtype, a NumPy scalar type or a name (``"float32"``, ``"f32"``,
-    ``"bfloat16"``). A negative dimension, an element count past int64 or a dtype the IR
+    ``"bfloat16"``), or the key dtype ``ferrax.dtypes.key_fry`` (``"key<fry>"``), which
+    ``dtype`` gives back for key arrays. A negative dimension, an element count past int64 or a dtype the IR
     lacks is a :class:`TypeCheckError`. Equal when shape, dtype and weak type are.
     """
 
@@ -441,7 +445,8 @@ def lower_to_stablehlo(
 def lower_with_callbacks(jaxpr: Jaxpr, module_name: str = "ferrax") -> tuple[str, list[tuple[Any, bool]]]:
     """The jaxpr lowered as by :func:`lower_to_stablehlo` (one device), with the host
     callbacks its custom calls name by index (``debug_callback``'s and
-    ``pure_callback``'s ``callback`` params, in index order), each with whether its call
+    ``pure_callback``'s ``callback`` params, in index order; for ``debug_print`` a dict
+    of its params), each with whether its call
     passes a token (an ordered callback: the host function takes the token first and
     returns it first): the module must be compiled with exactly these callbacks. A
     callback read from text is its name, a ``str``.

@@ -16,7 +16,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import numpy as np
 
-from ferrax import _config, _core, _ir
+from ferrax import _config, _core, _ir, dtypes
 from ferrax._array import type_name
 from ferrax._core import EvalTrace, Primitive, aval_of, find_top_trace, user_location
 from ferrax._interpreters import ad
@@ -130,10 +130,13 @@ def eval_jaxpr(jaxpr: _ir.Jaxpr, consts: Sequence[Any], *args: Any) -> list[Any]
             f"the jaxpr takes {len(jaxpr.constvars)} constants and {len(jaxpr.invars)} arguments, "
             f"got {len(consts)} and {len(args)}"
         )
+    from ferrax._core import KeyValue
+
     env: dict[_ir.Var, Any] = {}
-    for v, x in zip(jaxpr.constvars, consts):
-        env[v] = x
-    for v, x in zip(jaxpr.invars, args):
+    for v, x in zip([*jaxpr.constvars, *jaxpr.invars], [*consts, *args]):
+        if isinstance(x, np.ndarray) and dtypes.is_key(v.aval.dtype):
+            # Eager rules (scan's, while's, cond's) pass keys on as their packed words.
+            x = KeyValue(np.asarray(x, dtype=np.uint64))
         env[v] = x
 
     def read(a: _ir.Var | _ir.Literal) -> Any:

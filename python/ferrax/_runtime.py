@@ -19,7 +19,7 @@ import numpy as np
 
 from ferrax import _ir, dtypes
 from ferrax._array import Array
-from ferrax._core import ConcreteArray, aval_of, to_numpy
+from ferrax._core import ConcreteArray, aval_of, pack_keys, physical_aval, to_numpy, unpack_keys, user_location
 from ferrax.errors import LoweringError, ShardingError
 from ferrax.sharding import Mesh, PositionalSharding, Sharding, SingleDeviceSharding, named_from_hlo
 
@@ -176,9 +176,11 @@ class DeviceArray(ConcreteArray):
             if s is None or s.num_devices == 1 or (
                 s.is_fully_replicated_for(len(self._aval.shape)) and self._aval.dtype != dtypes.bfloat16
             ):
-                self._host = _to_host(self._buffer, self._aval)
+                self._host = _to_host(self._buffer, physical_aval(self._aval))
             else:
-                self._host = _gathered_to_host(self._buffer, self._aval, s)
+                self._host = _gathered_to_host(self._buffer, physical_aval(self._aval), s)
+            if dtypes.is_key(self._aval.dtype):
+                self._host = pack_keys(self._host)
         return self._host
 
     @property
@@ -407,8 +409,19 @@ def _device_put_one(x: Any, device: Any) -> DeviceArray:
     else:
         aval = aval_of(x)
         value = to_numpy(x)
-        if value.dtype != aval.dtype:
+        if not dtypes.is_key(aval.dtype) and value.dtype != aval.dtype:
             value = value.astype(aval.dtype)
+    if dtypes.is_key(aval.dtype):
+        if len(sharding._device_assignment) != 1:
+            raise NotImplementedError(
+                f"device_put of PRNG key arrays over several devices is not supported yet, at {user_location()}"
+            )
+        buffer = backend().xc.batched_device_put(
+            physical_aval(aval), backend().single(sharding._device_assignment[0]),
+            [np.ascontiguousarray(unpack_keys(value))], list(sharding._device_assignment), True, False,
+            backend().semantics, enable_x64=True,
+        )
+        return DeviceArray(buffer, aval, sharding)
     try:
         buffer = backend().put_sharded(np.asarray(value, order="C"), aval, sharding)
     except ShardingError as e:
@@ -424,6 +437,9 @@ def _check_device(device: Any) -> Any:
 
 
 def _put(value: np.ndarray[Any, Any], aval: _ir.ShapedArray) -> Any:
+    if dtypes.is_key(aval.dtype):
+        # A key array goes to the device as its data (JAX's physical layout).
+        return backend().put(np.ascontiguousarray(unpack_keys(value)), physical_aval(aval))
     if value.dtype != aval.dtype:
         value = value.astype(aval.dtype)
     return backend().put(np.ascontiguousarray(value), aval)
@@ -433,6 +449,9 @@ def buffer_of(x: Any, aval: _ir.ShapedArray) -> Any:
     """A device buffer holding ``x`` with type ``aval`` (no copy for device arrays)."""
     if isinstance(x, DeviceArray):
         return x._buffer
+    if dtypes.is_key(aval.dtype):
+        # Packed keys (uint64 words) as they are: not canonicalized to 32 bits.
+        return _put(np.asarray(x._value if isinstance(x, ConcreteArray) else x, dtype=np.uint64), aval)
     return _put(to_numpy(x), aval)
 
 
@@ -446,7 +465,7 @@ class Executable:
     arrays laid out as XLA's partitioner chose (``out_shardings``), spelled as
     :class:`NamedSharding` of ``mesh`` when one spells it."""
 
-    __slots__ = ("_exe", "out_avals", "_handlers", "text", "out_shardings", "_devices")
+    __slots__ = ("_exe", "out_avals", "_handlers", "text", "out_shardings", "_devices", "ordered")
 
     def __init__(
         self, exe: Any, out_avals: Sequence[_ir.ShapedArray], text: str,
@@ -457,12 +476,17 @@ class Executable:
         be = backend()
         self.text = text
         self._devices = devices
+        # A program with ordered effects takes the runtime token first and returns the
+        # next one first (see ``_run``).
+        self.ordered = _TOKEN_MARK in text
+        token_handlers = [be.result_handler(_TOKEN_AVAL)] if self.ordered else []
         if devices is None:
             self.out_shardings: list[Sharding | None] = [None] * len(self.out_avals)
-            self._handlers = [be.result_handler(a) for a in self.out_avals]
+            self._handlers = token_handlers + [be.result_handler(physical_aval(a)) for a in self.out_avals]
             return
         # None when the program was not partitioned (one device): every result whole.
-        protos = exe.get_output_shardings() or [None] * len(self.out_avals)
+        protos = exe.get_output_shardings() or [None] * (len(self.out_avals) + len(token_handlers))
+        protos = protos[len(token_handlers):]
         self.out_shardings = []
         self._handlers = []
         for aval, proto in zip(self.out_avals, protos):
@@ -470,14 +494,20 @@ class Executable:
             text = "{replicated}" if proto is None else str(be.xc.HloSharding.from_proto(proto))
             sharding = sharding_from_hlo(text, rank, devices, mesh)
             self.out_shardings.append(sharding)
-            self._handlers.append(be.result_handler(aval, be.xsharding(sharding, rank)))
+            if dtypes.is_key(aval.dtype):
+                # A key array's data has one more (whole) axis than the keys.
+                self._handlers.append(be.result_handler(physical_aval(aval), be.xsharding(sharding, rank + 1)))
+            else:
+                self._handlers.append(be.result_handler(aval, be.xsharding(sharding, rank)))
+        self._handlers = token_handlers + self._handlers
 
     def parameter_shardings(self, ranks: Sequence[int], mesh: Mesh | None) -> list[Sharding]:
         """The layout XLA expects of each argument (of these ranks), for a program
         compiled for several devices."""
         assert self._devices is not None
         be = backend()
-        protos = self._exe.get_parameter_shardings() or [None] * len(ranks)
+        protos = self._exe.get_parameter_shardings() or [None] * (len(ranks) + self.ordered)
+        protos = protos[int(self.ordered):]
         return [
             sharding_from_hlo(
                 "{replicated}" if proto is None else str(be.xc.HloSharding.from_proto(proto)), rank, self._devices, mesh
@@ -485,13 +515,37 @@ class Executable:
             for proto, rank in zip(protos, ranks)
         ]
 
+    def _run(self, buffers: Sequence[Any]) -> list[Any]:
+        if not self.ordered:
+            return self._exe.execute_sharded(list(buffers)).consume_with_handlers(self._handlers)  # type: ignore[no-any-return]
+        # Ordered effects: the token the previous ordered run returned goes in, so XLA
+        # runs this program's ordered callbacks after that run's (as JAX's runtime
+        # tokens); the one returned is kept for the next run.
+        global _runtime_token
+        with _token_lock:
+            token = _runtime_token
+            if token is None:
+                token = backend().put(np.zeros(0, np.bool_), _TOKEN_AVAL)
+            outs = self._exe.execute_sharded([token, *buffers]).consume_with_handlers(self._handlers)
+            _runtime_token = outs[0]
+        return outs[1:]  # type: ignore[no-any-return]
+
     def execute_buffers(self, buffers: Sequence[Any]) -> list[Any]:
         """Runs on device buffers; returns device buffers."""
-        return self._exe.execute_sharded(list(buffers)).consume_with_handlers(self._handlers)  # type: ignore[no-any-return]
+        return self._run(buffers)
 
     def __call__(self, buffers: list[Any]) -> list[DeviceArray]:
-        outs = self._exe.execute_sharded(buffers).consume_with_handlers(self._handlers)
+        outs = self._run(buffers)
         return [DeviceArray(b, a, s) for b, a, s in zip(outs, self.out_avals, self.out_shardings)]
+
+
+# The runtime token of ordered effects: what the last program with ordered effects
+# returned (a device buffer XLA orders the next such program after), as JAX's
+# ``runtime_tokens``; None before the first.
+_TOKEN_MARK = "!stablehlo.token {jax.token = true}"
+_TOKEN_AVAL = _ir.ShapedArray((0,), np.dtype(np.bool_))
+_runtime_token: Any = None
+_token_lock = threading.Lock()
 
 
 _HLO_TILED = re.compile(r"\{devices=\[([\d,]+)\]([^ }]*)( last_tile_dim_replicate)?\}")

@@ -193,7 +193,8 @@ class StagingTrace(Trace):
             lit = state.builder.literal(value._value.item(), dtype, weak)
             return JaxprTracer(self, lit, _scalar_aval(dtype, weak))
         aval = aval_of(value)
-        if aval.shape == ():
+        if aval.shape == () and not dtypes.is_key(aval.dtype):
+            # (A key is never a literal: jaxprs have no key literals, as JAX's.)
             if isinstance(value, ConcreteArray) or isinstance(value, (np.ndarray, np.generic)):
                 scalar = to_numpy(value).item()
             else:

@@ -1,29 +1,28 @@
 """Printing and calling back into Python from transformed code, as ``jax.debug``.
 
-``ferrax.debug.print`` and ``ferrax.debug.callback`` bind one primitive,
-``debug_callback`` (see ``ferrax._callback``), with no outputs and an effect (never
-removed, kept in order). Eagerly it calls the callback at once with the values (as
+``ferrax.debug.callback`` binds ``debug_callback`` and ``ferrax.debug.print`` binds
+``debug_print`` (see ``ferrax._callback``), as JAX 0.10 does: primitives with no outputs
+and an effect (never removed, kept in order). Eagerly it calls the callback at once with the values (as
 ferrax arrays, weak types kept); under ``grad``/``jvp`` it sees the primal values, and
 under ``vmap`` it is called once per element of the batch (in order), as JAX's. Inside
 ``jit``, ``make_jaxpr`` and traced control-flow bodies it stays in the jaxpr and XLA
 calls back into Python when the compiled program runs (a host callback), as in JAX.
 
-JAX 0.10 binds ``debug.print`` to a primitive of its own, ``debug_print`` (its format
-string and print options as params); ferrax binds both functions to ``debug_callback``,
-so a jaxpr of ``debug.print`` reads ``debug_callback[...]`` where JAX's reads
-``debug_print[...]``. The printed lines are JAX's.
+``debug_print``'s params are JAX's: the format string, whether it has placeholders, the
+tree of the arguments, their static (non-array) leaves by position, NumPy's print
+options at the call, ``ordered`` and ``partitioned``; a jaxpr of ``debug.print`` prints
+as JAX's. The printed lines are JAX's.
 """
 
 from __future__ import annotations
 
 import string
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ferrax._callback import DebugCallback, debug_callback_p
+from ferrax._callback import DebugCallback, debug_callback_p, debug_print_p
 from ferrax._core import Tracer, aval_of
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
@@ -119,15 +118,6 @@ class _FormatChecker(string.Formatter):
             )
 
 
-def _print_line(fmt: str, np_printoptions: dict[str, Any], has_placeholders: bool, *args: Any, **kwargs: Any) -> None:
-    if has_placeholders:
-        with np.printoptions(**np_printoptions):
-            message = fmt.format(*args, **kwargs)
-    else:
-        message = " ".join((fmt, *(str(a) for a in args)))
-    sys.stdout.write(message + "\n")
-
-
 def print(  # noqa: A001 (jax.debug.print's name)
     fmt: str | None = None,
     *args: Any,
@@ -151,12 +141,18 @@ def print(  # noqa: A001 (jax.debug.print's name)
         if fmt:
             _, field_name, *_ = next(iter(string.Formatter().parse(fmt)))
             has_placeholders = field_name is not None
-        options = dict(np.get_printoptions())
-
-        def line(*c_args: Any, **c_kwargs: Any) -> None:
-            _print_line(fmt, options, has_placeholders, *c_args, **c_kwargs)
-
-        _bind(line, p_args, p_kwargs, ordered)
+        leaves, in_tree = tree_flatten((p_args, dict(p_kwargs)))
+        debug_print_p.bind(
+            *[x for x in leaves if _is_dynamic(x)],
+            fmt=fmt,
+            has_placeholders=has_placeholders,
+            in_tree=in_tree,
+            logging_record=None,
+            np_printoptions=tuple(np.get_printoptions().items()),
+            ordered=bool(ordered),
+            partitioned=bool(partitioned),
+            static_args=tuple((i, x) for i, x in enumerate(leaves) if not _is_dynamic(x)),
+        )
 
     if fmt is not None:
         debug_print(fmt, *args, **kwargs)

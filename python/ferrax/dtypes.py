@@ -37,6 +37,7 @@ from ferrax._user_frames import user_location, user_stacklevel
 
 __all__ = [
     "DTypeLike",
+    "KeyDType",
     "bfloat16",
     "canonical",
     "canonicalize",
@@ -45,6 +46,8 @@ __all__ = [
     "default_uint",
     "is_float",
     "is_int",
+    "is_key",
+    "key_fry",
     "kind_rank",
     "promote",
     "result_type",
@@ -75,6 +78,51 @@ _SUPPORTED = frozenset(
 _TO_32: dict[np.dtype[Any], np.dtype[Any]] = {_F64: _F32, _I64: _I32, _U64: _U32}
 
 x64_enabled = _config.x64_enabled
+
+
+class KeyDType:
+    """The dtype of typed PRNG key arrays: ``key<fry>`` for threefry2x32 keys (JAX's
+    extended key dtype). Not a NumPy dtype: a key array converts to NumPy only through
+    ``ferrax.random.key_data``.
+
+    The IR's key dtype (``ferrax._ir`` gives and takes :data:`key_fry` for it, and the
+    string ``"key<fry>"``). A key is two uint32 words, lowered as a trailing dimension of
+    2 (``key<fry>[3]`` is ``tensor<3x2xui32>``, JAX's physical layout)."""
+
+    __slots__ = ()
+
+    #: Not an integer, float or bool kind: NumPy's "void" kind letter.
+    kind = "V"
+
+    @property
+    def name(self) -> str:
+        """``key<fry>``, as JAX names it."""
+        return "key<fry>"
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per key (two uint32 words)."""
+        return 8
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyDType) or (isinstance(other, str) and other == "key<fry>")
+
+    def __hash__(self) -> int:
+        return hash("key<fry>")
+
+
+#: The one key dtype ferrax has (threefry2x32 keys).
+key_fry = KeyDType()
+
+
+def is_key(d: Any) -> bool:
+    """True for the PRNG key dtype."""
+    return isinstance(d, KeyDType)
 
 
 def default_float() -> np.dtype[Any]:

@@ -241,6 +241,8 @@ __all__ = [
     "mulhi", "optimization_barrier", "stack", "tile", "unstack",
     # JAX's small helpers (compositions)
     "broadcast_like", "empty", "index_take",
+    # the incomplete gamma family
+    "igamma", "igamma_grad_a", "igammac", "random_gamma_grad",
 ]
 
 
@@ -404,7 +406,11 @@ __all__ += [
     # the primitives of the logical reductions, nextafter, reduce_precision, convolution
     "conv_general_dilated_p", "nextafter_p", "reduce_and_p", "reduce_or_p", "reduce_precision_p",
     "reduce_xor_p",
+    # the incomplete gamma family
+    "igamma_grad_a_p", "igamma_p", "igammac_p",
 ]
 from ferrax._lax.bits import nextafter_p, reduce_precision_p  # noqa: E402
 from ferrax._lax.convolution import conv_general_dilated_p  # noqa: E402
 from ferrax._lax.reductions import reduce_and_p, reduce_or_p, reduce_xor_p  # noqa: E402
+from ferrax._lax.igamma import igamma, igamma_grad_a, igammac, random_gamma_grad  # noqa: E402
+from ferrax._lax.igamma import igamma_grad_a_p, igamma_p, igammac_p  # noqa: E402

@@ -45,7 +45,7 @@ float0: np.dtype[Any] = np.dtype([("float0", np.void, 0)])
 
 def is_differentiable(dtype: np.dtype[Any]) -> bool:
     """Whether values of this dtype have tangents (floating and complex types)."""
-    return dtypes.is_float(dtype) or np.dtype(dtype).kind == "c"
+    return dtypes.is_float(dtype) or dtype.kind == "c"
 
 
 class Zero:
@@ -74,6 +74,8 @@ def register_tangent_ops(add: Callable[[Any, Any], Any], zeros: Callable[[_ir.Sh
 def instantiate(t: Any) -> Any:
     """A tangent as a value: a symbolic zero becomes an array of zeros."""
     if type(t) is Zero:
+        if dtypes.is_key(t.aval.dtype):
+            return zeros_float0(t.aval)
         assert _zeros is not None
         return _zeros(t.aval)
     return t

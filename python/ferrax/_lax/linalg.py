@@ -1,4 +1,5 @@
-"""The linear-algebra primitives (``cholesky``, ``triangular_solve``, ``lu``) with JAX
+"""The linear-algebra primitives (``cholesky``, ``triangular_solve``, ``lu``, ``eigh``, ``qr``,
+``svd``, ``geqrf``, ``householder_product``) with JAX
 0.10.2's semantics and rules, and ``lax.linalg``'s functions on them.
 
 Compiled code calls jaxlib's LAPACK kernels (the Rust lowering emits JAX's CPU custom
@@ -18,9 +19,13 @@ import numpy as np
 from ferrax._array import Array
 from ferrax._core import Primitive, aval_of, user_location
 from ferrax._interpreters import ad
+from ferrax.errors import DifferentiationError
 from ferrax._lax._operands import bind1, scalar
 
-__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd", "symmetrize", "triangular_solve"]
+__all__ = [
+    "cholesky", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd", "symmetrize", "triangular_solve", "geqrf",
+    "householder_product", "geqp3",
+]
 
 NDArray = np.ndarray[Any, Any]
 
@@ -43,8 +48,9 @@ def _widened(x: NDArray) -> NDArray:
 
 
 def _matrices(x: NDArray) -> NDArray:
-    """``x`` as a stack of matrices (its batch dimensions flattened)."""
-    return x.reshape((-1, *x.shape[-2:]))
+    """``x`` as a stack of matrices (its batch dimensions flattened; the count given,
+    as ``-1`` is ambiguous for empty matrices)."""
+    return x.reshape((int(np.prod(x.shape[:-2], dtype=np.int64)), *x.shape[-2:]))
 
 
 def _cholesky_impl(x: NDArray) -> NDArray:
@@ -134,23 +140,31 @@ eigh_p.def_impl(_eigh_impl)
 
 
 def _qr_impl(x: NDArray, *, full_matrices: bool, pivoting: bool, use_magma: Any) -> list[NDArray]:
-    """``geqrf`` then ``orgqr`` (as JAX's CPU lowering: the factor sliced to ``m x m``
-    for a wide matrix, padded with zero columns for a full ``q`` of a tall one), ``r``
-    the upper triangle of ``geqrf``'s factor; workspaces as LAPACK's queries ask."""
+    """``geqrf`` (``geqp3`` with ``pivoting``) then ``orgqr`` (as JAX's CPU lowering:
+    the factor sliced to ``m x m`` for a wide matrix, padded with zero columns for a full
+    ``q`` of a tall one), ``r`` the upper triangle of the factor, the pivots 0-based;
+    workspaces as LAPACK's queries ask."""
     dtype = np.asarray(x).dtype
     x = _widened(x)
     m, n = x.shape[-2:]
     k = m if full_matrices else min(m, n)
-    mats = x.reshape((int(np.prod(x.shape[:-2])), m, n))
+    mats = _matrices(x)
     qs = np.zeros((mats.shape[0], m, k), x.dtype)
     rs = np.zeros((mats.shape[0], k, n), x.dtype)
+    ps = np.zeros((mats.shape[0], n), np.int32)
     geqrf, orgqr = _lapack("geqrf", x.dtype), _lapack("orgqr", x.dtype)
     for i, a in enumerate(mats):
         if m == 0 or n == 0:
             qs[i] = np.eye(m, k, dtype=x.dtype)
             continue
-        work = geqrf(a, lwork=-1)[2][0]  # LAPACK's workspace query
-        r, tau, _, _ = geqrf(a, lwork=max(int(work), n, 1))
+        if pivoting:
+            geqp3 = _lapack("geqp3", x.dtype)
+            work = geqp3(a, lwork=-1)[3][0]
+            r, jpvt, tau, _, _ = geqp3(a, lwork=max(int(work), 3 * n + 1))
+            ps[i] = jpvt - 1
+        else:
+            work = geqrf(a, lwork=-1)[2][0]  # LAPACK's workspace query
+            r, tau, _, _ = geqrf(a, lwork=max(int(work), n, 1))
         if m < n:
             q_in = r[:, :m]
         elif full_matrices and m > n:
@@ -162,7 +176,10 @@ def _qr_impl(x: NDArray, *, full_matrices: bool, pivoting: bool, use_magma: Any)
         qs[i] = q
         rs[i] = np.triu(r[:n, :n] if (not full_matrices and m > n) else r)
     batch = x.shape[:-2]
-    return [qs.reshape((*batch, m, k)).astype(dtype), rs.reshape((*batch, k, n)).astype(dtype)]
+    outs = [qs.reshape((*batch, m, k)).astype(dtype), rs.reshape((*batch, k, n)).astype(dtype)]
+    if pivoting:
+        outs.append(ps.reshape((*batch, n)))
+    return outs
 
 
 qr_p = Primitive.builtin("qr", multiple_results=True)
@@ -202,6 +219,80 @@ def _svd_impl(x: NDArray, *, full_matrices: bool, compute_uv: bool, subset_by_in
 
 svd_p = Primitive.builtin("svd", multiple_results=True)
 svd_p.def_impl(_svd_impl)
+
+
+def _geqrf_impl(x: NDArray) -> list[NDArray]:
+    """LAPACK's ``geqrf`` per matrix, with its workspace query (the kernel jaxlib's
+    ``geqrf`` calls); an empty matrix is returned as it is, with no scales."""
+    dtype = np.asarray(x).dtype
+    x = _widened(x)
+    m, n = x.shape[-2:]
+    mats = _matrices(x)
+    packed = np.array(mats, copy=True)
+    taus = np.zeros((mats.shape[0], min(m, n)), x.dtype)
+    if m and n:
+        geqrf = _lapack("geqrf", x.dtype)
+        for i, a in enumerate(mats):
+            work = geqrf(a, lwork=-1)[2][0]
+            packed[i], taus[i], _, _ = geqrf(a, lwork=max(int(work), n, 1))
+    batch = x.shape[:-2]
+    return [packed.reshape(x.shape).astype(dtype), taus.reshape((*batch, min(m, n))).astype(dtype)]
+
+
+geqrf_p = Primitive.builtin("geqrf", multiple_results=True)
+geqrf_p.def_impl(_geqrf_impl)
+
+
+def _householder_product_impl(a: NDArray, taus: NDArray) -> NDArray:
+    """LAPACK's ``orgqr`` per matrix, with its workspace query (jaxlib's kernel); with
+    no reflections, the identity's columns."""
+    dtype = np.asarray(a).dtype
+    a, taus = _widened(a), _widened(taus)
+    m, n = a.shape[-2:]
+    k = taus.shape[-1]
+    mats = _matrices(a)
+    ts = taus.reshape((mats.shape[0], k))
+    out = np.zeros(mats.shape, a.dtype)
+    orgqr = _lapack("orgqr", a.dtype)
+    for i, mat in enumerate(mats):
+        if k == 0 or n == 0:
+            out[i] = np.eye(m, n, dtype=a.dtype)
+            continue
+        work = orgqr(mat, ts[i], lwork=-1)[1][0]
+        out[i], _, _ = orgqr(mat, ts[i], lwork=max(int(work), n, 1))
+    return out.reshape(a.shape).astype(dtype)
+
+
+householder_product_p = Primitive.builtin("householder_product")
+householder_product_p.def_impl(_householder_product_impl)
+
+
+def _geqp3_impl(a: NDArray, jpvt: NDArray, *, use_magma: Any) -> list[NDArray]:
+    """LAPACK's ``geqp3`` per matrix, with its workspace query (jaxlib's kernel). SciPy's
+    wrapper starts from free columns only: nonzero ``jpvt`` entries (fixed columns) are
+    refused eagerly."""
+    if np.any(np.asarray(jpvt) != 0):
+        raise NotImplementedError(f"geqp3 with fixed columns (nonzero jpvt) is not supported eagerly, at {user_location()}")
+    dtype = np.asarray(a).dtype
+    x = _widened(a)
+    m, n = x.shape[-2:]
+    mats = _matrices(x)
+    packed = np.array(mats, copy=True)
+    perms = np.zeros((mats.shape[0], n), np.asarray(jpvt).dtype)
+    taus = np.zeros((mats.shape[0], min(m, n)), x.dtype)
+    if m and n:
+        geqp3 = _lapack("geqp3", x.dtype)
+        for i, mat in enumerate(mats):
+            work = geqp3(mat, lwork=-1)[3][0]
+            packed[i], perms[i], taus[i], _, _ = geqp3(mat, lwork=max(int(work), 3 * n + 1))
+    else:
+        perms[:] = np.arange(1, n + 1)
+    batch = x.shape[:-2]
+    return [packed.reshape(x.shape).astype(dtype), perms.reshape((*batch, n)), taus.reshape((*batch, min(m, n))).astype(dtype)]
+
+
+geqp3_p = Primitive.builtin("geqp3", multiple_results=True)
+geqp3_p.def_impl(_geqp3_impl)
 
 
 # ------------------------------------------------------------------------- functions
@@ -395,16 +486,15 @@ def eigh(
 
 def qr(
     x: Any, *, pivoting: bool = False, full_matrices: bool = True, use_magma: bool | None = None
-) -> tuple[Array, Array]:
+) -> tuple[Array, ...]:
     """The QR decomposition of each matrix of ``x`` (``[..., m, n]``): ``(q, r)``, ``q``
     with orthonormal columns (``[..., m, k]``) and ``r`` upper triangular
     (``[..., k, n]``), ``k = m`` with ``full_matrices``, else ``min(m, n)``; signs as
-    LAPACK's (``r``'s diagonal may be negative). Column pivoting is not supported."""
+    LAPACK's (``r``'s diagonal may be negative). With ``pivoting``, LAPACK's column
+    pivoting (``geqp3``) and a third output, the permutation ``p`` (``x[..., p] = q r``)."""
     x = _check("qr", x)
-    if pivoting:
-        raise NotImplementedError(f"qr with pivoting=True is not supported, at {user_location()}")
-    q, r = qr_p.bind(x, full_matrices=bool(full_matrices), pivoting=False, use_magma=use_magma)
-    return q, r
+    outs = qr_p.bind(x, full_matrices=bool(full_matrices), pivoting=bool(pivoting), use_magma=use_magma)
+    return tuple(outs)
 
 
 def svd(
@@ -432,6 +522,91 @@ def svd(
         s, u, vt = outs
         return u, s, vt
     return outs[0]
+
+
+def geqrf(x: Any) -> tuple[Array, Array]:
+    """LAPACK's QR factors of each matrix of ``x`` (``[..., m, n]``): ``(a, taus)``, ``r``
+    on and above ``a``'s diagonal, the Householder vectors below it (their leading 1s
+    implicit) and their scales ``taus`` (``[..., min(m, n)]``), as JAX's ``geqrf``. Not
+    differentiable (nor is JAX's)."""
+    x = _check("geqrf", x)
+    a, taus = geqrf_p.bind(x)
+    return a, taus
+
+
+def householder_product(a: Any, taus: Any) -> Array:
+    """The product of the Householder reflections whose vectors are below the diagonal
+    of each matrix of ``a`` (``[..., m, n]``, ``m >= n``) and whose scales are ``taus``
+    (``[..., k]``, ``k <= n``): its first ``n`` columns, orthonormal (LAPACK's
+    ``orgqr``, as JAX's). Not differentiable (nor is JAX's)."""
+    a = _check("householder_product", a)
+    taus = scalar(taus)
+    t_aval, a_aval = aval_of(taus), aval_of(a)
+    if np.dtype(t_aval.dtype).kind != "f":
+        raise TypeError(
+            f"householder_product does not accept dtype {np.dtype(t_aval.dtype).name} at position 1. Accepted dtypes at "
+            f"position 1 are subtypes of floating, complexfloating., at {user_location()}"
+        )
+    if np.dtype(t_aval.dtype) != np.dtype(a_aval.dtype):
+        raise TypeError(
+            f"householder_product requires arguments to have the same dtypes, got {np.dtype(a_aval.dtype).name}, "
+            f"{np.dtype(t_aval.dtype).name}., at {user_location()}"
+        )
+    a_shape, t_shape = tuple(a_aval.shape), tuple(t_aval.shape)
+    if len(t_shape) < 1:
+        raise TypeError(f"Input 1 to householder_product must have rank at least 1, but got shape={t_shape}, at {user_location()}")
+    if len(a_shape) - 2 != len(t_shape) - 1:
+        raise TypeError(
+            f"All inputs to householder_product must have the same number of batch dimensions, but got "
+            f"{[len(a_shape) - 2, len(t_shape) - 1]} batch dimensions for the inputs., at {user_location()}"
+        )
+    if a_shape[:-2] != t_shape[:-1]:
+        raise ValueError(
+            f"The inputs to householder_product must have the same batch dimensions, got shapes {a_shape} and "
+            f"{t_shape}., at {user_location()}"
+        )
+    m, n = a_shape[-2:]
+    if m < n:
+        raise ValueError(
+            f"The first argument to householder_product must have at least as many rows as columns, got shape "
+            f"{(m, n)}, at {user_location()}"
+        )
+    if t_shape[-1] > min(m, n):
+        raise ValueError(
+            "The second argument to householder_product must not have more rows than the minimum of the first "
+            f"argument's rows and columns., at {user_location()}"
+        )
+    return bind1(householder_product_p, a, taus)
+
+
+def geqp3(a: Any, jpvt: Any, *, use_magma: bool | None = None) -> tuple[Array, Array, Array]:
+    """LAPACK's column-pivoted QR factors of each matrix of ``a`` (``[..., m, n]``):
+    ``(a, jpvt, taus)`` packed as :func:`geqrf`'s, the permutation 1-based (``jpvt``'s
+    dtype; nonzero entries of the given ``jpvt`` mark columns moved to the front
+    first), as JAX's ``geqp3``. Not differentiable (nor is JAX's)."""
+    a = _check("geqp3", a)
+    jpvt = scalar(jpvt)
+    j_aval = aval_of(jpvt)
+    if np.dtype(j_aval.dtype).kind not in "iu":
+        raise TypeError(
+            f"geqp3 does not accept dtype {np.dtype(j_aval.dtype).name} at position 1. Accepted dtypes at position 1 "
+            f"are subtypes of integer., at {user_location()}"
+        )
+    a_shape, j_shape = tuple(aval_of(a).shape), tuple(j_aval.shape)
+    if len(j_shape) < 1:
+        raise TypeError(f"Input 1 to geqp3 must have rank at least 1, but got shape={j_shape}, at {user_location()}")
+    if len(a_shape) - 2 != len(j_shape) - 1:
+        raise TypeError(
+            f"All inputs to geqp3 must have the same number of batch dimensions, but got "
+            f"{[len(a_shape) - 2, len(j_shape) - 1]} batch dimensions for the inputs., at {user_location()}"
+        )
+    if j_shape != (*a_shape[:-2], a_shape[-1]):
+        raise ValueError(
+            f"The pivots of geqp3 must have shape [..., n] for the matrix's batch dims and columns, got shapes "
+            f"{a_shape} and {j_shape}., at {user_location()}"
+        )
+    out, perm, taus = geqp3_p.bind(a, jpvt, use_magma=use_magma)
+    return out, perm, taus
 
 
 def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Array:
@@ -647,9 +822,18 @@ def _qr_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> t
     from ferrax._lax.structural import broadcast_in_dim, concatenate
 
     (x,), (dx,) = primals, tangents
-    q, r = qr_p.bind(x, **params)
+    q, r, *p = qr_p.bind(x, **params)
+    # The permutation's tangent: float0 zeros.
+    extra = [ad.Zero(aval_of(p[0]))] if p else []
     if type(dx) is ad.Zero:
-        return [q, r], [ad.Zero(aval_of(q)), ad.Zero(aval_of(r))]
+        return [q, r, *p], [ad.Zero(aval_of(q)), ad.Zero(aval_of(r)), *extra]
+    if p:  # x[..., p] = q r: the operand's and tangent's columns permuted the same way
+        from ferrax.numpy import take_along_axis
+
+        dx = take_along_axis(dx, p[0][..., None, :], axis=-1)
+        # (JAX 0.10.2 permutes only the tangent, so its wide pivoted rule uses the
+        # unpermuted x₂ and disagrees with finite differences; this one does not.)
+        x = take_along_axis(x, p[0][..., None, :], axis=-1)
     shape = tuple(aval_of(x).shape)
     dtype = aval_of(x).dtype
     rank = len(shape)
@@ -661,13 +845,13 @@ def _qr_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> t
         r1 = slice_in_dim(r, 0, m, axis=rank - 1)
         dq, dr1 = _thin_qr_jvp(q, r1, dx1)
         dr2 = add(_matmul(_T(dq), x2), _matmul(_T(q), dx2))
-        return [q, r], [dq, concatenate([dr1, dr2], rank - 1)]
+        return [q, r, *p], [dq, concatenate([dr1, dr2], rank - 1), *extra]
     full = params["full_matrices"]
     q_mn = slice_in_dim(q, 0, n, axis=rank - 1) if full else q
     r_nn = slice_in_dim(r, 0, n, axis=rank - 2) if full else r
     dq_mn, dr_nn = _thin_qr_jvp(q_mn, r_nn, dx)
     if not full or m == n:
-        return [q, r], [dq_mn, dr_nn]
+        return [q, r, *p], [dq_mn, dr_nn, *extra]
     from ferrax.numpy.linalg import _lu_solve
 
     q_nn = slice_in_dim(q_mn, 0, n, axis=rank - 2)
@@ -686,7 +870,7 @@ def _qr_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> t
     dq = concatenate([dq_mn, dq_mp], rank - 1)
     zeros = broadcast_in_dim(np.zeros((), dtype), (*shape[:-2], m - n, n), ())
     dr = concatenate([dr_nn, zeros], rank - 2)
-    return [q, r], [dq, dr]
+    return [q, r, *p], [dq, dr, *extra]
 
 
 qr_p.def_jvp(_qr_jvp)
@@ -746,6 +930,20 @@ def _svd_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> 
 svd_p.def_jvp(_svd_jvp)
 
 
+def _no_derivative(name: str) -> Any:
+    def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> Any:
+        # JAX 0.10 defines no derivative for geqrf and householder_product (jnp's qr and
+        # slogdet differentiate through their own rules): an error there too.
+        raise DifferentiationError(f"Differentiation rule for '{name}' not implemented, at {user_location()}")
+
+    return rule
+
+
+geqrf_p.def_jvp(_no_derivative("geqrf"))
+geqp3_p.def_jvp(_no_derivative("geqp3"))
+householder_product_p.def_jvp(_no_derivative("householder_product"))
+
+
 # ----------------------------------------------------------------------------- batching
 
 
@@ -767,6 +965,23 @@ def _install_batching() -> None:
     leading(eigh_p)
     leading(qr_p)
     leading(svd_p)
+    leading(geqrf_p)
+
+    def householder_rule(vals: Any, dims: Any, *, axis_size: int) -> Any:
+        (a, taus), (da, dt) = vals, dims
+        a = batching.bdim_at_front(a, da, axis_size)
+        taus = batching.bdim_at_front(taus, dt, axis_size)
+        return bind1(householder_product_p, a, taus), 0
+
+    householder_product_p.def_batch(householder_rule)
+
+    def geqp3_rule(vals: Any, dims: Any, *, axis_size: int, **params: Any) -> Any:
+        (a, jpvt), (da, dj) = vals, dims
+        a = batching.bdim_at_front(a, da, axis_size)
+        jpvt = batching.bdim_at_front(jpvt, dj, axis_size)
+        return list(geqp3_p.bind(a, jpvt, **params)), [0, 0, 0]
+
+    geqp3_p.def_batch(geqp3_rule)
 
     def solve_rule(vals: Any, dims: Any, *, axis_size: int, **flags: Any) -> Any:
         """JAX's rule: an unbatched ``a`` solves for the batch of ``b`` at once (folded

@@ -5,14 +5,16 @@ from __future__ import annotations
 from ferrax._core import Primitive, extension_named
 from ferrax._lax import bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural
 from ferrax._lax import windowed
+from ferrax._lax import prng
 from ferrax._lax import convolution
 from ferrax._lax import linalg
+from ferrax._lax import igamma
 
 
 def _collect() -> dict[str, Primitive]:
     found: dict[str, Primitive] = {}
     for module in (bits, control, custom, elementwise, layout, parallel, reductions, slicing, sorting, special, structural, windowed,
-                   convolution, linalg):
+                   convolution, linalg, prng, igamma):
         for value in vars(module).values():
             if isinstance(value, Primitive):
                 found[value.name] = value
@@ -21,9 +23,9 @@ def _collect() -> dict[str, Primitive]:
 
     found[jit_p.name] = jit_p
     found[shard_map_p.name] = shard_map_p
-    from ferrax._callback import debug_callback_p, io_callback_p, pure_callback_p
+    from ferrax._callback import debug_callback_p, debug_print_p, io_callback_p, pure_callback_p
 
-    for callback_p in (debug_callback_p, pure_callback_p, io_callback_p):
+    for callback_p in (debug_callback_p, pure_callback_p, io_callback_p, debug_print_p):
         found[callback_p.name] = callback_p
     return found
 

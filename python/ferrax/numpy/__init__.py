@@ -250,7 +250,7 @@ from ferrax.numpy._index_tricks import (
     mgrid, ogrid, r_, ravel_multi_index, s_, tril_indices, tril_indices_from, triu_indices,
     triu_indices_from, unravel_index,
 )
-from ferrax.numpy._poly import poly, polyadd, polyder, polydiv, polyint, polymul, polysub, polyval
+from ferrax.numpy._poly import poly, polyadd, polyder, polydiv, polyfit, polyint, polymul, polysub, polyval
 from ferrax.numpy._types_io import (
     array_equiv, array_repr, array_str, bool, can_cast, character, complexfloating, double, dtype,
     flexible, float_, floating, from_dlpack, frombuffer, fromfile, fromiter, fromstring, generic,
@@ -274,7 +274,7 @@ __all__ += [
     "c_", "diag_indices", "diag_indices_from", "fill_diagonal", "index_exp", "indices", "ix_",
     "mask_indices", "mgrid", "ogrid", "r_", "ravel_multi_index", "s_", "tril_indices",
     "tril_indices_from", "triu_indices", "triu_indices_from", "unravel_index",
-    "poly", "polyadd", "polyder", "polydiv", "polyint", "polymul", "polysub", "polyval",
+    "poly", "polyadd", "polyder", "polydiv", "polyint", "polymul", "polysub", "polyval", "polyfit",
     "array_equiv", "array_repr", "array_str", "bool", "can_cast", "character", "complexfloating",
     "double", "dtype", "flexible", "float_", "floating", "from_dlpack", "frombuffer", "fromfile",
     "fromiter", "fromstring", "generic", "get_printoptions", "inexact", "int_", "integer",

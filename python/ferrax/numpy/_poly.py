@@ -1,8 +1,8 @@
 """Polynomials of ``jax.numpy`` (issue 12 item 3): ``poly`` (from 1-d roots),
 ``polyval`` (Horner's rule in one ``lax.scan``, as JAX), ``polyadd``, ``polysub``,
 ``polymul``, ``polyder``, ``polyint`` and ``polydiv``; coefficients highest power first.
-``polyfit`` and ``roots`` (least squares and eigenvalues) and ``poly`` of a matrix
-need ``ferrax.numpy.linalg`` and are not here yet.
+``polyfit`` (least squares, as JAX's: weights, ``full`` and ``cov``); ``roots``
+(eigenvalues of a nonsymmetric matrix) and ``poly`` of a matrix are not here yet.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ferrax.errors import ConcretizationError
 from ferrax.numpy._breadth import _promote_inexact
 from ferrax.numpy._promotion import ArrayLike, as_array, promote_dtypes
 
-__all__ = ["poly", "polyadd", "polyder", "polydiv", "polyint", "polymul", "polysub", "polyval"]
+__all__ = ["poly", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polymul", "polysub", "polyval"]
 
 
 def _static_order(m: Any, name: str) -> int:
@@ -150,3 +150,77 @@ def polydiv(u: ArrayLike, v: ArrayLike, *, trim_leading_zeros: bool = False) -> 
         keep = np.flatnonzero(np.abs(host) >= tol)
         num = num[int(keep[0]) if keep.size else num.shape[0]:]
     return q, num
+
+
+def polyfit(
+    x: ArrayLike,
+    y: ArrayLike,
+    deg: int,
+    rcond: float | None = None,
+    full: bool = False,
+    w: ArrayLike | None = None,
+    cov: bool | str = False,
+) -> Array | tuple[Array, ...]:
+    """The least-squares polynomial of degree ``deg`` through the points ``(x, y)``
+    (``y`` one column of values or several), coefficients highest power first, as JAX's:
+    the Vandermonde system weighted by ``w``, its columns scaled to unit norm, solved by
+    :func:`ferrax.numpy.linalg.lstsq` with ``rcond`` (by default ``len(x)`` epsilons).
+    With ``full`` also the residuals, rank, singular values and ``rcond``; with ``cov``
+    (and not ``full``) also the coefficients' covariance (scaled by the residuals per
+    degree of freedom unless ``cov='unscaled'``)."""
+    from ferrax.numpy import linalg
+
+    x_arr, y_arr = as_array(x, "polyfit", 0), as_array(y, "polyfit", 1)
+    deg_value: Any = deg
+    if isinstance(deg_value, Tracer):
+        raise ConcretizationError(
+            f"Abstract tracer value encountered where concrete value is expected: deg must be int, at {user_location()}"
+        )
+    deg = operator.index(deg_value)
+    order = deg + 1
+    if deg < 0:
+        raise ValueError(f"expected deg >= 0, at {user_location()}")
+    if x_arr.ndim != 1:
+        raise TypeError(f"expected 1D vector for x, at {user_location()}")
+    if x_arr.size == 0:
+        raise TypeError(f"expected non-empty vector for x, at {user_location()}")
+    if y_arr.ndim < 1 or y_arr.ndim > 2:
+        raise TypeError(f"expected 1D or 2D array for y, at {user_location()}")
+    if x_arr.shape[0] != y_arr.shape[0]:
+        raise TypeError(f"expected x and y to have same length, at {user_location()}")
+    if rcond is None:
+        if not np.issubdtype(np.dtype(x_arr.dtype), np.inexact):  # (NumPy's finfo refuses it in JAX)
+            raise ValueError(f"data type {np.dtype(x_arr.dtype)!r} not inexact, at {user_location()}")
+        rcond = x_arr.shape[0] * float(np.finfo(x_arr.dtype).eps)
+    rcond = float(rcond)
+    lhs = fnp.vander(x_arr, order)
+    rhs = y_arr
+    if w is not None:
+        (w_arr,) = _promote_inexact("polyfit", w)
+        if w_arr.ndim != 1:
+            raise TypeError(f"expected a 1-d array for weights, at {user_location()}")
+        if w_arr.shape[0] != y_arr.shape[0]:
+            raise TypeError(f"expected w and y to have the same length, at {user_location()}")
+        lhs = lhs * w_arr[:, None]
+        rhs = rhs * (w_arr[:, None] if rhs.ndim == 2 else w_arr)
+    scale = fnp.sqrt((lhs * lhs).sum(axis=0))
+    lhs = lhs / scale[None, :]
+    c, resids, rank, s = linalg.lstsq(lhs, rhs, rcond)
+    c = (c.T / scale[None, :]).T if c.ndim > 1 else c / scale
+    if full:
+        return c, resids, rank, s, fnp.asarray(rcond)
+    if cov:
+        vbase = linalg.inv(fnp.dot(lhs.T, lhs))
+        vbase = vbase / fnp.outer(scale, scale)
+        if cov == "unscaled":
+            fac: Any = fnp.array(1.0)
+        else:
+            if x_arr.shape[0] <= order:
+                raise ValueError(
+                    f"the number of data points must exceed order to scale the covariance matrix, at {user_location()}"
+                )
+            fac = resids / (x_arr.shape[0] - order)
+        if y_arr.ndim == 1:
+            return c, vbase * fnp.atleast_1d(fac)[None]
+        return c, vbase[:, :, None] * fnp.atleast_1d(fac)[None, None, :]
+    return c

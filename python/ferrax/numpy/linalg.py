@@ -25,6 +25,7 @@ from ferrax.numpy._promotion import ArrayLike, convert, operand_aval
 __all__ = [
     "EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cond", "lstsq", "matrix_rank", "pinv", "svd", "svdvals", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
     "qr", "solve", "vector_norm",
+    "cross", "diagonal", "matmul", "matrix_transpose", "outer", "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot",
 ]
 
 
@@ -123,10 +124,12 @@ def qr(a: ArrayLike, mode: str = "reduced") -> Array | QRResult:
     """The QR decomposition of each matrix of ``a`` (``[..., m, n]``): ``(Q, R)`` with
     ``k = min(m, n)`` columns of ``Q`` (``mode='reduced'``, or its alias ``'full'``) or
     ``m`` (``'complete'``), or ``R`` alone (``'r'``, of the reduced shape as JAX's);
-    signs as LAPACK's. ``'raw'`` (LAPACK's Householder vectors) is not supported."""
+    signs as LAPACK's; or with ``'raw'`` LAPACK's packed factors transposed and the
+    reflections' scales (``geqrf``'s, as NumPy's and JAX's)."""
     (x,) = _inexact("jnp.linalg.qr", a)
     if mode == "raw":
-        raise NotImplementedError(f"qr's mode='raw' is not supported, at {user_location()}")
+        packed, taus = lax_linalg.geqrf(x)
+        return QRResult(_mT(packed), taus)
     if mode in ("reduced", "r", "full"):
         full_matrices = False
     elif mode == "complete":
@@ -148,16 +151,37 @@ def svd(
 ) -> Array | SVDResult:
     """The singular value decomposition of each matrix of ``a`` (``[..., m, n]``):
     ``(U, S, Vh)`` (``S`` descending; ``U`` and ``Vh`` square with ``full_matrices``),
-    or ``S`` alone without ``compute_uv``; signs as LAPACK's. ``hermitian=True`` is not
-    supported yet."""
+    or ``S`` alone without ``compute_uv``; signs as LAPACK's. With ``hermitian`` the
+    matrices are taken as symmetric and decomposed by ``eigh`` as JAX's: ``S`` the
+    eigenvalues' magnitudes (descending), ``U`` the eigenvectors in that order and
+    ``Vh`` their transposes times the eigenvalues' signs."""
     (x,) = _inexact("jnp.linalg.svd", a)
     if hermitian:
-        raise NotImplementedError(f"svd(hermitian=True) is not supported yet, at {user_location()}")
+        return _svd_hermitian(x, compute_uv, subset_by_index)
     if compute_uv:
         u, s, vh = lax_linalg.svd(x, full_matrices=full_matrices, compute_uv=True, subset_by_index=subset_by_index)
         return SVDResult(u, s, vh)
     out: Array = lax_linalg.svd(x, full_matrices=full_matrices, compute_uv=False, subset_by_index=subset_by_index)
     return out
+
+
+def _svd_hermitian(x: Any, compute_uv: bool, subset_by_index: tuple[int, int] | None) -> Array | SVDResult:
+    from ferrax import lax
+
+    vectors, values = lax_linalg.eigh(x, subset_by_index=subset_by_index)
+    s = lax.abs(values)
+    last = len(_shape(s)) - 1
+    if not compute_uv:
+        out: Array = lax.rev(lax.sort(s, dimension=-1), dimensions=[last])
+        return out
+    sign = lax.sign(values)
+    # (JAX's int_dtype_for_dim: uint32 for every size an array can have here.)
+    idxs = lax.broadcasted_iota(np.dtype(np.uint32), _shape(s), last)
+    s, idxs, sign = lax.sort((s, idxs, sign), dimension=-1, num_keys=1)
+    s, idxs, sign = (lax.rev(t, dimensions=[last]) for t in (s, idxs, sign))
+    u = _fnp().take_along_axis(vectors, idxs[..., None, :], axis=-1)
+    vh = _mT(u * sign[..., None, :].astype(aval_of(u).dtype))
+    return SVDResult(u, s, vh)
 
 
 def svdvals(x: ArrayLike, /) -> Array:
@@ -213,7 +237,7 @@ def cond(x: ArrayLike, p: Any = None) -> Array:
     return out
 
 
-def _pinv_plain(arr: Any, rtol: Any) -> Any:
+def _pinv_plain(arr: Any, rtol: Any, hermitian: bool) -> Any:
     fnp = _fnp()
     shape = _shape(arr)
     m, n = shape[-2:]
@@ -223,7 +247,10 @@ def _pinv_plain(arr: Any, rtol: Any) -> Any:
     if rtol is None:
         rtol = 10.0 * max(m, n) * fnp.array(np.finfo(d).eps)
     rtol = fnp.asarray(rtol)
-    u, s, vh = lax_linalg.svd(arr, full_matrices=False)
+    if hermitian:
+        u, s, vh = _svd_hermitian(arr, True, None)
+    else:
+        u, s, vh = lax_linalg.svd(arr, full_matrices=False)
     rtol = fnp.expand_dims(rtol[..., None], tuple(range(fnp.ndim(s) - fnp.ndim(rtol) - 1)))
     cutoff = rtol * s[..., 0:1]
     s = fnp.where(s > cutoff, s, np.inf).astype(d)
@@ -235,13 +262,12 @@ def pinv(a: ArrayLike, rtol: ArrayLike | None = None, hermitian: bool = False, *
     """The Moore-Penrose pseudo-inverse of each matrix of ``a`` (``[..., m, n]`` to
     ``[..., n, m]``) by the SVD, singular values at most ``rtol`` (by default ``10
     max(m, n)`` epsilons) times the largest dropped; differentiated by Golub and
-    Pereyra's formula, as JAX's. ``hermitian=True`` is not supported yet."""
+    Pereyra's formula, as JAX's. With ``hermitian`` the SVD is ``svd(hermitian=True)``'s
+    (of the symmetrized matrix)."""
     if rcond is not None:
         if rtol is not None:
             raise ValueError(f"pinv: only one of rtol and rcond may be specified., at {user_location()}")
         rtol = rcond
-    if hermitian:
-        raise NotImplementedError(f"pinv(hermitian=True) is not supported yet, at {user_location()}")
     (arr,) = _inexact("jnp.linalg.pinv", a)
     if len(_shape(arr)) < 2:
         # (JAX fails unpacking the shape: a ValueError too.)
@@ -249,13 +275,16 @@ def pinv(a: ArrayLike, rtol: ArrayLike | None = None, hermitian: bool = False, *
 
     @custom_jvp
     def f(x: Any) -> Any:
-        return _pinv_plain(x, rtol)
+        return _pinv_plain(x, rtol, hermitian)
 
     @f.defjvp
     def f_jvp(primals: Any, tangents: Any) -> Any:
         (x,), (x_dot,) = primals, tangents
         mm = _fnp().matmul
-        p = _pinv_plain(x, rtol)
+        p = _pinv_plain(x, rtol, hermitian)
+        if hermitian:
+            # (svd(hermitian=True) reads the symmetrized matrix: so does the derivative.)
+            x, x_dot = lax_linalg.symmetrize(x), lax_linalg.symmetrize(x_dot)
         m, n = _shape(x)[-2:]
         if m >= n:
             s_ = mm(mm(p, _mT(p)), _mT(x_dot))
@@ -488,16 +517,49 @@ def _slogdet_small_jvp(primals: Any, tangents: Any) -> Any:
     return (sign, ans), (fnp.zeros_like(sign), ans_dot)
 
 
+@custom_jvp
+def _slogdet_qr(a: Any) -> tuple[Any, Any]:
+    fnp = _fnp()
+    n = _shape(a)[-1]
+    packed, taus = lax_linalg.geqrf(a)
+    diag = fnp.diagonal(packed, axis1=-2, axis2=-1)
+    logdet = fnp.sum(fnp.log(fnp.abs(diag)), axis=-1)
+    sign_diag = fnp.prod(fnp.sign(diag), axis=-1)
+    # Each nontrivial reflection (tau != 0) has determinant -1 (the last one, of a 1x1
+    # block, is trivial).
+    sign_taus = fnp.prod(fnp.where(taus[..., : n - 1] != 0, -1, 1), axis=-1).astype(aval_of(sign_diag).dtype)
+    return sign_diag * sign_taus, logdet
+
+
+@_slogdet_qr.defjvp
+def _slogdet_qr_jvp(primals: Any, tangents: Any) -> Any:
+    """As the LU method's: ``d log|det a| = trace(a⁻¹ ȧ)``, the sign's tangent zero, and
+    (as JAX's) the primal by the default method, not by QR."""
+    fnp = _fnp()
+    (x,), (g,) = primals, tangents
+    if _shape(x)[-1] in (1, 2):
+        d = _small_det(x)
+        sign, ans = fnp.sign(d), fnp.log(fnp.abs(d))
+    else:
+        sign, ans = _slogdet_from_lu(x)
+    ans_dot = fnp.trace(_solve_plain(x, g), axis1=-1, axis2=-2)
+    return (sign, ans), (fnp.zeros_like(sign), ans_dot)
+
+
 def slogdet(a: ArrayLike, *, method: str | None = None) -> SlogdetResult:
     """The sign and the natural logarithm of the absolute value of the determinant of
     each square matrix of ``a`` (``[..., n, n]``): ``(sign, logabsdet)``. ``method``
-    ``'lu'`` (the default; JAX's ``'qr'`` is not available)."""
+    ``'lu'`` (the default) or ``'qr'`` (from ``geqrf``: ``r``'s diagonal, and a sign
+    flip per reflection)."""
     (x,) = _inexact("slogdet", a)
     _square("slogdet", x, "Argument to slogdet() must have shape [..., n, n], got {}")
-    if method not in (None, "lu"):
-        raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' (`None`)., at {user_location()}")
-    n = _shape(x)[-1]
-    sign, logdet = _slogdet_small(x) if n in (1, 2) else _slogdet_lu(x)
+    if method == "qr":
+        sign, logdet = _slogdet_qr(x)
+    elif method in (None, "lu"):
+        n = _shape(x)[-1]
+        sign, logdet = _slogdet_small(x) if n in (1, 2) else _slogdet_lu(x)
+    else:
+        raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' (`None`), and 'qr'., at {user_location()}")
     return SlogdetResult(sign, logdet)
 
 
@@ -518,14 +580,51 @@ def _det_lu(a: Any) -> Any:
     return sign * fnp.exp(logdet).astype(aval_of(sign).dtype)
 
 
+def _cofactor_solve(a: Any, b: Any) -> tuple[Any, Any]:
+    """``(det a, adj(a) b)``, defined for singular ``a`` too (JAX's ``_cofactor_solve``):
+    from ``a = p l u``, ``det(a) a⁻¹ b = u⁻¹ (det(a) l⁻¹ pᵀ b)`` except in the last row,
+    where dividing by ``u[n-1, n-1]`` and multiplying by it cancel: that corner is set to
+    the reciprocal of the other pivots' product, which keeps a rank ``n-1`` matrix's
+    adjugate exact. Below rank ``n-1`` the adjugate is zero (found where a solve with
+    the modified ``u`` is not finite). Linear in ``b``."""
+    fnp = _fnp()
+    n = _shape(a)[-1]
+    if n == 1:
+        return a[..., 0, 0], b
+    dtype = aval_of(a).dtype
+    lu, pivots, permutation = lax_linalg.lu(a)
+    batch = tuple(np.broadcast_shapes(_shape(lu)[:-2], _shape(b)[:-2]))
+    x = fnp.broadcast_to(b, (*batch, *_shape(b)[-2:]))
+    lu = fnp.broadcast_to(lu, (*batch, n, n))
+    diag = fnp.diagonal(lu, axis1=-2, axis2=-1)
+    sign = fnp.asarray(-2 * (_swap_count(pivots) % 2) + 1, dtype=dtype)
+    partial_det = fnp.cumprod(diag, axis=-1) * sign[..., None]
+    lu = lu.at[..., -1, -1].set(1.0 / partial_det[..., -2])
+    permutation = fnp.broadcast_to(permutation, (*batch, n))
+    from ferrax import lax
+
+    iotas = fnp.ix_(*(lax.iota(np.int32, k) for k in (*batch, 1)))
+    d = fnp.ones(_shape(x)[:-1], aval_of(x).dtype)
+    d = lax_linalg.triangular_solve(lu, d, left_side=True, lower=False)
+    d = fnp.any(fnp.logical_or(fnp.isnan(d), fnp.isinf(d)), axis=-1)
+    d = fnp.tile(d[..., None, None], fnp.ndim(d) * (1,) + _shape(x)[-2:])
+    x = fnp.where(d, fnp.zeros_like(x), x)
+    x = x[(*iotas[:-1], permutation, slice(None))]
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+    x = fnp.concatenate((x[..., :-1, :] * partial_det[..., -1, None, None], x[..., -1:, :]), axis=-2)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=False)
+    x = fnp.where(d, fnp.zeros_like(x), x)
+    return partial_det[..., -1], x
+
+
 @_det_lu.defjvp
 def _det_lu_jvp(primals: Any, tangents: Any) -> Any:
-    """``d det a = det a · trace(a⁻¹ ȧ)`` (JAX's cofactor form agrees where ``a`` is
-    invertible)."""
+    """``d det a = trace(adj(a) ȧ)`` by the cofactor solve, as JAX's: right at singular
+    matrices too (``det a · trace(a⁻¹ ȧ)`` is NaN there)."""
     fnp = _fnp()
     (x,), (g,) = primals, tangents
-    y = _det_lu(x)
-    return y, y * fnp.trace(_solve_plain(x, g), axis1=-1, axis2=-2)
+    y, z = _cofactor_solve(x, g)
+    return y, fnp.trace(z, axis1=-1, axis2=-2)
 
 
 def det(a: ArrayLike) -> Array:
@@ -710,3 +809,125 @@ def multi_dot(arrays: Sequence[ArrayLike], *, precision: Any = None) -> Array:
             raise ValueError(f"{nd}-dimensional array given. Array must be two-dimensional, at {user_location()}")
     out_terms = ("" if len(_shape(xs[0])) == 1 else letters[0]) + ("" if len(_shape(xs[-1])) == 1 else letters[len(xs)])
     return fnp.einsum(",".join(terms) + "->" + out_terms, *xs, optimize="auto")  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------- the array API's names, tensor solves
+
+
+def cross(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Array:
+    """The cross product of the 3-vectors of ``x1`` and ``x2`` along ``axis`` (the array
+    API's ``linalg.cross``: both must have size 3 there)."""
+    fnp = _fnp()
+    s1, s2 = _shape(fnp.asarray(x1)), _shape(fnp.asarray(x2))
+    if s1[axis] != 3 or s2[axis] != 3:
+        raise ValueError(
+            "Both input arrays must be (arrays of) 3-dimensional vectors, but they have "
+            f"x1.shape[axis]={s1[axis]} and x2.shape[axis]={s2[axis]}, at {user_location()}"
+        )
+    out: Array = fnp.cross(x1, x2, axis=axis)
+    return out
+
+
+def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Array:
+    """The diagonals of the matrices of ``x`` (its last two axes)."""
+    out: Array = _fnp().diagonal(x, offset=offset, axis1=-2, axis2=-1)
+    return out
+
+
+def matmul(x1: ArrayLike, x2: ArrayLike, /, *, precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """``x1 @ x2`` (``numpy.matmul``'s broadcasting), accumulated in
+    ``preferred_element_type`` if given; ``precision`` has no effect on CPU."""
+    fnp = _fnp()
+    del precision
+    if preferred_element_type is None:
+        out: Array = fnp.matmul(x1, x2)
+        return out
+    a, b = fnp.asarray(x1), fnp.asarray(x2)
+    left = "...ij" if fnp.ndim(a) >= 2 else "j"
+    right = "...jk" if fnp.ndim(b) >= 2 else "j"
+    result = "..." + ("i" if fnp.ndim(a) >= 2 else "") + ("k" if fnp.ndim(b) >= 2 else "")
+    out = fnp.einsum(f"{left},{right}->{result}", a, b, preferred_element_type=preferred_element_type)
+    return out
+
+
+def matrix_transpose(x: ArrayLike, /) -> Array:
+    """``x`` with its last two axes swapped."""
+    from ferrax import lax
+
+    ndim = len(aval_of(_fnp().asarray(x)).shape)
+    if ndim < 2:
+        raise ValueError(f"matrix_transpose requires at least 2 dimensions; got ndim={ndim}, at {user_location()}")
+    out: Array = lax.transpose(x, (*range(ndim - 2), ndim - 1, ndim - 2))
+    return out
+
+
+def outer(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """The outer product of two vectors."""
+    fnp = _fnp()
+    a, b = fnp.asarray(x1), fnp.asarray(x2)
+    if fnp.ndim(a) != 1 or fnp.ndim(b) != 1:
+        raise ValueError(f"Input arrays must be one-dimensional, but they are x1.ndim={fnp.ndim(a)} x2.ndim={fnp.ndim(b)}, at {user_location()}")
+    out: Array = a[:, None] * b[None, :]
+    return out
+
+
+def tensordot(x1: ArrayLike, x2: ArrayLike, /, *, axes: Any = 2, precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """``numpy.tensordot`` (the array API's keyword form)."""
+    out: Array = _fnp().tensordot(x1, x2, axes, precision=precision, preferred_element_type=preferred_element_type)
+    return out
+
+
+def trace(x: ArrayLike, /, *, offset: int = 0, dtype: Any = None) -> Array:
+    """The traces of the matrices of ``x`` (its last two axes)."""
+    out: Array = _fnp().trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+    return out
+
+
+def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """The dot products of the vectors of ``x1`` and ``x2`` along ``axis``."""
+    out: Array = _fnp().vecdot(x1, x2, axis=axis, precision=precision, preferred_element_type=preferred_element_type)
+    return out
+
+
+def tensorinv(a: ArrayLike, ind: int = 2) -> Array:
+    """The inverse of ``a`` as an operator from its last axes to its first ``ind``
+    ones (``tensordot(tensorinv(a), a, ind)`` is the identity), as NumPy's."""
+    fnp = _fnp()
+    arr = fnp.asarray(a)
+    ind = operator.index(ind)
+    if ind <= 0:
+        raise ValueError(f"ind must be a positive integer; got ind={ind}, at {user_location()}")
+    shape = _shape(arr)
+    contracting, batch = shape[:ind], shape[ind:]
+    rows, cols = int(np.prod(contracting, dtype=np.int64)), int(np.prod(batch, dtype=np.int64))
+    if rows != cols:
+        raise ValueError(
+            "tensorinv is only possible when the product of the first `ind` dimensions equals that of the "
+            f"remaining dimensions. got arr.shape={shape} with ind={ind}., at {user_location()}"
+        )
+    out: Array = inv(arr.reshape((rows, cols))).reshape((*batch, *contracting))
+    return out
+
+
+def tensorsolve(a: ArrayLike, b: ArrayLike, axes: tuple[int, ...] | None = None) -> Array:
+    """``x`` with ``tensordot(a, x, x.ndim) == b`` (``axes`` of ``a`` moved to the end
+    first), as NumPy's."""
+    fnp = _fnp()
+    arr, rhs = fnp.asarray(a), fnp.asarray(b)
+    if axes is not None:
+        arr = fnp.moveaxis(arr, axes, len(axes) * (fnp.ndim(arr) - 1,))
+    sa, sb = _shape(arr), _shape(rhs)
+    out_shape = sa[len(sb):]
+    if sa[: len(sb)] != sb:
+        raise ValueError(
+            f"After moving axes to end, leading shape of a must match shape of b. got a.shape={sa}, b.shape={sb}, "
+            f"at {user_location()}"
+        )
+    size = int(np.prod(sb, dtype=np.int64))
+    if size != int(np.prod(out_shape, dtype=np.int64)):
+        raise ValueError(
+            f"Input arrays must have prod(a.shape[:b.ndim]) == prod(a.shape[b.ndim:]); got a.shape={sa}, "
+            f"b.ndim={len(sb)}., at {user_location()}"
+        )
+    out: Array = solve(arr.reshape((size, size)), fnp.ravel(rhs)).reshape(out_shape)
+    return out

@@ -4,7 +4,9 @@
 Keys are typed (``key(0)``: a :class:`KeyArray` of dtype ``key<fry>``) or raw
 (``PRNGKey(0)``: ``uint32[2]``); every function takes either, and ``split``/``fold_in``
 return the kind they were given. Keys pass through ``jit``, ``vmap``, ``lax.scan`` and
-``lax.cond``.
+``lax.cond``. In jaxprs, keys are ``key<fry>`` arrays and the key operations are JAX's
+primitives (``random_seed``, ``random_wrap``/``random_unwrap``, ``random_split``,
+``random_fold_in``, ``random_bits``): ``make_jaxpr`` of a sampler reads as JAX's.
 
 Signatures are JAX's; ``out_sharding`` is accepted but only as ``None`` so far.
 Every sampler of ``jax.random`` is here,
@@ -13,9 +15,10 @@ also ``lognormal``, ``maxwell``, ``double_sided_maxwell``, ``rayleigh``, ``paret
 ``generalized_normal``, ``ball``, ``poisson`` (Knuth's method and transformed rejection,
 as JAX), ``binomial`` (inversion and BTRS) and ``multinomial``; ``lognormal`` takes no
 complex dtype yet.
-``multivariate_normal`` takes ``method='cholesky'`` (its default) only. The gamma family
-(``gamma``, ``loggamma``, ``beta``, ``dirichlet``, ``t``) samples as JAX does but has no
-derivative with respect to its parameters yet.
+``multivariate_normal`` takes JAX's three methods (``'cholesky'``, ``'svd'``, ``'eigh'``).
+The gamma family (``gamma``, ``loggamma``, ``beta``, ``dirichlet``, ``t``, ``chisquare``,
+``f``) samples as JAX does and differentiates with respect to its shape parameters as JAX
+does (implicitly, through ``lax.random_gamma_grad``).
 """
 
 from ferrax.random._keys import (

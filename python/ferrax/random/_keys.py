@@ -1,14 +1,18 @@
 """PRNG keys and the threefry2x32 key operations (seed, split, fold_in, random bits).
 
-JAX 0.10's default PRNG is threefry2x32 with ``jax_threefry_partitionable=True``: the
-counters hashed by ``split`` and ``random_bits`` are a 64-bit iota over the output shape,
-given to threefry as its high and low 32-bit halves; ``fold_in`` hashes the counter pair
-``(0, data)``. Everything here is integer arithmetic, so eager (NumPy) and compiled
-results are the same bits as JAX's.
+Keys are typed as JAX 0.10 types them: an array of dtype ``key<fry>``, on which JAX's key
+primitives apply (``random_seed``, ``random_split``, ``random_fold_in``, ``random_bits``,
+``random_wrap``/``random_unwrap``: ferrax._lax.prng), so jaxprs of ferrax.random programs
+read as JAX's. JAX 0.10's default PRNG is threefry2x32 with
+``jax_threefry_partitionable=True``: the counters hashed by ``split`` and ``random_bits``
+are a 64-bit iota over the output shape, given to threefry as its high and low 32-bit
+halves; ``fold_in`` hashes the counter pair ``(0, data)``. Everything is integer
+arithmetic, so eager (NumPy) and compiled results are the same bits as JAX's.
 
-A typed key array (``key(0)``, dtype ``key<fry>``) is a :class:`KeyArray`: a pytree with
-one ``uint32[..., 2]`` leaf, so it passes through ``jit``, ``vmap``, ``scan`` and ``cond``.
-A raw key (``PRNGKey(0)``, ``uint32[2]``) is accepted wherever a key is, as in JAX.
+A typed key array (``key(0)``) is a :class:`KeyArray`: a pytree with one leaf of dtype
+``key<fry>``, so it passes through ``jit``, ``vmap``, ``scan`` and ``cond``. A raw key
+(``PRNGKey(0)``, ``uint32[2]``) is accepted wherever a key is, as in JAX (wrapped into a
+typed key by ``random_wrap`` first).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import numpy as np
 from ferrax import dtypes, lax
 from ferrax import numpy as fnp
 from ferrax._array import Array
-from ferrax._core import Tracer, to_numpy, trace_state
-from ferrax._lax.bits import threefry2x32
+from ferrax._core import ConcreteArray, KeyValue, Tracer, to_numpy, trace_state, unpack_keys
+from ferrax._lax.prng import random_bits, random_clone, random_fold_in, random_seed, random_split, random_unwrap, random_wrap
+from ferrax.dtypes import KeyDType, is_key, key_fry
 from ferrax._user_frames import user_location
 from ferrax.tree_util import register_pytree_node
 
@@ -39,7 +44,6 @@ __all__ = [
     "key_dtype",
     "key_impl",
     "random_bits_data",
-    "seed_data",
     "split",
     "split_data",
     "wrap_key_data",
@@ -56,35 +60,7 @@ UINT_DTYPES: dict[int, np.dtype[Any]] = {
     64: np.dtype(np.uint64),
 }
 
-
-class KeyDType:
-    """The dtype of typed key arrays: ``key<fry>`` for threefry2x32 keys."""
-
-    __slots__ = ()
-
-    @property
-    def name(self) -> str:
-        """``key<fry>``, as JAX names it."""
-        return f"key<{_IMPL_TAG}>"
-
-    @property
-    def itemsize(self) -> int:
-        """Bytes per key (two uint32 words)."""
-        return 8
-
-    def __repr__(self) -> str:
-        return self.name
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, KeyDType)
-
-    def __hash__(self) -> int:
-        return hash(KeyDType)
-
-
-_KEY_DTYPE = KeyDType()
+_KEY_DTYPE = key_fry
 
 
 def _shape_of(x: Any) -> tuple[int, ...]:
@@ -93,6 +69,11 @@ def _shape_of(x: Any) -> tuple[int, ...]:
 
 def _dtype_of(x: Any) -> np.dtype[Any]:
     return x.dtype if isinstance(x, Array) else np.asarray(x).dtype
+
+
+def _known(*xs: Any) -> bool:
+    # Known values (not staged, not tracers): key layout changes are done with NumPy.
+    return not trace_state().dynamic and not any(isinstance(x, Tracer) for x in xs)
 
 
 def _check_key_data(data: Any) -> None:
@@ -123,36 +104,39 @@ def _check_key_data(data: Any) -> None:
 class KeyArray:
     """An array of threefry2x32 PRNG keys (JAX's typed keys, dtype ``key<fry>``).
 
-    Its shape is the shape of the keys (the key data has one more, trailing, axis of 2
-    uint32 words). It is a pytree with that ``uint32`` data as its one leaf, so it passes
-    through ``jit``, ``vmap``, ``lax.scan`` and ``lax.cond``. It supports indexing,
+    It holds one array of dtype ``key<fry>`` (the keys as the jaxpr types them: JAX's
+    ``random_seed``, ``random_split``, ... apply to it), and is a pytree with that array as
+    its one leaf, so it passes through ``jit``, ``vmap``, ``lax.scan`` and ``lax.cond``,
+    and jaxprs show ``key<fry>[...]`` variables as JAX's do. It supports indexing,
     ``reshape``, ``ravel``, ``flatten``, ``squeeze``, ``transpose``/``T``, ``len``,
     iteration and ``==``/``!=``; no arithmetic. :func:`ferrax.random.key_data` gives its
-    data.
+    ``uint32[..., 2]`` data.
     """
 
-    __slots__ = ("_data",)
-    _data: Any
+    __slots__ = ("_keys",)
+    _keys: Any
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, data: Any) -> None:
-        if not isinstance(data, Array):
-            data = fnp.asarray(data)
-        _check_key_data(data)
-        self._data = data
+    def __init__(self, keys: Any) -> None:
+        if not is_key(getattr(keys, "dtype", None)):
+            raise TypeError(
+                f"KeyArray takes an array of dtype key<fry>, got {type(keys).__name__}; "
+                f"use ferrax.random.wrap_key_data for uint32 key data, at {user_location()}"
+            )
+        self._keys = keys
 
     @classmethod
-    def _wrap(cls, data: Any) -> KeyArray:
+    def _wrap(cls, keys: Any) -> KeyArray:
         # No checks: pytree unflattening passes whatever leaves a transformation has
         # (tracers, in_axes specs, placeholders).
         out = object.__new__(cls)
-        out._data = data
+        out._keys = keys
         return out
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The shape of the key array (the key data's shape without its last axis)."""
-        return _shape_of(self._data)[:-1]
+        """The shape of the key array."""
+        return tuple(self._keys.shape)
 
     @property
     def ndim(self) -> int:
@@ -198,16 +182,19 @@ class KeyArray:
             f"ferrax.random.key_data(keys) for the underlying integers, at {user_location()}"
         )
 
+    def _layout(self, numpy_op: Any, traced_op: Any) -> KeyArray:
+        # A change of layout: on the packed keys with NumPy when they are known, else
+        # the structural primitive on the key array (as JAX applies it).
+        keys = self._keys
+        if _known(keys) and isinstance(keys, ConcreteArray):
+            return KeyArray._wrap(KeyValue(np.array(numpy_op(to_numpy(keys)), dtype=np.uint64)))
+        return KeyArray._wrap(traced_op(keys))
+
     def __getitem__(self, index: Any) -> KeyArray:
         idx = index if isinstance(index, tuple) else (index,)
-        if any(i is Ellipsis for i in idx):
-            full = (*idx, slice(None))
-        else:
-            full = (*idx, Ellipsis, slice(None))
-        data = self._data
-        if _known(data) and not any(isinstance(i, Array) for i in idx):
-            return KeyArray._wrap(fnp.asarray(to_numpy(data)[full]))
-        return KeyArray._wrap(data[full])
+        if any(isinstance(i, Array) for i in idx):
+            return KeyArray._wrap(self._keys[index])
+        return self._layout(lambda v: v[index], lambda k: k[index])
 
     def reshape(self, *shape: Any) -> KeyArray:
         """The keys in a new shape (``-1`` allowed)."""
@@ -223,7 +210,7 @@ class KeyArray:
                 f"cannot reshape a key array of shape {self.shape} into shape {dims}, "
                 f"at {user_location()}"
             )
-        return KeyArray._wrap(fnp.reshape(self._data, (*out, 2)))
+        return self._layout(lambda v: v.reshape(out), lambda k: lax.reshape(k, out))
 
     def ravel(self) -> KeyArray:
         """The keys as a 1-D array."""
@@ -238,7 +225,9 @@ class KeyArray:
             axes = tuple(i for i, d in enumerate(shape) if d == 1)
         else:
             axes = tuple(a % len(shape) for a in ((axis,) if isinstance(axis, int) else axis))
-        return KeyArray._wrap(fnp.squeeze(self._data, axes) if axes else self._data)
+        if not axes:
+            return self
+        return self._layout(lambda v: np.squeeze(v, axes), lambda k: lax.squeeze(k, axes))
 
     def transpose(self, *axes: Any) -> KeyArray:
         """The keys with their axes permuted (reversed by default)."""
@@ -249,7 +238,7 @@ class KeyArray:
             perm = tuple(int(a) % nd for a in axes[0])
         else:
             perm = tuple(int(a) % nd for a in axes)
-        return KeyArray._wrap(fnp.transpose(self._data, (*perm, nd)))
+        return self._layout(lambda v: np.transpose(v, perm), lambda k: lax.transpose(k, perm))
 
     @property
     def T(self) -> KeyArray:
@@ -261,7 +250,7 @@ class KeyArray:
             raise TypeError(
                 f"cannot compare a key array with {type(other).__name__}, at {user_location()}"
             )
-        return fnp.all(fnp.equal(self._data, other._data), axis=-1)
+        return fnp.all(fnp.equal(random_unwrap(self._keys), random_unwrap(other._keys)), axis=-1)
 
     def __eq__(self, other: object) -> Any:
         return self._equal(other)
@@ -270,15 +259,18 @@ class KeyArray:
         return fnp.logical_not(self._equal(other))
 
     def block_until_ready(self) -> KeyArray:
-        """Waits for the key data to be computed; returns the keys."""
-        wait = getattr(self._data, "block_until_ready", None)
+        """Waits for the keys to be computed; returns the keys."""
+        wait = getattr(self._keys, "block_until_ready", None)
         if wait is not None:
             wait()
         return self
 
     def __repr__(self) -> str:
-        data = self._data
-        body = repr(data) if isinstance(data, Tracer) else str(to_numpy(data))
+        keys = self._keys
+        if isinstance(keys, ConcreteArray):
+            body = str(unpack_keys(to_numpy(keys)))
+        else:
+            body = repr(keys)
         return f"Array({self.shape}, dtype={self.dtype.name}) overlaying:\n{body}"
 
     __str__ = __repr__
@@ -286,32 +278,33 @@ class KeyArray:
 
 register_pytree_node(
     KeyArray,
-    lambda k: ((k._data,), None),
+    lambda k: ((k._keys,), None),
     lambda _aux, children: KeyArray._wrap(list(children)[0]),
 )
 
 
 def check_key(name: str, key: Any, *, allow_batched: bool = False) -> tuple[Any, bool]:
-    """The key data (``uint32[..., 2]``) of a typed or raw key, and whether it was typed.
+    """The typed keys (an array of dtype ``key<fry>``) of a typed or raw key, and whether
+    it was typed (a raw key, ``uint32[..., 2]``, is wrapped: JAX's ``random_wrap``).
 
     Raises JAX's errors: ``TypeError`` for what is not a key, ``ValueError`` for a key
     array where one key is expected (unless ``allow_batched``)."""
     if isinstance(key, KeyArray):
-        data, typed = key._data, True
+        keys, typed = key._keys, True
     elif isinstance(key, (Array, np.ndarray)):
         _check_key_data(key)
-        data, typed = (key if isinstance(key, Array) else fnp.asarray(key)), False
+        keys, typed = random_wrap(key if isinstance(key, Array) else fnp.asarray(key)), False
     else:
         raise TypeError(f"unexpected PRNG key type {type(key)}, at {user_location()}")
-    if not allow_batched and len(_shape_of(data)) != 1:
+    if not allow_batched and len(_shape_of(keys)) != 0:
         raise ValueError(
             f"{name} accepts a single key, but was given a key array of shape "
-            f"{_shape_of(data)[:-1]} != (). Use ferrax.vmap for batching, at {user_location()}"
+            f"{_shape_of(keys)} != (). Use ferrax.vmap for batching, at {user_location()}"
         )
-    return data, typed
+    return keys, typed
 
 
-# --- the key operations on key data ------------------------------------------------------
+# --- the key operations on typed keys -----------------------------------------------------
 
 
 def _check_size(shape: tuple[int, ...]) -> None:
@@ -321,91 +314,21 @@ def _check_size(shape: tuple[int, ...]) -> None:
         )
 
 
-def _iota_2x32(shape: tuple[int, ...]) -> tuple[Any, Any]:
-    # The high and low words of a 64-bit iota over ``shape`` (row-major).
+def split_data(keys: Any, shape: tuple[int, ...]) -> Any:
+    """``key<fry>[*shape]``: the keys split from one key (JAX's ``random_split``)."""
     _check_size(shape)
-    if not shape:
-        zero = fnp.zeros((), _U32)
-        return zero, zero
-    lo = lax.reshape(lax.iota(_U32, int(np.prod(shape, dtype=np.int64))), shape)
-    return fnp.zeros(shape, _U32), lo
+    return random_split(keys, shape)
 
 
-def _key_words(data: Any) -> tuple[Any, Any]:
-    return data[..., 0], data[..., 1]
+def fold_in_data(keys: Any, msg: Any) -> Any:
+    """The key with the uint32 scalar ``msg`` folded in (JAX's ``random_fold_in``)."""
+    return random_fold_in(keys, msg)
 
 
-def _known(*xs: Any) -> bool:
-    # Known values computed now, with NumPy around the primitive; not while staging
-    # (``jit``/``make_jaxpr``), where even a closed-over key's work is captured.
-    return not trace_state().dynamic and not any(isinstance(x, Tracer) for x in xs)
-
-
-def _hash_known(data: Any, hi: Any, lo: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    # threefry2x32 of known operands, the words and counters made with NumPy around the
-    # one primitive (eager key handling costs a few operations, not a dozen).
-    words = to_numpy(data)
-    b1, b2 = threefry2x32(words[..., 0], words[..., 1], hi, lo)
-    return to_numpy(b1), to_numpy(b2)
-
-
-def _iota_2x32_known(shape: tuple[int, ...]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+def random_bits_data(keys: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
+    """``uint{bit_width}[*shape]`` random bits from one key (JAX's ``random_bits``)."""
     _check_size(shape)
-    lo = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=_U32).reshape(shape)
-    return np.zeros(shape, _U32), lo
-
-
-def seed_data(seed: Any) -> Any:
-    """The key data ``uint32[2]`` of an integer seed: its high and low 32-bit words."""
-    k1: Any
-    if _dtype_of(seed).itemsize > 4:
-        k1 = lax.convert_element_type(lax.shift_right_logical(seed, 32), _U32)
-    else:
-        k1 = fnp.zeros((), _U32)
-    k2 = lax.convert_element_type(seed, _U32)
-    return fnp.stack([k1, k2])
-
-
-def split_data(data: Any, shape: tuple[int, ...]) -> Any:
-    """``uint32[*shape, 2]``: the keys split from one key's data."""
-    if _known(data):
-        n1, n2 = _hash_known(data, *_iota_2x32_known(shape))
-        return fnp.asarray(np.stack([n1, n2], axis=len(shape)))
-    k1, k2 = _key_words(data)
-    hi, lo = _iota_2x32(shape)
-    b1, b2 = threefry2x32(k1, k2, hi, lo)
-    return fnp.stack([b1, b2], axis=len(shape))
-
-
-def fold_in_data(data: Any, msg: Any) -> Any:
-    """The key data of ``data`` with the uint32 scalar ``msg`` folded in."""
-    if _known(data, msg):
-        n1, n2 = _hash_known(data, np.zeros((), _U32), to_numpy(msg))
-        return fnp.asarray(np.stack([n1, n2]))
-    k1, k2 = _key_words(data)
-    b1, b2 = threefry2x32(k1, k2, fnp.zeros((), _U32), msg)
-    return fnp.stack([b1, b2])
-
-
-def random_bits_data(data: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
-    """``uint{bit_width}[*shape]`` random bits from one key's data."""
-    dtype = UINT_DTYPES[bit_width]
-    if _known(data):
-        n1, n2 = _hash_known(data, *_iota_2x32_known(shape))
-        if bit_width == 64:
-            known = (n1.astype(dtype) << np.uint64(32)) | n2.astype(dtype)
-        else:
-            known = (n1 ^ n2).astype(dtype)
-        return fnp.asarray(known)
-    k1, k2 = _key_words(data)
-    hi, lo = _iota_2x32(shape)
-    b1, b2 = threefry2x32(k1, k2, hi, lo)
-    if bit_width == 64:
-        high = lax.convert_element_type(b1, dtype)
-        low = lax.convert_element_type(b2, dtype)
-        return lax.bitwise_or(lax.shift_left(high, np.uint64(32)), low)
-    bits = lax.bitwise_xor(b1, b2)
-    return bits if bit_width == 32 else lax.convert_element_type(bits, dtype)
+    return random_bits(keys, bit_width, shape)
 
 
 # --- the public key functions -------------------------------------------------------------
@@ -459,18 +382,17 @@ def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
             )
         impl = dtype
     _check_impl(impl, "key")
-    return KeyArray._wrap(seed_data(_seed_array("key", seed)))
+    return KeyArray._wrap(random_seed(_seed_array("key", seed)))
 
 
 def PRNGKey(seed: Any, *, impl: Any = None) -> Array:
     """A raw PRNG key (``uint32[2]``) from an integer seed: the data of ``key(seed)``."""
     _check_impl(impl, "PRNGKey")
-    out: Array = seed_data(_seed_array("PRNGKey", seed))
-    return out
+    return random_unwrap(random_seed(_seed_array("PRNGKey", seed)))
 
 
-def _rewrap(typed: bool, data: Any) -> Any:
-    return KeyArray._wrap(data) if typed else data
+def _rewrap(typed: bool, keys: Any) -> Any:
+    return KeyArray._wrap(keys) if typed else random_unwrap(keys)
 
 
 def split(key: Any, num: int | Sequence[int] = 2) -> Any:
@@ -508,9 +430,10 @@ def fold_in(key: Any, data: Any) -> Any:
 
 def key_data(keys: Any) -> Array:
     """The ``uint32[..., 2]`` data of a key array (raw keys are returned as they are)."""
-    data, _ = check_key("key_data", keys, allow_batched=True)
-    out: Array = data
-    return out
+    if not isinstance(keys, KeyArray):
+        check_key("key_data", keys, allow_batched=True)
+        return keys if isinstance(keys, Array) else fnp.asarray(keys)
+    return random_unwrap(keys._keys)
 
 
 def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
@@ -525,7 +448,7 @@ def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -
     _check_impl(impl, "wrap_key_data")
     _check_key_data(key_bits_array)
     data = key_bits_array if isinstance(key_bits_array, Array) else fnp.asarray(key_bits_array)
-    return KeyArray._wrap(data)
+    return KeyArray._wrap(random_wrap(data))
 
 
 def key_impl(keys: Any) -> str:
@@ -537,8 +460,8 @@ def key_impl(keys: Any) -> str:
 def clone(key: Any) -> Any:
     """The same key (JAX's ``clone`` marks a key as reusable for its key-reuse checker,
     which ferrax does not have)."""
-    check_key("clone", key, allow_batched=True)
-    return key
+    keys, typed = check_key("clone", key, allow_batched=True)
+    return _rewrap(typed, random_clone(keys))
 
 
 def key_dtype(impl_spec: Any = None) -> KeyDType:

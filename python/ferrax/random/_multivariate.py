@@ -1,4 +1,4 @@
-"""``multivariate_normal`` (JAX's sampler, ``method='cholesky'``, its default) and
+"""``multivariate_normal`` (JAX's sampler, its three methods) and
 ``orthogonal``, on ``ferrax.numpy.linalg``."""
 
 from __future__ import annotations
@@ -37,15 +37,14 @@ def multivariate_normal(
     """Samples of the normal distribution of ``mean`` (``[..., n]``) and covariance
     ``cov`` (``[..., n, n]``, symmetric positive definite): ``mean + L z`` with ``L``
     the Cholesky factor of ``cov`` and ``z`` standard normal of shape ``shape + (n,)``
-    (``shape`` by default the broadcast of the batch shapes). ``method`` ``'cholesky'``
-    (JAX's ``'svd'`` and ``'eigh'`` need decompositions ferrax does not have yet)."""
+    (``shape`` by default the broadcast of the batch shapes). ``method`` picks the
+    factor as JAX's: ``'cholesky'`` (the default), ``'svd'`` (``U sqrt(S)``) or
+    ``'eigh'`` (``V sqrt(W)``; these two accept positive semi-definite ``cov``)."""
     _no_out_sharding("multivariate_normal", out_sharding)
     check_key("multivariate_normal", key)
     m, c = np_linalg._inexact("multivariate_normal", mean, cov)
     if method not in {"svd", "eigh", "cholesky"}:
         raise ValueError(f"method must be one of {{'svd', 'eigh', 'cholesky'}}, at {user_location()}")
-    if method != "cholesky":
-        raise NotImplementedError(f"multivariate_normal(method={method!r}) needs {method}, which ferrax does not have yet, at {user_location()}")
     d = aval_of(m).dtype if dtype is None else dtypes.canonicalize(dtype, "multivariate_normal")
     if not dtypes.is_float(d):
         raise ValueError(f"dtype argument to `multivariate_normal` must be a float dtype, got {d}, at {user_location()}")
@@ -65,7 +64,14 @@ def multivariate_normal(
     else:
         out_shape = _canonical_shape(shape)
         _check_shape("normal", out_shape, m_shape[:-1], c_shape[:-2])
-    factor = np_linalg.cholesky(c)
+    if method == "svd":
+        u, s, _ = np_linalg.svd(c)
+        factor = u * fnp.sqrt(s[..., None, :])
+    elif method == "eigh":
+        w, v = np_linalg.eigh(c)
+        factor = v * fnp.sqrt(w[..., None, :])
+    else:
+        factor = np_linalg.cholesky(c)
     samples = normal(key, (*out_shape, n), d)
     out: Array = m + fnp.einsum("...ij,...j->...i", factor, samples)
     return out

@@ -19,6 +19,7 @@ from ferrax import dtypes, lax
 from ferrax import numpy as fnp
 from ferrax._array import Array
 from ferrax._core import Tracer, to_numpy
+from ferrax._custom_derivatives import custom_jvp
 from ferrax._jit import jit
 from ferrax._user_frames import user_location
 from ferrax.random._keys import UINT_DTYPES, check_key, random_bits_data, split_data
@@ -929,7 +930,7 @@ def _gamma_one(data: Any, alpha: Any, log_space: bool) -> Any:
     return lax.mul(lax.mul(d, v), boost)
 
 
-def _gamma_values(data: Any, a: Any, log_space: bool) -> Any:
+def _gamma_sampled(log_space: bool, data: Any, a: Any) -> Any:
     from ferrax._vmap import vmap
 
     shape = tuple(a.shape)
@@ -937,6 +938,49 @@ def _gamma_values(data: Any, a: Any, log_space: bool) -> Any:
     keys = split_data(data, (n,))
     samples = vmap(lambda k, al: _gamma_one(k, al, log_space))(keys, fnp.reshape(a, (n,)))
     return fnp.reshape(samples, shape)
+
+
+def _gamma_grad(sample: Any, a: Any, log_space: bool) -> Any:
+    """The derivative of each gamma draw in its shape parameter, holding its CDF fixed
+    (implicit differentiation, as JAX's ``_gamma_grad``): ``lax.random_gamma_grad`` of
+    each (shape, draw) pair, mapped over the flattened arrays as JAX maps on CPU; for a
+    draw in log space, divided by the draw (``d log g = dg / g``; a draw that underflows
+    to 0 counts as the smallest normal, as in JAX)."""
+    samples = fnp.reshape(sample, (-1,))
+    alphas = fnp.reshape(a, (-1,))
+    if log_space:
+        samples = lax.exp(samples)
+        tiny = fnp.full_like(samples, np.finfo(samples.dtype).tiny)
+        samples = lax.select_n(lax.eq(samples, fnp.zeros_like(samples)), samples, tiny)
+
+        def grad_one(args: Any) -> Any:
+            alpha, s = args
+            return lax.div(lax.random_gamma_grad(alpha, s), s)
+
+    else:
+
+        def grad_one(args: Any) -> Any:
+            return lax.random_gamma_grad(*args)
+
+    grads = lax.map(grad_one, (alphas, samples))
+    return fnp.reshape(grads, tuple(a.shape))
+
+
+def _gamma_values_jvp(log_space: bool, primals: Any, tangents: Any) -> Any:
+    data, a = primals
+    a_dot = tangents[1]
+    ans = _gamma_differentiable(log_space, data, a)
+    return ans, lax.mul(a_dot, _gamma_grad(ans, a, log_space))
+
+
+#: The gamma sampler, differentiable in its shape parameter as JAX's ``random_gamma``
+#: primitive is (its jvp: the tangent times :func:`_gamma_grad`).
+_gamma_differentiable: Any = custom_jvp(_gamma_sampled, nondiff_argnums=(0,))
+_gamma_differentiable.defjvp(_gamma_values_jvp)
+
+
+def _gamma_values(data: Any, a: Any, log_space: bool) -> Any:
+    return _gamma_differentiable(log_space, data, a)
 
 
 def _gamma_impl(data: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype[Any], log_space: bool) -> Any:
@@ -988,8 +1032,9 @@ def gamma(
     *,
     out_sharding: Any = None,
 ) -> Array:
-    """Gamma random values with shape parameter ``a`` (Marsaglia and Tsang, as JAX;
-    no derivative with respect to ``a`` yet)."""
+    """Gamma random values with shape parameter ``a`` (Marsaglia and Tsang, as JAX),
+    differentiable with respect to ``a`` as JAX's (implicitly, through
+    ``lax.random_gamma_grad``)."""
     return _sample_with_params("gamma", _gamma_jit, key, (a,), shape, dtype, out_sharding, static=(False,))
 
 

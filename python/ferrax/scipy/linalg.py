@@ -23,6 +23,8 @@ from ferrax.numpy._promotion import ArrayLike
 
 __all__ = [
     "cho_factor", "cho_solve", "cholesky", "det", "inv", "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd",
+    "block_diag", "circulant", "companion", "eigh", "hankel", "hilbert", "toeplitz", "fiedler", "hadamard", "helmert",
+    "leslie",
 ]
 
 
@@ -162,11 +164,12 @@ def lu(a: ArrayLike, permute_l: bool = False, overwrite_a: bool = False, check_f
 def qr(
     a: ArrayLike, overwrite_a: bool = False, lwork: Any = None, mode: str = "full", pivoting: bool = False,
     check_finite: bool = True,
-) -> tuple[Array] | tuple[Array, Array]:
+) -> tuple[Array, ...]:
     """The QR decomposition of each matrix of ``a`` (``[..., m, n]``) as SciPy's:
     ``(Q, R)`` with ``Q`` square (``mode='full'``) or of ``min(m, n)`` columns
-    (``'economic'``), or ``(R,)`` (``'r'``, ``R`` of the full shape). Column pivoting is
-    not supported; the other arguments are unused (as JAX's)."""
+    (``'economic'``), or ``(R,)`` (``'r'``, ``R`` of the full shape); with ``pivoting``
+    also the column permutation ``P`` (``a[..., P] = Q R``; ``(R, P)`` for ``'r'``). The
+    other arguments are unused (as JAX's)."""
     del overwrite_a, lwork, check_finite
     if mode in ("full", "r"):
         full_matrices = True
@@ -175,10 +178,10 @@ def qr(
     else:
         raise ValueError(f"Unsupported QR decomposition mode '{mode}', at {user_location()}")
     (x,) = np_linalg._inexact("qr", a)
-    q, r = lax_linalg.qr(x, pivoting=pivoting, full_matrices=full_matrices)
+    q, r, *p = lax_linalg.qr(x, pivoting=pivoting, full_matrices=full_matrices)
     if mode == "r":
-        return (r,)
-    return q, r
+        return (r, *p)
+    return (q, r, *p)
 
 
 def svd(
@@ -241,3 +244,219 @@ def _solve_pos_jvp(lower: bool, primals: Any, tangents: Any) -> Any:
 
 _solve_pos = custom_jvp(_solve_pos_impl, nondiff_argnums=(2,))
 _solve_pos.defjvp(_solve_pos_jvp)
+
+
+# ------------------------------------------------------ eigh and the special matrices
+
+
+def eigh(
+    a: ArrayLike,
+    b: ArrayLike | None = None,
+    lower: bool = True,
+    eigvals_only: bool = False,
+    overwrite_a: bool = False,
+    overwrite_b: bool = False,
+    turbo: bool = True,
+    eigvals: None = None,
+    type: int = 1,
+    check_finite: bool = True,
+) -> Array | tuple[Array, Array]:
+    """The eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix
+    of ``a``, only its ``lower`` (or upper) triangle read: ``(w, v)``, or ``w`` alone with
+    ``eigvals_only``. As JAX's, only the standard problem (``b=None``, ``type=1``, every
+    eigenvalue)."""
+    del overwrite_a, overwrite_b, turbo, check_finite
+    if b is not None:
+        raise NotImplementedError(f"Only the b=None case of eigh is implemented, at {user_location()}")
+    if type != 1:
+        raise NotImplementedError(f"Only the type=1 case of eigh is implemented., at {user_location()}")
+    if eigvals is not None:
+        raise NotImplementedError(f"Only the eigvals=None case of eigh is implemented., at {user_location()}")
+    (x,) = np_linalg._inexact("eigh", a)
+    v, w = lax_linalg.eigh(x, lower=lower)
+    if eigvals_only:
+        return w
+    return w, v
+
+
+def block_diag(*arrs: ArrayLike) -> Array:
+    """The block-diagonal matrix of the arguments (scalars and vectors as one row), in
+    their common dtype; ``(1, 0)`` of zeros for none."""
+    fnp = _fnp()
+    from ferrax import lax
+    from ferrax.numpy._promotion import promote_dtypes
+
+    if len(arrs) == 0:
+        arrs = (fnp.zeros((1, 0)),)
+    promoted = promote_dtypes("block_diag", *arrs)
+    for i, a in enumerate(promoted):
+        if fnp.ndim(a) > 2:
+            raise ValueError(
+                f"Arguments to jax.scipy.linalg.block_diag must have at most 2 dimensions, got {a} at argument {i}., "
+                f"at {user_location()}"
+            )
+    mats = [fnp.atleast_2d(a) for a in promoted]
+    dtype = aval_of(mats[0]).dtype
+    total = sum(_shape(m)[1] for m in mats)
+    blocks, col = [], 0
+    for m in mats:
+        cols = _shape(m)[1]
+        blocks.append(lax.pad(m, np.zeros((), dtype), ((0, 0, 0), (col, total - cols - col, 0))))
+        col += cols
+    out: Array = fnp.concatenate(blocks, axis=0)
+    return out
+
+
+def _by_index(signature: str, body: Any) -> Any:
+    """``body`` (of one vector, or two) over the batch dimensions, as JAX's vectorize."""
+    return _fnp().vectorize(body, signature=signature)
+
+
+def toeplitz(c: ArrayLike, r: ArrayLike | None = None) -> Array:
+    """The Toeplitz matrix of first column ``c`` and first row ``r`` (``c`` by default;
+    ``r[0]`` ignored), for each vector of the batches of ``c`` and ``r``."""
+    fnp = _fnp()
+    cc = fnp.atleast_1d(fnp.asarray(c))
+    rr = cc if r is None else fnp.atleast_1d(fnp.asarray(r))  # (real: its own conjugate)
+
+    def one(cv: Any, rv: Any) -> Any:
+        m, n = _shape(cv)[0], _shape(rv)[0]
+        dtype = fnp.promote_types(aval_of(cv).dtype, aval_of(rv).dtype)
+        if m == 0 or n == 0:
+            return fnp.zeros((m, n), dtype)
+        # Element (i, j) is c[i - j] below the diagonal, r[j - i] above.
+        elems = fnp.concatenate((cv[::-1], rv[1:])).astype(dtype)
+        idx = m - 1 - fnp.arange(m)[:, None] + fnp.arange(n)[None, :]
+        return elems[idx]
+
+    out: Array = _by_index("(m),(n)->(m,n)", one)(cc, rr)
+    return out
+
+
+def hankel(c: ArrayLike, r: ArrayLike | None = None) -> Array:
+    """The Hankel matrix of first column ``c`` and last row ``r`` (zeros by default;
+    ``r[0]`` ignored), for each vector of the batches of ``c`` and ``r``."""
+    fnp = _fnp()
+    cc = fnp.asarray(c)
+    rr = fnp.zeros_like(cc) if r is None else fnp.asarray(r)
+    if fnp.ndim(cc) == 0:
+        raise ValueError(f"hankel: c must be at least 1-dimensional, got a scalar., at {user_location()}")
+    if fnp.ndim(rr) == 0:
+        raise ValueError(f"hankel: r must be at least 1-dimensional, got a scalar., at {user_location()}")
+
+    def one(cv: Any, rv: Any) -> Any:
+        m, n = _shape(cv)[0], _shape(rv)[0]
+        dtype = fnp.result_type(cv, rv)
+        if m == 0 or n == 0:
+            return fnp.zeros((m, n), dtype)
+        elems = fnp.concatenate((cv, rv[1:])).astype(dtype)
+        return elems[fnp.arange(m)[:, None] + fnp.arange(n)[None, :]]
+
+    out: Array = _by_index("(m),(n)->(m,n)", one)(cc, rr)
+    return out
+
+
+def circulant(c: ArrayLike) -> Array:
+    """The circulant matrix of first column ``c`` (each vector of its batch)."""
+    fnp = _fnp()
+
+    def one(cv: Any) -> Any:
+        n = _shape(cv)[0]
+        return cv[(fnp.arange(n)[:, None] - fnp.arange(n)[None, :]) % n]
+
+    out: Array = _by_index("(n)->(n,n)", one)(fnp.atleast_1d(fnp.asarray(c)))
+    return out
+
+
+def companion(a: ArrayLike) -> Array:
+    """The companion matrix of the polynomial of coefficients ``a`` (highest power
+    first; each vector of its batch): ``-a[1:] / a[0]`` on the first row, ones below the
+    diagonal."""
+    fnp = _fnp()
+    (x,) = np_linalg._inexact("companion", a)
+    x = fnp.atleast_1d(x)
+    if _shape(x)[-1] < 2:
+        raise ValueError(f"The length of `a` along the last axis must be at least 2; got shape {_shape(x)}., at {user_location()}")
+
+    def one(av: Any) -> Any:
+        first = -av[1:] / av[0]
+        m = _shape(av)[0] - 1
+        return fnp.eye(m, m, k=-1, dtype=aval_of(first).dtype).at[0].set(first)
+
+    out: Array = _by_index("(n)->(m,m)", one)(x)
+    return out
+
+
+def hilbert(n: int) -> Array:
+    """The ``n x n`` Hilbert matrix, ``1 / (i + j + 1)``."""
+    from ferrax import lax
+
+    a = lax.broadcasted_iota(float, (n, 1), 0)
+    out: Array = 1 / (a + a.T + 1)
+    return out
+
+
+def leslie(f: ArrayLike, s: ArrayLike) -> Array:
+    """The Leslie matrix of fecundities ``f`` (its first row) and survival rates ``s``
+    (below the diagonal), for each pair of vectors of their batches."""
+    fnp = _fnp()
+    from ferrax.numpy._promotion import promote_dtypes
+
+    fa, sa = fnp.atleast_1d(fnp.asarray(f)), fnp.atleast_1d(fnp.asarray(s))
+    if _shape(fa)[-1] < 2:
+        raise ValueError(f"The length of f along the last axis must be at least 2; got shape {_shape(fa)}., at {user_location()}")
+    if _shape(sa)[-1] != _shape(fa)[-1] - 1:
+        raise ValueError(
+            "Incorrect lengths for f and s. The length of s along the last axis must be one less than the length of "
+            f"f; got f shape {_shape(fa)} and s shape {_shape(sa)}., at {user_location()}"
+        )
+
+    def one(fv: Any, sv: Any) -> Any:
+        fv, sv = promote_dtypes("leslie", fv, sv)
+        return fnp.diag(sv, k=-1).at[0].set(fv)
+
+    out: Array = _by_index("(n),(m)->(n,n)", one)(fa, sa)
+    return out
+
+
+def fiedler(a: ArrayLike) -> Array:
+    """The Fiedler matrix ``|a[i] - a[j]|`` of each vector of ``a``'s batch."""
+    fnp = _fnp()
+    arr = fnp.atleast_1d(fnp.asarray(a))
+    out: Array = fnp.abs(arr[..., None] - arr[..., None, :])
+    return out
+
+
+def helmert(n: int, full: bool = False) -> Array:
+    """The Helmert matrix of order ``n`` (its ``n - 1`` contrast rows, and the constant
+    first row with ``full``), in the default float dtype."""
+    fnp = _fnp()
+    from ferrax import dtypes as fdtypes
+
+    if n < 1:
+        raise ValueError(f"n must be a positive integer; got {n}., at {user_location()}")
+    i = fnp.arange(n - 1)[:, None]
+    j = fnp.arange(n)[None, :]
+    k = i + 1
+    k_f = k.astype(fdtypes.default_float())
+    denom = fnp.sqrt(k_f * (k_f + 1))
+    h = fnp.where(j <= i, 1.0 / denom, fnp.where(j == k, -k_f / denom, fnp.zeros_like(denom)))
+    if full:
+        first = fnp.full((1, n), 1.0 / np.sqrt(n), dtype=aval_of(h).dtype)
+        h = fnp.concatenate([first, h], axis=0)
+    out: Array = h
+    return out
+
+
+def hadamard(n: int, dtype: Any = int) -> Array:
+    """The ``n x n`` Hadamard matrix (Sylvester's construction; ``n`` a power of 2)."""
+    import math
+
+    fnp = _fnp()
+    if n < 1 or not math.log2(n).is_integer():
+        raise ValueError(f"n must be a positive power of 2; got {n}., at {user_location()}")
+    h = fnp.ones((1, 1), dtype=dtype)
+    for _ in range(int(math.log2(n))):
+        h = fnp.block([[h, h], [h, -h]])
+    out: Array = h
+    return out

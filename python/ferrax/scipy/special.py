@@ -25,6 +25,7 @@ __all__ = [
     "digamma", "entr", "erf", "erfc", "erfinv", "expit", "factorial", "gamma", "gammaln",
     "gammasgn", "kl_div", "log_softmax", "logit", "logsumexp", "ndtr", "rel_entr", "softmax",
     "xlog1py", "xlogy",
+    "gammainc", "gammaincc",
 ]
 
 
@@ -217,3 +218,17 @@ def softmax(x: ArrayLike, /, *, axis: int | tuple[int, ...] | None = None) -> Ar
 def log_softmax(x: ArrayLike, /, *, axis: int | tuple[int, ...] | None = None) -> Array:
     """``x - logsumexp(x)`` over ``axis`` (all axes by default, as SciPy's)."""
     return _nn_log_softmax(x, axis=axis)
+
+
+def gammainc(a: ArrayLike, x: ArrayLike) -> Array:
+    """The regularized lower incomplete gamma function ``P(a, x) = gamma(a, x) / Gamma(a)``
+    (``lax.igamma`` of the operands promoted to one inexact dtype)."""
+    aa, xa = promote_args_inexact("gammainc", a, x)
+    return lax.igamma(aa, xa)
+
+
+def gammaincc(a: ArrayLike, x: ArrayLike) -> Array:
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``
+    (``lax.igammac`` of the operands promoted to one inexact dtype)."""
+    aa, xa = promote_args_inexact("gammaincc", a, x)
+    return lax.igammac(aa, xa)

@@ -31,6 +31,11 @@ pub enum DType {
     F32,
     /// IEEE double precision (`f64`).
     F64,
+    /// Threefry-2x32 PRNG keys (`key<fry>`, JAX's typed key arrays). Not in
+    /// [`DType::ALL`] (the numeric dtypes, which generators and tables iterate): see
+    /// [`DType::KEY_FRY`]. No numeric primitive accepts it; one key is two `u32` words,
+    /// lowered as a trailing dimension of 2 (`key<fry>[3]` is `tensor<3x2xui32>`).
+    KeyFry,
 }
 
 /// The broad class a dtype belongs to, as the shape rules see it.
@@ -44,6 +49,9 @@ pub enum DTypeKind {
     UnsignedInt,
     /// Floating point.
     Float,
+    /// PRNG keys (`key<fry>`): opaque, only the `random_*` and structural primitives take
+    /// them.
+    Key,
 }
 
 impl DType {
@@ -64,6 +72,9 @@ impl DType {
         DType::F64,
     ];
 
+    /// The threefry key dtype (`key<fry>`), kept apart from the numeric [`DType::ALL`].
+    pub const KEY_FRY: DType = DType::KeyFry;
+
     /// The short name used in jaxpr type annotations (`f32`, `i32`, `bool`, ...).
     pub fn short_name(self) -> &'static str {
         match self {
@@ -80,6 +91,7 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::KeyFry => "key<fry>",
         }
     }
 
@@ -99,15 +111,24 @@ impl DType {
             DType::BF16 => "bfloat16",
             DType::F32 => "float32",
             DType::F64 => "float64",
+            DType::KeyFry => "key<fry>",
         }
     }
 
-    /// Reads a short name (`f32`) or a NumPy name (`float32`).
+    /// Reads a short name (`f32`) or a NumPy name (`float32`), or `key<fry>`.
     pub fn from_name(name: &str) -> Option<DType> {
+        if name == "key<fry>" {
+            return Some(DType::KeyFry);
+        }
         DType::ALL
             .iter()
             .copied()
             .find(|d| d.short_name() == name || d.numpy_name() == name)
+    }
+
+    /// True for PRNG key dtypes (`key<fry>`).
+    pub fn is_key(self) -> bool {
+        self == DType::KeyFry
     }
 
     /// The class of this dtype.
@@ -117,6 +138,7 @@ impl DType {
             DType::I8 | DType::I16 | DType::I32 | DType::I64 => DTypeKind::SignedInt,
             DType::U8 | DType::U16 | DType::U32 | DType::U64 => DTypeKind::UnsignedInt,
             DType::F16 | DType::BF16 | DType::F32 | DType::F64 => DTypeKind::Float,
+            DType::KeyFry => DTypeKind::Key,
         }
     }
 
@@ -135,13 +157,13 @@ impl DType {
         matches!(self.kind(), DTypeKind::SignedInt | DTypeKind::Float)
     }
 
-    /// Size of one element in bytes (`bool` takes one byte).
+    /// Size of one element in bytes (`bool` takes one byte, a key two `u32` words).
     pub fn size_bytes(self) -> usize {
         match self {
             DType::Bool | DType::I8 | DType::U8 => 1,
             DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
-            DType::I64 | DType::U64 | DType::F64 => 8,
+            DType::I64 | DType::U64 | DType::F64 | DType::KeyFry => 8,
         }
     }
 }

@@ -13,9 +13,18 @@
 //!    output; and it is bound before it is used (equations are in dependency order).
 //! 3. Each equation's params fit its primitive's schema, and its output types equal
 //!    what the primitive's rule gives for its operand types and params.
-//! 4. Literals are scalars whose value fits their dtype.
+//! 4. Literals are scalars whose value fits their dtype (there are no key literals).
 //! 5. Sub-jaxprs satisfy all of this themselves; a built jaxpr is never changed (passes
 //!    build new ones), so sharing one through an `Arc` is safe.
+//!
+//! # PRNG keys
+//! `key<fry>` ([`DType::KeyFry`], JAX's typed threefry keys) is a dtype apart from the
+//! numeric ones ([`DType::ALL`]): keys are made by `random_seed`/`random_wrap`, consumed by
+//! `random_bits`/`random_split`/`random_fold_in`/`random_unwrap`, and pass through the
+//! structural and control-flow primitives JAX allows on them
+//! ([`Builtin::takes_keys`](primitive::Builtin::takes_keys)); every other rule refuses
+//! them. The evaluator holds one key per element; the lowering holds a key array as its
+//! `u32` data with a trailing dimension of 2, as JAX does.
 //!
 //! # Named axes
 //! Collectives (`psum`, `all_gather`, ...) name mesh axes that an enclosing `shard_map`

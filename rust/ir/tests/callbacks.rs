@@ -239,7 +239,10 @@ fn lowering_is_a_cpu_callback_custom_call_indexed_in_order() {
 }
 
 #[test]
-fn ordered_callbacks_chain_a_token_per_function() {
+fn ordered_callbacks_thread_mains_token() {
+    // As JAX: `@main` takes the token first and returns it first (marked `jax.token`);
+    // each ordered callback takes the token the previous one returned; unordered ones
+    // take none.
     let j = parse(
         "{ lambda ; a:f32[3]. let
     debug_callback[callback=one effect=OrderedDebug partitioned=False] a
@@ -250,31 +253,140 @@ fn ordered_callbacks_chain_a_token_per_function() {
     let (text, callbacks) = lower_jaxpr_full(&j, "f", &LowerOptions::default()).unwrap();
     let tokens: Vec<bool> = callbacks.iter().map(|c| c.token).collect();
     assert_eq!(tokens, [true, false, true]);
+    assert!(
+        text.contains(
+            "@main(%token: !stablehlo.token {jax.token = true}, %arg0: tensor<3xf32>) -> \
+             (!stablehlo.token {jax.token = true}, tensor<3xf32>)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("after_all"), "{text}");
     let lines: Vec<&str> = text
         .lines()
-        .filter(|l| l.contains("custom_call") || l.contains("after_all"))
+        .filter(|l| l.contains("custom_call") || l.contains("func.return"))
         .map(str::trim)
         .collect();
     assert_eq!(lines.len(), 4, "{text}");
-    assert_eq!(
-        lines[0],
-        "%0 = \"stablehlo.after_all\"() : () -> !stablehlo.token"
-    );
     assert!(
-        lines[1].starts_with("%1 = \"stablehlo.custom_call\"(%0, %arg0)"),
+        lines[0].starts_with("%0 = \"stablehlo.custom_call\"(%token, %arg0)"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].ends_with(": (!stablehlo.token, tensor<3xf32>) -> !stablehlo.token"));
+    assert!(
+        lines[1].starts_with("\"stablehlo.custom_call\"(%arg0)"),
         "{}",
         lines[1]
     );
-    assert!(lines[1].ends_with(": (!stablehlo.token, tensor<3xf32>) -> !stablehlo.token"));
     assert!(
-        lines[2].starts_with("\"stablehlo.custom_call\"(%arg0)"),
+        lines[2].starts_with("%1 = \"stablehlo.custom_call\"(%0, %arg0)"),
         "{}",
         lines[2]
     );
     assert!(
-        lines[3].starts_with("%2 = \"stablehlo.custom_call\"(%1, %arg0)"),
+        lines[3].starts_with("\"func.return\"(%1, %arg0)"),
         "{}",
         lines[3]
+    );
+    // Without an ordered effect, no token anywhere.
+    let j = parse(
+        "{ lambda ; a:f32[3]. let
+    debug_callback[callback=free effect=Debug partitioned=False] a
+  in (a,) }",
+    );
+    let text = lower_jaxpr(&j, "f").unwrap();
+    assert!(!text.contains("token"), "{text}");
+}
+
+#[test]
+fn the_token_passes_through_loops_branches_and_calls() {
+    // An ordered print in a while body, a cond branch, a scan body and a nested jit:
+    // each of their functions takes and returns the token, the loops carry it, the
+    // case passes it to both branches (the one without a print gives it back as it
+    // came), and main's token goes through them all in program order.
+    let print = |v: &str| {
+        format!(
+            "debug_print[
+      fmt={{}}
+      has_placeholders=True
+      in_tree=PyTreeDef(((*,), {{}}))
+      logging_record=None
+      np_printoptions=(('precision', 8),)
+      ordered=True
+      partitioned=False
+      static_args=()
+    ] {v}"
+        )
+    };
+    let text = format!(
+        "{{ lambda ; a:f32[] b:i32[]. let
+    {p_a}
+    c:f32[] = while[
+      body_jaxpr={{ lambda ; d:f32[]. let {p_d} e:f32[] = add d 1.0:f32[] in (e,) }}
+      body_nconsts=0
+      cond_jaxpr={{ lambda ; f:f32[]. let g:bool[] = lt f 3.0:f32[] in (g,) }}
+      cond_nconsts=0
+    ] a
+    h:f32[] = cond[
+      branches=(
+        {{ lambda ; i:f32[]. let j:f32[] = neg i in (j,) }}
+        {{ lambda ; k:f32[]. let {p_k} in (k,) }}
+      )
+    ] b c
+    l:f32[] m:f32[2] = scan[
+      _split_transpose=False
+      jaxpr={{ lambda ; n:f32[]. let {p_n} in (n, n) }}
+      length=2
+      linear=(False,)
+      num_carry=1
+      num_consts=0
+      reverse=False
+      unroll=1
+    ] h
+    o:f32[] = jit[name=inner jaxpr={{ lambda ; p:f32[]. let {p_p} in (p,) }}] l
+  in (o,) }}",
+        p_a = print("a"),
+        p_d = print("d"),
+        p_k = print("k"),
+        p_n = print("n"),
+        p_p = print("p"),
+    );
+    let j = parse(&text);
+    let (text, callbacks) = lower_jaxpr_full(&j, "f", &LowerOptions::default()).unwrap();
+    assert_eq!(callbacks.len(), 5);
+    assert!(callbacks.iter().all(|c| c.token && c.print.is_some()));
+    assert!(!text.contains("after_all"), "{text}");
+    // Every private function with a print takes and returns the token; the branch
+    // without one does not.
+    for f in ["while_body", "branch", "scan_body", "inner"] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(&format!("func.func private @{f}"))
+                    && l.contains("(%token: !stablehlo.token, ")
+                    && l.contains("-> (!stablehlo.token, ")),
+            "{f}: {text}"
+        );
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.contains("func.func private @branch") && !l.contains("token")),
+        "{text}"
+    );
+    // The while carries it (with the scan's loop, which carries it last), the case
+    // gives it back first.
+    assert!(
+        text.contains("}) : (!stablehlo.token, tensor<f32>) -> (!stablehlo.token, tensor<f32>)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("}) : (tensor<i32>) -> (!stablehlo.token, tensor<f32>)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "!stablehlo.token) -> (tensor<i32>, tensor<f32>, tensor<2xf32>, !stablehlo.token)"
+        ),
+        "{text}"
     );
 }
 

@@ -194,6 +194,9 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::ReduceOr, case_logical_reductions),
     (Builtin::ReduceXor, case_logical_reductions),
     (Builtin::Nextafter, case_nextafter),
+    (Builtin::Igamma, case_igamma),
+    (Builtin::Igammac, case_igamma),
+    (Builtin::IgammaGradA, case_igamma),
     (Builtin::ReducePrecision, case_reduce_precision),
     (Builtin::BroadcastInDim, case_broadcast_in_dim),
     (Builtin::Reshape, case_reshape),
@@ -230,6 +233,9 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::Eigh, case_eigh),
     (Builtin::Qr, case_qr),
     (Builtin::Svd, case_svd),
+    (Builtin::Geqrf, case_geqrf),
+    (Builtin::HouseholderProduct, case_householder_product),
+    (Builtin::Geqp3, case_geqp3),
     (Builtin::Cumsum, case_cumulative),
     (Builtin::Cumprod, case_cumulative),
     (Builtin::Cummax, case_cumulative),
@@ -266,6 +272,14 @@ const CASES: &[(Builtin, fn())] = &[
     (Builtin::DebugCallback, case_callbacks),
     (Builtin::PureCallback, case_callbacks),
     (Builtin::IoCallback, case_callbacks),
+    (Builtin::RandomSeed, case_random_seed),
+    (Builtin::RandomWrap, case_random_wrap_unwrap_clone),
+    (Builtin::RandomUnwrap, case_random_wrap_unwrap_clone),
+    (Builtin::RandomClone, case_random_wrap_unwrap_clone),
+    (Builtin::RandomSplit, case_random_split),
+    (Builtin::RandomFoldIn, case_random_fold_in),
+    (Builtin::RandomBits, case_random_bits),
+    (Builtin::DebugPrint, case_callbacks),
 ];
 
 #[test]
@@ -3070,6 +3084,139 @@ fn case_qr() {
 }
 
 #[test]
+fn case_geqrf() {
+    // LAPACK's dgeqrf (SciPy's lapack.dgeqrf): r above the diagonal, the vectors below.
+    let x = fa(F64, &[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let out = run(Builtin::Geqrf, none(), &[x]);
+    let packed = [
+        -5.916079783099616,
+        -7.437357441610946,
+        0.4337717455676132,
+        0.828078671210825,
+        0.7229529092793553,
+        0.8926238280228976,
+    ];
+    assert_close(&out[0], &fa(F64, &[3, 2], &packed), 1e-12, 1e-12);
+    assert_close(
+        &out[1],
+        &fa(F64, &[2], &[1.1690308509457032, 1.1131040011646904]),
+        1e-12,
+        1e-12,
+    );
+    // Batched and wide; a zero column below the diagonal makes no reflection (tau 0).
+    let wide = fa(F32, &[1, 2, 3], &[0.0, 2.0, 1.0, 0.0, 4.0, 3.0]);
+    let out = run(Builtin::Geqrf, none(), std::slice::from_ref(&wide));
+    assert_close(&out[0], &wide, 0.0, 0.0);
+    assert_close(&out[1], &fa(F32, &[1, 2], &[0.0, 0.0]), 0.0, 0.0);
+    // Empty: no scales.
+    let out = run(Builtin::Geqrf, none(), &[fa(F32, &[0, 3], &[])]);
+    assert_eq!(out[1].shape.dims(), &[0]);
+}
+
+#[test]
+fn case_geqp3() {
+    // LAPACK's dgeqp3 (SciPy's lapack.dgeqp3): the larger second column first.
+    let x = fa(F64, &[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let magma = params(vec![("use_magma", Param::None)]);
+    let out = run(
+        Builtin::Geqp3,
+        magma.clone(),
+        &[x.clone(), ia(I32, &[2], &[0, 0])],
+    );
+    let packed = [
+        -7.483314773547883,
+        -5.879747322073337,
+        0.42179344411906794,
+        -0.6546536707079759,
+        0.632690166178602,
+        0.8597677535291114,
+    ];
+    assert_close(&out[0], &fa(F64, &[3, 2], &packed), 1e-12, 1e-12);
+    assert_same(&out[1], &ia(I32, &[2], &[2, 1]));
+    assert_close(
+        &out[2],
+        &fa(F64, &[2], &[1.2672612419124243, 1.1499536117281512]),
+        1e-12,
+        1e-12,
+    );
+    // A fixed first column stays first: geqrf's factors, pivots in order.
+    let out = run(Builtin::Geqp3, magma, &[x.clone(), ia(I32, &[2], &[1, 0])]);
+    let plain = run(Builtin::Geqrf, none(), std::slice::from_ref(&x));
+    assert_close(&out[0], &plain[0], 1e-12, 1e-12);
+    assert_same(&out[1], &ia(I32, &[2], &[1, 2]));
+    // qr with pivoting: q and r of the permuted columns, the permutation 0-based.
+    let p = params(vec![
+        ("full_matrices", Param::Bool(false)),
+        ("pivoting", Param::Bool(true)),
+        ("use_magma", Param::None),
+    ]);
+    let out = run(Builtin::Qr, p, &[x]);
+    let q = [
+        -0.2672612419124243,
+        0.8728715609439696,
+        -0.5345224838248488,
+        0.21821789023599258,
+        -0.8017837257372732,
+        -0.43643578047198484,
+    ];
+    assert_close(&out[0], &fa(F64, &[3, 2], &q), 1e-12, 1e-12);
+    let r = [
+        -7.483314773547883,
+        -5.879747322073337,
+        0.0,
+        -0.6546536707079759,
+    ];
+    assert_close(&out[1], &fa(F64, &[2, 2], &r), 1e-12, 1e-12);
+    assert_same(&out[2], &ia(I32, &[2], &[1, 0]));
+}
+
+#[test]
+fn case_householder_product() {
+    // LAPACK's dorgqr of dgeqrf's factors: q's thin columns; with one reflection, H_0's.
+    let packed = fa(
+        F64,
+        &[3, 2],
+        &[
+            -5.916079783099616,
+            -7.437357441610946,
+            0.4337717455676132,
+            0.828078671210825,
+            0.7229529092793553,
+            0.8926238280228976,
+        ],
+    );
+    let taus = fa(F64, &[2], &[1.1690308509457032, 1.1131040011646904]);
+    let out = run(Builtin::HouseholderProduct, none(), &[packed.clone(), taus]);
+    let q = [
+        -0.16903085094570325,
+        0.8970852271450607,
+        -0.50709255283711,
+        0.27602622373694136,
+        -0.8451542547285166,
+        -0.34503277967117696,
+    ];
+    assert_close(&out[0], &fa(F64, &[3, 2], &q), 1e-12, 1e-12);
+    let one = fa(F64, &[1], &[1.1690308509457032]);
+    let out = run(Builtin::HouseholderProduct, none(), &[packed, one]);
+    let q1 = [
+        -0.16903085094570325,
+        -0.50709255283711,
+        -0.50709255283711,
+        0.7800375781915097,
+        -0.8451542547285166,
+        -0.36660403634748384,
+    ];
+    assert_close(&out[0], &fa(F64, &[3, 2], &q1), 1e-12, 1e-12);
+    // No reflections: the identity's columns.
+    let out = run(
+        Builtin::HouseholderProduct,
+        none(),
+        &[fa(F32, &[2, 2], &[5.0, 6.0, 7.0, 8.0]), fa(F32, &[0], &[])],
+    );
+    assert_close(&out[0], &fa(F32, &[2, 2], &[1.0, 0.0, 0.0, 1.0]), 0.0, 0.0);
+}
+
+#[test]
 fn case_lu() {
     let x = fa(F64, &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
     let out = run(Builtin::Lu, none(), &[x]);
@@ -3658,6 +3805,25 @@ fn case_callbacks() {
     let j = ferrax_ir::text::parse_jaxpr(
         "{ lambda ; a:f32[2]. let
     debug_callback[callback=cb effect=Debug partitioned=False] a
+    b:f32[2] = mul a a
+  in (b,) }",
+    )
+    .unwrap();
+    let outs = eval_jaxpr(&j, &[], &[fa(F32, &[2], &[1.5, -2.0])]).unwrap();
+    assert_same(&outs[0], &fa(F32, &[2], &[2.25, 4.0]));
+    // A print (JAX's text) does nothing here either.
+    let j = ferrax_ir::text::parse_jaxpr(
+        "{ lambda ; a:f32[2]. let
+    debug_print[
+      fmt=a={a} and {}
+      has_placeholders=True
+      in_tree=PyTreeDef(((*,), {'a': *}))
+      logging_record=None
+      np_printoptions=(('edgeitems', 3), ('precision', 8))
+      ordered=True
+      partitioned=False
+      static_args=((0, 'hi'),)
+    ] a
     b:f32[2] = mul a a
   in (b,) }",
     )
@@ -5122,4 +5288,225 @@ fn conv_general_dilated_respects_the_work_limit() {
     ));
     let out = eval_jaxpr(&j, &[], &args).unwrap();
     assert_same(&out[0], &fa(F32, c.out, &vec![4096.0; 64 * 64]));
+}
+
+// ----- Typed PRNG keys -----
+//
+// Expected words printed by JAX 0.10.2 (JAX_ENABLE_X64=1) with jax._src.random.prng's
+// primitives on impl = jax.random.key(0)._impl, e.g.
+// `jax.random.key_data(P.random_split(P.random_wrap(d, impl=impl), (3,)))`.
+
+/// A key from its two words, as the evaluator stores it (`(w0 << 32) | w1`).
+fn key_word(w0: u32, w1: u32) -> i64 {
+    ((u64::from(w0) << 32) | u64::from(w1)) as i64
+}
+
+fn key_array(dims: &[i64], words: &[u32]) -> HostArray {
+    let packed: Vec<i64> = words.chunks(2).map(|w| key_word(w[0], w[1])).collect();
+    ia(DType::KeyFry, dims, &packed)
+}
+
+fn fry() -> Params {
+    params(vec![("impl", Param::Str("fry".into()))])
+}
+
+/// `[[0, 42], [7, 0xdeadbeef]]` as keys.
+fn two_keys() -> HostArray {
+    key_array(&[2], &[0, 42, 7, 0xdead_beef])
+}
+
+#[test]
+fn case_random_seed() {
+    let cases: [(DType, Vec<i64>, Vec<u32>); 4] = [
+        (I32, vec![0, -1, 5], vec![0, 0, 0, 0xffff_ffff, 0, 5]),
+        (
+            I64,
+            vec![-1, (1 << 40) + 3],
+            vec![0xffff_ffff, 0xffff_ffff, 0x100, 3],
+        ),
+        (I8, vec![-1], vec![0, 0xffff_ffff]),
+        (U64, vec![(1u64 << 63) as i64 + 5], vec![0x8000_0000, 5]),
+    ];
+    for (dtype, seeds, words) in cases {
+        let n = seeds.len() as i64;
+        let got = run1(Builtin::RandomSeed, fry(), &[ia(dtype, &[n], &seeds)]);
+        assert_same(&got, &key_array(&[n], &words));
+    }
+}
+
+#[test]
+fn case_random_wrap_unwrap_clone() {
+    let data = ia(U32, &[2, 2], &[0, 42, 7, 0xdead_beef]);
+    let keys = run1(Builtin::RandomWrap, fry(), std::slice::from_ref(&data));
+    assert_same(&keys, &two_keys());
+    assert_same(
+        &run1(Builtin::RandomClone, none(), std::slice::from_ref(&keys)),
+        &keys,
+    );
+    assert_same(&run1(Builtin::RandomUnwrap, none(), &[keys]), &data);
+}
+
+#[test]
+fn case_random_split() {
+    let got = run1(
+        Builtin::RandomSplit,
+        params(vec![("shape", ints(&[3]))]),
+        &[two_keys()],
+    );
+    let want = [
+        0x6d3e_048f,
+        0x1022_172d,
+        0x03d7_b32d,
+        0xadd0_83f4,
+        0x92fb_20ea,
+        0x0f38_d913,
+        0x1089_df83,
+        0x216e_df90,
+        0xdf93_3d0b,
+        0xea38_b303,
+        0xe7ee_18d0,
+        0x23bf_d145,
+    ];
+    assert_same(&got, &key_array(&[2, 3], &want));
+    // An empty shape hashes counter 0 only.
+    let got = run1(
+        Builtin::RandomSplit,
+        params(vec![("shape", ints(&[]))]),
+        &[two_keys()],
+    );
+    let want = [0x6d3e_048f, 0x1022_172d, 0x1089_df83, 0x216e_df90];
+    assert_same(&got, &key_array(&[2], &want));
+}
+
+#[test]
+fn case_random_fold_in() {
+    let msgs = ia(U32, &[2], &[0, 0xffff_ffff]);
+    let got = run1(Builtin::RandomFoldIn, none(), &[two_keys(), msgs]);
+    let want = [0x6d3e_048f, 0x1022_172d, 0x7f8e_0f3e, 0xce89_e4a9];
+    assert_same(&got, &key_array(&[2], &want));
+    let got = run1(
+        Builtin::RandomFoldIn,
+        none(),
+        &[two_keys(), ia(U32, &[], &[3])],
+    );
+    let want = [0xbad5_6946, 0x354b_a891, 0x6356_b461, 0x7b39_6f1e];
+    assert_same(&got, &key_array(&[2], &want));
+}
+
+#[test]
+fn case_random_bits() {
+    let cases: [(i64, DType, [u64; 4]); 4] = [
+        (8, U8, [0xa2, 0xd9, 0x13, 0x08]),
+        (16, DType::U16, [0x13a2, 0x30d9, 0x0013, 0x8e08]),
+        (
+            32,
+            U32,
+            [0x7d1c_13a2, 0xae07_30d9, 0x31e7_0013, 0x35ab_8e08],
+        ),
+        (
+            64,
+            U64,
+            [
+                0x6d3e_048f_1022_172d,
+                0x03d7_b32d_add0_83f4,
+                0x1089_df83_216e_df90,
+                0xdf93_3d0b_ea38_b303,
+            ],
+        ),
+    ];
+    for (width, dtype, want) in cases {
+        let got = run1(
+            Builtin::RandomBits,
+            params(vec![
+                ("bit_width", Param::Int(width)),
+                ("shape", ints(&[2])),
+            ]),
+            &[two_keys()],
+        );
+        let want = HostArray::from_u64(sh(&[2, 2]), dtype, want.to_vec()).unwrap();
+        assert_same(&got, &want);
+    }
+}
+
+#[test]
+fn case_igamma() {
+    // JAX 0.10.2's values in float64 (jax_enable_x64), the edges included: a = 0, x = 0,
+    // x = inf, a < 0 and NaN.
+    let a = [0.5, 1.0, 2.5, 3.0, 0.1, 10.0, 4.0, 0.0, 2.0, 2.0, -1.0, 1.0];
+    let x = [
+        0.3,
+        2.0,
+        1.5,
+        7.0,
+        0.05,
+        9.0,
+        30.0,
+        2.0,
+        0.0,
+        f64::INFINITY,
+        1.0,
+        f64::NAN,
+    ];
+    let nan = f64::NAN;
+    let p = [
+        0.561421973919,
+        0.8646647167633873,
+        0.30001416412137233,
+        0.9703638361194782,
+        0.7755386354510305,
+        0.41259175566805856,
+        0.9999999995338968,
+        1.0,
+        0.0,
+        1.0,
+        nan,
+        nan,
+    ];
+    let q = [
+        0.43857802608100005,
+        0.1353352832366127,
+        0.6999858358786277,
+        0.02963616388052181,
+        0.22446136454896948,
+        0.5874082443319415,
+        4.661032000779303e-10,
+        0.0,
+        1.0,
+        0.0,
+        nan,
+        nan,
+    ];
+    let dp = [
+        -0.770570351375352,
+        -0.22082542621185935,
+        -0.2521754004236276,
+        -0.03499641585220028,
+        -2.0264226621003973,
+        -0.12703651192426801,
+        -1.0163789369274939e-09,
+        nan,
+        0.0,
+        nan,
+        nan,
+        nan,
+    ];
+    for (prim, want) in [
+        (Builtin::Igamma, p),
+        (Builtin::Igammac, q),
+        (Builtin::IgammaGradA, dp),
+    ] {
+        let got = bin(prim, fa(F64, &[12], &a), fa(F64, &[12], &x));
+        assert_close(&got, &fa(F64, &[12], &want), 1e-12, 1e-300);
+    }
+    // A rank-0 operand broadcasts; f32 rounds.
+    let got = bin(
+        Builtin::Igamma,
+        fa(F32, &[2], &[1.0, 3.0]),
+        fa(F32, &[], &[2.0]),
+    );
+    let want = [
+        (1.0 - (-2.0f64).exp()) as f32 as f64,
+        0.323_323_583_816_936_6_f64 as f32 as f64,
+    ];
+    assert_close(&got, &fa(F32, &[2], &want), 0.0, 0.0);
 }

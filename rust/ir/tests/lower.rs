@@ -124,3 +124,63 @@ fn select_n_with_one_case_is_the_case() {
         }
     }
 }
+
+/// Keys are their data in the module: `key<fry>[3]` is `tensor<3x2xui32>` in `@main`'s
+/// signature and in control flow; `random_wrap`/`random_unwrap` are the identity; the
+/// structural ops take the words' trailing dimension in their attributes. (The bits are
+/// compared with JAX's through XLA in tests/test_keys_ir.py.)
+#[test]
+fn keys_lower_as_their_u32_data() {
+    let j = parse_jaxpr(
+        "{ lambda ; a:u32[3,2] b:i32[]. let\n    c:key<fry>[3] = random_wrap[impl=fry] a\n    \
+         d:key<fry>[2,3] = broadcast_in_dim[broadcast_dimensions=(1,) shape=(2, 3) sharding=None] c\n    \
+         e:key<fry>[3,2] = transpose[permutation=(1, 0)] d\n    \
+         f:key<fry>[1,2] = dynamic_slice[slice_sizes=(1, 2)] e b 0:i32[]\n    \
+         g:u32[3,2] = random_unwrap c\n  in (f, g) }",
+    )
+    .unwrap();
+    let text = lower_jaxpr(&j, "m").unwrap();
+    for piece in [
+        "func.func public @main(%arg0: tensor<3x2xui32>, %arg1: tensor<i32>) -> (tensor<1x2x2xui32>, tensor<3x2xui32>)",
+        "{broadcast_dimensions = array<i64: 1, 2>} : (tensor<3x2xui32>) -> tensor<2x3x2xui32>",
+        "{permutation = array<i64: 1, 0, 2>} : (tensor<2x3x2xui32>) -> tensor<3x2x2xui32>",
+        "{slice_sizes = array<i64: 1, 2, 2>}",
+        "\"func.return\"(%",
+    ] {
+        assert!(text.contains(piece), "{piece}\n{text}");
+    }
+    // random_unwrap returns random_wrap's operand itself.
+    assert!(
+        text.contains(", %arg0) : (tensor<1x2x2xui32>, tensor<3x2xui32>) -> ()"),
+        "{text}"
+    );
+}
+
+#[test]
+fn igamma_family_lowers_to_jaxs_two_loops() {
+    // JAX's expansion: a continued fraction and a series, each a stablehlo.while, with
+    // lgamma for the prefactor (and digamma for the derivative in a); f16 computed in
+    // f32 and converted back; no func.call (the loops' regions are written inline and
+    // capture nothing from above).
+    for (prim, digamma) in [
+        ("igamma", false),
+        ("igammac", false),
+        ("igamma_grad_a", true),
+    ] {
+        let j = parse_jaxpr(&format!(
+            "{{ lambda ; a:f16[3] b:f16[]. let c:f16[3] = {prim} a b in (c,) }}"
+        ))
+        .unwrap();
+        let text = lower_jaxpr(&j, "m").unwrap();
+        assert_eq!(
+            text.matches("\"stablehlo.while\"").count(),
+            2,
+            "{prim}:\n{text}"
+        );
+        assert_eq!(text.matches("\"chlo.lgamma\"").count(), 1, "{prim}");
+        assert_eq!(text.contains("\"chlo.digamma\""), digamma, "{prim}");
+        assert!(!text.contains("func.call"), "{prim}");
+        assert!(text.contains("(tensor<3xf16>) -> tensor<3xf32>"), "{prim}");
+        assert!(text.contains("(tensor<3xf32>) -> tensor<3xf16>"), "{prim}");
+    }
+}

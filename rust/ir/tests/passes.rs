@@ -406,6 +406,50 @@ fn cost_of_logical_reductions_nextafter_and_reduce_precision() {
 }
 
 #[test]
+fn cost_of_the_key_primitives() {
+    // jax_random_keys.jaxpr: seeding, wrapping, splitting, folding in and drawing bits
+    // are integer work (threefry's rounds) or moves of key words: no flops; the same
+    // jaxpr with a float addition of the bits converted costs that addition only.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/jaxprs/jax_random_keys.jaxpr"
+    ))
+    .unwrap();
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with(";;"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let j = ferrax_ir::text::parse_jaxpr(&body).unwrap();
+    assert_eq!(ferrax_ir::passes::cost(&j).flops, 0.0);
+    let with_add = body.replace(
+        "  in (e, l, k, h, i, j) }",
+        "    m:f32[3,4] = convert_element_type[new_dtype=float32 weak_type=False] i\n    \
+         n:f32[3,4] = add m m\n  in (e, l, k, h, n, j) }",
+    );
+    let j = ferrax_ir::text::parse_jaxpr(&with_add).unwrap();
+    assert_eq!(ferrax_ir::passes::cost(&j).flops, 12.0);
+}
+
+#[test]
+fn cost_of_igamma_family() {
+    // jax_igamma.jaxpr: five element-wise applications, four of f32[3] and one of f16[2],
+    // each counted as one operation per element (as lgamma is).
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/jaxprs/jax_igamma.jaxpr"
+    ))
+    .unwrap();
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with(";;"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let j = ferrax_ir::text::parse_jaxpr(&body).unwrap();
+    assert_eq!(ferrax_ir::passes::cost(&j).flops, 4.0 * 3.0 + 2.0);
+}
+
+#[test]
 fn cost_of_gather_scatter_and_rev() {
     // Gathers, plain scatters and rev move data (no flops); a combining scatter does one
     // operation per update element, on float operands only.

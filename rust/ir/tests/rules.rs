@@ -6153,7 +6153,7 @@ fn logical_and_precision_cases(t: &mut Table) {
 }
 
 fn callback_cases(t: &mut Table) {
-    use Builtin::{DebugCallback, IoCallback, PureCallback};
+    use Builtin::{DebugCallback, DebugPrint, IoCallback, PureCallback};
     let f = || Param::Opaque(ferrax_ir::params::Opaque::named("f"));
     let debug = |effect: &str| ps([("callback", f()), ("effect", Param::Str(effect.into()))]);
     // Any operands, no outputs.
@@ -6179,6 +6179,39 @@ fn callback_cases(t: &mut Table) {
         debug("IO"),
         Variant::BadParam,
         &["effect", "Debug or OrderedDebug"],
+    );
+    let print = |ordered: bool| {
+        let named = |s: &str| Param::Opaque(ferrax_ir::params::Opaque::named(s));
+        ps([
+            ("fmt", Param::Str("{} {}".into())),
+            ("has_placeholders", Param::Bool(true)),
+            ("in_tree", named("PyTreeDef(((*, *), {}))")),
+            ("np_printoptions", named("(('precision', 8),)")),
+            ("ordered", Param::Bool(ordered)),
+            ("static_args", named("()")),
+        ])
+    };
+    t.ok(
+        "print: any operands",
+        DebugPrint,
+        vec![w(a(F32, &[])), a(I32, &[2, 3])],
+        print(false),
+        vec![],
+    );
+    t.ok(
+        "print: no operands, ordered",
+        DebugPrint,
+        vec![],
+        print(true),
+        vec![],
+    );
+    t.err(
+        "print without fmt",
+        DebugPrint,
+        vec![a(F32, &[])],
+        ps([("ordered", Param::Bool(false))]),
+        Variant::MissingParam,
+        &["fmt"],
     );
     t.err(
         "no callback",
@@ -6543,17 +6576,170 @@ fn linalg_cases(t: &mut Table) {
         Variant::DType,
         &["float"],
     );
-    t.err(
+    t.ok(
         "qr pivoting",
         Builtin::Qr,
-        vec![a(F32, &[2, 2])],
+        vec![a(F32, &[2, 4, 3])],
         ps([
             ("full_matrices", Param::Bool(false)),
             ("pivoting", Param::Bool(true)),
             ("use_magma", Param::None),
         ]),
+        vec![a(F32, &[2, 4, 3]), a(F32, &[2, 3, 3]), a(I32, &[2, 3])],
+    );
+    let magma = || ps([("use_magma", Param::None)]);
+    t.ok(
+        "geqp3 batched",
+        Builtin::Geqp3,
+        vec![a(F32, &[2, 4, 3]), a(I32, &[2, 3])],
+        magma(),
+        vec![a(F32, &[2, 4, 3]), a(I32, &[2, 3]), a(F32, &[2, 3])],
+    );
+    t.ok(
+        "geqp3 wide",
+        Builtin::Geqp3,
+        vec![a(F64, &[2, 5]), a(I32, &[5])],
+        magma(),
+        vec![a(F64, &[2, 5]), a(I32, &[5]), a(F64, &[2])],
+    );
+    t.err(
+        "geqp3 float pivots",
+        Builtin::Geqp3,
+        vec![a(F32, &[3, 2]), a(F32, &[2])],
+        magma(),
+        Variant::DType,
+        &["integer"],
+    );
+    t.err(
+        "geqp3 pivots of the rows",
+        Builtin::Geqp3,
+        vec![a(F32, &[3, 2]), a(I32, &[3])],
+        magma(),
         Variant::Operands,
-        &["pivoting"],
+        &["[..., n]", "(3, 2) and (3,)"],
+    );
+    t.err(
+        "geqp3 scalar pivots",
+        Builtin::Geqp3,
+        vec![a(F32, &[3, 2]), a(I32, &[])],
+        magma(),
+        Variant::Operands,
+        &["Input 1 to geqp3 must have rank at least 1"],
+    );
+    t.err(
+        "geqp3 batch count",
+        Builtin::Geqp3,
+        vec![a(F32, &[2, 3, 2]), a(I32, &[2])],
+        magma(),
+        Variant::Operands,
+        &["but got [1, 0] batch dimensions"],
+    );
+    t.ok(
+        "geqrf tall batched",
+        Builtin::Geqrf,
+        vec![a(F32, &[2, 4, 3])],
+        ps([]),
+        vec![a(F32, &[2, 4, 3]), a(F32, &[2, 3])],
+    );
+    t.ok(
+        "geqrf wide weak",
+        Builtin::Geqrf,
+        vec![w(a(F64, &[2, 5]))],
+        ps([]),
+        vec![w(a(F64, &[2, 5])), w(a(F64, &[2]))],
+    );
+    t.ok(
+        "geqrf empty",
+        Builtin::Geqrf,
+        vec![a(F32, &[0, 3])],
+        ps([]),
+        vec![a(F32, &[0, 3]), a(F32, &[0])],
+    );
+    t.err(
+        "geqrf vector",
+        Builtin::Geqrf,
+        vec![a(F32, &[3])],
+        ps([]),
+        Variant::Operands,
+        &["Input 0 to geqrf must have rank at least 2, but got shape=(3,)"],
+    );
+    t.err(
+        "geqrf int",
+        Builtin::Geqrf,
+        vec![a(I32, &[2, 2])],
+        ps([]),
+        Variant::DType,
+        &["float"],
+    );
+    t.ok(
+        "householder_product batched",
+        Builtin::HouseholderProduct,
+        vec![a(F32, &[2, 4, 3]), a(F32, &[2, 2])],
+        ps([]),
+        vec![a(F32, &[2, 4, 3])],
+    );
+    t.ok(
+        "householder_product weak only if both are",
+        Builtin::HouseholderProduct,
+        vec![w(a(F64, &[3, 3])), a(F64, &[3])],
+        ps([]),
+        vec![a(F64, &[3, 3])],
+    );
+    t.err(
+        "householder_product wide",
+        Builtin::HouseholderProduct,
+        vec![a(F32, &[2, 3]), a(F32, &[2])],
+        ps([]),
+        Variant::Operands,
+        &["at least as many rows as columns, got shape (2, 3)"],
+    );
+    t.err(
+        "householder_product too many taus",
+        Builtin::HouseholderProduct,
+        vec![a(F32, &[3, 2]), a(F32, &[3])],
+        ps([]),
+        Variant::Operands,
+        &["must not have more rows than the minimum"],
+    );
+    t.err(
+        "householder_product batch count",
+        Builtin::HouseholderProduct,
+        vec![a(F32, &[2, 3, 2]), a(F32, &[2])],
+        ps([]),
+        Variant::Operands,
+        &["but got [1, 0] batch dimensions"],
+    );
+    t.err(
+        "householder_product batch dims",
+        Builtin::HouseholderProduct,
+        vec![a(F32, &[2, 3, 2]), a(F32, &[3, 2])],
+        ps([]),
+        Variant::Operands,
+        &["same batch dimensions, got shapes (2, 3, 2) and (3, 2)"],
+    );
+    t.err(
+        "householder_product scalar taus",
+        Builtin::HouseholderProduct,
+        vec![a(F32, &[3, 2]), a(F32, &[])],
+        ps([]),
+        Variant::Operands,
+        &["Input 1 to householder_product must have rank at least 1, but got shape=()"],
+    );
+    t.err(
+        "householder_product mixed dtypes",
+        Builtin::HouseholderProduct,
+        vec![a(F32, &[3, 2]), a(F64, &[2])],
+        ps([]),
+        Variant::Operands,
+        &["same dtypes, got float32, float64"],
+    );
+    t.err(
+        "householder_product int taus",
+        Builtin::HouseholderProduct,
+        vec![a(F32, &[3, 2]), a(I32, &[2])],
+        ps([]),
+        Variant::DType,
+        &["float"],
     );
     let sp = |full: bool, uv: bool| {
         ps([
@@ -6615,7 +6801,7 @@ fn linalg_rules() {
     run(&table(linalg_cases));
 }
 
-const FAMILIES: [fn(&mut Table); 20] = [
+const FAMILIES: [fn(&mut Table); 22] = [
     linalg_cases,
     callback_cases,
     conv_cases,
@@ -6636,7 +6822,325 @@ const FAMILIES: [fn(&mut Table); 20] = [
     iota_cases,
     higher_order_cases,
     indexing_cases,
+    random_cases,
+    igamma_cases,
 ];
+
+// ---------------------------------------------------------------------------------------
+// Typed PRNG keys: the random primitives, checked with jax._src.random.prng's primitives
+// bound on key<fry> arrays in JAX 0.10.2, and keys through the primitives JAX refuses or
+// allows on them.
+
+const KEY: DType = DType::KeyFry;
+
+fn random_cases(t: &mut Table) {
+    let fry = || ps([("impl", Param::Str("fry".into()))]);
+    t.ok(
+        "random_seed i32",
+        Builtin::RandomSeed,
+        vec![a(I32, &[])],
+        fry(),
+        vec![a(KEY, &[])],
+    );
+    t.ok(
+        "random_seed u64 batch, weak dropped",
+        Builtin::RandomSeed,
+        vec![w(a(U64, &[2, 3]))],
+        fry(),
+        vec![a(KEY, &[2, 3])],
+    );
+    t.err(
+        "random_seed float",
+        Builtin::RandomSeed,
+        vec![a(F32, &[])],
+        fry(),
+        Variant::DType,
+        &["PRNG key seed must be an integer"],
+    );
+    t.err(
+        "random_seed rbg",
+        Builtin::RandomSeed,
+        vec![a(I32, &[])],
+        ps([("impl", Param::Str("rbg".into()))]),
+        Variant::BadParam,
+        &["PRNG implementation 'rbg'"],
+    );
+    t.ok(
+        "random_wrap",
+        Builtin::RandomWrap,
+        vec![a(U32, &[3, 2])],
+        fry(),
+        vec![a(KEY, &[3])],
+    );
+    t.ok(
+        "random_wrap one",
+        Builtin::RandomWrap,
+        vec![a(U32, &[2])],
+        fry(),
+        vec![a(KEY, &[])],
+    );
+    t.err(
+        "random_wrap scalar",
+        Builtin::RandomWrap,
+        vec![a(U32, &[])],
+        fry(),
+        Variant::Operands,
+        &["expected key_data.ndim >= 1; got ndim=0"],
+    );
+    t.err(
+        "random_wrap last dim",
+        Builtin::RandomWrap,
+        vec![a(U32, &[2, 3])],
+        fry(),
+        Variant::Operands,
+        &["expected key_data.shape to end with (2,); got shape=(2, 3)"],
+    );
+    t.err(
+        "random_wrap int32 data",
+        Builtin::RandomWrap,
+        vec![a(I32, &[2])],
+        fry(),
+        Variant::DType,
+        &["expected key_data.dtype = uint32"],
+    );
+    t.ok(
+        "random_unwrap",
+        Builtin::RandomUnwrap,
+        vec![a(KEY, &[4, 1])],
+        no_params(),
+        vec![a(U32, &[4, 1, 2])],
+    );
+    t.err(
+        "random_unwrap of data",
+        Builtin::RandomUnwrap,
+        vec![a(U32, &[2])],
+        no_params(),
+        Variant::DType,
+        &["key array"],
+    );
+    let bits =
+        |width: i64, shape: &[i64]| ps([("bit_width", Param::Int(width)), ("shape", ints(shape))]);
+    t.ok(
+        "random_bits u8",
+        Builtin::RandomBits,
+        vec![a(KEY, &[3])],
+        bits(8, &[4]),
+        vec![a(U8, &[3, 4])],
+    );
+    t.ok(
+        "random_bits u16",
+        Builtin::RandomBits,
+        vec![a(KEY, &[])],
+        bits(16, &[2, 0]),
+        vec![a(U16, &[2, 0])],
+    );
+    t.ok(
+        "random_bits u64",
+        Builtin::RandomBits,
+        vec![a(KEY, &[2])],
+        bits(64, &[]),
+        vec![a(U64, &[2])],
+    );
+    t.err(
+        "random_bits width",
+        Builtin::RandomBits,
+        vec![a(KEY, &[])],
+        bits(12, &[2]),
+        Variant::BadParam,
+        &["requires 8-, 16-, 32- or 64-bit field width"],
+    );
+    t.err(
+        "random_bits of data",
+        Builtin::RandomBits,
+        vec![a(U32, &[2])],
+        bits(32, &[2]),
+        Variant::DType,
+        &["key array"],
+    );
+    t.err(
+        "random_bits negative shape",
+        Builtin::RandomBits,
+        vec![a(KEY, &[])],
+        bits(32, &[-1]),
+        Variant::BadParam,
+        &["negative"],
+    );
+    let shape = |s: &[i64]| ps([("shape", ints(s))]);
+    t.ok(
+        "random_split",
+        Builtin::RandomSplit,
+        vec![a(KEY, &[])],
+        shape(&[2]),
+        vec![a(KEY, &[2])],
+    );
+    t.ok(
+        "random_split batch",
+        Builtin::RandomSplit,
+        vec![a(KEY, &[3])],
+        shape(&[2, 3]),
+        vec![a(KEY, &[3, 2, 3])],
+    );
+    t.err(
+        "random_split of data",
+        Builtin::RandomSplit,
+        vec![a(U32, &[2])],
+        shape(&[2]),
+        Variant::DType,
+        &["key array"],
+    );
+    t.ok(
+        "random_fold_in",
+        Builtin::RandomFoldIn,
+        vec![a(KEY, &[3]), a(U32, &[])],
+        no_params(),
+        vec![a(KEY, &[3])],
+    );
+    t.ok(
+        "random_fold_in int32 broadcast",
+        Builtin::RandomFoldIn,
+        vec![a(KEY, &[3, 1]), a(I32, &[1, 4])],
+        no_params(),
+        vec![a(KEY, &[3, 4])],
+    );
+    t.err(
+        "random_fold_in shapes",
+        Builtin::RandomFoldIn,
+        vec![a(KEY, &[3]), a(U32, &[2])],
+        no_params(),
+        Variant::Operands,
+        &["random_fold_in got incompatible shapes for broadcasting: (3,), (2,)"],
+    );
+    t.err(
+        "random_fold_in float message",
+        Builtin::RandomFoldIn,
+        vec![a(KEY, &[]), a(F32, &[])],
+        no_params(),
+        Variant::DType,
+        &["integer"],
+    );
+    t.ok(
+        "random_clone",
+        Builtin::RandomClone,
+        vec![a(KEY, &[2])],
+        no_params(),
+        vec![a(KEY, &[2])],
+    );
+    t.err(
+        "random_clone arity",
+        Builtin::RandomClone,
+        vec![],
+        no_params(),
+        Variant::Arity,
+        &["1"],
+    );
+    // Keys through other primitives: JAX refuses arithmetic, comparisons' siblings and
+    // conversions ("add does not accept dtype key<fry>"), allows the structural ones.
+    for prim in [
+        Builtin::Add,
+        Builtin::Max,
+        Builtin::Neg,
+        Builtin::ReduceMax,
+        Builtin::Sort,
+    ] {
+        let ins = match prim {
+            Builtin::Add | Builtin::Max => vec![a(KEY, &[2]), a(KEY, &[2])],
+            _ => vec![a(KEY, &[2])],
+        };
+        let params = match prim {
+            Builtin::ReduceMax => ps([("axes", ints(&[0]))]),
+            Builtin::Sort => ps([
+                ("dimension", Param::Int(0)),
+                ("is_stable", Param::Bool(true)),
+                ("num_keys", Param::Int(1)),
+            ]),
+            _ => no_params(),
+        };
+        t.err(
+            &format!("{} of keys", prim.name()),
+            prim,
+            ins,
+            params,
+            Variant::DType,
+            &["dtype key<fry>", "does not accept key arrays"],
+        );
+    }
+    t.err(
+        "convert_element_type of keys",
+        Builtin::ConvertElementType,
+        vec![a(KEY, &[])],
+        ps([
+            ("new_dtype", Param::DType(U32)),
+            ("weak_type", Param::Bool(false)),
+        ]),
+        Variant::DType,
+        &["key<fry>"],
+    );
+    t.err(
+        "convert_element_type to keys",
+        Builtin::ConvertElementType,
+        vec![a(U32, &[])],
+        ps([
+            ("new_dtype", Param::DType(KEY)),
+            ("weak_type", Param::Bool(false)),
+        ]),
+        Variant::BadParam,
+        &["not a numeric dtype"],
+    );
+    t.err(
+        "iota of keys",
+        Builtin::Iota,
+        vec![],
+        ps([
+            ("dtype", Param::DType(KEY)),
+            ("shape", ints(&[2])),
+            ("dimension", Param::Int(0)),
+        ]),
+        Variant::BadParam,
+        &["not a numeric dtype"],
+    );
+    t.ok(
+        "eq of keys (JAX binds eq on key arrays)",
+        Builtin::Eq,
+        vec![a(KEY, &[2, 3]), a(KEY, &[])],
+        no_params(),
+        vec![a(BOOL, &[2, 3])],
+    );
+    t.err(
+        "lt of keys",
+        Builtin::Lt,
+        vec![a(KEY, &[2]), a(KEY, &[2])],
+        no_params(),
+        Variant::DType,
+        &["does not accept key arrays"],
+    );
+    t.ok(
+        "transpose of keys",
+        Builtin::Transpose,
+        vec![a(KEY, &[2, 3])],
+        ps([("permutation", ints(&[1, 0]))]),
+        vec![a(KEY, &[3, 2])],
+    );
+    t.ok(
+        "select_n of keys",
+        Builtin::SelectN,
+        vec![a(BOOL, &[2]), a(KEY, &[2]), a(KEY, &[2])],
+        no_params(),
+        vec![a(KEY, &[2])],
+    );
+    t.err(
+        "select_n keyed predicate",
+        Builtin::SelectN,
+        vec![a(KEY, &[2]), a(KEY, &[2]), a(KEY, &[2])],
+        no_params(),
+        Variant::DType,
+        &["bool or an integer dtype"],
+    );
+}
+
+#[test]
+fn random_rules() {
+    run(&table(random_cases));
+}
 
 #[test]
 fn every_builtin_has_accepting_and_rejecting_cases() {
@@ -6944,4 +7448,53 @@ fn empty_tuples_fit_either_tuple_kind() {
         .unwrap_err();
     // No operands but a body taking one: the schema accepted `linear=()`.
     assert!(matches!(outs, RuleError::SubJaxpr { .. }), "{outs:?}");
+}
+
+/// igamma, igammac, igamma_grad_a: two floats of one dtype, as atan2 (JAX's
+/// `standard_naryop([_float, _float])`: "igamma does not accept dtype int32 at position
+/// 0", "lax.igamma requires arguments to have the same dtypes, got float16, float32").
+fn igamma_cases(t: &mut Table) {
+    use Builtin::{Igamma, IgammaGradA, Igammac};
+    for p in [Igamma, Igammac, IgammaGradA] {
+        binary_common(t, p, F32, F32);
+        for d in [F16, BF16, F64] {
+            t.ok(
+                "float",
+                p,
+                vec![a(d, &[2]), a(d, &[2])],
+                no_params(),
+                vec![a(d, &[2])],
+            );
+        }
+        t.ok(
+            "weak operands, weak result",
+            p,
+            vec![w(a(F32, &[])), w(a(F32, &[]))],
+            no_params(),
+            vec![w(a(F32, &[]))],
+        );
+        for d in [I32, U8, BOOL] {
+            t.err(
+                "not float",
+                p,
+                vec![a(d, &[2]), a(d, &[2])],
+                no_params(),
+                Variant::DType,
+                &["operand 0 has dtype", "float"],
+            );
+        }
+        t.err(
+            "dtypes differ",
+            p,
+            vec![a(F16, &[2]), a(F32, &[2])],
+            no_params(),
+            Variant::Operands,
+            &["f16 and f32 differ"],
+        );
+    }
+}
+
+#[test]
+fn igamma_rules() {
+    run(&table(igamma_cases));
 }

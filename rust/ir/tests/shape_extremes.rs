@@ -463,6 +463,13 @@ fn bases() -> Vec<Base> {
                     ("algorithm", Param::None),
                 ]),
             ),
+            Geqrf => base(p, vec![f23.clone()], ps([])),
+            Geqp3 => base(
+                p,
+                vec![a(F32, &[2, 2, 3]), a(I32, &[2, 3])],
+                ps([("use_magma", Param::None)]),
+            ),
+            HouseholderProduct => base(p, vec![a(F32, &[2, 3, 2]), a(F32, &[2, 1])], ps([])),
             Qr => base(
                 p,
                 vec![f23.clone()],
@@ -487,6 +494,27 @@ fn bases() -> Vec<Base> {
                         Param::Opaque(ferrax_ir::params::Opaque::named("f")),
                     ),
                     ("effect", Param::Str("Debug".into())),
+                ]),
+            ),
+            DebugPrint => base(
+                p,
+                vec![f23.clone(), s.clone()],
+                ps([
+                    ("fmt", Param::Str("{} {}".into())),
+                    ("has_placeholders", Param::Bool(true)),
+                    (
+                        "in_tree",
+                        Param::Opaque(ferrax_ir::params::Opaque::named("PyTreeDef(((*, *), {}))")),
+                    ),
+                    (
+                        "np_printoptions",
+                        Param::Opaque(ferrax_ir::params::Opaque::named("(('precision', 8),)")),
+                    ),
+                    ("ordered", Param::Bool(false)),
+                    (
+                        "static_args",
+                        Param::Opaque(ferrax_ir::params::Opaque::named("()")),
+                    ),
                 ]),
             ),
             PureCallback => base(
@@ -649,6 +677,31 @@ fn bases() -> Vec<Base> {
             ),
             Eq | Ne | Lt | Le | Gt | Ge => base(p, vec![f23.clone(), s.clone()], no),
             IsFinite => base(p, vec![f23.clone()], no),
+            RandomSeed => base(
+                p,
+                vec![a(I32, &[2, 3])],
+                ps([("impl", Param::Str("fry".into()))]),
+            ),
+            RandomWrap => base(
+                p,
+                vec![a(U32, &[2, 3, 2])],
+                ps([("impl", Param::Str("fry".into()))]),
+            ),
+            RandomUnwrap | RandomClone => base(p, vec![a(DType::KeyFry, &[2, 3])], no),
+            RandomBits => base(
+                p,
+                vec![a(DType::KeyFry, &[2, 3])],
+                ps([
+                    ("bit_width", Param::Int(32)),
+                    ("shape", Param::ints(&[4, 5])),
+                ]),
+            ),
+            RandomSplit => base(
+                p,
+                vec![a(DType::KeyFry, &[2, 3])],
+                ps([("shape", Param::ints(&[4, 5]))]),
+            ),
+            RandomFoldIn => base(p, vec![a(DType::KeyFry, &[2, 3]), a(U32, &[2, 3])], no),
             _ => {
                 // The element-wise families.
                 let arity = match p.family() {

@@ -123,6 +123,7 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
             params(vec![("axes", Param::ints(&[0, 1]))]),
         ),
         Nextafter => (vec![av(DType::BF16, &[3]), av(DType::BF16, &[])], none()),
+        Igamma | Igammac | IgammaGradA => (vec![f32s(&[3]), f32s(&[])], none()),
         ReducePrecision => (
             vec![av(DType::F16, &[3])],
             params(vec![
@@ -415,6 +416,12 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ("algorithm", Param::None),
             ]),
         ),
+        Geqrf => (vec![f32s(&[3, 2])], params(vec![])),
+        Geqp3 => (
+            vec![f32s(&[3, 2]), av(DType::I32, &[2])],
+            params(vec![("use_magma", Param::None)]),
+        ),
+        HouseholderProduct => (vec![f32s(&[3, 2]), f32s(&[2])], params(vec![])),
         Qr => (
             vec![f32s(&[3, 2])],
             params(vec![
@@ -481,6 +488,32 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 ),
                 ("effect", Param::Str("OrderedDebug".into())),
                 ("partitioned", Param::Bool(false)),
+            ]),
+        ),
+        DebugPrint => (
+            vec![f32s(&[2, 3]), av(DType::I32, &[])],
+            params(vec![
+                ("fmt", Param::Str("x={x} y: {} (z)".into())),
+                ("has_placeholders", Param::Bool(true)),
+                (
+                    "in_tree",
+                    Param::Opaque(ferrax_ir::params::Opaque::named(
+                        "PyTreeDef(((*, *), {'x': *}))",
+                    )),
+                ),
+                ("logging_record", Param::None),
+                (
+                    "np_printoptions",
+                    Param::Opaque(ferrax_ir::params::Opaque::named(
+                        "(('edgeitems', 3), ('threshold', 1000), ('nanstr', 'nan'), ('formatter', None))",
+                    )),
+                ),
+                ("ordered", Param::Bool(true)),
+                ("partitioned", Param::Bool(false)),
+                (
+                    "static_args",
+                    Param::Opaque(ferrax_ir::params::Opaque::named("((1, 'hi'),)")),
+                ),
             ]),
         ),
         PureCallback => (
@@ -654,6 +687,23 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                     ]]))),
                 ),
             ]),
+        ),
+        RandomSeed | RandomWrap => (
+            vec![if prim == RandomSeed { av(DType::I64, &[2]) } else { av(DType::U32, &[3, 2]) }],
+            params(vec![("impl", Param::Str("fry".into()))]),
+        ),
+        RandomUnwrap | RandomClone => (vec![av(DType::KeyFry, &[2, 1])], params(vec![])),
+        RandomBits => (
+            vec![av(DType::KeyFry, &[3])],
+            params(vec![("bit_width", Param::Int(16)), ("shape", Param::ints(&[2, 0]))]),
+        ),
+        RandomSplit => (
+            vec![av(DType::KeyFry, &[])],
+            params(vec![("shape", Param::ints(&[2, 3]))]),
+        ),
+        RandomFoldIn => (
+            vec![av(DType::KeyFry, &[3]), av(DType::U32, &[])],
+            params(vec![]),
         ),
         #[allow(unreachable_patterns)]
         other => panic!("add a test case for the new built-in {other:?}"),

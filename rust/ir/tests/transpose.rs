@@ -2165,3 +2165,19 @@ fn conv_transpose_matches_jax_structure() {
     assert!(text.contains("rev[dimensions=(2, 3)]"), "{text}");
     assert!(text.contains("dimension_numbers=ConvDimensionNumbers(lhs_spec=(0, 1, 2, 3), rhs_spec=(1, 0, 2, 3), out_spec=(0, 1, 2, 3))"), "{text}");
 }
+
+/// Keys are never linear: a linear key input is refused cleanly (never an ill-typed
+/// zero cotangent of keys), whether it is used or not.
+#[test]
+fn linear_keys_are_refused_cleanly() {
+    for text in [
+        "{ lambda ; a:key<fry>[2] b:f32[]. let c:f32[] = mul b 2.0:f32[] in (c,) }",
+        "{ lambda ; a:key<fry>[2] b:f32[]. let c:key<fry>[2] = rev[dimensions=(0,)] a in (c, b) }",
+    ] {
+        let j = parse_jaxpr(text).unwrap();
+        match transpose(&j, &[true, true]) {
+            Ok(tj) => drop(typecheck(&tj).unwrap()),
+            Err(e) => assert!(!matches!(e, PassError::IllTyped { .. }), "{text}: {e}"),
+        }
+    }
+}

@@ -43,8 +43,18 @@ fn numpy_dtypes(py: Python<'_>) -> PyResult<&NumpyDTypes> {
     })
 }
 
-/// The `numpy.dtype` of an IR dtype (bfloat16 is `ml_dtypes`').
+/// `ferrax.dtypes.key_fry`, the Python object of the key dtype (imported when first
+/// needed: the extension does not import the package at load time).
+fn key_fry(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    py.import("ferrax.dtypes")?.getattr("key_fry")
+}
+
+/// The `numpy.dtype` of an IR dtype (bfloat16 is `ml_dtypes`'), or
+/// `ferrax.dtypes.key_fry` for `key<fry>`.
 pub fn dtype_to_py(py: Python<'_>, d: DType) -> PyResult<Bound<'_, PyAny>> {
+    if d.is_key() {
+        return key_fry(py);
+    }
     let cache = numpy_dtypes(py)?;
     let index = DType::ALL.iter().position(|&x| x == d).unwrap_or(0);
     match cache.dtypes.get(index) {
@@ -60,8 +70,12 @@ pub fn is_numpy_dtype(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 
 /// Reads a dtype: a name (`"float32"`, `"f32"`, `"bfloat16"`), a `numpy.dtype`, or
 /// anything `numpy.dtype()` accepts (`numpy.float32`, `float`, `"f4"`,
-/// `ml_dtypes.bfloat16`). A dtype the IR does not have is a `TypeCheckError`.
+/// `ml_dtypes.bfloat16`), or `ferrax.dtypes.key_fry` (or `"key<fry>"`) for keys. A dtype
+/// the IR does not have is a `TypeCheckError`.
 pub fn dtype_from_py(obj: &Bound<'_, PyAny>) -> Result<DType> {
+    if type_name(obj) == "KeyDType" && obj.eq(key_fry(obj.py())?)? {
+        return Ok(DType::KeyFry);
+    }
     if let Ok(s) = obj.cast::<PyString>() {
         let name = s.to_str()?;
         if let Some(d) = DType::from_name(name) {

@@ -205,7 +205,8 @@ type HostCallbackPy<'py> = (Bound<'py, PyAny>, bool);
 
 /// Lowers a jaxpr as `lower_to_stablehlo` does (one device), and returns with the text
 /// the host callbacks its custom calls name by index (`debug_callback`'s and
-/// `pure_callback`'s `callback` params, in index order), each with whether its call
+/// `pure_callback`'s `callback` params, in index order; for `debug_print` a dict of
+/// its params), each with whether its call
 /// passes a token (an ordered callback): the module must be compiled with exactly these
 /// callbacks. A callback read from text (a name, no object) is its name, a `str`.
 #[pyfunction]
@@ -225,8 +226,19 @@ pub fn lower_with_callbacks<'py>(
     let callbacks = callbacks
         .into_iter()
         .map(|h| {
-            let obj =
-                crate::params::param_to_py(py, &ferrax_ir::params::Param::Opaque(h.callback))?;
+            // `debug_print`'s: a dict of its params (the host formats from them).
+            let obj = match &h.print {
+                Some(params) => {
+                    let d = pyo3::types::PyDict::new(py);
+                    for (name, p) in params.iter() {
+                        d.set_item(name, crate::params::param_to_py(py, p)?)?;
+                    }
+                    d.into_any()
+                }
+                None => {
+                    crate::params::param_to_py(py, &ferrax_ir::params::Param::Opaque(h.callback))?
+                }
+            };
             Ok((obj, h.token))
         })
         .collect::<PyResult<Vec<_>>>()?;

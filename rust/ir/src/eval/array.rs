@@ -47,7 +47,7 @@ impl HostData {
     fn kind_name_of(dtype: DType) -> &'static str {
         match dtype.kind() {
             DTypeKind::Bool => "bool",
-            DTypeKind::SignedInt | DTypeKind::UnsignedInt => "int",
+            DTypeKind::SignedInt | DTypeKind::UnsignedInt | DTypeKind::Key => "int",
             DTypeKind::Float => "float",
         }
     }
@@ -56,7 +56,9 @@ impl HostData {
     fn empty_for(dtype: DType) -> HostData {
         match dtype.kind() {
             DTypeKind::Bool => HostData::Bool(Vec::new()),
-            DTypeKind::SignedInt | DTypeKind::UnsignedInt => HostData::Int(Vec::new()),
+            DTypeKind::SignedInt | DTypeKind::UnsignedInt | DTypeKind::Key => {
+                HostData::Int(Vec::new())
+            }
             DTypeKind::Float => HostData::Float(Vec::new()),
         }
     }
@@ -135,7 +137,7 @@ impl HostArray {
             HostData::Float(v) if dtype.is_float() => {
                 HostData::Float(v.into_iter().map(|x| round_float(dtype, x)).collect())
             }
-            HostData::Int(v) if dtype.is_int() => {
+            HostData::Int(v) if dtype.is_int() || dtype.is_key() => {
                 HostData::Int(v.into_iter().map(|x| wrap_int(dtype, x)).collect())
             }
             d @ HostData::Bool(_) if dtype == DType::Bool => d,

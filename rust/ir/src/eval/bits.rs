@@ -327,7 +327,7 @@ const ROTATIONS: [[u32; 4]; 2] = [[13, 15, 26, 6], [17, 29, 16, 24]];
 
 /// The Threefry-2x32 block cipher (20 rounds, Salmon et al. 2011) on one block: keys
 /// `(k0, k1)`, counts `(x0, x1)`.
-fn threefry2x32_block(k0: u32, k1: u32, x0: u32, x1: u32) -> (u32, u32) {
+pub(super) fn threefry2x32_block(k0: u32, k1: u32, x0: u32, x1: u32) -> (u32, u32) {
     let ks = [k0, k1, k0 ^ k1 ^ 0x1BD1_1BDA];
     let (mut a, mut b) = (x0.wrapping_add(ks[0]), x1.wrapping_add(ks[1]));
     for group in 0..5u32 {

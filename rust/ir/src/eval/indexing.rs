@@ -102,12 +102,24 @@ fn fill_value(dtype: DType, p: Option<&Param>) -> Fill {
         Param::Float(x) => *x,
         _ => 0.0,
     };
+    if dtype.is_key() {
+        // JAX gathers the keys' u32 words: the fill (the greatest u32 by default) goes
+        // into each word of a key.
+        let word = match p {
+            Some(Param::Int(i)) => *i as u32,
+            Some(Param::Bool(b)) => u32::from(*b),
+            Some(Param::Float(x)) => *x as u32,
+            _ => u32::MAX,
+        };
+        return Fill::Int(((u64::from(word) << 32) | u64::from(word)) as i64);
+    }
     match (dtype.kind(), p) {
         (_, None | Some(Param::None)) => match dtype.kind() {
             DTypeKind::Float => Fill::Float(f64::NAN),
             DTypeKind::SignedInt => Fill::Int(int_min_max(dtype).0),
             DTypeKind::UnsignedInt => Fill::Int(int_min_max(dtype).1),
             DTypeKind::Bool => Fill::Bool(true),
+            DTypeKind::Key => Fill::Int(-1),
         },
         (DTypeKind::Float, Some(p)) => Fill::Float(round_float(dtype, as_f64(p))),
         (DTypeKind::Bool, Some(p)) => Fill::Bool(as_f64(p) != 0.0),
@@ -305,6 +317,11 @@ fn combiner(prim: Builtin, dtype: DType) -> R<Combine> {
             ScatterMin => int_min,
             ScatterMax => int_max,
             _ => return Err(internal("not a scatter")),
+        }),
+        // Keys are only ever overwritten (the shape rule refuses the combining scatters).
+        DTypeKind::Key => Combine::Int(match prim {
+            Scatter => |_, _, u| u,
+            _ => return Err(internal(format!("{} of keys", prim.name()))),
         }),
         DTypeKind::Bool => Combine::Bool(match prim {
             Scatter => |_, u| u,

@@ -290,74 +290,145 @@ pub(super) fn eigh(x: &HostArray, lower: bool) -> R<Vec<HostArray>> {
     ])
 }
 
-/// `qr`: per matrix `a` (`m x n`), Householder reflections as LAPACK's `geqrf` picks
-/// them (`beta = -sign(alpha) ‖x‖`, so `r`'s diagonal may be negative; no reflection
-/// where a column below the diagonal is already zero), then `q` as `orgqr` forms it:
-/// the product of the reflections' first `k` columns (`k = m` with `full_matrices`, else
-/// `min(m, n)`), and `r` the upper-trapezoidal `k x n` factor.
-pub(super) fn qr(x: &HostArray, full_matrices: bool) -> R<Vec<HostArray>> {
+/// Householder reflections of the `m x n` row-major matrix `a` in place, as LAPACK's
+/// `geqrf` picks them (`beta = -sign(alpha) ‖x‖`, so `r`'s diagonal may be negative; no
+/// reflection where a column below the diagonal is already zero): `r` on and above the
+/// diagonal, each reflection's vector below it (its leading 1 implicit); returns the
+/// `min(m, n)` scales `tau`.
+fn householder_reflections(a: &mut [f64], m: usize, n: usize) -> Vec<f64> {
+    (0..m.min(n)).map(|j| reflect_column(a, m, n, j)).collect()
+}
+
+/// Step `j` of `geqrf`: the reflection zeroing column `j` below the diagonal, applied to
+/// the trailing columns; returns its scale.
+fn reflect_column(a: &mut [f64], m: usize, n: usize, j: usize) -> f64 {
+    let alpha = a[j * n + j];
+    let xnorm = (j + 1..m)
+        .map(|i| a[i * n + j] * a[i * n + j])
+        .sum::<f64>()
+        .sqrt();
+    if xnorm == 0.0 {
+        return 0.0;
+    }
+    let beta = -alpha.signum() * alpha.hypot(xnorm);
+    let tau = (beta - alpha) / beta;
+    let scale = 1.0 / (alpha - beta);
+    for i in j + 1..m {
+        a[i * n + j] *= scale;
+    }
+    a[j * n + j] = beta;
+    // The trailing columns times H = I - tau v vᵀ (v = [1, a[j+1.., j]]).
+    for c in j + 1..n {
+        let mut s = a[j * n + c];
+        for i in j + 1..m {
+            s += a[i * n + j] * a[i * n + c];
+        }
+        s *= tau;
+        a[j * n + c] -= s;
+        for i in j + 1..m {
+            a[i * n + c] -= s * a[i * n + j];
+        }
+    }
+    tau
+}
+
+/// `geqp3`'s reflections: the columns marked `fixed` moved to the front (in order),
+/// then at each step the remaining column of largest norm below the diagonal (the first
+/// such) swapped in before reflecting. Returns the scales and the column order
+/// (0-based).
+fn pivoted_reflections(
+    a: &mut [f64],
+    m: usize,
+    n: usize,
+    fixed: &[bool],
+) -> (Vec<f64>, Vec<usize>) {
+    let mut perm: Vec<usize> = (0..n).collect();
+    let swap = |a: &mut [f64], perm: &mut [usize], x: usize, y: usize| {
+        if x != y {
+            for i in 0..m {
+                a.swap(i * n + x, i * n + y);
+            }
+            perm.swap(x, y);
+        }
+    };
+    let mut nfixed = 0;
+    for (j, &is_fixed) in fixed.iter().enumerate().take(n) {
+        if is_fixed {
+            swap(a, &mut perm, j, nfixed);
+            nfixed += 1;
+        }
+    }
+    let mut taus = Vec::with_capacity(m.min(n));
+    for j in 0..m.min(n) {
+        if j >= nfixed {
+            let norm =
+                |a: &[f64], c: usize| (j..m).map(|i| a[i * n + c] * a[i * n + c]).sum::<f64>();
+            let mut best = j;
+            let mut best_norm = norm(a, j);
+            for c in j + 1..n {
+                let v = norm(a, c);
+                if v > best_norm {
+                    best = c;
+                    best_norm = v;
+                }
+            }
+            swap(a, &mut perm, j, best);
+        }
+        taus.push(reflect_column(a, m, n, j));
+    }
+    (taus, perm)
+}
+
+/// As LAPACK's `orgqr`: the first `k` columns (`m x k`, row-major) of the product
+/// `H_0 ... H_{t-1}` of the reflections whose vectors are below the diagonal of the
+/// `m x n` matrix `a` and whose scales are `taus` (`t` of them, `t <= min(m, n)`).
+fn reflections_product(a: &[f64], m: usize, n: usize, taus: &[f64], k: usize) -> Vec<f64> {
+    let mut q = vec![0.0; m * k];
+    for i in 0..k.min(m) {
+        q[i * k + i] = 1.0;
+    }
+    // Applied to the identity's columns last to first.
+    for (j, &tau) in taus.iter().enumerate().rev() {
+        if tau == 0.0 {
+            continue;
+        }
+        for c in 0..k {
+            let mut s = q[j * k + c];
+            for i in j + 1..m {
+                s += a[i * n + j] * q[i * k + c];
+            }
+            s *= tau;
+            q[j * k + c] -= s;
+            for i in j + 1..m {
+                q[i * k + c] -= s * a[i * n + j];
+            }
+        }
+    }
+    q
+}
+
+/// `qr`: per matrix `a` (`m x n`), the Householder reflections (`geqrf`'s), then `q` as
+/// `orgqr` forms it: the product of the reflections' first `k` columns (`k = m` with
+/// `full_matrices`, else `min(m, n)`), and `r` the upper-trapezoidal `k x n` factor.
+pub(super) fn qr(x: &HostArray, full_matrices: bool, pivoting: bool) -> R<Vec<HostArray>> {
     let (batch, m, n) = matrices(x)?;
     let src = floats(x)?;
-    let p = m.min(n);
-    let k = if full_matrices { m } else { p };
+    let k = if full_matrices { m } else { m.min(n) };
     let mut qs = Vec::with_capacity(batch * m * k);
     let mut rs = Vec::with_capacity(batch * k * n);
+    let mut ps = Vec::with_capacity(if pivoting { batch * n } else { 0 });
     for bi in 0..batch {
         let mut a = src[bi * m * n..(bi + 1) * m * n].to_vec();
-        let mut taus = vec![0.0; p];
-        for j in 0..p {
-            let alpha = a[j * n + j];
-            let xnorm = (j + 1..m)
-                .map(|i| a[i * n + j] * a[i * n + j])
-                .sum::<f64>()
-                .sqrt();
-            if xnorm == 0.0 {
-                continue;
-            }
-            let beta = -alpha.signum() * alpha.hypot(xnorm);
-            taus[j] = (beta - alpha) / beta;
-            let scale = 1.0 / (alpha - beta);
-            for i in j + 1..m {
-                a[i * n + j] *= scale;
-            }
-            a[j * n + j] = beta;
-            // The trailing columns times H = I - tau v vᵀ (v = [1, a[j+1.., j]]).
-            for c in j + 1..n {
-                let mut s = a[j * n + c];
-                for i in j + 1..m {
-                    s += a[i * n + j] * a[i * n + c];
-                }
-                s *= taus[j];
-                a[j * n + c] -= s;
-                for i in j + 1..m {
-                    a[i * n + c] -= s * a[i * n + j];
-                }
-            }
-        }
-        // q = H_0 ... H_{p-1} applied to the first k columns of the identity, the
-        // reflections taken last to first.
-        let mut q = vec![0.0; m * k];
-        for i in 0..k.min(m) {
-            q[i * k + i] = 1.0;
-        }
-        for j in (0..p).rev() {
-            let tau = taus[j];
-            if tau == 0.0 {
-                continue;
-            }
-            for c in 0..k {
-                let mut s = q[j * k + c];
-                for i in j + 1..m {
-                    s += a[i * n + j] * q[i * k + c];
-                }
-                s *= tau;
-                q[j * k + c] -= s;
-                for i in j + 1..m {
-                    q[i * k + c] -= s * a[i * n + j];
-                }
-            }
-        }
-        qs.extend(q);
+        let taus = if pivoting {
+            // (An empty matrix has no pivots: zeros, as JAX's lowering gives.)
+            let (taus, perm) = pivoted_reflections(&mut a, m, n, &vec![false; n]);
+            let empty = m == 0;
+            ps.extend(perm.iter().map(|&c| if empty { 0 } else { c as i64 }));
+            taus
+        } else {
+            householder_reflections(&mut a, m, n)
+        };
+        qs.extend(reflections_product(&a, m, n, &taus, k));
         for i in 0..k {
             for c in 0..n {
                 rs.push(if i <= c && i < m { a[i * n + c] } else { 0.0 });
@@ -371,10 +442,98 @@ pub(super) fn qr(x: &HostArray, full_matrices: bool) -> R<Vec<HostArray>> {
         d.extend([r as i64, c as i64]);
         d
     };
-    Ok(vec![
+    let mut outs = vec![
         array(&with(m, k), x.dtype, HostData::Float(qs))?,
         array(&with(k, n), x.dtype, HostData::Float(rs))?,
+    ];
+    if pivoting {
+        let mut d = lead.to_vec();
+        d.push(n as i64);
+        outs.push(array(&d, DType::I32, HostData::Int(ps))?);
+    }
+    Ok(outs)
+}
+
+/// `geqp3 a jpvt`: per matrix, LAPACK's column-pivoted QR factors (packed as `geqrf`'s),
+/// the permutation (1-based, in `jpvt`'s dtype) and the scales; nonzero `jpvt` entries
+/// mark columns moved to the front first.
+pub(super) fn geqp3(x: &HostArray, jpvt: &HostArray) -> R<Vec<HostArray>> {
+    let (batch, m, n) = matrices(x)?;
+    let src = floats(x)?;
+    let HostData::Int(js) = &jpvt.data else {
+        return Err(internal("geqp3's pivots are not integers"));
+    };
+    if js.len() != batch * n {
+        return Err(internal("geqp3's pivots do not fit its matrix"));
+    }
+    let p = m.min(n);
+    let mut packed = Vec::with_capacity(batch * m * n);
+    let mut perms = Vec::with_capacity(batch * n);
+    let mut all_taus = Vec::with_capacity(batch * p);
+    for bi in 0..batch {
+        let mut a = src[bi * m * n..(bi + 1) * m * n].to_vec();
+        // (An empty matrix keeps its column order: ferrax's lowering makes no call.)
+        let fixed: Vec<bool> = js[bi * n..(bi + 1) * n]
+            .iter()
+            .map(|&v| v != 0 && p > 0)
+            .collect();
+        let (taus, perm) = pivoted_reflections(&mut a, m, n, &fixed);
+        packed.extend(a);
+        perms.extend(perm.iter().map(|&c| c as i64 + 1));
+        all_taus.extend(taus);
+    }
+    let dims = x.shape.dims();
+    let mut tau_dims = dims[..dims.len() - 2].to_vec();
+    tau_dims.push(p as i64);
+    Ok(vec![
+        array(dims, x.dtype, HostData::Float(packed))?,
+        array(jpvt.shape.dims(), jpvt.dtype, HostData::Int(perms))?,
+        array(&tau_dims, x.dtype, HostData::Float(all_taus))?,
     ])
+}
+
+/// `geqrf`: per matrix, LAPACK's packed QR factors (`r` on and above the diagonal, the
+/// Householder vectors below) and the reflections' scales (`[..., min(m, n)]`).
+pub(super) fn geqrf(x: &HostArray) -> R<Vec<HostArray>> {
+    let (batch, m, n) = matrices(x)?;
+    let src = floats(x)?;
+    let p = m.min(n);
+    let mut packed = Vec::with_capacity(batch * m * n);
+    let mut all_taus = Vec::with_capacity(batch * p);
+    for bi in 0..batch {
+        let mut a = src[bi * m * n..(bi + 1) * m * n].to_vec();
+        all_taus.extend(householder_reflections(&mut a, m, n));
+        packed.extend(a);
+    }
+    let dims = x.shape.dims();
+    let mut tau_dims = dims[..dims.len() - 2].to_vec();
+    tau_dims.push(p as i64);
+    Ok(vec![
+        array(dims, x.dtype, HostData::Float(packed))?,
+        array(&tau_dims, x.dtype, HostData::Float(all_taus))?,
+    ])
+}
+
+/// `householder_product a taus`: per matrix (`m x n`, `m >= n`), the first `n` columns
+/// of the product of the reflections below `a`'s diagonal scaled by `taus` (LAPACK's
+/// `orgqr`).
+pub(super) fn householder_product(a: &HostArray, taus: &HostArray) -> R<HostArray> {
+    let (batch, m, n) = matrices(a)?;
+    let src = floats(a)?;
+    let ts = floats(taus)?;
+    let t = match taus.shape.dims().last() {
+        Some(&t) => usize::try_from(t).map_err(|_| internal("negative dimension"))?,
+        None => return Err(internal("householder_product's taus of rank 0")),
+    };
+    if t > m.min(n) || ts.len() != batch * t {
+        return Err(internal("householder_product's taus do not fit its matrix"));
+    }
+    let mut out = Vec::with_capacity(batch * m * n);
+    for bi in 0..batch {
+        let mat = &src[bi * m * n..(bi + 1) * m * n];
+        out.extend(reflections_product(mat, m, n, &ts[bi * t..(bi + 1) * t], n));
+    }
+    array(a.shape.dims(), a.dtype, HostData::Float(out))
 }
 
 /// The `p x cols` matrix (row-major, `p` rows) whose first `have` columns are those of

@@ -14,6 +14,13 @@
 //! division, remainder, `argmax`/`argmin`, reductions and conversions treat them as
 //! unsigned.
 //!
+//! **A key (`key<fry>`) is one element**: its two `u32` words packed into one `i64` of
+//! `HostData::Int` as `(word0 << 32) | word1` (word0 is the first of JAX's
+//! `key_data(k)[..., 0:2]`). The structural evaluators (reshape, slices, gather,
+//! scatter, select_n, control flow, ...) move keys as they move integers, unchanged;
+//! `random_wrap`/`random_unwrap` convert to and from `u32[..., 2]` data, and the random
+//! primitives hash the words with threefry2x32 as JAX does (see `random.rs`).
+//!
 //! Subnormals are kept (IEEE gradual underflow). XLA on CPU flushes `f32`/`bf16`
 //! subnormals to zero, so results in the subnormal range can differ from JAX on CPU.
 //!
@@ -79,10 +86,12 @@
 mod array;
 mod bits;
 mod conv;
+mod igamma;
 mod indexing;
 mod linalg;
 mod numeric;
 mod ops;
+mod random;
 mod sorting;
 mod special;
 mod spmd;

@@ -227,6 +227,7 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         | Asinh | Acosh | Atanh => unary(prim, arg(ins, 0)?)?,
         Atan2 => binary(prim, arg(ins, 0)?, arg(ins, 1)?)?,
         Nextafter => super::bits::nextafter(arg(ins, 0)?, arg(ins, 1)?)?,
+        Igamma | Igammac | IgammaGradA => binary(prim, arg(ins, 0)?, arg(ins, 1)?)?,
         ReducePrecision => super::bits::reduce_precision(
             arg(ins, 0)?,
             param_int(params, "exponent_bits")?,
@@ -239,6 +240,13 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
             super::bits::bitcast_convert_type(arg(ins, 0)?, param_dtype(params, "new_dtype")?)?
         }
         Threefry2x32 => return super::bits::threefry2x32(ins),
+        RandomSeed => super::random::random_seed(arg(ins, 0)?)?,
+        RandomWrap => super::random::random_wrap(arg(ins, 0)?)?,
+        RandomUnwrap => super::random::random_unwrap(arg(ins, 0)?)?,
+        RandomBits => super::random::random_bits(arg(ins, 0)?, params)?,
+        RandomSplit => super::random::random_split(arg(ins, 0)?, params)?,
+        RandomFoldIn => super::random::random_fold_in(arg(ins, 0)?, arg(ins, 1)?)?,
+        RandomClone => arg(ins, 0)?.clone(),
         IntegerPow => integer_pow(arg(ins, 0)?, param_int(params, "y")?)?,
         Pow => pow(arg(ins, 0)?, arg(ins, 1)?)?,
         Add | Sub | Mul | Div | Rem | Max | Min | And | Or | Xor | ShiftLeft
@@ -334,7 +342,16 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
                 param_bool(params, "compute_uv")?,
             )
         }
-        Qr => return super::linalg::qr(arg(ins, 0)?, param_bool(params, "full_matrices")?),
+        Qr => {
+            return super::linalg::qr(
+                arg(ins, 0)?,
+                param_bool(params, "full_matrices")?,
+                param_bool(params, "pivoting")?,
+            )
+        }
+        Geqp3 => return super::linalg::geqp3(arg(ins, 0)?, arg(ins, 1)?),
+        Geqrf => return super::linalg::geqrf(arg(ins, 0)?),
+        HouseholderProduct => super::linalg::householder_product(arg(ins, 0)?, arg(ins, 1)?)?,
         TopK => {
             return super::sorting::top_k(
                 arg(ins, 0)?,
@@ -371,7 +388,7 @@ pub(super) fn apply(prim: Builtin, ins: &[&HostArray], params: &Params) -> R<Vec
         // The evaluator cannot call into the host: a debug callback does nothing here
         // (its side effect is the host's), and a pure callback's values only the host
         // can compute.
-        DebugCallback => return Ok(Vec::new()),
+        DebugCallback | DebugPrint => return Ok(Vec::new()),
         PureCallback | IoCallback => {
             return Err(super::EvalError::Unsupported {
                 what: format!(
@@ -682,6 +699,9 @@ fn binary(prim: Builtin, x: &HostArray, y: &HostArray) -> R<HostArray> {
                 Rem => |p, q| p % q,
                 Pow => f64::powf,
                 Atan2 => f64::atan2,
+                Igamma => super::igamma::igamma,
+                Igammac => super::igamma::igammac,
+                IgammaGradA => super::igamma::igamma_grad_a,
                 Max => fmax,
                 Min => fmin,
                 _ => return Err(wrong_dtype(prim, dt)),

@@ -127,6 +127,7 @@ pub fn arbitrary_jaxpr_with_report(
         shared: Vec::new(),
         report: GenReport::default(),
         mesh: None,
+        keys_ok: false,
     };
     g.cfg.max_depth = g.cfg.max_depth.min(8);
     g.cfg.max_rank = g.cfg.max_rank.min(8);
@@ -166,6 +167,8 @@ struct Gen<'a, 'b> {
     report: GenReport,
     /// The mesh of the shard_map whose body is being generated (collectives use it).
     mesh: Option<crate::sharding::Mesh>,
+    /// Whether pool values of key type may be picked (for the primitives that take keys).
+    keys_ok: bool,
 }
 
 fn is_numeric(d: DType) -> bool {
@@ -324,8 +327,19 @@ impl Gen<'_, '_> {
         }))
     }
 
-    /// A recent pool value satisfying `ok`, if any.
+    /// A recent pool value satisfying `ok`, if any (keys only where the primitive being
+    /// generated takes them).
     fn pick_where(
+        &mut self,
+        lv: &Level,
+        ok: impl Fn(&AbstractValue) -> bool,
+    ) -> Result<Option<(Atom, AbstractValue)>> {
+        let keys_ok = self.keys_ok;
+        self.pick_any_where(lv, |t| (keys_ok || !t.dtype.is_key()) && ok(t))
+    }
+
+    /// A recent pool value satisfying `ok`, keys included.
+    fn pick_any_where(
         &mut self,
         lv: &Level,
         ok: impl Fn(&AbstractValue) -> bool,
@@ -381,13 +395,18 @@ impl Gen<'_, '_> {
     /// A value of type `t` (weak type aside): a pool value of that type, a conversion of
     /// one of that shape, or a literal broadcast to the shape.
     fn value_of(&mut self, lv: &mut Level, t: &AbstractValue) -> Result<Atom> {
+        if t.dtype.is_key() {
+            return self.key_value(lv, t.shape.dims());
+        }
         if self.ratio(3, 4)? {
             if let Some((a, _)) = self.pick_where(lv, |u| u.same_type(t))? {
                 return Ok(a);
             }
         }
         if self.ratio(1, 2)? {
-            if let Some((a, _)) = self.pick_where(lv, |u| u.shape == t.shape)? {
+            if let Some((a, _)) =
+                self.pick_where(lv, |u| u.shape == t.shape && !u.dtype.is_key())?
+            {
                 let params = Params::new([
                     ("new_dtype", Param::DType(t.dtype)),
                     ("weak_type", Param::Bool(false)),
@@ -589,7 +608,6 @@ impl Gen<'_, '_> {
     // ---- equations ------------------------------------------------------------------
 
     fn eqn(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
-        use Builtin::*;
         // In a shard_map body, a third of the equations are collectives.
         const COLLECTIVES: [Builtin; 9] = [
             Builtin::Psum,
@@ -607,6 +625,16 @@ impl Gen<'_, '_> {
         } else {
             *self.u.choose(Builtin::ALL)?
         };
+        // Key values reach only the primitives that take keys (nested levels restore it).
+        let saved = std::mem::replace(&mut self.keys_ok, prim.takes_keys());
+        let out = self.eqn_of(lv, depth, prim);
+        self.keys_ok = saved;
+        out
+    }
+
+    /// An equation of `prim` (see [`Gen::eqn`]).
+    fn eqn_of(&mut self, lv: &mut Level, depth: usize, prim: Builtin) -> Result<()> {
+        use Builtin::*;
         let none = Params::empty();
         match prim {
             Exp | Log | Log1p | Expm1 | Sin | Cos | Tan | Tanh | Logistic | Sqrt | Rsqrt => {
@@ -705,6 +733,27 @@ impl Gen<'_, '_> {
                 ]);
                 self.add(lv, prim, vec![x], params);
             }
+            // A print of one value (the evaluator's no-op, as a debug callback's), with
+            // JAX's params as it prints them: an effect the passes must keep.
+            DebugPrint => {
+                let (x, _) = self.operand(lv, |_| true, |g| g.any_type())?;
+                let ordered = self.ratio(1, 2)?;
+                let named = |s: &str| Param::Opaque(crate::params::Opaque::named(s));
+                let params = Params::new([
+                    ("fmt", Param::Str("x={x} (f)".into())),
+                    ("has_placeholders", Param::Bool(true)),
+                    ("in_tree", named("PyTreeDef(((), {'x': *}))")),
+                    ("logging_record", Param::None),
+                    (
+                        "np_printoptions",
+                        named("(('edgeitems', 3), ('precision', 8), ('formatter', None))"),
+                    ),
+                    ("ordered", Param::Bool(ordered)),
+                    ("partitioned", Param::Bool(false)),
+                    ("static_args", named("()")),
+                ]);
+                self.add(lv, prim, vec![x], params);
+            }
             PureCallback | IoCallback => {}
             // Collectives only in a shard_map body; shard_maps not nested in one another.
             Psum | Pmax | Pmin | Pvary | AllGather | ReduceScatter | Ppermute | AllToAll
@@ -768,6 +817,8 @@ impl Gen<'_, '_> {
             }
             BitcastConvertType => self.bitcast_convert_type(lv)?,
             Threefry2x32 => self.threefry2x32(lv)?,
+            RandomSeed | RandomWrap | RandomUnwrap | RandomBits | RandomSplit | RandomFoldIn
+            | RandomClone => self.random(lv, prim)?,
             Pow => {
                 let (x, xt) = self.operand(
                     lv,
@@ -876,6 +927,7 @@ impl Gen<'_, '_> {
                 );
             }
             Nextafter => self.binary(lv, prim, DType::is_float)?,
+            Igamma | Igammac | IgammaGradA => self.binary(lv, prim, DType::is_float)?,
             ReducePrecision => {
                 let (x, _) = self.operand(
                     lv,
@@ -1227,13 +1279,19 @@ impl Gen<'_, '_> {
                     Params::new([("axis", Param::Int(axis)), ("k", Param::Int(k))]),
                 );
             }
-            Cholesky | TriangularSolve | Lu | Eigh | Qr | Svd => {
-                // A float matrix (square but for lu's), batched or not, kept small.
-                let square = !matches!(prim, Lu | Qr | Svd);
+            Cholesky | TriangularSolve | Lu | Eigh | Qr | Svd | Geqrf | HouseholderProduct
+            | Geqp3 => {
+                // A float matrix (square but for lu's, qr's, svd's and geqrf's; at least as
+                // tall as wide for householder_product's), batched or not, kept small.
+                let square = !matches!(prim, Lu | Qr | Svd | Geqrf | HouseholderProduct | Geqp3);
+                let tall = prim == HouseholderProduct;
                 let ok = move |t: &AbstractValue| {
                     let d = t.shape.dims();
                     let r = d.len();
-                    t.dtype.is_float() && r >= 2 && (!square || d[r - 2] == d[r - 1])
+                    t.dtype.is_float()
+                        && r >= 2
+                        && (!square || d[r - 2] == d[r - 1])
+                        && (!tall || d[r - 2] >= d[r - 1])
                 };
                 let (a, at) = self.operand(lv, ok, |g| {
                     let d = g.dtype_where(|d| d.is_float())?;
@@ -1242,7 +1300,13 @@ impl Gen<'_, '_> {
                         dims.push(g.u.int_in_range(0..=2)?);
                     }
                     let m = g.u.int_in_range(0..=3)?;
-                    let n = if square { m } else { g.u.int_in_range(0..=3)? };
+                    let n = if square {
+                        m
+                    } else if tall {
+                        g.u.int_in_range(0..=m)?
+                    } else {
+                        g.u.int_in_range(0..=3)?
+                    };
                     dims.extend([m, n]);
                     Ok(aval(&dims, d))
                 })?;
@@ -1262,6 +1326,23 @@ impl Gen<'_, '_> {
                     }
                     params = Params::new(flags);
                 }
+                if prim == Geqp3 {
+                    // The pivots: zeros (free columns) or any marks (fixed ones).
+                    let r = at.shape.rank();
+                    let mut dims = at.shape.dims()[..r - 1].to_vec();
+                    dims.pop();
+                    dims.push(at.shape.dims()[r - 1]);
+                    ins.push(self.value_of(lv, &aval(&dims, DType::I32))?);
+                    params = Params::new([("use_magma", Param::None)]);
+                }
+                if prim == HouseholderProduct {
+                    // The scales of at most n reflections.
+                    let r = at.shape.rank();
+                    let n = at.shape.dims()[r - 1];
+                    let mut dims = at.shape.dims()[..r - 2].to_vec();
+                    dims.push(self.u.int_in_range(0..=n)?);
+                    ins.push(self.value_of(lv, &aval(&dims, at.dtype))?);
+                }
                 if prim == Svd {
                     params = Params::new([
                         ("full_matrices", Param::Bool(self.ratio(1, 2)?)),
@@ -1273,7 +1354,7 @@ impl Gen<'_, '_> {
                 if prim == Qr {
                     params = Params::new([
                         ("full_matrices", Param::Bool(self.ratio(1, 2)?)),
-                        ("pivoting", Param::Bool(false)),
+                        ("pivoting", Param::Bool(self.ratio(1, 2)?)),
                         ("use_magma", Param::None),
                     ]);
                 }
@@ -1635,6 +1716,82 @@ impl Gen<'_, '_> {
             vec![x],
             Params::new([("new_dtype", Param::DType(new))]),
         );
+        Ok(())
+    }
+
+    /// Keys of shape `dims`: a pool value of that type, or keys made by `random_seed` of
+    /// integer seeds or `random_wrap` of `u32` data.
+    fn key_value(&mut self, lv: &mut Level, dims: &[i64]) -> Result<Atom> {
+        let t = aval(dims, DType::KeyFry);
+        if self.ratio(3, 4)? {
+            if let Some((a, _)) = self.pick_any_where(lv, |u| u.same_type(&t))? {
+                return Ok(a);
+            }
+        }
+        let fry = Params::new([("impl", Param::Str("fry".into()))]);
+        let made = if self.ratio(1, 2)? {
+            let mut data = dims.to_vec();
+            data.push(2);
+            let x = self.value_of(lv, &aval(&data, DType::U32))?;
+            self.add_limited(lv, Builtin::RandomWrap, vec![x], fry, false)
+        } else {
+            let d = self.dtype_where(DType::is_int)?;
+            let x = self.value_of(lv, &aval(dims, d))?;
+            self.add_limited(lv, Builtin::RandomSeed, vec![x], fry, false)
+        };
+        made.map(|v| v[0]).ok_or(arbitrary::Error::IncorrectFormat)
+    }
+
+    /// A key operand: a pool key mostly, else new keys of a drawn shape.
+    fn key_operand(&mut self, lv: &mut Level) -> Result<(Atom, AbstractValue)> {
+        if self.ratio(3, 4)? {
+            if let Some(found) = self.pick_any_where(lv, |t| t.dtype.is_key())? {
+                return Ok(found);
+            }
+        }
+        let drawn = self.shape()?;
+        let dims = self.fit(aval(&drawn, DType::KeyFry)).shape;
+        let a = self.key_value(lv, dims.dims())?;
+        Ok((a, aval(dims.dims(), DType::KeyFry)))
+    }
+
+    /// The typed-key primitives: seeds and data made into keys, keys consumed.
+    fn random(&mut self, lv: &mut Level, prim: Builtin) -> Result<()> {
+        use Builtin::*;
+        match prim {
+            RandomSeed | RandomWrap => {
+                let dims = self.shape()?;
+                let dims = self.fit(aval(&dims, DType::KeyFry)).shape;
+                self.key_value(lv, dims.dims())?;
+            }
+            RandomUnwrap | RandomClone => {
+                let (k, _) = self.key_operand(lv)?;
+                self.add(lv, prim, vec![k], Params::empty());
+            }
+            RandomBits | RandomSplit => {
+                let (k, _) = self.key_operand(lv)?;
+                let rank = self.u.int_in_range(0..=2)?;
+                let dims = self.dims(rank)?;
+                let mut params = vec![("shape", Param::ints(&dims))];
+                if prim == RandomBits {
+                    let w = *self.u.choose(&[8i64, 16, 32, 64])?;
+                    params.push(("bit_width", Param::Int(w)));
+                }
+                self.add(lv, prim, vec![k], Params::new(params));
+            }
+            RandomFoldIn => {
+                let (k, kt) = self.key_operand(lv)?;
+                let dims: Vec<i64> = if self.ratio(1, 2)? {
+                    vec![]
+                } else {
+                    kt.shape.dims().to_vec()
+                };
+                let d = self.dtype_where(DType::is_int)?;
+                let m = self.value_of(lv, &aval(&dims, d))?;
+                self.add(lv, prim, vec![k, m], Params::empty());
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -2064,6 +2221,12 @@ impl Gen<'_, '_> {
     fn call(&mut self, lv: &mut Level, prim: Builtin, depth: usize) -> Result<()> {
         let (sub, args) = match self.ratio(1, 3)? {
             true => match self.shared_with(None)? {
+                // Only jit takes keys of the call primitives.
+                Some(sub)
+                    if !prim.takes_keys() && sub.in_avals().iter().any(|t| t.dtype.is_key()) =>
+                {
+                    return Ok(())
+                }
                 Some(sub) => {
                     let args = sub
                         .in_avals()

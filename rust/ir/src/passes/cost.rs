@@ -223,14 +223,17 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
             }
             // The linear-algebra kernels, by LAPACK's operation counts per matrix of the
             // batch: potrf n³/3, trsm m²n (m the triangular side), getrf k²(max(m, n) - k/3),
-            // syevd 9n³, geqrf and orgqr 2k²(max(m, n) - k/3) each, gesdd about
+            // syevd 9n³, geqrf and orgqr (householder_product) 2k²(max(m, n) - k/3) each, gesdd about
             // 4k²(max(m, n)) + 8k³ (bidiagonalization and divide and conquer).
             Builtin::Cholesky
             | Builtin::TriangularSolve
             | Builtin::Lu
             | Builtin::Eigh
             | Builtin::Qr
-            | Builtin::Svd => {
+            | Builtin::Svd
+            | Builtin::Geqrf
+            | Builtin::HouseholderProduct
+            | Builtin::Geqp3 => {
                 let dims = ins
                     .first()
                     .map(|a| a.shape.dims().to_vec())
@@ -253,6 +256,10 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
                     Builtin::Qr => {
                         let k = m.min(n);
                         4.0 * k * k * (m.max(n) - k / 3.0)
+                    }
+                    Builtin::Geqrf | Builtin::HouseholderProduct | Builtin::Geqp3 => {
+                        let k = m.min(n);
+                        2.0 * k * k * (m.max(n) - k / 3.0)
                     }
                     Builtin::TriangularSolve => {
                         let bsize = ins.get(1).map_or(0.0, size) / batch.max(1.0);
@@ -310,6 +317,14 @@ fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
             // XLA's cost analysis counts them) and reading bits as another dtype: free
             // in this model of floating-point operations, as population_count and clz.
             Builtin::Threefry2x32 | Builtin::BitcastConvertType => Cost::default(),
+            // The key primitives: threefry's integer rounds, or moving key words.
+            Builtin::RandomSeed
+            | Builtin::RandomWrap
+            | Builtin::RandomUnwrap
+            | Builtin::RandomBits
+            | Builtin::RandomSplit
+            | Builtin::RandomFoldIn
+            | Builtin::RandomClone => Cost::default(),
             Builtin::While => {
                 let c = sub("cond_jaxpr") + sub("body_jaxpr");
                 Cost {

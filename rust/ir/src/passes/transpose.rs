@@ -113,6 +113,14 @@ pub fn transpose(jaxpr: &Jaxpr, linear: &[bool]) -> Result<Jaxpr, PassError> {
             got: linear.len(),
         });
     }
+    // Keys have no cotangents (JAX's are float0): a key input cannot be linear.
+    if let Some(k) =
+        (0..linear.len()).find(|&k| linear[k] && jaxpr.var_aval(jaxpr.invars()[k]).dtype.is_key())
+    {
+        return Err(PassError::Unsupported {
+            what: format!("input {k} is a key array, which cannot be linear"),
+        });
+    }
     // One frame per jaxpr being transposed; a frame that meets a `jit`, `cond` or `scan`
     // asks for its sub-jaxprs and resumes with their transposes, so nesting depth costs
     // heap, not stack. A sub-jaxpr shared by several equations (with the same request)
@@ -209,11 +217,12 @@ fn check_linear(src: &Jaxpr, index: usize, e: &Eqn, lin_ops: &[bool]) -> Result<
         operand,
     };
     let first_lin = lin_ops.iter().position(|&l| l).unwrap_or(0);
-    // Booleans cannot be summed: a linear bool is used non-linearly wherever it is used
-    // (in JAX their tangents are float0 zeros).
-    if let Some(k) = (0..lin_ops.len())
-        .find(|&k| lin_ops[k] && src.atom_aval(e.inputs()[k]).dtype == DType::Bool)
-    {
+    // Booleans and PRNG keys cannot be summed: a linear bool or key is used non-linearly
+    // wherever it is used (in JAX their tangents are float0 zeros).
+    if let Some(k) = (0..lin_ops.len()).find(|&k| {
+        let d = src.atom_aval(e.inputs()[k]).dtype;
+        lin_ops[k] && (d == DType::Bool || d.is_key())
+    }) {
         return Err(non_linear(k));
     }
     let p = match e.primitive() {

@@ -319,6 +319,9 @@ builtins! {
     Eigh => "eigh",
     Qr => "qr",
     Svd => "svd",
+    Geqrf => "geqrf",
+    HouseholderProduct => "householder_product",
+    Geqp3 => "geqp3",
     AddAny => "add_any",
     Pad => "pad",
     Jit => "jit",
@@ -344,6 +347,21 @@ builtins! {
     DebugCallback => "debug_callback",
     PureCallback => "pure_callback",
     IoCallback => "io_callback",
+    // Typed PRNG keys (`key<fry>`): JAX 0.10's key primitives, threefry2x32 only.
+    RandomSeed => "random_seed",
+    RandomWrap => "random_wrap",
+    RandomUnwrap => "random_unwrap",
+    RandomBits => "random_bits",
+    RandomSplit => "random_split",
+    RandomFoldIn => "random_fold_in",
+    RandomClone => "random_clone",
+    // JAX's own primitive for `jax.debug.print` (its format and print options as params).
+    DebugPrint => "debug_print",
+    // The incomplete gamma family (brief G): JAX lowers these through its own series and
+    // continued fractions (see lower/stablehlo/igamma.rs).
+    Igamma => "igamma",
+    Igammac => "igammac",
+    IgammaGradA => "igamma_grad_a",
 }
 
 /// Families of built-ins that share a rule.
@@ -393,6 +411,8 @@ impl Builtin {
             Atan2 => Family::BinaryFloatOnly,
             // JAX: two operands of one float dtype (`lax.nextafter` does not promote).
             Nextafter => Family::BinaryFloatOnly,
+            // JAX: `standard_naryop([_float, _float])`, as atan2.
+            Igamma | Igammac | IgammaGradA => Family::BinaryFloatOnly,
             // JAX: `abs` takes signed ints and floats; `neg` and `sign` take any number
             // (unsigned ones wrap); `copy` and `stop_gradient` take anything, `bool`
             // included.
@@ -421,6 +441,47 @@ impl Builtin {
         )
     }
 
+    /// True for the primitives that take key (`key<fry>`) operands: the random ones, and
+    /// the structural and control-flow ones JAX 0.10 binds on key arrays (each moves
+    /// whole keys). Every other primitive's rule refuses keys.
+    pub fn takes_keys(self) -> bool {
+        use Builtin::*;
+        matches!(
+            self,
+            RandomBits
+                | RandomSplit
+                | RandomFoldIn
+                | RandomClone
+                | RandomUnwrap
+                | Reshape
+                | BroadcastInDim
+                | Squeeze
+                | ExpandDims
+                | Transpose
+                | Rev
+                | Slice
+                | DynamicSlice
+                | DynamicUpdateSlice
+                | Gather
+                | Scatter
+                | Concatenate
+                | SelectN
+                | Copy
+                | OptimizationBarrier
+                | Jit
+                | Cond
+                | While
+                | Scan
+                | CustomJvpCall
+                | CustomVjpCall
+                | Remat
+                | StopGradient
+                | ShardMap
+                | Eq
+                | Ne
+        )
+    }
+
     /// True for primitives whose params hold sub-jaxprs.
     pub fn is_higher_order(self) -> bool {
         matches!(
@@ -441,7 +502,10 @@ impl Builtin {
     /// An equation whose sub-jaxprs have such equations has the effect too (see
     /// [`Eqn::has_effect`](crate::jaxpr::Eqn::has_effect)).
     pub fn has_effect(self) -> bool {
-        matches!(self, Builtin::DebugCallback | Builtin::IoCallback)
+        matches!(
+            self,
+            Builtin::DebugCallback | Builtin::IoCallback | Builtin::DebugPrint
+        )
     }
 
     /// True for the collectives: primitives that name mesh axes and so need an
@@ -622,6 +686,7 @@ impl Builtin {
                 req("pivoting", K::Bool),
                 opt("use_magma", K::NoneOnly),
             ],
+            Geqp3 => specs![opt("use_magma", K::NoneOnly)],
             Svd => specs![
                 req("full_matrices", K::Bool),
                 req("compute_uv", K::Bool),
@@ -666,6 +731,10 @@ impl Builtin {
                 opt("newly_manual_axes", K::AxisNameSet),
             ],
             Pad => specs![req("padding_config", K::PaddingConfig)],
+            // `impl` is the key implementation's tag as JAX prints it: `fry` only.
+            RandomSeed | RandomWrap => specs![req("impl", K::Str)],
+            RandomBits => specs![req("bit_width", K::Int), req("shape", K::Ints)],
+            RandomSplit => specs![req("shape", K::Ints)],
             // JAX's `effect` is `Debug` or `OrderedDebug`.
             DebugCallback => specs![
                 req("callback", K::Opaque),
@@ -683,6 +752,19 @@ impl Builtin {
                 req("ordered", K::Bool),
                 req("result_avals", K::Avals),
                 opt("sharding", K::NoneOnly),
+            ],
+            // `in_tree` (a PyTreeDef), `np_printoptions` (NumPy's print options as a
+            // tuple of pairs) and `static_args` (the tree's non-array leaves as
+            // `(index, value)` pairs) are host values, printed and read as JAX writes them.
+            DebugPrint => specs![
+                req("fmt", K::Str),
+                req("has_placeholders", K::Bool),
+                req("in_tree", K::Opaque),
+                opt("logging_record", K::NoneOnly),
+                req("np_printoptions", K::Opaque),
+                req("ordered", K::Bool),
+                opt("partitioned", K::Bool),
+                req("static_args", K::Opaque),
             ],
             Jit => specs![req("jaxpr", K::Jaxpr), opt("name", K::Str)],
             Cond => specs![req("branches", K::Jaxprs)],

@@ -13,6 +13,7 @@ mod indexing;
 mod windowed;
 pub use conv::{conv_dilate_dim, ConvGeometry};
 mod linalg;
+mod random;
 use std::fmt;
 pub(crate) use windowed::{dilate, select_comparison, Window};
 
@@ -195,6 +196,18 @@ pub(super) fn check_params(prim: Builtin, params: &Params) -> Result<(), RuleErr
                 got: value.kind_name(),
             });
         }
+        // No dtype param names keys: keys are made by random_seed and random_wrap only
+        // (JAX: "Cannot convert_element_type from ... to key<fry>").
+        if let Param::DType(d) = value {
+            if d.is_key() {
+                return Err(bad(
+                    name,
+                    format!(
+                        "{d} is not a numeric dtype (keys come from random_seed or random_wrap)"
+                    ),
+                ));
+            }
+        }
     }
     for spec in specs.iter().filter(|s| s.required) {
         if params.get(spec.name).is_none() {
@@ -367,6 +380,7 @@ pub(super) fn abstract_eval(
     if prim.is_collective() || prim == Builtin::ShardMap {
         return collectives::abstract_eval(prim, inputs, params, env);
     }
+    random::refuse_keys(prim, inputs)?;
     match prim.family() {
         Family::UnaryFloat => unary(inputs, DType::is_float, "a float dtype"),
         Family::UnarySigned => unary(inputs, DType::is_signed, "a signed int or float dtype"),
@@ -637,7 +651,17 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             matches!(params.get("full_matrices"), Some(Param::Bool(true))),
             matches!(params.get("pivoting"), Some(Param::Bool(true))),
         ),
+        Geqrf => linalg::geqrf(inputs),
+        HouseholderProduct => linalg::householder_product(inputs),
+        Geqp3 => linalg::geqp3(inputs),
         AddAny => add_any(inputs),
+        RandomSeed => random::random_seed(inputs, params),
+        RandomWrap => random::random_wrap(inputs, params),
+        RandomUnwrap => random::random_unwrap(inputs),
+        RandomBits => random::random_bits(inputs, params),
+        RandomSplit => random::random_split(inputs, params),
+        RandomFoldIn => random::random_fold_in(inputs),
+        RandomClone => unary(inputs, |_| true, "any dtype"),
         Pad => pad(inputs, params),
         ShardingConstraint => {
             arity(inputs, 1)?;
@@ -680,6 +704,8 @@ fn special(prim: Builtin, inputs: &[AbstractValue], params: &Params) -> Rule {
             Some(Param::Str(e)) if matches!(&**e, "Debug" | "OrderedDebug") => Ok(Vec::new()),
             _ => Err(bad("effect", "must be Debug or OrderedDebug")),
         },
+        // Any operands; no outputs.
+        DebugPrint => Ok(Vec::new()),
         // Any operands; the declared results.
         PureCallback | IoCallback => match params.get("result_avals") {
             Some(Param::Avals(avals)) => Ok(avals.to_vec()),

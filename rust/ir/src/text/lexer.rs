@@ -120,6 +120,34 @@ impl<'a> Lexer<'a> {
         self.src
     }
 
+    /// A lexer resuming just after the one-character token `t` of `src` (a token that
+    /// holds no newline).
+    pub fn after(src: &'a str, t: &Tok<'a>) -> Lexer<'a> {
+        Lexer {
+            src,
+            bytes: src.as_bytes(),
+            pos: (t.start + t.text.len()).min(src.len()),
+            line: t.line,
+            col: t.col + t.text.chars().count(),
+            last_token_line: t.line,
+        }
+    }
+
+    /// Advances over raw text up to byte `end` (a character boundary), counting lines
+    /// and columns; the next token starts there.
+    pub fn skip_raw_to(&mut self, end: usize) {
+        let end = end.min(self.bytes.len());
+        while self.pos < end {
+            if self.bytes[self.pos] == b'\n' {
+                self.pos += 1;
+                self.line += 1;
+                self.col = 1;
+            } else {
+                self.advance(1);
+            }
+        }
+    }
+
     /// Advances over `n` bytes known not to contain a newline, counting characters.
     #[inline]
     fn advance(&mut self, n: usize) {

@@ -626,6 +626,62 @@ impl<'a, 'r> Parser<'a, 'r> {
         })
     }
 
+    /// The `(` at `t` and the text after it up to the `)` that balances it, as one
+    /// word. Leaves `cur` on the closing `)`.
+    fn paren_span(&mut self, t: Tok<'a>) -> Result<Tok<'a>, ReadError> {
+        let mut depth = 1usize;
+        loop {
+            self.bump();
+            let c = self.cur;
+            match c.kind {
+                Kind::LParen | Kind::LBracket | Kind::LBrace => depth += 1,
+                Kind::RParen | Kind::RBracket | Kind::RBrace => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                Kind::Eof => return Err(expected(&c, "')' closing the tuple")),
+                _ => {}
+            }
+        }
+        let end = self.cur.start + self.cur.text.len();
+        Ok(match self.lx.source().get(t.start..end) {
+            Some(text) => Tok { text, ..t },
+            None => t,
+        })
+    }
+
+    /// `debug_print`'s format string as JAX prints it, unquoted (`fmt=x={x}`,
+    /// `fmt=y {} {}`): the text after the `=` at `eq` up to the next param,
+    /// `has_placeholders=` after a space (JAX prints params sorted by name), trimmed.
+    /// Leaves `cur` on that param's name.
+    fn raw_fmt(&mut self, eq: &Tok<'a>) -> Result<String, ReadError> {
+        const NEXT: &str = "has_placeholders=";
+        let source = self.lx.source();
+        let start = (eq.start + 1).min(source.len());
+        let rest = source.get(start..).unwrap_or("");
+        let mut from = 0;
+        let end = loop {
+            let Some(i) = rest.get(from..).and_then(|r| r.find(NEXT)) else {
+                return Err(perr(
+                    eq,
+                    "debug_print's fmt must be followed by has_placeholders=".to_owned(),
+                ));
+            };
+            let at = from + i;
+            if at > 0 && rest.as_bytes()[at - 1].is_ascii_whitespace() {
+                break start + at;
+            }
+            from = at + NEXT.len();
+        };
+        let text = source.get(start..end).unwrap_or("").trim();
+        let mut lx = Lexer::after(source, eq);
+        lx.skip_raw_to(end);
+        self.seek(lx);
+        Ok(text.to_owned())
+    }
+
     fn expect(&mut self, kind: Kind, what: &str) -> Result<Tok<'a>, ReadError> {
         if self.cur.kind == kind {
             let t = self.cur;
@@ -973,6 +1029,20 @@ impl<'a, 'r> Parser<'a, 'r> {
             return Err(expected(&t, "a type like f32[3]"));
         }
         let Some(dtype) = dtype_of(t.text) else {
+            if let Some(tag) = t
+                .text
+                .strip_prefix("key<")
+                .and_then(|s| s.strip_suffix('>'))
+            {
+                return Err(perr(
+                    &t,
+                    format!(
+                        "PRNG key implementation '{tag}' ({}) is not supported: ferrax has \
+                         threefry2x32 keys (key<fry>) only",
+                        t.describe()
+                    ),
+                ));
+            }
             return Err(perr(&t, format!("unknown dtype {}", t.describe())));
         };
         self.bump();
@@ -1171,9 +1241,19 @@ impl<'a, 'r> Parser<'a, 'r> {
                         return Ok(ParamStop::Done);
                     }
                     Kind::Word => {
+                        let raw_fmt = pe.builtin == Some(Builtin::DebugPrint) && t.text == "fmt";
                         pe.current = Some(t);
                         self.bump();
-                        self.expect(Kind::Eq, "'=' after a param name")?;
+                        let eq = self.expect(Kind::Eq, "'=' after a param name")?;
+                        let source = self.lx.source();
+                        if raw_fmt
+                            && !source
+                                .get(eq.start + 1..)
+                                .is_some_and(|r| r.starts_with('\''))
+                        {
+                            let fmt = self.raw_fmt(&eq)?;
+                            self.deliver(Val::Str(fmt))?;
+                        }
                         continue;
                     }
                     _ => return Err(expected(&t, "a param name or ']'")),
@@ -1213,6 +1293,19 @@ impl<'a, 'r> Parser<'a, 'r> {
                 Kind::LBrace => {
                     self.bump();
                     return Ok(ParamStop::Open);
+                }
+                Kind::LParen
+                    if pe.containers.is_empty()
+                        && pe.builtin == Some(Builtin::DebugPrint)
+                        && pe.current.is_some_and(|c| {
+                            matches!(c.text, "np_printoptions" | "static_args")
+                        }) =>
+                {
+                    // `debug_print`'s print options and static arguments, Python
+                    // tuples as JAX prints them: one word, their text.
+                    let word = self.paren_span(t)?;
+                    self.bump();
+                    self.deliver(Val::Word(word))?;
                 }
                 Kind::LParen | Kind::LBracket => {
                     if pe.containers.len() >= MAX_VALUE_DEPTH {

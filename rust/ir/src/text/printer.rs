@@ -755,6 +755,27 @@ impl<'j> Generator<'j> {
                     f.param += 1;
                     f.param_started = false;
                 }
+                flat if e.primitive().as_builtin()
+                    == Some(crate::primitive::Builtin::DebugPrint)
+                    && matches!(name, "fmt" | "in_tree" | "np_printoptions" | "static_args") =>
+                {
+                    // As JAX prints them: the format string and the host values' Python
+                    // text, unquoted (the parser reads them back by position).
+                    sink.owned(|s| match flat {
+                        Param::Str(fmt) if name == "fmt" && !raw_fmt_reads_back(fmt) => {
+                            quote_into(s, fmt)
+                        }
+                        Param::Str(w) => s.push_str(w),
+                        Param::Opaque(o) if name != "fmt" && raw_value_reads_back(o.name()) => {
+                            s.push_str(o.name())
+                        }
+                        other => {
+                            write_param_flat(s, other);
+                        }
+                    });
+                    f.param += 1;
+                    f.param_started = false;
+                }
                 flat => {
                     // A word naming a shared jaxpr reads back as that jaxpr where the
                     // schema does not say the param is a string: quote it there.
@@ -1124,6 +1145,55 @@ fn write_str_param(out: &mut String, s: &str) {
     } else {
         quote_into(out, s);
     }
+}
+
+/// Whether `debug_print`'s format string printed as it is reads back (the parser takes
+/// the text up to ` has_placeholders=`, trimmed): otherwise it is quoted.
+fn raw_fmt_reads_back(fmt: &str) -> bool {
+    fmt.trim() == fmt
+        && !fmt.starts_with(['\'', '"'])
+        && !fmt.contains(['\n', '\r'])
+        && !fmt.contains("has_placeholders=")
+}
+
+/// Whether a `debug_print` host value's text (`PyTreeDef(...)`, a tuple) reads back as
+/// one value: a `PyTreeDef(` or `(` whose brackets balance, closing at its end, with
+/// quotes closed.
+fn raw_value_reads_back(s: &str) -> bool {
+    if !(s.starts_with("PyTreeDef(") || s.starts_with('(')) || !s.ends_with(')') {
+        return false;
+    }
+    let mut depth = 0i64;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' => quote = Some(c),
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth == 0 && i + 1 != s.len() {
+                    return false;
+                }
+                if depth < 0 {
+                    return false;
+                }
+            }
+            '\n' | '\r' => return false,
+            _ => {}
+        }
+    }
+    depth == 0 && quote.is_none()
 }
 
 /// An opaque param: its name as it is (`f_jvp`, `<lambda>`,

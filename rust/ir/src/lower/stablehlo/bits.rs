@@ -16,7 +16,7 @@ const PARITY: u32 = 0x1BD1_1BDA;
 
 impl Module {
     /// A `u32` constant of shape `dims` holding `value` everywhere (a splat).
-    fn u32_splat(&mut self, f: &mut FuncState<'_>, value: u32, dims: &[i64]) -> Ssa {
+    pub(super) fn u32_splat(&mut self, f: &mut FuncState<'_>, value: u32, dims: &[i64]) -> Ssa {
         let ty = tensor_of(dims, DType::U32);
         let attrs = format!("value = dense<{value}> : {ty}");
         self.op1(f, "stablehlo.constant", &[], &attrs, ty)

@@ -2,7 +2,7 @@
 //! of `case` and `while` call them.
 
 use super::text::{tensor_of, tensor_type, write_names, write_result_types, Ssa};
-use super::{FuncState, LowerError, Module};
+use super::{FuncState, LowerError, Module, TOKEN_TYPE};
 use crate::aval::AbstractValue;
 use crate::dtype::DType;
 use crate::jaxpr::{ClosedJaxpr, Eqn};
@@ -95,9 +95,19 @@ impl Module {
             _ => b.name().to_owned(),
         };
         let callee = self.function_for(cj.jaxpr(), &hint, f.mesh.as_ref());
-        let args: Vec<&Ssa> = inputs.iter().collect();
         let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
-        Ok(self.call(f, "    ", &callee, &args, &types))
+        if !self.threads_token(cj.jaxpr()) {
+            let args: Vec<&Ssa> = inputs.iter().collect();
+            return Ok(self.call(f, "    ", &callee, &args, &types));
+        }
+        // The callee takes the token first and returns it first.
+        let token = self.take_token(f);
+        let args: Vec<&Ssa> = std::iter::once(&token).chain(inputs).collect();
+        let mut with_token = vec![TOKEN_TYPE.to_owned()];
+        with_token.extend(types);
+        let mut outs = self.call(f, "    ", &callee, &args, &with_token);
+        f.token = Some(outs.remove(0));
+        Ok(outs)
     }
 
     pub(crate) fn lower_cond(
@@ -118,7 +128,9 @@ impl Module {
             }
         };
         let mut callees = Vec::with_capacity(branches.len());
+        let mut threaded = Vec::with_capacity(branches.len());
         for br in branches {
+            threaded.push(self.threads_token(br.jaxpr()));
             if !br.consts().is_empty() {
                 return Err(LowerError::NestedConstants {
                     primitive: "cond".to_owned(),
@@ -147,15 +159,37 @@ impl Module {
             "",
             i32_ty.clone(),
         );
-        let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
+        let mut types: Vec<String> = out_avals.iter().map(tensor_type).collect();
+        // With an ordered effect in a branch, the case takes the token in (branches
+        // without one return it as it came) and gives it back first.
+        let any_threaded = threaded.iter().any(|&t| t);
+        let token = if any_threaded {
+            types.insert(0, TOKEN_TYPE.to_owned());
+            Some(self.take_token(f))
+        } else {
+            None
+        };
         self.out.push_str("    ");
-        let results = self.bind_results(f, &types);
+        let mut results = self.bind_results(f, &types);
         let _ = writeln!(self.out, "\"stablehlo.case\"({}) (", index.name);
-        let ops: Vec<&Ssa> = inputs[1..].iter().collect();
+        let value_types = &types[usize::from(any_threaded)..];
         for (k, callee) in callees.iter().enumerate() {
             self.out
                 .push_str(if k == 0 { "    {\n" } else { "    }, {\n" });
-            let outs = self.call(f, "      ", callee, &ops, &types);
+            let outs = match &token {
+                Some(t) if threaded[k] => {
+                    let ops: Vec<&Ssa> = std::iter::once(t).chain(&inputs[1..]).collect();
+                    self.call(f, "      ", callee, &ops, &types)
+                }
+                _ => {
+                    let ops: Vec<&Ssa> = inputs[1..].iter().collect();
+                    let mut outs = self.call(f, "      ", callee, &ops, value_types);
+                    if let Some(t) = &token {
+                        outs.insert(0, t.clone());
+                    }
+                    outs
+                }
+            };
             let refs: Vec<&Ssa> = outs.iter().collect();
             self.region_return("      ", &refs);
         }
@@ -164,6 +198,9 @@ impl Module {
         self.out.push_str(") -> ");
         write_result_types(&mut self.out, &types);
         self.out.push('\n');
+        if any_threaded {
+            f.token = Some(results.remove(0));
+        }
         Ok(results)
     }
 
@@ -230,24 +267,63 @@ impl Module {
         let body_fn = self.function_for(body_j.jaxpr(), "while_body", f.mesh.as_ref());
         let cond_consts: Vec<Ssa> = inputs[..cn].to_vec();
         let body_consts: Vec<Ssa> = inputs[cn..cn + bn].to_vec();
-        let init: Vec<Ssa> = inputs[cn + bn..].to_vec();
+        let mut init: Vec<Ssa> = inputs[cn + bn..].to_vec();
         let pred_ty = tensor_of(&[], DType::Bool);
         let carry_types: Vec<String> = init.iter().map(|s| s.ty.clone()).collect();
+        // With an ordered effect in the body or the predicate, the token is carried
+        // first (as JAX's loop carries it).
+        let cond_threaded = self.threads_token(cond_j.jaxpr());
+        let body_threaded = self.threads_token(body_j.jaxpr());
+        let threaded = cond_threaded || body_threaded;
+        let skip = usize::from(threaded);
         let mut cond = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Ssa {
-            let all: Vec<&Ssa> = cond_consts.iter().chain(args).collect();
+            if cond_threaded {
+                // The predicate's callbacks run in order with the token it is given
+                // (a region of the predicate returns the predicate only).
+                let all: Vec<&Ssa> = std::iter::once(&args[0])
+                    .chain(&cond_consts)
+                    .chain(&args[1..])
+                    .collect();
+                let types = [TOKEN_TYPE.to_owned(), pred_ty.clone()];
+                let mut r = m.call(f, "      ", &cond_fn, &all, &types);
+                return r
+                    .pop()
+                    .unwrap_or_else(|| Ssa::new(String::new(), String::new()));
+            }
+            let all: Vec<&Ssa> = cond_consts.iter().chain(&args[skip..]).collect();
             let mut r = m.call(f, "      ", &cond_fn, &all, std::slice::from_ref(&pred_ty));
             r.pop()
                 .unwrap_or_else(|| Ssa::new(String::new(), String::new()))
         };
         let mut body = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Vec<Ssa> {
-            let all: Vec<&Ssa> = body_consts.iter().chain(args).collect();
-            m.call(f, "      ", &body_fn, &all, &carry_types)
+            if body_threaded {
+                let all: Vec<&Ssa> = std::iter::once(&args[0])
+                    .chain(&body_consts)
+                    .chain(&args[1..])
+                    .collect();
+                let mut types = vec![TOKEN_TYPE.to_owned()];
+                types.extend_from_slice(&carry_types);
+                return m.call(f, "      ", &body_fn, &all, &types);
+            }
+            let all: Vec<&Ssa> = body_consts.iter().chain(&args[skip..]).collect();
+            let mut outs = m.call(f, "      ", &body_fn, &all, &carry_types);
+            if threaded {
+                outs.insert(0, args[0].clone());
+            }
+            outs
         };
-        if init.is_empty() {
+        if init.is_empty() && !threaded {
             // A loop with no carry computes nothing observable.
             return Ok(Vec::new());
         }
-        Ok(self.while_op(f, &init, &mut cond, &mut body))
+        if threaded {
+            init.insert(0, self.take_token(f));
+        }
+        let mut results = self.while_op(f, &init, &mut cond, &mut body);
+        if threaded && !results.is_empty() {
+            f.token = Some(results.remove(0));
+        }
+        Ok(results)
     }
 
     pub(crate) fn lower_scan(
@@ -265,6 +341,9 @@ impl Module {
         let ncarry = int(e, b, "num_carry")?;
         let reverse = matches!(e.params().get("reverse"), Some(Param::Bool(true)));
         let body_fn = self.function_for(body_j.jaxpr(), "scan_body", f.mesh.as_ref());
+        // With an ordered effect in the body, the token is carried last in the loop
+        // state (after the index, the carry and the ys buffers).
+        let threaded = self.threads_token(body_j.jaxpr());
         let consts: Vec<Ssa> = inputs[..nc].to_vec();
         let xs: Vec<Ssa> = inputs[nc + ncarry..].to_vec();
         let xs_avals: Vec<AbstractValue> = in_avals[nc + ncarry..].to_vec();
@@ -288,6 +367,9 @@ impl Module {
             );
             let z = self.scalar_constant(f, &zero_text, y.dtype);
             init.push(self.broadcast_to(f, z, &AbstractValue::scalar(y.dtype), y.shape.dims()));
+        }
+        if threaded {
+            init.push(self.take_token(f));
         }
         let len_text = length.to_string();
         let mut cond = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Ssa {
@@ -317,10 +399,14 @@ impl Module {
                 let mut sizes = xa.shape.dims().to_vec();
                 sizes[0] = 1;
                 let mut idx: Vec<&Ssa> = vec![x, &t];
-                for _ in 1..sizes.len() {
+                // Keys: one more index and slice size for the words' trailing dimension.
+                let words = super::ops::with_key_words(xa, &[], 2);
+                for _ in 1..sizes.len() + words.len() {
                     idx.push(&zero);
                 }
-                let attrs = format!("slice_sizes = {}", super::text::i64_array(&sizes));
+                let mut attr_sizes = sizes.clone();
+                attr_sizes.extend_from_slice(&words);
+                let attrs = format!("slice_sizes = {}", super::text::i64_array(&attr_sizes));
                 let sl = m.op1(
                     f,
                     "stablehlo.dynamic_slice",
@@ -337,8 +423,18 @@ impl Module {
                 );
                 call_args.push(row);
             }
-            let refs: Vec<&Ssa> = call_args.iter().collect();
-            let outs = m.call(f, "      ", &body_fn, &refs, &body_out_types);
+            let (outs, token) = if threaded {
+                let token = &args[args.len() - 1];
+                let refs: Vec<&Ssa> = std::iter::once(token).chain(&call_args).collect();
+                let mut types = vec![TOKEN_TYPE.to_owned()];
+                types.extend_from_slice(&body_out_types);
+                let mut outs = m.call(f, "      ", &body_fn, &refs, &types);
+                let token = outs.remove(0);
+                (outs, Some(token))
+            } else {
+                let refs: Vec<&Ssa> = call_args.iter().collect();
+                (m.call(f, "      ", &body_fn, &refs, &body_out_types), None)
+            };
             let next_i = m.op1(f, "stablehlo.add", &[i, &one], "", i32_ty.clone());
             let mut state = vec![next_i];
             state.extend_from_slice(&outs[..ncarry]);
@@ -355,7 +451,8 @@ impl Module {
                 );
                 let buf = &args[1 + ncarry + k];
                 let mut idx: Vec<&Ssa> = vec![buf, &y1, &t];
-                for _ in 1..one_row.len() {
+                let words = usize::from(ya.dtype.is_key());
+                for _ in 1..one_row.len() + words {
                     idx.push(&zero);
                 }
                 state.push(m.op1(
@@ -366,9 +463,13 @@ impl Module {
                     tensor_type(ya),
                 ));
             }
+            state.extend(token);
             state
         };
-        let results = self.while_op(f, &init, &mut cond, &mut body);
+        let mut results = self.while_op(f, &init, &mut cond, &mut body);
+        if threaded {
+            f.token = results.pop();
+        }
         Ok(results[1..].to_vec())
     }
 }

@@ -5,7 +5,7 @@
 //! gather of the in-bounds case, masked to the fill value where an index vector is out of
 //! bounds; a `CLIP` scatter clamps its indices first.
 
-use super::ops::{bad, compare_attrs, reduction_init, scalar_text};
+use super::ops::{bad, compare_attrs, physical_dims, reduction_init, scalar_text, with_key_words};
 use super::text::{bracket_list, float_literal, i64_array, tensor_of, Ssa};
 use super::{FuncState, LowerError, Module};
 use crate::aval::AbstractValue;
@@ -98,18 +98,24 @@ impl Module {
             Some(Param::Ints(v)) => v.to_vec(),
             _ => return Err(bad(b, "slice_sizes")),
         };
+        // Keys: the words' trailing dimension is one more offset dimension, taken whole.
+        let offset_dims = with_key_words(out, &dn.offset_dims, out.shape.rank() as i64);
         let (Some(operand), Some(indices)) = (in_avals.first(), in_avals.get(1)) else {
             return Err(bad(b, "operands"));
         };
         let out_ty = tensor_of(out.shape.dims(), out.dtype);
         if out.shape.size() == 0 {
-            let zero = reduction_init(Builtin::ReduceSum, out.dtype);
+            let zero = if out.dtype.is_key() {
+                "0".to_owned()
+            } else {
+                reduction_init(Builtin::ReduceSum, out.dtype)
+            };
             return Ok(vec![self.splat(f, &zero, out.dtype, out.shape.dims())]);
         }
         let idims = indices.shape.dims();
         let ivd = idims.len() as i64 - 1;
         let mut fields = Vec::new();
-        field(&mut fields, "offset_dims", &dn.offset_dims);
+        field(&mut fields, "offset_dims", &offset_dims);
         field(
             &mut fields,
             "collapsed_slice_dims",
@@ -131,7 +137,7 @@ impl Module {
             "dimension_numbers = #stablehlo.gather<{}>, indices_are_sorted = {}, slice_sizes = {}",
             fields.join(", "),
             flag(e, "indices_are_sorted"),
-            i64_array(&sizes)
+            i64_array(&with_key_words(operand, &sizes, 2))
         );
         let gathered = self.op1(
             f,
@@ -184,7 +190,7 @@ impl Module {
             "stablehlo.broadcast_in_dim",
             &[&all],
             &attrs,
-            tensor_of(out.shape.dims(), DType::Bool),
+            tensor_of(&physical_dims(out), DType::Bool),
         );
         let fill = fill_text(e.params().get("fill_value"), out.dtype);
         let fill = self.splat(f, &fill, out.dtype, out.shape.dims());
@@ -244,7 +250,10 @@ impl Module {
             );
         }
         let mut fields = Vec::new();
-        field(&mut fields, "update_window_dims", &dn.update_window_dims);
+        // Keys: the words' trailing dimension is one more window dimension of the updates.
+        let update_window_dims =
+            with_key_words(updates, &dn.update_window_dims, updates.shape.rank() as i64);
+        field(&mut fields, "update_window_dims", &update_window_dims);
         field(
             &mut fields,
             "inserted_window_dims",
@@ -281,7 +290,8 @@ impl Module {
         let out_ty = tensor_of(operand.shape.dims(), d);
         let r = f.fresh();
         let (x, u) = (f.fresh(), f.fresh());
-        let st = tensor_of(&[], d);
+        // The region combines elements: a key's words one by one.
+        let st = tensor_of(&[], if d.is_key() { DType::U32 } else { d });
         let body = match combine {
             Some(op) => {
                 let s = f.fresh();
@@ -321,10 +331,15 @@ fn fill_text(p: Option<&Param>, d: DType) -> String {
                 DTypeKind::Bool => "true".to_owned(),
                 DTypeKind::SignedInt => reduction_init(Builtin::ReduceMax, d),
                 DTypeKind::UnsignedInt => reduction_init(Builtin::ReduceMin, d),
-            }
+                // Each key word filled with the greatest u32, as JAX's u32 words are.
+                DTypeKind::Key => u32::MAX.to_string(),
+            };
         }
     };
     match (v, d.kind()) {
+        // A key's words take the fill as u32s (the evaluator's rule).
+        (LitValue::Int(i), DTypeKind::Key) => (i as u32).to_string(),
+        (LitValue::Float(x), DTypeKind::Key) => (x as u32).to_string(),
         (LitValue::Bool(x), DTypeKind::Float) => float_literal(f64::from(u8::from(x)), d),
         (LitValue::Bool(x), DTypeKind::Bool) => x.to_string(),
         (LitValue::Bool(x), _) => u8::from(x).to_string(),

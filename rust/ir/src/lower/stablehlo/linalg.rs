@@ -90,7 +90,8 @@ impl Module {
     }
 
     /// A `stablehlo.custom_call` of the FFI kernel `target` (every operand a matrix
-    /// batch, results laid out by `result_layouts`, result 0 aliasing operand `alias`).
+    /// batch, results laid out by `result_layouts`, result `i` aliasing operand
+    /// `aliases[i]`).
     #[allow(clippy::too_many_arguments)]
     fn lapack_call(
         &mut self,
@@ -101,7 +102,7 @@ impl Module {
         attrs: Attrs<'_>,
         result_types: &[String],
         result_layouts: &[String],
-        alias: usize,
+        aliases: &[usize],
         batch_dims: usize,
     ) -> Vec<Ssa> {
         self.out.push_str("    ");
@@ -110,7 +111,18 @@ impl Module {
             .iter()
             .map(|(k, v)| format!("{k} = {v} : ui8"))
             .collect();
-        let tuple_index = if result_types.len() == 1 { "" } else { "0" };
+        let single = result_types.len() == 1;
+        let alias_text: Vec<String> = aliases
+            .iter()
+            .enumerate()
+            .map(|(i, operand)| {
+                let tuple_index = if single { String::new() } else { i.to_string() };
+                format!(
+                    "#stablehlo.output_operand_alias<output_tuple_indices = [{tuple_index}], \
+                     operand_index = {operand}, operand_tuple_indices = []>"
+                )
+            })
+            .collect();
         let out = &mut self.out;
         out.push_str("\"stablehlo.custom_call\"(");
         write_names(out, operands.iter().map(|s| s.name.as_str()));
@@ -120,10 +132,11 @@ impl Module {
              mhlo.backend_config = {{{}}}, \
              mhlo.frontend_attributes = {{num_batch_dims = \"{batch_dims}\"}}, \
              operand_layouts = [{}], \
-             output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [{tuple_index}], operand_index = {alias}, operand_tuple_indices = []>], \
+             output_operand_aliases = [{}], \
              result_layouts = [{}]}} : (",
             config.join(", "),
             operand_layouts.join(", "),
+            alias_text.join(", "),
             result_layouts.join(", "),
         );
         write_names(out, operands.iter().map(|s| s.ty.as_str()));
@@ -204,7 +217,7 @@ impl Module {
             &[("uplo", b'L')],
             &types,
             &layouts,
-            0,
+            &[0],
             batch.len(),
         );
         let ok = self.info_ok(f, &r[1], batch, "EQ");
@@ -249,7 +262,7 @@ impl Module {
             ],
             &[tensor_type(b_aval)],
             &[matrix_layout(rank)],
-            1,
+            &[1],
             rank - 2,
         );
         Ok(vec![self.convert(f, &x[0], b_aval, out_dtype).0])
@@ -293,7 +306,7 @@ impl Module {
             &[],
             &types,
             &layouts,
-            0,
+            &[0],
             batch.len(),
         );
         let piv_dims = piv_aval.shape.dims();
@@ -474,7 +487,7 @@ impl Module {
             &[("mode", b'V'), ("uplo", if lower { b'L' } else { b'U' })],
             &types,
             &layouts,
-            0,
+            &[0],
             batch.len(),
         );
         let ok = self.info_ok(f, &r[2], batch, "EQ");
@@ -497,6 +510,7 @@ impl Module {
         x: &Ssa,
         aval: &AbstractValue,
         full_matrices: bool,
+        pivoting: bool,
     ) -> Result<Vec<Ssa>, LowerError> {
         let b = Builtin::Qr;
         let out_dtype = aval.dtype;
@@ -521,7 +535,13 @@ impl Module {
             crate::aval::Shape::new(&with(k, n)).map_err(|_| super::ops::bad(b, "shape"))?,
             d,
         );
+        let mut pivots_dims = batch.to_vec();
+        pivots_dims.push(n);
+        let mut pivots = None;
         let (q, r) = if m == 0 || n == 0 {
+            if pivoting {
+                pivots = Some(self.fill(f, "0", DType::I32, &pivots_dims));
+            }
             let eye = self.triangle_mask(f, m, k, batch, "EQ", 0);
             let one = self.fill(f, &float_literal(1.0, d), d, &with(m, k));
             let zero = self.fill(f, &float_literal(0.0, d), d, &with(m, k));
@@ -537,19 +557,50 @@ impl Module {
         } else {
             let mut tau_dims = batch.to_vec();
             tau_dims.push(m.min(n));
-            let types = [tensor_type(aval), tensor_of(&tau_dims, d)];
-            let layouts = [matrix_layout(rank), default_layout(batch.len() + 1)];
-            let g = self.lapack_call(
-                f,
-                &format!("lapack_{p}geqrf_ffi"),
-                &[x],
-                &[matrix_layout(rank)],
-                &[],
-                &types,
-                &layouts,
-                0,
-                batch.len(),
-            );
+            let g = if pivoting {
+                // geqp3 from no fixed columns; its 1-based pivots made 0-based.
+                let jpvt = self.fill(f, "0", DType::I32, &pivots_dims);
+                let v = vector_layout(batch.len() + 1);
+                let types = [
+                    tensor_type(aval),
+                    tensor_of(&pivots_dims, DType::I32),
+                    tensor_of(&tau_dims, d),
+                ];
+                let g = self.lapack_call(
+                    f,
+                    &format!("lapack_{p}geqp3_ffi"),
+                    &[x, &jpvt],
+                    &[matrix_layout(rank), v.clone()],
+                    &[],
+                    &types,
+                    &[matrix_layout(rank), v.clone(), v],
+                    &[0, 1],
+                    batch.len(),
+                );
+                let one = self.fill(f, "1", DType::I32, &pivots_dims);
+                pivots = Some(self.op1(
+                    f,
+                    "stablehlo.subtract",
+                    &[&g[1], &one],
+                    "",
+                    tensor_of(&pivots_dims, DType::I32),
+                ));
+                vec![g[0].clone(), g[2].clone()]
+            } else {
+                let types = [tensor_type(aval), tensor_of(&tau_dims, d)];
+                let layouts = [matrix_layout(rank), vector_layout(batch.len() + 1)];
+                self.lapack_call(
+                    f,
+                    &format!("lapack_{p}geqrf_ffi"),
+                    &[x],
+                    &[matrix_layout(rank)],
+                    &[],
+                    &types,
+                    &layouts,
+                    &[0],
+                    batch.len(),
+                )
+            };
             let zeros = vec![0i64; rank];
             let ones = vec![1i64; rank];
             let slice = |me: &mut Module, f: &mut FuncState<'_>, v: &Ssa, r: i64, c: i64| {
@@ -597,7 +648,7 @@ impl Module {
                 &[],
                 &[tensor_type(&q_aval)],
                 &[matrix_layout(rank)],
-                0,
+                &[0],
                 batch.len(),
             );
             let r = if !full_matrices && m > n {
@@ -619,7 +670,10 @@ impl Module {
         };
         let q = self.convert(f, &q, &q_aval, out_dtype).0;
         let r = self.convert(f, &r, &r_aval, out_dtype).0;
-        Ok(vec![q, r])
+        Ok(match pivots {
+            Some(p) => vec![q, r, p],
+            None => vec![q, r],
+        })
     }
 
     /// A `rows x cols` mask (broadcast over `batch`): `row + offset <dir> column`.
@@ -751,7 +805,7 @@ impl Module {
                 &[("mode", mode)],
                 &types,
                 &layouts,
-                0,
+                &[0],
                 batch.len(),
             );
             let ok = self.info_ok(f, &r[4], batch, "EQ");
@@ -766,5 +820,155 @@ impl Module {
             outs.push(self.convert(f, &vt, &vt_aval, out_dtype).0);
         }
         Ok(outs)
+    }
+}
+
+impl Module {
+    /// `geqrf`: jaxlib's `geqrf` kernel, called for empty matrices too (as JAX's CPU
+    /// lowering).
+    pub(super) fn lower_geqrf(
+        &mut self,
+        f: &mut FuncState<'_>,
+        x: &Ssa,
+        aval: &AbstractValue,
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let b = Builtin::Geqrf;
+        let out_dtype = aval.dtype;
+        let (x, aval) = &self.convert(f, x, aval, compute_dtype(out_dtype));
+        let d = aval.dtype;
+        let p = lapack_prefix(b, d)?;
+        let rank = matrix_rank(b, aval)?;
+        let dims = aval.shape.dims();
+        let batch = &dims[..rank - 2];
+        let mut tau_dims = batch.to_vec();
+        tau_dims.push(dims[rank - 2].min(dims[rank - 1]));
+        let types = [tensor_type(aval), tensor_of(&tau_dims, d)];
+        let layouts = [matrix_layout(rank), default_layout(batch.len() + 1)];
+        let g = self.lapack_call(
+            f,
+            &format!("lapack_{p}geqrf_ffi"),
+            &[x],
+            &[matrix_layout(rank)],
+            &[],
+            &types,
+            &layouts,
+            &[0],
+            batch.len(),
+        );
+        let tau_aval = AbstractValue::new(
+            crate::aval::Shape::new(&tau_dims).map_err(|_| super::ops::bad(b, "shape"))?,
+            d,
+        );
+        let a = self.convert(f, &g[0], aval, out_dtype).0;
+        let taus = self.convert(f, &g[1], &tau_aval, out_dtype).0;
+        Ok(vec![a, taus])
+    }
+
+    /// `householder_product`: jaxlib's `orgqr` kernel (empty operands included, as
+    /// JAX's CPU lowering).
+    pub(super) fn lower_householder_product(
+        &mut self,
+        f: &mut FuncState<'_>,
+        a: &Ssa,
+        taus: &Ssa,
+        a_aval: &AbstractValue,
+        taus_aval: &AbstractValue,
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let b = Builtin::HouseholderProduct;
+        let out_dtype = a_aval.dtype;
+        let (a, a_aval) = &self.convert(f, a, a_aval, compute_dtype(out_dtype));
+        let (taus, _) = &self.convert(f, taus, taus_aval, compute_dtype(out_dtype));
+        let p = lapack_prefix(b, a_aval.dtype)?;
+        let rank = matrix_rank(b, a_aval)?;
+        let batch = rank - 2;
+        let q = self.lapack_call(
+            f,
+            &format!("lapack_{p}orgqr_ffi"),
+            &[a, taus],
+            &[matrix_layout(rank), default_layout(batch + 1)],
+            &[],
+            &[tensor_type(a_aval)],
+            &[matrix_layout(rank)],
+            &[0],
+            batch,
+        );
+        Ok(vec![self.convert(f, &q[0], a_aval, out_dtype).0])
+    }
+}
+
+/// The layout of a batch of vectors of rank `rank` (the default, major to minor).
+fn vector_layout(rank: usize) -> String {
+    default_layout(rank)
+}
+
+impl Module {
+    /// `geqp3 a jpvt`: jaxlib's `geqp3` kernel (the factors aliasing `a`, the pivots
+    /// `jpvt`), as JAX's CPU lowering; for an empty matrix, no call (the kernel fails on
+    /// one in ferrax's runtime): `a` itself, no scales, the identity permutation.
+    pub(super) fn lower_geqp3(
+        &mut self,
+        f: &mut FuncState<'_>,
+        x: &Ssa,
+        jpvt: &Ssa,
+        aval: &AbstractValue,
+        jpvt_aval: &AbstractValue,
+    ) -> Result<Vec<Ssa>, LowerError> {
+        let b = Builtin::Geqp3;
+        let out_dtype = aval.dtype;
+        let (x, aval) = &self.convert(f, x, aval, compute_dtype(out_dtype));
+        let d = aval.dtype;
+        let p = lapack_prefix(b, d)?;
+        let rank = matrix_rank(b, aval)?;
+        let dims = aval.shape.dims();
+        let batch = &dims[..rank - 2];
+        let mut tau_dims = batch.to_vec();
+        tau_dims.push(dims[rank - 2].min(dims[rank - 1]));
+        let tau_aval = AbstractValue::new(
+            crate::aval::Shape::new(&tau_dims).map_err(|_| super::ops::bad(b, "shape"))?,
+            d,
+        );
+        if dims[rank - 2] == 0 || dims[rank - 1] == 0 {
+            let j_dims = jpvt_aval.shape.dims();
+            let jd = jpvt_aval.dtype;
+            let iota = self.op1(
+                f,
+                "stablehlo.iota",
+                &[],
+                &format!("iota_dimension = {} : i64", j_dims.len() - 1),
+                tensor_type(jpvt_aval),
+            );
+            let one = self.fill(f, "1", jd, j_dims);
+            let perm = self.op1(
+                f,
+                "stablehlo.add",
+                &[&iota, &one],
+                "",
+                tensor_type(jpvt_aval),
+            );
+            let taus = self.fill(f, &float_literal(0.0, d), d, &tau_dims);
+            let a = self.convert(f, x, aval, out_dtype).0;
+            let taus = self.convert(f, &taus, &tau_aval, out_dtype).0;
+            return Ok(vec![a, perm, taus]);
+        }
+        let v = vector_layout(batch.len() + 1);
+        let types = [
+            tensor_type(aval),
+            tensor_type(jpvt_aval),
+            tensor_of(&tau_dims, d),
+        ];
+        let g = self.lapack_call(
+            f,
+            &format!("lapack_{p}geqp3_ffi"),
+            &[x, jpvt],
+            &[matrix_layout(rank), v.clone()],
+            &[],
+            &types,
+            &[matrix_layout(rank), v.clone(), v],
+            &[0, 1],
+            batch.len(),
+        );
+        let a = self.convert(f, &g[0], aval, out_dtype).0;
+        let taus = self.convert(f, &g[2], &tau_aval, out_dtype).0;
+        Ok(vec![a, g[1].clone(), taus])
     }
 }

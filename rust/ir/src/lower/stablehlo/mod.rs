@@ -17,16 +17,18 @@
 mod bits;
 mod callback;
 mod control;
+mod igamma;
 mod indexing;
 mod linalg;
 mod ops;
+mod random;
 mod sorting;
 mod spmd;
 mod text;
 mod windowed;
 
 use crate::jaxpr::{Atom, Jaxpr, VarId};
-use crate::params::Opaque;
+use crate::params::{Opaque, Params};
 use crate::primitive::Primitive;
 use crate::sharding::{Mesh, PartitionSpec};
 use std::collections::HashMap;
@@ -200,8 +202,12 @@ pub fn lower_jaxpr_with(
 pub struct HostCallback {
     /// The equation's `callback` param.
     pub callback: Opaque,
-    /// Whether the custom call takes and returns a token (`effect=OrderedDebug`).
+    /// Whether the custom call takes and returns a token (`effect=OrderedDebug`,
+    /// `ordered=True`).
     pub token: bool,
+    /// For `debug_print` (whose `callback` is then the name `debug_print`): the
+    /// equation's params, from which the host formats and prints the line.
+    pub print: Option<Params>,
 }
 
 /// Lowers a jaxpr as [`lower_jaxpr_with`] does, and returns with the text the host
@@ -345,6 +351,43 @@ pub(crate) struct Module {
     pub(crate) meshes: Vec<(Mesh, String)>,
     /// The host callbacks called, by index (`mhlo.backend_config = {index = K}`).
     pub(crate) host_callbacks: Vec<HostCallback>,
+    /// Whether each jaxpr seen has an ordered effect, in itself or in a sub-jaxpr (see
+    /// [`Module::threads_token`]), by identity.
+    ordered: HashMap<*const Jaxpr, bool>,
+}
+
+/// The type of the token ordered effects pass along.
+pub(crate) const TOKEN_TYPE: &str = "!stablehlo.token";
+
+/// Whether an equation is an ordered host callback itself (`debug_callback` with
+/// `effect=OrderedDebug`, `debug_print` or `io_callback` with `ordered=True`).
+fn is_ordered_callback(e: &crate::jaxpr::Eqn) -> bool {
+    use crate::params::Param;
+    match e.primitive() {
+        Primitive::Builtin(crate::primitive::Builtin::DebugCallback) => {
+            matches!(e.params().get("effect"), Some(Param::Str(s)) if &**s == "OrderedDebug")
+        }
+        Primitive::Builtin(
+            crate::primitive::Builtin::DebugPrint | crate::primitive::Builtin::IoCallback,
+        ) => matches!(e.params().get("ordered"), Some(Param::Bool(true))),
+        _ => false,
+    }
+}
+
+/// The sub-jaxprs of a jaxpr's equations' params.
+fn sub_jaxprs(j: &Jaxpr) -> Vec<&Jaxpr> {
+    use crate::params::Param;
+    let mut out = Vec::new();
+    for e in j.eqns() {
+        for (_, p) in e.params().iter() {
+            match p {
+                Param::Jaxpr(cj) => out.push(&**cj.jaxpr()),
+                Param::Jaxprs(cjs) => out.extend(cjs.iter().map(|cj| &**cj.jaxpr())),
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 impl Module {
@@ -358,6 +401,52 @@ impl Module {
             meshes: Vec::new(),
             next_channel: 1,
             host_callbacks: Vec::new(),
+            ordered: HashMap::new(),
+        }
+    }
+
+    /// Whether the function of `root` takes and returns a token, as JAX threads one
+    /// through every function with an ordered effect (an ordered host callback in it or
+    /// in a sub-jaxpr, at any depth). Memoized by identity; iterative (no recursion a
+    /// deep program can overflow); linear in the program's size.
+    pub(crate) fn threads_token(&mut self, root: &Jaxpr) -> bool {
+        let key = root as *const Jaxpr;
+        if let Some(&b) = self.ordered.get(&key) {
+            return b;
+        }
+        let mut stack: Vec<(&Jaxpr, bool)> = vec![(root, false)];
+        while let Some((j, expanded)) = stack.pop() {
+            let k = j as *const Jaxpr;
+            if self.ordered.contains_key(&k) {
+                continue;
+            }
+            let subs = sub_jaxprs(j);
+            if expanded {
+                let ordered = j.eqns().iter().any(is_ordered_callback)
+                    || subs
+                        .iter()
+                        .any(|s| self.ordered.get(&(*s as *const Jaxpr)) == Some(&true));
+                self.ordered.insert(k, ordered);
+            } else {
+                stack.push((j, true));
+                for s in subs {
+                    if !self.ordered.contains_key(&(s as *const Jaxpr)) {
+                        stack.push((s, false));
+                    }
+                }
+            }
+        }
+        self.ordered.get(&key) == Some(&true)
+    }
+
+    /// The function's current token (its argument, or the last ordered call's), or a
+    /// fresh one (`stablehlo.after_all`) in a function that has none.
+    pub(crate) fn take_token(&mut self, f: &mut FuncState<'_>) -> Ssa {
+        match f.token.take() {
+            Some(t) => t,
+            None => self
+                .op(f, "stablehlo.after_all", &[], "", &[TOKEN_TYPE.to_owned()])
+                .remove(0),
         }
     }
 
@@ -408,12 +497,24 @@ impl Module {
                 s
             })
             .collect();
-        let results: Vec<String> = j.out_avals().iter().map(tensor_type).collect();
-        let result_decls: Vec<String> = results
+        let mut results: Vec<String> = j.out_avals().iter().map(tensor_type).collect();
+        let mut result_decls: Vec<String> = results
             .iter()
             .enumerate()
             .map(|(i, t)| annotate(t, res_sh.get(i)))
             .collect();
+        // A function with an ordered effect takes the token first and returns it first
+        // (`@main`'s marked `jax.token`, as JAX's: the runtime passes the token of the
+        // previous call and keeps the one returned).
+        let threaded = self.threads_token(j);
+        let mut params = params;
+        if threaded {
+            let mark = if public { " {jax.token = true}" } else { "" };
+            params.insert(0, format!("%token: {TOKEN_TYPE}{mark}"));
+            result_decls.insert(0, format!("{TOKEN_TYPE}{mark}"));
+            results.insert(0, TOKEN_TYPE.to_owned());
+            f.token = Some(Ssa::new("%token".to_owned(), TOKEN_TYPE.to_owned()));
+        }
         let _ = writeln!(
             self.out,
             "  func.func {}@{}({}) -> ({}) {{",
@@ -435,7 +536,11 @@ impl Module {
                 f.bind(v, s);
             }
         }
-        let outs: Vec<Ssa> = j.outvars().iter().map(|&a| f.atom(self, a)).collect();
+        let mut outs: Vec<Ssa> = j.outvars().iter().map(|&a| f.atom(self, a)).collect();
+        if threaded {
+            let token = self.take_token(&mut f);
+            outs.insert(0, token);
+        }
         let names: Vec<&str> = outs.iter().map(|s| s.name.as_str()).collect();
         let _ = writeln!(
             self.out,

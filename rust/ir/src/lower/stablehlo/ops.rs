@@ -70,7 +70,7 @@ fn compare_type(d: DType) -> &'static str {
     match d.kind() {
         DTypeKind::Float => "FLOAT",
         DTypeKind::SignedInt => "SIGNED",
-        DTypeKind::UnsignedInt | DTypeKind::Bool => "UNSIGNED",
+        DTypeKind::UnsignedInt | DTypeKind::Bool | DTypeKind::Key => "UNSIGNED",
     }
 }
 
@@ -114,6 +114,8 @@ impl Module {
         // A scalar maps to no dimension; a rank-equal operand maps dimension i to i
         // (broadcast_in_dim stretches its size-1 dimensions).
         let mapped: Vec<i64> = (0..from.shape.rank() as i64).collect();
+        // A key's words map to the result's trailing dimension of 2.
+        let mapped = with_key_words(from, &mapped, dims.len() as i64);
         let attrs = format!("broadcast_dimensions = {}", i64_array(&mapped));
         self.op1(f, "stablehlo.broadcast_in_dim", &[&x], &attrs, ty)
     }
@@ -240,6 +242,11 @@ impl Module {
                     Builtin::Atan2 => "stablehlo.atan2",
                     // As JAX lowers it (XLA expands it on the operands' bits).
                     Builtin::Nextafter => "chlo.next_after",
+                    Builtin::Igamma | Builtin::Igammac | Builtin::IgammaGradA => {
+                        let dims = out_avals[0].shape.dims().to_vec();
+                        let out = out_avals[0].dtype;
+                        return Ok(vec![self.lower_igamma(f, b, &inputs, &in_avals, &dims, out)]);
+                    }
                     Builtin::Max => "stablehlo.maximum",
                     Builtin::Min => "stablehlo.minimum",
                     Builtin::And => "stablehlo.and",
@@ -286,6 +293,27 @@ impl Module {
                 let x = self.broadcast_to(f, inputs[0].clone(), &in_avals[0], &dims);
                 let y = self.broadcast_to(f, inputs[1].clone(), &in_avals[1], &dims);
                 let attrs = compare_attrs(dir, in_avals[0].dtype);
+                if in_avals[0].dtype.is_key() {
+                    // Keys (eq, ne): the words compared, then all equal (any differs).
+                    let words = tensor_of(&[dims.as_slice(), &[2]].concat(), DType::Bool);
+                    let c = self.op1(f, "stablehlo.compare", &[&x, &y], &attrs, words);
+                    let (combine, init) = if b == Builtin::Eq {
+                        ("stablehlo.and", "true")
+                    } else {
+                        ("stablehlo.or", "false")
+                    };
+                    let init = self.scalar_constant(f, init, DType::Bool);
+                    let axis = [dims.len() as i64];
+                    return Ok(vec![self.reduce(
+                        f,
+                        &c,
+                        &init,
+                        &axis,
+                        combine,
+                        DType::Bool,
+                        out_ty,
+                    )]);
+                }
                 return Ok(vec![self.op1(
                     f,
                     "stablehlo.compare",
@@ -328,7 +356,8 @@ impl Module {
                 one(self.op1(f, op, &[&inputs[0]], "", out_ty))
             }
             Builtin::SelectN => {
-                let dims = out_avals[0].shape.dims().to_vec();
+                // Keys select whole: the predicate broadcast over the key words too.
+                let dims = physical_dims(&out_avals[0]);
                 let which_aval = &in_avals[0];
                 let which = self.broadcast_to(f, inputs[0].clone(), which_aval, &dims);
                 let cases = &inputs[1..];
@@ -431,7 +460,8 @@ impl Module {
             }
             Builtin::BroadcastInDim => {
                 let dims = ints(e, b, "broadcast_dimensions")?;
-                let attrs = format!("broadcast_dimensions = {}", i64_array(dims));
+                let dims = with_key_words(&out_avals[0], dims, out_avals[0].shape.rank() as i64);
+                let attrs = format!("broadcast_dimensions = {}", i64_array(&dims));
                 one(self.op1(
                     f,
                     "stablehlo.broadcast_in_dim",
@@ -445,7 +475,8 @@ impl Module {
                 if let Some(Param::Ints(perm)) = e.params().get("dimensions") {
                     let src = in_avals[0].shape.dims();
                     let dims: Vec<i64> = perm.iter().map(|&p| src[p as usize]).collect();
-                    let attrs = format!("permutation = {}", i64_array(perm));
+                    let perm = with_key_words(&in_avals[0], perm, src.len() as i64);
+                    let attrs = format!("permutation = {}", i64_array(&perm));
                     x = self.op1(
                         f,
                         "stablehlo.transpose",
@@ -461,7 +492,8 @@ impl Module {
             }
             Builtin::Transpose => {
                 let perm = ints(e, b, "permutation")?;
-                let attrs = format!("permutation = {}", i64_array(perm));
+                let perm = with_key_words(&in_avals[0], perm, in_avals[0].shape.rank() as i64);
+                let attrs = format!("permutation = {}", i64_array(&perm));
                 one(self.op1(f, "stablehlo.transpose", &[&inputs[0]], &attrs, out_ty))
             }
             Builtin::Concatenate => {
@@ -480,11 +512,12 @@ impl Module {
                     Some(Param::Ints(s)) => s.to_vec(),
                     _ => vec![1; start.len()],
                 };
+                let x = &in_avals[0];
                 let attrs = format!(
                     "start_indices = {}, limit_indices = {}, strides = {}",
-                    i64_array(start),
-                    i64_array(limit),
-                    i64_array(&strides)
+                    i64_array(&with_key_words(x, start, 0)),
+                    i64_array(&with_key_words(x, limit, 2)),
+                    i64_array(&with_key_words(x, &strides, 1))
                 );
                 one(self.op1(f, "stablehlo.slice", &[&inputs[0]], &attrs, out_ty))
             }
@@ -631,12 +664,17 @@ impl Module {
             }
             Builtin::DynamicSlice => {
                 let sizes = ints(e, b, "slice_sizes")?;
-                let refs: Vec<&Ssa> = inputs.iter().collect();
-                let attrs = format!("slice_sizes = {}", i64_array(sizes));
+                let sizes = with_key_words(&in_avals[0], sizes, 2);
+                let zero = self.key_word_index(f, &in_avals[0], &in_avals[1..]);
+                let mut refs: Vec<&Ssa> = inputs.iter().collect();
+                refs.extend(zero.as_ref());
+                let attrs = format!("slice_sizes = {}", i64_array(&sizes));
                 one(self.op1(f, "stablehlo.dynamic_slice", &refs, &attrs, out_ty))
             }
             Builtin::DynamicUpdateSlice => {
-                let refs: Vec<&Ssa> = inputs.iter().collect();
+                let zero = self.key_word_index(f, &in_avals[0], &in_avals[2..]);
+                let mut refs: Vec<&Ssa> = inputs.iter().collect();
+                refs.extend(zero.as_ref());
                 one(self.op1(f, "stablehlo.dynamic_update_slice", &refs, "", out_ty))
             }
             Builtin::DotGeneral => {
@@ -690,6 +728,13 @@ impl Module {
                 one(self.op1(f, "stablehlo.iota", &[], &attrs, out_ty))
             }
             Builtin::Gather => self.lower_gather(f, e, inputs, in_avals, &out_avals[0]),
+            Builtin::RandomSeed
+            | Builtin::RandomWrap
+            | Builtin::RandomUnwrap
+            | Builtin::RandomBits
+            | Builtin::RandomSplit
+            | Builtin::RandomFoldIn
+            | Builtin::RandomClone => self.lower_random(f, b, e, inputs, in_avals, &out_avals[0]),
             Builtin::Scatter
             | Builtin::ScatterAdd
             | Builtin::ScatterSub
@@ -797,9 +842,21 @@ impl Module {
                 self.lower_svd(f, &inputs[0], &in_avals[0], full, uv)
             }
             Builtin::Qr => {
-                let full = matches!(e.params().get("full_matrices"), Some(Param::Bool(true)));
-                self.lower_qr(f, &inputs[0], &in_avals[0], full)
+                let flag = |k: &str| matches!(e.params().get(k), Some(Param::Bool(true)));
+                let (full, pivoting) = (flag("full_matrices"), flag("pivoting"));
+                self.lower_qr(f, &inputs[0], &in_avals[0], full, pivoting)
             }
+            Builtin::Geqp3 => {
+                self.lower_geqp3(f, &inputs[0], &inputs[1], &in_avals[0], &in_avals[1])
+            }
+            Builtin::Geqrf => self.lower_geqrf(f, &inputs[0], &in_avals[0]),
+            Builtin::HouseholderProduct => self.lower_householder_product(
+                f,
+                &inputs[0],
+                &inputs[1],
+                &in_avals[0],
+                &in_avals[1],
+            ),
             Builtin::Cumsum
             | Builtin::Cumprod
             | Builtin::Cummax
@@ -816,7 +873,10 @@ impl Module {
             Builtin::Jit | Builtin::CustomJvpCall | Builtin::CustomVjpCall | Builtin::Remat => {
                 self.lower_call(f, b, e, inputs, out_avals)
             }
-            Builtin::DebugCallback | Builtin::PureCallback | Builtin::IoCallback => {
+            Builtin::DebugCallback
+            | Builtin::PureCallback
+            | Builtin::IoCallback
+            | Builtin::DebugPrint => {
                 let types: Vec<String> = out_avals.iter().map(tensor_type).collect();
                 self.lower_callback(f, b, e, inputs, &types)
             }
@@ -1043,4 +1103,41 @@ fn conv_attrs(g: &ConvGeometry<'_>, precision: Option<&Param>) -> String {
         i64_array(g.rhs_dilation),
         i64_array(g.window_strides),
     )
+}
+
+/// The dimensions of a value as the lowered module holds it: a key array's with the
+/// trailing dimension of its two words.
+pub(super) fn physical_dims(a: &AbstractValue) -> Vec<i64> {
+    let mut dims = a.shape.dims().to_vec();
+    if a.dtype.is_key() {
+        dims.push(2);
+    }
+    dims
+}
+
+/// An attribute list of one entry per dimension of `a`, with `word` appended for the
+/// key words' trailing dimension when `a` is a key array.
+pub(super) fn with_key_words(a: &AbstractValue, v: &[i64], word: i64) -> Vec<i64> {
+    let mut out = v.to_vec();
+    if a.dtype.is_key() {
+        out.push(word);
+    }
+    out
+}
+
+impl Module {
+    /// For a key operand of a dynamic slice or update: the start index of the key words'
+    /// dimension (a zero of the other indices' dtype, `i32` if there are none).
+    pub(super) fn key_word_index(
+        &mut self,
+        f: &mut FuncState<'_>,
+        operand: &AbstractValue,
+        indices: &[AbstractValue],
+    ) -> Option<Ssa> {
+        if !operand.dtype.is_key() {
+            return None;
+        }
+        let d = indices.first().map_or(DType::I32, |i| i.dtype);
+        Some(self.scalar_constant(f, "0", d))
+    }
 }

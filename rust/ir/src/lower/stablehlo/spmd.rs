@@ -377,7 +377,27 @@ impl Module {
         }
         self.out.push_str(") {\n");
         let arg_refs: Vec<&Ssa> = args.iter().collect();
-        let outs = self.call(f, "      ", &callee, &arg_refs, &local_out);
+        let outs = if self.threads_token(body.jaxpr()) {
+            // The body's ordered callbacks run in order on a token of its own (the
+            // manual computation's region takes and gives arrays only).
+            let token = self
+                .op(
+                    f,
+                    "stablehlo.after_all",
+                    &[],
+                    "",
+                    &[super::TOKEN_TYPE.to_owned()],
+                )
+                .remove(0);
+            let refs: Vec<&Ssa> = std::iter::once(&token).chain(arg_refs).collect();
+            let mut types = vec![super::TOKEN_TYPE.to_owned()];
+            types.extend_from_slice(&local_out);
+            let mut outs = self.call(f, "      ", &callee, &refs, &types);
+            outs.remove(0);
+            outs
+        } else {
+            self.call(f, "      ", &callee, &arg_refs, &local_out)
+        };
         self.out.push_str("      sdy.return");
         if !outs.is_empty() {
             self.out.push(' ');

@@ -34,6 +34,8 @@ pub(crate) fn element_type(d: DType) -> &'static str {
         DType::BF16 => "bf16",
         DType::F32 => "f32",
         DType::F64 => "f64",
+        // A key is two words: `tensor_of` adds their trailing dimension.
+        DType::KeyFry => "ui32",
     }
 }
 
@@ -43,6 +45,10 @@ pub(crate) fn tensor_of(dims: &[i64], d: DType) -> String {
     s.push_str("tensor<");
     for dim in dims {
         let _ = write!(s, "{dim}x");
+    }
+    if d.is_key() {
+        // JAX's physical layout of `key<fry>[s...]`: `tensor<s...x2xui32>`.
+        s.push_str("2x");
     }
     s.push_str(element_type(d));
     s.push('>');

@@ -305,6 +305,7 @@ fn check_preferred(input: DType, preferred: DType) -> Result<(), RuleError> {
         K::SignedInt | K::UnsignedInt => preferred.is_int(),
         K::Float => pk == K::Float,
         K::Bool => true,
+        K::Key => false,
     };
     if !compatible {
         return Err(bad(
