@@ -97,21 +97,24 @@ def test_binary_primitive_broadcasts_size_one_dimensions(
     x, y = (_operand(s, dtype, rng) for s in shapes)
     prim = primitive_named(name)
     want = np.asarray(_jax_fun(name)(x, y))
+    # The incomplete gamma family is a series/continued fraction summed to float32
+    # precision: a few ulps apart between the NumPy rule, the reference evaluator and XLA.
+    rtol = 5e-6 if name.startswith("igamma") else 1e-6
     # Eager (the primitive's NumPy rule, typed by the Rust shape rule).
     eager = np.asarray(prim.bind(x, y))
     assert eager.shape == want.shape and eager.dtype == want.dtype
-    np.testing.assert_allclose(eager, want, rtol=1e-6)
+    np.testing.assert_allclose(eager, want, rtol=rtol)
     # Staged, then run by the Rust reference evaluator.
     closed = fx.make_jaxpr(lambda a, b: prim.bind(a, b))(x, y)
     assert closed.out_avals[0].shape == want.shape
     ref_in = [(_ir.ShapedArray(v.shape, v.dtype), v.ravel().tolist()) for v in (x, y)]
     ((aval, values),) = _ir.reference_eval(closed.jaxpr, [], ref_in)
     reference = np.asarray(values, dtype=aval.dtype).reshape(aval.shape)
-    np.testing.assert_allclose(reference, want, rtol=1e-6)
+    np.testing.assert_allclose(reference, want, rtol=rtol)
     # Lowered to StableHLO, compiled and run by XLA.
     jitted = np.asarray(fx.jit(lambda a, b: prim.bind(a, b))(x, y))
     assert jitted.shape == want.shape and jitted.dtype == want.dtype
-    np.testing.assert_allclose(jitted, want, rtol=1e-6)
+    np.testing.assert_allclose(jitted, want, rtol=rtol)
 
 
 @pytest.mark.parametrize(("name", "dtype"), BINARY, ids=[n for n, _ in BINARY])

@@ -664,7 +664,7 @@ def test_every_function_is_exported_documented_and_typed() -> None:
             "triu_indices": "tuple[Array, Array]", "tril_indices_from": "tuple[Array, Array]",
             "triu_indices_from": "tuple[Array, Array]", "mask_indices": "tuple[Array, Array]",
             "polydiv": "tuple[Array, Array]", "isdtype": "builtins.bool", "iterable": "builtins.bool",
-            "vectorize": "Any",
+            "vectorize": "Any", "polyfit": "Array | tuple[Array, ...]",
             "iscomplexobj": "builtins.bool", "isrealobj": "builtins.bool", "load": "Any",
             "printoptions": "Any", "get_printoptions": "dict[str, Any]", "set_printoptions": "None",
         }

@@ -123,9 +123,9 @@ def _key_struct(x: Any) -> Any:
 
 
 def _aval(x: Any, index: int) -> _ir.ShapedArray:
-    if isinstance(x, ShapeDtypeStruct):
+    if isinstance(x, ShapeDtypeStruct) or (hasattr(x, "dtype") and dtypes.is_key(x.dtype)):
         if dtypes.is_key(x.dtype):
-            return _ir.ShapedArray(x.shape, dtypes.key_fry, False)
+            return _ir.ShapedArray(tuple(x.shape), dtypes.key_fry, False)
         return _ir.ShapedArray(x.shape, dtypes.canonical(x.dtype), bool(x.weak_type))
     if not isinstance(x, Tracer) and not isinstance(x, (np.ndarray, np.generic)) and hasattr(x, "shape") and hasattr(x, "dtype"):
         # Any other object with a shape and a dtype (jax.ShapeDtypeStruct, ...).
