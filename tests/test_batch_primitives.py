@@ -576,7 +576,12 @@ def staged_table(library: str, dtype: np.dtype[Any]) -> dict[str, list[list[Any]
     return table
 
 
-@pytest.mark.parametrize("name, dtype", [pytest.param(n, d, id=f"{n}-{d.name}") for n in CASES for d in FLOATS])
+# One worker per dtype (pytest-xdist's loadgroup): the eager runs and staged tables are
+# computed once.
+@pytest.mark.parametrize(
+    "name, dtype",
+    [pytest.param(n, d, id=f"{n}-{d.name}", marks=pytest.mark.xdist_group(f"vmap-{d.name}")) for n in CASES for d in FLOATS],
+)
 def test_vmap_matches_loop(name: str, dtype: np.dtype[Any]) -> None:
     done = eager(name, dtype)
     assert not isinstance(done, str), done

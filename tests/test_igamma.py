@@ -55,13 +55,16 @@ def _same_bits(got: NDArray, want: NDArray) -> None:
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16], ids=["f32", "f16", "bf16"])
 def test_compiled_values_are_jax_bits(name: str, dtype: Any) -> None:
     a, x = _operands(dtype)
-    want = np.asarray(jax.jit(getattr(jax.lax, name))(a, x))
-    got = np.asarray(ferrax.jit(getattr(lax, name))(a, x))
-    _same_bits(got, want)
-    # A rank-0 operand broadcasts (JAX broadcasts both to one shape first).
-    want = np.asarray(jax.jit(getattr(jax.lax, name))(a[:7], x[3]))
-    got = np.asarray(ferrax.jit(getattr(lax, name))(a[:7], x[3]))
-    _same_bits(got, want)
+    # With a rank-0 operand too, which broadcasts (JAX broadcasts both to one shape
+    # first); both in one compilation.
+    def both(lib: Any) -> Any:
+        f = getattr(lib, name)
+        return lambda a, x, a7, x3: (f(a, x), f(a7, x3))
+
+    want = jax.jit(both(jax.lax))(a, x, a[:7], x[3])
+    got = ferrax.jit(both(lax))(a, x, a[:7], x[3])
+    for g, w in zip(got, want, strict=True):
+        _same_bits(np.asarray(g), np.asarray(w))
 
 
 @pytest.mark.parametrize("name", NAMES)

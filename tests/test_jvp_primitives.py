@@ -1481,7 +1481,11 @@ def staged_table(library: str, dtype: np.dtype[Any]) -> dict[str, list[Any]] | N
     return table
 
 
-@pytest.mark.parametrize("name, dtype", [pytest.param(n, d, id=f"{n}-{d.name}") for n in CASES for d in FLOATS])
+# One worker per dtype (pytest-xdist's loadgroup): the staged tables are built once.
+@pytest.mark.parametrize(
+    "name, dtype",
+    [pytest.param(n, d, id=f"{n}-{d.name}", marks=pytest.mark.xdist_group(f"jvp-{d.name}")) for n in CASES for d in FLOATS],
+)
 def test_jvp_matches_jax(name: str, dtype: np.dtype[Any]) -> None:
     cases = cases_of(name, dtype)
     tangents = tangents_of(cases)

@@ -31,6 +31,10 @@ from ferrax.core import parse_jaxpr, typecheck
 
 jax = pytest.importorskip("jax")
 
+# JAX's results are computed at once for the whole table (jax_result): one worker runs
+# the module (pytest-xdist's loadgroup), so they are computed once.
+pytestmark = pytest.mark.xdist_group("lax-table")
+
 BOOL = np.dtype(np.bool_)
 I8, I16, I32, I64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 U8, U16, U32, U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))

@@ -34,9 +34,9 @@ CASES: dict[str, tuple[Callable[[Any, Any], Callable[..., Any]], tuple[Any, ...]
 
 
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("seed", [0, 7])
-def test_shape_parameter_gradients_match_jax(name: str, seed: int) -> None:
+def test_shape_parameter_gradients_match_jax(name: str) -> None:
     make, args = CASES[name]
+    seed = len(name)  # a different key per sampler
     argnums = tuple(range(len(args)))
     want = jax.grad(make(jax.random, jax.random.key(seed)), argnums)(*args)
     f = make(ferrax.random, ferrax.random.key(seed))
