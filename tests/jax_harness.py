@@ -96,3 +96,29 @@ def assert_same_outcome(
     else:
         assert not isinstance(ours, BaseException), (what, ours, theirs)
         assert ours == theirs, what
+
+
+def three_ways(
+    run: Callable[..., Callable[..., Any]], jax_args: tuple[Any, ...], ferrax_args: tuple[Any, ...], *operands: Any
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """One program written once as ``run(*lib_args)`` (``lib_args`` naming one library's
+    modules), on the same operands three ways: JAX's under ``jax.jit``, ferrax's under
+    ``ferrax.jit`` and ferrax's eagerly. Each result is a list of the program's outputs."""
+    import jax
+
+    theirs = jax.jit(run(*jax_args))(*operands)
+    compiled = ferrax.jit(run(*ferrax_args))(*operands)
+    eager = run(*ferrax_args)(*operands)
+    return list(theirs), list(compiled), list(eager)
+
+
+def assert_close_to_jax(theirs: list[Any], *ours: list[Any], rtol: float, atol: float, scaled: bool = False) -> None:
+    """Each of ``ours`` (lists of outputs) is close to JAX's outputs ``theirs``, output by
+    output; with ``scaled``, ``atol`` is relative to the largest magnitude of JAX's output
+    (at least 1)."""
+    for results in ours:
+        assert len(results) == len(theirs), (len(results), len(theirs))
+        for i, (o, t) in enumerate(zip(results, theirs)):
+            t = np.asarray(t)
+            scale = max(1.0, float(np.max(np.abs(t), initial=0))) if scaled else 1.0
+            np.testing.assert_allclose(np.asarray(o), t, rtol=rtol, atol=atol * scale, err_msg=f"output {i}")

@@ -23,6 +23,7 @@ import ferrax
 import ferrax.numpy as fnp
 import ferrax.scipy.linalg as fsl
 from ferrax import lax
+from jax_harness import assert_close_to_jax, three_ways
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -152,13 +153,8 @@ def test_gradients_and_jvps_match_jax() -> None:
 
         return all_of
 
-    theirs = jax.jit(run(jax, JX, jnp))(xs, ts)
-    ours = ferrax.jit(run(ferrax, FX, fnp))(xs, ts)
-    eager = run(ferrax, FX, fnp)(xs, ts)
-    for o, e, t in zip(ours, eager, theirs, strict=True):
-        scale = max(1.0, float(np.max(np.abs(np.asarray(t)))))
-        np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=1e-4, atol=1e-4 * scale)
-        np.testing.assert_allclose(np.asarray(e), np.asarray(t), rtol=1e-4, atol=1e-4 * scale)
+    theirs, ours, eager = three_ways(run, (jax, JX, jnp), (ferrax, FX, fnp), xs, ts)
+    assert_close_to_jax(theirs, ours, eager, rtol=1e-4, atol=1e-4, scaled=True)
 
 
 def test_vmap_matches_jax() -> None:

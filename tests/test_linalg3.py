@@ -20,6 +20,7 @@ import ferrax
 import ferrax.numpy as fnp
 import ferrax.scipy.linalg as fsl
 from ferrax import lax
+from jax_harness import assert_close_to_jax, three_ways
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -135,13 +136,8 @@ def test_gradients_and_jvps_match_jax() -> None:
 
         return all_of
 
-    theirs = jax.jit(run(jax, JX, jnp))(xs, ts)
-    ours = ferrax.jit(run(ferrax, FX, fnp))(xs, ts)
-    eager = run(ferrax, FX, fnp)(xs, ts)
-    for o, e, t in zip(ours, eager, theirs, strict=True):
-        scale = max(1.0, float(np.max(np.abs(np.asarray(t)))))
-        np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=1e-4, atol=1e-4 * scale)
-        np.testing.assert_allclose(np.asarray(e), np.asarray(t), rtol=1e-4, atol=1e-4 * scale)
+    theirs, ours, eager = three_ways(run, (jax, JX, jnp), (ferrax, FX, fnp), xs, ts)
+    assert_close_to_jax(theirs, ours, eager, rtol=1e-4, atol=1e-4, scaled=True)
 
 
 def test_vmap_matches_jax() -> None:
@@ -242,13 +238,9 @@ def test_det_gradients_at_singular_matrices_match_jax() -> None:
 
         return all_of
 
-    theirs = jax.jit(run(jax, jnp))(xs, ts)
-    ours = ferrax.jit(run(ferrax, fnp))(xs, ts)
-    eager = run(ferrax, fnp)(xs, ts)
-    for o, e, t in zip(ours, eager, theirs, strict=True):
-        assert not np.any(np.isnan(np.asarray(t)))
-        np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(np.asarray(e), np.asarray(t), rtol=1e-5, atol=1e-5)
+    theirs, ours, eager = three_ways(run, (jax, jnp), (ferrax, fnp), xs, ts)
+    assert not any(np.any(np.isnan(np.asarray(t))) for t in theirs)
+    assert_close_to_jax(theirs, ours, eager, rtol=1e-5, atol=1e-5)
     # The rank n-1 gradient is the (nonzero) adjugate's transpose.
     assert np.abs(np.asarray(eager[2])).max() > 1e-3
     # Second order and vmap.
@@ -381,12 +373,8 @@ def test_slogdet_qr_gradients_match_jax() -> None:
 
         return all_of
 
-    theirs = jax.jit(run(jax, jnp))(xs, ts)
-    ours = ferrax.jit(run(ferrax, fnp))(xs, ts)
-    eager = run(ferrax, fnp)(xs, ts)
-    for o, e, t in zip(ours, eager, theirs, strict=True):
-        np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(np.asarray(e), np.asarray(t), rtol=1e-5, atol=1e-5)
+    theirs, ours, eager = three_ways(run, (jax, jnp), (ferrax, fnp), xs, ts)
+    assert_close_to_jax(theirs, ours, eager, rtol=1e-5, atol=1e-5)
 
 
 def test_raw_primitive_errors_match_jax() -> None:
@@ -702,13 +690,8 @@ def test_pivoted_qr_grads_jvps_vmap_and_jaxpr_match_jax() -> None:
     def L_sum(o: Any) -> Any:
         return (o * o * o).sum()
 
-    theirs = jax.jit(run(jax, jax.lax))(xs, ts)
-    ours = ferrax.jit(run(ferrax, lax))(xs, ts)
-    eager = run(ferrax, lax)(xs, ts)
-    for o, e, t in zip(ours, eager, theirs, strict=True):
-        scale = max(1.0, float(np.max(np.abs(np.asarray(t)))))
-        np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=1e-4, atol=1e-4 * scale)
-        np.testing.assert_allclose(np.asarray(e), np.asarray(t), rtol=1e-4, atol=1e-4 * scale)
+    theirs, ours, eager = three_ways(run, (jax, jax.lax), (ferrax, lax), xs, ts)
+    assert_close_to_jax(theirs, ours, eager, rtol=1e-4, atol=1e-4, scaled=True)
     # The permutation's tangent is float0, as JAX's.
     p_dot = ferrax.jvp(lambda a: lax.linalg.qr(a, pivoting=True)[2], (xs[0],), (ts[0],))[1]
     assert np.asarray(p_dot).dtype == np.asarray(jax.jvp(lambda a: jax.lax.linalg.qr(a, pivoting=True)[2], (xs[0],), (ts[0],))[1]).dtype
