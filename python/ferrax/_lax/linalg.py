@@ -553,13 +553,7 @@ def householder_product(a: Any, taus: Any) -> Array:
             f"{np.dtype(t_aval.dtype).name}., at {user_location()}"
         )
     a_shape, t_shape = tuple(a_aval.shape), tuple(t_aval.shape)
-    if len(t_shape) < 1:
-        raise TypeError(f"Input 1 to householder_product must have rank at least 1, but got shape={t_shape}, at {user_location()}")
-    if len(a_shape) - 2 != len(t_shape) - 1:
-        raise TypeError(
-            f"All inputs to householder_product must have the same number of batch dimensions, but got "
-            f"{[len(a_shape) - 2, len(t_shape) - 1]} batch dimensions for the inputs., at {user_location()}"
-        )
+    _check_batch_vectors("householder_product", a_shape, t_shape)
     if a_shape[:-2] != t_shape[:-1]:
         raise ValueError(
             f"The inputs to householder_product must have the same batch dimensions, got shapes {a_shape} and "
@@ -579,6 +573,18 @@ def householder_product(a: Any, taus: Any) -> Array:
     return bind1(householder_product_p, a, taus)
 
 
+def _check_batch_vectors(name: str, a_shape: tuple[int, ...], v_shape: tuple[int, ...]) -> None:
+    """JAX's checks of a vector operand (input 1) beside a batch of matrices: rank at
+    least 1 and as many batch dimensions."""
+    if len(v_shape) < 1:
+        raise TypeError(f"Input 1 to {name} must have rank at least 1, but got shape={v_shape}, at {user_location()}")
+    if len(a_shape) - 2 != len(v_shape) - 1:
+        raise TypeError(
+            f"All inputs to {name} must have the same number of batch dimensions, but got "
+            f"{[len(a_shape) - 2, len(v_shape) - 1]} batch dimensions for the inputs., at {user_location()}"
+        )
+
+
 def geqp3(a: Any, jpvt: Any, *, use_magma: bool | None = None) -> tuple[Array, Array, Array]:
     """LAPACK's column-pivoted QR factors of each matrix of ``a`` (``[..., m, n]``):
     ``(a, jpvt, taus)`` packed as :func:`geqrf`'s, the permutation 1-based (``jpvt``'s
@@ -593,13 +599,7 @@ def geqp3(a: Any, jpvt: Any, *, use_magma: bool | None = None) -> tuple[Array, A
             f"are subtypes of integer., at {user_location()}"
         )
     a_shape, j_shape = tuple(aval_of(a).shape), tuple(j_aval.shape)
-    if len(j_shape) < 1:
-        raise TypeError(f"Input 1 to geqp3 must have rank at least 1, but got shape={j_shape}, at {user_location()}")
-    if len(a_shape) - 2 != len(j_shape) - 1:
-        raise TypeError(
-            f"All inputs to geqp3 must have the same number of batch dimensions, but got "
-            f"{[len(a_shape) - 2, len(j_shape) - 1]} batch dimensions for the inputs., at {user_location()}"
-        )
+    _check_batch_vectors("geqp3", a_shape, j_shape)
     if j_shape != (*a_shape[:-2], a_shape[-1]):
         raise ValueError(
             f"The pivots of geqp3 must have shape [..., n] for the matrix's batch dims and columns, got shapes "

@@ -823,6 +823,47 @@ impl Module {
     }
 }
 
+/// What the Householder QR lowerings (`geqrf`, `geqp3`) share: the matrix in its compute
+/// dtype, the LAPACK prefix of that dtype, the matrix rank, the number of batch
+/// dimensions, and the type of the scales `tau` (`batch..., min(m, n)`).
+struct HouseholderOperand {
+    x: Ssa,
+    aval: AbstractValue,
+    prefix: char,
+    rank: usize,
+    batch: usize,
+    tau_aval: AbstractValue,
+}
+
+impl Module {
+    fn householder_operand(
+        &mut self,
+        f: &mut FuncState<'_>,
+        b: Builtin,
+        x: &Ssa,
+        aval: &AbstractValue,
+    ) -> Result<HouseholderOperand, LowerError> {
+        let (x, aval) = self.convert(f, x, aval, compute_dtype(aval.dtype));
+        let prefix = lapack_prefix(b, aval.dtype)?;
+        let rank = matrix_rank(b, &aval)?;
+        let dims = aval.shape.dims();
+        let mut tau_dims = dims[..rank - 2].to_vec();
+        tau_dims.push(dims[rank - 2].min(dims[rank - 1]));
+        let tau_aval = AbstractValue::new(
+            crate::aval::Shape::new(&tau_dims).map_err(|_| super::ops::bad(b, "shape"))?,
+            aval.dtype,
+        );
+        Ok(HouseholderOperand {
+            x,
+            aval,
+            prefix,
+            rank,
+            batch: rank - 2,
+            tau_aval,
+        })
+    }
+}
+
 impl Module {
     /// `geqrf`: jaxlib's `geqrf` kernel, called for empty matrices too (as JAX's CPU
     /// lowering).
@@ -832,35 +873,24 @@ impl Module {
         x: &Ssa,
         aval: &AbstractValue,
     ) -> Result<Vec<Ssa>, LowerError> {
-        let b = Builtin::Geqrf;
         let out_dtype = aval.dtype;
-        let (x, aval) = &self.convert(f, x, aval, compute_dtype(out_dtype));
-        let d = aval.dtype;
-        let p = lapack_prefix(b, d)?;
-        let rank = matrix_rank(b, aval)?;
-        let dims = aval.shape.dims();
-        let batch = &dims[..rank - 2];
-        let mut tau_dims = batch.to_vec();
-        tau_dims.push(dims[rank - 2].min(dims[rank - 1]));
-        let types = [tensor_type(aval), tensor_of(&tau_dims, d)];
-        let layouts = [matrix_layout(rank), default_layout(batch.len() + 1)];
+        let h = self.householder_operand(f, Builtin::Geqrf, x, aval)?;
+        let (p, rank, batch) = (h.prefix, h.rank, h.batch);
+        let types = [tensor_type(&h.aval), tensor_type(&h.tau_aval)];
+        let layouts = [matrix_layout(rank), default_layout(batch + 1)];
         let g = self.lapack_call(
             f,
             &format!("lapack_{p}geqrf_ffi"),
-            &[x],
+            &[&h.x],
             &[matrix_layout(rank)],
             &[],
             &types,
             &layouts,
             &[0],
-            batch.len(),
+            batch,
         );
-        let tau_aval = AbstractValue::new(
-            crate::aval::Shape::new(&tau_dims).map_err(|_| super::ops::bad(b, "shape"))?,
-            d,
-        );
-        let a = self.convert(f, &g[0], aval, out_dtype).0;
-        let taus = self.convert(f, &g[1], &tau_aval, out_dtype).0;
+        let a = self.convert(f, &g[0], &h.aval, out_dtype).0;
+        let taus = self.convert(f, &g[1], &h.tau_aval, out_dtype).0;
         Ok(vec![a, taus])
     }
 
@@ -913,20 +943,12 @@ impl Module {
         aval: &AbstractValue,
         jpvt_aval: &AbstractValue,
     ) -> Result<Vec<Ssa>, LowerError> {
-        let b = Builtin::Geqp3;
         let out_dtype = aval.dtype;
-        let (x, aval) = &self.convert(f, x, aval, compute_dtype(out_dtype));
-        let d = aval.dtype;
-        let p = lapack_prefix(b, d)?;
-        let rank = matrix_rank(b, aval)?;
+        let h = self.householder_operand(f, Builtin::Geqp3, x, aval)?;
+        let (x, aval, tau_aval) = (&h.x, &h.aval, &h.tau_aval);
+        let (p, rank, d) = (h.prefix, h.rank, aval.dtype);
         let dims = aval.shape.dims();
-        let batch = &dims[..rank - 2];
-        let mut tau_dims = batch.to_vec();
-        tau_dims.push(dims[rank - 2].min(dims[rank - 1]));
-        let tau_aval = AbstractValue::new(
-            crate::aval::Shape::new(&tau_dims).map_err(|_| super::ops::bad(b, "shape"))?,
-            d,
-        );
+        let tau_dims = tau_aval.shape.dims();
         if dims[rank - 2] == 0 || dims[rank - 1] == 0 {
             let j_dims = jpvt_aval.shape.dims();
             let jd = jpvt_aval.dtype;
@@ -945,16 +967,16 @@ impl Module {
                 "",
                 tensor_type(jpvt_aval),
             );
-            let taus = self.fill(f, &float_literal(0.0, d), d, &tau_dims);
+            let taus = self.fill(f, &float_literal(0.0, d), d, tau_dims);
             let a = self.convert(f, x, aval, out_dtype).0;
-            let taus = self.convert(f, &taus, &tau_aval, out_dtype).0;
+            let taus = self.convert(f, &taus, tau_aval, out_dtype).0;
             return Ok(vec![a, perm, taus]);
         }
-        let v = vector_layout(batch.len() + 1);
+        let v = vector_layout(h.batch + 1);
         let types = [
             tensor_type(aval),
             tensor_type(jpvt_aval),
-            tensor_of(&tau_dims, d),
+            tensor_type(tau_aval),
         ];
         let g = self.lapack_call(
             f,
@@ -965,10 +987,10 @@ impl Module {
             &types,
             &[matrix_layout(rank), v.clone(), v],
             &[0, 1],
-            batch.len(),
+            h.batch,
         );
         let a = self.convert(f, &g[0], aval, out_dtype).0;
-        let taus = self.convert(f, &g[2], &tau_aval, out_dtype).0;
+        let taus = self.convert(f, &g[2], tau_aval, out_dtype).0;
         Ok(vec![a, g[1].clone(), taus])
     }
 }
