@@ -980,6 +980,33 @@ fn scan_residuals_computed_from_consts_alone_are_computed_once() {
     check_all_masks(&j, &[], 13, "hoist");
 }
 
+#[test]
+fn scan_bodies_with_effects_hoist_nothing() {
+    // Found by the partial_eval fuzz target: the hoisted copy of the body kept its
+    // callback (DCE keeps effects), which read a per-iteration input, so the hoisted
+    // jit was ill-typed; reading only consts, it would run the callback once more.
+    let finding =
+        include_str!("../../../fuzz/findings/partial_eval_scan_hoisting_an_effectful_body.jaxpr");
+    let callback = "partitioned=False] x";
+    assert!(finding.contains(callback));
+    for read in ["x", "k"] {
+        let j = parse(&finding.replace(callback, &format!("partitioned=False] {read}")));
+        // The carry unknown: the callback and sin(k), a residual, are known.
+        let pe = partial_eval(&j, &[false, true, false], &[false; 2]).unwrap();
+        typecheck(&pe.known).unwrap();
+        typecheck(&pe.unknown).unwrap();
+        // One scan, no hoisted jit: sin(k) is stacked, the callback runs in the loop only.
+        assert_eq!(names(&pe.known), vec!["scan"], "{read}");
+        let body = sub(&pe.known.eqns()[0], "jaxpr");
+        assert_eq!(names(body), vec!["sin", "debug_callback", "mul"], "{read}");
+        assert_eq!(
+            pe.known.eqns()[0].outvars().len(),
+            2,
+            "{read}: ys and stacked sin(k)"
+        );
+    }
+}
+
 /// The addresses of the sub-jaxprs an equation holds.
 fn sub_addrs(e: &Eqn) -> Vec<usize> {
     let mut out = Vec::new();

@@ -1804,13 +1804,16 @@ fn scan_parts(r: &Sub, in_uk: &[bool], nc: usize, ncarry: usize) -> Result<ScanP
     let nk_out = known.outvars().len() - nres;
     // Where each residual comes from: a known const or xs input of the body is
     // forwarded from the scan's operand; one computed from the consts alone is
-    // computed once, before the loop; anything else is stacked.
+    // computed once, before the loop; anything else is stacked. A body with effects
+    // hoists nothing: the pruned copy would keep (and repeat) its effectful equations,
+    // with whatever per-iteration inputs they read.
     let known_inputs: Vec<usize> = (0..in_uk.len()).filter(|&i| !in_uk[i]).collect();
     let mut invar_pos: HashMap<VarId, usize> = HashMap::new();
     for (p, &v) in known.invars().iter().enumerate() {
         invar_pos.insert(v, known_inputs[p]);
     }
     let nk_consts = (0..nc).filter(|&i| !in_uk[i]).count();
+    let effects = known.has_effects();
     let mut invariant = vec![false; known.num_vars()];
     for &v in known.constvars().iter().chain(&known.invars()[..nk_consts]) {
         invariant[v.index()] = true;
@@ -1833,7 +1836,7 @@ fn scan_parts(r: &Sub, in_uk: &[bool], nc: usize, ncarry: usize) -> Result<ScanP
                 Some(&q) if q < nc => Res::Const(q),
                 Some(&q) if q >= nc + ncarry => Res::Xs(q),
                 Some(_) => Res::Stacked,
-                None if invariant[v.index()] => Res::Hoisted,
+                None if invariant[v.index()] && !effects => Res::Hoisted,
                 None => Res::Stacked,
             },
             Atom::Lit(_) => Res::Stacked,
