@@ -130,6 +130,20 @@ impl JaxprBuilder {
         }
     }
 
+    /// How far the builder has got (variables, literals, equations): a point
+    /// [`JaxprBuilder::truncate`] can return to.
+    pub(crate) fn mark(&self) -> (usize, usize, usize) {
+        (self.var_avals.len(), self.literals.len(), self.eqns.len())
+    }
+
+    /// Forgets the variables, literals and equations added since `mark` (no constvar or
+    /// invar may have been added since).
+    pub(crate) fn truncate(&mut self, (vars, lits, eqns): (usize, usize, usize)) {
+        self.var_avals.truncate(vars);
+        self.literals.truncate(lits);
+        self.eqns.truncate(eqns);
+    }
+
     /// Number of equations added so far.
     pub fn num_eqns(&self) -> usize {
         self.eqns.len()
