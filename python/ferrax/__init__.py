@@ -26,7 +26,7 @@ from ferrax._eval_shape import ShapeDtypeStruct, eval_shape
 from ferrax._shard_map import pmap, shard_map
 from ferrax._multihost import make_array_from_process_local_data, make_array_from_single_device_arrays
 from ferrax import distributed
-from ferrax import debug, nn, scipy
+from ferrax import debug, nn, rewrite, scipy
 from ferrax._staging import make_jaxpr
 from ferrax._vmap import vmap
 from ferrax.sharding import NamedSharding, PartitionSpec

@@ -88,6 +88,13 @@ class PassError(FerraxError):
 class BuilderError(FerraxError):
     """A JaxprBuilder was used after it built its jaxpr, or re-entered while in use."""
 
+class RewriteError(FerraxError):
+    """Rewriting did not finish: the rules still applied after the iteration bound, or a
+    rule's right side does not typecheck where its left side matched."""
+
+    rules: list[str]
+    """The rules firing in the last passes (empty for an ill-typed right side)."""
+
 # ---------------------------------------------------------------------- abstract values
 
 @final
@@ -532,6 +539,27 @@ def reference_eval(
 def cost_analysis(jaxpr: Jaxpr) -> dict[str, Any]:
     """``{"flops": float, "while_loops": int}``: floating-point operations counted from
     the types, one iteration per ``while`` loop (their trip counts depend on data)."""
+
+@final
+class RuleSet:
+    """Named rewrite rules read from text (``name: lhs => rhs [if conditions]``, one per
+    line; see ``ferrax.rewrite``). Unreadable rules are a ``ParseError``."""
+
+    def __new__(cls, text: str) -> Self: ...
+    @staticmethod
+    def algebraic() -> RuleSet:
+        """The built-in algebraic simplifications."""
+    @property
+    def names(self) -> list[str]:
+        """The rules' names, in order."""
+    def __len__(self) -> int: ...
+    def __add__(self, other: RuleSet, /) -> RuleSet: ...
+
+def rewrite(jaxpr: Jaxpr, rules: RuleSet, max_iterations: int = 100) -> tuple[Jaxpr, dict[str, int], int]:
+    """Applies the rules everywhere until none applies; returns the rewritten jaxpr (dead
+    equations removed, every input kept, typechecked), how many times each rule applied
+    and how many passes changed something. No fixpoint within ``max_iterations`` passes,
+    or an ill-typed right side, is a ``RewriteError``."""
 
 def partial_eval(
     jaxpr: Jaxpr, unknowns: Sequence[bool], instantiate: Sequence[bool]

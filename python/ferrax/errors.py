@@ -10,6 +10,7 @@ from ferrax._ir import (
     LoweringError,
     ParseError,
     PassError,
+    RewriteError,
     TypeCheckError,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "NonConcreteBooleanIndexError",
     "ParseError",
     "PassError",
+    "RewriteError",
     "ShapeError",
     "ShardingError",
     "TracerBoolConversionError",

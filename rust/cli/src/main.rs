@@ -13,19 +13,26 @@
 //! ferrax-jaxpr lower FILE [--name m] lower to a StableHLO module
 //! ferrax-jaxpr partial-eval FILE --unknown 1,0 [--instantiate 0,1]
 //!                                    split into known and unknown jaxprs
+//! ferrax-jaxpr rewrite FILE --rules RULES [--max-iterations 100]
+//!                                    apply rewrite rules (a rule file, or `@algebraic`
+//!                                    for the built-in simplifications) to a fixpoint
 //! ```
-//! `FILE` may be `-` for standard input. Errors go to standard error with exit code 1
-//! (2 for bad usage).
+//! `FILE` may be `-` for standard input. Errors go to standard error, on one line, with
+//! exit code 1 (2 for bad usage: unknown commands or options, flag lists of the wrong
+//! length, unreadable rule files).
 
 use ferrax_ir::lower::stablehlo::lower_jaxpr;
+use ferrax_ir::passes::rewrite::{rewrite, RuleSet, ALGEBRAIC_RULES, DEFAULT_MAX_ITERATIONS};
 use ferrax_ir::passes::{dce, partial_eval, toposort, transpose};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
 use ferrax_ir::{typecheck, AbstractValue, Jaxpr};
 use std::io::Read;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: ferrax-jaxpr (check|fmt|dce|toposort|transpose|lower|partial-eval) \
-     FILE [--used FLAGS] [--linear FLAGS] [--name NAME] [--unknown FLAGS] [--instantiate FLAGS]";
+const USAGE: &str =
+    "usage: ferrax-jaxpr (check|fmt|dce|toposort|transpose|lower|partial-eval|rewrite) \
+     FILE [--used FLAGS] [--linear FLAGS] [--name NAME] [--unknown FLAGS] [--instantiate FLAGS] \
+     [--rules RULES] [--max-iterations N]";
 
 fn read(path: &str) -> Result<String, String> {
     if path == "-" {
@@ -66,7 +73,7 @@ fn flags(text: &str, n: usize, option: &str, what: &str) -> Result<Vec<bool>, St
 }
 
 fn run(args: &[String]) -> Result<String, (u8, String)> {
-    let usage = |m: &str| (2u8, format!("{m}\n{USAGE}"));
+    let usage = |m: &str| (2u8, format!("{m} ({USAGE})"));
     let (cmd, path) = match args {
         [cmd, path, ..] => (cmd.as_str(), path.as_str()),
         _ => return Err(usage("missing arguments")),
@@ -76,6 +83,8 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
     let mut name = "ferrax".to_owned();
     let mut unknown: Option<String> = None;
     let mut instantiate: Option<String> = None;
+    let mut rules: Option<String> = None;
+    let mut max_iterations = DEFAULT_MAX_ITERATIONS;
     let mut rest = args[2..].iter();
     while let Some(a) = rest.next() {
         match (a.as_str(), rest.next()) {
@@ -84,10 +93,35 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
             ("--name", Some(v)) => name = v.clone(),
             ("--unknown", Some(v)) => unknown = Some(v.clone()),
             ("--instantiate", Some(v)) => instantiate = Some(v.clone()),
+            ("--rules", Some(v)) => rules = Some(v.clone()),
+            ("--max-iterations", Some(v)) => {
+                max_iterations = v
+                    .parse()
+                    .map_err(|_| usage(&format!("--max-iterations takes a count, got '{v}'")))?
+            }
             _ => return Err(usage(&format!("unexpected argument '{a}'"))),
         }
     }
     let fail = |e: String| (1u8, e);
+    // A flag list of the wrong length is bad usage.
+    let bad = |e: String| (2u8, e);
+    // The rule file first: a bad one is bad usage, whatever the jaxpr.
+    let rule_set = match (&rules, cmd) {
+        (Some(r), "rewrite") => {
+            let text = if r == "@algebraic" {
+                ALGEBRAIC_RULES.to_owned()
+            } else {
+                read(r).map_err(fail)?
+            };
+            Some(RuleSet::parse(&text).map_err(|e| bad(format!("{r}: {e}")))?)
+        }
+        (None, "rewrite") => {
+            return Err(usage(
+                "rewrite needs --rules RULES (a rule file, or @algebraic)",
+            ))
+        }
+        _ => None,
+    };
     let text = read(path).map_err(fail)?;
     let jaxpr: Jaxpr = parse_jaxpr(&text).map_err(|e| fail(e.to_string()))?;
     match cmd {
@@ -98,7 +132,7 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
         "fmt" => Ok(print_jaxpr(&jaxpr)),
         "dce" => {
             let used = match used {
-                Some(u) => flags(&u, jaxpr.outvars().len(), "--used", "outputs").map_err(fail)?,
+                Some(u) => flags(&u, jaxpr.outvars().len(), "--used", "outputs").map_err(bad)?,
                 None => vec![true; jaxpr.outvars().len()],
             };
             let (pruned, _) = dce(&jaxpr, &used).map_err(|e| fail(e.to_string()))?;
@@ -111,7 +145,7 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
                     "transpose needs --linear FLAGS (one 0/1 flag per input)",
                 ));
             };
-            let linear = flags(&l, jaxpr.invars().len(), "--linear", "inputs").map_err(fail)?;
+            let linear = flags(&l, jaxpr.invars().len(), "--linear", "inputs").map_err(bad)?;
             let t = transpose(&jaxpr, &linear).map_err(|e| fail(e.to_string()))?;
             Ok(print_jaxpr(&t))
         }
@@ -122,9 +156,9 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
             };
             let n_out = jaxpr.outvars().len();
             let unknowns =
-                flags(&unknown, jaxpr.invars().len(), "--unknown", "inputs").map_err(fail)?;
+                flags(&unknown, jaxpr.invars().len(), "--unknown", "inputs").map_err(bad)?;
             let instantiate = match instantiate {
-                Some(i) => flags(&i, n_out, "--instantiate", "outputs").map_err(fail)?,
+                Some(i) => flags(&i, n_out, "--instantiate", "outputs").map_err(bad)?,
                 None => vec![false; n_out],
             };
             let pe =
@@ -141,6 +175,13 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
                 pe.num_residuals,
                 mask.join(",")
             ))
+        }
+        "rewrite" => {
+            let Some(set) = rule_set else {
+                unreachable!("rewrite has its rules (checked above)")
+            };
+            let r = rewrite(&jaxpr, &set, max_iterations).map_err(|e| fail(e.to_string()))?;
+            Ok(print_jaxpr(&r.jaxpr))
         }
         other => Err(usage(&format!("unknown command '{other}'"))),
     }

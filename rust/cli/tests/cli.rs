@@ -11,12 +11,15 @@ fn run(args: &[&str], stdin: &str) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the binary runs");
-    child
+    // The tool may stop before reading its input (a bad option): a closed pipe is fine.
+    if let Err(e) = child
         .stdin
         .take()
         .expect("stdin")
         .write_all(stdin.as_bytes())
-        .expect("write stdin");
+    {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
+    }
     let out = child.wait_with_output().expect("finishes");
     (
         out.status.code().unwrap_or(-1),
@@ -72,7 +75,7 @@ fn errors_are_reported_with_exit_codes() {
     assert!(err.contains("unknown command"), "{err}");
 
     let (code, _, err) = run(&["dce", "-", "--used", "1"], TEXT);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("2 outputs"), "{err}");
 
     let (code, _, _) = run(&["check", "/no/such/file"], "");
@@ -115,7 +118,7 @@ fn partial_eval_prints_both_halves() {
     assert!(err.contains("--unknown"), "{err}");
 
     let (code, _, err) = run(&["partial-eval", "-", "--unknown", "1"], text);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(
         err.contains("--unknown has 1 flags but the jaxpr has 2 inputs"),
         "{err}"
@@ -132,7 +135,7 @@ fn partial_eval_prints_both_halves() {
         ],
         text,
     );
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("--instantiate takes 0/1 flags"), "{err}");
 }
 
@@ -153,7 +156,7 @@ fn transpose_prints_the_transposed_jaxpr() {
 
     // Bad flags and non-linear uses are errors.
     let (code, _, err) = run(&["transpose", "-", "--linear", "1"], text);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(
         err.contains("--linear has 1 flags but the jaxpr has 2 inputs"),
         "{err}"
@@ -174,4 +177,81 @@ fn partial_eval_of_a_jaxpr_without_inputs() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.ends_with("residuals: 0\nunknown outputs: 0\n"), "{out}");
+}
+
+#[test]
+fn rewrite_applies_a_rule_file_or_the_algebraic_set() {
+    let dir = std::env::temp_dir().join(format!("ferrax-cli-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("rules.txt");
+    std::fs::write(&rules, "# exp to log\nexp_log: exp ?x => log ?x\n").unwrap();
+    let rules = rules.to_str().unwrap();
+    let text = "{ lambda ; x:f32[3]. let a:f32[3] = exp x; b:f32[3] = mul a 1.0:f32[] in (b,) }";
+    let (code, out, err) = run(&["rewrite", "-", "--rules", rules], text);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "{ lambda ; a:f32[3]. let b:f32[3] = log a; c:f32[3] = mul b 1.0:f32[] in (c,) }\n"
+    );
+    let (code, out, _) = run(&["rewrite", "-", "--rules", "@algebraic"], text);
+    assert_eq!(code, 0);
+    assert_eq!(out, "{ lambda ; a:f32[3]. let b:f32[3] = exp a in (b,) }\n");
+    // A malformed rule file: one line, exit status 2, naming the file and the line.
+    let bad = dir.join("bad.txt");
+    std::fs::write(&bad, "ok: neg ?x => ?x\n\nbroken: neg ?x => ?y\n").unwrap();
+    let (code, _, err) = run(&["rewrite", "-", "--rules", bad.to_str().unwrap()], text);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.txt: line 3: rule 'broken'"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // No rules; a bound that is not a number: usage.
+    let (code, _, err) = run(&["rewrite", "-"], text);
+    assert_eq!(code, 2);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let (code, _, _) = run(
+        &["rewrite", "-", "--rules", rules, "--max-iterations", "x"],
+        text,
+    );
+    assert_eq!(code, 2);
+    // Rules that loop: exit status 1, naming them.
+    let loops = dir.join("loops.txt");
+    std::fs::write(&loops, "a: exp ?x => log ?x\nb: log ?x => exp ?x\n").unwrap();
+    let (code, _, err) = run(
+        &[
+            "rewrite",
+            "-",
+            "--rules",
+            loops.to_str().unwrap(),
+            "--max-iterations",
+            "3",
+        ],
+        text,
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("3 iterations") && err.contains("a, b"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn masks_of_the_wrong_length_are_one_line_usage_errors() {
+    for args in [
+        vec!["dce", "-", "--used", "1,1,1"],
+        vec!["transpose", "-", "--linear", "1"],
+        vec!["partial-eval", "-", "--unknown", "1"],
+        vec![
+            "partial-eval",
+            "-",
+            "--unknown",
+            "1,0",
+            "--instantiate",
+            "1",
+        ],
+    ] {
+        let (code, _, err) = run(&args, TEXT);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("flags but the jaxpr has"), "{args:?}: {err}");
+    }
 }

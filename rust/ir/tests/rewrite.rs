@@ -362,6 +362,9 @@ fn bad_rules_are_refused_with_their_line() {
     let set = RuleSet::parse("a: neg (neg ?x)\n    => ?x  # twice\n  b: sin ?x\n=> ?x").unwrap();
     assert_eq!(set.len(), 2);
     assert!(RuleSet::parse("=> ?x\n").is_err());
+    // An error on a continuation line is reported at that line and column.
+    let e = RuleSet::parse("a: neg ?x\n  => ?x ?x\n").unwrap_err();
+    assert_eq!((e.line, e.column), (2, 9), "{e}");
 }
 
 #[test]

@@ -9,6 +9,8 @@
 //! - `ParseError` (with `.line`, `.column`): `ReadError::Parse`.
 //! - `PassError`: the crate's `PassError`.
 //! - `BuilderError`: a `JaxprBuilder` used after it built, or re-entered.
+//! - `RewriteError` (with `.rules`): `passes::rewrite` found no fixpoint, or a rule's
+//!   right side is ill typed; a rule that does not read is a `ParseError`.
 //!
 //! Arguments of the wrong Python type (a `str` where a `ShapedArray` is expected, ...)
 //! raise Python's `TypeError`; an invalid `ExtensionPrimitive` name, `ValueError`.
@@ -56,6 +58,14 @@ create_exception!(
 );
 create_exception!(
     ferrax._ir,
+    RewriteError,
+    FerraxError,
+    "Rewriting did not finish: the rules still applied after the iteration bound (`rules` \
+     names those firing in the last passes), or a rule's right side does not typecheck \
+     where its left side matched."
+);
+create_exception!(
+    ferrax._ir,
     BuilderError,
     FerraxError,
     "A JaxprBuilder was used after it built its jaxpr, or re-entered while in use."
@@ -73,6 +83,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LoweringError", py.get_type::<LoweringError>())?;
     m.add("PassError", py.get_type::<PassError>())?;
     m.add("BuilderError", py.get_type::<BuilderError>())?;
+    let rewrite = py.get_type::<RewriteError>();
+    rewrite.setattr("rules", pyo3::types::PyList::empty(py))?;
+    m.add("RewriteError", rewrite)?;
     Ok(())
 }
 

@@ -13,6 +13,7 @@ mod jaxpr;
 mod params;
 mod passes;
 mod primitives;
+mod rewrite;
 mod testing;
 
 use pyo3::prelude::*;
@@ -28,6 +29,7 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<jaxpr::ClosedJaxpr>()?;
     m.add_class::<builder::JaxprBuilder>()?;
     m.add_class::<primitives::ExtensionPrimitive>()?;
+    m.add_class::<rewrite::RuleSet>()?;
     m.add_function(wrap_pyfunction!(passes::parse_jaxpr, m)?)?;
     m.add_function(wrap_pyfunction!(passes::typecheck, m)?)?;
     m.add_function(wrap_pyfunction!(passes::dce, m)?)?;
@@ -44,6 +46,7 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(passes::consts_to_invars, m)?)?;
     m.add_function(wrap_pyfunction!(passes::cost_analysis, m)?)?;
     m.add_function(wrap_pyfunction!(passes::partial_eval, m)?)?;
+    m.add_function(wrap_pyfunction!(rewrite::rewrite, m)?)?;
     m.add_function(wrap_pyfunction!(testing::random_jaxpr, m)?)?;
     m.add_function(wrap_pyfunction!(testing::reference_eval, m)?)?;
     Ok(())

@@ -15,7 +15,7 @@ pub use closure::consts_to_invars;
 pub use cost::{cost, Cost};
 pub use dce::dce;
 pub use partial_eval::{partial_eval, PartialEval};
-pub use rewrite::{rewrite, RewriteError, Rewritten, Rule, RuleError, RuleSet};
+pub use rewrite::{rewrite, RewriteError, Rewritten, Rule, RuleParseError, RuleSet};
 pub use toposort::toposort;
 pub use transpose::transpose;
 pub use vma::insert_pvary;

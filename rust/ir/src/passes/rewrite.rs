@@ -64,16 +64,19 @@ const MAX_TERM_DEPTH: usize = 64;
 /// A rule (or a rule file) that does not read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct RuleError {
+pub struct RuleParseError {
     /// The line of the rule (1-based) in its file; 1 for a single rule.
     pub line: usize,
+    /// The column (1-based, in bytes) on that line where the problem was found; 0 when
+    /// it is not at one place (a duplicate name).
+    pub column: usize,
     /// The rule's name, when it was read.
     pub rule: Option<String>,
     /// What is wrong.
     pub message: String,
 }
 
-impl fmt::Display for RuleError {
+impl fmt::Display for RuleParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.rule {
             Some(r) => write!(f, "line {}: rule '{}': {}", self.line, r, self.message),
@@ -82,7 +85,7 @@ impl fmt::Display for RuleError {
     }
 }
 
-impl std::error::Error for RuleError {}
+impl std::error::Error for RuleParseError {}
 
 /// Why [`rewrite`] stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -218,7 +221,7 @@ pub struct Rule {
 
 impl Rule {
     /// Reads one rule: `name: lhs => rhs [if conditions]`.
-    pub fn parse(text: &str) -> Result<Rule, RuleError> {
+    pub fn parse(text: &str) -> Result<Rule, RuleParseError> {
         parse_rule(text, 1)
     }
 
@@ -251,7 +254,7 @@ pub struct RuleSet {
 
 impl RuleSet {
     /// A rule set of these rules, tried in this order where several match.
-    pub fn new(rules: Vec<Rule>) -> Result<RuleSet, RuleError> {
+    pub fn new(rules: Vec<Rule>) -> Result<RuleSet, RuleParseError> {
         let mut set = RuleSet::default();
         for r in rules {
             set.push(r)?;
@@ -261,39 +264,63 @@ impl RuleSet {
 
     /// Reads a rule file: each rule starts on a line with its name and ':' (other lines
     /// continue the rule above), `#` starts a comment, names are unique.
-    pub fn parse(text: &str) -> Result<RuleSet, RuleError> {
+    pub fn parse(text: &str) -> Result<RuleSet, RuleParseError> {
         let mut set = RuleSet::default();
-        let mut pending: Option<(usize, String)> = None;
+        // The rule being gathered: its text, and where each of its lines starts in it
+        // (offset, line number, indentation), to report an error where it is.
+        let mut pending: Option<Gathered> = None;
+        let finish = |set: &mut RuleSet, (t, lines): Gathered| {
+            let first = lines[0].1;
+            let rule = parse_rule(&t, first).map_err(|e| {
+                let at = e.column.saturating_sub(1);
+                let &(start, line, indent) = lines
+                    .iter()
+                    .rev()
+                    .find(|(start, _, _)| *start <= at)
+                    .unwrap_or(&lines[0]);
+                RuleParseError {
+                    line,
+                    column: if e.column == 0 {
+                        0
+                    } else {
+                        at - start + 1 + indent
+                    },
+                    ..e
+                }
+            })?;
+            set.push(rule)
+                .map_err(|e| RuleParseError { line: first, ..e })
+        };
         for (i, raw) in text.lines().enumerate() {
             let line = strip_comment(raw);
             if line.trim().is_empty() {
                 continue;
             }
             if !starts_rule(line) {
-                if let Some((_, t)) = pending.as_mut() {
+                if let Some((t, lines)) = pending.as_mut() {
                     t.push(' ');
+                    lines.push((t.len(), i + 1, indent(line)));
                     t.push_str(line.trim());
                     continue;
                 }
             }
-            if let Some((n, t)) = pending.take() {
-                set.push(parse_rule(&t, n)?)
-                    .map_err(|e| RuleError { line: n, ..e })?;
+            if let Some(p) = pending.take() {
+                finish(&mut set, p)?;
             }
-            pending = Some((i + 1, line.trim().to_owned()));
+            pending = Some((line.trim().to_owned(), vec![(0, i + 1, indent(line))]));
         }
-        if let Some((n, t)) = pending {
-            set.push(parse_rule(&t, n)?)
-                .map_err(|e| RuleError { line: n, ..e })?;
+        if let Some(p) = pending {
+            finish(&mut set, p)?;
         }
         Ok(set)
     }
 
     /// Adds a rule (its name must be new).
-    pub fn push(&mut self, rule: Rule) -> Result<(), RuleError> {
+    pub fn push(&mut self, rule: Rule) -> Result<(), RuleParseError> {
         if self.rules.iter().any(|r| r.name == rule.name) {
-            return Err(RuleError {
+            return Err(RuleParseError {
                 line: 1,
+                column: 0,
                 rule: Some(rule.name.clone()),
                 message: "a rule of this name is already in the set".into(),
             });
@@ -345,6 +372,14 @@ pow_one:       integer_pow[y=1] ?x => ?x
 pow_two:       integer_pow[y=2] ?x => mul ?x ?x
 ";
 
+/// A rule's text gathered from its lines, and where each line starts in it: (offset,
+/// line number, indentation).
+type Gathered = (String, Vec<(usize, usize, usize)>);
+
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
 /// Whether a line starts a rule (`name:`); other lines continue the rule above.
 fn starts_rule(line: &str) -> bool {
     let t = line.trim_start();
@@ -380,9 +415,10 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn err(&self, message: impl Into<String>) -> RuleError {
-        RuleError {
+    fn err(&self, message: impl Into<String>) -> RuleParseError {
+        RuleParseError {
             line: self.line,
+            column: self.pos + 1,
             rule: self.name.clone(),
             message: message.into(),
         }
@@ -412,7 +448,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn expect(&mut self, tok: &str) -> Result<(), RuleError> {
+    fn expect(&mut self, tok: &str) -> Result<(), RuleParseError> {
         if self.eat(tok) {
             Ok(())
         } else {
@@ -456,7 +492,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `?name`: the hole's slot (new on the left side, known on the right).
-    fn hole(&mut self) -> Result<usize, RuleError> {
+    fn hole(&mut self) -> Result<usize, RuleParseError> {
         self.expect("?")?;
         let r = self.rest();
         let n = r
@@ -480,13 +516,13 @@ impl<'a> Reader<'a> {
         Ok(self.holes.len() - 1)
     }
 
-    fn dtype(&mut self) -> Result<DType, RuleError> {
+    fn dtype(&mut self) -> Result<DType, RuleParseError> {
         let w = self.word().unwrap_or("");
         dtype_named(w).ok_or_else(|| self.err(format!("unknown dtype '{w}'")))
     }
 
     /// `[3,4]`, `[]`, `[*]` or `[?s]`.
-    fn shape_pat(&mut self) -> Result<Slot<Vec<i64>>, RuleError> {
+    fn shape_pat(&mut self) -> Result<Slot<Vec<i64>>, RuleParseError> {
         self.expect("[")?;
         if self.eat("*") {
             self.expect("]")?;
@@ -501,7 +537,7 @@ impl<'a> Reader<'a> {
         Ok(Slot::Exact(dims))
     }
 
-    fn ints_until(&mut self, close: &str) -> Result<Vec<i64>, RuleError> {
+    fn ints_until(&mut self, close: &str) -> Result<Vec<i64>, RuleParseError> {
         let mut dims = Vec::new();
         loop {
             if self.eat(close) {
@@ -520,7 +556,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `:f32[3]`, `:?t[*]`, `:_[]` after a hole.
-    fn type_pat(&mut self) -> Result<TypePat, RuleError> {
+    fn type_pat(&mut self) -> Result<TypePat, RuleParseError> {
         let dtype = if self.peek() == Some('?') {
             Slot::Hole(self.hole()?)
         } else if self.eat("_") {
@@ -532,7 +568,7 @@ impl<'a> Reader<'a> {
         Ok(TypePat { dtype, shape })
     }
 
-    fn literal(&mut self, w: &str) -> Result<Term, RuleError> {
+    fn literal(&mut self, w: &str) -> Result<Term, RuleParseError> {
         let value = literal_value(w).ok_or_else(|| {
             self.err(format!(
                 "'{w}' is not an operand: write a hole (?x), a literal, or an application in parentheses"
@@ -558,7 +594,7 @@ impl<'a> Reader<'a> {
         Ok(Term::Lit { value, dtype })
     }
 
-    fn operand(&mut self, depth: usize) -> Result<Term, RuleError> {
+    fn operand(&mut self, depth: usize) -> Result<Term, RuleParseError> {
         match self.peek() {
             Some('?') => {
                 let slot = self.hole()?;
@@ -592,7 +628,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A hole, a literal, or `prim[params] operands...`.
-    fn term(&mut self, depth: usize) -> Result<Term, RuleError> {
+    fn term(&mut self, depth: usize) -> Result<Term, RuleParseError> {
         match self.peek() {
             Some('?') | Some('(') => return self.operand(depth),
             _ => {}
@@ -659,7 +695,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A param value's text: up to a space, ',' or ']' outside brackets and quotes.
-    fn raw_value(&mut self) -> Result<String, RuleError> {
+    fn raw_value(&mut self) -> Result<String, RuleParseError> {
         self.skip_ws();
         let r = self.rest();
         let mut open: Vec<char> = Vec::new();
@@ -708,7 +744,7 @@ impl<'a> Reader<'a> {
         Ok(r[..end].to_owned())
     }
 
-    fn cond(&mut self) -> Result<Cond, RuleError> {
+    fn cond(&mut self) -> Result<Cond, RuleParseError> {
         let negated = self.is_word_at_keyword("not");
         if negated {
             self.pos += 3;
@@ -783,7 +819,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn eq_or_ne(&mut self) -> Result<bool, RuleError> {
+    fn eq_or_ne(&mut self) -> Result<bool, RuleParseError> {
         if self.eat("!=") {
             Ok(true)
         } else if self.eat("=") {
@@ -794,7 +830,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn parse_rule(text: &str, line: usize) -> Result<Rule, RuleError> {
+fn parse_rule(text: &str, line: usize) -> Result<Rule, RuleParseError> {
     let mut r = Reader {
         s: text,
         pos: 0,
