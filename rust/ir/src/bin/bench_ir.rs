@@ -1,8 +1,9 @@
-//! Times the IR crate's operations on chain jaxprs (BENCH.md) and prints one JSON object
+//! Times the IR crate's operations on chain jaxprs (BENCH.md), rewriting included, and prints one JSON object
 //! per (operation, size) on stdout: median and spread of several runs, per equation.
 //!
 //! Usage: `ferrax-bench-ir [--sizes 1000,10000,100000,1000000] [--reps N]`.
 
+use ferrax_ir::passes::rewrite::{rewrite, RuleSet, ALGEBRAIC_RULES};
 use ferrax_ir::passes::{dce, partial_eval, toposort};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
 use ferrax_ir::{
@@ -162,6 +163,21 @@ fn main() {
         }
         report("dce", eqns, time(reps, || dce(&j, &[true])));
         report("toposort", eqns, time(reps, || toposort(&j)));
+        // The algebraic rule set: its rules rooted at `add` and `mul` are tried at two
+        // equations of each step and match none (a pass, then DCE and typecheck).
+        let algebraic = RuleSet::parse(ALGEBRAIC_RULES).expect("the built-in rules read");
+        report(
+            "rewrite",
+            eqns,
+            time(reps, || rewrite(&j, &algebraic, 100).expect("a fixpoint")),
+        );
+        // A rule firing at every step (`sin(x) * 1.5` becomes `s + s * 0.5`): two passes.
+        let firing = RuleSet::parse("r: mul ?x 1.5 => add ?x (mul ?x 0.5)").expect("reads");
+        report(
+            "rewrite_firing",
+            eqns,
+            time(reps, || rewrite(&j, &firing, 100).expect("a fixpoint")),
+        );
         let jvp = jvp_chain((target / 7).max(1), 128);
         report(
             "partial_eval",
