@@ -2,7 +2,7 @@
 # Runs every test (inside the active virtual environment, or .venv, made if missing):
 # installs the project with its test dependencies (building the Rust
 # extension), then the Rust tests, clippy, rustfmt, pytest (stubtest included; two
-# worker processes) and mypy --strict.
+# worker processes; mypy --strict runs there too, in tests/test_stubs.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/_env.sh
@@ -19,8 +19,6 @@ echo "== cargo test (ferrax-ir with the fuzz corpora replayed, ferrax-cli)"
 cargo test -p ferrax-ir -p ferrax-cli --features ferrax-ir/arbitrary -q
 echo "== cargo doc (ferrax-ir)"
 RUSTDOCFLAGS="-D warnings" cargo doc -p ferrax-ir --features arbitrary --no-deps -q
-echo "== mypy --strict"
-python -m mypy
 echo "== pytest"
 # Two worker processes (pytest-xdist; FERRAX_TEST_WORKERS=0 runs in this process): the
 # multi-process tests stay together on one worker (their xdist_group).
