@@ -29,6 +29,7 @@ from ferrax import distributed
 from ferrax import debug, nn, rewrite, scipy
 from ferrax._staging import make_jaxpr
 from ferrax._vmap import vmap
+from ferrax import export
 from ferrax.sharding import NamedSharding, PartitionSpec
 from ferrax.sharding import PartitionSpec as P
 from ferrax.errors import (
@@ -83,6 +84,7 @@ __all__ = [
     "sharding",
     "eval_jaxpr",
     "eval_shape",
+    "export",
     "grad",
     "hessian",
     "jacfwd",
