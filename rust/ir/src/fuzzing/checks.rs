@@ -10,6 +10,7 @@ use crate::aval::AbstractValue;
 use crate::dtype::DType;
 use crate::eval::{check_close, eval_jaxpr_with, EvalError, EvalOptions, HostArray};
 use crate::jaxpr::{Atom, Jaxpr};
+use crate::passes::rewrite::{rewrite, RuleSet, ALGEBRAIC_RULES};
 use crate::passes::{dce, partial_eval, toposort, transpose};
 use crate::text::{parse_jaxpr, print_jaxpr};
 use crate::typecheck::typecheck;
@@ -38,6 +39,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("partial_eval", check_partial_eval),
     ("transpose", check_transpose),
     ("lower", check_lower),
+    ("rewrite", check_rewrite),
 ];
 
 // Field by field, so limits added to `EvalOptions` later keep their defaults.
@@ -470,6 +472,57 @@ pub fn check_lower(data: &[u8]) -> Checked {
     match crate::lower::stablehlo::lower_jaxpr_with(&j, "fuzz", &options) {
         Ok(text) => assert!(text.contains("func.func"), "lowering emitted no function"),
         Err(e) => panic!("lowering failed: {e}\n{j}"),
+    }
+    Checked {
+        valid: true,
+        findings,
+    }
+}
+
+/// `rewrite`: the algebraic rule set (without `log_exp`, which is exact only in real
+/// arithmetic) rewrites a generated jaxpr to a fixpoint, keeps its input and output
+/// types and effects, and computes bit-for-bit the same outputs.
+pub fn check_rewrite(data: &[u8]) -> Checked {
+    let mut u = Unstructured::new(data);
+    let Some((j, findings)) = generated(&mut u, &GenConfig::small()) else {
+        return Checked::default();
+    };
+    let exact: String = ALGEBRAIC_RULES
+        .lines()
+        .filter(|l| !l.starts_with("log_exp:"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let rules = RuleSet::parse(&exact).unwrap_or_else(|e| panic!("the rules read: {e}"));
+    let r = rewrite(&j, &rules, 100).unwrap_or_else(|e| panic!("rewrite failed: {e}\n{j}"));
+    if let Err(e) = typecheck(&r.jaxpr) {
+        panic!("rewrite made an ill-typed jaxpr: {e}\n{j}\n{}", r.jaxpr);
+    }
+    assert_eq!(
+        r.jaxpr.in_avals(),
+        j.in_avals(),
+        "rewrite: input types\n{j}"
+    );
+    assert_eq!(
+        r.jaxpr.out_avals(),
+        j.out_avals(),
+        "rewrite: output types\n{j}"
+    );
+    let effects = |x: &Jaxpr| x.eqns().iter().filter(|e| e.has_effect()).count();
+    assert_eq!(
+        effects(&r.jaxpr),
+        effects(&j),
+        "rewrite lost an effect\n{j}"
+    );
+    let args = args_for(&mut u, &j);
+    let Some(want) = eval(&j, &args, "original") else {
+        return Checked {
+            valid: false,
+            findings,
+        };
+    };
+    let all: Vec<&HostArray> = want.iter().collect();
+    if let Some(got) = eval(&r.jaxpr, &args, "rewritten") {
+        same_values(&got, &all, "rewrite", &r.jaxpr, &j);
     }
     Checked {
         valid: true,
