@@ -5,6 +5,7 @@ compiled module ``ferrax._ir``; this module is its public face.
 """
 
 from ferrax._core import Primitive
+from ferrax._decompile import DecompileError, bind, literal, raw_keys, to_python, trace_jaxpr
 from ferrax._ir import (
     ClosedJaxpr,
     ExtensionPrimitive,
@@ -22,6 +23,7 @@ from ferrax._ir import (
 
 __all__ = [
     "ClosedJaxpr",
+    "DecompileError",
     "ExtensionPrimitive",
     "Jaxpr",
     "JaxprBuilder",
@@ -30,8 +32,13 @@ __all__ = [
     "Primitive",
     "ShapedArray",
     "Var",
+    "bind",
     "dce",
+    "literal",
     "parse_jaxpr",
+    "raw_keys",
+    "to_python",
     "toposort",
+    "trace_jaxpr",
     "typecheck",
 ]
