@@ -210,6 +210,29 @@ def test_programs_round_trip(name: str) -> None:
     assert got == want == str(closed)
 
 
+@pytest.mark.parametrize("name", ["grad", "scan", "cond", "switch", "while", "nested_jit", "checkpoint"])
+def test_generic_forms_round_trip(name: str) -> None:
+    # What to_python falls back to when a readable form does not trace back: every
+    # control-flow and call equation as core.bind with traced sub-jaxprs.
+    from ferrax._decompile import _Decompiler
+
+    fn, args = PROGRAMS[name]
+    closed = ferrax.make_jaxpr(fn)(*args)
+    source = _Decompiler(closed, "f", readable=False).source()
+    assert "lax.cond(" not in source and "lax.scan(" not in source and "@ferrax.jit" not in source
+    got = ferrax.make_jaxpr(_function(source))(*tree_leaves(args))
+    assert str(got) == str(closed)
+
+
+def test_x64_programs_round_trip() -> None:
+    with ferrax.enable_x64(True):
+        x = np.linspace(0, 1, 4)
+        closed = ferrax.make_jaxpr(lambda a, n: fnp.sin(a) * 2.0 + n + np.int64(3))(x, 2)
+        source, want, got = _retraced(closed, [x, 2])
+        assert got == want == str(closed) and "f64[4]" in got
+        assert "jax_enable_x64" in source
+
+
 def test_constants_are_exact_module_arrays() -> None:
     closed = ferrax.make_jaxpr(mlp)(X)
     source = to_python(closed)

@@ -421,7 +421,7 @@ class _Refs:
     def _note(self, aval: _ir.ShapedArray) -> None:
         if not dtypes.is_key(aval.dtype):
             d = np.dtype(aval.dtype)
-            if d.itemsize * (2 if d.kind == "c" else 1) >= 16 or (d.kind in "iuf" and d.itemsize == 8):
+            if (d.kind in "iuf" and d.itemsize == 8) or (d.kind == "c" and d.itemsize == 16):
                 self.wide = True
 
     def shared(self, j: _ir.Jaxpr) -> bool:
@@ -583,14 +583,12 @@ def _make_candidates(prim: str, params: dict[str, Any], n: int) -> list[Callable
     from ferrax._core import Primitive
 
     out: list[Callable[[list[str]], str]] = []
-    if not params and n == 2 and prim in _BINARY:
+    if (not params or prim == "dot_general") and n == 2 and prim in _BINARY:
         op = _BINARY[prim]
         out.append(lambda t: f"{_operand_text(t[0])} {op} {_operand_text(t[1])}")
     if not params and n == 1 and prim in _UNARY:
         uop = _UNARY[prim]
         out.append(lambda t: f"{uop}{_operand_text(t[0])}")
-    if prim == "dot_general" and n == 2 and params.get("dimension_numbers") == (((1,), (0,)), ((), ())):
-        out.append(lambda t: f"{_operand_text(t[0])} @ {_operand_text(t[1])}")
     if prim == "iota":
         shape, dim, dt = params.get("shape"), params.get("dimension"), params.get("dtype")
         if isinstance(shape, tuple) and len(shape) == 1 and dim == 0 and dt is not None:
