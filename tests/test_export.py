@@ -484,6 +484,13 @@ def test_what_cannot_be_serialized_is_refused_when_serializing(fun: Callable[[An
         exported.serialize()
 
 
+def test_programs_over_a_mesh_are_refused_when_exporting() -> None:
+    mesh = fx.sharding.Mesh(np.array(fx.devices()[:1], dtype=object), ("i",))
+    f = fx.shard_map(lambda a: lax.psum(a, "i"), mesh=mesh, in_specs=fx.P("i"), out_specs=fx.P())
+    with pytest.raises(ExportError, match=r"over devices \(shard_map\)"):
+        export(fx.jit(f))(np.ones(2, F32))
+
+
 # -------------------------------------------------------- pickle and deepcopy
 
 

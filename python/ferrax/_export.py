@@ -226,6 +226,14 @@ def export(fun_jit: Jitted[Any, Any]) -> Callable[..., Exported]:
             return leaves
 
         closed, _ = trace_to_jaxpr(flat_fun, avals, in_tree)
+        sharded = sorted({e.primitive for e in _eqns_in(closed.jaxpr) if "mesh" in e.params})
+        if sharded:
+            # Their meshes are not part of an Exported (nor of its bytes), and the program
+            # would not compile without them.
+            raise ExportError(
+                f"{fun_jit._name} lays values out over devices ({', '.join(sharded)}): programs "
+                "over a mesh cannot be exported yet"
+            )
         return Exported(fun_jit._name, in_tree, avals, trees[0], closed.out_avals, closed)
 
     return do_export
@@ -639,17 +647,22 @@ def _rebuild(parsed: _ir.Jaxpr, fixes: _Fixes, extensions: Mapping[str, _ir.Exte
     return build(parsed)
 
 
-def _primitives_in(jaxpr: _ir.Jaxpr) -> set[str]:
-    """The names of the primitives a jaxpr and its nested jaxprs use."""
-    found: set[str] = set()
+def _eqns_in(jaxpr: _ir.Jaxpr) -> list[_ir.JaxprEqn]:
+    """The equations of a jaxpr and of its nested jaxprs."""
+    found: list[_ir.JaxprEqn] = []
     pending = [jaxpr]
     while pending:
         j = pending.pop()
         for eqn in j.eqns:
-            found.add(eqn.primitive)
+            found.append(eqn)
             for value in eqn.params.values():
                 pending.extend(s.jaxpr for s in _sub_jaxprs(value) or ())
     return found
+
+
+def _primitives_in(jaxpr: _ir.Jaxpr) -> set[str]:
+    """The names of the primitives a jaxpr and its nested jaxprs use."""
+    return {eqn.primitive for eqn in _eqns_in(jaxpr)}
 
 
 _builtins: frozenset[str] = frozenset()
@@ -813,7 +826,13 @@ class _Writer:
                 )
         self.extensions.extend(n for n in names if n not in self.extensions)
         text = str(jaxpr)
-        parsed = _ir.parse_jaxpr(text, extensions=list(_extension_objects(names).values()))
+        try:
+            parsed = _ir.parse_jaxpr(text, extensions=list(_extension_objects(names).values()))
+        except FerraxError as e:
+            raise SerializationError(
+                f"the jaxpr's text does not read back ({_describe(e)}); this is a bug in ferrax's "
+                "printer or parser"
+            ) from e
         lost = _lost_in_text(jaxpr, parsed)
         rules: list[list[Any]] = []
         for param in lost.params:

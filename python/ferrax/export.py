@@ -9,7 +9,8 @@ jit equation, so it runs eagerly and under ``jit``, ``grad``, ``vmap`` and the r
 ``custom_jvp``/``custom_vjp`` rules are saved too (traced into jaxprs); host callbacks,
 params that are Python objects, primitives defined in Python and pytree nodes other
 than tuples, lists, dicts, None and key arrays are refused by ``serialize`` with a
-:class:`SerializationError`. Shardings are not saved.
+:class:`SerializationError`; programs over a mesh (``shard_map``, sharding constraints)
+by ``export``, as their meshes are not saved.
 
 The bytes are a zip archive in NumPy's ``.npz`` layout (``numpy.load`` opens it):
 
