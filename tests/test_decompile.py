@@ -247,6 +247,7 @@ def test_source_is_readable() -> None:
     assert "core.bind" not in source and "import numpy" not in source
     source = to_python(ferrax.make_jaxpr(scan_program)(X, W1))
     assert "lax.scan(body_fn, " in source and "    def body_fn(carry, x):" in source
+    assert "= fnp.zeros((8,), np.float32)" in source
     source = to_python(ferrax.make_jaxpr(while_program)(X))
     assert "lax.while_loop(cond_fn, body_fn, (0, a))" in source
     source = to_python(ferrax.make_jaxpr(nested_jit)(X))

@@ -10,7 +10,7 @@ becomes the most readable call that records exactly that equation:
   records any primitive with any params;
 * ``cond`` as ``lax.cond``/``lax.switch``, ``while`` as ``lax.while_loop``, ``scan`` as
   ``lax.scan``, ``jit`` as a ``@ferrax.jit`` function and ``remat2`` as
-  ``ferrax.checkpoint``, with nested ``def``\\ s, when what those functions record is the
+  ``ferrax.checkpoint``, with nested functions, when what those functions record is the
   equation (the predicate's conversion, the closure-converted constants, the params);
   else ``core.bind`` with the sub-jaxprs traced from nested functions by
   ``core.trace_jaxpr``.
@@ -259,7 +259,7 @@ def _literal_text(lit: _ir.Literal) -> str:
 # --------------------------------------------------------------------------- names
 
 _RESERVED = frozenset(
-    [*keyword.kwlist, *keyword.softkwlist, "np", "lax", "core", "ferrax", "carry", "x", "float", "frozenset"]
+    [*keyword.kwlist, *keyword.softkwlist, "np", "fnp", "lax", "core", "ferrax", "carry", "x", "float", "frozenset"]
 )
 
 
@@ -569,19 +569,21 @@ def _signature(fn: Callable[..., Any], key: str) -> inspect.Signature | None:
 def _candidates(eqn: _ir.JaxprEqn, params: dict[str, Any], params_key: tuple[Any, ...]) -> list[Callable[[list[str]], str]]:
     """Readable ways to write a first-order equation, most readable first (cached by
     primitive, operand count and params)."""
-    key = (eqn.primitive, len(eqn.inputs), params_key)
+    in_dtypes = tuple(a.aval.dtype for a in eqn.inputs)
+    key = (eqn.primitive, in_dtypes, params_key)
     found = _candidates_cache.get(key)
     if found is None:
         if len(_candidates_cache) >= _CHECKED_MAX:
             _candidates_cache.clear()
-        found = _candidates_cache[key] = _make_candidates(eqn.primitive, params, len(eqn.inputs))
+        found = _candidates_cache[key] = _make_candidates(eqn.primitive, params, in_dtypes)
     return found
 
 
-def _make_candidates(prim: str, params: dict[str, Any], n: int) -> list[Callable[[list[str]], str]]:
+def _make_candidates(prim: str, params: dict[str, Any], in_dtypes: tuple[Any, ...]) -> list[Callable[[list[str]], str]]:
     from ferrax import lax
     from ferrax._core import Primitive
 
+    n = len(in_dtypes)
     out: list[Callable[[list[str]], str]] = []
     if (not params or prim == "dot_general") and n == 2 and prim in _BINARY:
         op = _BINARY[prim]
@@ -589,6 +591,18 @@ def _make_candidates(prim: str, params: dict[str, Any], n: int) -> list[Callable
     if not params and n == 1 and prim in _UNARY:
         uop = _UNARY[prim]
         out.append(lambda t: f"{uop}{_operand_text(t[0])}")
+    if prim == "broadcast_in_dim" and params.get("broadcast_dimensions") == () and set(params) <= {
+        "shape", "broadcast_dimensions", "sharding"
+    } and params.get("sharding") is None:
+        # A filled array, as NumPy-style code writes it.
+        shape = _value_text(params["shape"])
+        dt = _dtype_text(in_dtypes[0])
+
+        def filled(t: list[str]) -> str:
+            fill = {"0": "zeros", "0.0": "zeros", "False": "zeros", "1": "ones", "1.0": "ones", "True": "ones"}.get(t[0])
+            return f"fnp.{fill}({shape}, {dt})" if fill else f"fnp.full({shape}, {t[0]}, {dt})"
+
+        out.append(filled)
     if prim == "iota":
         shape, dim, dt = params.get("shape"), params.get("dimension"), params.get("dtype")
         if isinstance(shape, tuple) and len(shape) == 1 and dim == 0 and dt is not None:
@@ -656,7 +670,9 @@ def _probe_namespace() -> dict[str, Any]:
     import ferrax
     from ferrax import core, lax
 
-    return {"np": np, "ferrax": ferrax, "lax": lax, "core": core}
+    import ferrax.numpy as fnp
+
+    return {"np": np, "ferrax": ferrax, "lax": lax, "core": core, "fnp": fnp}
 
 
 def _form_of(eqn: _ir.JaxprEqn, texts: list[str], kinds: list[str]) -> tuple[str, str] | None:
@@ -1137,6 +1153,8 @@ class _Decompiler:
             imports.append("import numpy as np")
             imports.append("")
         imports.append("import ferrax")
+        if "fnp." in text:
+            imports.append("import ferrax.numpy as fnp")
         used = [m for m in ("core", "lax") if f"{m}." in text]
         if used:
             imports.append(f"from ferrax import {', '.join(used)}")
