@@ -595,12 +595,14 @@ def _make_candidates(prim: str, params: dict[str, Any], in_dtypes: tuple[Any, ..
         "shape", "broadcast_dimensions", "sharding"
     } and params.get("sharding") is None:
         # A filled array, as NumPy-style code writes it.
-        shape = _value_text(params["shape"])
-        dt = _dtype_text(in_dtypes[0])
+        filled_shape = _value_text(params["shape"])
+        filled_dtype = _dtype_text(in_dtypes[0])
 
         def filled(t: list[str]) -> str:
             fill = {"0": "zeros", "0.0": "zeros", "False": "zeros", "1": "ones", "1.0": "ones", "True": "ones"}.get(t[0])
-            return f"fnp.{fill}({shape}, {dt})" if fill else f"fnp.full({shape}, {t[0]}, {dt})"
+            if fill:
+                return f"fnp.{fill}({filled_shape}, {filled_dtype})"
+            return f"fnp.full({filled_shape}, {t[0]}, {filled_dtype})"
 
         out.append(filled)
     if prim == "iota":
