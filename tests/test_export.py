@@ -11,7 +11,11 @@ import functools
 import io
 import json
 import pickle
+import subprocess
+import sys
+import textwrap
 import zipfile
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -137,6 +141,38 @@ def test_mlp_differentiates_and_vectorizes_as_jax(loaded_mlp: tuple[Exported, Ex
     per_example = fx.jit(fx.vmap(fx.grad(lambda p, x: loaded.call(p, x)["loss"]), in_axes=(None, 0)))(params, xs)
     jax_per_example = jax.vmap(jax.grad(lambda p, x: mlp(jax.nn, jnp, p, x)["loss"]), in_axes=(None, 0))(params, xs)
     assert_trees_close(per_example, jax_per_example, rtol=1e-5, atol=1e-5)
+
+
+def test_a_program_loads_in_another_process_without_its_source(tmp_path: Path) -> None:
+    def only_here(params: dict[str, Any], x: Any) -> Any:
+        return fnp.tanh(fx.nn.relu(x @ params["w"]) @ params["v"])
+
+    w = np.linspace(-1, 1, 12, dtype=F32).reshape(3, 4)
+    v = np.linspace(1, -2, 8, dtype=F32).reshape(4, 2)
+    x = np.array([0.5, -1.0, 2.0], F32)
+    (tmp_path / "prog.ferrax").write_bytes(export(fx.jit(only_here))({"w": w, "v": v}, x).serialize())
+    script = textwrap.dedent(
+        """
+        import json, numpy as np, ferrax as fx
+        from ferrax import export
+        prog = export.deserialize(open("prog.ferrax", "rb").read())
+        w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+        v = np.linspace(1, -2, 8, dtype=np.float32).reshape(4, 2)
+        x = np.array([0.5, -1.0, 2.0], np.float32)
+        grad = fx.jit(fx.grad(lambda p: prog.call(p, x).sum()))({"w": w, "v": v})
+        print(json.dumps({"y": prog.call({"w": w, "v": v}, x).tolist(), "gw": grad["w"].tolist()}))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+
+    def jax_version(params: dict[str, Any], x: Any) -> Any:
+        return jnp.tanh(jax.nn.relu(x @ params["w"]) @ params["v"])
+
+    np.testing.assert_allclose(got["y"], jax_version({"w": w, "v": v}, x), rtol=1e-6)
+    jax_gw = jax.grad(lambda p: jax_version(p, x).sum())({"w": w, "v": v})["w"]
+    np.testing.assert_allclose(got["gw"], jax_gw, rtol=1e-5, atol=1e-7)
 
 
 # ---------------------------------------------------------- scan, cond, while_loop
@@ -375,6 +411,10 @@ def _wrong_format(m: dict[str, Any]) -> None:
     m["format"] = "something.else"
 
 
+def _no_rules(m: dict[str, Any]) -> None:
+    m["jaxprs"][0]["rules"] = []
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -384,10 +424,12 @@ def _wrong_format(m: dict[str, Any]) -> None:
         (_wrong_leaves, "leaves"),
         (_no_program, "out of range"),
         (_wrong_format, "format"),
+        (_no_rules, "no rule record for its jvp"),
     ],
 )
 def test_a_well_zipped_but_malformed_manifest_is_refused(edit: Callable[[dict[str, Any]], None], message: str) -> None:
-    blob = export(fx.jit(lambda x: x * np.arange(2, dtype=F32)))(np.ones(2, F32)).serialize()
+    blob = export(fx.jit(lambda x: fx.nn.relu(x * np.arange(2, dtype=F32))))(np.ones(2, F32)).serialize()
+    deserialize(rezip(blob, lambda m: None))  # rezipped as it was, it loads
     with pytest.raises(DeserializationError, match=message):
         deserialize(rezip(blob, edit))
 

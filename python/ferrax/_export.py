@@ -251,7 +251,7 @@ def deserialize(blob: bytes | bytearray | memoryview) -> Exported:
     try:
         reader = _Reader(manifest, arrays, [])
         program = reader.closed_jaxpr(_index(manifest["program"], len(manifest["jaxprs"])))
-        reader.load_all()
+        loaded = reader.load_all()
         fun_name = manifest["fun_name"]
         in_tree = _tree_from_json(manifest["in_tree"])
         out_tree = _tree_from_json(manifest["out_tree"])
@@ -263,6 +263,10 @@ def deserialize(blob: bytes | bytearray | memoryview) -> Exported:
             raise _Malformed("the program's types are not the declared in_avals and out_avals")
         if in_tree.num_leaves != len(in_avals) or out_tree.num_leaves != len(out_avals):
             raise _Malformed("a pytree structure's leaves do not match its avals")
+        for eqn in (e for closed in loaded for e in _eqns_in(closed.jaxpr)):
+            for name in _RULE_PARAMS.get(eqn.primitive, ()):
+                if not isinstance(eqn.params[name], _SerializedRule):
+                    raise _Malformed(f"a {eqn.primitive} equation has no rule record for its {name}")
     except DeserializationError:
         raise
     except Exception as e:  # noqa: BLE001 - any failure to read the bytes is a bad file
@@ -759,6 +763,8 @@ def _rule_key(functions: Sequence[Any], avals: Sequence[_ir.ShapedArray]) -> Has
     return tuple(parts)
 
 
+# The params of custom calls that hold their differentiation rules.
+_RULE_PARAMS: Final = {"custom_jvp_call": ("jvp",), "custom_vjp_call": ("fwd", "bwd")}
 _MAX_RULE_DEPTH: Final = 24
 
 
@@ -997,10 +1003,9 @@ class _Reader:
         self._closed: dict[int, _ir.ClosedJaxpr] = {}
         self._rules: dict[int, _SerializedRule] = {}
 
-    def load_all(self) -> None:
+    def load_all(self) -> list[_ir.ClosedJaxpr]:
         """Reads every jaxpr (a rule's is otherwise read when first used)."""
-        for j in range(len(self._records)):
-            self.closed_jaxpr(j)
+        return [self.closed_jaxpr(j) for j in range(len(self._records))]
 
     def const(self, i: Any) -> ConcreteArray:
         return self._consts[_index(i, len(self._consts))]
