@@ -29,6 +29,7 @@ from __future__ import annotations
 import inspect
 import keyword
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -744,6 +745,26 @@ def _plain_literal_text(lit: _ir.Literal) -> str:
     return repr(int(lit.val))
 
 
+def _trace_probe(
+    expr: str, args: str, namespace: dict[str, Any], var_avals: list[_ir.ShapedArray], struct: list[str]
+) -> _ir.ClosedJaxpr:
+    """``expr`` traced as the body of a function of ``args``; ``struct`` gets what it
+    returned ("seq" or "single")."""
+    from ferrax._staging import trace_to_jaxpr
+    from ferrax.tree_util import tree_flatten
+
+    exec(compile(f"def _probe({args}):\n    return {expr}\n", "<to_python probe>", "exec"), namespace)
+    probe = namespace["_probe"]
+
+    def run(*xs: Any) -> Any:
+        out = probe(*xs)
+        struct.append("seq" if isinstance(out, (list, tuple)) else "single")
+        return out
+
+    closed, _ = trace_to_jaxpr(run, var_avals, tree_flatten(tuple(range(len(var_avals))))[1])
+    return closed
+
+
 def _probe(
     eqn: _ir.JaxprEqn,
     expr: str,
@@ -754,24 +775,16 @@ def _probe(
     """Traces ``expr`` alone; "single"/"seq" (what it returned) if it recorded exactly
     ``eqn`` (printed text and output types), else None. ``slots[i]`` names input ``i``
     in ``expr`` (``_v<k>``: the probe's argument k, ``_k<k>``: a constant array)."""
-    from ferrax._staging import trace_to_jaxpr
-    from ferrax.tree_util import tree_flatten
-
     args = ", ".join(f"_v{i}" for i in range(len(var_avals)))
     namespace = _probe_namespace()
     for name, aval in const_avals:
         namespace[name] = np.zeros(aval.shape, aval.dtype)
     struct: list[str] = []
     try:
-        exec(compile(f"def _probe({args}):\n    return {expr}\n", "<to_python probe>", "exec"), namespace)
-        probe = namespace["_probe"]
-
-        def run(*xs: Any) -> Any:
-            out = probe(*xs)
-            struct.append("seq" if isinstance(out, (list, tuple)) else "single")
-            return out
-
-        got, _ = trace_to_jaxpr(run, var_avals, tree_flatten(tuple(range(len(var_avals))))[1])
+        with warnings.catch_warnings():
+            # A form that warns is not taken (and its warning is not the user's).
+            warnings.simplefilter("error")
+            got = _trace_probe(expr, args, namespace, var_avals, struct)
         b = _ir.JaxprBuilder()
         by_slot: dict[str, _ir.Var] = {name: b.add_constvar(aval) for name, aval in const_avals}
         by_slot.update({f"_v{i}": b.add_invar(a) for i, a in enumerate(var_avals)})
