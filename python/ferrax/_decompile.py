@@ -351,8 +351,8 @@ class _Fn:
     def __init__(self, jaxpr: _ir.Jaxpr, pyname: str, style: str, depth: int, module_level: bool) -> None:
         self.jaxpr = jaxpr
         self.pyname = pyname
-        # "flat" (one parameter per input), "carry" (while's functions: one tuple
-        # argument), "scan" (scan's body: carry and x).
+        # "flat" (one parameter per input), "while_cond" / "while_body" (one tuple
+        # argument, the carry), "scan" (the carry tuple and the x tuple).
         self.style = style
         self.depth = depth
         self.module_level = module_level
