@@ -1,6 +1,8 @@
 // Shared helpers for building test jaxprs (included with `mod common_build;`).
 #![allow(dead_code)]
 
+use ferrax_ir::eval::HostArray;
+use ferrax_ir::gen::Rng;
 use ferrax_ir::{
     AbstractValue, Atom, Builtin, ClosedJaxpr, DType, Jaxpr, JaxprBuilder, LitValue, Literal,
     Param, Params, Shape, VarId,
@@ -85,4 +87,29 @@ pub fn nested_jits(depth: usize) -> ClosedJaxpr {
         inner = Some(close(b.build(vec![v(y)]).unwrap()));
     }
     inner.expect("depth >= 1")
+}
+
+/// A random value of a type: bools, small integers (-1 to 3), floats in [-4, 4].
+pub fn random_value(a: &AbstractValue, rng: &mut Rng) -> HostArray {
+    let n = a.shape.size() as usize;
+    match a.dtype {
+        DType::Bool => {
+            HostArray::from_bool(a.shape.clone(), (0..n).map(|_| rng.chance(0.5)).collect())
+                .unwrap()
+        }
+        d if d.is_int() => HostArray::from_i64(
+            a.shape.clone(),
+            d,
+            (0..n).map(|_| rng.below(5) as i64 - 1).collect(),
+        )
+        .unwrap(),
+        d => HostArray::from_f64(
+            a.shape.clone(),
+            d,
+            (0..n)
+                .map(|_| (rng.below(2001) as f64 - 1000.0) / 250.0)
+                .collect(),
+        )
+        .unwrap(),
+    }
 }

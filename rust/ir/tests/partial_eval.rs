@@ -4,36 +4,15 @@
 //! both halves typecheck and hold no dead code; the unknown outputs are exactly those that
 //! depend on an unknown input (or are instantiated).
 
+mod common_build;
+
+use common_build::random_value;
 use ferrax_ir::eval::{check_close, eval_jaxpr, HostArray};
 use ferrax_ir::gen::{nested_jits, random_jaxpr, RandomOptions, Rng};
 use ferrax_ir::passes::{partial_eval, PartialEval, PassError};
 use ferrax_ir::text::parse_jaxpr;
 use ferrax_ir::{typecheck, Atom, DType, Eqn, Jaxpr, Param};
 use std::collections::HashSet;
-
-fn random_value(a: &ferrax_ir::AbstractValue, rng: &mut Rng) -> HostArray {
-    let n = a.shape.size() as usize;
-    match a.dtype {
-        DType::Bool => {
-            HostArray::from_bool(a.shape.clone(), (0..n).map(|_| rng.chance(0.5)).collect())
-                .unwrap()
-        }
-        d if d.is_int() => HostArray::from_i64(
-            a.shape.clone(),
-            d,
-            (0..n).map(|_| rng.below(5) as i64 - 1).collect(),
-        )
-        .unwrap(),
-        d => HostArray::from_f64(
-            a.shape.clone(),
-            d,
-            (0..n)
-                .map(|_| (rng.below(2001) as f64 - 1000.0) / 250.0)
-                .collect(),
-        )
-        .unwrap(),
-    }
-}
 
 fn sub<'a>(e: &'a Eqn, name: &str) -> &'a Jaxpr {
     match e.params().get(name) {

@@ -3,11 +3,14 @@
 //! inside nested jaxprs, the loop bound, and values kept (the reference evaluator on
 //! the program before and after).
 
+mod common_build;
+
+use common_build::random_value;
 use ferrax_ir::eval::{check_close, eval_jaxpr, HostArray};
 use ferrax_ir::gen::{chain, random_jaxpr, RandomOptions, Rng};
 use ferrax_ir::passes::rewrite::{rewrite, RewriteError, Rule, RuleSet, ALGEBRAIC_RULES};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
-use ferrax_ir::{typecheck, DType, Jaxpr};
+use ferrax_ir::{typecheck, Jaxpr};
 
 fn parse(text: &str) -> Jaxpr {
     parse_jaxpr(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
@@ -28,30 +31,6 @@ fn rewritten(text: &str, set: &RuleSet) -> String {
 /// The same program written directly, printed (so tests compare with canonical text).
 fn canonical(text: &str) -> String {
     print_jaxpr(&parse(text))
-}
-
-fn random_value(a: &ferrax_ir::AbstractValue, rng: &mut Rng) -> HostArray {
-    let n = a.shape.size() as usize;
-    match a.dtype {
-        DType::Bool => {
-            HostArray::from_bool(a.shape.clone(), (0..n).map(|_| rng.chance(0.5)).collect())
-                .unwrap()
-        }
-        d if d.is_int() => HostArray::from_i64(
-            a.shape.clone(),
-            d,
-            (0..n).map(|_| rng.below(5) as i64 - 1).collect(),
-        )
-        .unwrap(),
-        d => HostArray::from_f64(
-            a.shape.clone(),
-            d,
-            (0..n)
-                .map(|_| (rng.below(2001) as f64 - 1000.0) / 250.0 + 0.01)
-                .collect(),
-        )
-        .unwrap(),
-    }
 }
 
 /// Both programs compute the same outputs on random inputs.

@@ -259,9 +259,16 @@ pub fn check_dce_toposort(data: &[u8]) -> Checked {
         panic!("dce made an ill-typed jaxpr: {e}\n{j}\n{d}");
     }
     // Effects (debug callbacks, and calls and loops holding them) are never dropped.
-    let effects = |x: &Jaxpr| x.eqns().iter().filter(|e| e.has_effect()).count();
-    assert_eq!(effects(&d), effects(&j), "dce dropped an effect\n{j}\n{d}");
-    assert_eq!(effects(&sorted), effects(&j), "toposort lost an effect");
+    assert_eq!(
+        effect_count(&d),
+        effect_count(&j),
+        "dce dropped an effect\n{j}\n{d}"
+    );
+    assert_eq!(
+        effect_count(&sorted),
+        effect_count(&j),
+        "toposort lost an effect"
+    );
     assert_eq!(used_in.len(), j.invars().len(), "dce: used_inputs length");
     let kept: Vec<HostArray> = args
         .iter()
@@ -507,10 +514,9 @@ pub fn check_rewrite(data: &[u8]) -> Checked {
         j.out_avals(),
         "rewrite: output types\n{j}"
     );
-    let effects = |x: &Jaxpr| x.eqns().iter().filter(|e| e.has_effect()).count();
     assert_eq!(
-        effects(&r.jaxpr),
-        effects(&j),
+        effect_count(&r.jaxpr),
+        effect_count(&j),
         "rewrite lost an effect\n{j}"
     );
     let args = args_for(&mut u, &j);
@@ -528,4 +534,9 @@ pub fn check_rewrite(data: &[u8]) -> Checked {
         valid: true,
         findings,
     }
+}
+
+/// The top-level equations with an effect (callbacks, and calls and loops holding them).
+fn effect_count(j: &Jaxpr) -> usize {
+    j.eqns().iter().filter(|e| e.has_effect()).count()
 }
