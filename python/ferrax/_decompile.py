@@ -36,14 +36,10 @@ from typing import Any
 import numpy as np
 
 from ferrax import _ir, dtypes
-from ferrax._ir import FerraxError, TypeCheckError
+from ferrax._ir import TypeCheckError
+from ferrax.errors import DecompileError
 
 __all__ = ["DecompileError", "bind", "literal", "raw_keys", "to_python", "trace_jaxpr"]
-
-
-class DecompileError(FerraxError):
-    """A jaxpr cannot be written as Python that traces back to it, or ``to_python`` was
-    not given a jaxpr."""
 
 
 # ----------------------------------------------------------------- runtime helpers

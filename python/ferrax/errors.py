@@ -15,6 +15,7 @@ from ferrax._ir import (
 )
 
 __all__ = [
+    "DecompileError",
     "DifferentiationError",
     "ReverseModeError",
     "BuilderError",
@@ -37,6 +38,11 @@ __all__ = [
 # module with one base; adding ``TypeError`` here reaches every instance Rust raises.
 if not issubclass(TypeCheckError, TypeError):
     TypeCheckError.__bases__ = (FerraxError, TypeError)
+
+
+class DecompileError(FerraxError):
+    """A jaxpr cannot be written as Python that traces back to it
+    (``ferrax.core.to_python``), or what was given is not a jaxpr."""
 
 
 class ConcretizationError(FerraxError, TypeError):
