@@ -29,6 +29,7 @@ B = np.array([0.1, -0.2, 0.3, 0.0], np.float32)
 X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], np.float32)
 V = np.array([0.5, -1.0, 2.0], np.float32)
 I = np.array([3, -7, 12], np.int32)
+KEY = jax.random.key(7)
 
 
 def _text(closed: Any) -> str:
@@ -147,7 +148,9 @@ JAX_PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
     "custom_rules": (custom_loss, (V,)),
     "grad_custom_rules": (jax.grad(custom_loss), (V,)),
     "ops": (ops, (X, I)),
-    "prng": (lambda k: (jax.random.split(k, 3), jax.random.normal(jax.random.fold_in(k, 7), (3,))), (jax.random.key(42),)),
+    # A key argument, and a key constant.
+    "prng": (lambda k: (jax.random.split(k, 3), jax.random.normal(jax.random.fold_in(k, 7), (3,)) + jax.random.uniform(KEY, (3,))),
+             (jax.random.key(42),)),
 }
 
 
@@ -271,6 +274,18 @@ def test_nested_constants_are_hoisted() -> None:
     assert str(from_jax(jax.make_jaxpr(back)(V)).jaxpr) == str(converted.jaxpr)
 
 
+def test_jax_empty_is_a_zero() -> None:
+    # JAX's reverse mode of cond fills residuals a branch does not make with `empty2`, a
+    # primitive ferrax lacks: it arrives as a zero.
+    def f(x: jax.Array) -> Any:
+        return lax.cond(x[0] > 0, jnp.sin, jnp.cos, x).sum()
+
+    converted = from_jax(jax.make_jaxpr(jax.grad(f))(V))
+    branches = next(e for e in converted.jaxpr.eqns if e.primitive == "cond").params["branches"]
+    assert ":f32[] = broadcast_in_dim 0.0:f32[]" in str(branches[0])
+    _close(ferrax.jit(_ferrax_fun(converted))(V), [jax.jit(jax.grad(f))(V)])
+
+
 def test_shared_jaxprs_stay_shared() -> None:
     inner = jax.jit(lambda y: jnp.sin(y) * 2.0)
 
@@ -355,9 +370,12 @@ def test_ferrax_prng_program_in_jax() -> None:
     def f(k: Any) -> Any:
         return fr.normal(fr.split(k)[1], (3,)), fr.fold_in(k, 3)
 
-    traced = ferrax.make_jaxpr(f)(fr.key(1))
-    in_jax = to_jax(traced)
-    _close(jax.jit(in_jax)(jax.random.key(1)), jax.jit(lambda k: [jax.random.normal(jax.random.split(k)[1], (3,)), jax.random.fold_in(k, 3)])(jax.random.key(1)))
+    def in_jax(k: jax.Array) -> tuple[list[Any], list[Any]]:
+        want = [jax.random.normal(jax.random.split(k)[1], (3,)), jax.random.fold_in(k, 3)]
+        return to_jax(ferrax.make_jaxpr(f)(fr.key(1)))(k), want
+
+    got, want = jax.jit(in_jax)(jax.random.key(1))  # compiled once for both
+    _close(got, want)
 
 
 def test_jax_transformations_of_ferrax_program() -> None:

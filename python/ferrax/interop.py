@@ -267,6 +267,10 @@ _JAX_DEFAULTS = _jax_defaults()
 _JAX_LACKS: dict[str, frozenset[str]] = dict.fromkeys(["reduce_max", "reduce_min", "reduce_prod"], frozenset({"out_sharding"}))
 
 
+# What a rule makes of a JAX equation: ferrax's primitive, its operands and params.
+_Converted = tuple[str, list[Any], dict[str, Any]]
+
+
 class _Sub(NamedTuple):
     """A converted nested jaxpr: its constants turned into leading inputs (``closed``
     has none), their values and their types."""
@@ -320,11 +324,12 @@ class _FromJax:
 
         for eqn in jaxpr.eqns:
             name = eqn.primitive.name
-            _interop_name("from_jax", name)
+            if name not in _FROM_JAX_RULES:
+                _interop_name("from_jax", name)
             inputs = [atom(x) for x in eqn.invars]
             rule: _FromJaxRule = _FROM_JAX_RULES.get(name, _FromJax.generic)
-            inputs, params = rule(self, eqn, inputs, scope)
-            outs = b.add_eqn(name, inputs, params)
+            prim, inputs, params = rule(self, eqn, inputs, scope)
+            outs = b.add_eqn(prim, inputs, params)
             env.update(zip(eqn.outvars, outs))
         return b.build([atom(x) for x in jaxpr.outvars]), scope.const_values
 
@@ -345,7 +350,7 @@ class _FromJax:
 
     # -- params
 
-    def generic(self, eqn: Any, inputs: list[_ir.Var | _ir.Literal], scope: _Scope) -> tuple[list[Any], dict[str, Any]]:
+    def generic(self, eqn: Any, inputs: list[_ir.Var | _ir.Literal], scope: _Scope) -> _Converted:
         name = eqn.primitive.name
         only_jax = _JAX_ONLY_PARAMS.get(name, {})
         params: dict[str, Any] = {}
@@ -355,7 +360,7 @@ class _FromJax:
                     raise InteropError(f"'{name}' with {k}={v} has no ferrax counterpart")
                 continue
             params[k] = self.param(name, k, v)
-        return inputs, params
+        return eqn.primitive.name, inputs, params
 
     def param(self, prim: str, key: str, value: Any) -> Any:
         if key == "precision":
@@ -377,13 +382,21 @@ class _FromJax:
         """Constvars of the jaxpr being built holding a nested jaxpr's constants."""
         return [scope.constvar(c, a) for c, a in zip(sub.consts, sub.avals)]
 
-    # -- rules of the primitives holding jaxprs
+    # -- rules of the primitives holding jaxprs, and of those ferrax spells otherwise
 
-    def jit(self, eqn: Any, inputs: list[Any], scope: _Scope) -> tuple[list[Any], dict[str, Any]]:
+    def empty(self, eqn: Any, inputs: list[Any], scope: _Scope) -> _Converted:
+        # JAX's `empty2` (a scalar whose value does not matter: JAX's reverse mode of
+        # `cond` fills the residuals a branch does not make with it) is a zero.
+        aval = self.aval(eqn.outvars[0].aval)
+        zero = scope.builder.literal(False if aval.dtype == np.bool_ else 0, aval.dtype)
+        return "broadcast_in_dim", [zero], {"shape": (), "broadcast_dimensions": ()}
+
+
+    def jit(self, eqn: Any, inputs: list[Any], scope: _Scope) -> _Converted:
         sub = self.sub(eqn.params["jaxpr"])
-        return [*self.hoist(sub, scope), *inputs], {"jaxpr": sub.closed, "name": eqn.params["name"]}
+        return "jit", [*self.hoist(sub, scope), *inputs], {"jaxpr": sub.closed, "name": eqn.params["name"]}
 
-    def custom_jvp(self, eqn: Any, inputs: list[Any], scope: _Scope) -> tuple[list[Any], dict[str, Any]]:
+    def custom_jvp(self, eqn: Any, inputs: list[Any], scope: _Scope) -> _Converted:
         p = eqn.params
         sub = self.sub(p["call_jaxpr"])
         num_consts = p["num_consts"]
@@ -395,9 +408,9 @@ class _FromJax:
             "num_consts": num_consts + len(sub.consts),
             "symbolic_zeros": p["symbolic_zeros"],
         }
-        return [*self.hoist(sub, scope), *inputs], params
+        return eqn.primitive.name, [*self.hoist(sub, scope), *inputs], params
 
-    def custom_vjp(self, eqn: Any, inputs: list[Any], scope: _Scope) -> tuple[list[Any], dict[str, Any]]:
+    def custom_vjp(self, eqn: Any, inputs: list[Any], scope: _Scope) -> _Converted:
         p = eqn.params
         sub = self.sub(p["call_jaxpr"])
         num_consts = p["num_consts"]
@@ -411,21 +424,21 @@ class _FromJax:
             "num_consts": num_consts + len(sub.consts),
             "symbolic_zeros": p["symbolic_zeros"],
         }
-        return [*self.hoist(sub, scope), *inputs], params
+        return eqn.primitive.name, [*self.hoist(sub, scope), *inputs], params
 
-    def remat(self, eqn: Any, inputs: list[Any], scope: _Scope) -> tuple[list[Any], dict[str, Any]]:
+    def remat(self, eqn: Any, inputs: list[Any], scope: _Scope) -> _Converted:
         sub = self.sub(eqn.params["jaxpr"])
         params = {k: v for k, v in eqn.params.items() if k != "jaxpr"}
-        return [*self.hoist(sub, scope), *inputs], {**params, "jaxpr": sub.closed}
+        return "remat2", [*self.hoist(sub, scope), *inputs], {**params, "jaxpr": sub.closed}
 
-    def scan(self, eqn: Any, inputs: list[Any], scope: _Scope) -> tuple[list[Any], dict[str, Any]]:
+    def scan(self, eqn: Any, inputs: list[Any], scope: _Scope) -> _Converted:
         p = eqn.params
         sub = self.sub(p["jaxpr"])
         params = {k: self.param("scan", k, v) for k, v in p.items() if k != "jaxpr"}
         params.update(jaxpr=sub.closed, num_consts=p["num_consts"] + len(sub.consts))
-        return [*self.hoist(sub, scope), *inputs], params
+        return eqn.primitive.name, [*self.hoist(sub, scope), *inputs], params
 
-    def while_(self, eqn: Any, inputs: list[Any], scope: _Scope) -> tuple[list[Any], dict[str, Any]]:
+    def while_(self, eqn: Any, inputs: list[Any], scope: _Scope) -> _Converted:
         p = eqn.params
         cond, body = self.sub(p["cond_jaxpr"]), self.sub(p["body_jaxpr"])
         nc, nb = p["cond_nconsts"], p["body_nconsts"]
@@ -438,13 +451,13 @@ class _FromJax:
             "cond_nconsts": nc + len(cond.consts),
             "body_nconsts": nb + len(body.consts),
         }
-        return operands, params
+        return "while", operands, params
 
-    def cond(self, eqn: Any, inputs: list[Any], scope: _Scope) -> tuple[list[Any], dict[str, Any]]:
+    def cond(self, eqn: Any, inputs: list[Any], scope: _Scope) -> _Converted:
         subs = [self.sub(br) for br in eqn.params["branches"]]
         hoisted = [v for sub in subs for v in self.hoist(sub, scope)]
         if not hoisted:
-            return inputs, {"branches": tuple(sub.closed for sub in subs)}
+            return "cond", inputs, {"branches": tuple(sub.closed for sub in subs)}
         # Every branch takes every branch's constants (each using its own), then the operands.
         all_avals = [a for sub in subs for a in sub.avals]
         branches = []
@@ -456,10 +469,10 @@ class _FromJax:
             padded = _with_invars(jaxpr, [*all_avals, *jaxpr.in_avals[k:]], positions)
             branches.append(_ir.ClosedJaxpr(padded, []))
             start += k
-        return [inputs[0], *hoisted, *inputs[1:]], {"branches": tuple(branches)}
+        return "cond", [inputs[0], *hoisted, *inputs[1:]], {"branches": tuple(branches)}
 
 
-_FromJaxRule = Callable[[_FromJax, Any, list[Any], _Scope], tuple[list[Any], dict[str, Any]]]
+_FromJaxRule = Callable[[_FromJax, Any, list[Any], _Scope], _Converted]
 _FROM_JAX_RULES: dict[str, _FromJaxRule] = {
     "jit": _FromJax.jit,
     "custom_jvp_call": _FromJax.custom_jvp,
@@ -468,6 +481,7 @@ _FROM_JAX_RULES: dict[str, _FromJaxRule] = {
     "scan": _FromJax.scan,
     "while": _FromJax.while_,
     "cond": _FromJax.cond,
+    "empty2": _FromJax.empty,
 }
 
 
@@ -712,6 +726,8 @@ class _ToJax:
         # Traced rules by the rule's id and the types, each with its rule (kept alive, so
         # that its id stays its own).
         self._rules: dict[tuple[int, tuple[_ir.ShapedArray, ...]], tuple[tuple[_ir.ClosedJaxpr, int, list[bool]], Any]] = {}
+        self._threefry: Any = None
+        self._combiners: dict[tuple[str, np.dtype[Any]], Any] = {}
         self._lock = threading.Lock()
 
     # -- checking before running
@@ -749,7 +765,7 @@ class _ToJax:
             if rule is not None:
                 outs = rule(self, eqn, ins)
             else:
-                prim = self.prims[eqn.primitive]
+                prim = self.prim(eqn.primitive)
                 params = self.params(eqn.primitive, eqn.params)
                 if eqn.primitive.startswith("scatter"):
                     params["update_jaxpr"] = self.scatter_combiner(eqn.primitive, eqn.inputs[0].aval.dtype)
@@ -800,9 +816,24 @@ class _ToJax:
         two scalars to one, by the scatter's operation; ``None`` for ``scatter``."""
         if prim == "scatter":
             return None
-        combine = self.prims[prim.removeprefix("scatter-")]
-        scalar = self.jax.ShapeDtypeStruct((), dtype)
-        return self.jax.make_jaxpr(lambda a, b: combine.bind(a, b))(scalar, scalar).jaxpr
+        key = (prim, np.dtype(dtype))
+        with self._lock:
+            hit = self._combiners.get(key)
+        if hit is None:
+            name = prim.removeprefix("scatter-")
+            combine, params = self.prim(name), self.params(name, {})
+            scalar = self.jax.ShapeDtypeStruct((), dtype)
+            hit = self.jax.make_jaxpr(lambda a, b: combine.bind(a, b, **params))(scalar, scalar).jaxpr
+            with self._lock:
+                self._combiners[key] = hit
+        return hit
+
+    def prim(self, name: str) -> Any:
+        """JAX's primitive called ``name``."""
+        found = self.prims.get(name)
+        if found is None:
+            raise UnsupportedPrimitiveError(name, "has no JAX primitive of that name")
+        return found
 
     def param(self, prim: str, key: str, value: Any) -> Any:
         lax = self.jax.lax
@@ -825,7 +856,7 @@ class _ToJax:
         if key == "impl":
             return self.prng_impl(value)
         if key == "select_prim":
-            return self.prims[value]
+            return self.prim(value)
         if key == "rounding_method":
             return lax.RoundingMethod(int(value))
         if key == "jaxpr" and isinstance(value, _ir.ClosedJaxpr):  # reduce_window's
@@ -838,8 +869,10 @@ class _ToJax:
     def prng_impl(self, name: str) -> Any:
         if name != "fry":
             raise InteropError(f"PRNG implementation '{name}' has no JAX counterpart through interop (only fry)")
-        eqn = self.jax.make_jaxpr(lambda: self.jax.random.key(0))().jaxpr.eqns[0]
-        return eqn.params["impl"]
+        if self._threefry is None:
+            # JAX's threefry implementation object, as its own random_seed equation holds it.
+            self._threefry = self.jax.make_jaxpr(lambda: self.jax.random.key(0))().jaxpr.eqns[0].params["impl"]
+        return self._threefry
 
     # -- primitives holding jaxprs
 
