@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import copyreg
+import functools
 import io
 import itertools
 import json
@@ -669,22 +670,19 @@ def _primitives_in(jaxpr: _ir.Jaxpr) -> set[str]:
     return {eqn.primitive for eqn in _eqns_in(jaxpr)}
 
 
-_builtins: frozenset[str] = frozenset()
-
-
+@functools.cache
 def _builtin_names() -> frozenset[str]:
-    global _builtins
-    if not _builtins:
-        _builtins = frozenset(_ir.builtin_primitives())
-    return _builtins
+    return frozenset(_ir.builtin_primitives())
 
 
-def _extension_objects(names: Sequence[str]) -> dict[str, _ir.ExtensionPrimitive]:
+def _extension_objects(names: Sequence[str], error: type[ExportError]) -> dict[str, _ir.ExtensionPrimitive]:
+    """The extension primitives of these names (jaxprs and their text name them), as
+    defined in this process (else ``error``)."""
     objects = {}
     for name in names:
         primitive = extension_named(name)
         if primitive is None:
-            raise DeserializationError(
+            raise error(
                 f"the jaxpr uses the primitive {name}, which is not defined in this process "
                 "(import the module that defines it first)"
             )
@@ -832,8 +830,9 @@ class _Writer:
                 )
         self.extensions.extend(n for n in names if n not in self.extensions)
         text = str(jaxpr)
+        extensions = list(_extension_objects(names, SerializationError).values())
         try:
-            parsed = _ir.parse_jaxpr(text, extensions=list(_extension_objects(names).values()))
+            parsed = _ir.parse_jaxpr(text, extensions=extensions)
         except FerraxError as e:
             raise SerializationError(
                 f"the jaxpr's text does not read back ({_describe(e)}); this is a bug in ferrax's "
@@ -996,7 +995,7 @@ class _Reader:
         if not isinstance(self._records, list) or not isinstance(self._rule_records, list):
             raise _Malformed("jaxprs or rules is not a list")
         self._consts = [_loaded_const(a, aval) for a, aval in zip(arrays, const_avals, strict=True)]
-        self._extensions = _extension_objects(manifest.get("extensions", []))
+        self._extensions = _extension_objects(manifest.get("extensions", []), DeserializationError)
         self._opaque: dict[int, dict[int, dict[str, Any]]] = {}
         for j, n, name, value in opaque:
             self._opaque.setdefault(j, {}).setdefault(n, {})[name] = value
@@ -1070,7 +1069,7 @@ class _PortableJaxpr:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _PortableJaxpr:
         jaxpr = self.jaxpr
-        extensions = _extension_objects(sorted(_primitives_in(jaxpr) - _builtin_names()))
+        extensions = _extension_objects(sorted(_primitives_in(jaxpr) - _builtin_names()), SerializationError)
         parsed = _ir.parse_jaxpr(str(jaxpr), extensions=list(extensions.values()))
         lost = _lost_in_text(jaxpr, parsed)
         params: dict[int, dict[str, Any]] = {}
