@@ -20,8 +20,27 @@ def examples() -> list[tuple[str, str]]:
     return [(m["code"], m["out"]) for m in EXAMPLE.finditer(text)]
 
 
+SAVE_LOAD = re.compile(
+    r"```python\n(?P<save># save\.py\n(?:(?!```).)*)```\n\n```python\n(?P<load># load\.py(?:(?!```).)*)```"
+    r"\n\nprint\n\n```\n(?P<out1>(?:(?!```).)*)```\n\nand\n\n```\n(?P<out2>(?:(?!```).)*)```",
+    re.S,
+)
+
+
 def test_the_readme_has_checked_examples() -> None:
     assert len(examples()) >= 1
+
+
+def test_saving_and_loading_in_two_processes(tmp_path: Path) -> None:
+    m = SAVE_LOAD.search((ROOT / "README.md").read_text())
+    assert m is not None
+    for script, out in (("save", "out1"), ("load", "out2")):
+        (tmp_path / f"{script}.py").write_text(m[script])
+        done = subprocess.run(
+            [sys.executable, f"{script}.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout == m[out]
 
 
 @pytest.mark.parametrize("code, out", examples(), ids=lambda s: s.splitlines()[0][:40] if "\n" in s else s[:40])
