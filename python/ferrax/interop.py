@@ -153,13 +153,13 @@ def _const_from_jax(jax: ModuleType, value: Any, aval: _ir.ShapedArray) -> Any:
     from ferrax._core import KeyValue, pack_keys
 
     if dtypes.is_key(aval.dtype):
-        return KeyValue(pack_keys(np.asarray(jax.random.key_data(value))))
+        return KeyValue(np.asarray(pack_keys(np.asarray(jax.random.key_data(value)))))
     return np.asarray(value)
 
 
 def _const_to_jax(jax: ModuleType, value: Any, aval: _ir.ShapedArray) -> Any:
     """A ferrax constant as a value JAX takes."""
-    from ferrax._core import unpack_keys
+    from ferrax._core import KeyValue, unpack_keys
 
     if value is None:
         raise InteropError(
@@ -167,10 +167,14 @@ def _const_to_jax(jax: ModuleType, value: Any, aval: _ir.ShapedArray) -> Any:
             "the ClosedJaxpr its constants"
         )
     if dtypes.is_key(aval.dtype):
-        words = getattr(value, "_value", None)  # a KeyValue, or a KeyArray around one
-        if words is None:
-            words = getattr(getattr(value, "_impl", None), "_value", value)
-        return jax.random.wrap_key_data(unpack_keys(np.asarray(words, dtype=np.uint64)))
+        from ferrax.random._keys import KeyArray
+
+        if isinstance(value, KeyArray):
+            value = value._keys
+        if isinstance(value, KeyValue):
+            value = value._value
+        # The keys' packed words: one uint64 per key.
+        return jax.random.wrap_key_data(unpack_keys(np.asarray(value, dtype=np.uint64)))
     return np.asarray(value)
 
 
@@ -391,7 +395,6 @@ class _FromJax:
         zero = scope.builder.literal(False if aval.dtype == np.bool_ else 0, aval.dtype)
         return "broadcast_in_dim", [zero], {"shape": (), "broadcast_dimensions": ()}
 
-
     def jit(self, eqn: Any, inputs: list[Any], scope: _Scope) -> _Converted:
         sub = self.sub(eqn.params["jaxpr"])
         return "jit", [*self.hoist(sub, scope), *inputs], {"jaxpr": sub.closed, "name": eqn.params["name"]}
@@ -524,7 +527,7 @@ class _JaxJvpRule:
     def __init__(self, jvp_jaxpr_fun: Any, in_avals: list[_ir.ShapedArray]) -> None:
         self.fun = jvp_jaxpr_fun
         self.in_avals = in_avals
-        self.__name__ = _fun_name(jvp_jaxpr_fun)
+        self.__name__ = _fun_name(jvp_jaxpr_fun, "jvp")
         self._lock = threading.Lock()
         self._converted: tuple[_ir.ClosedJaxpr, list[bool]] | None = None
 
@@ -562,7 +565,8 @@ class _JaxVjpRules:
         self.num_consts, self.in_avals = num_consts, in_avals
         self._lock = threading.Lock()
         self._fwd: tuple[_ir.ClosedJaxpr, list[int | None], int] | None = None
-        self._bwd: dict[tuple[_ir.ShapedArray, ...], tuple[_ir.ClosedJaxpr, list[bool]]] = {}
+        # Traced backward functions by the residuals' and cotangents' types.
+        self._bwd: dict[tuple[tuple[_ir.ShapedArray, ...], ...], tuple[_ir.ClosedJaxpr, list[bool]]] = {}
 
         def fwd(*primals: Any) -> tuple[list[Any], tuple[Any, ...]]:
             return self.run_fwd(primals)
@@ -570,8 +574,8 @@ class _JaxVjpRules:
         def bwd(res: tuple[Any, ...], cts: Sequence[Any]) -> list[Any]:
             return self.run_bwd(res, cts)
 
-        fwd.__name__ = _fun_name(fwd_jaxpr_thunk)
-        bwd.__name__ = _fun_name(self.bwd_fun)
+        fwd.__name__ = _fun_name(fwd_jaxpr_thunk, "fwd")
+        bwd.__name__ = _fun_name(bwd_fun, "bwd")
         self.fwd, self.bwd = fwd, bwd
 
     def forward(self) -> tuple[_ir.ClosedJaxpr, list[int | None], int]:
@@ -595,12 +599,13 @@ class _JaxVjpRules:
         return outs[n_res_out:], res
 
     def backward(self, res_avals: tuple[_ir.ShapedArray, ...], out_avals: list[_ir.ShapedArray]) -> tuple[_ir.ClosedJaxpr, list[bool]]:
+        key = (res_avals, tuple(out_avals))
         with self._lock:
-            hit = self._bwd.get(res_avals)
+            hit = self._bwd.get(key)
             if hit is not None:
                 return hit
         jax = _import_jax()
-        from jax._src import ad_util
+        from jax.interpreters.ad import Zero
 
         float0 = jax.dtypes.float0
         diff_out = [_differentiable(a) for a in out_avals]
@@ -611,7 +616,7 @@ class _JaxVjpRules:
             cts = [next(cts_iter) if d else np.zeros(a.shape, float0) for a, d in zip(out_avals, diff_out)]
             got = self.bwd_fun.call_wrapped(*res, *cts)
             kept[:] = [
-                _differentiable(a) and not isinstance(g, ad_util.Zero) and g is not None
+                _differentiable(a) and not isinstance(g, Zero) and g is not None
                 and getattr(g, "dtype", None) != float0
                 for g, a in zip(got, self.in_avals)
             ]
@@ -621,7 +626,7 @@ class _JaxVjpRules:
         sds = [_aval_to_jax(jax, a) for a in [*res_avals, *ct_avals]]
         closed = from_jax(jax.make_jaxpr(bwd)(*sds))
         with self._lock:
-            self._bwd[res_avals] = (closed, list(kept))
+            self._bwd[key] = (closed, list(kept))
         return closed, list(kept)
 
     def run_bwd(self, res: tuple[Any, ...], cts: Sequence[Any]) -> list[Any]:
@@ -635,10 +640,10 @@ class _JaxVjpRules:
         return [next(got) if k else None for k in kept]
 
 
-def _fun_name(fun: Any) -> str:
-    info = getattr(fun, "debug_info", None)
-    name = getattr(info, "func_name", None)
-    return name if isinstance(name, str) else "bwd"
+def _fun_name(fun: Any, default: str) -> str:
+    """The name of the user's function a JAX ``WrappedFun`` wraps (as JAX prints it)."""
+    name = getattr(getattr(fun, "debug_info", None), "func_name", None)
+    return name if isinstance(name, str) else default
 
 
 # --------------------------------------------------------------------------- to_jax
@@ -677,9 +682,11 @@ def to_jax(closed_jaxpr: _ir.ClosedJaxpr) -> Callable[..., list[Any]]:
                 )
         return runner.eval(jaxpr, consts, args)
 
+    run.__name__ = run.__qualname__ = "ferrax_jaxpr"
     return run
 
 
+@functools.cache
 def _jax_primitives(jax: ModuleType) -> dict[str, Any]:
     """JAX's primitives by name: those of the modules of JAX's that define them."""
     for public in ("jax.lax", "jax.lax.linalg", "jax.numpy", "jax.random", "jax.nn", "jax.scipy.special"):
@@ -696,16 +703,6 @@ def _jax_primitives(jax: ModuleType) -> dict[str, Any]:
     return found
 
 
-_jax_primitives_cached: dict[str, Any] | None = None
-
-
-def _jax_primitive_table(jax: ModuleType) -> dict[str, Any]:
-    global _jax_primitives_cached
-    if _jax_primitives_cached is None:
-        _jax_primitives_cached = _jax_primitives(jax)
-    return _jax_primitives_cached
-
-
 def _rule_name(rule: Any) -> str:
     name = rule if isinstance(rule, str) else getattr(rule, "__name__", None)
     return name if isinstance(name, str) else type(rule).__name__
@@ -720,7 +717,7 @@ class _ToJax:
 
     def __init__(self, jax: ModuleType) -> None:
         self.jax = jax
-        self.prims = _jax_primitive_table(jax)
+        self.prims = _jax_primitives(jax)
         self._closed: dict[_ir.ClosedJaxpr, Any] = {}
         self._jitted: dict[_ir.ClosedJaxpr, Callable[..., Any]] = {}
         # Traced rules by the rule's id and the types, each with its rule (kept alive, so
@@ -732,17 +729,21 @@ class _ToJax:
 
     # -- checking before running
 
-    def check(self, jaxpr: _ir.Jaxpr) -> None:
+    def check(self, jaxpr: _ir.Jaxpr, seen: set[_ir.Jaxpr] | None = None) -> None:
         """Raises for a primitive (at any depth) JAX has no counterpart of."""
+        seen = set() if seen is None else seen
+        if jaxpr in seen:
+            return
+        seen.add(jaxpr)
         for eqn in jaxpr.eqns:
             name = eqn.primitive
             _interop_name("to_jax", name)
-            if name not in _TO_JAX_RULES and name not in self.prims:
-                raise UnsupportedPrimitiveError(name, "has no JAX primitive of that name")
+            if name not in _TO_JAX_RULES:
+                self.prim(name)
             for value in eqn.params.values():
                 for sub in value if isinstance(value, tuple) else (value,):
                     if isinstance(sub, _ir.ClosedJaxpr):
-                        self.check(sub.jaxpr)
+                        self.check(sub.jaxpr, seen)
 
     def consts(self, closed: _ir.ClosedJaxpr) -> list[Any]:
         return [_const_to_jax(self.jax, c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
@@ -1005,6 +1006,7 @@ class _ToJax:
             return [*p_out, *(ad.instantiate(t) for t, k in zip(t_out, keep) if k)]
 
         traced = _trace(flat, [*in_avals, *tangent_avals])
+        self.check(traced.jaxpr)
         result = (traced, len(keep), list(keep))
         with self._lock:
             self._rules[key] = (result, rule)
@@ -1068,6 +1070,7 @@ class _ToJax:
             return [*out, *leaves]
 
         traced = _trace(flat, in_avals)
+        self.check(traced.jaxpr)
         return traced, layout[0], layout[1]
 
     def traced_bwd(self, rule: Any, res_tree: Any, res_avals: list[_ir.ShapedArray], out_avals: list[_ir.ShapedArray],
@@ -1089,6 +1092,7 @@ class _ToJax:
             return [g for g, k in zip(got, kept) if k]
 
         traced = _trace(flat, [*res_avals, *ct_avals])
+        self.check(traced.jaxpr)
         return traced, list(kept)
 
 
