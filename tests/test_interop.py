@@ -160,6 +160,10 @@ def test_jax_to_ferrax_to_jax(name: str) -> None:
     traced = jax.make_jaxpr(fn)(*args)
     converted = from_jax(traced)
     core.typecheck(converted.jaxpr)
+    # ferrax's rules give JAX's types, weak types included.
+    assert [(a.str_short(), a.weak_type) for a in converted.out_avals] == [
+        (a.str_short(short_dtypes=True), a.weak_type) for a in traced.out_avals
+    ]
     # Back in JAX: the same equations, params and shared jaxprs (the same text), so the
     # same values.
     assert _text(jax.make_jaxpr(to_jax(converted))(*args)) == _text(traced)
@@ -176,6 +180,11 @@ def test_values_against_numpy() -> None:
     want = np.tanh(X.astype(np.float64) @ W + B).sum(axis=0)
     np.testing.assert_allclose(np.asarray(_ferrax_fun(converted)(X)[0]), want, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(to_jax(converted)(X)[0]), want, rtol=1e-6)
+    # An open Jaxpr will do when it has no constvars.
+    open_jaxpr = from_jax(jax.make_jaxpr(jnp.tanh)(X).jaxpr)
+    np.testing.assert_allclose(np.asarray(_ferrax_fun(open_jaxpr)(X)[0]), np.tanh(X), rtol=1e-6)
+    with pytest.raises(InteropError, match="this Jaxpr has constvars but no constants"):
+        from_jax(jax.make_jaxpr(f)(X).jaxpr)
 
 
 # ------------------------------------------------------------------ ferrax's passes
