@@ -30,6 +30,7 @@ from ferrax import debug, nn, rewrite, scipy
 from ferrax._staging import make_jaxpr
 from ferrax._vmap import vmap
 from ferrax import export
+from ferrax import interop  # imports jax only when its functions are called
 from ferrax.sharding import NamedSharding, PartitionSpec
 from ferrax.sharding import PartitionSpec as P
 from ferrax.errors import (
@@ -87,6 +88,7 @@ __all__ = [
     "export",
     "grad",
     "hessian",
+    "interop",
     "jacfwd",
     "jacrev",
     "jit",
