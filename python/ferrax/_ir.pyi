@@ -31,6 +31,7 @@ __all__ = [
     "consts_to_invars",
     "cost_analysis",
     "dce",
+    "equation_costs",
     "hlo_sharding",
     "insert_pvary",
     "lower_to_stablehlo",
@@ -537,8 +538,14 @@ def reference_eval(
     """Runs the crate's reference evaluator; arrays as ``(aval, flat row-major values)``."""
 
 def cost_analysis(jaxpr: Jaxpr) -> dict[str, Any]:
-    """``{"flops": float, "while_loops": int}``: floating-point operations counted from
-    the types, one iteration per ``while`` loop (their trip counts depend on data)."""
+    """``{"flops", "transcendentals", "bytes_accessed", "while_loops", "by_primitive"}``:
+    the static cost counted from the types, one iteration per ``while`` loop (their trip
+    counts depend on data); ``by_primitive`` maps each primitive's name to its
+    ``{"flops", "transcendentals", "bytes_accessed"}``."""
+
+def equation_costs(jaxpr: Jaxpr) -> list[dict[str, Any]]:
+    """The static cost of each top-level equation, in order, as :func:`cost_analysis`
+    reports a jaxpr's."""
 
 @final
 class RuleSet:

@@ -45,6 +45,7 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(passes::insert_pvary, m)?)?;
     m.add_function(wrap_pyfunction!(passes::consts_to_invars, m)?)?;
     m.add_function(wrap_pyfunction!(passes::cost_analysis, m)?)?;
+    m.add_function(wrap_pyfunction!(passes::equation_costs, m)?)?;
     m.add_function(wrap_pyfunction!(passes::partial_eval, m)?)?;
     m.add_function(wrap_pyfunction!(rewrite::rewrite, m)?)?;
     m.add_function(wrap_pyfunction!(testing::random_jaxpr, m)?)?;

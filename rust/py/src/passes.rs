@@ -317,20 +317,53 @@ pub fn consts_to_invars(jaxpr: PyRef<'_, Jaxpr>) -> Jaxpr {
     Jaxpr::new(Arc::new(ferrax_ir::passes::consts_to_invars(&jaxpr.inner)))
 }
 
-/// The static cost of a jaxpr: `{"flops": float, "while_loops": int}`. Floating-point
-/// operations counted from the types (one iteration of each `while` loop, whose trip
-/// count depends on data; `while_loops` says how many there are).
+/// A cost report as a dict: the totals (`flops`, `transcendentals`, `bytes_accessed`,
+/// `while_loops`) and `by_primitive`, `{name: {flops, transcendentals, bytes_accessed}}`.
+fn report_dict<'py>(
+    py: Python<'py>,
+    r: &ferrax_ir::passes::CostReport,
+) -> Result<Bound<'py, pyo3::types::PyDict>> {
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("flops", r.total.flops)?;
+    d.set_item("transcendentals", r.total.transcendentals)?;
+    d.set_item("bytes_accessed", r.total.bytes_accessed)?;
+    d.set_item("while_loops", r.total.while_loops)?;
+    let by = pyo3::types::PyDict::new(py);
+    for (name, c) in &r.by_primitive {
+        let e = pyo3::types::PyDict::new(py);
+        e.set_item("flops", c.flops)?;
+        e.set_item("transcendentals", c.transcendentals)?;
+        e.set_item("bytes_accessed", c.bytes_accessed)?;
+        by.set_item(name, e)?;
+    }
+    d.set_item("by_primitive", by)?;
+    Ok(d)
+}
+
+/// The static cost of a jaxpr: `{"flops", "transcendentals", "bytes_accessed",
+/// "while_loops", "by_primitive"}`, counted from the types (one iteration of each
+/// `while` loop, whose trip count depends on data; `while_loops` says how many there are).
 #[pyfunction]
 #[pyo3(signature = (jaxpr))]
 pub fn cost_analysis<'py>(
     py: Python<'py>,
     jaxpr: PyRef<'py, Jaxpr>,
 ) -> Result<Bound<'py, pyo3::types::PyDict>> {
-    let c = ferrax_ir::passes::cost(&jaxpr.inner);
-    let d = pyo3::types::PyDict::new(py);
-    d.set_item("flops", c.flops)?;
-    d.set_item("while_loops", c.while_loops)?;
-    Ok(d)
+    report_dict(py, &ferrax_ir::passes::cost_report(&jaxpr.inner))
+}
+
+/// The static cost of each top-level equation of a jaxpr, in order, each as
+/// `cost_analysis` reports a jaxpr's (nested jaxprs costed once each).
+#[pyfunction]
+#[pyo3(signature = (jaxpr))]
+pub fn equation_costs<'py>(
+    py: Python<'py>,
+    jaxpr: PyRef<'py, Jaxpr>,
+) -> Result<Vec<Bound<'py, pyo3::types::PyDict>>> {
+    ferrax_ir::passes::equation_reports(&jaxpr.inner)
+        .iter()
+        .map(|r| report_dict(py, r))
+        .collect()
 }
 
 /// Partial evaluation: splits a jaxpr for inputs of which those flagged in `unknowns`

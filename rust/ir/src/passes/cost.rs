@@ -1,34 +1,77 @@
-//! A static cost model: the floating-point operations a jaxpr performs, counted from its
-//! types without running it (the FLOPS-estimating interpretation of the mini-JAX notes).
+//! A static cost model: the operations a jaxpr performs and the bytes it moves, counted
+//! from its types without running it (the FLOPS-estimating interpretation of the mini-JAX
+//! notes), as XLA's cost analysis counts the same program before optimization.
 //!
-//! Elementwise float arithmetic, transcendentals and comparisons count one operation per
-//! output element; float reductions count one per combined element; `dot_general` counts
-//! a multiply and an add per term, `conv_general_dilated` a multiply and an add per window
-//! tap that lands on the lhs (XLA's count); data movement and integer arithmetic count nothing.
-//! `jit` counts its jaxpr, `cond` its most expensive branch, `scan` `length` times its
-//! body. A `while` loop's trip count depends on data: it counts one iteration of its
-//! condition and body, and the report says how many such loops there are.
+//! - **flops**: every elementwise operation counts one per output element, whatever its
+//!   dtype (integer, bool and comparison operations included; `copy` and `stop_gradient`
+//!   are free); reductions count one per combined element (elements in minus elements
+//!   out); `dot_general` a multiply and an add per term; `conv_general_dilated` a multiply
+//!   and an add per window tap that lands on the lhs; `integer_pow` its multiplies
+//!   (square-and-multiply, plus a division for a negative power); data movement (reshape,
+//!   transpose, broadcast, gather, ...) counts none.
+//! - **transcendentals**: `exp`, `log`, `log1p`, `expm1`, `sin`, `cos`, `tan`, `tanh`,
+//!   `atan`, `sqrt`, `rsqrt`, `cbrt`, `pow`, `atan2` and `erf` count one per element and no
+//!   flops; `logistic` one and three flops (JAX lowers it as `neg`, `exp`, `add`, `div`).
+//! - **bytes_accessed**: per equation, the bytes of its operands plus those of its outputs
+//!   (control-flow and call equations count only what their bodies access); `transpose`
+//!   counts none, as XLA counts it (a change of layout), `copy` and `stop_gradient` none.
 //!
-//! A `shard_map` counts its body times the number of devices of its mesh (the work of
-//! all devices). Collectives move data, which the model does not count; the reducing
-//! ones (`psum`, `pmax`, `pmin` and `reduce_scatter` of floats) count one operation per
-//! element of their operand on each device (the combining, whatever the group size;
-//! a lower bound on a ring's `n - 1` per element).
+//! `jit` counts its jaxpr, `scan` `length` times its body, `cond` its most expensive
+//! branch. A `while` loop's trip count depends on data: it counts one iteration of its
+//! condition and body, and the report says how many such loops there are. A `shard_map`
+//! counts its body times the number of devices of its mesh (the work of all devices).
+//! Collectives' flops: the reducing ones (`psum`, `pmax`, `pmin` and `reduce_scatter` of
+//! floats) count one operation per element of their operand on each device (the
+//! combining, whatever the group size; a lower bound on a ring's `n - 1` per element).
 //!
-//! Nested jaxprs are costed once each, bottom-up from an explicit stack.
+//! # Deliberate differences from XLA
+//!
+//! - `scan` counts its body `length` times; XLA counts the `while` loop JAX lowers it to
+//!   once. Likewise `cond` counts its costliest branch where XLA counts all branches.
+//! - The special functions XLA expands from CHLO (`lgamma`, `digamma`, `erf_inv`, `erfc`,
+//!   `igamma`, `igammac`, `igamma_grad_a`, `exp2`, `asin`, `acos`, `sinh`, `cosh`,
+//!   `asinh`, `acosh`, `atanh`) count one transcendental per element and no flops; XLA
+//!   counts their expansions (lgamma of f32: 53 flops and 4 transcendentals per element).
+//!   `nextafter` counts one flop per element (XLA: its expansion, 24).
+//! - An implicitly broadcast operand of an elementwise equation (a scalar, or an array
+//!   with dimensions of size 1) is read as if broadcast: its bytes count at the output's
+//!   size. The `broadcast` (and `reshape`) equations XLA's lowering inserts for it are not
+//!   counted: for `x * 1.5` of f32[128], 1,536 bytes where XLA counts 2,052.
+//! - The jaxpr is counted as it is (`ferrax.cost_analysis` removes its dead code first, as
+//!   JAX's lowering does); JAX's lowering also drops multiplications by a broadcast one
+//!   (in the transposes of `grad`), which this model counts.
+//! - XLA counts 8 bytes per output of a program with several (the root tuple's table).
+//! - The running reductions (`cumsum`, ...) count `n - 1` operations per line of `n`; XLA
+//!   on CPU counts the windowed reduction JAX lowers them to (`n(n - 1)/2` windows'
+//!   worth, 16,256 flops for a cumsum of f32[128] where this model counts 127).
+//! - `argmax`/`argmin` count nine operations per combined element, as XLA counts JAX's
+//!   variadic-reduce lowering of float operands (its bytes are not matched).
+//! - `threefry2x32` and the key primitives count no flops (XLA counts threefry's
+//!   integer rounds, 43 operations per element); the linear-algebra kernels count
+//!   LAPACK's operation counts (XLA sees custom calls and counts none).
+//! - Reductions count one element of input bytes for their initial value, as XLA's
+//!   `reduce` reads it; the windowed and running reductions and scatters do not.
+//!
+//! Nested jaxprs are costed once each, bottom-up from an explicit stack; their costs are
+//! merged into the parent's per-primitive breakdown, scaled as above.
 
 use crate::aval::AbstractValue;
 use crate::jaxpr::{ClosedJaxpr, Eqn, Jaxpr};
 use crate::params::Param;
 use crate::primitive::{Builtin, Family, Primitive};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// What [`cost`] found.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Cost {
-    /// Floating-point operations (one iteration of each `while` loop).
+    /// Operations that are not transcendental, of every dtype (one iteration of each
+    /// `while` loop).
     pub flops: f64,
+    /// Transcendental function evaluations, one per element.
+    pub transcendentals: f64,
+    /// Bytes read and written: each equation's operands plus its outputs.
+    pub bytes_accessed: f64,
     /// `while` loops met (their trip counts are not known statically).
     pub while_loops: u64,
 }
@@ -38,13 +81,85 @@ impl std::ops::Add for Cost {
     fn add(self, o: Cost) -> Cost {
         Cost {
             flops: self.flops + o.flops,
+            transcendentals: self.transcendentals + o.transcendentals,
+            bytes_accessed: self.bytes_accessed + o.bytes_accessed,
             while_loops: self.while_loops + o.while_loops,
         }
     }
 }
 
+impl std::ops::AddAssign for Cost {
+    fn add_assign(&mut self, o: Cost) {
+        *self = *self + o;
+    }
+}
+
+impl Cost {
+    /// The cost `k` times over (the `while` loop count is not scaled: the loops are the
+    /// same ones).
+    pub fn scaled(self, k: f64) -> Cost {
+        Cost {
+            flops: k * self.flops,
+            transcendentals: k * self.transcendentals,
+            bytes_accessed: k * self.bytes_accessed,
+            while_loops: self.while_loops,
+        }
+    }
+
+    fn flops(n: f64) -> Cost {
+        Cost {
+            flops: n,
+            ..Cost::default()
+        }
+    }
+
+    fn transcendentals(n: f64) -> Cost {
+        Cost {
+            transcendentals: n,
+            ..Cost::default()
+        }
+    }
+
+    /// The order in which `cond` picks its costliest branch: flops, then
+    /// transcendentals, then bytes.
+    fn key(&self) -> (f64, f64, f64) {
+        (self.flops, self.transcendentals, self.bytes_accessed)
+    }
+}
+
+/// What [`cost_report`] found: the totals and their split by primitive.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CostReport {
+    /// The cost of the whole jaxpr.
+    pub total: Cost,
+    /// The cost of the equations of each primitive, those of nested jaxprs included
+    /// (scaled as the totals are; `while_loops` is counted in `total` only). Control-flow
+    /// and call primitives, whose cost is their bodies', have no entry of their own.
+    pub by_primitive: BTreeMap<String, Cost>,
+}
+
+impl CostReport {
+    /// Adds `k` times `other`.
+    fn add_scaled(&mut self, other: &CostReport, k: f64) {
+        self.total += other.total.scaled(k);
+        for (name, c) in &other.by_primitive {
+            *self.by_primitive.entry(name.clone()).or_default() += c.scaled(k);
+        }
+    }
+
+    /// Adds one equation's own cost under its primitive's name.
+    fn add_own(&mut self, name: &str, c: Cost) {
+        self.total += c;
+        *self.by_primitive.entry(name.to_owned()).or_default() += c;
+    }
+}
+
 fn size(a: &AbstractValue) -> f64 {
     a.shape.size() as f64
+}
+
+fn bytes(a: &AbstractValue) -> f64 {
+    size(a) * a.dtype.size_bytes() as f64
 }
 
 fn subs(e: &Eqn) -> Vec<&Arc<Jaxpr>> {
@@ -53,9 +168,42 @@ fn subs(e: &Eqn) -> Vec<&Arc<Jaxpr>> {
 
 /// The cost of one jaxpr (and everything nested in it).
 pub fn cost(jaxpr: &Jaxpr) -> Cost {
-    // Post-order over distinct nested jaxprs, then one pass per jaxpr.
-    let mut done: HashMap<*const Jaxpr, Cost> = HashMap::new();
-    let mut stack: Vec<(&Jaxpr, bool)> = vec![(jaxpr, false)];
+    cost_report(jaxpr).total
+}
+
+/// The cost of one jaxpr (and everything nested in it), with its split by primitive.
+pub fn cost_report(jaxpr: &Jaxpr) -> CostReport {
+    let done = nested_reports(jaxpr);
+    let mut report = CostReport::default();
+    for e in jaxpr.eqns() {
+        report.add_scaled(&eqn_report(jaxpr, e, &done), 1.0);
+    }
+    report
+}
+
+/// The report of each top-level equation of `jaxpr`, in order (nested jaxprs costed once
+/// each): what a caller costing some equations differently (by running them) adds up.
+pub fn equation_reports(jaxpr: &Jaxpr) -> Vec<CostReport> {
+    let done = nested_reports(jaxpr);
+    jaxpr
+        .eqns()
+        .iter()
+        .map(|e| eqn_report(jaxpr, e, &done))
+        .collect()
+}
+
+type Done = HashMap<*const Jaxpr, CostReport>;
+
+/// The reports of the distinct jaxprs nested in `jaxpr` (at any depth), post-order from
+/// an explicit stack.
+fn nested_reports(jaxpr: &Jaxpr) -> Done {
+    let mut done: Done = HashMap::new();
+    let mut stack: Vec<(&Jaxpr, bool)> = jaxpr
+        .eqns()
+        .iter()
+        .flat_map(subs)
+        .map(|s| (s.as_ref(), false))
+        .collect();
     while let Some((j, expanded)) = stack.pop() {
         let key: *const Jaxpr = j;
         if done.contains_key(&key) {
@@ -72,279 +220,361 @@ pub fn cost(jaxpr: &Jaxpr) -> Cost {
             }
             continue;
         }
-        let total = j
-            .eqns()
-            .iter()
-            .fold(Cost::default(), |acc, e| acc + eqn_cost(j, e, &done));
+        let mut total = CostReport::default();
+        for e in j.eqns() {
+            total.add_scaled(&eqn_report(j, e, &done), 1.0);
+        }
         done.insert(key, total);
     }
-    done.get(&(jaxpr as *const Jaxpr))
-        .copied()
-        .unwrap_or_default()
+    done
 }
 
-fn eqn_cost(j: &Jaxpr, e: &Eqn, done: &HashMap<*const Jaxpr, Cost>) -> Cost {
-    let Primitive::Builtin(b) = e.primitive() else {
-        return Cost::default();
+/// One equation's report: its own cost, or its bodies' for control flow and calls.
+fn eqn_report(j: &Jaxpr, e: &Eqn, done: &Done) -> CostReport {
+    let empty = CostReport::default();
+    let sub = |name: &str| -> &CostReport {
+        match e.params().get(name) {
+            Some(Param::Jaxpr(cj)) => done.get(&Arc::as_ptr(cj.jaxpr())).unwrap_or(&empty),
+            _ => &empty,
+        }
     };
-    let sub = |name: &str| -> Cost {
+    let mut r = CostReport::default();
+    let name = e.primitive().name();
+    let Primitive::Builtin(b) = e.primitive() else {
+        r.add_own(name, Cost::default());
+        return r;
+    };
+    match b {
+        Builtin::Jit | Builtin::Remat => r.add_scaled(sub("jaxpr"), 1.0),
+        Builtin::CustomJvpCall | Builtin::CustomVjpCall => r.add_scaled(sub("call_jaxpr"), 1.0),
+        Builtin::ShardMap => {
+            let devices = match e.params().get("mesh") {
+                Some(Param::Mesh(m)) => m.size() as f64,
+                _ => 1.0,
+            };
+            r.add_scaled(sub("jaxpr"), devices);
+        }
+        Builtin::Cond => {
+            if let Some(Param::Jaxprs(brs)) = e.params().get("branches") {
+                let best = brs
+                    .iter()
+                    .map(|cj| done.get(&Arc::as_ptr(cj.jaxpr())).unwrap_or(&empty))
+                    .fold(&empty, |best, c| {
+                        if c.total.key() > best.total.key() {
+                            c
+                        } else {
+                            best
+                        }
+                    });
+                r.add_scaled(best, 1.0);
+            }
+        }
+        Builtin::While => {
+            r.add_scaled(sub("cond_jaxpr"), 1.0);
+            r.add_scaled(sub("body_jaxpr"), 1.0);
+            r.total.while_loops += 1;
+        }
+        Builtin::Scan => {
+            let n = match e.params().get("length") {
+                Some(Param::Int(n)) => *n as f64,
+                _ => 0.0,
+            };
+            r.add_scaled(sub("jaxpr"), n);
+        }
+        _ => r.add_own(name, eqn_cost(j, e, *b, done)),
+    }
+    r
+}
+
+/// Whether `b` is elementwise: one operation per output element.
+fn is_elementwise(b: Builtin) -> bool {
+    !matches!(b.family(), Family::Special)
+        || matches!(
+            b,
+            Builtin::Round
+                | Builtin::IsFinite
+                | Builtin::ReducePrecision
+                | Builtin::AddAny
+                | Builtin::ConvertElementType
+                | Builtin::BitcastConvertType
+                | Builtin::SelectN
+                | Builtin::Clamp
+                | Builtin::IntegerPow
+        )
+}
+
+/// One transcendental per element and no flops (the functions XLA has as instructions,
+/// and those it expands from CHLO, counted as one: see the module docs).
+fn is_transcendental(b: Builtin) -> bool {
+    use Builtin::*;
+    matches!(
+        b,
+        Exp | Log
+            | Log1p
+            | Expm1
+            | Sin
+            | Cos
+            | Tan
+            | Tanh
+            | Atan
+            | Sqrt
+            | Rsqrt
+            | Cbrt
+            | Pow
+            | Atan2
+            | Erf
+            | ErfInv
+            | Erfc
+            | Lgamma
+            | Digamma
+            | Igamma
+            | Igammac
+            | IgammaGradA
+            | Exp2
+            | Asin
+            | Acos
+            | Sinh
+            | Cosh
+            | Asinh
+            | Acosh
+            | Atanh
+    )
+}
+
+/// The bytes one leaf equation reads and writes: its operands (an implicitly broadcast
+/// operand of an elementwise equation, a scalar or one with dimensions of size 1, read at
+/// the output's size) and outputs. `transpose` moves none: XLA makes it a change of
+/// layout.
+fn eqn_bytes(b: Builtin, ins: &[AbstractValue], outs: &[AbstractValue]) -> f64 {
+    if matches!(
+        b,
+        Builtin::Copy | Builtin::StopGradient | Builtin::Transpose
+    ) {
+        return 0.0;
+    }
+    let out_size = outs.first().map_or(0.0, size);
+    let read: f64 = ins
+        .iter()
+        .map(|a| {
+            if is_elementwise(b) && size(a) != out_size {
+                out_size * a.dtype.size_bytes() as f64
+            } else {
+                bytes(a)
+            }
+        })
+        .sum();
+    let init = match b {
+        Builtin::ReduceSum
+        | Builtin::ReduceMax
+        | Builtin::ReduceMin
+        | Builtin::ReduceProd
+        | Builtin::ReduceAnd
+        | Builtin::ReduceOr
+        | Builtin::ReduceXor => outs.first().map_or(0.0, |o| o.dtype.size_bytes() as f64),
+        _ => 0.0,
+    };
+    read + init + outs.iter().map(bytes).sum::<f64>()
+}
+
+/// The own cost of an equation that is not control flow or a call.
+fn eqn_cost(j: &Jaxpr, e: &Eqn, b: Builtin, done: &Done) -> Cost {
+    let ins: Vec<AbstractValue> = e.inputs().iter().map(|&a| j.atom_aval(a)).collect();
+    let outs: Vec<AbstractValue> = e.outvars().iter().map(|&v| j.var_aval(v).clone()).collect();
+    let mut c = eqn_ops(j, e, b, &ins, &outs, done);
+    c.bytes_accessed = eqn_bytes(b, &ins, &outs);
+    c
+}
+
+/// The flops and transcendentals of a leaf equation.
+fn eqn_ops(
+    _j: &Jaxpr,
+    e: &Eqn,
+    b: Builtin,
+    ins: &[AbstractValue],
+    outs: &[AbstractValue],
+    done: &Done,
+) -> Cost {
+    let out = outs.first();
+    let n_out = out.map_or(0.0, size);
+    let float_in = ins.first().is_some_and(|a| a.dtype.is_float());
+    let reducer_flops = |name: &str| -> f64 {
         match e.params().get(name) {
             Some(Param::Jaxpr(cj)) => done
                 .get(&Arc::as_ptr(cj.jaxpr()))
-                .copied()
-                .unwrap_or_default(),
-            _ => Cost::default(),
+                .map_or(0.0, |r| r.total.flops),
+            _ => 0.0,
         }
     };
-    let ins: Vec<AbstractValue> = e.inputs().iter().map(|&a| j.atom_aval(a)).collect();
-    let out = e.outvars().first().map(|&v| j.var_aval(v).clone());
-    let float_in = ins.first().is_some_and(|a| a.dtype.is_float());
-    let flops = |n: f64| Cost {
-        flops: n,
-        while_loops: 0,
-    };
-    match b.family() {
-        Family::UnaryFloat
-        | Family::UnarySigned
-        | Family::UnaryNumeric
-        | Family::BinaryNumeric
-        | Family::BinaryFloat
-        | Family::BinaryFloatOnly
-        | Family::BinaryAny
-        | Family::Comparison
-            if float_in && *b != Builtin::Copy =>
-        {
-            flops(out.as_ref().map_or(0.0, size))
+    if matches!(b, Builtin::Copy | Builtin::StopGradient) {
+        return Cost::default();
+    }
+    if is_transcendental(b) {
+        return Cost::transcendentals(n_out);
+    }
+    if b == Builtin::Logistic {
+        // JAX's lowering: 1 / (1 + exp(-x)).
+        return Cost {
+            flops: 3.0 * n_out,
+            transcendentals: n_out,
+            ..Cost::default()
+        };
+    }
+    if b == Builtin::IntegerPow {
+        let y = match e.params().get("y") {
+            Some(Param::Int(y)) => *y,
+            _ => 0,
+        };
+        let m = y.unsigned_abs();
+        // Square-and-multiply: squarings plus extra multiplies, plus a division for a
+        // negative power.
+        let steps = if m == 0 {
+            0
+        } else {
+            63 - m.leading_zeros() as u64 + m.count_ones() as u64 - 1
+        } + u64::from(y < 0);
+        return Cost::flops(n_out * steps as f64);
+    }
+    if is_elementwise(b) {
+        return Cost::flops(n_out);
+    }
+    match b {
+        Builtin::ReduceSum
+        | Builtin::ReduceMax
+        | Builtin::ReduceMin
+        | Builtin::ReduceProd
+        | Builtin::ReduceAnd
+        | Builtin::ReduceOr
+        | Builtin::ReduceXor => Cost::flops(size(&ins[0]) - n_out),
+        // JAX lowers them as a variadic reduce of (value, index) pairs, whose comparator
+        // XLA counts as nine operations per combination.
+        Builtin::Argmax | Builtin::Argmin => Cost::flops(9.0 * (size(&ins[0]) - n_out)),
+        // A running combination: one operation per element after the first of each
+        // line (sort and top_k compare and move data: no flops).
+        Builtin::Cumsum
+        | Builtin::Cumprod
+        | Builtin::Cummax
+        | Builtin::Cummin
+        | Builtin::Cumlogsumexp => {
+            let n = match e.params().get("axis") {
+                Some(Param::Int(a)) => ins[0].shape.dims().get(*a as usize).copied().unwrap_or(0),
+                _ => 0,
+            };
+            let total = size(&ins[0]);
+            Cost::flops(if n > 0 { total - total / n as f64 } else { 0.0 })
         }
-        Family::Special => match b {
-            Builtin::IntegerPow if float_in => {
-                let y = match e.params().get("y") {
-                    Some(Param::Int(y)) => y.unsigned_abs(),
-                    _ => 0,
-                };
-                // Square-and-multiply: squarings plus extra multiplies (plus a division
-                // for negative powers, counted as one).
-                let steps = if y == 0 {
-                    0
-                } else {
-                    63 - y.leading_zeros() as u64 + y.count_ones() as u64 - 1
-                };
-                flops(out.as_ref().map_or(0.0, size) * steps.max(1) as f64)
-            }
-            Builtin::Clamp if ins.get(1).is_some_and(|a| a.dtype.is_float()) => {
-                flops(2.0 * out.as_ref().map_or(0.0, size))
-            }
-            Builtin::ReduceSum | Builtin::ReduceMax | Builtin::ReduceMin | Builtin::ReduceProd
-                if float_in =>
-            {
-                flops(size(&ins[0]) - out.as_ref().map_or(0.0, size))
-            }
-            Builtin::Argmax | Builtin::Argmin if float_in => flops(size(&ins[0])),
-            // A running combination: one operation per element after the first of each
-            // line (sort and top_k compare and move data: no flops).
-            Builtin::Cumsum
-            | Builtin::Cumprod
-            | Builtin::Cummax
-            | Builtin::Cummin
-            | Builtin::Cumlogsumexp
-                if float_in =>
-            {
-                let n = match e.params().get("axis") {
-                    Some(Param::Int(a)) => {
-                        ins[0].shape.dims().get(*a as usize).copied().unwrap_or(0)
-                    }
-                    _ => 0,
-                };
-                let total = size(&ins[0]);
-                flops(if n > 0 { total - total / n as f64 } else { 0.0 })
-            }
-            // A windowed reduction combines each window's elements: window size - 1
-            // operations per output element (times the reducer's: a comparison and two
-            // selects for `select_and_gather_add`'s pairs, as XLA counts its lowering); a
-            // select-and-scatter compares across each source element's window and adds
-            // the element once.
-            Builtin::ReduceWindowSum
-            | Builtin::ReduceWindowMax
-            | Builtin::ReduceWindowMin
-            | Builtin::SelectAndGatherAdd
-                if out.as_ref().is_some_and(|o| o.dtype.is_float()) =>
-            {
-                let window = window_size(*b, e, ins.first().map_or(0, |a| a.shape.rank()));
-                let per = if *b == Builtin::SelectAndGatherAdd {
-                    3.0
-                } else {
-                    1.0
-                };
-                flops(out.as_ref().map_or(0.0, size) * (window - 1.0).max(0.0) * per)
-            }
-            Builtin::ReduceWindow => {
-                let window = window_size(*b, e, ins.first().map_or(0, |a| a.shape.rank()));
-                let per = sub("jaxpr").flops;
-                flops(out.as_ref().map_or(0.0, size) * (window - 1.0).max(0.0) * per)
-            }
-            Builtin::SelectAndScatterAdd if float_in => {
-                let window = window_size(*b, e, ins.first().map_or(0, |a| a.shape.rank()));
-                let n = size(&ins[0]);
-                flops(n * (window - 1.0).max(0.0) + n)
-            }
-            Builtin::Round | Builtin::IsFinite if float_in => flops(out.as_ref().map_or(0.0, size)),
-            // A rounding per element, as `round` (nextafter counts as a binary float op;
-            // the logical reductions are integer work, free as the other bit operations).
-            Builtin::ReducePrecision if float_in => flops(out.as_ref().map_or(0.0, size)),
-            Builtin::AddAny if float_in => flops(out.as_ref().map_or(0.0, size)),
-            Builtin::DotGeneral => {
-                let contracted: f64 = match e.params().get("dimension_numbers") {
-                    Some(Param::DotDims(dn)) => dn
-                        .lhs_contracting
-                        .iter()
-                        .map(|&d| ins[0].shape.dims().get(d as usize).copied().unwrap_or(1) as f64)
-                        .product(),
-                    _ => 1.0,
-                };
-                let is_float = out.as_ref().is_some_and(|o| o.dtype.is_float());
-                if is_float {
-                    flops(2.0 * out.as_ref().map_or(0.0, size) * contracted)
-                } else {
-                    Cost::default()
-                }
-            }
-            // XLA's count: a multiply and an add per window tap that lands on the lhs (taps
-            // on padding or on the lhs dilation's holes are free).
-            Builtin::ConvGeneralDilated => {
-                let (Some(o), Some(l), Some(r)) = (out.as_ref(), ins.first(), ins.get(1)) else {
-                    return Cost::default();
-                };
-                match crate::primitive::ConvGeometry::from_params(e.params()) {
-                    Ok(g) if o.dtype.is_float() => {
-                        flops(2.0 * g.multiply_adds(l.shape.dims(), r.shape.dims(), o.shape.dims()))
-                    }
-                    _ => Cost::default(),
-                }
-            }
-            // The linear-algebra kernels, by LAPACK's operation counts per matrix of the
-            // batch: potrf n³/3, trsm m²n (m the triangular side), getrf k²(max(m, n) - k/3),
-            // syevd 9n³, geqrf and orgqr (householder_product) 2k²(max(m, n) - k/3) each, gesdd about
-            // 4k²(max(m, n)) + 8k³ (bidiagonalization and divide and conquer).
-            Builtin::Cholesky
-            | Builtin::TriangularSolve
-            | Builtin::Lu
-            | Builtin::Eigh
-            | Builtin::Qr
-            | Builtin::Svd
-            | Builtin::Geqrf
-            | Builtin::HouseholderProduct
-            | Builtin::Geqp3 => {
-                let dims = ins
-                    .first()
-                    .map(|a| a.shape.dims().to_vec())
-                    .unwrap_or_default();
-                let r = dims.len();
-                if r < 2 {
-                    return Cost::default();
-                }
-                let (m, n) = (dims[r - 2] as f64, dims[r - 1] as f64);
-                let batch: f64 = dims[..r - 2].iter().map(|&d| d as f64).product();
-                let per = match b {
-                    Builtin::Cholesky => n * n * n / 3.0,
-                    // syevd with eigenvectors: about 9n³ (tridiagonalization, divide and
-                    // conquer, back-transformation).
-                    Builtin::Eigh => 9.0 * n * n * n,
-                    Builtin::Svd => {
-                        let k = m.min(n);
-                        4.0 * k * k * m.max(n) + 8.0 * k * k * k
-                    }
-                    Builtin::Qr => {
-                        let k = m.min(n);
-                        4.0 * k * k * (m.max(n) - k / 3.0)
-                    }
-                    Builtin::Geqrf | Builtin::HouseholderProduct | Builtin::Geqp3 => {
-                        let k = m.min(n);
-                        2.0 * k * k * (m.max(n) - k / 3.0)
-                    }
-                    Builtin::TriangularSolve => {
-                        let bsize = ins.get(1).map_or(0.0, size) / batch.max(1.0);
-                        n * bsize
-                    }
-                    _ => {
-                        let k = m.min(n);
-                        k * k * (m.max(n) - k / 3.0)
-                    }
-                };
-                flops(batch * per)
-            }
-            // Gather, scatter, rev and pad move data; a combining scatter does one operation
-            // per update element.
-            Builtin::ScatterAdd
-            | Builtin::ScatterSub
-            | Builtin::ScatterMul
-            | Builtin::ScatterMin
-            | Builtin::ScatterMax
-                if float_in =>
-            {
-                flops(ins.get(2).map_or(0.0, size))
-            }
-            Builtin::Jit | Builtin::Remat => sub("jaxpr"),
-            Builtin::ShardMap => {
-                let devices = match e.params().get("mesh") {
-                    Some(Param::Mesh(m)) => m.size() as f64,
-                    _ => 1.0,
-                };
-                let c = sub("jaxpr");
-                Cost {
-                    flops: devices * c.flops,
-                    while_loops: c.while_loops,
-                }
-            }
-            Builtin::Psum | Builtin::Pmax | Builtin::Pmin | Builtin::ReduceScatter if float_in => {
-                flops(ins.first().map_or(0.0, size))
-            }
-            Builtin::CustomJvpCall | Builtin::CustomVjpCall => sub("call_jaxpr"),
-            Builtin::Cond => match e.params().get("branches") {
-                Some(Param::Jaxprs(brs)) => brs
+        // A windowed reduction combines each window's elements: window size - 1
+        // operations per output element (times the reducer's: a comparison and two
+        // selects for `select_and_gather_add`'s pairs, as XLA counts its lowering); a
+        // select-and-scatter compares across each source element's window and adds
+        // the element once.
+        Builtin::ReduceWindowSum
+        | Builtin::ReduceWindowMax
+        | Builtin::ReduceWindowMin
+        | Builtin::SelectAndGatherAdd => {
+            let window = window_size(b, e, ins.first().map_or(0, |a| a.shape.rank()));
+            let per = if b == Builtin::SelectAndGatherAdd {
+                3.0
+            } else {
+                1.0
+            };
+            Cost::flops(n_out * (window - 1.0).max(0.0) * per)
+        }
+        Builtin::ReduceWindow => {
+            let window = window_size(b, e, ins.first().map_or(0, |a| a.shape.rank()));
+            Cost::flops(n_out * (window - 1.0).max(0.0) * reducer_flops("jaxpr"))
+        }
+        Builtin::SelectAndScatterAdd => {
+            let window = window_size(b, e, ins.first().map_or(0, |a| a.shape.rank()));
+            let n = size(&ins[0]);
+            Cost::flops(n * (window - 1.0).max(0.0) + n)
+        }
+        Builtin::DotGeneral => {
+            let contracted: f64 = match e.params().get("dimension_numbers") {
+                Some(Param::DotDims(dn)) => dn
+                    .lhs_contracting
                     .iter()
-                    .map(|cj| {
-                        done.get(&Arc::as_ptr(cj.jaxpr()))
-                            .copied()
-                            .unwrap_or_default()
-                    })
-                    .fold(
-                        Cost::default(),
-                        |best, c| if c.flops > best.flops { c } else { best },
-                    ),
+                    .map(|&d| ins[0].shape.dims().get(d as usize).copied().unwrap_or(1) as f64)
+                    .product(),
+                _ => 1.0,
+            };
+            Cost::flops(2.0 * n_out * contracted)
+        }
+        // XLA's count: a multiply and an add per window tap that lands on the lhs (taps
+        // on padding or on the lhs dilation's holes are free).
+        Builtin::ConvGeneralDilated => {
+            let (Some(o), Some(l), Some(r)) = (out, ins.first(), ins.get(1)) else {
+                return Cost::default();
+            };
+            match crate::primitive::ConvGeometry::from_params(e.params()) {
+                Ok(g) => Cost::flops(
+                    2.0 * g.multiply_adds(l.shape.dims(), r.shape.dims(), o.shape.dims()),
+                ),
                 _ => Cost::default(),
-            },
-            // Integer arithmetic (threefry2x32's rounds: 43 operations per element as
-            // XLA's cost analysis counts them) and reading bits as another dtype: free
-            // in this model of floating-point operations, as population_count and clz.
-            Builtin::Threefry2x32 | Builtin::BitcastConvertType => Cost::default(),
-            // The key primitives: threefry's integer rounds, or moving key words.
-            Builtin::RandomSeed
-            | Builtin::RandomWrap
-            | Builtin::RandomUnwrap
-            | Builtin::RandomBits
-            | Builtin::RandomSplit
-            | Builtin::RandomFoldIn
-            | Builtin::RandomClone => Cost::default(),
-            Builtin::While => {
-                let c = sub("cond_jaxpr") + sub("body_jaxpr");
-                Cost {
-                    flops: c.flops,
-                    while_loops: c.while_loops + 1,
-                }
             }
-            Builtin::Scan => {
-                let n = match e.params().get("length") {
-                    Some(Param::Int(n)) => *n as f64,
-                    _ => 0.0,
-                };
-                let c = sub("jaxpr");
-                Cost {
-                    flops: n * c.flops,
-                    while_loops: c.while_loops,
-                }
+        }
+        // The linear-algebra kernels, by LAPACK's operation counts per matrix of the
+        // batch: potrf n³/3, trsm m²n (m the triangular side), getrf k²(max(m, n) - k/3),
+        // syevd 9n³, geqrf and orgqr (householder_product) 2k²(max(m, n) - k/3) each, gesdd about
+        // 4k²(max(m, n)) + 8k³ (bidiagonalization and divide and conquer).
+        Builtin::Cholesky
+        | Builtin::TriangularSolve
+        | Builtin::Lu
+        | Builtin::Eigh
+        | Builtin::Qr
+        | Builtin::Svd
+        | Builtin::Geqrf
+        | Builtin::HouseholderProduct
+        | Builtin::Geqp3 => {
+            let dims = ins
+                .first()
+                .map(|a| a.shape.dims().to_vec())
+                .unwrap_or_default();
+            let r = dims.len();
+            if r < 2 {
+                return Cost::default();
             }
-            _ => Cost::default(),
-        },
+            let (m, n) = (dims[r - 2] as f64, dims[r - 1] as f64);
+            let batch: f64 = dims[..r - 2].iter().map(|&d| d as f64).product();
+            let per = match b {
+                Builtin::Cholesky => n * n * n / 3.0,
+                // syevd with eigenvectors: about 9n³ (tridiagonalization, divide and
+                // conquer, back-transformation).
+                Builtin::Eigh => 9.0 * n * n * n,
+                Builtin::Svd => {
+                    let k = m.min(n);
+                    4.0 * k * k * m.max(n) + 8.0 * k * k * k
+                }
+                Builtin::Qr => {
+                    let k = m.min(n);
+                    4.0 * k * k * (m.max(n) - k / 3.0)
+                }
+                Builtin::Geqrf | Builtin::HouseholderProduct | Builtin::Geqp3 => {
+                    let k = m.min(n);
+                    2.0 * k * k * (m.max(n) - k / 3.0)
+                }
+                Builtin::TriangularSolve => {
+                    let bsize = ins.get(1).map_or(0.0, size) / batch.max(1.0);
+                    n * bsize
+                }
+                _ => {
+                    let k = m.min(n);
+                    k * k * (m.max(n) - k / 3.0)
+                }
+            };
+            Cost::flops(batch * per)
+        }
+        // Gather, scatter, rev and pad move data; a combining scatter does one operation
+        // per update element.
+        Builtin::ScatterAdd
+        | Builtin::ScatterSub
+        | Builtin::ScatterMul
+        | Builtin::ScatterMin
+        | Builtin::ScatterMax => Cost::flops(ins.get(2).map_or(0.0, size)),
+        Builtin::Psum | Builtin::Pmax | Builtin::Pmin | Builtin::ReduceScatter if float_in => {
+            Cost::flops(ins.first().map_or(0.0, size))
+        }
+        // Everything else moves data, or is integer work this model leaves out
+        // (threefry's rounds, the key primitives; see the module docs).
         _ => Cost::default(),
     }
 }

@@ -12,7 +12,7 @@ pub mod transpose;
 pub mod vma;
 
 pub use closure::consts_to_invars;
-pub use cost::{cost, Cost};
+pub use cost::{cost, cost_report, equation_reports, Cost, CostReport};
 pub use dce::dce;
 pub use partial_eval::{partial_eval, PartialEval};
 pub use rewrite::{rewrite, RewriteError, Rewritten, Rule, RuleParseError, RuleSet};
