@@ -16,6 +16,9 @@
 //! ferrax-jaxpr rewrite FILE --rules RULES [--max-iterations 100]
 //!                                    apply rewrite rules (a rule file, or `@algebraic`
 //!                                    for the built-in simplifications) to a fixpoint
+//! ferrax-jaxpr cost FILE             the static cost: a `total:` line (flops,
+//!                                    transcendentals, bytes_accessed, while_loops),
+//!                                    then one line per primitive, by name
 //! ```
 //! `FILE` may be `-` for standard input. Errors go to standard error, on one line, with
 //! exit code 1 (2 for bad usage: unknown commands or options, flag lists of the wrong
@@ -23,14 +26,14 @@
 
 use ferrax_ir::lower::stablehlo::lower_jaxpr;
 use ferrax_ir::passes::rewrite::{rewrite, RuleSet, ALGEBRAIC_RULES, DEFAULT_MAX_ITERATIONS};
-use ferrax_ir::passes::{dce, partial_eval, toposort, transpose};
+use ferrax_ir::passes::{cost_report, dce, partial_eval, toposort, transpose, Cost};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
 use ferrax_ir::{typecheck, AbstractValue, Jaxpr};
 use std::io::Read;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: ferrax-jaxpr (check|fmt|dce|toposort|transpose|lower|partial-eval|rewrite) \
+    "usage: ferrax-jaxpr (check|fmt|dce|toposort|transpose|lower|partial-eval|rewrite|cost) \
      FILE [--used FLAGS] [--linear FLAGS] [--name NAME] [--unknown FLAGS] [--instantiate FLAGS] \
      [--rules RULES] [--max-iterations N]";
 
@@ -70,6 +73,14 @@ fn flags(text: &str, n: usize, option: &str, what: &str) -> Result<Vec<bool>, St
         ));
     }
     Ok(v)
+}
+
+/// The counts of one [`Cost`] as `key=value` pairs.
+fn counts(c: &Cost) -> String {
+    format!(
+        "flops={} transcendentals={} bytes_accessed={}",
+        c.flops, c.transcendentals, c.bytes_accessed
+    )
 }
 
 fn run(args: &[String]) -> Result<String, (u8, String)> {
@@ -130,6 +141,20 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
             Ok(format!("ok: {} -> {}\n", types(&ins), types(&outs)))
         }
         "fmt" => Ok(print_jaxpr(&jaxpr)),
+        "cost" => {
+            // The cost model relies on a well-typed jaxpr.
+            typecheck(&jaxpr).map_err(|e| fail(e.to_string()))?;
+            let r = cost_report(&jaxpr);
+            let mut out = format!(
+                "total: {} while_loops={}\n",
+                counts(&r.total),
+                r.total.while_loops
+            );
+            for (name, c) in &r.by_primitive {
+                out.push_str(&format!("{name}: {}\n", counts(c)));
+            }
+            Ok(out)
+        }
         "dce" => {
             let used = match used {
                 Some(u) => flags(&u, jaxpr.outvars().len(), "--used", "outputs").map_err(bad)?,

@@ -255,3 +255,47 @@ fn masks_of_the_wrong_length_are_one_line_usage_errors() {
         assert!(err.contains("flags but the jaxpr has"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn cost_prints_the_totals_and_one_line_per_primitive() {
+    let text = "{ lambda ; a:f32[8] b:i32[8]. let
+    c:f32[8] = sin a
+    d:f32[8] = mul c 2.0:f32[]
+    e:i32[8] = add b b
+    f:f32[] = reduce_sum[axes=(0,)] d
+  in (f, e) }";
+    let (code, out, err) = run(&["cost", "-"], text);
+    assert_eq!(code, 0, "{err}");
+    // By hand: sin of 8 floats, 8 transcendentals (32 bytes in, 32 out); the mul by a
+    // scalar read as f32[8] (3 x 32 bytes), the integer add (3 x 32), 8 flops each; the
+    // sum 7 adds, reading 32 bytes and an initial value, writing 4.
+    assert_eq!(
+        out,
+        "total: flops=23 transcendentals=8 bytes_accessed=296 while_loops=0\n\
+         add: flops=8 transcendentals=0 bytes_accessed=96\n\
+         mul: flops=8 transcendentals=0 bytes_accessed=96\n\
+         reduce_sum: flops=7 transcendentals=0 bytes_accessed=40\n\
+         sin: flops=0 transcendentals=8 bytes_accessed=64\n"
+    );
+    // A while loop: one iteration counted, and said so; an ill-typed jaxpr is an error.
+    let looped = "{ lambda ; a:i32[]. let
+    b:i32[] = while[
+      body_jaxpr={ lambda ; c:i32[]. let d:i32[] = add c 1:i32[] in (d,) }
+      body_nconsts=0
+      cond_jaxpr={ lambda ; e:i32[]. let f:bool[] = lt e 7:i32[] in (f,) }
+      cond_nconsts=0
+    ] a
+  in (b,) }";
+    let (code, out, _) = run(&["cost", "-"], looped);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("total: flops=2 transcendentals=0 bytes_accessed=21 while_loops=1\n"),
+        "{out}"
+    );
+    let (code, _, err) = run(
+        &["cost", "-"],
+        "{ lambda ; a:f32[3]. let b:f32[4] = sin a in (b,) }",
+    );
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
