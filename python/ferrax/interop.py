@@ -18,6 +18,8 @@ do not print at all).
   ``custom_vjp_call``'s ``fwd`` and ``bwd`` do the same. Derivatives through them are
   therefore the user's rules, as in JAX (JAX is needed when they are first used).
 - ``remat2``'s ``policy`` stays JAX's object (ferrax saves nothing either way).
+- JAX's ``empty2`` (the filler of residuals in ``cond``'s reverse mode, whose value does
+  not matter) becomes a zero: ``broadcast_in_dim`` of a ``0`` literal.
 
 ``to_jax(closed_jaxpr)`` returns a function evaluating a ferrax jaxpr with JAX: each
 equation binds JAX's primitive of the same name (params converted back), nested jaxprs
