@@ -215,3 +215,39 @@ def test_remat_partial_eval_matches_jax(name: str) -> None:
         # JAX's text read and printed back by ferrax (JAX lifts long jaxprs into `let`).
         assert str(known) == str(_ir.parse_jaxpr(str(j_known.jaxpr))), unknowns
         assert str(unknown) == str(_ir.parse_jaxpr(str(j_unknown.jaxpr))), unknowns
+
+
+def _scaled_vjp(custom_vjp: Any) -> Any:
+    """``x * y`` with a deliberately wrong backward rule (10y, 100x), so the values show
+    the rule ran."""
+
+    def product(x: Any, y: Any) -> Any:
+        return x * y
+
+    f = custom_vjp(product)
+
+    def fwd(x: Any, y: Any) -> Any:
+        return x * y, (x, y)
+
+    def bwd(res: Any, g: Any) -> Any:
+        x, y = res
+        return g * y * 10.0, g * x * 100.0
+
+    f.defvjp(fwd, bwd)
+    return f
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1), (1, 0)])
+def test_custom_vjp_differentiated_in_some_of_its_inputs_matches_jax(argnums: Any) -> None:
+    # The tangents of the inputs not differentiated are known zeros: the backward pass
+    # returns cotangents for the others only (this used to be a ReverseModeError).
+    f, jf = _scaled_vjp(fx.custom_vjp), _scaled_vjp(jax.custom_vjp)
+    for grad, jit in ((fx.grad, lambda g: g), (fx.grad, fx.jit)):
+        got = jit(grad(f, argnums=argnums))(np.float32(2.0), np.float32(3.0))
+        want = jax.grad(jf, argnums=argnums)(np.float32(2.0), np.float32(3.0))
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want))
+    x = np.arange(1.0, 4.0, dtype=np.float32)
+    np.testing.assert_allclose(
+        fx.vmap(fx.grad(lambda a: f(a, np.float32(3.0)) + f(np.float32(2.0), a)))(x),
+        jax.vmap(jax.grad(lambda a: jf(a, np.float32(3.0)) + jf(np.float32(2.0), a)))(x),
+    )

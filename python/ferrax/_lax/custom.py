@@ -179,21 +179,32 @@ def _custom_lin_impl(*args: Any, lin: _Lin) -> list[Any]:
 
 
 def _custom_lin_transpose(avals: Sequence[_ir.ShapedArray], linear: Sequence[bool], *, lin: _Lin) -> _ir.ClosedJaxpr:
-    """The backward pass of a custom_vjp function as a jaxpr: residuals and output
-    cotangents in, the differentiable inputs' cotangents out (``bwd`` traced)."""
+    """The backward pass of a custom_vjp function as a jaxpr: the non-linear operands (the
+    residuals, and the tangents that are known zeros: those of the inputs not being
+    differentiated) and the output cotangents in, the cotangents of the linear operands
+    out (``bwd`` traced)."""
     from ferrax._staging import trace_to_jaxpr
 
     n_res = sum(1 for x in lin.res_static if x is _ARRAY)
-    res_avals = list(avals[:n_res])
+    fixed = [i for i, is_linear in enumerate(linear) if not is_linear]
+    if any(linear[:n_res]):
+        raise TypeError(f"custom_vjp {lin.fun_name}: a residual of fwd depends on a value being differentiated")
     ct_avals = [_ir.ShapedArray(a.shape, a.dtype, False) for a in lin.out_avals]
 
     def backward(*args: Any) -> list[Any]:
-        res = lin.residuals(args[:n_res])
-        cts = lin.bwd(res, list(args[n_res:]))
+        operands: list[Any] = [None] * len(avals)
+        for i, v in zip(fixed, args[: len(fixed)]):
+            operands[i] = v
+        res = lin.residuals(operands[:n_res])
+        cts = lin.bwd(res, list(args[len(fixed) :]))
         out = []
+        operand = n_res
         for ct, a, d in zip(cts, lin.in_avals, lin.diff):
             if not d:
                 continue
+            operand += 1
+            if not linear[operand - 1]:
+                continue  # a known-zero tangent: no cotangent wanted
             if ct is None:
                 out.append(ad.instantiate(ad.Zero(_ir.ShapedArray(a.shape, a.dtype, False))))
                 continue
@@ -207,8 +218,9 @@ def _custom_lin_transpose(avals: Sequence[_ir.ShapedArray], linear: Sequence[boo
             out.append(ct)
         return out
 
-    tree = tree_flatten(tuple(range(n_res + len(ct_avals))))[1]
-    closed, _ = trace_to_jaxpr(backward, [*res_avals, *ct_avals], tree)
+    in_avals = [avals[i] for i in fixed]
+    tree = tree_flatten(tuple(range(len(in_avals) + len(ct_avals))))[1]
+    closed, _ = trace_to_jaxpr(backward, [*in_avals, *ct_avals], tree)
     return closed
 
 
