@@ -191,3 +191,27 @@ def test_concrete_cond_counts_the_branch_taken() -> None:
     # Inside a jit call, too; statically, the costliest branch.
     assert ours(fx.jit(f), False, x)[:2] == (1 + 4, 0)
     assert _ir.cost_analysis(fx.make_jaxpr(f)(False, x).jaxpr)["transcendentals"] == 4
+
+
+def test_lowered_primitives_count_as_xla_counts_their_lowering() -> None:
+    # integer_pow (square-and-multiply, a division for y < 0), logistic (neg, exp, add,
+    # div), clamp, select_n, convert, floor, neg, abs, argmax of floats and of integers:
+    # flops and transcendentals equal XLA's (their bytes differ: see passes::cost).
+    import ferrax.nn as fnn
+
+    def odd(n: Any, L: Any, nn: Any) -> Callable[..., Any]:
+        return lambda x, i: (
+            L.integer_pow(x, 3),
+            L.integer_pow(x, -2),
+            nn.sigmoid(x),
+            L.clamp(0.0, x, 1.0),
+            n.where(x > 0, x, x * x),
+            x.astype(n.int32),
+            n.argmax(x),
+            n.argmax(i),
+            n.floor(x),
+            -x,
+            n.abs(i),
+        )
+
+    assert ours(odd(fnp, lax, fnn), X, I)[:2] == xla(odd(jnp, jax.lax, jax.nn), X, I)[:2]

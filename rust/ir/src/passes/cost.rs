@@ -44,8 +44,10 @@
 //! - The running reductions (`cumsum`, ...) count `n - 1` operations per line of `n`; XLA
 //!   on CPU counts the windowed reduction JAX lowers them to (`n(n - 1)/2` windows'
 //!   worth, 16,256 flops for a cumsum of f32[128] where this model counts 127).
-//! - `argmax`/`argmin` count nine operations per combined element, as XLA counts JAX's
-//!   variadic-reduce lowering of float operands (its bytes are not matched).
+//! - `argmax`/`argmin` count nine operations per combined element of floats, seven of
+//!   integers, as XLA counts JAX's variadic-reduce lowering (its bytes are not matched:
+//!   XLA also reads an iota of indices). Likewise `logistic`'s flops are its lowering's
+//!   but its bytes one equation's (XLA: four operations' and a broadcast's).
 //! - `threefry2x32` and the key primitives count no flops (XLA counts threefry's
 //!   integer rounds, 43 operations per element); the linear-algebra kernels count
 //!   LAPACK's operation counts (XLA sees custom calls and counts none).
@@ -446,8 +448,12 @@ fn eqn_ops(
         | Builtin::ReduceOr
         | Builtin::ReduceXor => Cost::flops(size(&ins[0]) - n_out),
         // JAX lowers them as a variadic reduce of (value, index) pairs, whose comparator
-        // XLA counts as nine operations per combination.
-        Builtin::Argmax | Builtin::Argmin => Cost::flops(9.0 * (size(&ins[0]) - n_out)),
+        // XLA counts as nine operations per combination of floats (NaN checks
+        // included), seven of integers.
+        Builtin::Argmax | Builtin::Argmin => {
+            let per = if float_in { 9.0 } else { 7.0 };
+            Cost::flops(per * (size(&ins[0]) - n_out))
+        }
         // A running combination: one operation per element after the first of each
         // line (sort and top_k compare and move data: no flops).
         Builtin::Cumsum
