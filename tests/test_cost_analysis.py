@@ -215,3 +215,30 @@ def test_lowered_primitives_count_as_xla_counts_their_lowering() -> None:
         )
 
     assert ours(odd(fnp, lax, fnn), X, I)[:2] == xla(odd(jnp, jax.lax, jax.nn), X, I)[:2]
+
+
+def test_static_control_flow_against_xla() -> None:
+    def static(f: Callable[..., Any], *args: Any) -> tuple[float, float]:
+        r = _ir.cost_analysis(fx.make_jaxpr(f)(*args).jaxpr)
+        return r["flops"], r["transcendentals"]
+
+    x, xs = np.zeros(4, np.float32), np.zeros((5, 3), np.float32)
+
+    def count_to_7(L: Any, n: Any) -> Callable[..., Any]:
+        return lambda x: L.while_loop(lambda v: v[0] < 7, lambda v: (v[0] + 1, v[1] * 2.0, n.sin(v[2])), (0, x, x))
+
+    def branches(L: Any, n: Any) -> Callable[..., Any]:
+        return lambda p, x: L.cond(p, lambda v: n.sin(v) * 2.0, lambda v: v * v * v - 1.0, x)
+
+    def scan(L: Any, n: Any) -> Callable[..., Any]:
+        return lambda xs: L.scan(lambda c, x: (c + x, c * x), n.zeros(3), xs)
+
+    # A while loop: one iteration of predicate and body, as XLA.
+    assert static(count_to_7(lax, fnp), x) == xla(count_to_7(jax.lax, jnp), x)[:2]
+    # cond: the costliest branch (1 + 12 flops, none transcendental); XLA takes the
+    # maximum of each count over the branches (the other branch's 4 sines).
+    assert static(branches(lax, fnp), True, x) == (13, 0)
+    assert xla(branches(jax.lax, jnp), True, x)[:2] == (13, 4)
+    # scan: 5 times the body (3 + 3); XLA once, with the loop counter's add and compare.
+    assert static(scan(lax, fnp), xs) == (5 * 6, 0)
+    assert xla(scan(jax.lax, jnp), xs)[:2] == (6 + 2, 0)

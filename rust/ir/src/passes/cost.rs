@@ -27,7 +27,10 @@
 //! # Deliberate differences from XLA
 //!
 //! - `scan` counts its body `length` times; XLA counts the `while` loop JAX lowers it to
-//!   once. Likewise `cond` counts its costliest branch where XLA counts all branches.
+//!   once (with its counter's increment and comparison).
+//! - `cond` counts its costliest branch (by flops, then transcendentals, then bytes),
+//!   so that the per-primitive breakdown is one branch's; XLA takes each count's maximum
+//!   over the branches separately (flops of one branch with transcendentals of another).
 //! - The special functions XLA expands from CHLO (`lgamma`, `digamma`, `erf_inv`, `erfc`,
 //!   `igamma`, `igammac`, `igamma_grad_a`, `exp2`, `asin`, `acos`, `sinh`, `cosh`,
 //!   `asinh`, `acosh`, `atanh`) count one transcendental per element and no flops; XLA
