@@ -242,3 +242,17 @@ def test_static_control_flow_against_xla() -> None:
     # scan: 5 times the body (3 + 3); XLA once, with the loop counter's add and compare.
     assert static(scan(lax, fnp), xs) == (5 * 6, 0)
     assert xla(scan(jax.lax, jnp), xs)[:2] == (6 + 2, 0)
+
+
+def test_concrete_while_slices_through_the_body() -> None:
+    # The predicate reads `i` and a captured limit (a constant of the predicate); `i`'s
+    # next value reads `step`, so the slice runs both (not the sines): i = 0, 1, 3, 7,
+    # ..., 127 is 7 trips. Each of the 8 predicates slices the limit and converts and
+    # compares `i` (2 flops); each body adds and multiplies (2 flops).
+    limit = fnp.asarray(np.full(2, 100, np.int32))
+
+    def doubling(x: Any) -> Any:
+        return lax.while_loop(lambda s: s[0] < limit[1], lambda s: (s[0] + s[1], s[1] * 2, fnp.sin(s[2])), (0, 1, x))
+
+    r = fx.cost_analysis(doubling)(np.zeros(16, np.float32))
+    assert (r["transcendentals"], r["flops"], r["while_loops"]) == (7 * 16, 7 * 2 + 8 * 2, 0)
