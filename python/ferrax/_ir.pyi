@@ -23,6 +23,8 @@ __all__ = [
     "LoweringError",
     "ParseError",
     "PassError",
+    "RewriteError",
+    "RuleSet",
     "ShapedArray",
     "TypeCheckError",
     "Var",
@@ -40,6 +42,7 @@ __all__ = [
     "partial_eval",
     "random_jaxpr",
     "reference_eval",
+    "rewrite",
     "sdy_sharding",
     "sharding_tiling",
     "toposort",
@@ -561,6 +564,7 @@ class RuleSet:
         """The rules' names, in order."""
     def __len__(self) -> int: ...
     def __add__(self, other: RuleSet, /) -> RuleSet: ...
+    def __radd__(self, other: RuleSet, /) -> RuleSet: ...
 
 def rewrite(jaxpr: Jaxpr, rules: RuleSet, max_iterations: int = 100) -> tuple[Jaxpr, dict[str, int], int]:
     """Applies the rules everywhere until none applies; returns the rewritten jaxpr (dead

@@ -82,13 +82,16 @@ impl RuleSet {
     }
 }
 
+// The default above, spelled out so the signature Python sees shows it.
+const _: () = assert!(ir::DEFAULT_MAX_ITERATIONS == 100);
+
 /// Applies the rules everywhere in the jaxpr (nested jaxprs included) until none
 /// applies, then removes dead equations (every input stays) and typechecks. Returns the
 /// new jaxpr, how many times each rule applied (by name) and the number of passes that
 /// changed something. More than `max_iterations` such passes is a `RewriteError` naming
 /// the rules still firing; so is a right side that does not typecheck where it matched.
 #[pyfunction]
-#[pyo3(signature = (jaxpr, rules, max_iterations = ir::DEFAULT_MAX_ITERATIONS))]
+#[pyo3(signature = (jaxpr, rules, max_iterations = 100))]
 pub fn rewrite<'py>(
     py: Python<'py>,
     jaxpr: PyRef<'py, Jaxpr>,
