@@ -12,7 +12,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-EXAMPLE = re.compile(r"```python\n(?P<code>(?:(?!```).)*)```\n\nprints\n\n```\n(?P<out>(?:(?!```).)*)```", re.S)
+EXAMPLE = re.compile(
+    r"```python\n(?P<code>(?:(?!```).)*)```\n\nprints\n\n```(?:text)?\n(?P<out>(?:(?!```).)*)```", re.S
+)
 
 
 def examples() -> list[tuple[str, str]]:
