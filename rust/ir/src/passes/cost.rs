@@ -368,15 +368,10 @@ fn eqn_bytes(b: Builtin, ins: &[AbstractValue], outs: &[AbstractValue]) -> f64 {
             }
         })
         .sum();
-    let init = match b {
-        Builtin::ReduceSum
-        | Builtin::ReduceMax
-        | Builtin::ReduceMin
-        | Builtin::ReduceProd
-        | Builtin::ReduceAnd
-        | Builtin::ReduceOr
-        | Builtin::ReduceXor => outs.first().map_or(0.0, |o| o.dtype.size_bytes() as f64),
-        _ => 0.0,
+    let init = if is_reduction(b) {
+        outs.first().map_or(0.0, |o| o.dtype.size_bytes() as f64)
+    } else {
+        0.0
     };
     read + init + outs.iter().map(bytes).sum::<f64>()
 }
@@ -442,14 +437,10 @@ fn eqn_ops(
     if is_elementwise(b) {
         return Cost::flops(n_out);
     }
+    if is_reduction(b) {
+        return Cost::flops(size(&ins[0]) - n_out);
+    }
     match b {
-        Builtin::ReduceSum
-        | Builtin::ReduceMax
-        | Builtin::ReduceMin
-        | Builtin::ReduceProd
-        | Builtin::ReduceAnd
-        | Builtin::ReduceOr
-        | Builtin::ReduceXor => Cost::flops(size(&ins[0]) - n_out),
         // JAX lowers them as a variadic reduce of (value, index) pairs, whose comparator
         // XLA counts as nine operations per combination of floats (NaN checks
         // included), seven of integers.
@@ -591,4 +582,19 @@ fn eqn_ops(
 /// The element count of a windowed equation's window (1 if its params are malformed).
 fn window_size(b: Builtin, e: &crate::jaxpr::Eqn, rank: usize) -> f64 {
     crate::primitive::Window::from_params(b, e.params(), rank).map_or(1.0, |w| w.size() as f64)
+}
+
+/// The reductions over axes (`reduce_sum`, ..., `reduce_xor`): one operation per element
+/// combined, and an initial value read.
+fn is_reduction(b: Builtin) -> bool {
+    matches!(
+        b,
+        Builtin::ReduceSum
+            | Builtin::ReduceMax
+            | Builtin::ReduceMin
+            | Builtin::ReduceProd
+            | Builtin::ReduceAnd
+            | Builtin::ReduceOr
+            | Builtin::ReduceXor
+    )
 }
