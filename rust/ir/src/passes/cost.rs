@@ -39,14 +39,14 @@
 //! - An implicitly broadcast operand of an elementwise equation (a scalar, or an array
 //!   with dimensions of size 1) is read as if broadcast: its bytes count at the output's
 //!   size. The `broadcast` (and `reshape`) equations XLA's lowering inserts for it are not
-//!   counted: for `x * 1.5` of f32[128], 1,536 bytes where XLA counts 2,052.
+//!   counted: for `x * 1.5` of `f32[128]`, 1,536 bytes where XLA counts 2,052.
 //! - The jaxpr is counted as it is (`ferrax.cost_analysis` removes its dead code first, as
 //!   JAX's lowering does); JAX's lowering also drops multiplications by a broadcast one
 //!   (in the transposes of `grad`), which this model counts.
 //! - XLA counts 8 bytes per output of a program with several (the root tuple's table).
 //! - The running reductions (`cumsum`, ...) count `n - 1` operations per line of `n`; XLA
 //!   on CPU counts the windowed reduction JAX lowers them to (`n(n - 1)/2` windows'
-//!   worth, 16,256 flops for a cumsum of f32[128] where this model counts 127).
+//!   worth, 16,256 flops for a cumsum of `f32[128]` where this model counts 127).
 //! - `argmax`/`argmin` count nine operations per combined element of floats, seven of
 //!   integers, as XLA counts JAX's variadic-reduce lowering (its bytes are not matched:
 //!   XLA also reads an iota of indices). Likewise `logistic`'s flops are its lowering's
