@@ -1648,3 +1648,23 @@ fn inexact_float_literals_keep_their_text() {
     );
     assert!(hlo.contains("0x7C00"), "{hlo}");
 }
+
+#[test]
+fn numpy_scalars_in_params_read_as_their_numbers() {
+    // JAX 0.10.2 prints `jnp.pad(x, 1)`'s padding with NumPy ints.
+    let jax = "{ lambda ; a:f32[3] c:f32[]. let
+    b:f32[5] = pad[padding_config=((np.int64(1), np.int64(1), 0),)] a c
+  in (b,) }";
+    let j = parse_jaxpr(jax).unwrap();
+    let plain = parse_jaxpr(&jax.replace("np.int64(1)", "1")).unwrap();
+    assert_eq!(print_jaxpr(&j), print_jaxpr(&plain));
+    for (bad, want) in [
+        ("np.int64(x)", "a number in np.int64(...)"),
+        ("np.int64(1", "')' after the number"),
+    ] {
+        let e = parse_jaxpr(&jax.replacen("np.int64(1)", bad, 1)).unwrap_err();
+        assert!(e.to_string().contains(want), "{bad}: {e}");
+    }
+    // Other names followed by '(' are records as before.
+    assert!(parse_jaxpr(&jax.replacen("np.int64(1)", "np.int128(1)", 1)).is_err());
+}

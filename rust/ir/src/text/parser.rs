@@ -252,6 +252,26 @@ fn is_literal_word(s: &str) -> bool {
     s == "True" || s == "False" || is_number_word(s)
 }
 
+/// `np.int64`, `np.float32`, ...: how JAX prints a NumPy scalar's type in a param.
+fn is_numpy_scalar_type(s: &str) -> bool {
+    s.strip_prefix("np.").is_some_and(|d| {
+        matches!(
+            d,
+            "int8"
+                | "int16"
+                | "int32"
+                | "int64"
+                | "uint8"
+                | "uint16"
+                | "uint32"
+                | "uint64"
+                | "float16"
+                | "float32"
+                | "float64"
+        )
+    })
+}
+
 /// The words of the jaxpr syntax, which are never variable names.
 const KEYWORDS: [&str; 3] = ["lambda", "let", "in"];
 
@@ -1413,6 +1433,23 @@ impl<'a, 'r> Parser<'a, 'r> {
                         _ => Param::NameSet(self.name_set_value()?.into()),
                     };
                     self.deliver(Val::Param(p))?;
+                }
+                Kind::Word
+                    if is_numpy_scalar_type(t.text)
+                        && self.nxt.kind == Kind::LParen
+                        && self.nxt.start == t.start + t.text.len() =>
+                {
+                    // `np.int64(1)`: a NumPy scalar, as JAX 0.10 prints some ints in
+                    // params (`pad`'s `padding_config`): the number it holds.
+                    self.bump();
+                    self.bump();
+                    let v = self.cur;
+                    if v.kind != Kind::Word || !is_number_word(v.text) {
+                        return Err(expected(&v, &format!("a number in {}(...)", t.text)));
+                    }
+                    self.bump();
+                    self.expect(Kind::RParen, "')' after the number")?;
+                    self.deliver(Val::Word(v))?;
                 }
                 Kind::Word
                     if self.nxt.kind == Kind::LParen
