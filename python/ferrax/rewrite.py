@@ -59,6 +59,14 @@ def rules(text: str) -> RuleSet:
     return RuleSet(text)
 
 
+def _rule_set(rule_set: RuleSet | str) -> RuleSet:
+    """A rule set, read from text if given text."""
+    rs = RuleSet(rule_set) if isinstance(rule_set, str) else rule_set
+    if not isinstance(rs, RuleSet):
+        raise TypeError(f"rules must be a RuleSet or rule text, not {type(rule_set).__name__}")
+    return rs
+
+
 def rewrite_jaxpr(
     closed_jaxpr: _ir.ClosedJaxpr,
     rule_set: RuleSet | str,
@@ -69,8 +77,7 @@ def rewrite_jaxpr(
     constants); dead equations are removed and the result is typechecked."""
     if not isinstance(closed_jaxpr, _ir.ClosedJaxpr):
         raise TypeError(f"rewrite_jaxpr takes a ClosedJaxpr, not {type(closed_jaxpr).__name__}")
-    rs = RuleSet(rule_set) if isinstance(rule_set, str) else rule_set
-    jaxpr, _, _ = _ir.rewrite(closed_jaxpr.jaxpr, rs, max_iterations)
+    jaxpr, _, _ = _ir.rewrite(closed_jaxpr.jaxpr, _rule_set(rule_set), max_iterations)
     return _ir.ClosedJaxpr(jaxpr, closed_jaxpr.consts)
 
 
@@ -84,9 +91,7 @@ def rewrite(
     applies the rules to the jaxpr and runs the result. The rewritten function works
     eagerly and under ``jit``, ``grad``, ``vmap`` and the other transformations, which
     see the rewritten program (so ``grad`` differentiates what the rules made)."""
-    rs = RuleSet(rule_set) if isinstance(rule_set, str) else rule_set
-    if not isinstance(rs, RuleSet):
-        raise TypeError(f"rewrite takes a RuleSet or rule text, not {type(rule_set).__name__}")
+    rs = _rule_set(rule_set)
 
     @functools.wraps(f)
     def rewritten(*args: Any) -> Any:

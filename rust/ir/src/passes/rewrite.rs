@@ -1143,23 +1143,37 @@ impl<'s, 'r> Pass<'s, 'r> {
         params: ParamsRef<'s>,
         outvars: Vec<VarId>,
     ) {
+        let owned = params.get().clone();
+        self.record(prim.clone(), &inputs, params, &outvars);
+        self.b.add_eqn_with_outvars(prim, inputs, owned, outvars);
+    }
+
+    /// Notes an equation added to the builder (its outputs already bound there), for
+    /// matching later equations against it.
+    fn record(
+        &mut self,
+        prim: Primitive,
+        inputs: &[Atom],
+        params: ParamsRef<'s>,
+        outvars: &[VarId],
+    ) {
         let start = self.inputs.len();
-        self.inputs.extend_from_slice(&inputs);
+        self.inputs.extend_from_slice(inputs);
+        if let Some(last) = outvars.iter().map(|o| o.index()).max() {
+            if self.def.len() <= last {
+                self.def.resize(last + 1, NONE);
+            }
+        }
         let k = self.eqns.len() as u32;
-        for &o in &outvars {
+        for &o in outvars {
             self.def[o.index()] = k;
         }
-        let owned = match &params {
-            ParamsRef::Src(p) => (*p).clone(),
-            ParamsRef::Own(p) => p.clone(),
-        };
         self.eqns.push(Emitted {
-            prim: prim.clone(),
+            prim,
             inputs: start..self.inputs.len(),
             params,
             outs: outvars.len(),
         });
-        self.b.add_eqn_with_outvars(prim, inputs, owned, outvars);
     }
 
     fn mark(&self) -> Mark {
@@ -1426,20 +1440,7 @@ impl<'s, 'r> Pass<'s, 'r> {
                             rule: rule.name.clone(),
                             message: e.to_string(),
                         })?;
-                    // `add_eqn` bound the outputs: record them.
-                    let start = self.inputs.len();
-                    self.inputs.extend_from_slice(&ins);
-                    self.def.resize(self.def.len() + outs.len(), NONE);
-                    let k = self.eqns.len() as u32;
-                    for &o in &outs {
-                        self.def[o.index()] = k;
-                    }
-                    self.eqns.push(Emitted {
-                        prim,
-                        inputs: start..self.inputs.len(),
-                        params: ParamsRef::Own(params),
-                        outs: outs.len(),
-                    });
+                    self.record(prim, &ins, ParamsRef::Own(params), &outs);
                     if outs.len() != 1 {
                         return Ok(None);
                     }
