@@ -9,7 +9,9 @@ stays). `python scripts/jax_corpus.py --check` traces again in memory and exits 
 naming the files that differ from the checked-in ones.
 
 Left out, for ferrax has nothing of them: `custom_linear_solve` (so `jnp.linalg.solve`
-and `inv`), complex dtypes (so `eig` and FFTs), `pmap`.
+and `inv`), complex dtypes (so `eig` and FFTs), `pmap`; and programs whose jaxprs hold
+primitives ferrax lacks: `empty2` (the grad of a `cond` whose branches keep residuals,
+the grad of `cholesky`) and `platform_index` (`jnp.linalg.det` and `slogdet`).
 """
 
 from __future__ import annotations
@@ -44,22 +46,22 @@ class Api:
         self.nn = lib.nn
         self.scipy = lib.scipy
         self.debug = lib.debug
-        self.jit = lib.jit
-        self.grad = lib.grad
-        self.value_and_grad = lib.value_and_grad
-        self.vmap = lib.vmap
-        self.jvp = lib.jvp
-        self.vjp = lib.vjp
-        self.linearize = lib.linearize
-        self.hessian = lib.hessian
-        self.jacfwd = lib.jacfwd
-        self.jacrev = lib.jacrev
-        self.checkpoint = lib.checkpoint
-        self.custom_jvp = lib.custom_jvp
-        self.custom_vjp = lib.custom_vjp
-        self.make_jaxpr = lib.make_jaxpr
-        self.enable_x64 = lib.enable_x64
-        self.stop_gradient = lib.lax.stop_gradient
+        self.jit: Callable[..., Any] = lib.jit
+        self.grad: Callable[..., Any] = lib.grad
+        self.value_and_grad: Callable[..., Any] = lib.value_and_grad
+        self.vmap: Callable[..., Any] = lib.vmap
+        self.jvp: Callable[..., Any] = lib.jvp
+        self.vjp: Callable[..., Any] = lib.vjp
+        self.linearize: Callable[..., Any] = lib.linearize
+        self.hessian: Callable[..., Any] = lib.hessian
+        self.jacfwd: Callable[..., Any] = lib.jacfwd
+        self.jacrev: Callable[..., Any] = lib.jacrev
+        self.checkpoint: Callable[..., Any] = lib.checkpoint
+        self.custom_jvp: Callable[..., Any] = lib.custom_jvp
+        self.custom_vjp: Callable[..., Any] = lib.custom_vjp
+        self.make_jaxpr: Callable[..., Any] = lib.make_jaxpr
+        self.enable_x64: Callable[..., Any] = lib.enable_x64
+        self.stop_gradient: Callable[..., Any] = lib.lax.stop_gradient
 
 
 def jax_api() -> Api:
@@ -692,12 +694,13 @@ def _softplus_custom_jvp(api: Api) -> Fn:
     def softplus(x: Any) -> Any:
         return jnp.log1p(jnp.exp(x))
 
-    @softplus.defjvp
     def softplus_jvp(primals: Any, tangents: Any) -> Any:
         (x,), (t,) = primals, tangents
         return softplus(x), t * api.nn.sigmoid(x)
 
-    return softplus
+    softplus.defjvp(softplus_jvp)
+    typed: Fn = softplus
+    return typed
 
 
 def _clip_gradient(api: Api) -> Fn:
@@ -714,7 +717,8 @@ def _clip_gradient(api: Api) -> Fn:
         return (jnp.clip(g, -1.0, 1.0),)
 
     clip_gradient.defvjp(fwd, bwd)
-    return clip_gradient
+    typed: Fn = clip_gradient
+    return typed
 
 
 @program()
@@ -747,11 +751,11 @@ def p_custom_jvp_safe_log(api: Api) -> Built:
     def safe_log(x: Any) -> Any:
         return jnp.log(jnp.maximum(x, 1e-12))
 
-    @safe_log.defjvp
     def safe_log_jvp(primals: Any, tangents: Any) -> Any:
         (x,), (t,) = primals, tangents
         return safe_log(x), t / jnp.maximum(x, 1e-12)
 
+    safe_log.defjvp(safe_log_jvp)
     return api.value_and_grad(lambda x: safe_log(x).sum()), (np.abs(f32(5)),)
 
 
@@ -795,12 +799,12 @@ def p_custom_jvp_nested_in_jit_grad(api: Api) -> Built:
     def scaled_tanh(x: Any) -> Any:
         return jnp.tanh(x) * 2.0
 
-    @scaled_tanh.defjvp
     def scaled_tanh_jvp(primals: Any, tangents: Any) -> Any:
         (x,), (t,) = primals, tangents
         y = scaled_tanh(x)
         return y, t * (2.0 - y * y / 2.0)
 
+    scaled_tanh.defjvp(scaled_tanh_jvp)
     return api.jit(api.grad(lambda x: scaled_tanh(scaled_tanh(x)))), (np.float32(0.5),)
 
 
