@@ -71,7 +71,8 @@ entity!(
 pub enum LitValue {
     /// A boolean.
     Bool(bool),
-    /// An integer (any integer dtype).
+    /// An integer (any integer dtype). A `u64` value is held as its bits: one above
+    /// `i64::MAX` is negative here (as the evaluator holds `u64` data).
     Int(i64),
     /// A float (any float dtype), as written: `0.1:f32[]` keeps the f64 value 0.1, as a
     /// weakly typed Python float does in JAX. Evaluation and lowering round it to the
@@ -116,8 +117,8 @@ fn int_in_range(v: i64, d: DType) -> bool {
         DType::U8 => u8::try_from(v).is_ok(),
         DType::U16 => u16::try_from(v).is_ok(),
         DType::U32 => u32::try_from(v).is_ok(),
-        // u64 values above i64::MAX are not representable as literals.
-        DType::U64 => v >= 0,
+        // Every bit pattern is a u64 value.
+        DType::U64 => true,
         _ => false,
     }
 }

@@ -594,13 +594,71 @@ impl Param {
 }
 
 /// The parameters of one equation: name-value pairs sorted by name, names unique.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Params(Box<[(ParamName, Param)]>);
+///
+/// Params may also remember which of their integers JAX printed as NumPy scalars
+/// (`broadcast_dimensions=(0, np.int64(1))`, as a `vmap` leaves them): the parser records
+/// it and the printer writes them back so, but nothing else reads it, and two params
+/// differing only in it are equal.
+#[derive(Clone, Debug, Default)]
+pub struct Params {
+    items: Box<[(ParamName, Param)]>,
+    /// `(param, index, dtype)`: the `index`-th integer of the param's value (counted in
+    /// printed order) was printed `np.<dtype>(n)`. Sorted.
+    numpy_ints: Option<Arc<[(ParamName, u32, DType)]>>,
+}
+
+impl PartialEq for Params {
+    fn eq(&self, other: &Params) -> bool {
+        self.items == other.items
+    }
+}
 
 impl Params {
     /// No parameters.
     pub fn empty() -> Params {
-        Params(Box::new([]))
+        Params::default()
+    }
+
+    fn from_items(items: Box<[(ParamName, Param)]>) -> Params {
+        Params {
+            items,
+            numpy_ints: None,
+        }
+    }
+
+    /// The same params, with these integers marked as printed by NumPy (see the type's
+    /// docs): `(param, index, dtype)`, the `index`-th integer of the param's value in
+    /// printed order written `np.<dtype>(n)`. Marks naming no param are dropped.
+    pub fn with_numpy_ints<N: AsRef<str>>(
+        mut self,
+        marks: impl IntoIterator<Item = (N, usize, DType)>,
+    ) -> Params {
+        let mut v: Vec<(ParamName, u32, DType)> = marks
+            .into_iter()
+            .filter(|(n, _, _)| self.get(n.as_ref()).is_some())
+            .filter_map(|(n, i, d)| Some((intern_name(n.as_ref()), u32::try_from(i).ok()?, d)))
+            .collect();
+        v.sort_by(|a, b| (a.0.as_str(), a.1).cmp(&(b.0.as_str(), b.1)));
+        v.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+        self.numpy_ints = (!v.is_empty()).then(|| v.into());
+        self
+    }
+
+    /// The NumPy dtype JAX printed the `index`-th integer of param `name` with, if it
+    /// printed it as a NumPy scalar (`np.int64(1)`).
+    pub fn numpy_int(&self, name: &str, index: usize) -> Option<DType> {
+        self.numpy_ints
+            .as_deref()?
+            .iter()
+            .find(|(n, i, _)| n.as_str() == name && *i as usize == index)
+            .map(|&(_, _, d)| d)
+    }
+
+    /// True when some integer of param `name` was printed as a NumPy scalar.
+    pub fn has_numpy_ints(&self, name: &str) -> bool {
+        self.numpy_ints
+            .as_deref()
+            .is_some_and(|v| v.iter().any(|(n, _, _)| n.as_str() == name))
     }
 
     /// Parameters from pairs in any order. A repeated name keeps its last value.
@@ -618,40 +676,51 @@ impl Params {
                 _ => deduped.push(item),
             }
         }
-        Params(deduped.into_boxed_slice())
+        Params::from_items(deduped.into_boxed_slice())
     }
 
     /// The value of a parameter.
     pub fn get(&self, name: &str) -> Option<&Param> {
-        self.0
+        self.items
             .binary_search_by(|(n, _)| n.as_str().cmp(name))
             .ok()
-            .map(|i| &self.0[i].1)
+            .map(|i| &self.items[i].1)
     }
 
     /// All pairs, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Param)> {
-        self.0.iter().map(|(n, v)| (n.as_str(), v))
+        self.items.iter().map(|(n, v)| (n.as_str(), v))
     }
 
     /// Number of parameters.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.items.len()
     }
 
     /// True when there are no parameters.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.items.is_empty()
     }
 
     /// The same parameters with one value replaced or added.
     pub fn with(&self, name: &str, value: Param) -> Params {
-        Params::new(
-            self.0
+        let mut p = Params::new(
+            self.items
                 .iter()
                 .map(|(n, v)| (n.clone(), v.clone()))
                 .chain(std::iter::once((intern_name(name), value))),
-        )
+        );
+        if let Some(marks) = &self.numpy_ints {
+            p.numpy_ints = Some(
+                marks
+                    .iter()
+                    .filter(|m| m.0.as_str() != name)
+                    .cloned()
+                    .collect(),
+            )
+            .filter(|v: &Arc<[_]>| !v.is_empty());
+        }
+        p
     }
 }
 
@@ -682,6 +751,6 @@ impl fmt::Display for DotDimensionNumbers {
 impl Params {
     /// Consumes the params into their pairs.
     pub fn into_pairs(self) -> Vec<(ParamName, Param)> {
-        self.0.into_vec()
+        self.items.into_vec()
     }
 }

@@ -9,7 +9,7 @@ use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Eqn, Jaxpr, Literal, VarId};
 use crate::params::Param;
 use crate::primitive::{Builtin, Primitive, RuleError};
 use crate::sharding::AxisEnv;
-use crate::text::{alphabetic_name, format_literal, skip_keyword_names};
+use crate::text::{alphabetic_name, format_literal};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -54,9 +54,8 @@ impl<'a> Parts<'a> {
         for &v in all {
             if let Some(slot) = names.get_mut(v.index()) {
                 if slot.is_none() {
-                    let k = skip_keyword_names(n);
-                    *slot = Some(alphabetic_name(k));
-                    n = k + 1;
+                    *slot = Some(alphabetic_name(n));
+                    n += 1;
                 }
             }
         }

@@ -370,6 +370,10 @@ fn literal_value(value: &Bound<'_, PyAny>, dtype: DType) -> Result<LitValue> {
     } else {
         match value.extract::<i64>() {
             Ok(i) => LitValue::Int(i),
+            // A u64 above i64::MAX is held as its bits (see `LitValue::Int`).
+            Err(_) if dtype == DType::U64 && value.extract::<u64>().is_ok() => {
+                LitValue::Int(value.extract::<u64>().map_err(|_| bad())? as i64)
+            }
             Err(_) if value.is_instance_of::<PyInt>() => return Err(bad()),
             Err(e) => return Err(Error::Py(e)),
         }

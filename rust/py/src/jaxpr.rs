@@ -4,7 +4,7 @@ use crate::avals::ShapedArray;
 use crate::errors::{self, Result};
 use crate::params::params_to_py;
 use ferrax_ir::jaxpr::{Atom, ClosedJaxpr as IrClosedJaxpr, Const, Jaxpr as IrJaxpr, VarId};
-use ferrax_ir::{AbstractValue, LitValue, Literal as IrLiteral};
+use ferrax_ir::{AbstractValue, DType, LitValue, Literal as IrLiteral};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList};
 use std::hash::{Hash, Hasher};
@@ -90,7 +90,7 @@ impl Literal {
     /// The value, as a Python `bool`, `int` or `float`.
     #[getter]
     fn val<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        lit_value_to_py(py, self.lit.value)
+        lit_value_to_py(py, self.lit.value, self.lit.dtype)
     }
 
     /// The literal's type (a scalar).
@@ -119,9 +119,10 @@ impl Literal {
 }
 
 /// A literal's value as a Python scalar.
-pub fn lit_value_to_py(py: Python<'_>, v: LitValue) -> PyResult<Bound<'_, PyAny>> {
+pub fn lit_value_to_py(py: Python<'_>, v: LitValue, dtype: DType) -> PyResult<Bound<'_, PyAny>> {
     Ok(match v {
         LitValue::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
+        LitValue::Int(i) if dtype == DType::U64 => PyInt::new(py, i as u64).into_any(),
         LitValue::Int(i) => PyInt::new(py, i).into_any(),
         LitValue::Float(f) => PyFloat::new(py, f).into_any(),
     })

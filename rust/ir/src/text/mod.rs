@@ -5,7 +5,7 @@
 //! and [`parse_jaxpr`] / [`parse_jaxpr_with`] read it back, along with other layouts of
 //! the same text (`;`-separated or broken equations, wrapped lines, `broadcast_in_dim`'s
 //! `shape` given or implied, `let name = { ... } in` shared jaxprs). The parser is
-//! strict: keywords are never names, and malformed text is a [`ParseError`] with its
+//! strict: malformed text is a [`ParseError`] with its
 //! line and column even when the text also has type errors. Neither recurses over
 //! nesting depth.
 
@@ -18,6 +18,7 @@ pub use parser::{
 };
 pub use printer::{format_param_flat, print_closed_jaxpr, print_jaxpr, MAX_INDENT_DEPTH};
 
+use crate::dtype::DType;
 use crate::jaxpr::{LitValue, Literal};
 use crate::params::Param;
 
@@ -34,31 +35,6 @@ pub fn alphabetic_name(mut n: usize) -> String {
     }
     digits.reverse();
     String::from_utf8(digits).unwrap_or_default()
-}
-
-/// The index `n` whose [`alphabetic_name`] is `name` (lowercase letters only).
-const fn name_index(name: &[u8]) -> usize {
-    let mut n = 0usize;
-    let mut i = 0;
-    while i < name.len() {
-        n = n * 26 + (name[i] - b'a') as usize;
-        i += 1;
-    }
-    n
-}
-
-/// The indices whose names are the keywords `in`, `let` and `lambda` (JAX does name its
-/// 222nd variable `in`; the parser never reads a keyword as a variable).
-const KEYWORD_INDICES: [usize; 3] = [name_index(b"in"), name_index(b"let"), name_index(b"lambda")];
-
-/// The first name index at or after `n` whose name is not a keyword: printers number
-/// variables with it, so that `in`, `let` and `lambda` are skipped.
-pub fn skip_keyword_names(n: usize) -> usize {
-    if KEYWORD_INDICES.contains(&n) {
-        n + 1
-    } else {
-        n
-    }
 }
 
 /// Formats a float the way Python's `repr` does: the shortest text that reads back to
@@ -101,6 +77,7 @@ pub fn python_float_repr(x: f64) -> String {
 pub fn format_literal_value(lit: &Literal) -> String {
     match lit.value {
         LitValue::Bool(b) => if b { "True" } else { "False" }.to_owned(),
+        LitValue::Int(i) if lit.dtype == DType::U64 => (i as u64).to_string(),
         LitValue::Int(i) => i.to_string(),
         LitValue::Float(f) => python_float_repr(f),
     }

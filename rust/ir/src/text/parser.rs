@@ -31,8 +31,12 @@
 //! param, a shared jaxpr's name as the value of a param that takes no jaxpr (a string
 //! param takes any word: `jit[name=g jaxpr=g]`), and a definition that uses itself.
 //!
-//! Names are identifiers `[A-Za-z_][A-Za-z0-9_]*` other than the keywords `lambda`, `let`
-//! and `in`, which are never variable names; `_` (JAX's dropped output) may be
+//! Names are identifiers `[A-Za-z_][A-Za-z0-9_]*`. The keywords `lambda`, `let` and `in`
+//! are names too where a variable stands, as JAX names its 222nd variable `in`: a word
+//! followed by `:` is a binder, and `in` ends an equation list when `(` follows it or
+//! no variable `in` is bound (so `add a in` is an operand named `in` where one is bound,
+//! and `in (in,)` the outputs). `_` (JAX's
+//! dropped output) may be
 //! bound any number of times, and a use of `_` means its latest binding. Each jaxpr is a
 //! scope of its own: names may repeat across jaxprs and a nested jaxpr does not see the
 //! variables of the jaxpr around it.
@@ -272,16 +276,11 @@ fn is_numpy_scalar_type(s: &str) -> bool {
     })
 }
 
-/// The words of the jaxpr syntax, which are never variable names.
+/// The words of the jaxpr syntax (variable names too, where a variable stands).
 const KEYWORDS: [&str; 3] = ["lambda", "let", "in"];
 
 fn is_keyword(s: &str) -> bool {
     KEYWORDS.contains(&s)
-}
-
-/// An identifier that may name a variable: not a keyword.
-fn is_name(s: &str) -> bool {
-    is_ident(s) && !is_keyword(s)
 }
 
 fn is_ident(s: &str) -> bool {
@@ -483,6 +482,10 @@ struct PendingEqn<'a> {
     /// The param whose value is being read.
     current: Option<Tok<'a>>,
     containers: Vec<Container<'a>>,
+    /// The value tokens of the current param written `np.int64(n)`, with their dtypes.
+    numpy_toks: Vec<(usize, DType)>,
+    /// `(param, index, dtype)` for the params read so far (see [`Params::with_numpy_ints`]).
+    numpy_ints: Vec<(&'a str, usize, DType)>,
 }
 
 /// A jaxpr being read.
@@ -982,7 +985,7 @@ impl<'a, 'r> Parser<'a, 'r> {
             while self.cur.kind == Kind::Semi {
                 self.bump();
             }
-            if self.cur.is_word("in") {
+            if self.cur.is_word("in") && self.nxt.kind != Kind::Colon {
                 if self.nxt.kind != Kind::LParen {
                     return Err(expected(&self.nxt, "'(' after 'in'"));
                 }
@@ -1033,7 +1036,7 @@ impl<'a, 'r> Parser<'a, 'r> {
 
     fn binder(&mut self) -> Result<(Tok<'a>, AbstractValue), ReadError> {
         let t = self.cur;
-        if !is_name(t.text) {
+        if !is_ident(t.text) {
             return Err(expected(&t, "a variable name"));
         }
         self.bump();
@@ -1139,7 +1142,7 @@ impl<'a, 'r> Parser<'a, 'r> {
     /// The variable a use names. An unbound one is a deferred type error and stands for
     /// a fresh variable meanwhile.
     fn use_var(&mut self, si: usize, t: &Tok<'a>, in_eqn: bool) -> Result<VarId, ReadError> {
-        if !is_name(t.text) {
+        if !is_ident(t.text) {
             return Err(expected(t, "a variable name or a literal like 1.0:f32[]"));
         }
         let scope = &self.scopes[si];
@@ -1181,10 +1184,20 @@ impl<'a, 'r> Parser<'a, 'r> {
         let value = if s == "True" || s == "False" {
             LitValue::Bool(s == "True")
         } else if is_int_word(s) {
-            let Ok(i) = s.parse::<i64>() else {
+            // A u64 above i64::MAX is held as its bits (see `LitValue::Int`).
+            let parsed = s.parse::<i64>().ok().or_else(|| {
+                (dtype == DType::U64)
+                    .then(|| s.parse::<u64>().ok().map(|u| u as i64))
+                    .flatten()
+            });
+            let Some(i) = parsed else {
                 return Err(perr(
                     &vt,
-                    format!("integer literal {} overflows i64", vt.describe()),
+                    format!(
+                        "integer literal {} overflows {}",
+                        vt.describe(),
+                        if dtype == DType::U64 { "u64" } else { "i64" }
+                    ),
                 ));
             };
             if dtype.is_float() {
@@ -1241,6 +1254,8 @@ impl<'a, 'r> Parser<'a, 'r> {
             in_params,
             current: None,
             containers: Vec::new(),
+            numpy_toks: Vec::new(),
+            numpy_ints: Vec::new(),
         });
         Ok(())
     }
@@ -1449,6 +1464,11 @@ impl<'a, 'r> Parser<'a, 'r> {
                     }
                     self.bump();
                     self.expect(Kind::RParen, "')' after the number")?;
+                    if let Some(d) = DType::from_name(&t.text[3..]).filter(|d| d.is_int()) {
+                        if let Some(pe) = self.scopes.last_mut().and_then(|s| s.eqn.as_mut()) {
+                            pe.numpy_toks.push((v.start, d));
+                        }
+                    }
                     self.deliver(Val::Word(v))?;
                 }
                 Kind::Word
@@ -1741,6 +1761,14 @@ impl<'a, 'r> Parser<'a, 'r> {
         if let Some(k) = kind {
             check_shared_names(k, &val, &name, pe.prim.name(), shared, &self.lets)?;
         }
+        if !pe.numpy_toks.is_empty() {
+            let toks = std::mem::take(&mut pe.numpy_toks);
+            for (i, start) in word_starts(&val).into_iter().enumerate() {
+                if let Some(&(_, d)) = toks.iter().find(|(s, _)| *s == start) {
+                    pe.numpy_ints.push((name.text, i, d));
+                }
+            }
+        }
         let p = convert(kind, val, shared)?;
         pe.params.push((name.text, p));
         Ok(())
@@ -1811,8 +1839,10 @@ impl<'a, 'r> Parser<'a, 'r> {
                 }
                 break; // The next equation's binders.
             }
-            if is_keyword(t.text) {
-                break; // `in`, or a misplaced keyword the caller reports.
+            if t.text == "in"
+                && (self.nxt.kind == Kind::LParen || !self.scopes[si].names.contains("in"))
+            {
+                break; // The outputs follow (or a misplaced `in` the caller reports).
             }
             if t.line_start
                 && (self.nxt.kind == Kind::LBracket || !self.scopes[si].names.contains(t.text))
@@ -1837,6 +1867,7 @@ impl<'a, 'r> Parser<'a, 'r> {
             builtin,
             outvars,
             mut params,
+            numpy_ints,
             ..
         } = pe;
         let scope = &mut self.scopes[si];
@@ -1852,9 +1883,12 @@ impl<'a, 'r> Parser<'a, 'r> {
             }
         }
         let ids: Vec<VarId> = outvars.iter().map(|(v, _)| *v).collect();
-        scope
-            .b
-            .add_eqn_with_outvars(prim, inputs, Params::new(params), ids);
+        scope.b.add_eqn_with_outvars(
+            prim,
+            inputs,
+            Params::new(params).with_numpy_ints(numpy_ints),
+            ids,
+        );
         for (v, t) in outvars {
             if t.text == "_" {
                 self.scopes[si].underscore = Some(v);
@@ -2399,6 +2433,22 @@ fn by_syntax(v: Val<'_>, shared: &Shared<'_>) -> Result<Param, ReadError> {
             ))
         }
     }
+}
+
+/// The source offsets of a value's words, in order (its integers, for the kinds that
+/// hold integers). Values nest at most [`MAX_VALUE_DEPTH`] deep.
+fn word_starts(v: &Val<'_>) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Val::Word(t) => out.push(t.start),
+            Val::Seq { items, .. } => stack.extend(items.iter().rev()),
+            Val::Record { fields, .. } => stack.extend(fields.iter().rev().map(|(_, v)| v)),
+            Val::Str(_) | Val::Jaxpr(_) | Val::Param(_) => {}
+        }
+    }
+    out
 }
 
 fn convert(kind: Option<ParamKind>, v: Val<'_>, shared: &Shared<'_>) -> Result<Param, ReadError> {

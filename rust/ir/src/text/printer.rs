@@ -54,7 +54,9 @@
 //! shared; the shared ones print in breadth-first order of first visit (an equation's
 //! jaxprs in the order JAX binds its params: `while`'s `cond_jaxpr` before `body_jaxpr`),
 //! so a definition may name one printed after it. Each is named after the `name` param
-//! (`<>` stripped: `lambda`) of the first equation holding it that has one, else `jaxpr`;
+//! (`<>` stripped: `lambda`) of the first equation holding it that has one, else `jaxpr`
+//! (`custom_jvp_call`'s and `custom_vjp_call`'s `name`, which JAX prints but does not
+//! hold as a param, names nothing);
 //! a repeated name is numbered (`jaxpr`, `jaxpr1`, `jaxpr2`). Two departures keep the
 //! text readable back: a name that is not an identifier (or is a keyword, `None`, a
 //! dtype) becomes `jaxpr`, and where JAX's numbering would repeat a name (`g1`, then `g`
@@ -65,8 +67,11 @@
 //!
 //! # Names
 //! Variables are named `a`, `b`, ..., `z`, `ba`, ... ([`crate::text::alphabetic_name`]),
-//! skipping the keywords `in`, `let` and `lambda` (which JAX does not skip), in the order
-//! JAX names them: one counter runs through the whole text; a jaxpr names its constvars
+//! keywords included, as JAX names them (its 222nd variable is `in`; the parser reads a
+//! keyword as a variable where one stands). An output of the printed jaxpr's own
+//! equations that nothing uses is `_` and takes no name, as JAX prints it (at the top
+//! level only; a `jit` inside passes `_` on to the inner output it names). Names are
+//! given in the order JAX gives them: one counter runs through the whole text; a jaxpr names its constvars
 //! and invars, then each equation its outputs, then the variables of the jaxprs in that
 //! equation's params (in printed order), then nothing new for its inputs. As JAX does for
 //! `jit`, the inner jaxpr's invars take the names of the equation's input variables and
@@ -80,11 +85,12 @@
 //! linear in the size of the jaxpr.
 
 use crate::aval::AbstractValue;
+use crate::dtype::DType;
 use crate::jaxpr::{Atom, ClosedJaxpr, Eqn, Jaxpr, LitValue, Literal, VarId};
 use crate::params::Param;
 use crate::primitive::{Builtin, Family};
 use crate::text::lexer::{is_single_word, quote_into};
-use crate::text::{python_float_repr, skip_keyword_names};
+use crate::text::python_float_repr;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 
@@ -95,6 +101,36 @@ pub const MAX_INDENT_DEPTH: usize = 32;
 const WIDTH: usize = 80;
 
 const UNNAMED: usize = usize::MAX;
+
+/// The name number printed `_`: an output of the printed jaxpr's own equations that
+/// nothing uses (see the module docs).
+const DROPPED: usize = usize::MAX - 1;
+
+/// Names for the printed jaxpr's variables: its equations' outputs that no equation and
+/// no output uses are [`DROPPED`], as JAX prints them (`_`) at the top level only.
+fn root_names(j: &Jaxpr) -> Vec<usize> {
+    let mut used = vec![false; j.num_vars()];
+    let mut mark = |a: &Atom| {
+        if let Atom::Var(v) = *a {
+            if let Some(u) = used.get_mut(v.index()) {
+                *u = true;
+            }
+        }
+    };
+    j.outvars().iter().for_each(&mut mark);
+    j.eqns()
+        .iter()
+        .for_each(|e| e.inputs().iter().for_each(&mut mark));
+    let mut names = vec![UNNAMED; j.num_vars()];
+    for e in j.eqns() {
+        for &v in e.outvars() {
+            if used.get(v.index()) == Some(&false) {
+                names[v.index()] = DROPPED;
+            }
+        }
+    }
+    names
+}
 
 /// Prints a jaxpr in JAX's text format (see the module docs for the exact layout).
 pub fn print_jaxpr(j: &Jaxpr) -> String {
@@ -259,8 +295,16 @@ impl<'j> Sharing<'j> {
         while let Some(&j) = nodes.get(next) {
             let mut kids = Vec::new();
             for e in j.eqns() {
+                // `custom_jvp_call`'s and `custom_vjp_call`'s `name` is printed, not a
+                // param JAX holds: it names nothing.
+                let custom = matches!(
+                    e.primitive().as_builtin(),
+                    Some(Builtin::CustomJvpCall | Builtin::CustomVjpCall)
+                );
                 let name = match e.params().get("name") {
-                    Some(Param::Str(s)) => Some(s.trim_matches(|c| c == '<' || c == '>')),
+                    Some(Param::Str(s)) if !custom => {
+                        Some(s.trim_matches(|c| c == '<' || c == '>'))
+                    }
                     _ => None,
                 };
                 for cj in jax_order_sub_jaxprs(e) {
@@ -451,7 +495,7 @@ struct Generator<'j> {
 impl<'j> Generator<'j> {
     fn fresh(&mut self) -> usize {
         loop {
-            let n = skip_keyword_names(self.counter);
+            let n = self.counter;
             self.counter = n + 1;
             if !self.sharing.skip.contains(&n) {
                 return n;
@@ -599,7 +643,7 @@ impl<'j> Generator<'j> {
                 return true;
             }
             if let Some(j) = self.root.take() {
-                self.stack.push(Frame::new(j, 0, None));
+                self.stack.push(Frame::new(j, 0, Some(root_names(j))));
                 self.in_let = false;
                 return true;
             }
@@ -791,8 +835,12 @@ impl<'j> Generator<'j> {
                         .is_some();
                     let quote =
                         !takes_words && word.is_some_and(|w| self.sharing.names.contains(w));
+                    let params = e.params();
                     sink.owned(|s| match word {
                         Some(w) if quote => quote_into(s, w),
+                        _ if params.has_numpy_ints(name) => {
+                            write_param_marked(s, flat, &|i| params.numpy_int(name, i));
+                        }
                         _ => {
                             write_param_flat(s, flat);
                         }
@@ -949,6 +997,10 @@ fn push_spaces(out: &mut String, mut n: usize) {
 /// Writes the `n`-th alphabetic name (as [`crate::text::alphabetic_name`]).
 #[inline]
 pub(crate) fn push_name(out: &mut String, mut n: usize) {
+    if n == DROPPED {
+        out.push('_');
+        return;
+    }
     let mut buf = [0u8; 16];
     let mut i = buf.len();
     loop {
@@ -1002,6 +1054,9 @@ pub(crate) fn push_aval(out: &mut String, a: &AbstractValue) {
 pub(crate) fn push_literal(out: &mut String, lit: &Literal) {
     match lit.value {
         LitValue::Bool(b) => out.push_str(if b { "True" } else { "False" }),
+        LitValue::Int(i) if lit.dtype == DType::U64 => {
+            let _ = write!(out, "{}", i as u64);
+        }
         LitValue::Int(i) => push_i64(out, i),
         LitValue::Float(x) => out.push_str(&python_float_repr(x)),
     }
@@ -1012,10 +1067,30 @@ pub(crate) fn push_literal(out: &mut String, lit: &Literal) {
 
 /// Writes a param value that has no jaxpr; returns false (writing nothing) for jaxprs.
 fn write_param_flat(out: &mut String, p: &Param) -> bool {
+    write_param_marked(out, p, &|_| None)
+}
+
+/// An integer of a param: `np.int64(3)` where JAX printed it so, else `3`.
+fn push_param_int(out: &mut String, x: i64, numpy: Option<DType>) {
+    match numpy {
+        Some(d) => {
+            out.push_str("np.");
+            out.push_str(d.numpy_name());
+            out.push('(');
+            push_i64(out, x);
+            out.push(')');
+        }
+        None => push_i64(out, x),
+    }
+}
+
+/// [`write_param_flat`], with `numpy(i)` the NumPy dtype the `i`-th integer of the
+/// value was printed with, if any ([`Params::numpy_int`]).
+fn write_param_marked(out: &mut String, p: &Param, numpy: &dyn Fn(usize) -> Option<DType>) -> bool {
     match p {
         Param::None => out.push_str("None"),
         Param::Bool(b) => out.push_str(if *b { "True" } else { "False" }),
-        Param::Int(i) => push_i64(out, *i),
+        Param::Int(i) => push_param_int(out, *i, numpy(0)),
         Param::Float(x) => out.push_str(&python_float_repr(*x)),
         Param::Str(s) => write_str_param(out, s),
         Param::Ints(v) => {
@@ -1024,7 +1099,7 @@ fn write_param_flat(out: &mut String, p: &Param) -> bool {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                push_i64(out, *x);
+                push_param_int(out, *x, numpy(i));
             }
             out.push_str(if v.len() == 1 { ",)" } else { ")" });
         }
@@ -1061,7 +1136,11 @@ fn write_param_flat(out: &mut String, p: &Param) -> bool {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                let _ = write!(out, "({lo}, {hi}, {interior})");
+                for (k, x) in [lo, hi, interior].into_iter().enumerate() {
+                    out.push_str(if k == 0 { "(" } else { ", " });
+                    push_param_int(out, *x, numpy(3 * i + k));
+                }
+                out.push(')');
             }
             out.push_str(if c.len() == 1 { ",)" } else { ")" });
         }
