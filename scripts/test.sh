@@ -17,6 +17,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --features ferrax-ir/arbitrary -q -- -D warnings
 echo "== cargo test (ferrax-ir with the fuzz corpora replayed, ferrax-cli)"
 cargo test -p ferrax-ir -p ferrax-cli --features ferrax-ir/arbitrary -q
+echo "== the ferrax-ir tour (examples/rust/ir-tour: the public API only)"
+cargo run -q -p ferrax-ir-tour > /dev/null
 echo "== cargo doc (ferrax-ir)"
 RUSTDOCFLAGS="-D warnings" cargo doc -p ferrax-ir --features arbitrary --no-deps -q
 echo "== pytest"

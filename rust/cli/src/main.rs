@@ -137,8 +137,12 @@ fn run(args: &[String]) -> Result<String, (u8, String)> {
     let jaxpr: Jaxpr = parse_jaxpr(&text).map_err(|e| fail(e.to_string()))?;
     match cmd {
         "check" => {
-            let (ins, outs) = typecheck(&jaxpr).map_err(|e| fail(e.to_string()))?;
-            Ok(format!("ok: {} -> {}\n", types(&ins), types(&outs)))
+            let ty = typecheck(&jaxpr).map_err(|e| fail(e.to_string()))?;
+            Ok(format!(
+                "ok: {} -> {}\n",
+                types(&ty.in_avals),
+                types(&ty.out_avals)
+            ))
         }
         "fmt" => Ok(print_jaxpr(&jaxpr)),
         "cost" => {

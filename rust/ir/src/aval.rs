@@ -174,6 +174,19 @@ impl AbstractValue {
         AbstractValue::new(Shape::scalar(), dtype)
     }
 
+    /// A strongly typed array of these dimensions: `f32[3,4]` is
+    /// `AbstractValue::array(DType::F32, &[3, 4])`.
+    ///
+    /// ```
+    /// use ferrax_ir::{AbstractValue, DType};
+    /// let t = AbstractValue::array(DType::F32, &[3, 4]).unwrap();
+    /// assert_eq!(t.to_string(), "f32[3,4]");
+    /// assert!(AbstractValue::array(DType::F32, &[-1]).is_err());
+    /// ```
+    pub fn array(dtype: DType, dims: &[i64]) -> Result<AbstractValue, ShapeError> {
+        Ok(AbstractValue::new(Shape::new(dims)?, dtype))
+    }
+
     /// Same shape and dtype, weak type ignored (the comparison the typechecker makes).
     pub fn same_type(&self, other: &AbstractValue) -> bool {
         self.dtype == other.dtype && self.shape == other.shape

@@ -193,6 +193,50 @@ impl JaxprBuilder {
         Ok(outvars)
     }
 
+    /// Applies a primitive of one output and returns it: [`JaxprBuilder::add_eqn`] for
+    /// the common case, taking variables and literals alike as operands.
+    ///
+    /// ```
+    /// use ferrax_ir::{AbstractValue, Builtin, DType, JaxprBuilder, Literal, Params};
+    /// let mut b = JaxprBuilder::new();
+    /// let x = b.add_invar(AbstractValue::array(DType::F32, &[3]).unwrap());
+    /// let two = b.literal(Literal::f32(2.0).weak());
+    /// let y = b.apply(Builtin::Mul, [x.into(), two], Params::empty()).unwrap();
+    /// let z = b.apply(Builtin::Sin, [y], Params::empty()).unwrap();
+    /// let j = b.build(vec![z.into()]).unwrap();
+    /// assert_eq!(
+    ///     j.to_string(),
+    ///     "{ lambda ; a:f32[3]. let b:f32[3] = mul a 2.0:f32[]; c:f32[3] = sin b in (c,) }"
+    /// );
+    /// ```
+    ///
+    /// # Errors
+    /// As [`JaxprBuilder::add_eqn`], and [`TypeError::OutputCount`] (adding nothing) when
+    /// the rule gives other than one output.
+    pub fn apply<A: Into<Atom>>(
+        &mut self,
+        primitive: impl Into<Primitive>,
+        inputs: impl IntoIterator<Item = A>,
+        params: Params,
+    ) -> Result<VarId, TypeError> {
+        let primitive = primitive.into();
+        let inputs: Vec<Atom> = inputs.into_iter().map(Into::into).collect();
+        let mark = self.mark();
+        let outs = self.add_eqn(primitive.clone(), inputs, params)?;
+        match outs[..] {
+            [v] => Ok(v),
+            _ => {
+                self.truncate(mark);
+                Err(TypeError::OutputCount {
+                    site: self.pending_site(&primitive),
+                    primitive: primitive.name().to_owned(),
+                    expected: 1,
+                    got: outs.len(),
+                })
+            }
+        }
+    }
+
     /// Adds an equation binding variables made by [`JaxprBuilder::new_var`]. Nothing is
     /// checked until [`JaxprBuilder::build`], which compares the variables' types with the
     /// rule's.

@@ -94,6 +94,18 @@ pub enum TypeError {
         /// An equation on the cycle.
         site: Site,
     },
+    /// An equation has another number of outputs than its caller asked for
+    /// ([`crate::JaxprBuilder::apply`] asks for one).
+    OutputCount {
+        /// Where.
+        site: Site,
+        /// The primitive's name.
+        primitive: String,
+        /// The number asked for.
+        expected: usize,
+        /// The number the rule gives.
+        got: usize,
+    },
     /// A sub-jaxpr is ill typed.
     SubJaxpr {
         /// The equation holding it.
@@ -151,6 +163,15 @@ impl fmt::Display for TypeError {
             TypeError::Cycle { site } => {
                 write!(f, "{site}: the equations' dependencies form a cycle")
             }
+            TypeError::OutputCount {
+                site,
+                primitive,
+                expected,
+                got,
+            } => write!(
+                f,
+                "{site}: {primitive} has {got} outputs here, not {expected}"
+            ),
             TypeError::SubJaxpr { site, param, error } => {
                 write!(f, "{site}: in param '{param}': {error}")
             }

@@ -92,6 +92,64 @@ pub struct Literal {
 }
 
 impl Literal {
+    /// A strongly typed literal of this value and dtype (see [`Literal::is_well_typed`]
+    /// for the values a dtype admits).
+    pub fn new(value: LitValue, dtype: DType) -> Literal {
+        Literal {
+            value,
+            dtype,
+            weak_type: false,
+        }
+    }
+
+    /// `x:f32[]`.
+    ///
+    /// ```
+    /// use ferrax_ir::Literal;
+    /// assert_eq!(Literal::f32(1.5).to_string(), "1.5:f32[]");
+    /// assert_eq!(Literal::i32(-2).weak().to_string(), "-2:i32[]");
+    /// assert!(Literal::i32(-2).weak().weak_type);
+    /// ```
+    pub fn f32(x: f32) -> Literal {
+        Literal::new(LitValue::Float(f64::from(x)), DType::F32)
+    }
+
+    /// `x:f64[]`.
+    pub fn f64(x: f64) -> Literal {
+        Literal::new(LitValue::Float(x), DType::F64)
+    }
+
+    /// `x:i32[]`.
+    pub fn i32(x: i32) -> Literal {
+        Literal::new(LitValue::Int(i64::from(x)), DType::I32)
+    }
+
+    /// `x:i64[]`.
+    pub fn i64(x: i64) -> Literal {
+        Literal::new(LitValue::Int(x), DType::I64)
+    }
+
+    /// `x:u32[]`.
+    pub fn u32(x: u32) -> Literal {
+        Literal::new(LitValue::Int(i64::from(x)), DType::U32)
+    }
+
+    /// `x:u64[]` (held as its bits: see [`LitValue::Int`]).
+    pub fn u64(x: u64) -> Literal {
+        Literal::new(LitValue::Int(x as i64), DType::U64)
+    }
+
+    /// `True:bool[]` or `False:bool[]`.
+    pub fn bool(b: bool) -> Literal {
+        Literal::new(LitValue::Bool(b), DType::Bool)
+    }
+
+    /// The same literal, weakly typed (a Python scalar's type, as JAX gives `x * 2.0`).
+    pub fn weak(mut self) -> Literal {
+        self.weak_type = true;
+        self
+    }
+
     /// The literal's abstract value (a scalar).
     pub fn aval(&self) -> AbstractValue {
         AbstractValue::scalar(self.dtype).with_weak_type(self.weak_type)
@@ -132,6 +190,35 @@ pub enum Atom {
     Lit(LitId),
 }
 
+impl fmt::Display for Literal {
+    /// As jaxpr text writes it: `2.0:f32[]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::text::format_literal(self))
+    }
+}
+
+impl From<VarId> for Atom {
+    fn from(v: VarId) -> Atom {
+        Atom::Var(v)
+    }
+}
+
+impl From<LitId> for Atom {
+    fn from(l: LitId) -> Atom {
+        Atom::Lit(l)
+    }
+}
+
+impl Atom {
+    /// The variable, if the atom is one.
+    pub fn as_var(self) -> Option<VarId> {
+        match self {
+            Atom::Var(v) => Some(v),
+            Atom::Lit(_) => None,
+        }
+    }
+}
+
 /// One equation: `outvars = primitive[params] inputs`.
 #[derive(Clone, Debug)]
 pub struct Eqn {
@@ -158,6 +245,24 @@ impl Eqn {
     pub fn params(&self) -> &Params {
         &self.params
     }
+    /// The equation's only output.
+    ///
+    /// # Panics
+    /// If it has no output or more than one.
+    pub fn outvar(&self) -> VarId {
+        match *self.outvars {
+            [v] => v,
+            ref vs => panic!(
+                "{} has {} outputs, not one",
+                self.primitive.name(),
+                vs.len()
+            ),
+        }
+    }
+    /// The built-in primitive applied, if it is one (not an extension).
+    pub fn builtin(&self) -> Option<crate::primitive::Builtin> {
+        self.primitive.as_builtin()
+    }
     /// The sub-jaxprs among the params, in param order.
     pub fn sub_jaxprs(&self) -> impl Iterator<Item = &ClosedJaxpr> {
         self.params
@@ -177,6 +282,36 @@ impl Eqn {
     pub fn has_effect(&self) -> bool {
         self.primitive.as_builtin().is_some_and(|b| b.has_effect())
             || self.sub_jaxprs().any(|j| j.jaxpr().has_effects())
+    }
+}
+
+/// The equation on one line, its variables and literals by id (`v2 = add v0 l0`) and
+/// nested jaxprs as `{...}`: an equation does not know its jaxpr's names or literals.
+/// [`Jaxpr::eqn_text`] prints one with the names the jaxpr's text gives.
+impl fmt::Display for Eqn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, v) in self.outvars.iter().enumerate() {
+            write!(f, "{}{v}", if i > 0 { " " } else { "" })?;
+        }
+        if !self.outvars.is_empty() {
+            f.write_str(" = ")?;
+        }
+        f.write_str(self.primitive.name())?;
+        if !self.params.is_empty() {
+            f.write_str("[")?;
+            for (i, (n, p)) in self.params.iter().enumerate() {
+                let sep = if i > 0 { " " } else { "" };
+                write!(f, "{sep}{n}={}", crate::text::format_param_short(p))?;
+            }
+            f.write_str("]")?;
+        }
+        for a in self.inputs.iter() {
+            match a {
+                Atom::Var(v) => write!(f, " {v}")?,
+                Atom::Lit(l) => write!(f, " {l}")?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -210,6 +345,12 @@ impl Jaxpr {
     /// The equations, in an order where each follows the definitions of its inputs.
     pub fn eqns(&self) -> &[Eqn] {
         &self.eqns
+    }
+    /// Equation `index` on one line, with the names and types the jaxpr's text gives
+    /// (`c:f32[3] = add a 1.0:f32[]`, nested jaxprs as `{...}`); `None` past the end.
+    /// Linear in the jaxpr's size (it names the variables first).
+    pub fn eqn_text(&self, index: usize) -> Option<String> {
+        (index < self.eqns.len()).then(|| crate::typecheck::Parts::of(self).eqn_line(index))
     }
     /// The outputs.
     pub fn outvars(&self) -> &[Atom] {
@@ -315,9 +456,24 @@ impl Jaxpr {
     }
 }
 
+/// A summary: the input and output types and the number of equations (the text is
+/// [`fmt::Display`]'s).
 impl fmt::Debug for Jaxpr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::text::print_jaxpr(self))
+        let types = |vs: &[AbstractValue]| {
+            vs.iter()
+                .map(AbstractValue::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        write!(
+            f,
+            "Jaxpr {{ consts: [{}], ins: [{}], outs: [{}], eqns: {} }}",
+            types(&self.const_avals()),
+            types(&self.in_avals()),
+            types(&self.out_avals()),
+            self.eqns.len()
+        )
     }
 }
 

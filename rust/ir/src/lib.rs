@@ -71,4 +71,4 @@ pub use primitive::{
 pub use sharding::{
     hlo_sharding, sdy_sharding, tiling, AxisEnv, Mesh, PartitionSpec, ShardingError, Tiling,
 };
-pub use typecheck::{typecheck, typecheck_in};
+pub use typecheck::{typecheck, typecheck_in, JaxprType};

@@ -591,6 +591,84 @@ impl Param {
     pub fn ints(values: &[i64]) -> Param {
         Param::Ints(Arc::from(values))
     }
+
+    /// Builds a string parameter.
+    pub fn str(s: &str) -> Param {
+        Param::Str(Arc::from(s))
+    }
+
+    /// Builds `dot_general`'s dimension numbers: the contracting dimensions of each
+    /// operand, then the batch dimensions of each (`x @ w` for a matrix `x` is
+    /// `Param::dot_dims(&[1], &[0], &[], &[])`).
+    pub fn dot_dims(
+        lhs_contracting: &[i64],
+        rhs_contracting: &[i64],
+        lhs_batch: &[i64],
+        rhs_batch: &[i64],
+    ) -> Param {
+        Param::DotDims(Arc::new(DotDimensionNumbers {
+            lhs_contracting: lhs_contracting.to_vec(),
+            rhs_contracting: rhs_contracting.to_vec(),
+            lhs_batch: lhs_batch.to_vec(),
+            rhs_batch: rhs_batch.to_vec(),
+        }))
+    }
+
+    /// The integer, if this is one.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Param::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// The tuple of integers, if this is one.
+    pub fn as_ints(&self) -> Option<&[i64]> {
+        match self {
+            Param::Ints(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The boolean, if this is one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Param::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The string, if this is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Param::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The dtype, if this is one.
+    pub fn as_dtype(&self) -> Option<DType> {
+        match self {
+            Param::DType(d) => Some(*d),
+            _ => None,
+        }
+    }
+
+    /// The sub-jaxpr, if this is one.
+    pub fn as_jaxpr(&self) -> Option<&ClosedJaxpr> {
+        match self {
+            Param::Jaxpr(j) => Some(j),
+            _ => None,
+        }
+    }
+
+    /// The tuple of sub-jaxprs (`cond`'s branches), if this is one.
+    pub fn as_jaxprs(&self) -> Option<&[ClosedJaxpr]> {
+        match self {
+            Param::Jaxprs(js) => Some(js),
+            _ => None,
+        }
+    }
 }
 
 /// The parameters of one equation: name-value pairs sorted by name, names unique.
@@ -685,6 +763,52 @@ impl Params {
             .binary_search_by(|(n, _)| n.as_str().cmp(name))
             .ok()
             .map(|i| &self.items[i].1)
+    }
+
+    /// Param `name` as an integer, if it is there and is one (`reduce_precision`'s
+    /// `exponent_bits`).
+    pub fn get_int(&self, name: &str) -> Option<i64> {
+        self.get(name)?.as_int()
+    }
+
+    /// Param `name` as a tuple of integers, if it is there and is one.
+    ///
+    /// ```
+    /// use ferrax_ir::text::parse_jaxpr;
+    /// let j = parse_jaxpr("{ lambda ; a:f32[2,3]. let b:f32[2] = reduce_sum[axes=(1,) out_sharding=None] a in (b,) }").unwrap();
+    /// let p = j.eqns()[0].params();
+    /// assert_eq!(p.get_ints("axes"), Some(&[1][..]));
+    /// assert_eq!(p.get_int("axes"), None); // there, but not an int
+    /// assert_eq!(p.get_ints("shape"), None); // not there
+    /// ```
+    pub fn get_ints(&self, name: &str) -> Option<&[i64]> {
+        self.get(name)?.as_ints()
+    }
+
+    /// Param `name` as a boolean, if it is there and is one.
+    pub fn get_bool(&self, name: &str) -> Option<bool> {
+        self.get(name)?.as_bool()
+    }
+
+    /// Param `name` as a string, if it is there and is one (`jit`'s `name`).
+    pub fn get_str(&self, name: &str) -> Option<&str> {
+        self.get(name)?.as_str()
+    }
+
+    /// Param `name` as a dtype, if it is there and is one.
+    pub fn get_dtype(&self, name: &str) -> Option<DType> {
+        self.get(name)?.as_dtype()
+    }
+
+    /// Param `name` as a sub-jaxpr, if it is there and is one (`jit`'s `jaxpr`).
+    pub fn get_jaxpr(&self, name: &str) -> Option<&ClosedJaxpr> {
+        self.get(name)?.as_jaxpr()
+    }
+
+    /// Param `name` as a tuple of sub-jaxprs, if it is there and is one (`cond`'s
+    /// `branches`).
+    pub fn get_jaxprs(&self, name: &str) -> Option<&[ClosedJaxpr]> {
+        self.get(name)?.as_jaxprs()
     }
 
     /// All pairs, sorted by name.

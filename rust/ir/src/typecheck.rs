@@ -70,7 +70,7 @@ impl<'a> Parts<'a> {
     }
 
     /// One equation printed on a line, nested jaxprs shown as `{...}`.
-    fn eqn_line(&self, index: usize) -> String {
+    pub(crate) fn eqn_line(&self, index: usize) -> String {
         let names = self.names();
         let e = &self.eqns[index];
         let mut s = String::new();
@@ -266,21 +266,58 @@ pub(crate) fn check_parts_in(p: &Parts<'_>, env: &AxisEnv) -> Result<(), TypeErr
     Ok(())
 }
 
+/// A jaxpr's type: what it takes (its constants, then its inputs) and what it returns.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct JaxprType {
+    /// The constvars' types.
+    pub const_avals: Vec<AbstractValue>,
+    /// The invars' types.
+    pub in_avals: Vec<AbstractValue>,
+    /// The outputs' types.
+    pub out_avals: Vec<AbstractValue>,
+}
+
+/// `(f32[3], i32[]) -> (f32[3],)`, constants first as `[f32[2]] ...` when there are any.
+impl std::fmt::Display for JaxprType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |vs: &[AbstractValue]| {
+            let items: Vec<String> = vs.iter().map(AbstractValue::to_string).collect();
+            if items.len() == 1 {
+                format!("({},)", items[0])
+            } else {
+                format!("({})", items.join(", "))
+            }
+        };
+        if !self.const_avals.is_empty() {
+            let consts: Vec<String> = self
+                .const_avals
+                .iter()
+                .map(AbstractValue::to_string)
+                .collect();
+            write!(f, "[{}] ", consts.join(", "))?;
+        }
+        write!(f, "{} -> {}", list(&self.in_avals), list(&self.out_avals))
+    }
+}
+
 /// Typechecks a jaxpr and every jaxpr nested in it (each distinct one once, from a
-/// worklist, so depth costs no stack). Returns the input and output types.
+/// worklist, so depth costs no stack). Returns its type.
+///
+/// ```
+/// use ferrax_ir::{text::parse_jaxpr, typecheck};
+/// let j = parse_jaxpr("{ lambda ; a:f32[3] b:i32[]. let c:f32[3] = sin a in (c,) }").unwrap();
+/// assert_eq!(typecheck(&j).unwrap().to_string(), "(f32[3], i32[]) -> (f32[3],)");
+/// ```
 ///
 /// No named axis is in scope at the top: a collective must sit in a `shard_map` body
 /// (which binds its mesh's axes), else it is an unbound axis name.
-pub fn typecheck(jaxpr: &Jaxpr) -> Result<(Vec<AbstractValue>, Vec<AbstractValue>), TypeError> {
+pub fn typecheck(jaxpr: &Jaxpr) -> Result<JaxprType, TypeError> {
     typecheck_in(jaxpr, &AxisEnv::closed())
 }
 
 /// Typechecks a jaxpr where the axes of `env` are in scope (a `shard_map` body traced
 /// on its own: the mesh's axes).
-pub fn typecheck_in(
-    jaxpr: &Jaxpr,
-    env: &AxisEnv,
-) -> Result<(Vec<AbstractValue>, Vec<AbstractValue>), TypeError> {
+pub fn typecheck_in(jaxpr: &Jaxpr, env: &AxisEnv) -> Result<JaxprType, TypeError> {
     struct Frame<'a> {
         parent: Option<usize>,
         holder: &'a Jaxpr,
@@ -338,5 +375,9 @@ pub fn typecheck_in(
             }
         }
     }
-    Ok((jaxpr.in_avals(), jaxpr.out_avals()))
+    Ok(JaxprType {
+        const_avals: jaxpr.const_avals(),
+        in_avals: jaxpr.in_avals(),
+        out_avals: jaxpr.out_avals(),
+    })
 }

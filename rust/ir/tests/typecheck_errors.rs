@@ -795,7 +795,8 @@ fn typecheck_returns_the_input_and_output_types() {
     let y = b.add_invar(a(DType::I32, &[]));
     let s = op(&mut b, Builtin::Add, &[v(c), v(y)]);
     let j = b.build(vec![v(s), v(x)]).unwrap();
-    let (ins, outs) = typecheck(&j).unwrap();
+    let ty = typecheck(&j).unwrap();
+    let (ins, outs) = (ty.in_avals, ty.out_avals);
     assert_eq!(ins, vec![f32s(&[2, 3]), a(DType::I32, &[])]);
     assert_eq!(outs, vec![a(DType::I32, &[]), f32s(&[2, 3])]);
 }
@@ -831,7 +832,8 @@ fn on_small_stack(f: impl FnOnce() + Send + 'static) {
 fn typecheck_and_drop_a_100000_deep_nest_on_a_2mib_stack() {
     on_small_stack(|| {
         let j = jit_nest(100_000);
-        let (ins, outs) = typecheck(&j).unwrap();
+        let ty = typecheck(&j).unwrap();
+        let (ins, outs) = (ty.in_avals, ty.out_avals);
         assert_eq!((ins, outs), (vec![f32s(&[3])], vec![f32s(&[3])]));
         // Walk down to the bottom to see the nest is as deep as built.
         let mut depth = 1;

@@ -224,6 +224,7 @@ fn eqn_index(e: &TypeError) -> Option<usize> {
         | TypeError::BadLiteral { site, .. }
         | TypeError::Rule { site, .. }
         | TypeError::OutTypes { site, .. }
+        | TypeError::OutputCount { site, .. }
         | TypeError::Cycle { site }
         | TypeError::SubJaxpr { site, .. } => site,
         #[allow(unreachable_patterns)] // Variants the crate may add later.

@@ -50,7 +50,8 @@ pub fn typecheck<'py>(
         Some(m) if !m.is_none() => crate::params::axis_env_from_py(m)?,
         _ => ferrax_ir::AxisEnv::closed(),
     };
-    let (ins, outs) = py.detach(|| ferrax_ir::typecheck_in(inner, &env))?;
+    let ty = py.detach(|| ferrax_ir::typecheck_in(inner, &env))?;
+    let (ins, outs) = (ty.in_avals, ty.out_avals);
     Ok((avals_to_py(py, ins)?, avals_to_py(py, outs)?))
 }
 
