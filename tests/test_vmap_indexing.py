@@ -8,10 +8,17 @@ subset of its operands mapped (the others passed unmapped, ``in_axes=None``), th
 ones along axes 0, 1 or -1 (varied across operands and cases), batch sizes 1 and 3. Each
 case compares values and dtypes with ``jax.vmap`` and the primitives of the staged
 jaxpr with ``jax.make_jaxpr``'s.
+
+JAX's values of a table of cases are computed in one ``jax.jit`` (eager dispatch would
+compile every operation of every case): each case traced on its own, the operands it maps
+the jit's arguments, those an eager vmap leaves unmapped closed over (NumPy arrays, as
+eagerly), every operand an argument where the case is a jit of its own. Where a table
+fails to build, each test computes its own case (to report its own error).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -26,6 +33,10 @@ import ferrax.numpy as fnp
 from ferrax import lax
 
 NDArray = np.ndarray[Any, Any]
+
+# JAX's values are computed a table at a time (_jax_table): one worker runs the module
+# (pytest-xdist's loadgroup), so they are computed once.
+pytestmark = pytest.mark.xdist_group("vmap-indexing")
 
 
 class M(NamedTuple):
@@ -259,16 +270,67 @@ def _primitives(closed: Any) -> list[tuple[str, tuple[Any, ...]]]:
     return out
 
 
+def _vmapped(m: M, case: Case) -> Callable[..., Any]:
+    return m.vmap(_kernel(m, case), in_axes=case.in_axes)  # type: ignore[no-any-return]
+
+
+def _jit_of_vmap(m: M, case: Case) -> Callable[..., Any]:
+    return m.jit(_vmapped(m, case))  # type: ignore[no-any-return]
+
+
+def _vmap_of_grad(m: M, case: Case) -> Callable[..., Any]:
+    f = _kernel(m, case)
+    return m.vmap(m.grad(lambda *a: m.np.sum(f(*a) ** 2)), in_axes=case.in_axes)  # type: ignore[no-any-return]
+
+
+def _grad_of_vmap(m: M, case: Case) -> Callable[..., Any]:
+    mapped = _vmapped(m, case)
+    return m.jit(m.grad(lambda *a: m.np.sum(mapped(*a) ** 2)))  # type: ignore[no-any-return]
+
+
+Program = Callable[[M, Case], Callable[..., Any]]
+
+
+@functools.cache
+def _jax_table(program: Program, cases: tuple[Case, ...], seed: int, jitted: bool) -> dict[str, Any] | None:
+    """JAX's ``program(JX, case)(*_inputs(case, seed))`` of every case, by id, in one
+    ``jax.jit``; None if that fails. The operands are the jit's arguments where the
+    program is ``jitted`` (a jit of its own), else those the case maps (the unmapped ones
+    closed over, as concrete as eagerly)."""
+
+    def passed(case: Case) -> list[bool]:
+        return [jitted or axis is not None for axis in case.in_axes]
+
+    inputs = {c.id: _inputs(c, seed) for c in cases}
+    arguments = {c.id: [a for a, p in zip(inputs[c.id], passed(c)) if p] for c in cases}
+
+    def run(arguments: dict[str, list[NDArray]]) -> dict[str, Any]:
+        out = {}
+        for c in cases:
+            given = iter(arguments[c.id])
+            args = [next(given) if p else a for a, p in zip(inputs[c.id], passed(c))]
+            out[c.id] = program(JX, c)(*args)
+        return out
+
+    try:
+        return jax.jit(run)(arguments)  # type: ignore[no-any-return]
+    except Exception:  # noqa: BLE001 - each test then runs its own case
+        return None
+
+
+def _jax_value(program: Program, cases: list[Case], seed: int, jitted: bool, case: Case) -> Any:
+    """JAX's value of ``case`` from the table of ``cases``, or computed alone."""
+    table = _jax_table(program, tuple(cases), seed, jitted)
+    return table[case.id] if table is not None else program(JX, case)(*_inputs(case, seed))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_vmap_matches_jax(case: Case) -> None:
     args = _inputs(case)
-
-    def mapped(m: M) -> Callable[..., Any]:
-        return m.vmap(_kernel(m, case), in_axes=case.in_axes)  # type: ignore[no-any-return]
-
-    _assert_same(mapped(FX)(*args), mapped(JX)(*args))
+    _assert_same(_vmapped(FX, case)(*args), _jax_value(_vmapped, CASES, 0, False, case))
     if case.kernel.same_jaxpr and case.size > 1:  # (size 1 stages the same primitives)
-        assert _primitives(FX.make_jaxpr(mapped(FX))(*args)) == _primitives(JX.make_jaxpr(mapped(JX))(*args))
+        fx_jaxpr, jax_jaxpr = FX.make_jaxpr(_vmapped(FX, case))(*args), JX.make_jaxpr(_vmapped(JX, case))(*args)
+        assert _primitives(fx_jaxpr) == _primitives(jax_jaxpr)
 
 
 GRAD_CASES = [c for c in CASES if c.size == 3 and c.kernel.grad]
@@ -285,22 +347,13 @@ JIT_CASES = [c for k in KERNELS for c in _all_and_last_mapped(k)]
 @pytest.mark.parametrize("case", JIT_CASES, ids=[c.id for c in JIT_CASES])
 def test_jit_of_vmap_matches_jax(case: Case) -> None:
     args = _inputs(case, seed=1)
-
-    def mapped(m: M) -> Callable[..., Any]:
-        return m.jit(m.vmap(_kernel(m, case), in_axes=case.in_axes))  # type: ignore[no-any-return]
-
-    _assert_same(mapped(FX)(*args), mapped(JX)(*args))
+    _assert_same(_jit_of_vmap(FX, case)(*args), _jax_value(_jit_of_vmap, JIT_CASES, 1, True, case))
 
 
 @pytest.mark.parametrize("case", GRAD_CASES, ids=[c.id for c in GRAD_CASES])
 def test_vmap_of_grad_matches_jax(case: Case) -> None:
     args = _inputs(case, seed=2)
-
-    def per_example(m: M) -> Callable[..., Any]:
-        f = _kernel(m, case)
-        return m.vmap(m.grad(lambda *a: m.np.sum(f(*a) ** 2)), in_axes=case.in_axes)  # type: ignore[no-any-return]
-
-    _assert_same(per_example(FX)(*args), per_example(JX)(*args))
+    _assert_same(_vmap_of_grad(FX, case)(*args), _jax_value(_vmap_of_grad, GRAD_CASES, 2, False, case))
 
 
 NESTED = [
@@ -396,9 +449,4 @@ def test_grad_of_vmap_matches_jax(case: Case) -> None:
     # Reverse mode through the batched gathers and scatters (their transposes keep the
     # batching dimensions), under jit.
     args = _inputs(case, seed=3)
-
-    def loss(m: M) -> Callable[..., Any]:
-        mapped = m.vmap(_kernel(m, case), in_axes=case.in_axes)
-        return m.jit(m.grad(lambda *a: m.np.sum(mapped(*a) ** 2)))  # type: ignore[no-any-return]
-
-    _assert_same(loss(FX)(*args), loss(JX)(*args))
+    _assert_same(_grad_of_vmap(FX, case)(*args), _jax_value(_grad_of_vmap, GRAD_OF_VMAP_CASES, 3, True, case))
