@@ -5,6 +5,98 @@
 //! higher-order primitives (`jit`, `cond`, `while`, `scan`, `custom_jvp_call`,
 //! `custom_vjp_call`, `remat2`) are [`ClosedJaxpr`] params.
 //!
+//! # Guide
+//!
+//! ## Reading and printing
+//! [`text::parse_jaxpr`] reads the text JAX prints (`print(jax.make_jaxpr(f)(x))`),
+//! typechecking it; [`text::print_jaxpr`] (or `Display`) writes it back as JAX would.
+//! The language is specified in `docs/jaxpr-language.md`.
+//! ```
+//! use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
+//! let text = "{ lambda ; a:f32[3]. let b:f32[3] = sin a; c:f32[3] = mul b 2.0:f32[] in (c,) }";
+//! let j = parse_jaxpr(text)?;
+//! assert_eq!(print_jaxpr(&j), text);
+//! assert_eq!(ferrax_ir::typecheck(&j)?.to_string(), "(f32[3],) -> (f32[3],)");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Building
+//! A [`JaxprBuilder`] is the only way to make a [`Jaxpr`]: declare the inputs, apply
+//! primitives (each equation's output types come from its primitive's rule, so a
+//! mistake is an error where it is made), then build with the outputs.
+//! ```
+//! use ferrax_ir::{AbstractValue, Builtin, DType, JaxprBuilder, Literal, Param, Params};
+//! let mut b = JaxprBuilder::new();
+//! let x = b.add_invar(AbstractValue::array(DType::F32, &[8, 3])?);
+//! let w = b.add_invar(AbstractValue::array(DType::F32, &[3, 4])?);
+//! let dims = Params::new([("dimension_numbers", Param::dot_dims(&[1], &[0], &[], &[]))]);
+//! let h = b.apply(Builtin::DotGeneral, [x, w], dims)?;
+//! let zero = b.literal(Literal::f32(0.0).weak());
+//! let y = b.apply(Builtin::Max, [h.into(), zero], Params::empty())?;
+//! let j = b.build(vec![y.into()])?;
+//! assert_eq!(j.out_avals(), [AbstractValue::array(DType::F32, &[8, 4])?]);
+//! // A rule refuses what JAX refuses, naming the equation:
+//! let mut b = JaxprBuilder::new();
+//! let x = b.add_invar(AbstractValue::array(DType::F32, &[3])?);
+//! let i = b.add_invar(AbstractValue::array(DType::I32, &[3])?);
+//! let e = b.apply(Builtin::Add, [x, i], Params::empty()).unwrap_err();
+//! assert!(e.to_string().contains("add"), "{e}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Walking
+//! Equations are in dependency order; sub-jaxprs (of `jit`, `cond`, `while`, `scan`,
+//! ...) are params, reached with [`Eqn::sub_jaxprs`]. Walk nested jaxprs with a stack,
+//! not recursion, and a jaxpr of any depth is fine.
+//! ```
+//! use ferrax_ir::{text::parse_jaxpr, Jaxpr};
+//! let j = parse_jaxpr("{ lambda ; a:f32[]. let b:f32[] = jit[name=f jaxpr={ lambda ; c:f32[]. let d:f32[] = sin c; e:f32[] = sin d in (e,) }] a in (b,) }")?;
+//! let mut sines = 0;
+//! let mut stack: Vec<&Jaxpr> = vec![&j];
+//! while let Some(j) = stack.pop() {
+//!     for e in j.eqns() {
+//!         sines += usize::from(e.primitive().name() == "sin");
+//!         stack.extend(e.sub_jaxprs().map(|cj| &**cj.jaxpr()));
+//!     }
+//! }
+//! assert_eq!(sines, 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Transforming
+//! [`passes`] build new jaxprs from old ones: dead-code elimination, toposort,
+//! partial evaluation, transposition (reverse mode's second half), rewriting by rules,
+//! and the cost model.
+//! ```
+//! use ferrax_ir::{passes, text::parse_jaxpr};
+//! let j = parse_jaxpr("{ lambda ; a:f32[3] b:f32[3]. let c:f32[3] = mul a b; d:f32[3] = sin b in (c, d) }")?;
+//! let (pruned, used_inputs) = passes::dce(&j, &[true, false])?;
+//! assert_eq!(pruned.eqns().len(), 1);
+//! assert_eq!(used_inputs, [true, true]);
+//! // `mul a b` is linear in `a`: its transpose maps a cotangent of `c` to one of `a`.
+//! let linear = parse_jaxpr("{ lambda ; a:f32[3] b:f32[3]. let c:f32[3] = mul a b in (c,) }")?;
+//! let t = passes::transpose(&linear, &[true, false])?;
+//! assert_eq!(t.to_string(), "{ lambda ; a:f32[3] b:f32[3]. let c:f32[3] = mul b a in (c,) }");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Lowering and evaluating
+//! [`lower::stablehlo`] emits the StableHLO text XLA compiles (JAX's lowering, as
+//! jaxlib's compiler takes it); [`eval`] is a reference evaluator on host arrays.
+//! ```
+//! use ferrax_ir::eval::{eval_jaxpr, HostArray};
+//! use ferrax_ir::{lower::stablehlo::lower_jaxpr, text::parse_jaxpr, DType, Shape};
+//! let j = parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[3] = mul a a in (b,) }")?;
+//! assert!(lower_jaxpr(&j, "square")?.contains("stablehlo.multiply"));
+//! let x = HostArray::from_f64(Shape::new(&[3])?, DType::F32, vec![1.0, 2.0, 3.0])?;
+//! let out = eval_jaxpr(&j, &[], &[x])?;
+//! assert_eq!(out[0].as_f64(), Some(&[1.0, 4.0, 9.0][..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A whole program using only the public API is `examples/rust/ir-tour` in the
+//! repository.
+//!
 //! # Invariants
 //! Every [`Jaxpr`] holds these; the builder checks them and every pass relies on them:
 //! 1. Every variable id and literal id in it indexes its own arenas (ids are only
