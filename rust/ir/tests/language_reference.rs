@@ -7,8 +7,9 @@
 //! else comes from the public API of `ferrax-ir`: the list of built-ins
 //! ([`Builtin::ALL`]), their families, param schemas ([`Builtin::param_specs`]) and flags,
 //! the dtypes, and one example per primitive: the smallest equation using it in the JAX
-//! corpus (`tests/jax_corpus`, JAX's own text) or, failing that, in `tests/jaxprs`, cut
-//! out into a jaxpr of its own and printed.
+//! corpus (`tests/jax_corpus`, JAX's own text), else in the JAX-printed shard_maps of
+//! `tests/collectives`, else in `tests/jaxprs`, cut out into a jaxpr of its own and
+//! printed.
 //!
 //! The test fails when a built-in has no semantics entry, when an entry names a
 //! primitive that does not exist, or when any ```` ```jaxpr ```` block of the document
@@ -18,10 +19,13 @@
 use ferrax_ir::dtype::DType;
 use ferrax_ir::primitive::{Builtin, Family, ParamKind};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr, ReadError};
-use ferrax_ir::{Atom, Jaxpr, JaxprBuilder, VarId};
+use ferrax_ir::{
+    Atom, AxisEnv, ClosedJaxpr, Jaxpr, JaxprBuilder, Param, Params, PartitionSpec, Primitive, VarId,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const HAND_WRITTEN: &str = include_str!("../../../docs/jaxpr-language.in.md");
 const SEMANTICS: &str = include_str!("primitive_semantics.txt");
@@ -252,10 +256,10 @@ struct Example {
     source: String,
 }
 
-/// `eqn` of `j` alone: its input variables become the invars, its outputs the outputs.
-fn standalone(j: &Jaxpr, eqn_index: usize) -> Option<String> {
+/// `eqn` of `j` alone, built by `b`: its input variables become the invars, its outputs
+/// the outputs.
+fn single_eqn(mut b: JaxprBuilder, j: &Jaxpr, eqn_index: usize) -> Option<Jaxpr> {
     let eqn = &j.eqns()[eqn_index];
-    let mut b = JaxprBuilder::new();
     let mut vars: HashMap<VarId, VarId> = HashMap::new();
     let mut inputs = Vec::new();
     for &a in eqn.inputs() {
@@ -272,11 +276,48 @@ fn standalone(j: &Jaxpr, eqn_index: usize) -> Option<String> {
     let outs = b
         .add_eqn(eqn.primitive().clone(), inputs, eqn.params().clone())
         .ok()?;
-    let built = b.build(outs.into_iter().map(Atom::Var).collect()).ok()?;
-    let text = print_jaxpr(&built);
-    // Only what reads back is an example (collectives need their shard_map).
+    b.build(outs.into_iter().map(Atom::Var).collect()).ok()
+}
+
+/// The printed text of `j`, if it reads back.
+fn example_text(j: &Jaxpr) -> Option<String> {
+    let text = print_jaxpr(j);
     parse_jaxpr(&text).ok()?;
     Some(text)
+}
+
+/// `eqn` of `j` alone in a jaxpr of its own.
+fn standalone(j: &Jaxpr, eqn_index: usize) -> Option<String> {
+    example_text(&single_eqn(JaxprBuilder::new(), j, eqn_index)?)
+}
+
+/// `eqn` of the `shard_map` body `j` alone in a `shard_map` of the same mesh (and other
+/// params) as the one around it (`params`), its operands and results replicated.
+fn standalone_in_shard_map(j: &Jaxpr, eqn_index: usize, params: &Params) -> Option<String> {
+    let Some(Param::Mesh(mesh)) = params.get("mesh") else {
+        return None;
+    };
+    let env = AxisEnv::of(mesh.axes().iter().map(|(n, s)| (n.clone(), *s)));
+    let body = Arc::new(single_eqn(JaxprBuilder::with_axis_env(env), j, eqn_index)?);
+    let replicated =
+        |n: usize| Param::Specs(vec![PartitionSpec::replicated(); n].into_iter().collect());
+    let params = params
+        .with("in_specs", replicated(body.invars().len()))
+        .with("out_specs", replicated(body.outvars().len()))
+        .with(
+            "jaxpr",
+            Param::Jaxpr(ClosedJaxpr::new(body.clone(), Vec::new()).ok()?),
+        );
+    let mut b = JaxprBuilder::new();
+    let inputs: Vec<Atom> = body
+        .in_avals()
+        .into_iter()
+        .map(|a| Atom::Var(b.add_invar(a)))
+        .collect();
+    let outs = b
+        .add_eqn(Primitive::Builtin(Builtin::ShardMap), inputs, params)
+        .ok()?;
+    example_text(&b.build(outs.into_iter().map(Atom::Var).collect()).ok()?)
 }
 
 /// Reads a test file's jaxpr: drops `;;` comments and the `; expect:` section.
@@ -307,11 +348,11 @@ fn jaxpr_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// For each built-in, the shortest standalone equation using it, from the JAX corpus
-/// first, then from `tests/jaxprs`.
+/// first, then from `tests/collectives`, then from `tests/jaxprs`.
 fn find_examples() -> BTreeMap<&'static str, Example> {
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
     let mut best: BTreeMap<&'static str, Example> = BTreeMap::new();
-    for dir in ["jax_corpus", "jaxprs"] {
+    for dir in ["jax_corpus", "collectives", "jaxprs"] {
         let mut found: BTreeMap<&'static str, Example> = BTreeMap::new();
         for path in jaxpr_files(&tests.join(dir)) {
             let Ok(top) = parse_jaxpr(&jaxpr_text(&path)) else {
@@ -321,23 +362,33 @@ fn find_examples() -> BTreeMap<&'static str, Example> {
                 "rust/ir/tests/{dir}/{}",
                 path.file_name().unwrap_or_default().to_string_lossy()
             );
-            // Every equation, with the index of the top-level equation holding it.
-            let mut stack: Vec<(std::sync::Arc<Jaxpr>, Option<usize>)> = Vec::new();
-            let top = std::sync::Arc::new(top);
-            stack.push((top.clone(), None));
-            while let Some((j, top_index)) = stack.pop() {
+            // Every equation, with the index of the top-level equation holding it and the
+            // params of the innermost shard_map around it.
+            type Item = (Arc<Jaxpr>, Option<usize>, Option<Params>);
+            let top = Arc::new(top);
+            let mut stack: Vec<Item> = vec![(top.clone(), None, None)];
+            while let Some((j, top_index, shard_map)) = stack.pop() {
                 for (i, eqn) in j.eqns().iter().enumerate() {
                     let holder = top_index.unwrap_or(i);
-                    for sub in eqn.sub_jaxprs() {
-                        stack.push((sub.jaxpr().clone(), Some(holder)));
-                    }
                     let Some(b) = eqn.primitive().as_builtin() else {
                         continue;
                     };
-                    let text = standalone(&j, i).or_else(|| {
-                        // A collective: show the top-level equation around it.
-                        top_index.and_then(|t| standalone(&top, t))
-                    });
+                    let inner_map = if b == Builtin::ShardMap {
+                        Some(eqn.params().clone())
+                    } else {
+                        shard_map.clone()
+                    };
+                    for sub in eqn.sub_jaxprs() {
+                        stack.push((sub.jaxpr().clone(), Some(holder), inner_map.clone()));
+                    }
+                    // A collective that needs its axes' sizes gets a shard_map of its
+                    // own; failing that, the top-level equation around it is shown.
+                    let text = standalone(&j, i)
+                        .or_else(|| {
+                            let params = shard_map.as_ref()?;
+                            standalone_in_shard_map(&j, i, params)
+                        })
+                        .or_else(|| top_index.and_then(|t| standalone(&top, t)));
                     let Some(text) = text else { continue };
                     let key = (text.lines().count(), text.len());
                     let better = found
@@ -443,8 +494,9 @@ fn primitives_section() -> String {
          family (the shared typing rule it follows, if any), its params as the schema \
          declares them, its properties, what it computes and how it is typed, and an \
          example: the smallest equation using it in JAX's own printed output \
-         (`rust/ir/tests/jax_corpus`), or failing that in ferrax's test files, cut out \
-         into a jaxpr of its own.\n",
+         (`rust/ir/tests/jax_corpus`, then `rust/ir/tests/collectives`), or failing that \
+         in ferrax's test files (`rust/ir/tests/jaxprs`), cut out into a jaxpr of its own \
+         and printed by ferrax (which prints as JAX does).\n",
         Builtin::ALL.len()
     );
     for topic in &topics {
