@@ -1,9 +1,15 @@
 """Every built-in primitive, for every dtype its Rust rule accepts, runs under ``jit``
 and matches eager (NumPy) evaluation. The cases are generated from a table of how to
-call each ``lax`` function; which dtypes to try is asked of the Rust shape rule."""
+call each ``lax`` function; which dtypes to try is asked of the Rust shape rule.
+
+The cases of one dtype are compiled together, in one ``ferrax.jit`` (compilations, not
+the checks, take the time), but for those on a mesh and the incomplete gamma family (a
+large program each, which gains nothing from sharing one); where that jit fails, each
+test compiles its own case (to report its own error)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -284,10 +290,13 @@ def _replicated() -> Any:
     return NamedSharding(Mesh(np.array(fx.devices()), ("x",)), PartitionSpec())
 
 
-def _accepts(case: Case, dtype: np.dtype[Any]) -> bool:
+@functools.cache
+def _accepts(index: int, dtype: np.dtype[Any]) -> bool:
     """Whether the primitive's Rust rule takes operands of this dtype (via make_jaxpr)."""
+    case = CASES[index]
     try:
-        fx.make_jaxpr(case.fun)(*[np.zeros(s, dtype) for s in case.shapes])
+        with fx.enable_x64(True):
+            fx.make_jaxpr(case.fun)(*[np.zeros(s, dtype) for s in case.shapes])
     except TypeCheckError:
         return False
     return True
@@ -314,11 +323,42 @@ def _operand(shape: tuple[int, ...], dtype: np.dtype[Any], rng: np.random.Genera
     return x.astype(dtype)
 
 
+def _operands(index: int, dtype: np.dtype[Any]) -> list[np.ndarray[Any, Any]]:
+    case = CASES[index]
+    rng = np.random.default_rng(index)
+    return [_operand(s, dtype, rng, case, i) for i, s in enumerate(case.shapes)]
+
+
+_ON_A_MESH = {
+    "sharding_constraint", "psum", "pmax", "pmin", "pvary", "all_gather", "reduce_scatter", "ppermute", "all_to_all",
+    "axis_index", "shard_map",
+}
+
+
+def _compiled_alone(case: Case) -> bool:
+    return case.primitive in _ON_A_MESH or case.primitive.startswith("igamma")
+
+
+@functools.cache
+def _compiled_together(dtype: np.dtype[Any]) -> dict[int, np.ndarray[Any, Any]] | None:
+    """The results of every case of ``dtype`` (but those compiled alone) that the rule
+    accepts, compiled in one ``ferrax.jit``, by case index; None if that fails."""
+    indices = [i for i, c in enumerate(CASES) if not _compiled_alone(c) and _accepts(i, dtype)]
+    try:
+        with fx.enable_x64(True):
+            run = fx.jit(lambda argss: [CASES[i].fun(*args) for i, args in zip(indices, argss, strict=True)])
+            results = run([_operands(i, dtype) for i in indices])
+    except Exception:  # noqa: BLE001 - each test then compiles its own case
+        return None
+    return {i: np.asarray(r) for i, r in zip(indices, results, strict=True)}
+
+
 def _params() -> list[Any]:
+    # One worker per dtype (pytest-xdist's loadgroup): a dtype's cases are compiled once.
     out = []
     for i, case in enumerate(CASES):
         for d in DTYPES:
-            out.append(pytest.param(i, d, id=f"{case.primitive}-{i}-{d.name}"))
+            out.append(pytest.param(i, d, id=f"{case.primitive}-{i}-{d.name}", marks=pytest.mark.xdist_group(f"jit-{d.name}")))
     return out
 
 
@@ -341,15 +381,15 @@ def test_the_table_covers_every_builtin() -> None:
 @pytest.mark.parametrize(("index", "dtype"), _params())
 def test_primitive_under_jit_matches_eager(index: int, dtype: np.dtype[Any]) -> None:
     case = CASES[index]
-    if not _accepts(case, dtype):
+    if not _accepts(index, dtype):
         # The rule rejects this dtype: jit must reject it too, with the same error kind.
         with pytest.raises(TypeCheckError):
             fx.jit(case.fun)(*[np.zeros(s, dtype) for s in case.shapes])
         return
-    rng = np.random.default_rng(index)
-    args = [_operand(s, dtype, rng, case, i) for i, s in enumerate(case.shapes)]
+    args = _operands(index, dtype)
     eager = np.asarray(case.fun(*args))
-    compiled = np.asarray(fx.jit(case.fun)(*args))
+    together = None if _compiled_alone(case) else _compiled_together(dtype)
+    compiled = together[index] if together is not None else np.asarray(fx.jit(case.fun)(*args))
     assert compiled.dtype == eager.dtype and compiled.shape == eager.shape
     if eager.dtype.kind in "fV" or eager.dtype == ml_dtypes.bfloat16:
         low = eager.dtype in (np.float16, ml_dtypes.bfloat16)
