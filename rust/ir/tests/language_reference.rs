@@ -709,9 +709,11 @@ const KNOWN_NON_PRIMITIVES: &[&str] = &[
     "add_jaxvals",
     "avg_pool",
     "psum_invariant",
-    // Fields of `GatherDimensionNumbers` and `ConvDimensionNumbers`.
+    // Fields of the gather, scatter and convolution dimension numbers.
     "collapsed_slice_dims",
+    "inserted_window_dims",
     "offset_dims",
     "out_spec",
     "start_index_map",
+    "update_window_dims",
 ];
