@@ -670,10 +670,12 @@ fn language_reference_is_current() {
         .flat_map(|b| b.param_specs().iter().map(|s| s.name))
         .collect();
     let mut unknown = BTreeSet::new();
-    for part in SEMANTICS.split('`').skip(1).step_by(2) {
-        let looks_like_prim = part
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+    let texts = [SEMANTICS, HAND_WRITTEN];
+    for part in texts.iter().flat_map(|t| t.split('`').skip(1).step_by(2)) {
+        let looks_like_prim = part.starts_with(|c: char| c.is_ascii_lowercase())
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
             && part.contains(['_', '-']);
         if looks_like_prim
             && Builtin::from_name(part).is_none()
@@ -685,8 +687,9 @@ fn language_reference_is_current() {
     }
     assert!(
         unknown.is_empty(),
-        "primitive_semantics.txt names these in backquotes, which are not built-ins \
-         (add them to KNOWN_NON_PRIMITIVES if they are params or other words): {unknown:?}"
+        "primitive_semantics.txt or docs/jaxpr-language.in.md name these in backquotes, \
+         which are not built-ins (add them to KNOWN_NON_PRIMITIVES if they are params or \
+         other words): {unknown:?}"
     );
 
     let path = repo_root().join("docs/jaxpr-language.md");
@@ -703,9 +706,11 @@ fn language_reference_is_current() {
     );
 }
 
-/// Words of `primitive_semantics.txt` in backquotes that look like primitive names but
-/// are not (param names of any built-in are recognised without being listed here).
+/// Words of `primitive_semantics.txt` and `jaxpr-language.in.md` in backquotes that look
+/// like primitive names but are not (param names of any built-in are recognised without being listed here).
 const KNOWN_NON_PRIMITIVES: &[&str] = &[
+    // The crate.
+    "ferrax-ir",
     // JAX's names, mentioned for readers who know them.
     "add_jaxvals",
     "avg_pool",
