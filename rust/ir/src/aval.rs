@@ -13,6 +13,7 @@ pub struct Shape(SmallVec<[i64; 4]>);
 
 /// Why a list of dimensions is not a shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ShapeError {
     /// A dimension is negative.
     NegativeDim {

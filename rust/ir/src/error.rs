@@ -32,7 +32,11 @@ impl fmt::Display for Site {
 }
 
 /// Why a jaxpr is not well formed or not well typed.
+///
+/// [`std::error::Error::source`] chains to the cause: a primitive's [`RuleError`], or the
+/// error inside a sub-jaxpr (whose message this one's also includes).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum TypeError {
     /// A variable id outside the jaxpr's arena (an id from another jaxpr).
     VarOutOfRange {
@@ -179,4 +183,12 @@ impl fmt::Display for TypeError {
     }
 }
 
-impl std::error::Error for TypeError {}
+impl std::error::Error for TypeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TypeError::Rule { error, .. } => Some(error),
+            TypeError::SubJaxpr { error, .. } => Some(&**error),
+            _ => None,
+        }
+    }
+}

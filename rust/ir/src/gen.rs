@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 /// Why a generator could not make the jaxpr asked for.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum GenError {
     /// An array size is negative or its element count overflows.
     BadSize {

@@ -569,6 +569,7 @@ pub struct ClosedJaxpr {
 
 /// Why a jaxpr and constants do not make a closed jaxpr.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CloseError {
     /// The number of constants differs from the number of constvars.
     Count {

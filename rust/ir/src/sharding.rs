@@ -18,6 +18,7 @@ pub struct Mesh {
 
 /// Why a mesh or a partition spec is not valid.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ShardingError {
     /// Two mesh axes have the same name.
     DuplicateMeshAxis(String),

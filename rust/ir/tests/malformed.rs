@@ -120,7 +120,7 @@ impl Tally {
             Err(ReadError::Parse(e)) => self.failures.push(format!(
                 "[{class}] error position outside the text ({e}):\n{mutant}"
             )),
-            Err(ReadError::Type(e)) => self.failures.push(format!(
+            Err(e) => self.failures.push(format!(
                 "[{class}] reached the typechecker ({e}):\n{mutant}"
             )),
             Ok(j) => self.failures.push(format!(

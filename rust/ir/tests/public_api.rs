@@ -97,8 +97,7 @@ fn items(text: &str) -> Vec<String> {
 
 fn clean(s: &str) -> String {
     let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    s.trim_end_matches(|c| c == '{' || c == ',' || c == ' ')
-        .to_owned()
+    s.trim_end_matches(['{', ',', ' ']).to_owned()
 }
 
 #[test]

@@ -969,3 +969,31 @@ fn shape_validity_does_not_depend_on_dimension_order() {
         }
     }
 }
+
+/// Errors chain to their causes through `source()`: an ill-typed equation in a nested
+/// jaxpr is a `SubJaxpr` error whose source is the inner error, whose source is the
+/// primitive's `RuleError`; `ReadError` is transparent.
+#[test]
+fn errors_chain_to_their_causes() {
+    use std::error::Error;
+    let text = "{ lambda ; a:f32[] b:i32[]. let
+    c:f32[] = jit[
+      name=f
+      jaxpr={ lambda ; d:f32[] e:i32[]. let f:f32[] = add d e in (f,) }
+    ] a b
+  in (c,) }";
+    let e = ferrax_ir::text::parse_jaxpr(text).unwrap_err();
+    let mut chain = vec![e.to_string()];
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        chain.push(c.to_string());
+        cause = c.source();
+    }
+    assert!(chain.len() >= 2, "{chain:?}");
+    let last = chain.last().unwrap();
+    assert!(last.contains("f32") && last.contains("i32"), "{chain:?}");
+    assert!(
+        !last.contains("add"),
+        "the innermost cause is the rule's own message: {chain:?}"
+    );
+}

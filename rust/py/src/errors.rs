@@ -166,6 +166,7 @@ impl From<Error> for PyErr {
                 err
             }),
             Error::Read(ReadError::Type(e)) => Python::attach(|py| type_check_error(py, &e)),
+            Error::Read(e) => TypeCheckError::new_err(e.to_string()),
             Error::Pass(e) => Python::attach(|py| pass_error(py, &e)),
             Error::Shape(e) => TypeCheckError::new_err(format!("invalid shape: {e}")),
             Error::Close(e) => TypeCheckError::new_err(e.to_string()),

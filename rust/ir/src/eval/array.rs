@@ -66,6 +66,7 @@ impl HostData {
 
 /// Why some data does not make a [`HostArray`].
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum ArrayError {
     /// The number of elements differs from the shape's size.
     Length {

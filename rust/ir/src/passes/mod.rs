@@ -24,6 +24,7 @@ use std::fmt;
 
 /// Why a pass could not run on its arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PassError {
     /// A per-output (or per-input) flag list has the wrong length.
     FlagCount {
@@ -81,8 +82,6 @@ pub enum PassError {
         /// What is not handled.
         what: String,
     },
-    /// Placeholder while a pass is being written.
-    NotImplemented,
 }
 
 impl fmt::Display for PassError {
@@ -134,9 +133,18 @@ impl fmt::Display for PassError {
                 write!(f, "the pass built an ill-typed jaxpr: {message}")
             }
             PassError::Unsupported { what } => write!(f, "not supported: {what}"),
-            PassError::NotImplemented => f.write_str("not implemented"),
         }
     }
 }
 
 impl std::error::Error for PassError {}
+
+/// A jaxpr a pass built does not typecheck (a bug in the pass).
+impl From<crate::TypeError> for PassError {
+    fn from(e: crate::TypeError) -> PassError {
+        PassError::IllTyped {
+            eqn: None,
+            message: e.to_string(),
+        }
+    }
+}

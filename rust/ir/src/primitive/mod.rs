@@ -966,6 +966,7 @@ impl fmt::Display for Primitive {
 /// Why a name cannot name an extension primitive or a parameter: jaxpr text printed with
 /// it would not read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NameError {
     /// Not an identifier: an ASCII letter or `_`, then ASCII letters, digits and `_`.
     NotIdentifier {

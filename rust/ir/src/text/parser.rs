@@ -118,6 +118,7 @@ impl std::error::Error for ParseError {}
 /// is ill typed (unbound or doubly bound variables, declared types the rules disagree
 /// with, unknown params, ...).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum ReadError {
     /// Bad syntax.
     Parse(ParseError),
@@ -134,11 +135,25 @@ impl fmt::Display for ReadError {
     }
 }
 
-impl std::error::Error for ReadError {}
+/// Transparent: the message is the inner error's, and so is the source.
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReadError::Parse(e) => e.source(),
+            ReadError::Type(e) => e.source(),
+        }
+    }
+}
 
 impl From<ParseError> for ReadError {
     fn from(e: ParseError) -> ReadError {
         ReadError::Parse(e)
+    }
+}
+
+impl From<TypeError> for ReadError {
+    fn from(e: TypeError) -> ReadError {
+        ReadError::Type(e)
     }
 }
 

@@ -40,6 +40,7 @@ pub(crate) use text::{tensor_type, Ssa};
 
 /// Why a jaxpr cannot be lowered.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LowerError {
     /// An extension primitive: it has no StableHLO lowering in the crate (the Python front
     /// end lowers extensions by decomposing them into built-ins first).
