@@ -10,6 +10,7 @@ slicing and indexing produces): they are here as the other programs are.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, assert_type
 
@@ -33,6 +34,10 @@ class M(NamedTuple):
     hessian: Any
     enable_x64: Any
 
+
+# JAX's results are computed at once per x64 mode (_jax_results): one worker runs the
+# module (pytest-xdist's loadgroup), so they are computed once.
+pytestmark = pytest.mark.xdist_group("jacobians")
 
 FX = M(fnp, lax, ferrax.jit, ferrax.jacfwd, ferrax.jacrev, ferrax.hessian, ferrax.enable_x64)
 JX = M(jnp, jax.lax, jax.jit, jax.jacfwd, jax.jacrev, jax.hessian, jax.enable_x64)
@@ -177,12 +182,12 @@ PROGRAMS = [
 ]
 
 
-def _run(m: M, p: Program, transform: str) -> Any:
+def _run(m: M, p: Program, transform: str, args: tuple[Any, ...] | None = None) -> Any:
     fun = getattr(m, transform)(p.build(m), **p.opts)
     if p.jit_outer:
         fun = m.jit(fun)
     kwargs = {"k": 3.0} if "keyword" in p.name else {}
-    return fun(*p.args(), **kwargs)
+    return fun(*(p.args() if args is None else args), **kwargs)
 
 
 @contextlib.contextmanager
@@ -210,10 +215,49 @@ def _compare(got: Any, want: Any, rtol: float, atol: float) -> None:
 CASES = [(p, t) for p in PROGRAMS for t in p.transforms]
 
 
+@functools.cache
+def _jax_results(x64: bool) -> dict[tuple[str, str], Any] | None:
+    """JAX's result of every case run in the x64 mode ``x64``, by program name and
+    transformation, all in one ``jax.jit`` (eagerly, JAX compiles every operation of
+    every case): the NumPy arrays among the arguments are the jit's arguments, the rest
+    (Python and NumPy scalars) closed over, as concrete as eagerly. Output leaves that
+    are not traced (an aux output's Python int) are kept as they are, as eagerly. None if
+    that fails (each test then runs its own case, to report its own error). Values may
+    differ from eager JAX's in the last bits (XLA compiles a case's operations together)."""
+    cases = [(p, t) for p, t in CASES if p.x64 == x64]
+    leaves, tree = jax.tree_util.tree_flatten([p.args() for p, _ in cases])
+    arrays = [i for i, leaf in enumerate(leaves) if isinstance(leaf, np.ndarray)]
+    untraced: dict[tuple[str, str], dict[int, Any]] = {}
+    trees: dict[tuple[str, str], Any] = {}
+
+    def run(array_leaves: list[Any]) -> dict[tuple[str, str], list[Any]]:
+        full = list(leaves)
+        for i, a in zip(arrays, array_leaves, strict=True):
+            full[i] = a
+        argss = jax.tree_util.tree_unflatten(tree, full)
+        out = {}
+        for (p, t), args in zip(cases, argss, strict=True):
+            results, trees[p.name, t] = jax.tree_util.tree_flatten(_run(JX, p, t, tuple(args)))
+            kept = untraced[p.name, t] = {k: r for k, r in enumerate(results) if not isinstance(r, jax.core.Tracer)}
+            out[p.name, t] = [None if k in kept else r for k, r in enumerate(results)]
+        return out
+
+    try:
+        with jax.enable_x64(x64):
+            traced = jax.jit(run)([leaves[i] for i in arrays])
+    except Exception:  # noqa: BLE001
+        return None
+    return {
+        key: jax.tree_util.tree_unflatten(trees[key], [untraced[key].get(k, r) for k, r in enumerate(results)])
+        for key, results in traced.items()
+    }
+
+
 @pytest.mark.parametrize("p, transform", CASES, ids=[f"{t}: {p.name}" for p, t in CASES])
 def test_against_jax(p: Program, transform: str) -> None:
     with _mode(p):
-        want = _run(JX, p, transform)
+        table = _jax_results(p.x64)
+        want = table[p.name, transform] if table is not None else _run(JX, p, transform)
         got = _run(FX, p, transform)
     low = any(np.asarray(a).dtype == np.float16 for a in jax.tree_util.tree_leaves(p.args()))
     rtol, atol = (2e-2, 2e-2) if low else (1e-6, 1e-7) if p.x64 else (2e-5, 1e-5)
