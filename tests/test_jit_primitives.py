@@ -5,7 +5,8 @@ call each ``lax`` function; which dtypes to try is asked of the Rust shape rule.
 The cases of one dtype are compiled together, in one ``ferrax.jit`` (compilations, not
 the checks, take the time), but for those on a mesh and the incomplete gamma family (a
 large program each, which gains nothing from sharing one); where that jit fails, each
-test compiles its own case (to report its own error)."""
+test compiles its own case (to report its own error). The conversions from one dtype
+are likewise compiled together."""
 
 from __future__ import annotations
 
@@ -399,21 +400,39 @@ def test_primitive_under_jit_matches_eager(index: int, dtype: np.dtype[Any]) -> 
         np.testing.assert_array_equal(compiled, eager)
 
 
+def _converted(src: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """The operand converted from ``src``."""
+    rng = np.random.default_rng(0)
+    if src == np.bool_:
+        return rng.random(6) < 0.5
+    if src.kind in "iu":
+        return rng.integers(0, 100, size=6).astype(src)
+    return rng.uniform(0.0, 100.0, size=6).astype(src)
+
+
+@functools.cache
+def _converted_under_jit(src: np.dtype[Any]) -> list[np.ndarray[Any, Any]] | None:
+    """The operand of ``src`` converted to every dtype, in one ``ferrax.jit``; None if
+    that fails (each test then compiles its own conversion)."""
+    try:
+        with fx.enable_x64(True):
+            results = fx.jit(lambda v: [lax.convert_element_type(v, d) for d in DTYPES])(_converted(src))
+    except Exception:  # noqa: BLE001
+        return None
+    return [np.asarray(r) for r in results]
+
+
 @pytest.mark.parametrize("src", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("dst", DTYPES, ids=lambda d: d.name)
 def test_convert_element_type_under_jit_matches_eager(src: np.dtype[Any], dst: np.dtype[Any]) -> None:
-    rng = np.random.default_rng(0)
-    if src == np.bool_:
-        x = rng.random(6) < 0.5
-    elif src.kind in "iu":
-        x = rng.integers(0, 100, size=6).astype(src)
-    else:
-        x = rng.uniform(0.0, 100.0, size=6).astype(src)
+    x = _converted(src)
+
     def f(v: Any) -> Any:
         return lax.convert_element_type(v, dst)
 
     eager = np.asarray(f(x))
-    compiled = np.asarray(fx.jit(f)(x))
+    together = _converted_under_jit(src)
+    compiled = together[DTYPES.index(dst)] if together is not None else np.asarray(fx.jit(f)(x))
     assert compiled.dtype == eager.dtype == dst
     np.testing.assert_allclose(compiled.astype(np.float64), eager.astype(np.float64), rtol=1e-2)
 
