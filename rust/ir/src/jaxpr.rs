@@ -523,9 +523,22 @@ fn take_owned_subjaxprs(eqns: &mut Box<[Eqn]>, out: &mut Vec<Jaxpr>) {
     }
 }
 
-/// An opaque constant of a [`ClosedJaxpr`]: a host array owned by whoever made it (the
-/// Python side holds NumPy arrays this way), with its type. A constant read from text has
-/// a type but no value.
+/// A constant of a [`ClosedJaxpr`]: its type and, usually, its value.
+///
+/// The crate's own value type is [`crate::eval::HostArray`] ([`Const::host`],
+/// [`Const::host_value`]): the evaluator reads it, and a Rust tool building closed
+/// jaxprs uses it. An embedder may hold its own objects instead ([`Const::new`]; the
+/// Python bindings keep their arrays so), which the crate passes along without reading.
+/// A constant read from text has a type but no value ([`Const::unknown`]).
+///
+/// ```
+/// use ferrax_ir::eval::HostArray;
+/// use ferrax_ir::{Const, DType, Shape};
+/// let c = Const::host(HostArray::from_f64(Shape::new(&[2])?, DType::F32, vec![1.0, 2.0])?);
+/// assert_eq!(c.aval().to_string(), "f32[2]");
+/// assert_eq!(c.host_value().and_then(|a| a.as_f64()), Some(&[1.0, 2.0][..]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Const {
     aval: AbstractValue,
@@ -533,7 +546,20 @@ pub struct Const {
 }
 
 impl Const {
-    /// A constant with a value.
+    /// A constant holding a host array (its type is the array's).
+    pub fn host(array: crate::eval::HostArray) -> Const {
+        Const {
+            aval: AbstractValue::new(array.shape.clone(), array.dtype),
+            value: Some(Arc::new(array)),
+        }
+    }
+
+    /// The value as a host array, if it is one ([`Const::host`]).
+    pub fn host_value(&self) -> Option<&crate::eval::HostArray> {
+        self.value.as_ref()?.downcast_ref()
+    }
+
+    /// A constant with a value of the embedder's own type (see the type's docs).
     pub fn new(aval: AbstractValue, value: Arc<dyn Any + Send + Sync>) -> Const {
         Const {
             aval,
