@@ -16,10 +16,9 @@
 //! value (`1.0:f32[]`); the words `inf`, `nan`, `True` and `False` may be either, and at
 //! the start of a line they are read as binders when binders and `=` follow (a long
 //! equation's inputs wrap onto lines that may start with a literal), as a literal
-//! otherwise. An equation with no outputs is written
-//! `= prim ...` by the printer; JAX writes just `prim ...`, which is recognised when the
-//! word starts a line, names a primitive and is not a variable of the scope (or is
-//! followed by `[`).
+//! otherwise. An equation with no outputs is written `prim ...` (as JAX and the printer
+//! write it), recognised when the word starts a line, names a primitive and is not a
+//! variable of the scope (or is followed by `[`); `= prim ...` is read too.
 //!
 //! Shared jaxprs (`let g = { ... } in`, as JAX prints a jaxpr held more than once) are
 //! read once each and every use of the name holds that same jaxpr (the DAG is shared, not

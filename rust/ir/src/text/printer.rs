@@ -23,8 +23,8 @@
 //!   separated by `,` and that space;
 //! - an equation is its output binders, ` = `, the primitive, its params, a space and its
 //!   inputs (so an equation without inputs ends with a space, as in JAX). An equation
-//!   with no outputs is printed `= prim ...` (JAX prints no `=` at all, which is
-//!   ambiguous when equations run on; the parser reads both forms);
+//!   with no outputs is printed as JAX prints it, `prim ...` with no `=` (the parser
+//!   also reads `= prim ...`);
 //! - params are a group: `[`, nested 2, a break `""`, the `k=v` pairs separated by
 //!   breaks, then a break `""` and `]`. A jaxpr value is the jaxpr's document; a tuple of
 //!   jaxprs is a group `(`, nested 2, a break `""`, the jaxprs separated by breaks, a
