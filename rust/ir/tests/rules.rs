@@ -3540,7 +3540,7 @@ fn while_cases(t: &mut Table) {
         carry(),
         while_params(&cond_i32, &body, 0, 0),
         Variant::SubJaxpr,
-        &["cond_jaxpr must return one bool[] but returns (i32[])"],
+        &["cond_jaxpr must return one bool[] (or a batched bool[s...]) but returns (i32[])"],
     );
     let cond_vec = closed(&carry(), |b, x| vec![app1(b, Builtin::Gt, &[x[1], x[1]])]);
     t.err(

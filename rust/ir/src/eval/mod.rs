@@ -66,6 +66,11 @@
 //! * Reductions over empty axes give the identity: 0, 1, -inf/+inf, or the dtype's
 //!   least/greatest integer (`false`/`true` for `bool` max/min).
 //! * `sign(-0.0)` is `-0.0` and `sign(NaN)` is NaN.
+//! * A `while` whose `cond_jaxpr` returns a batched predicate `bool[s...]` (`s` a prefix
+//!   of every carry's shape: JAX's vmap of a loop) runs while any element is true; each
+//!   iteration runs the body on the whole carry and keeps the old value of the lanes whose
+//!   element was false (JAX's lowering). The condition runs once before the loop and once
+//!   after each iteration (JAX's lowering runs it once more in the body).
 //!
 //! # Control flow and nesting
 //! Higher-order primitives (`jit`, `cond`, `while`, `scan`) run their sub-jaxprs on an
@@ -907,8 +912,11 @@ struct WhileState<'a> {
     body: &'a ClosedJaxpr,
     cond_consts: Vec<HostArray>,
     body_consts: Vec<HostArray>,
-    /// The loop state (empty while the body runs: the body frame holds it).
+    /// The loop state (with a scalar predicate, empty while the body runs: the body frame
+    /// holds it; with a batched one, kept for the lanes whose predicate is false).
     carry: Vec<HostArray>,
+    /// A batched predicate's value on `carry` while the body runs.
+    pred: Option<HostArray>,
     /// Whether the child frame is the body (else the condition).
     in_body: bool,
 }
@@ -919,9 +927,44 @@ impl WhileState<'_> {
             self.cond_consts
                 .iter()
                 .chain(&self.body_consts)
-                .chain(&self.carry),
+                .chain(&self.carry)
+                .chain(&self.pred),
         )
     }
+}
+
+/// A batched `while` step (JAX's lowering): each carry takes the body's value `new`
+/// where the predicate `pred` (of a shape prefixing the carry's) holds, and keeps
+/// `old` elsewhere.
+fn select_lanes(pred: &[bool], new: HostArray, old: &HostArray) -> R<HostArray> {
+    let lanes = pred.len();
+    if lanes == 0 || new.len() != old.len() || new.len() % lanes != 0 || new.dtype != old.dtype {
+        return Err(internal(
+            "a batched while's predicate does not fit its carry",
+        ));
+    }
+    let inner = new.len() / lanes;
+    fn pick<T: Copy>(pred: &[bool], inner: usize, new: &mut [T], old: &[T]) {
+        for ((n, o), &p) in new
+            .chunks_mut(inner.max(1))
+            .zip(old.chunks(inner.max(1)))
+            .zip(pred)
+        {
+            if !p {
+                n.copy_from_slice(o);
+            }
+        }
+    }
+    let mut new = new;
+    if inner > 0 {
+        match (&mut new.data, &old.data) {
+            (HostData::Bool(n), HostData::Bool(o)) => pick(pred, inner, n, o),
+            (HostData::Int(n), HostData::Int(o)) => pick(pred, inner, n, o),
+            (HostData::Float(n), HostData::Float(o)) => pick(pred, inner, n, o),
+            _ => return Err(internal("a batched while's carry changed kind")),
+        }
+    }
+    Ok(new)
 }
 
 struct ScanState<'a> {
@@ -1331,6 +1374,7 @@ fn start<'a>(
                 cond_consts,
                 body_consts,
                 carry,
+                pred: None,
                 in_body: false,
             };
             frame.set_held(st.bytes(), meter);
@@ -1401,7 +1445,22 @@ fn resume<'a>(
         }
         Pending::While(mut st) => {
             if st.in_body {
-                st.carry = outs;
+                st.carry = match st.pred.take() {
+                    None => outs,
+                    Some(pred) => {
+                        let p = pred
+                            .as_bool()
+                            .ok_or_else(|| internal("while's cond_jaxpr did not return bools"))?;
+                        if outs.len() != st.carry.len() {
+                            return Err(internal("while's body returned the wrong carry count"));
+                        }
+                        let old = std::mem::take(&mut st.carry);
+                        outs.into_iter()
+                            .zip(&old)
+                            .map(|(new, old)| select_lanes(p, new, old))
+                            .collect::<R<Vec<_>>>()?
+                    }
+                };
                 frame.set_held(st.bytes(), meter);
                 let args = copies(st.cond_consts.iter().chain(&st.carry), frame, meter, depth)?;
                 let child = Frame::closed(st.cond, args, meter)?;
@@ -1409,18 +1468,31 @@ fn resume<'a>(
                 frame.pending = Some(Pending::While(st));
                 return Ok(Some(child));
             }
-            let go = match outs.first().and_then(HostArray::as_bool) {
-                Some(&[b]) => b,
+            let mut outs = outs;
+            let pred = match (outs.len(), outs.first()) {
+                (1, Some(p)) if p.as_bool().is_some() => outs.remove(0),
                 _ => return Err(internal("while's cond_jaxpr did not return one bool")),
             };
+            // A batched predicate (JAX's vmap of a loop): the loop runs while any lane's
+            // is true.
+            let batched = pred.shape.rank() > 0;
+            let go = pred.as_bool().is_some_and(|p| p.iter().any(|&b| b));
             if !go {
                 frame.set_held(0, meter);
                 frame.finish_eqn(st.carry, meter)?;
                 return Ok(None);
             }
             meter.tick().map_err(|ex| ex.at(frame.site(depth)))?;
-            let carry = std::mem::take(&mut st.carry);
-            frame.set_held(st.bytes(), meter);
+            let carry = if batched {
+                // The old carry stays for the lanes whose predicate is false.
+                st.pred = Some(pred);
+                frame.set_held(st.bytes(), meter);
+                copies(&st.carry, frame, meter, depth)?
+            } else {
+                let carry = std::mem::take(&mut st.carry);
+                frame.set_held(st.bytes(), meter);
+                carry
+            };
             let mut args = copies(&st.body_consts, frame, meter, depth)?;
             args.extend(carry);
             let child = Frame::closed(st.body, args, meter)?;

@@ -393,15 +393,19 @@ impl Spmd<'_> {
                     let mut cargs = cond_consts.clone();
                     cargs.extend(carry.iter().cloned());
                     let go = self.run(cond, cargs, depth + 1)?;
-                    let flags = go
-                        .first()
-                        .ok_or_else(|| internal("while cond gave nothing"))?
+                    let preds = go
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| internal("while cond gave nothing"))?;
+                    // A batched predicate runs the loop while any lane's is true.
+                    let flags = preds
                         .iter()
                         .map(|x| match x.as_bool() {
-                            Some(&[b]) => Ok(b),
-                            _ => Err(internal("while cond is not a bool scalar")),
+                            Some(p) => Ok(p.iter().any(|&b| b)),
+                            None => Err(internal("while cond is not bool")),
                         })
                         .collect::<R<Vec<bool>>>()?;
+                    let batched = preds.first().is_some_and(|p| p.shape.rank() > 0);
                     if flags.windows(2).any(|w| w[0] != w[1]) {
                         return Err(unsupported(
                             "a while loop in a shard_map body that holds collectives, whose \
@@ -413,8 +417,31 @@ impl Spmd<'_> {
                     }
                     self.tick()?;
                     let mut bargs = body_consts.clone();
-                    bargs.extend(carry);
-                    carry = self.run(body, bargs, depth + 1)?;
+                    if !batched {
+                        bargs.extend(carry);
+                        carry = self.run(body, bargs, depth + 1)?;
+                        continue;
+                    }
+                    // Lanes whose predicate is false keep their old carry.
+                    bargs.extend(carry.iter().cloned());
+                    let new = self.run(body, bargs, depth + 1)?;
+                    if new.len() != carry.len() {
+                        return Err(internal("while body carry count"));
+                    }
+                    let mut merged = Vec::with_capacity(new.len());
+                    for (n, o) in new.into_iter().zip(&carry) {
+                        let per_dev = n
+                            .into_iter()
+                            .zip(o)
+                            .zip(&preds)
+                            .map(|((n, o), p)| {
+                                let p = p.as_bool().ok_or_else(|| internal("while cond"))?;
+                                super::select_lanes(p, n, o)
+                            })
+                            .collect::<R<Vec<_>>>()?;
+                        merged.push(per_dev);
+                    }
+                    carry = merged;
                 }
             }
             Builtin::Scan => {

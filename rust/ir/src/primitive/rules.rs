@@ -1597,11 +1597,27 @@ fn while_loop(inputs: &[AbstractValue], params: &Params) -> Rule {
         ));
     }
     let cond_out = cond_j.out_avals();
-    if cond_out.len() != 1 || !cond_out[0].same_type(&AbstractValue::scalar(DType::Bool)) {
+    if cond_out.len() != 1 || cond_out[0].dtype != DType::Bool {
         return Err(RuleError::SubJaxpr {
             reason: format!(
-                "cond_jaxpr must return one bool[] but returns {}",
+                "cond_jaxpr must return one bool[] (or a batched bool[s...]) but returns {}",
                 types_list(&cond_out)
+            ),
+        });
+    }
+    // JAX's batched predicate: `bool[s...]` where `s` prefixes the shape of every carry
+    // (the loop runs while any element is true; lanes whose element is false keep their
+    // carry).
+    let pred = cond_out[0].shape.dims();
+    if let Some(c) = carry.iter().find(|c| !c.shape.dims().starts_with(pred)) {
+        return Err(RuleError::SubJaxpr {
+            reason: format!(
+                "cond_jaxpr returns {}, a batched predicate whose shape {:?} is not a \
+                 prefix of the shape of every carry: carry {c} does not start with it \
+                 (carries {})",
+                types_list(&cond_out),
+                pred,
+                types_list(carry)
             ),
         });
     }
