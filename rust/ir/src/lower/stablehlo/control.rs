@@ -1,7 +1,14 @@
 //! Lowering of the higher-order built-ins: each sub-jaxpr is a private function; regions
 //! of `case` and `while` call them.
+//!
+//! A `while` with a batched predicate (`bool[s...]`, `s` a prefix of every carry's shape)
+//! lowers as JAX lowers it: the cond region reduces the predicate with `or`; the body
+//! region runs the body, the condition again on the old carry, and a `stablehlo.select`
+//! per carry with the predicate broadcast along its leading dimensions (a key's words
+//! included). With an ordered effect in the condition, the predicate is carried instead
+//! (the condition runs once before the loop and once per iteration, on the new carry).
 
-use super::text::{tensor_of, tensor_type, write_names, write_result_types, Ssa};
+use super::text::{i64_array, tensor_of, tensor_type, write_names, write_result_types, Ssa};
 use super::{FuncState, LowerError, Module, TOKEN_TYPE};
 use crate::aval::AbstractValue;
 use crate::dtype::DType;
@@ -256,7 +263,7 @@ impl Module {
         f: &mut FuncState<'_>,
         e: &Eqn,
         inputs: &[Ssa],
-        _in_avals: &[AbstractValue],
+        in_avals: &[AbstractValue],
     ) -> Result<Vec<Ssa>, LowerError> {
         let b = Builtin::While;
         let cond_j = sub(e, b, "cond_jaxpr")?;
@@ -268,14 +275,54 @@ impl Module {
         let cond_consts: Vec<Ssa> = inputs[..cn].to_vec();
         let body_consts: Vec<Ssa> = inputs[cn..cn + bn].to_vec();
         let mut init: Vec<Ssa> = inputs[cn + bn..].to_vec();
-        let pred_ty = tensor_of(&[], DType::Bool);
+        let carry_avals = &in_avals[cn + bn..];
+        // A batched predicate (`bool[s...]`, `s` a prefix of every carry's shape): the
+        // loop runs while any element is true, and the body keeps the old value of the
+        // lanes whose element is false (as JAX lowers it).
+        let pred_aval = cond_j
+            .out_avals()
+            .pop()
+            .unwrap_or_else(|| AbstractValue::scalar(DType::Bool));
+        let pred_rank = pred_aval.shape.rank();
+        let batched = pred_rank > 0;
+        let pred_ty = tensor_type(&pred_aval);
+        let scalar_pred_ty = tensor_of(&[], DType::Bool);
         let carry_types: Vec<String> = init.iter().map(|s| s.ty.clone()).collect();
         // With an ordered effect in the body or the predicate, the token is carried
         // first (as JAX's loop carries it).
         let cond_threaded = self.threads_token(cond_j.jaxpr());
         let body_threaded = self.threads_token(body_j.jaxpr());
+        if batched && cond_threaded {
+            return Ok(self.batched_while_with_ordered_cond(
+                f,
+                &cond_fn,
+                &body_fn,
+                body_threaded,
+                &pred_aval,
+                &inputs[..cn],
+                &inputs[cn..cn + bn],
+                &init,
+                carry_avals,
+            ));
+        }
         let threaded = cond_threaded || body_threaded;
         let skip = usize::from(threaded);
+        let pred_axes: Vec<i64> = (0..pred_rank as i64).collect();
+        let any_lane = |m: &mut Module, f: &mut FuncState<'_>, p: Ssa| -> Ssa {
+            if !batched {
+                return p;
+            }
+            let no = m.scalar_constant(f, "false", DType::Bool);
+            m.reduce(
+                f,
+                &p,
+                &no,
+                &pred_axes,
+                "stablehlo.or",
+                DType::Bool,
+                scalar_pred_ty.clone(),
+            )
+        };
         let mut cond = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Ssa {
             if cond_threaded {
                 // The predicate's callbacks run in order with the token it is given
@@ -291,24 +338,53 @@ impl Module {
                     .unwrap_or_else(|| Ssa::new(String::new(), String::new()));
             }
             let all: Vec<&Ssa> = cond_consts.iter().chain(&args[skip..]).collect();
-            let mut r = m.call(f, "      ", &cond_fn, &all, std::slice::from_ref(&pred_ty));
-            r.pop()
-                .unwrap_or_else(|| Ssa::new(String::new(), String::new()))
+            let p = m
+                .call(f, "      ", &cond_fn, &all, std::slice::from_ref(&pred_ty))
+                .pop()
+                .unwrap_or_else(|| Ssa::new(String::new(), String::new()));
+            any_lane(m, f, p)
         };
         let mut body = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Vec<Ssa> {
-            if body_threaded {
+            let mut outs = if body_threaded {
                 let all: Vec<&Ssa> = std::iter::once(&args[0])
                     .chain(&body_consts)
                     .chain(&args[1..])
                     .collect();
                 let mut types = vec![TOKEN_TYPE.to_owned()];
                 types.extend_from_slice(&carry_types);
-                return m.call(f, "      ", &body_fn, &all, &types);
-            }
-            let all: Vec<&Ssa> = body_consts.iter().chain(&args[skip..]).collect();
-            let mut outs = m.call(f, "      ", &body_fn, &all, &carry_types);
-            if threaded {
-                outs.insert(0, args[0].clone());
+                m.call(f, "      ", &body_fn, &all, &types)
+            } else {
+                let all: Vec<&Ssa> = body_consts.iter().chain(&args[skip..]).collect();
+                let mut outs = m.call(f, "      ", &body_fn, &all, &carry_types);
+                if threaded {
+                    outs.insert(0, args[0].clone());
+                }
+                outs
+            };
+            if batched {
+                // The predicate again, on the old carry; each carry takes the body's value
+                // where it holds and keeps its old value elsewhere.
+                let all: Vec<&Ssa> = cond_consts.iter().chain(&args[skip..]).collect();
+                let p = m
+                    .call(f, "      ", &cond_fn, &all, std::slice::from_ref(&pred_ty))
+                    .pop()
+                    .unwrap_or_else(|| Ssa::new(String::new(), String::new()));
+                let attrs = format!("broadcast_dimensions = {}", i64_array(&pred_axes));
+                for ((new, old), aval) in
+                    outs[skip..].iter_mut().zip(&args[skip..]).zip(carry_avals)
+                {
+                    // The carry's physical shape: a key's words are a trailing 2.
+                    let dims = super::ops::with_key_words(aval, aval.shape.dims(), 2);
+                    let mask = m.op1(
+                        f,
+                        "stablehlo.broadcast_in_dim",
+                        &[&p],
+                        &attrs,
+                        tensor_of(&dims, DType::Bool),
+                    );
+                    let ty = new.ty.clone();
+                    *new = m.op1(f, "stablehlo.select", &[&mask, new, old], "", ty);
+                }
             }
             outs
         };
@@ -324,6 +400,95 @@ impl Module {
             f.token = Some(results.remove(0));
         }
         Ok(results)
+    }
+
+    /// A `while` with a batched predicate whose condition has an ordered effect: the
+    /// condition runs once before the loop and once after each iteration (as the
+    /// evaluator runs it, its callbacks in that order), its predicate carried in the loop
+    /// state `(token, pred, carry...)`; the cond region reduces it with `or`, and the
+    /// body region selects per lane between the body's values and the old ones, then
+    /// evaluates the condition on the new carry. (JAX's vmap refuses ordered effects; its
+    /// lowering of this case keeps no lane's old value.)
+    #[allow(clippy::too_many_arguments)]
+    fn batched_while_with_ordered_cond(
+        &mut self,
+        f: &mut FuncState<'_>,
+        cond_fn: &str,
+        body_fn: &str,
+        body_threaded: bool,
+        pred_aval: &AbstractValue,
+        cond_consts: &[Ssa],
+        body_consts: &[Ssa],
+        carry: &[Ssa],
+        carry_avals: &[AbstractValue],
+    ) -> Vec<Ssa> {
+        let pred_ty = tensor_type(pred_aval);
+        let pred_axes: Vec<i64> = (0..pred_aval.shape.rank() as i64).collect();
+        let carry_types: Vec<String> = carry.iter().map(|s| s.ty.clone()).collect();
+        let cond_types = [TOKEN_TYPE.to_owned(), pred_ty.clone()];
+        // (token, pred) = cond(token, consts, carry)
+        let run_cond = |m: &mut Module, f: &mut FuncState<'_>, token: &Ssa, carry: &[Ssa]| {
+            let all: Vec<&Ssa> = std::iter::once(token)
+                .chain(cond_consts)
+                .chain(carry)
+                .collect();
+            m.call(f, "      ", cond_fn, &all, &cond_types)
+        };
+        let token = self.take_token(f);
+        let mut init = run_cond(self, f, &token, carry);
+        init.extend_from_slice(carry);
+        let mut cond = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Ssa {
+            let no = m.scalar_constant(f, "false", DType::Bool);
+            m.reduce(
+                f,
+                &args[1],
+                &no,
+                &pred_axes,
+                "stablehlo.or",
+                DType::Bool,
+                tensor_of(&[], DType::Bool),
+            )
+        };
+        let mut body = |m: &mut Module, f: &mut FuncState<'_>, args: &[Ssa]| -> Vec<Ssa> {
+            let (token, pred, old) = (&args[0], &args[1], &args[2..]);
+            let (token, mut new) = if body_threaded {
+                let all: Vec<&Ssa> = std::iter::once(token)
+                    .chain(body_consts)
+                    .chain(old)
+                    .collect();
+                let mut types = vec![TOKEN_TYPE.to_owned()];
+                types.extend_from_slice(&carry_types);
+                let mut outs = m.call(f, "      ", body_fn, &all, &types);
+                let token = outs.remove(0);
+                (token, outs)
+            } else {
+                let all: Vec<&Ssa> = body_consts.iter().chain(old).collect();
+                (
+                    token.clone(),
+                    m.call(f, "      ", body_fn, &all, &carry_types),
+                )
+            };
+            let attrs = format!("broadcast_dimensions = {}", i64_array(&pred_axes));
+            for ((new, old), aval) in new.iter_mut().zip(old).zip(carry_avals) {
+                let dims = super::ops::with_key_words(aval, aval.shape.dims(), 2);
+                let mask = m.op1(
+                    f,
+                    "stablehlo.broadcast_in_dim",
+                    &[pred],
+                    &attrs,
+                    tensor_of(&dims, DType::Bool),
+                );
+                let ty = new.ty.clone();
+                *new = m.op1(f, "stablehlo.select", &[&mask, new, old], "", ty);
+            }
+            let mut state = run_cond(m, f, &token, &new);
+            state.extend(new);
+            state
+        };
+        let mut results = self.while_op(f, &init, &mut cond, &mut body);
+        let rest = results.split_off(2.min(results.len()));
+        f.token = results.into_iter().next();
+        rest
     }
 
     pub(crate) fn lower_scan(
