@@ -18,7 +18,9 @@
 //!
 //! `jit` counts its jaxpr, `scan` `length` times its body, `cond` its most expensive
 //! branch. A `while` loop's trip count depends on data: it counts one iteration of its
-//! condition and body, and the report says how many such loops there are. A `shard_map`
+//! condition and body, and the report says how many such loops there are (with a
+//! batched predicate, also what JAX's lowering adds per iteration: the condition again,
+//! a `reduce_or` of the predicate and a `select_n` per carry). A `shard_map`
 //! counts its body times the number of devices of its mesh (the work of all devices).
 //! Collectives' flops: the reducing ones (`psum`, `pmax`, `pmin` and `reduce_scatter` of
 //! floats) count one operation per element of their operand on each device (the
@@ -278,6 +280,7 @@ fn eqn_report(j: &Jaxpr, e: &Eqn, done: &Done) -> CostReport {
             r.add_scaled(sub("cond_jaxpr"), 1.0);
             r.add_scaled(sub("body_jaxpr"), 1.0);
             r.total.while_loops += 1;
+            batched_while_cost(&mut r, e, sub("cond_jaxpr"));
         }
         Builtin::Scan => {
             let n = match e.params().get("length") {
@@ -289,6 +292,39 @@ fn eqn_report(j: &Jaxpr, e: &Eqn, done: &Done) -> CostReport {
         _ => r.add_own(name, eqn_cost(j, e, *b, done)),
     }
     r
+}
+
+/// The extra work of one iteration of a `while` with a batched predicate, as JAX lowers
+/// it: the condition's `reduce_or` of the predicate, the condition again in the body (on
+/// the old carry), and a `select_n` per carry (the broadcast of the predicate is free).
+fn batched_while_cost(r: &mut CostReport, e: &Eqn, cond: &CostReport) {
+    let Some(Param::Jaxpr(cj)) = e.params().get("cond_jaxpr") else {
+        return;
+    };
+    let Some(pred) = cj.out_avals().pop().filter(|p| p.shape.rank() > 0) else {
+        return;
+    };
+    r.add_scaled(cond, 1.0);
+    r.add_own(
+        "reduce_or",
+        Cost {
+            flops: (size(&pred) - 1.0).max(0.0),
+            bytes_accessed: bytes(&pred) + 2.0,
+            ..Cost::default()
+        },
+    );
+    // The carries: the condition's last inputs (one per output of the loop).
+    let ins = cj.in_avals();
+    for c in &ins[ins.len().saturating_sub(e.outvars().len())..] {
+        r.add_own(
+            "select_n",
+            Cost {
+                flops: size(c),
+                bytes_accessed: size(c) + 3.0 * bytes(c),
+                ..Cost::default()
+            },
+        );
+    }
 }
 
 /// Whether `b` is elementwise: one operation per output element.
