@@ -2295,6 +2295,9 @@ impl Gen<'_, '_> {
     /// A `while` whose first carry is an `i32` counter from `start` to at most `limit`
     /// (so the trip count is at most `max_trip_count`), with other carries and consts.
     fn while_loop(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
+        if self.ratio(1, 4)? {
+            return self.batched_while_loop(lv, depth);
+        }
         let limit = self.u.int_in_range(0..=self.cfg.max_trip_count)?;
         let start = self.u.int_in_range(0..=limit)?;
         let cond_consts = self.some_operands(lv, 1)?;
@@ -2368,6 +2371,118 @@ impl Gen<'_, '_> {
         ins.extend(body_consts.iter().map(|(a, _)| *a));
         ins.push(init);
         ins.extend(carries.iter().map(|(a, _)| *a));
+        self.add(
+            lv,
+            Builtin::While,
+            ins,
+            Params::new([
+                ("body_jaxpr", Param::Jaxpr(closed(body_j))),
+                ("body_nconsts", Param::Int(body_consts.len() as i64)),
+                ("cond_jaxpr", Param::Jaxpr(closed(cond_j))),
+                ("cond_nconsts", Param::Int(cond_consts.len() as i64)),
+            ]),
+        );
+        Ok(())
+    }
+
+    /// A `while` with a batched predicate (JAX's vmap of a loop): its first carry is an
+    /// `i32[n]` counter per lane, clamped into `0..=limit` on entry and counting up to
+    /// `limit` (so at most `max_trip_count` iterations), its predicate `bool[n]` (the
+    /// counters below the limit, sometimes and-ed with a `bool[n]` of the level), and its
+    /// other carries arrays of leading dimension `n`.
+    fn batched_while_loop(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
+        let lanes = self.u.int_in_range(1..=3)?;
+        let limit = self.u.int_in_range(0..=self.cfg.max_trip_count)?;
+        let cond_consts = self.some_operands(lv, 1)?;
+        let body_consts = self.some_operands(lv, 2)?;
+        let counter_t = aval(&[lanes], DType::I32);
+        let mut carry_types = vec![counter_t.clone()];
+        for _ in 0..self.u.int_in_range(0..=2)? {
+            let t = self.any_type()?;
+            let mut dims = vec![lanes];
+            dims.extend_from_slice(t.shape.dims());
+            let t = self.fit(aval(&dims, t.dtype));
+            if t.shape.dims().first() == Some(&lanes) {
+                carry_types.push(t);
+            }
+        }
+        let lit = |b: &mut JaxprBuilder, v: i64| {
+            b.literal(Literal {
+                value: LitValue::Int(v),
+                dtype: DType::I32,
+                weak_type: false,
+            })
+        };
+        let types = |v: &[(Atom, AbstractValue)]| -> Vec<AbstractValue> {
+            v.iter().map(|(_, t)| t.clone()).collect()
+        };
+        // cond: counter < limit per lane, sometimes and-ed with a bool[lanes].
+        let cond_in: Vec<AbstractValue> = types(&cond_consts)
+            .into_iter()
+            .chain(carry_types.iter().cloned())
+            .collect();
+        let mut cl = self.new_level(&cond_in);
+        let counter = cl.pool[cond_consts.len()].0;
+        let limit_atom = lit(&mut cl.b, limit);
+        let Some(lt) = self.add(
+            &mut cl,
+            Builtin::Lt,
+            vec![counter, limit_atom],
+            Params::empty(),
+        ) else {
+            return Ok(());
+        };
+        let mut pred = lt[0];
+        if self.ratio(1, 3)? {
+            let n = self.u.int_in_range(0..=3)?;
+            self.fill(&mut cl, n, depth + 1)?;
+            let other = self.value_of(&mut cl, &aval(&[lanes], DType::Bool))?;
+            if let Some(a) = self.add(&mut cl, Builtin::And, vec![pred, other], Params::empty()) {
+                pred = a[0];
+            }
+        }
+        let Ok(cond_j) = cl.b.build(vec![pred]) else {
+            return Ok(());
+        };
+        // body: counter + 1, then the other carries from a random level.
+        let body_in: Vec<AbstractValue> = types(&body_consts)
+            .into_iter()
+            .chain(carry_types.iter().cloned())
+            .collect();
+        let mut bl = self.new_level(&body_in);
+        let counter = bl.pool[body_consts.len()].0;
+        let one = lit(&mut bl.b, 1);
+        let Some(next) = self.add(&mut bl, Builtin::Add, vec![counter, one], Params::empty())
+        else {
+            return Ok(());
+        };
+        let n = self.u.int_in_range(0..=self.cfg.max_nested_eqns)?;
+        self.fill(&mut bl, n, depth + 1)?;
+        let mut outs = vec![next[0]];
+        for t in &carry_types[1..] {
+            outs.push(self.value_of(&mut bl, t)?);
+        }
+        let Ok(body_j) = bl.b.build(outs) else {
+            return Ok(());
+        };
+        // The initial counters: any i32[lanes] clamped into 0..=limit.
+        let raw = self.value_of(lv, &counter_t)?;
+        let (lo, hi) = (lit(&mut lv.b, 0), lit(&mut lv.b, limit));
+        let Some(init) = self.add_limited(
+            lv,
+            Builtin::Clamp,
+            vec![lo, raw, hi],
+            Params::empty(),
+            false,
+        ) else {
+            return Ok(());
+        };
+        let mut ins: Vec<Atom> = cond_consts.iter().map(|(a, _)| *a).collect();
+        ins.extend(body_consts.iter().map(|(a, _)| *a));
+        ins.push(init[0]);
+        for t in &carry_types[1..] {
+            ins.push(self.value_of(lv, t)?);
+        }
         self.add(
             lv,
             Builtin::While,
