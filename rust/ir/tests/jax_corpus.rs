@@ -7,10 +7,7 @@ use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
 use std::path::Path;
 
 /// Files that do not read back yet, each with why (asserted exactly).
-const KNOWN: &[(&str, &str)] = &[(
-    "vmap_of_while",
-    "a while whose cond_jaxpr returns a batched predicate",
-)];
+const KNOWN: &[(&str, &str)] = &[];
 
 #[test]
 fn every_jax_printed_jaxpr_parses_typechecks_prints_back_and_lowers() {
