@@ -1,6 +1,6 @@
 //! The README's Rust example (built by `cargo test`, so it stays correct).
 
-use ferrax_ir::{gen, lower, passes, text, typecheck};
+use ferrax_ir::{generate, lower, passes, text, typecheck};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let j = text::parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }")?;
@@ -9,7 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{}", text::print_jaxpr(&pruned));
     let module = lower::stablehlo::lower_jaxpr(&pruned, "m")?; // StableHLO text
     println!("{module}");
-    let random = gen::random_jaxpr(42, gen::RandomOptions::default())?; // for fuzzing
+    let random = generate::random_jaxpr(42, generate::RandomOptions::default())?; // for fuzzing
     println!(
         "{} equations, {} flops",
         random.eqns().len(),

@@ -138,7 +138,7 @@ pub mod error;
 pub mod eval;
 #[cfg(feature = "arbitrary")]
 pub mod fuzzing;
-pub mod gen;
+pub mod generate;
 pub mod jaxpr;
 pub mod lower;
 pub mod params;

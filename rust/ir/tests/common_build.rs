@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use ferrax_ir::eval::HostArray;
-use ferrax_ir::gen::Rng;
+use ferrax_ir::generate::Rng;
 use ferrax_ir::{
     AbstractValue, Atom, Builtin, ClosedJaxpr, DType, Jaxpr, JaxprBuilder, LitValue, Literal,
     Param, Params, Shape, VarId,

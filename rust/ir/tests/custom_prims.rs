@@ -218,7 +218,7 @@ fn any_opaque_name_round_trips_through_text() {
     ] {
         let mut b = JaxprBuilder::new();
         let x = b.add_invar(AbstractValue::scalar(DType::F32));
-        let params = ferrax_ir::gen::custom_jvp_params(Param::Jaxpr(sin.clone()), "f")
+        let params = ferrax_ir::generate::custom_jvp_params(Param::Jaxpr(sin.clone()), "f")
             .with("jvp", Param::Opaque(Opaque::named(name)));
         let outs = b
             .add_eqn(Builtin::CustomJvpCall.into(), vec![Atom::Var(x)], params)

@@ -3777,15 +3777,15 @@ fn case_calls() {
     for (prim, ps) in [
         (
             Builtin::CustomJvpCall,
-            ferrax_ir::gen::custom_jvp_params(inner.clone(), "f"),
+            ferrax_ir::generate::custom_jvp_params(inner.clone(), "f"),
         ),
         (
             Builtin::CustomVjpCall,
-            ferrax_ir::gen::custom_vjp_params(inner.clone(), "f"),
+            ferrax_ir::generate::custom_vjp_params(inner.clone(), "f"),
         ),
         (
             Builtin::Remat,
-            ferrax_ir::gen::remat_params(inner.clone(), false),
+            ferrax_ir::generate::remat_params(inner.clone(), false),
         ),
     ] {
         let mut b = JaxprBuilder::new();

@@ -2,7 +2,7 @@
 //! values as the original under the reference evaluator.
 
 use ferrax_ir::eval::{check_close, eval_jaxpr, HostArray};
-use ferrax_ir::gen::{random_jaxpr, RandomOptions, Rng};
+use ferrax_ir::generate::{random_jaxpr, RandomOptions, Rng};
 use ferrax_ir::passes::{dce, toposort};
 use ferrax_ir::Jaxpr;
 

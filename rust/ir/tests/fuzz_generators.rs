@@ -7,7 +7,7 @@
 use ferrax_ir::fuzzing::arbitrary::Unstructured;
 use ferrax_ir::fuzzing::checks::TARGETS;
 use ferrax_ir::fuzzing::{arbitrary_jaxpr_with_report, mutate, GenConfig};
-use ferrax_ir::gen::Rng;
+use ferrax_ir::generate::Rng;
 use ferrax_ir::{typecheck, Builtin, DType, Jaxpr};
 use std::collections::BTreeSet;
 

@@ -1,7 +1,7 @@
 //! Passes on random generated jaxprs keep them well typed (meaning is checked with the
 //! evaluator in `eval_passes.rs`).
 
-use ferrax_ir::gen::{random_jaxpr, RandomOptions};
+use ferrax_ir::generate::{random_jaxpr, RandomOptions};
 use ferrax_ir::passes::{dce, toposort};
 use ferrax_ir::typecheck;
 
@@ -40,7 +40,7 @@ fn generation_is_deterministic() {
 
 #[test]
 fn generators_return_errors_instead_of_panicking() {
-    use ferrax_ir::gen::{chain, nested_jits, GenError};
+    use ferrax_ir::generate::{chain, nested_jits, GenError};
     // Found by probing (issue 10): a negative size and huge sizes panicked.
     assert_eq!(chain(3, -1).unwrap_err(), GenError::BadSize { size: -1 });
     assert!(matches!(

@@ -2,7 +2,7 @@
 //! (Numerical agreement with the reference evaluator is checked from Python, where XLA
 //! compiles the text: tests/test_lowering.py.)
 
-use ferrax_ir::gen::{chain, nested_jits, random_jaxpr, RandomOptions};
+use ferrax_ir::generate::{chain, nested_jits, random_jaxpr, RandomOptions};
 use ferrax_ir::lower::stablehlo::{lower_jaxpr, LowerError};
 use ferrax_ir::text::parse_jaxpr;
 

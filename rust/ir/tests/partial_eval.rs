@@ -8,7 +8,7 @@ mod common_build;
 
 use common_build::random_value;
 use ferrax_ir::eval::{check_close, eval_jaxpr, HostArray};
-use ferrax_ir::gen::{nested_jits, random_jaxpr, RandomOptions, Rng};
+use ferrax_ir::generate::{nested_jits, random_jaxpr, RandomOptions, Rng};
 use ferrax_ir::passes::{partial_eval, PartialEval, PassError};
 use ferrax_ir::text::parse_jaxpr;
 use ferrax_ir::{typecheck, Atom, DType, Eqn, Jaxpr, Param};
@@ -308,7 +308,7 @@ fn all_known_gives_an_empty_unknown_jaxpr() {
 
 #[test]
 fn all_unknown_gives_an_empty_known_jaxpr_for_chains() {
-    let j = ferrax_ir::gen::chain(50, 3).unwrap();
+    let j = ferrax_ir::generate::chain(50, 3).unwrap();
     let pe = partial_eval(&j, &[true], &[false]).unwrap();
     assert!(pe.known.eqns().is_empty());
     assert_eq!(pe.num_residuals, 0);

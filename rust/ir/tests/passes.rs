@@ -374,7 +374,7 @@ fn cost_counts_the_chain_and_handles_deep_nests() {
     assert_eq!(r.by_primitive["sin"].transcendentals, 1280.0);
     assert_eq!(r.by_primitive["reduce_sum"].bytes_accessed, 520.0);
     // 100,000 nested jits: one sin of f32[3] per level, costed without recursion.
-    let nest = ferrax_ir::gen::nested_jits(100_000).unwrap();
+    let nest = ferrax_ir::generate::nested_jits(100_000).unwrap();
     let c = ferrax_ir::passes::cost(nest.jaxpr());
     assert_eq!((c.flops, c.transcendentals), (0.0, 300_000.0));
     let r = ferrax_ir::passes::cost_report(nest.jaxpr());

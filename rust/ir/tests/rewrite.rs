@@ -7,7 +7,7 @@ mod common_build;
 
 use common_build::random_value;
 use ferrax_ir::eval::{check_close, eval_jaxpr, HostArray};
-use ferrax_ir::gen::{chain, random_jaxpr, RandomOptions, Rng};
+use ferrax_ir::generate::{chain, random_jaxpr, RandomOptions, Rng};
 use ferrax_ir::passes::rewrite::{rewrite, RewriteError, Rule, RuleSet, ALGEBRAIC_RULES};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
 use ferrax_ir::{typecheck, Jaxpr};

@@ -3877,7 +3877,7 @@ fn higher_order_cases(t: &mut Table) {
 /// `jit` is), and `stop_gradient` (any operand, its type out; JAX 0.10.2 binds it on
 /// integers too).
 fn custom_cases(t: &mut Table) {
-    use ferrax_ir::gen::{custom_jvp_params, custom_vjp_params, remat_params};
+    use ferrax_ir::generate::{custom_jvp_params, custom_vjp_params, remat_params};
     let sin3 = closed(&[a(F32, &[3])], |b, x| vec![app1(b, Builtin::Sin, &[x[0]])]);
     let ident_weak = closed(&[w(a(F32, &[]))], |_, x| vec![x[0], x[0]]);
     type MakeParams = fn(Param) -> Params;

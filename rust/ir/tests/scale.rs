@@ -2,7 +2,7 @@
 //! 10^6 equations and a nest of 100,000 sub-jaxprs each go through typecheck, print,
 //! parse and DCE (and are dropped) without overflowing the stack.
 
-use ferrax_ir::gen::{chain, nested_jits};
+use ferrax_ir::generate::{chain, nested_jits};
 use ferrax_ir::passes::dce;
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
 use ferrax_ir::typecheck;

@@ -562,9 +562,9 @@ fn case(prim: Builtin) -> (Vec<AbstractValue>, Params) {
                 vec![eqn1(b, Sin, vec![xs[0]], Params::empty())]
             }));
             let ps = match prim {
-                CustomJvpCall => ferrax_ir::gen::custom_jvp_params(j, "f"),
-                CustomVjpCall => ferrax_ir::gen::custom_vjp_params(j, "f"),
-                _ => ferrax_ir::gen::remat_params(j, true).with(
+                CustomJvpCall => ferrax_ir::generate::custom_jvp_params(j, "f"),
+                CustomVjpCall => ferrax_ir::generate::custom_vjp_params(j, "f"),
+                _ => ferrax_ir::generate::remat_params(j, true).with(
                     "policy",
                     Param::Opaque(ferrax_ir::Opaque::named(
                         "DotsSaveable(only_if_no_batch_dims=False)",

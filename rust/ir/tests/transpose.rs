@@ -6,7 +6,7 @@ mod common_build;
 
 use common_build::*;
 use ferrax_ir::eval::{eval_jaxpr, HostArray};
-use ferrax_ir::gen::Rng;
+use ferrax_ir::generate::Rng;
 use ferrax_ir::passes::{transpose, PassError};
 use ferrax_ir::text::parse_jaxpr;
 use ferrax_ir::{
@@ -1671,7 +1671,7 @@ fn corpus_jaxprs_transpose_or_fail_cleanly() {
 /// ...) with random linear flags: a well-typed transpose or a clean refusal.
 #[test]
 fn random_programs_transpose_or_fail_cleanly() {
-    use ferrax_ir::gen::{random_jaxpr, RandomOptions};
+    use ferrax_ir::generate::{random_jaxpr, RandomOptions};
     let mut rng = Rng::new(99);
     let (mut ok, mut refused) = (0, 0);
     for seed in 0..300 {

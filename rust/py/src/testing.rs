@@ -6,7 +6,7 @@ use crate::avals::ShapedArray;
 use crate::errors::{type_check, Result};
 use crate::jaxpr::Jaxpr;
 use ferrax_ir::eval::{eval_jaxpr, HostArray, HostData};
-use ferrax_ir::gen::{random_jaxpr as gen_random, RandomOptions};
+use ferrax_ir::generate::{random_jaxpr as gen_random, RandomOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use std::sync::Arc;

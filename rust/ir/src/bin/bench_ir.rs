@@ -7,7 +7,7 @@ use ferrax_ir::passes::rewrite::{rewrite, RuleSet, ALGEBRAIC_RULES};
 use ferrax_ir::passes::{dce, partial_eval, toposort};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
 use ferrax_ir::{
-    gen, typecheck, Atom, Builtin, DType, Jaxpr, JaxprBuilder, LitValue, Literal, Params,
+    generate, typecheck, Atom, Builtin, DType, Jaxpr, JaxprBuilder, LitValue, Literal, Params,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -142,7 +142,7 @@ fn main() {
         let steps = (target.saturating_sub(1) / 3).max(1);
         let reps = reps_override.unwrap_or(if target >= 1_000_000 { 5 } else { 11 });
         let before = LIVE.load(Ordering::Relaxed);
-        let j: Jaxpr = gen::chain(steps, 128).expect("the chain fits the generator's limits");
+        let j: Jaxpr = generate::chain(steps, 128).expect("the chain fits the generator's limits");
         let bytes = LIVE.load(Ordering::Relaxed) - before;
         let eqns = j.eqns().len();
         println!(
@@ -152,7 +152,7 @@ fn main() {
         report(
             "build",
             eqns,
-            time(reps, || gen::chain(steps, 128).map(|_| ())),
+            time(reps, || generate::chain(steps, 128).map(|_| ())),
         );
         report("typecheck", eqns, time(reps, || typecheck(&j).map(|_| ())));
         report("print", eqns, time(reps, || print_jaxpr(&j)));

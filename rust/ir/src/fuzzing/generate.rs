@@ -20,7 +20,7 @@
 use crate::aval::{AbstractValue, Shape};
 use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
-use crate::gen::{custom_jvp_params, custom_vjp_params, remat_params};
+use crate::generate::{custom_jvp_params, custom_vjp_params, remat_params};
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal};
 use crate::params::{
     ConvDimensionNumbers, DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param,

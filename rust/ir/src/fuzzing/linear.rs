@@ -13,7 +13,7 @@
 use crate::aval::{AbstractValue, Shape};
 use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
-use crate::gen::remat_params;
+use crate::generate::remat_params;
 use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
     ConvDimensionNumbers, DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Param,
