@@ -50,3 +50,23 @@ def test_example_prints_what_the_readme_shows(code: str, out: str) -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == out
+
+
+def _rust_blocks() -> list[str]:
+    return re.findall(r"```rust\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+def test_the_rust_examples_are_built_and_run() -> None:
+    """The README's Rust program is rust/ir/examples/readme.rs (which `cargo test`
+    builds; formatting aside), and its builder fragment is a doctest of the crate guide
+    (lib.rs), line for line."""
+    program, fragment = _rust_blocks()[:2]
+    example = (ROOT / "rust/ir/examples/readme.rs").read_text()
+    code = example[example.index("use ferrax_ir") :]
+    assert re.sub(r"\s+", "", program) == re.sub(r"\s+", "", code)
+    guide = "\n".join(
+        line.removeprefix("//! ").removeprefix("//!")
+        for line in (ROOT / "rust/ir/src/lib.rs").read_text().splitlines()
+        if line.startswith("//!")
+    )
+    assert fragment.strip() in guide
