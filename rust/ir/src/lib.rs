@@ -97,6 +97,23 @@
 //! A whole program using only the public API is `examples/rust/ir-tour` in the
 //! repository.
 //!
+//! # Serde
+//! With the `serde` feature, the IR's types and equation params implement `Serialize`
+//! and `Deserialize`. A [`Jaxpr`] (and a [`ClosedJaxpr`], a sub-jaxpr param) is written
+//! as its jaxpr text and read back with [`text::parse_jaxpr`], which typechecks it: the
+//! text is the interchange format, and a jaxpr prints the same after a round trip.
+//! The text carries constants' types only (their values are host objects, most of them
+//! the embedder's), so a closed jaxpr whose constants hold values is refused, and one
+//! read back has [`Const::unknown`] constants.
+//! A [`DType`] is its NumPy name (`"float32"`, `"key<fry>"`), a [`Shape`] its dimensions
+//! (checked when read), an [`AbstractValue`] `{"dtype", "shape", "weak_type"}`, a
+//! [`Literal`] `{"dtype", "value", "weak_type"}` with the value as its dtype reads it (a
+//! `u64` as its number). [`Params`] are a map from name to [`Param`], and a `Param` is
+//! tagged by its variant (`{"Ints": [0, 1]}`, `{"DType": "int32"}`, `"None"`); an
+//! [`Opaque`] host object is written as its name and reads back as [`Opaque::named`] (the
+//! object itself is not kept). Malformed input is a serde error, never a panic. The
+//! encoding of every type is described in the crate's `src/serde_impls.rs`.
+//!
 //! # Invariants
 //! Every [`Jaxpr`] holds these; the builder checks them and every pass relies on them:
 //! 1. Every variable id and literal id in it indexes its own arenas (ids are only
@@ -144,6 +161,8 @@ pub mod lower;
 pub mod params;
 pub mod passes;
 pub mod primitive;
+#[cfg(feature = "serde")]
+mod serde_impls;
 pub mod sharding;
 pub mod text;
 pub mod typecheck;
