@@ -1706,3 +1706,31 @@ fn u64_literals_above_i64_max() {
     let e = parse_jaxpr("{ lambda ; . let  in (9223372036854775808:i64[],) }").unwrap_err();
     assert!(e.to_string().contains("overflows i64"), "{e}");
 }
+
+#[test]
+fn dropped_outputs_of_a_jit_read_back() {
+    // One unused output of a jit: `_` passes into the inner jaxpr, as JAX prints it.
+    let one = "{ lambda ; a:f32[]. let
+    _:f32[] b:f32[] = jit[
+      name=sin
+      jaxpr={ lambda ; a:f32[]. let _:f32[] = sin a; b:f32[] = cos a in (_, b) }
+    ] a
+  in (b,) }";
+    assert_eq!(print_jaxpr(&parse_jaxpr(one).unwrap()), one);
+    // Two: `_` twice in the inner jaxpr would read back as its latest binding (fuzz
+    // finding: an ill-typed or silently rewired jaxpr), so the inner ones are named.
+    let two = "{ lambda ; a:f32[] b:i32[]. let
+    _:f32[] _:i32[] c:f32[] = jit[
+      name=f
+      jaxpr={ lambda ; a:f32[] b:i32[]. let
+          d:f32[] = sin a
+          e:i32[] = neg b
+          c:f32[] = cos a
+        in (d, e, c) }
+    ] a b
+  in (c,) }";
+    let j = parse_jaxpr(two).unwrap();
+    let text = print_jaxpr(&j);
+    assert_eq!(text, two);
+    assert_eq!(print_jaxpr(&parse_jaxpr(&text).unwrap()), text);
+}

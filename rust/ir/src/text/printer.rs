@@ -70,7 +70,9 @@
 //! keywords included, as JAX names them (its 222nd variable is `in`; the parser reads a
 //! keyword as a variable where one stands). An output of the printed jaxpr's own
 //! equations that nothing uses is `_` and takes no name, as JAX prints it (at the top
-//! level only; a `jit` inside passes `_` on to the inner output it names). Names are
+//! level only; a `jit` inside passes `_` on to the inner output it names, unless two
+//! variables of the inner jaxpr would be `_`: a use of `_` reads as its latest binding,
+//! so they take fresh names instead). Names are
 //! given in the order JAX gives them: one counter runs through the whole text; a jaxpr names its constvars
 //! and invars, then each equation its outputs, then the variables of the jaxprs in that
 //! equation's params (in printed order), then nothing new for its inputs. As JAX does for
@@ -620,6 +622,14 @@ impl<'j> Generator<'j> {
                         names[iv.index()] = self.name_of(fi, ov);
                     }
                 }
+            }
+        }
+        // `_` passes on as JAX passes it, but a use of `_` reads back as its latest
+        // binding: two variables of one jaxpr named `_` would be ambiguous, so then
+        // neither is (each takes a fresh name).
+        if names.iter().filter(|&&n| n == DROPPED).count() > 1 {
+            for n in names.iter_mut().filter(|n| **n == DROPPED) {
+                *n = UNNAMED;
             }
         }
         Some(names)
