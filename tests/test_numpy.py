@@ -906,7 +906,7 @@ def test_creation_under_tracing_is_staged_not_constant() -> None:
     closed = ferrax.make_jaxpr(lambda: (fnp.zeros((2, 3)), fnp.arange(4), fnp.eye(2)))()
     assert closed.consts == []
     assert [e.primitive for e in closed.jaxpr.eqns] == [
-        "broadcast_in_dim", "iota", "iota", "iota", "eq", "convert_element_type",
+        "broadcast_in_dim", "iota", "iota", "iota", "add", "eq", "convert_element_type",
     ]
 
 

@@ -156,6 +156,14 @@ class Array:
     def __iter__(self) -> Iterator[Array]:
         if not self.shape:
             raise TypeError(f"iteration over a 0-d array{_at_user_line()}")
+        from ferrax._core import Tracer
+
+        if isinstance(self, Tracer):
+            # As JAX's tracers: one `index_in_dim` per row (a slice with unit strides,
+            # then a squeeze).
+            from ferrax._lax.convenience import index_in_dim
+
+            return (index_in_dim(self, i, 0, keepdims=False) for i in range(self.shape[0]))
         return (self[i] for i in range(self.shape[0]))
 
     if not TYPE_CHECKING:

@@ -358,6 +358,26 @@ def _argnums(argnums: Any, nargs: int, api: str) -> tuple[int, ...]:
     return tuple(n % nargs for n in nums)
 
 
+def wraps(wrapped: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Names a transformed function after the function it transforms (JAX's
+    ``util.wraps``): ``jit(grad(f))`` stages a jit named after ``f``."""
+
+    from ferrax._jit import _fun_name
+
+    def wrapper(fun: Callable[..., Any]) -> Callable[..., Any]:
+        try:
+            fun.__name__ = _fun_name(wrapped)
+            fun.__qualname__ = getattr(wrapped, "__qualname__", fun.__name__)
+            fun.__module__ = getattr(wrapped, "__module__", "<unknown module>")
+            fun.__doc__ = getattr(wrapped, "__doc__", "") or ""
+            fun.__wrapped__ = wrapped  # type: ignore[attr-defined]
+        except Exception:  # an object whose attributes cannot be read: the name stays
+            pass
+        return fun
+
+    return wrapper
+
+
 def value_and_grad(
     fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False
 ) -> Callable[..., Any]:
@@ -367,6 +387,7 @@ def value_and_grad(
 
     _check_callable(fun, "value_and_grad")
 
+    @wraps(fun)
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args), "grad")
         for n in nums:
@@ -420,6 +441,7 @@ def grad(
     _check_callable(fun, "grad")
     vg = value_and_grad(fun, argnums, has_aux, allow_int)
 
+    @wraps(fun)
     def grad_f(*args: Any, **kwargs: Any) -> Any:
         value, g = vg(*args, **kwargs)
         if has_aux:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ferrax._autodiff import _check_callable, jvp, vjp
+from ferrax._autodiff import _check_callable, jvp, vjp, wraps
 from ferrax._core import ConcreteArray, Tracer, aval_of, user_location
 from ferrax._interpreters import ad
 from ferrax._lax.elementwise import convert_element_type
@@ -158,6 +158,7 @@ def jacfwd(
     _check_callable(fun, "jacfwd")
     spec = _static_argnums(argnums)
 
+    @wraps(fun)
     def jacfun(*args: Any, **kwargs: Any) -> Any:
         nums = _positions(spec, len(args))
         avals = _input_avals("jacfwd", args, nums)
@@ -233,6 +234,7 @@ def jacrev(
     _check_callable(fun, "jacrev")
     spec = _static_argnums(argnums)
 
+    @wraps(fun)
     def jacfun(*args: Any, **kwargs: Any) -> Any:
         nums = _positions(spec, len(args))
         avals = _input_avals("jacrev", args, nums)

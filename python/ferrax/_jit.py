@@ -28,6 +28,17 @@ from ferrax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding, collec
 from ferrax._staging import trace_to_jaxpr
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
+
+def _fun_name(fun: Any) -> str:
+    """The name a jit of ``fun`` stages, as JAX's: ``__name__``, a
+    ``functools.partial``'s function's, else ``<unnamed function>``."""
+    name = getattr(fun, "__name__", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(fun, functools.partial):
+        return _fun_name(fun.func)
+    return "<unnamed function>"
+
 __all__ = ["Compiled", "Jitted", "Lowered", "Traced", "eval_jaxpr", "jit", "jit_p"]
 
 P = ParamSpec("P")
@@ -343,7 +354,7 @@ class Jitted(Generic[P, R]):
         self._cache: dict[Hashable, _Entry] = {}
         # Signatures of positional device arrays only, by their avals.
         self._fast: dict[tuple[_ir.ShapedArray, ...], _Entry] = {}
-        self._name = getattr(fun, "__name__", "fun")
+        self._name = _fun_name(fun)
         self._in_shardings = in_shardings
         self._out_shardings = out_shardings
         # Whether a call may need several devices (then the fast path is off).

@@ -184,10 +184,11 @@ def defjvp(primitive: Primitive, *fns: JvpFn | None) -> None:
 
     def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
         ans = primitive.bind(*primals, **params)
+        # Every part first, then their sum (JAX's standard_jvp: the adds come last).
+        parts = [fn(t, ans, *primals, **params) for fn, t in zip(fns, tangents) if fn is not None and type(t) is not Zero]
         out: Any = Zero(aval_of(ans))
-        for fn, t in zip(fns, tangents):
-            if fn is not None and type(t) is not Zero:
-                out = add_tangents(out, fn(t, ans, *primals, **params))
+        for part in parts:
+            out = add_tangents(out, part)
         return ans, out
 
     primitive.def_jvp(rule)

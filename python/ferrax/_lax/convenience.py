@@ -24,7 +24,7 @@ from ferrax._lax.structural import (
     concatenate,
     dot_general,
     dynamic_update_slice,
-    expand_dims,
+    expand_dims_as_jax,
     pad,
     reshape,
     slice,
@@ -112,7 +112,7 @@ def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int
     rank = len(_shape(operand))
     ax = _axis(axis, rank, "dynamic_update_index_in_dim")
     if len(_shape(update)) == rank - 1:
-        update = expand_dims(update, (ax,))
+        update = expand_dims_as_jax(update, (ax,))
     return dynamic_update_slice_in_dim(operand, update, index, ax)
 
 
@@ -351,7 +351,7 @@ def index_take(src: Any, idxs: Sequence[Any], axes: Sequence[int]) -> Array:
     x = _as_array(src)
     shape = _shape(x)
     axes = tuple(operator.index(a) for a in axes)
-    columns = [expand_dims(_as_array(i), (1,)) for i in idxs]
+    columns = [expand_dims_as_jax(_as_array(i), (1,)) for i in idxs]
     indices = concatenate(columns, 1)
     n = _shape(indices)[0]
     sizes = np.array([shape[a] for a in axes], dtype=aval_of(indices).dtype)

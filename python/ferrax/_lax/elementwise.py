@@ -685,9 +685,14 @@ ad.defjvp(pow_p, _pow_jvp_x, _pow_jvp_y)
 
 def _balanced(x: Any, z: Any, y: Any) -> Any:
     """1 where ``x`` is the extremum ``z`` alone, 1/2 where ``y`` ties with it, else 0
-    (the derivative of max/min at a tie is split evenly, as JAX does)."""
-    one, half, zero = _ones_like(z), mul(_ones_like(z), scalar_as(0.5, z)), _zeros(z.aval)
-    return select_n(eq(x, z), zero, select_n(eq(y, z), one, half))
+    (the derivative of max/min at a tie is split evenly), computed as JAX's
+    ``_balanced_eq``: ``(x == z ? 1 : 0) / (y == z ? 2 : 1)``."""
+    is_x = eq(x, z)
+    ones, zeros = _ones_like(z), _zeros(z.aval)
+    chosen = select_n(is_x, zeros, ones)
+    is_y = eq(y, z)
+    twos, ones = _filled(z, 2), _ones_like(z)
+    return div(chosen, select_n(is_y, ones, twos))
 
 
 ad.defjvp(
@@ -718,14 +723,20 @@ def _clamp_jvp(primals: Any, tangents: Any) -> tuple[Any, Any]:
     lo, x, hi = primals
     tlo, tx, thi = tangents
     ans: Any = bind1(clamp_p, lo, x, hi)
-    zeros = _zeros(ans.aval)
-    out: Any = ad.Zero(ans.aval)
+    # As JAX's rule: each part's predicate, its zeros, its select; then their sum.
+    parts = []
     if type(tlo) is not ad.Zero:
-        out = ad.add_tangents(out, select_n(bitwise_and(gt(lo, x), lt(lo, hi)), zeros, _out_shaped(tlo, ans)))
+        which = bitwise_and(gt(lo, x), lt(lo, hi))
+        parts.append(select_n(which, _zeros(ans.aval), _out_shaped(tlo, ans)))
     if type(tx) is not ad.Zero:
-        out = ad.add_tangents(out, select_n(bitwise_and(gt(x, lo), lt(x, hi)), zeros, tx))
+        which = bitwise_and(gt(x, lo), lt(x, hi))
+        parts.append(select_n(which, _zeros(ans.aval), tx))
     if type(thi) is not ad.Zero:
-        out = ad.add_tangents(out, select_n(lt(hi, x), zeros, _out_shaped(thi, ans)))
+        which = lt(hi, x)
+        parts.append(select_n(which, _zeros(ans.aval), _out_shaped(thi, ans)))
+    out: Any = ad.Zero(ans.aval)
+    for part in parts:
+        out = ad.add_tangents(out, part)
     return ans, out
 
 
@@ -802,7 +813,7 @@ _install_fast_operators()
 
 def _elementwise_batch(primitive: Primitive, size_one: bool, scalar_ok: tuple[int, ...] = ()) -> None:
     from ferrax._interpreters import batching
-    from ferrax._lax.structural import broadcast_in_dim, reshape
+    from ferrax._lax.structural import broadcast_in_dim
 
     def rule(vals: Any, dims: Any, *, axis_size: int, **params: Any) -> tuple[Any, int]:
         # Fast path: every batched operand of one shape with its batch axis at one place,
@@ -821,6 +832,23 @@ def _elementwise_batch(primitive: Primitive, size_one: bool, scalar_ok: tuple[in
         else:
             assert at is not None
             return primitive.bind(*vals, **params), at
+        if size_one:
+            # JAX's broadcast_batcher: every non-scalar operand gets its batch axis in
+            # front (a size-1 one inserted by broadcast_in_dim where unbatched), then
+            # batched operands of lower rank get trailing size-1 axes (expand_dims, a
+            # broadcast_in_dim); the primitive broadcasts the size-1 axes.
+            fronted = [
+                v if not v.shape else broadcast_in_dim(v, (1, *v.shape), tuple(range(1, len(v.shape) + 1)))
+                if d is None else batching.moveaxis(v, d, 0)
+                for v, d in zip(vals, dims)
+            ]
+            nd = builtins.max(len(v.shape) for v in fronted)
+            lifted = [
+                v if d is None or len(v.shape) == nd
+                else broadcast_in_dim(v, (*v.shape, *([1] * (nd - len(v.shape)))), tuple(range(len(v.shape))))
+                for v, d in zip(fronted, dims)
+            ]
+            return primitive.bind(*lifted, **params), 0
         elem_shapes = [
             tuple(v.shape) if d is None else tuple(v.shape[:d] + v.shape[d + 1 :]) for v, d in zip(vals, dims)
         ]
@@ -829,24 +857,17 @@ def _elementwise_batch(primitive: Primitive, size_one: bool, scalar_ok: tuple[in
             if len(s) == len(out_shape):
                 out_shape = tuple(a if a != 1 else b for a, b in zip(out_shape, s))
         args = []
+        # Operands broadcast in full (primitives that take no size-1 axes).
         for k, (v, d, s) in enumerate(zip(vals, dims, elem_shapes)):
-            if d is None and s == () and (size_one or k in scalar_ok):
+            if d is None and s == () and k in scalar_ok:
                 args.append(v)
                 continue
             if d is None:
-                if size_one:
-                    args.append(reshape(v, (1, *s)))
-                else:
-                    args.append(broadcast_in_dim(v, (axis_size, *out_shape), tuple(range(1, len(s) + 1))))
+                args.append(broadcast_in_dim(v, (axis_size, *out_shape), tuple(range(1, len(s) + 1))))
                 continue
             v = batching.moveaxis(v, d, 0)
-            if size_one and len(s) == len(out_shape):
-                args.append(v)
-            elif size_one:
-                args.append(reshape(v, (axis_size, *([1] * len(out_shape)))))
-            else:
-                full = (axis_size, *out_shape)
-                args.append(v if tuple(v.shape) == full else broadcast_in_dim(v, full, (0, *range(1 + len(out_shape) - len(s), 1 + len(out_shape)))))
+            full = (axis_size, *out_shape)
+            args.append(v if tuple(v.shape) == full else broadcast_in_dim(v, full, (0, *range(1 + len(out_shape) - len(s), 1 + len(out_shape)))))
         return primitive.bind(*args, **params), 0
 
     primitive.def_batch(rule)

@@ -393,14 +393,14 @@ def triangular_solve(
     (``[..., m, m]``) is read as lower or upper triangular (with a unit diagonal if
     ``unit_diagonal``) and ``op`` transposes it if ``transpose_a``; ``b`` is
     ``[..., m, n]`` (left side) or ``[..., n, m]``, or one dimension less (a vector)."""
-    from ferrax._lax.structural import expand_dims, squeeze
+    from ferrax._lax.structural import expand_dims_as_jax, squeeze
 
     a = _check("triangular_solve", a, 0)
     b = scalar(b)
     a_shape, b_shape = tuple(aval_of(a).shape), tuple(aval_of(b).shape)
     singleton = len(b_shape) == len(a_shape) - 1
     if singleton:
-        b = expand_dims(b, (len(b_shape) if left_side else len(b_shape) - 1,))
+        b = expand_dims_as_jax(b, (len(b_shape) if left_side else len(b_shape) - 1,))
     if aval_of(a).dtype != aval_of(b).dtype:
         raise TypeError(
             "lax.triangular_solve requires arguments to have the same dtypes, got "

@@ -42,7 +42,7 @@ from ferrax._interpreters.axis_env import frame_of, unbound_axis_error
 from ferrax._lax._operands import scalar, scalar_as
 from ferrax._lax.elementwise import convert_element_type, div, eq, mul
 from ferrax._lax.reductions import reduce_max, reduce_min, reduce_sum
-from ferrax._lax.structural import broadcast_in_dim, concatenate, expand_dims, iota, reshape, slice, squeeze
+from ferrax._lax.structural import broadcast_in_dim, concatenate, expand_dims_as_jax, iota, reshape, slice, squeeze
 from ferrax.tree_util import tree_flatten, tree_unflatten
 
 __all__ = [
@@ -376,9 +376,9 @@ def all_to_all(
             # to concatenate along, and the split axis (then of size 1) squeezed after.
             if split < concat:
                 concat += 1
-                v = expand_dims(v, (concat,))
+                v = expand_dims_as_jax(v, (concat,))
             elif split > concat:
-                v = expand_dims(v, (concat,))
+                v = expand_dims_as_jax(v, (concat,))
                 split += 1
         out = all_to_all_p.bind(
             v, axis_index_groups=None, axis_name=name_param, concat_axis=concat, split_axis=split, tiled=bool(tiled)

@@ -216,11 +216,12 @@ def _reduce_prod_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, axes: t
         n = p.shape[0]
         half = (n + 1) // 2
         full_dims = len(rest_shape)
-        lo, hi = [0] * (full_dims + 1), [n, *rest_shape]
-        p1 = slice(p, lo, [half, *rest_shape])
-        t1 = slice(tp, lo, [half, *rest_shape])
-        p2 = slice(p, [half] + [0] * full_dims, hi)
-        t2 = slice(tp, [half] + [0] * full_dims, hi)
+        # JAX's slice_in_dim: unit strides, spelled out.
+        lo, hi, unit = [0] * (full_dims + 1), [n, *rest_shape], [1] * (full_dims + 1)
+        p1 = slice(p, lo, [half, *rest_shape], unit)
+        t1 = slice(tp, lo, [half, *rest_shape], unit)
+        p2 = slice(p, [half] + [0] * full_dims, hi, unit)
+        t2 = slice(tp, [half] + [0] * full_dims, hi, unit)
         if n - half != half:  # odd: the second half gets a 1 (tangent 0) at its end
             config = [(0, 1, 0)] + [(0, 0, 0)] * full_dims
             p2 = pad(p2, _scalar(1, x), config)

@@ -279,6 +279,22 @@ def expand_dims(array: Any, dimensions: Sequence[int]) -> Array:
     return bind1(expand_dims_p, x, dimensions=dims)
 
 
+def expand_dims_as_jax(array: Any, dimensions: Sequence[int]) -> Array:
+    """JAX's ``lax.expand_dims``: ``array`` with size-1 axes at ``dimensions`` (positions
+    in the result) by a ``broadcast_in_dim``, the equation JAX records. The ferrax
+    functions mirroring JAX code that calls ``lax.expand_dims`` use this, so that they
+    trace as JAX's; ``lax.expand_dims`` itself binds the ``expand_dims`` primitive."""
+    x = scalar(array)
+    shape = tuple(aval_of(x).shape)
+    out_ndim = len(shape) + len(dimensions)
+    dims = _normalize_axes(dimensions, out_ndim, "expand_dims")
+    kept = [i for i in range(out_ndim) if i not in dims]
+    out_shape = [1] * out_ndim
+    for src, dst in enumerate(kept):
+        out_shape[dst] = shape[src]
+    return broadcast_in_dim(x, out_shape, kept)
+
+
 def concatenate(operands: Sequence[Any], dimension: int) -> Array:
     """The operands (of one dtype and rank) joined along ``dimension``."""
     xs = [scalar(o) for o in operands]

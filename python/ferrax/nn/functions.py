@@ -20,6 +20,7 @@ from typing import Any, Literal, overload
 import numpy as np
 
 from ferrax import dtypes, lax
+from ferrax._lax.structural import expand_dims_as_jax
 from ferrax import numpy as fnp
 from ferrax._array import Array
 from ferrax._core import Tracer, user_location
@@ -346,7 +347,7 @@ def logsumexp(
     dims = normalize_axes(axis, a_arr.ndim, "logsumexp")
     amax = fnp.max(a_arr, axis=dims, keepdims=keepdims, where=where, initial=-np.inf)
     amax = lax.stop_gradient(lax.select_n(lax.is_finite(amax), _zeros_like(amax), amax))
-    amax_with_dims = amax if keepdims else lax.expand_dims(amax, sorted(dims))
+    amax_with_dims = amax if keepdims else expand_dims_as_jax(amax, sorted(dims))
     exp_a = lax.exp(lax.sub(a_arr, convert(amax_with_dims, a_arr.dtype)))
     if b is not None:
         exp_a = lax.mul(exp_a, b_arr)
@@ -482,7 +483,7 @@ def one_hot(
             )
         return fnp.astype(fnp.equal(xa, lax.axis_index(axis)), out_dtype)
     out_axis = normalize_axis(axis, xa.ndim + 1, "one_hot")
-    lhs = lax.expand_dims(xa, (out_axis,))
+    lhs = expand_dims_as_jax(xa, (out_axis,))
     rhs_shape = [1] * xa.ndim
     rhs_shape.insert(out_axis, n)
     rhs = lax.broadcasted_iota(xa.dtype, rhs_shape, out_axis)

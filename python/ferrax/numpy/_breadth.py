@@ -23,7 +23,7 @@ import numpy as np
 
 from ferrax import dtypes, lax
 from ferrax._array import Array
-from ferrax._core import Tracer, aval_of, user_location
+from ferrax._core import ConcreteArray, Tracer, aval_of, user_location
 from ferrax._custom_derivatives import custom_jvp
 from ferrax.numpy import _creation, _reductions, _shape, _ufuncs
 from ferrax.numpy._promotion import (
@@ -391,9 +391,15 @@ def tri(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike | None = None
     want = np.dtype(np.float32) if dtype is None else dtypes.canonicalize(dtype, "tri")
     if rows < 0 or cols < 0:
         raise ValueError(f"tri: negative dimensions are not allowed, at {user_location()}")
-    i = lax.broadcasted_iota(np.int32, (rows, cols), 0)
-    j = lax.broadcasted_iota(np.int32, (rows, cols), 1)
-    mask = lax.ge(lax.add(i, convert(operator.index(k), np.dtype(np.int32))), j)
+    # JAX's lax._tri: iotas of int32 (int64 for a dimension past int32, or an offset
+    # whose dtype's range exceeds int32's), `iota0 + k >= iota1`.
+    shift, offset_dtype = _creation.diagonal_offset(k, "tri")
+    index = np.dtype(np.int64 if builtins.max(rows, cols) > np.iinfo(np.int32).max else np.int32)
+    wide, narrow = np.iinfo(offset_dtype.name), np.iinfo(index.name)
+    if wide.min < narrow.min or wide.max > narrow.max:
+        index = dtypes.canonical(np.dtype(np.int64))
+    i = lax.add(lax.broadcasted_iota(index, (rows, cols), 0), ConcreteArray(np.asarray(shift, index), False))
+    mask = lax.ge(i, lax.broadcasted_iota(index, (rows, cols), 1))
     return convert(mask, want)
 
 

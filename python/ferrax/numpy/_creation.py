@@ -318,17 +318,34 @@ def arange(
     return ConcreteArray(values.astype(want))
 
 
+def diagonal_offset(k: Any, name: str) -> tuple[int, np.dtype[Any]]:
+    """A static diagonal offset ``k`` and its dtype, as ``jnp.asarray(k)`` types it: a
+    Python int is of the default int dtype (int64 with x64), a NumPy integer of its own."""
+    if isinstance(k, Tracer):
+        operator.index(k)  # a traced offset: the error operator.index gives
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer, np.ndarray, Array)):
+        raise ValueError(f"{name}: k must be a scalar integer; got {k!r}, at {user_location()}")
+    if isinstance(k, int):
+        return k, dtypes.default_int()
+    value = np.asarray(k)
+    if value.shape != () or value.dtype.kind not in "iu":
+        raise ValueError(f"{name}: k must be a scalar integer; got {k!r}, at {user_location()}")
+    return int(value), dtypes.canonical(value.dtype)
+
+
 def eye(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike | None = None) -> Array:
     """An ``N`` x ``M`` array with ones on diagonal ``k`` (of the default float dtype
-    unless ``dtype`` is given): equal ``iota``s, converted."""
+    unless ``dtype`` is given): ``iota + k == iota``, converted, as JAX's (the ``iota``s
+    of the offset's dtype, the offset added even when 0)."""
     rows = operator.index(N)
     cols = rows if M is None else operator.index(M)
-    shift = operator.index(k)
+    if isinstance(k, int) and not isinstance(k, bool):
+        info = np.iinfo(np.int32)  # JAX clips a Python int offset to int32's range
+        k = builtins.max(int(info.min), builtins.min(k, int(info.max)))
+    shift, index = diagonal_offset(k, "eye")
     want = dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype, "eye")
     if rows < 0 or cols < 0:
         raise ValueError(f"eye: negative dimensions are not allowed, at {user_location()}")
-    i = lax.broadcasted_iota(np.int32, (rows, cols), 0)
-    j = lax.broadcasted_iota(np.int32, (rows, cols), 1)
-    if shift != 0:
-        i = lax.add(i, shift)
-    return convert(lax.eq(i, j), want, False)
+    i = lax.broadcasted_iota(index, (rows, cols), 0)
+    j = lax.broadcasted_iota(index, (rows, cols), 1)
+    return convert(lax.eq(lax.add(i, ConcreteArray(np.asarray(shift, index), False)), j), want, False)

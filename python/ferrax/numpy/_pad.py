@@ -65,7 +65,7 @@ def _pairs(values: Any, nd: int, name: str) -> Pairs:
 def _slice(x: Array, start: int, stop: int, axis: int) -> Array:
     lo, hi = [0] * x.ndim, list(x.shape)
     lo[axis], hi[axis] = start, stop
-    return lax.slice(x, lo, hi)
+    return lax.slice(x, lo, hi, [1] * x.ndim)  # JAX's slice_in_dim: unit strides spelled out
 
 
 def _repeat(x: Array, n: int, axis: int) -> Array:

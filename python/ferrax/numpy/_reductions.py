@@ -16,7 +16,7 @@ import numpy as np
 
 from ferrax import dtypes, lax
 from ferrax._array import Array
-from ferrax._core import user_location
+from ferrax._core import ConcreteArray, aval_of, user_location
 from ferrax.numpy._promotion import ArrayLike, Axis, DTypeLike, as_array, convert
 from ferrax.numpy import _promotion, _ufuncs
 from ferrax.numpy._shape import insert_axes, normalize_axes, normalize_axis, ravel, reshape
@@ -64,9 +64,13 @@ def _accumulate(
     where: ArrayLike | None,
 ) -> Array:
     x = as_array(a, name)
+    if x.dtype == np.bool_:
+        # JAX's _cast_to_numeric: bools are summed (multiplied) as int32 first.
+        x = convert(x, np.dtype(np.int32), aval_of(x).weak_type)
     axes = normalize_axes(axis, x.ndim, name)
     result = _accumulator(x.dtype) if dtype is None else dtypes.canonicalize(dtype, name)
-    x = _masked(convert(x, _compute(result), False), where, identity)
+    # Half floats are accumulated in float32 unless a dtype is asked for (JAX's).
+    x = _masked(convert(x, _compute(result) if dtype is None else result, False), where, identity)
     if result == np.bool_:
         # A bool sum is "any", a bool product "all" (JAX's reduce_or/reduce_and).
         reduce, combine = {
@@ -75,8 +79,9 @@ def _accumulate(
         }[name]
     out = reduce(x, axes)
     if initial is not None:
-        out = combine(out, convert(initial, out.dtype, False))
-    return _finish(convert(out, result, False), axes, keepdims)
+        # JAX applies the initial value as its first operand: `add initial out`.
+        out = combine(convert(initial, out.dtype, False), out)
+    return convert(_finish(out, axes, keepdims), result, False)
 
 
 def sum(
@@ -126,17 +131,24 @@ def mean(
         result = dtypes.canonicalize(dtype, "mean")
     else:
         result = dtypes.to_inexact(x.dtype)
-    compute = _compute(result) if dtypes.is_float(result) else dtypes.to_inexact(result)
-    total = lax.reduce_sum(_masked(convert(x, compute, False), where, 0), axes)
+    # As JAX's: half floats are summed in float32 unless a dtype is asked for (then
+    # everything is computed in it).
+    compute = _compute(result) if dtype is None else result
+    # As JAX's: the count (a sum of the mask, first), the sum (with keepdims its axes
+    # put back), their quotient, converted to the result dtype.
+    normalizer: Any
     if where is None:
         count = 1
         for i in axes:
             count *= x.shape[i]
-        out = lax.div(total, float(count))
+        normalizer = ConcreteArray(np.asarray(count, compute), False)
     else:
-        mask = _promotion.broadcast_to(_ufuncs.not_equal(where, False), x.shape)
-        out = lax.div(total, lax.reduce_sum(convert(mask, compute, False), axes))
-    return _finish(convert(out, result, False), axes, keepdims)
+        mask = as_array(where, "mean")
+        if mask.dtype != np.bool_:
+            mask = _ufuncs.not_equal(mask, False)
+        normalizer = sum(_promotion.broadcast_to(mask, x.shape), axes, dtype=compute, keepdims=keepdims)
+    total = sum(x, axes, dtype=compute, keepdims=keepdims, where=where)
+    return convert(lax.div(total, normalizer), result, False)
 
 
 def _extremum(
@@ -169,7 +181,7 @@ def _extremum(
         # Nothing to reduce: the initial value, in the reduced shape.
         kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)
         return _finish(_promotion.broadcast_to(init, kept), axes, keepdims)
-    out = combine(reduce(_masked(convert(x, x.dtype, False), where, init), axes), init)
+    out = combine(init, reduce(_masked(convert(x, x.dtype, False), where, init), axes))
     return _finish(out, axes, keepdims)
 
 

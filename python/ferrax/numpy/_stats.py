@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ferrax import dtypes, lax
+from ferrax._lax.structural import expand_dims_as_jax
 from ferrax._array import Array
 from ferrax._core import Tracer, aval_of, to_numpy, user_location
 from ferrax.errors import ConcretizationError
@@ -167,8 +168,8 @@ def _interpolated(x: Array, qa: Array, dim: int, keepdims: bool, skip_nans: bool
     if skip_nans:
         counts = _reductions.sum(lax.bitwise_not(lax.ne(x, x)), axis=dim, dtype=qd, keepdims=keepdims)
         reduced = counts.shape
-        qb = lax.expand_dims(qa, tuple(range(q_ndim, len(reduced) + q_ndim)))
-        counts = lax.expand_dims(counts, tuple(range(q_ndim)))
+        qb = expand_dims_as_jax(qa, tuple(range(q_ndim, len(reduced) + q_ndim)))
+        counts = expand_dims_as_jax(counts, tuple(range(q_ndim)))
         pos = _ufuncs.multiply(qb, lax.sub(counts, one))
         low, high = lax.floor(pos), lax.ceil(pos)
         high_weight = lax.sub(pos, low)
@@ -243,33 +244,33 @@ def _inverted_cdf(x: Array, w: Array | None, qa: Array, dim: int, keepdims: bool
     clean = lax.select_n(lax.bitwise_or(bad_weights, nan_data), w, lax.full(w.shape, _scalar(0, w.dtype)))
     running = lax.cumsum(clean, dim)
     total = lax.index_in_dim(running, -1, axis=dim, keepdims=keepdims)
-    target = _ufuncs.multiply(lax.reshape(qa, qa.shape + (1,) * total.ndim), lax.expand_dims(total, tuple(range(q_ndim))))
+    target = _ufuncs.multiply(lax.reshape(qa, qa.shape + (1,) * total.ndim), expand_dims_as_jax(total, tuple(range(q_ndim))))
     if not keepdims:
-        target = lax.expand_dims(target, (dim + q_ndim,))
-    below = lax.lt(lax.expand_dims(running, tuple(range(q_ndim))), target)
+        target = expand_dims_as_jax(target, (dim + q_ndim,))
+    below = lax.lt(expand_dims_as_jax(running, tuple(range(q_ndim))), target)
     idx = _reductions.sum(lax.convert_element_type(below, index), axis=dim + q_ndim, keepdims=keepdims)
     if skip_nans:
         valid = _reductions.sum(lax.bitwise_not(nan_data), axis=dim, dtype=qd, keepdims=keepdims)
     else:
         valid = lax.full(total.shape, _scalar(x.shape[dim], qd))
-    limit = lax.expand_dims(lax.convert_element_type(lax.sub(valid, _scalar(1, qd)), index), tuple(range(q_ndim)))
+    limit = expand_dims_as_jax(lax.convert_element_type(lax.sub(valid, _scalar(1, qd)), index), tuple(range(q_ndim)))
     idx = _ufuncs.maximum(_scalar(0, index), _ufuncs.minimum(idx, limit))
     if keepdims:
         idx = lax.squeeze(idx, (q_ndim + dim,))
     if q_ndim == 0:
-        result = lax.squeeze(take_along_axis(x, lax.expand_dims(idx, (dim,)), axis=dim), (dim,))
+        result = lax.squeeze(take_along_axis(x, expand_dims_as_jax(idx, (dim,)), axis=dim), (dim,))
     else:
         perm = [*range(q_ndim, q_ndim + dim), *range(q_ndim), *range(q_ndim + dim, idx.ndim)]
         picked = take_along_axis(x, lax.transpose(idx, perm), axis=dim)
         result = lax.transpose(picked, [perm.index(i) for i in range(len(perm))])
     if keepdims:
-        result = lax.expand_dims(result, (q_ndim + dim,))
+        result = expand_dims_as_jax(result, (q_ndim + dim,))
     any_bad = _reductions.any(bad_weights, axis=dim, keepdims=keepdims)
     if skip_nans:
         force_nan = lax.bitwise_or(any_bad, lax.eq(valid, _scalar(0, qd)))
     else:
         force_nan = lax.bitwise_or(any_bad, _reductions.any(nan_data, axis=dim, keepdims=keepdims))
-    return _ufuncs.where(lax.expand_dims(force_nan, tuple(range(q_ndim))), np.nan, result)
+    return _ufuncs.where(expand_dims_as_jax(force_nan, tuple(range(q_ndim))), np.nan, result)
 
 
 def _check_unsupported(name: str, out: object, overwrite_input: bool) -> None:
@@ -471,7 +472,7 @@ def _unique(
         fill = _creation.astype(as_array(fill_value, "unique", 1), result.dtype)
         if result.shape[0]:
             below = lax.lt(lax.iota(index, size), _reductions.sum(mask, dtype=index))
-            valid = lax.expand_dims(below, tuple(range(1, result.ndim)))
+            valid = expand_dims_as_jax(below, tuple(range(1, result.ndim)))
             result = _ufuncs.where(valid, result, fill)
         else:
             result = _creation.full((size, *result.shape[1:]), fill, result.dtype)

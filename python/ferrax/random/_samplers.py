@@ -260,9 +260,9 @@ def _randint_values(
     maxval = fnp.broadcast_to(maxval, shape)
     maxval_out_of_range = fnp.broadcast_to(maxval_out_of_range, shape)
     nbits = _iinfo(dtype).bits
-    keys = split_data(data, (2,))
-    higher = random_bits_data(keys[0], nbits, shape)
-    lower = random_bits_data(keys[1], nbits, shape)
+    k1, k2 = split_data(data, (2,))  # unpacked, as JAX's `k1, k2 = _split(key)`
+    higher = random_bits_data(k1, nbits, shape)
+    lower = random_bits_data(k2, nbits, shape)
     unsigned = UINT_DTYPES[nbits]
     span = lax.convert_element_type(lax.sub(maxval, minval), unsigned)
     one = fnp.ones(shape, unsigned)
