@@ -55,8 +55,7 @@ CLASSES: dict[str, list[str]] = {
     "empty": ["", "   ", "\n\n"],
     "truncated": _truncations(VALID),
     "bracket": _bracket_edits(VALID),
-    "keyword as name": _keyword_names(VALID)
-    + ["{ lambda ; a:f32[]. let b:f32[] = sin a in d,) }"],
+    "misplaced keyword": ["{ lambda ; a:f32[]. let b:f32[] = sin a in d,) }", "{ let ; a:f32[]. let in (a,) }"],
     "garbage after": [VALID + tail for tail in ("}", " x", " {", " (a,)")],
     "unterminated params": [VALID.replace("(0,) out_sharding=None]", "(0,) out_sharding=None")],
     "bad type": [VALID.replace("a:f32[3]", bad, 1) for bad in ("a:f32[3", "a:f32[3,]", "a:f33[3]", "a:f32[-1]", "a:f32")],
@@ -83,6 +82,14 @@ def test_malformed_text_raises_parse_error(cls: str) -> None:
         e = info.value
         assert _inside(text, e.line, e.column), (cls, text, e.line, e.column)
         assert f"line {e.line}, column {e.column}" in str(e)
+
+
+def test_keywords_name_variables_as_jax_names_them() -> None:
+    """JAX names its 222nd variable `in`: a keyword is a variable where one stands, so
+    every variable renamed to a keyword reads as the same jaxpr."""
+    want = str(parse_jaxpr(VALID))
+    for text in _keyword_names(VALID):
+        assert str(parse_jaxpr(text)) == want, text
 
 
 def test_issue_example_points_at_the_bad_token() -> None:
