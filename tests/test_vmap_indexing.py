@@ -404,7 +404,10 @@ def test_iota_is_not_batched() -> None:
     f = ferrax.vmap(lambda x: x + lax.iota(np.int32, 3))
     eqns = ferrax.make_jaxpr(f)(np.zeros((2, 3), np.int32)).jaxpr.eqns
     assert eqns[0].primitive == "iota" and eqns[0].params["shape"] == (3,)
-    assert [e.primitive for e in eqns[1:]] == ["reshape", "add"]  # the add's rule broadcasts it
+    # The add's rule lifts it to rank 2 as JAX does (broadcast_in_dim, then add).
+    assert [e.primitive for e in eqns[1:]] == ["broadcast_in_dim", "add"]
+    want = jax.make_jaxpr(jax.vmap(lambda x: x + jax.lax.iota(np.int32, 3)))(np.zeros((2, 3), np.int32))
+    assert [str(e.primitive) for e in want.jaxpr.eqns] == [e.primitive for e in eqns]
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
