@@ -84,6 +84,13 @@ pub const MAX_NESTED_DEPTH: usize = 10_000_000;
 /// # Errors
 /// [`GenError::BadSize`] for a negative `size`; [`GenError::TooLarge`] for more than
 /// [`MAX_CHAIN_STEPS`] steps.
+///
+/// ```
+/// let j = ferrax_ir::generate::chain(2, 4)?;
+/// assert_eq!(j.eqns().len(), 7);
+/// assert_eq!(j.to_string().lines().nth(1), Some("    b:f32[4] = sin a"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn chain(steps: usize, size: i64) -> Result<Jaxpr, GenError> {
     at_most("steps", steps, MAX_CHAIN_STEPS)?;
     let mut b = JaxprBuilder::new();

@@ -316,6 +316,19 @@ impl fmt::Display for Eqn {
 }
 
 /// A typed, immutable jaxpr. See the crate docs for the invariants every `Jaxpr` holds.
+///
+/// ```
+/// use ferrax_ir::{text::parse_jaxpr, Atom};
+/// let j = parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[3] = mul a 2.0:f32[] in (b,) }")?;
+/// let e = &j.eqns()[0];
+/// assert_eq!(e.primitive().name(), "mul");
+/// let Atom::Lit(two) = e.inputs()[1] else { unreachable!() };
+/// assert_eq!(j.literal(two).to_string(), "2.0:f32[]");
+/// assert_eq!(j.var_aval(e.outvar()).to_string(), "f32[3]");
+/// assert_eq!(j.eqn_text(0).as_deref(), Some("b:f32[3] = mul a 2.0:f32[]"));
+/// assert_eq!(format!("{j:?}"), "Jaxpr { consts: [], ins: [f32[3]], outs: [f32[3]], eqns: 1 }");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Jaxpr {
     pub(crate) avals: Box<[AbstractValue]>,
     pub(crate) var_avals: Box<[AvalId]>,
@@ -587,6 +600,20 @@ impl fmt::Debug for Const {
 }
 
 /// A jaxpr with values for its constant variables. Cheap to clone (shared).
+///
+/// ```
+/// use std::sync::Arc;
+/// use ferrax_ir::eval::{eval_closed_jaxpr, HostArray};
+/// use ferrax_ir::{text::parse_jaxpr, ClosedJaxpr, Const, DType, Shape};
+/// let j = parse_jaxpr("{ lambda a:f32[2]; b:f32[2]. let c:f32[2] = add a b in (c,) }")?;
+/// let shape = Shape::new(&[2])?;
+/// let bias = Const::host(HostArray::from_f64(shape.clone(), DType::F32, vec![10.0, 20.0])?);
+/// let closed = ClosedJaxpr::new(Arc::new(j), vec![bias])?;
+/// let x = HostArray::from_f64(shape, DType::F32, vec![1.0, 2.0])?;
+/// let out = eval_closed_jaxpr(&closed, &[x])?;
+/// assert_eq!(out[0].as_f64(), Some(&[11.0, 22.0][..]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct ClosedJaxpr {
     jaxpr: Arc<Jaxpr>,

@@ -174,6 +174,15 @@ fn subs(e: &Eqn) -> Vec<&Arc<Jaxpr>> {
 }
 
 /// The cost of one jaxpr (and everything nested in it).
+///
+/// ```
+/// use ferrax_ir::{passes::cost, text::parse_jaxpr};
+/// let j = parse_jaxpr("{ lambda ; a:f32[8]. let b:f32[8] = sin a; c:f32[8] = mul b a in (c,) }")?;
+/// let c = cost(&j);
+/// assert_eq!((c.flops, c.transcendentals), (8.0, 8.0)); // the mul's 8, sin's 8
+/// assert_eq!(c.bytes_accessed, 4.0 * (8.0 + 8.0) + 4.0 * (8.0 + 8.0 + 8.0)); // f32s read and written
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn cost(jaxpr: &Jaxpr) -> Cost {
     cost_report(jaxpr).total
 }

@@ -31,6 +31,17 @@ use std::sync::Arc;
 /// inputs. `used_outputs` has one flag per output; returns the new jaxpr (its inputs are
 /// the used ones, its outputs the used ones; constvars are all kept) and one flag per
 /// original input.
+///
+/// ```
+/// use ferrax_ir::{passes::dce, text::parse_jaxpr};
+/// let j = parse_jaxpr(
+///     "{ lambda ; a:f32[3] b:f32[3]. let c:f32[3] = sin a; d:f32[3] = cos b in (c, d) }",
+/// )?;
+/// let (only_c, used_inputs) = dce(&j, &[true, false])?;
+/// assert_eq!(only_c.to_string(), "{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }");
+/// assert_eq!(used_inputs, [true, false]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn dce(jaxpr: &Jaxpr, used_outputs: &[bool]) -> Result<(Jaxpr, Vec<bool>), PassError> {
     if used_outputs.len() != jaxpr.outvars().len() {
         return Err(PassError::FlagCount {

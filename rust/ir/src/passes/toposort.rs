@@ -87,6 +87,16 @@ pub(crate) fn insertion_order(
 /// output needs keep their relative order at the end. The result is a valid ordering of
 /// the same equations (a canonical schedule, useful after rewrites) in which effectful
 /// equations keep their relative order.
+///
+/// ```
+/// use ferrax_ir::{passes::toposort, text::parse_jaxpr};
+/// // `d` does not feed the output: it moves after the equations the output needs.
+/// let j = parse_jaxpr("{ lambda ; a:f32[]. let d:f32[] = cos a; b:f32[] = sin a; c:f32[] = exp b in (c,) }")?;
+/// let sorted = toposort(&j);
+/// let names: Vec<&str> = sorted.eqns().iter().map(|e| e.primitive().name()).collect();
+/// assert_eq!(names, ["sin", "exp", "cos"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn toposort(jaxpr: &Jaxpr) -> Jaxpr {
     let eqns = jaxpr.eqns();
     let prod = producers(jaxpr.num_vars(), eqns);

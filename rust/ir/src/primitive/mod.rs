@@ -160,6 +160,16 @@ macro_rules! specs {
 macro_rules! builtins {
     ($($variant:ident => $name:literal,)*) => {
         /// A built-in primitive.
+        ///
+        /// ```
+        /// use ferrax_ir::Builtin;
+        /// let b = Builtin::from_name("reduce_sum").unwrap();
+        /// assert_eq!(b.name(), "reduce_sum");
+        /// let required: Vec<&str> =
+        ///     b.param_specs().iter().filter(|s| s.required).map(|s| s.name).collect();
+        /// assert_eq!(required, ["axes"]);
+        /// assert!(Builtin::ALL.len() > 150);
+        /// ```
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u8)]
         pub enum Builtin {
@@ -841,6 +851,29 @@ impl Builtin {
 }
 
 /// A primitive defined outside the catalogue (from Python): it supplies its own rule.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ferrax_ir::{text::parse_jaxpr_with, AbstractValue, ExtensionPrimitive, Params, Registry};
+/// /// `my_identity`: returns its operand's type.
+/// struct MyIdentity;
+/// impl ExtensionPrimitive for MyIdentity {
+///     fn name(&self) -> &str {
+///         "my_identity"
+///     }
+///     fn abstract_eval(&self, ins: &[AbstractValue], _: &Params) -> Result<Vec<AbstractValue>, String> {
+///         match ins {
+///             [x] => Ok(vec![x.clone()]),
+///             _ => Err(format!("takes one operand, got {}", ins.len())),
+///         }
+///     }
+/// }
+/// let mut registry = Registry::new();
+/// registry.register(Arc::new(MyIdentity))?;
+/// let text = "{ lambda ; a:f32[3]. let b:f32[3] = my_identity a in (b,) }";
+/// assert_eq!(parse_jaxpr_with(text, &registry)?.to_string(), text);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait ExtensionPrimitive: Send + Sync {
     /// The name printed in jaxpr text.
     fn name(&self) -> &str;

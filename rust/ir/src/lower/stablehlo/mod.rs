@@ -179,6 +179,16 @@ pub fn required_partitions(jaxpr: &Jaxpr) -> u32 {
 
 /// Lowers a jaxpr to a StableHLO module named `module_name`. `@main` takes the constvars
 /// (in order) and then the invars.
+///
+/// ```
+/// use ferrax_ir::{lower::stablehlo::lower_jaxpr, text::parse_jaxpr};
+/// let j = parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }")?;
+/// let module = lower_jaxpr(&j, "m")?;
+/// assert!(module.starts_with("module @m"));
+/// assert!(module.contains("func.func public @main(%arg0: tensor<3xf32>) -> (tensor<3xf32>"));
+/// assert!(module.contains("stablehlo.sine"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn lower_jaxpr(jaxpr: &Jaxpr, module_name: &str) -> Result<String, LowerError> {
     lower_jaxpr_with(jaxpr, module_name, &LowerOptions::default())
 }
