@@ -2346,24 +2346,7 @@ impl Gen<'_, '_> {
             return Ok(());
         };
         // body: counter + 1, then the other carries from a random level.
-        let body_in: Vec<AbstractValue> = types(&body_consts)
-            .into_iter()
-            .chain(carry_types.iter().cloned())
-            .collect();
-        let mut bl = self.new_level(&body_in);
-        let counter = bl.pool[body_consts.len()].0;
-        let one = lit(&mut bl.b, 1);
-        let Some(next) = self.add(&mut bl, Builtin::Add, vec![counter, one], Params::empty())
-        else {
-            return Ok(());
-        };
-        let n = self.u.int_in_range(0..=self.cfg.max_nested_eqns)?;
-        self.fill(&mut bl, n, depth + 1)?;
-        let mut outs = vec![next[0]];
-        for t in &carry_types[1..] {
-            outs.push(self.value_of(&mut bl, t)?);
-        }
-        let Ok(body_j) = bl.b.build(outs) else {
+        let Some(body_j) = self.while_body(&body_consts, &carry_types, depth)? else {
             return Ok(());
         };
         let init = lit(&mut lv.b, start);
@@ -2390,6 +2373,36 @@ impl Gen<'_, '_> {
     /// `limit` (so at most `max_trip_count` iterations), its predicate `bool[n]` (the
     /// counters below the limit, sometimes and-ed with a `bool[n]` of the level), and its
     /// other carries arrays of leading dimension `n`.
+    /// A `while` body over `body_consts` and carries of `carry_types` (the first an i32
+    /// counter, of any shape): the counter plus one, then each other carry taken from a
+    /// random level of `depth + 1`. `None` when the body does not build.
+    fn while_body(
+        &mut self,
+        body_consts: &[(Atom, AbstractValue)],
+        carry_types: &[AbstractValue],
+        depth: usize,
+    ) -> Result<Option<Jaxpr>> {
+        let body_in: Vec<AbstractValue> = body_consts
+            .iter()
+            .map(|(_, t)| t.clone())
+            .chain(carry_types.iter().cloned())
+            .collect();
+        let mut bl = self.new_level(&body_in);
+        let counter = bl.pool[body_consts.len()].0;
+        let one = bl.b.literal(Literal::i32(1));
+        let Some(next) = self.add(&mut bl, Builtin::Add, vec![counter, one], Params::empty())
+        else {
+            return Ok(None);
+        };
+        let n = self.u.int_in_range(0..=self.cfg.max_nested_eqns)?;
+        self.fill(&mut bl, n, depth + 1)?;
+        let mut outs = vec![next[0]];
+        for t in &carry_types[1..] {
+            outs.push(self.value_of(&mut bl, t)?);
+        }
+        Ok(bl.b.build(outs).ok())
+    }
+
     fn batched_while_loop(&mut self, lv: &mut Level, depth: usize) -> Result<()> {
         let lanes = self.u.int_in_range(1..=3)?;
         let limit = self.u.int_in_range(0..=self.cfg.max_trip_count)?;
@@ -2445,24 +2458,7 @@ impl Gen<'_, '_> {
             return Ok(());
         };
         // body: counter + 1, then the other carries from a random level.
-        let body_in: Vec<AbstractValue> = types(&body_consts)
-            .into_iter()
-            .chain(carry_types.iter().cloned())
-            .collect();
-        let mut bl = self.new_level(&body_in);
-        let counter = bl.pool[body_consts.len()].0;
-        let one = lit(&mut bl.b, 1);
-        let Some(next) = self.add(&mut bl, Builtin::Add, vec![counter, one], Params::empty())
-        else {
-            return Ok(());
-        };
-        let n = self.u.int_in_range(0..=self.cfg.max_nested_eqns)?;
-        self.fill(&mut bl, n, depth + 1)?;
-        let mut outs = vec![next[0]];
-        for t in &carry_types[1..] {
-            outs.push(self.value_of(&mut bl, t)?);
-        }
-        let Ok(body_j) = bl.b.build(outs) else {
+        let Some(body_j) = self.while_body(&body_consts, &carry_types, depth)? else {
             return Ok(());
         };
         // The initial counters: any i32[lanes] clamped into 0..=limit.
