@@ -6,7 +6,9 @@ Each program below is written once against an API namespace (`Api`: JAX's or fer
 `rust/ir/tests/jax_corpus/<name>.jaxpr`: exactly `str(jax.make_jaxpr(fn)(*args))` and a
 newline. Files of that directory that it did not write are removed (its README.md
 stays). `python scripts/jax_corpus.py --check` traces again in memory and exits 1,
-naming the files that differ from the checked-in ones.
+naming the files that differ from the checked-in ones. `python scripts/jax_corpus.py
+--diff NAME...` traces those programs with ferrax and prints how its text differs from
+JAX's (a unified diff; nothing when they agree).
 
 Left out, for ferrax has nothing of them: `custom_linear_solve` (so `jnp.linalg.solve`
 and `inv`), complex dtypes (so `eig` and FFTs), `pmap`; and programs whose jaxprs hold
@@ -1922,7 +1924,10 @@ def p_jit_vmap_grad_per_row(api: Api) -> Built:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare with the checked-in files; write nothing")
+    parser.add_argument("--diff", nargs="+", metavar="NAME", help="diff ferrax's trace of these programs against JAX's file")
     args = parser.parse_args(argv)
+    if args.diff:
+        return _diff(args.diff)
     texts = generate()
     if args.check:
         on_disk = {p.name: p.read_text() for p in CORPUS_DIR.glob("*") if p.name not in KEEP}
@@ -1940,6 +1945,23 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(text)
     print(f"{len(texts)} jaxprs in {CORPUS_DIR.relative_to(ROOT)}")
     return 0
+
+
+def _diff(names: list[str]) -> int:
+    import difflib
+
+    api, differ = ferrax_api(), 0
+    for name in names:
+        want = (CORPUS_DIR / f"{name}.jaxpr").read_text()
+        try:
+            got = trace(api, name)
+        except Exception as e:  # reported as the difference
+            got = f"{type(e).__name__}: {e}\n"
+        lines = difflib.unified_diff(want.splitlines(True), got.splitlines(True), f"jax/{name}", f"ferrax/{name}")
+        text = "".join(lines)
+        differ += bool(text)
+        sys.stdout.write(text)
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
