@@ -801,3 +801,51 @@ def _positional_params(fun: Any) -> tuple[list[str], bool]:
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     names = [name for name, p in params.items() if p.kind in positional]
     return names, any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params.values())
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def staged(name: str | None = None, *, static_argnames: Sequence[str] = ()) -> Callable[[F], F]:
+    """Stages a library function as JAX's ``@jit`` on it does (``jnp.where`` as a nested
+    ``jit`` equation named ``_where``, ...), so that ferrax's jaxprs read as JAX's.
+
+    Under a staging trace (``make_jaxpr``, an outer ``jit``) a call becomes a ``jit``
+    equation named ``name`` (the function's own by default), traced once per signature
+    and shared between calls, as JAX's nested jits are. ``static_argnames`` are the
+    parameters JAX holds static (by name or position). Called eagerly, with no staging
+    trace (also under an eager ``grad`` or ``vmap``), the function runs as written, one
+    primitive at a time. A call whose static arguments cannot be hashed (a list for an
+    axis) is not staged either: it traces inline."""
+
+    def wrap(fun: F) -> F:
+        positional, _ = _positional_params(fun)
+        names = tuple(static_argnames)
+        nums = tuple(positional.index(n) for n in names if n in positional)
+        jitted = Jitted(fun, nums, names)
+        if name is not None:
+            jitted._name = name
+
+        @functools.wraps(fun)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not _core._state.dynamic:
+                return fun(*args, **kwargs)
+            for i in nums:
+                if i < len(args) and not _is_hashable(args[i]):
+                    return fun(*args, **kwargs)
+            for k in names:
+                if k in kwargs and not _is_hashable(kwargs[k]):
+                    return fun(*args, **kwargs)
+            return jitted(*args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return wrap
+
+
+def _is_hashable(x: Any) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True

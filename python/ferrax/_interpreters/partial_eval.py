@@ -68,17 +68,36 @@ def split_by_pass(trace: PartialEvalTrace, primitive: Primitive, tracers: list[A
     from ferrax._jit import eval_jaxpr
 
     unknowns = [not isinstance(t, KnownTracer) for t in tracers]
-    b = _ir.JaxprBuilder()
-    ins = [b.add_invar(t.aval) for t in tracers]
-    outs = b.add_eqn(primitive.name, ins, params)
-    eqn_jaxpr = b.build(outs)
-    known, unknown, out_unknowns, n_res = _ir.partial_eval(eqn_jaxpr, unknowns, [False] * len(outs))
+    key = _split_key(primitive, tracers, unknowns, params)
+    split = _split_cache.get(key) if key is not None else None
+    if split is None:
+        b = _ir.JaxprBuilder()
+        ins = [b.add_invar(t.aval) for t in tracers]
+        outs = b.add_eqn(primitive.name, ins, params)
+        split = _ir.partial_eval(b.build(outs), unknowns, [False] * len(outs))
+        if key is not None:
+            if len(_split_cache) >= 4096:
+                _split_cache.pop(next(iter(_split_cache)))
+            _split_cache[key] = split
+    known, unknown, out_unknowns, n_res = split
     known_outs = eval_jaxpr(known, [], *[t.known for t in tracers if isinstance(t, KnownTracer)])
     n_known = len(known_outs) - n_res
     residuals = known_outs[n_known:]
     recorded = _record(trace, unknown, [*residuals, *[t for t, u in zip(tracers, unknowns) if u]])
     known_it, unknown_it = iter(known_outs[:n_known]), iter(recorded)
     return [next(unknown_it) if u else next(known_it) for u in out_unknowns]
+
+
+# The splits of `jit` equations, by jaxpr (held, so its address is not reused), name,
+# operand types and which operands are unknown: calls of one jitted function split into
+# the same two jaxprs, shared as JAX shares them (printed once, as `let` definitions).
+_split_cache: dict[Any, tuple[_ir.Jaxpr, _ir.Jaxpr, list[bool], int]] = {}
+
+
+def _split_key(primitive: Primitive, tracers: Sequence[Any], unknowns: list[bool], params: dict[str, Any]) -> Any:
+    if primitive.name != "jit" or set(params) != {"jaxpr", "name"}:
+        return None
+    return (params["jaxpr"], params["name"], tuple(t.aval for t in tracers), tuple(unknowns))
 
 
 def _record(trace: PartialEvalTrace, jaxpr: _ir.Jaxpr, args: Sequence[Any]) -> list[Any]:

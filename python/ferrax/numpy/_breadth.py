@@ -21,6 +21,7 @@ from typing import Any, Literal, overload
 import ml_dtypes
 import numpy as np
 
+from ferrax._jit import staged
 from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, Tracer, aval_of, user_location
@@ -166,6 +167,7 @@ def isneginf(x: ArrayLike, /, out: None = None) -> Array:
     return _signed_inf("isneginf", x, -np.inf)
 
 
+@staged()
 def nan_to_num(
     x: ArrayLike,
     copy: bool = True,
@@ -279,14 +281,16 @@ def logaddexp2(x1: ArrayLike, x2: ArrayLike, /) -> Array:
     return out
 
 
+@staged()
 def hypot(x1: ArrayLike, x2: ArrayLike, /) -> Array:
     """``sqrt(x1**2 + x2**2)`` without overflow (infinite if either leg is)."""
     a, b = promote_args_inexact("hypot", x1, x2)
     a, b = lax.abs(a), lax.abs(b)
     inf_either = _ufuncs.logical_or(isposinf(a), isposinf(b))
     hi, lo = _ufuncs.maximum(a, b), _ufuncs.minimum(a, b)
+    # `hi == 0` twice, as JAX writes it.
     zero = _ufuncs.equal(hi, 0)
-    safe = _ufuncs.where(zero, _creation.ones_like(hi), hi)
+    safe = _ufuncs.where(_ufuncs.equal(hi, 0), _creation.ones_like(hi), hi)
     out = _ufuncs.where(zero, hi, hi * lax.sqrt(1 + lax.square(lax.div(lo, safe))))
     return _ufuncs.where(inf_either, convert(np.inf, out.dtype, aval_of(out).weak_type), out)
 
@@ -414,11 +418,13 @@ def _triangle(name: str, m: ArrayLike, k: int, lower: bool) -> Array:
     return lax.select_n(which, zeros, x) if lower else lax.select_n(which, x, zeros)
 
 
+@staged(static_argnames=("k",))
 def tril(m: ArrayLike, k: int = 0) -> Array:
     """``m`` with the elements above diagonal ``k`` of its last two axes zeroed."""
     return _triangle("tril", m, k, True)
 
 
+@staged(static_argnames=("k",))
 def triu(m: ArrayLike, k: int = 0) -> Array:
     """``m`` with the elements below diagonal ``k`` of its last two axes zeroed."""
     return _triangle("triu", m, k, False)
@@ -839,6 +845,7 @@ def diag(v: ArrayLike, k: int = 0) -> Array:
     raise ValueError(f"diag input must be 1d or 2d (got shape {list(x.shape)}), at {user_location()}")
 
 
+@staged(static_argnames=("offset", "axis1", "axis2", "dtype"))
 def trace(
     a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None, out: None = None
 ) -> Array:
@@ -856,6 +863,7 @@ def trace(
     return _reductions.sum(y, axis=(-2, -1), dtype=want)
 
 
+@staged(static_argnames=("n", "axis"))
 def diff(a: ArrayLike, n: int = 1, axis: int = -1, prepend: ArrayLike | None = None, append: ArrayLike | None = None) -> Array:
     """The ``n``-th differences along ``axis`` (``a[1:] - a[:-1]``, ``!=`` for bools),
     after ``prepend``/``append`` are joined on."""
@@ -1064,16 +1072,31 @@ def var(
         correction = ddof
     elif ddof != 0:
         raise ValueError(f"ddof and correction can't be provided simultaneously, at {user_location()}")
+    return _var(a, _static_axis(axis), dtype, out, correction, keepdims, where=where, mean=mean)
+
+
+def _static_axis(axis: Axis) -> Axis:
+    """``axis`` as a jit's static argument: a list as a tuple."""
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+@staged(static_argnames=("axis", "dtype", "keepdims"))
+def _var(
+    a: ArrayLike, axis: Axis, dtype: DTypeLike | None, out: None, correction: int | float, keepdims: bool, *,
+    where: ArrayLike | None, mean: ArrayLike | None,
+) -> Array:
     x = as_array(a, "var")
     axes = normalize_axes(axis, x.ndim, "var")
     compute, result = _var_dtypes(x.dtype, dtype, "var")
     xc = convert(x, compute)
     center = _reductions.mean(xc, axes, keepdims=True, where=where) if mean is None else convert(mean, compute)
     centered = lax.square(_ufuncs.subtract(xc, center))
-    normalizer = lax.sub(_count(xc, axes, where, compute, keepdims), convert(correction, compute))
+    # Without `where` the count is a scalar, as in JAX.
+    count = _count(xc, axes, where, compute, keepdims and where is not None)
+    normalizer = lax.sub(count, convert(correction, compute))
     total = _reductions.sum(centered, axes, dtype=compute, keepdims=keepdims, where=where)
     value = convert(lax.div(total, normalizer), result)
-    return _ufuncs.where(lax.gt(normalizer, convert(0, compute)), value, convert(np.nan, result))
+    return _ufuncs.where(lax.gt(normalizer, convert(0, compute)), value, np.nan)
 
 
 def std(
@@ -1089,7 +1112,19 @@ def std(
     correction: int | float | None = None,
 ) -> Array:
     """The standard deviation: the square root of :func:`var`."""
-    return lax.sqrt(var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean, correction=correction))
+    if correction is None:
+        correction = ddof
+    elif ddof != 0:
+        raise ValueError(f"ddof and correction can't be provided simultaneously, at {user_location()}")
+    return _std(a, _static_axis(axis), dtype, out, correction, keepdims, where=where, mean=mean)
+
+
+@staged(static_argnames=("axis", "dtype", "keepdims"))
+def _std(
+    a: ArrayLike, axis: Axis, dtype: DTypeLike | None, out: None, correction: int | float, keepdims: bool, *,
+    where: ArrayLike | None, mean: ArrayLike | None,
+) -> Array:
+    return lax.sqrt(var(a, axis, dtype, None, 0, keepdims, where=where, mean=mean, correction=correction))
 
 
 @overload

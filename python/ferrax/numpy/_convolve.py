@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ferrax._jit import staged
 from ferrax import dtypes
 from ferrax._array import Array
 from ferrax._core import user_location
@@ -52,6 +53,7 @@ def _conv(x: ArrayLike, y: ArrayLike, mode: str, op: str, precision: Any, prefer
     return result
 
 
+@staged(static_argnames=("mode", "precision", "preferred_element_type"))
 def convolve(
     a: ArrayLike, v: ArrayLike, mode: str = "full", *, precision: Any = None,
     preferred_element_type: DTypeLike | None = None,

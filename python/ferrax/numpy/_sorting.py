@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ferrax._jit import staged
 from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import aval_of, user_location
@@ -54,6 +55,7 @@ def _along(name: str, a: ArrayLike, axis: int | None) -> tuple[Array, int]:
     return arr, normalize_axis(axis, len(aval_of(arr).shape), name)
 
 
+@staged(static_argnames=("axis", "kind", "order", "stable", "descending"))
 def sort(
     a: ArrayLike, axis: int | None = -1, *, kind: None = None, order: None = None, stable: bool = True, descending: bool = False
 ) -> Array:
@@ -64,6 +66,7 @@ def sort(
     return lax.rev(out, (dim,)) if descending else out
 
 
+@staged(static_argnames=("axis", "kind", "order", "stable", "descending", "dtype"))
 def argsort(
     a: ArrayLike,
     axis: int | None = -1,
@@ -266,11 +269,13 @@ def _cumulative(
     return lax.convert_element_type(reduce(arr, dim), result)
 
 
+@staged(static_argnames=("axis", "dtype"))
 def cumsum(a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array:
     """The running sum along ``axis`` (of the flattened array by default)."""
     return _cumulative("cumsum", lax.cumsum, a, axis, dtype, out)
 
 
+@staged(static_argnames=("axis", "dtype"))
 def cumprod(a: ArrayLike, axis: int | None = None, dtype: DTypeLike | None = None, out: None = None) -> Array:
     """The running product along ``axis`` (of the flattened array by default)."""
     return _cumulative("cumprod", lax.cumprod, a, axis, dtype, out)

@@ -18,6 +18,7 @@ import numpy as np
 from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import Tracer, aval_of, user_location
+from ferrax._jit import staged
 from ferrax.numpy._creation import full_like, zeros_like
 from ferrax.numpy._promotion import (
     ArrayLike,
@@ -127,6 +128,7 @@ def divide(x: ArrayLike, y: ArrayLike, /) -> Array:
     return true_divide(x, y)
 
 
+@staged()
 def floor_divide(x: ArrayLike, y: ArrayLike, /) -> Array:
     """``x // y``: the quotient rounded toward minus infinity, as NumPy.
 
@@ -140,7 +142,7 @@ def floor_divide(x: ArrayLike, y: ArrayLike, /) -> Array:
     if dtypes.is_int(dtype):
         q = lax.div(a, b)
         fix = lax.bitwise_and(lax.ne(lax.sign(a), lax.sign(b)), lax.ne(lax.rem(a, b), 0))
-        return _select(fix, q, lax.sub(q, 1))
+        return _where(fix, lax.sub(q, 1), q)
     mod = lax.rem(a, b)
     q = lax.div(_select(lax.eq(b, 0.0), lax.sub(a, mod), a), b)
     fix = lax.bitwise_and(lax.ne(mod, 0.0), lax.ne(lax.sign(b), lax.sign(mod)))
@@ -150,6 +152,7 @@ def floor_divide(x: ArrayLike, y: ArrayLike, /) -> Array:
     return lax.round(q, lax.RoundingMethod.AWAY_FROM_ZERO)
 
 
+@staged()
 def remainder(x: ArrayLike, y: ArrayLike, /) -> Array:
     """``x % y``, with the sign of ``y`` (NumPy's); an integer ``x % 0`` is 0."""
     a, b = _numeric_args("remainder", x, y)
@@ -157,12 +160,13 @@ def remainder(x: ArrayLike, y: ArrayLike, /) -> Array:
     if dtypes.is_int(dtype):
         # lax.rem by 0 is x; NumPy's (and JAX's) integer remainder by 0 is 0. (A one of
         # b's own type: a weakly typed int8 b stays int8.)
-        b = _select(lax.eq(b, 0), b, full_like(b, 1))
+        b = _where(lax.eq(b, 0), full_like(b, 1), b)
     r = lax.rem(a, b)
     if dtype.kind == "u":
         return r
     zero = 0.0 if dtypes.is_float(dtype) else 0
-    fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(b, zero)))
+    nonzero = lax.ne(r, zero)
+    fix = lax.bitwise_and(lax.ne(lax.lt(r, zero), lax.lt(b, zero)), nonzero)
     return _select(fix, r, lax.add(r, b))
 
 
@@ -171,6 +175,7 @@ def mod(x: ArrayLike, y: ArrayLike, /) -> Array:
     return remainder(x, y)
 
 
+@staged()
 def divmod(x: ArrayLike, y: ArrayLike, /) -> tuple[Array, Array]:
     """``(x // y, x % y)``: :func:`floor_divide` and :func:`remainder`."""
     return floor_divide(x, y), remainder(x, y)
@@ -199,13 +204,14 @@ def ceil(x: ArrayLike, /) -> Array:
     return lax.ceil(a)
 
 
+@staged()
 def trunc(x: ArrayLike) -> Array:
     """``x`` rounded toward zero, in ``x``'s dtype (integers and bools are returned as
     they are)."""
     a = as_array(x, "trunc")
     if not dtypes.is_float(a.dtype):
         return a
-    return _select(lax.lt(a, 0.0), lax.floor(a), lax.ceil(a))
+    return _where(lax.lt(a, 0.0), lax.ceil(a), lax.floor(a))
 
 
 def rint(x: ArrayLike, /) -> Array:
@@ -217,6 +223,7 @@ def rint(x: ArrayLike, /) -> Array:
     return _round_half_even(a)
 
 
+@staged(static_argnames=("decimals",))
 def round(a: ArrayLike, decimals: int = 0, out: None = None) -> Array:
     """``a`` rounded to ``decimals`` decimals, halves to even (NumPy's and JAX's rule).
 
@@ -657,11 +664,17 @@ def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None 
             "where needs both x and y: where(condition) alone (nonzero) has a shape that "
             f"depends on the data, at {user_location()}"
         )
+    return _where(condition, x, y)
+
+
+@staged()
+def _where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Array:
     pred = _as_bool("where", condition)
     a, b = promote_dtypes("where", x, y)
     return _select(pred, b, a)
 
 
+@staged()
 def clip(a: ArrayLike, /, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Array:
     """``a`` limited to ``[min, max]`` (either bound may be None): ``maximum(min, a)``,
     then ``minimum(max, ...)``; the bounds take part in dtype promotion."""

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ferrax._jit import staged
 from ferrax._array import Array
 from ferrax._core import aval_of, user_location
 from ferrax._custom_derivatives import custom_jvp
@@ -87,6 +88,7 @@ def _mT(x: Any) -> Any:
     return _fnp().swapaxes(x, -1, -2)
 
 
+@staged(static_argnames=("upper", "symmetrize_input"))
 def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True) -> Array:
     """The Cholesky factor of each matrix of ``a`` (``[..., n, n]``, symmetric positive
     definite): lower ``L`` with ``L Lᵀ = a``, or upper ``U = Lᵀ`` with ``upper``; NaN
@@ -105,6 +107,7 @@ def _uplo_lower(uplo: str | None) -> bool:
     raise ValueError(f"UPLO must be one of None, 'L', or 'U', got {uplo}, at {user_location()}")
 
 
+@staged(static_argnames=("UPLO", "symmetrize_input"))
 def eigh(a: ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
     """The eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix
     of ``a`` (``[..., n, n]``). With ``symmetrize_input``, ``(a + aᵀ) / 2`` is
@@ -120,6 +123,7 @@ def eigvalsh(a: ArrayLike, UPLO: str | None = "L", *, symmetrize_input: bool = T
     return eigh(a, UPLO, symmetrize_input=symmetrize_input).eigenvalues
 
 
+@staged(static_argnames=("mode",))
 def qr(a: ArrayLike, mode: str = "reduced") -> Array | QRResult:
     """The QR decomposition of each matrix of ``a`` (``[..., m, n]``): ``(Q, R)`` with
     ``k = min(m, n)`` columns of ``Q`` (``mode='reduced'``, or its alias ``'full'``) or
@@ -142,6 +146,7 @@ def qr(a: ArrayLike, mode: str = "reduced") -> Array | QRResult:
     return QRResult(q, r)
 
 
+@staged(static_argnames=("full_matrices", "compute_uv", "hermitian", "subset_by_index"))
 def svd(
     a: ArrayLike,
     full_matrices: bool = True,
@@ -697,6 +702,7 @@ def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: Any = "fro") ->
     return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 
+@staged(static_argnames=("ord", "axis", "keepdims"))
 def norm(x: ArrayLike, ord: int | float | str | None = None, axis: None | tuple[int, ...] | int = None, keepdims: bool = False) -> Array:
     """The norm of ``x`` (JAX's ``jnp.linalg.norm``): over one axis a vector norm (see
     :func:`vector_norm`), over two a matrix norm (``'fro'``/None the Frobenius norm,
@@ -749,6 +755,7 @@ def norm(x: ArrayLike, ord: int | float | str | None = None, axis: None | tuple[
 # ------------------------------------------------------------------------ products
 
 
+@staged(static_argnames=("n",))
 def matrix_power(a: ArrayLike, n: int) -> Array:
     """``a`` (``[..., m, m]``) raised to the integer power ``n`` by repeated squaring
     (``n = 0`` the identity, ``n < 0`` powers of the inverse)."""
