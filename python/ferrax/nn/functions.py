@@ -494,6 +494,12 @@ def one_hot(
                 f"at {user_location()}"
             )
         return fnp.astype(fnp.equal(xa, lax.axis_index(axis)), out_dtype)
+    return _one_hot(xa, n, dtype=out_dtype, axis=axis)
+
+
+@staged(static_argnames=("num_classes", "dtype", "axis"))
+def _one_hot(xa: Array, num_classes: int, *, dtype: np.dtype[Any], axis: int) -> Array:
+    n, out_dtype = num_classes, dtype
     out_axis = normalize_axis(axis, xa.ndim + 1, "one_hot")
     lhs = expand_dims_as_jax(xa, (out_axis,))
     rhs_shape = [1] * xa.ndim

@@ -470,6 +470,14 @@ def linspace(
     ax = _static_int(axis, "linspace", "axis")
     if n < 0:
         raise ValueError(f"Number of samples, {n}, must be non-negative, at {user_location()}")
+    return _linspace(start, stop, n, endpoint, retstep, dtype, ax)
+
+
+@staged(static_argnames=("num", "endpoint", "retstep", "dtype", "axis"))
+def _linspace(
+    start: ArrayLike, stop: ArrayLike, num: int, endpoint: bool, retstep: bool, dtype: DTypeLike | None, axis: int,
+) -> Array | tuple[Array, Array]:
+    n, ax = num, axis
     want = _linspace_dtype("linspace", start, stop, dtype)
     compute = dtypes.to_inexact(want)
     lo = convert(start, compute)
@@ -484,8 +492,9 @@ def linspace(
         iota_shape = [1] * len(with_axis)
         iota_shape[ax] = div
         step = _shape.reshape(lax.div(lax.iota(compute, div), convert(div, compute)), iota_shape)
-        lo_b, hi_b = _shape.reshape(lo, with_axis), _shape.reshape(hi, with_axis)
-        out = _ufuncs.add(_ufuncs.multiply(lo_b, _ufuncs.subtract(1, step)), _ufuncs.multiply(hi_b, step))
+        # In JAX's order: each bound reshaped where it is used.
+        low_part = _ufuncs.multiply(_shape.reshape(lo, with_axis), _ufuncs.subtract(1, step))
+        out = _ufuncs.add(low_part, _ufuncs.multiply(_shape.reshape(hi, with_axis), step))
         if endpoint:
             out = lax.concatenate([out, _shape.insert_axes(hi, (ax,))], ax)
     elif n == 1:
@@ -793,19 +802,24 @@ def roll(a: ArrayLike, shift: ArrayLike | Sequence[int], axis: int | Sequence[in
     static = np.atleast_1d(np.asarray(shift))
     if static.ndim > 1:
         raise ValueError(f"'shift' and 'axis' arguments to roll must be scalars or 1D arrays, at {user_location()}")
-    for ax_np, sh_np in zip(*np.broadcast_arrays(np.asarray(axes), static)):
+    return _roll_static(x, tuple(int(v) for v in static), tuple(axes))
+
+
+@staged(static_argnames=("shift", "axis"))
+def _roll_static(x: Array, shift: tuple[int, ...], axis: tuple[int, ...]) -> Array:
+    for ax_np, sh_np in zip(*np.broadcast_arrays(np.asarray(axis), np.asarray(shift))):
         d, step = int(ax_np), int(sh_np)
         length = x.shape[d]
         if length == 0:
             continue
         cut = -step % length
-        if cut == 0:
-            continue
+        # Both slices even when one is empty, as JAX's.
         head_start, head_limit = [0] * x.ndim, list(x.shape)
         tail_start, tail_limit = [0] * x.ndim, list(x.shape)
         head_start[d] = cut
         tail_limit[d] = cut
-        x = lax.concatenate([lax.slice(x, head_start, head_limit), lax.slice(x, tail_start, tail_limit)], d)
+        unit = (1,) * x.ndim
+        x = lax.concatenate([lax.slice(x, head_start, head_limit, unit), lax.slice(x, tail_start, tail_limit, unit)], d)
     return x
 
 

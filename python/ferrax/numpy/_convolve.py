@@ -12,12 +12,13 @@ from ferrax import dtypes
 from ferrax._array import Array
 from ferrax._core import user_location
 from ferrax._lax import convolution
-from ferrax._lax.slicing import rev
+from ferrax.numpy._shape import flip
 from ferrax.numpy._promotion import ArrayLike, DTypeLike, convert, operand_aval
 
 __all__ = ["convolve", "correlate"]
 
 
+@staged(static_argnames=("mode", "op", "precision", "preferred_element_type"))
 def _conv(x: ArrayLike, y: ArrayLike, mode: str, op: str, precision: Any, preferred_element_type: DTypeLike | None) -> Array:
     ax, ay = operand_aval(op, x, 0), operand_aval(op, y, 1)
     if len(ax.shape) != 1 or len(ay.shape) != 1:
@@ -35,7 +36,7 @@ def _conv(x: ArrayLike, y: ArrayLike, mode: str, op: str, precision: Any, prefer
         a, v = v, a
         reverse_out = op == "correlate"
     if op == "convolve":
-        v = rev(v, (0,))
+        v = flip(v, 0)
     n = v.shape[0]
     if mode == "valid":
         padding = [(0, 0)]

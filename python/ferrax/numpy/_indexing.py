@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ferrax._jit import staged
 from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, Tracer, aval_of, to_numpy, user_location
@@ -448,15 +449,21 @@ def _expand_masks(items: list[_Item], shape: tuple[int, ...]) -> list[_Item]:
     return out
 
 
-def _normalized(value: Any, size: int) -> Any:
+def _normalized(value: Any, size: int, with_where: bool = False) -> Any:
     """An integer index (static, NumPy or traced) with negative entries counted from
-    the end (unsigned ones are left as they are)."""
+    the end (unsigned ones are left as they are). ``with_where``: a traced index is
+    selected with ``jnp.where`` (a nested jit, as JAX's ``take`` does), not ``select_n``."""
     if _is_static_int(value):
         i = int(value)
         return i + size if i < 0 and not isinstance(value, np.unsignedinteger) else i
     if isinstance(value, Tracer):
         if value.dtype.kind == "u":
             return value
+        if with_where:
+            from ferrax.numpy._ufuncs import where
+
+            negative = lax.lt(value, 0)
+            return where(negative, lax.add(value, size), value)
         return lax.select_n(lax.lt(value, 0), value, lax.add(value, size))
     arr = np.asarray(to_numpy(value) if isinstance(value, Array) else value)
     if arr.dtype.kind == "u":
@@ -850,6 +857,17 @@ def take(
     None), as ``jax.numpy.take``: out-of-range indices give ``fill_value`` (NaN for
     floats, ...) by default (``mode="fill"``), are clamped (``"clip"``) or wrap around
     (``"wrap"``); negative indices count from the end."""
+    return _take(
+        a, indices, axis, out, mode, unique_indices=unique_indices, indices_are_sorted=indices_are_sorted,
+        fill_value=fill_value,
+    )
+
+
+@staged(static_argnames=("axis", "mode", "unique_indices", "indices_are_sorted", "fill_value"))
+def _take(
+    a: ArrayLike, indices: ArrayLike, axis: int | None, out: None, mode: str | None, *, unique_indices: bool,
+    indices_are_sorted: bool, fill_value: Any,
+) -> Array:
     if out is not None:
         raise NotImplementedError("The 'out' argument to take is not supported.")
     x = as_array(a, "take")
@@ -868,7 +886,7 @@ def take(
 
     if mode is None or mode == "fill":
         gather_mode: Mode = "fill"
-        idx = as_array(_normalized(idx if isinstance(idx, Tracer) else to_numpy(idx), size), "take")
+        idx = as_array(_normalized(idx if isinstance(idx, Tracer) else to_numpy(idx), size, True), "take")
     elif mode == "raise":
         raise NotImplementedError("The 'raise' mode to take is not supported.")
     elif mode == "wrap":
@@ -909,6 +927,7 @@ def take(
     )
 
 
+@staged(static_argnames=("axis", "mode", "fill_value"))
 def take_along_axis(
     arr: ArrayLike,
     indices: ArrayLike,

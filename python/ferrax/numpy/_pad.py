@@ -20,6 +20,7 @@ import numpy as np
 
 from ferrax import dtypes, lax
 from ferrax._array import Array
+from ferrax._jit import staged
 from ferrax._core import Tracer, aval_of, user_location
 from ferrax.numpy import _creation, _reductions, _shape, _ufuncs
 from ferrax.numpy._promotion import ArrayLike, as_array, broadcast_to, convert
@@ -66,13 +67,6 @@ def _slice(x: Array, start: int, stop: int, axis: int) -> Array:
     lo, hi = [0] * x.ndim, list(x.shape)
     lo[axis], hi[axis] = start, stop
     return lax.slice(x, lo, hi, [1] * x.ndim)  # JAX's slice_in_dim: unit strides spelled out
-
-
-def _repeat(x: Array, n: int, axis: int) -> Array:
-    """A size-1 axis of ``x`` stretched to ``n``."""
-    shape = list(x.shape)
-    shape[axis] = n
-    return broadcast_to(x, shape)
 
 
 def _no_padding(pair: tuple[int, int], mode: str) -> None:
@@ -136,7 +130,7 @@ def _reflect(x: Array, widths: Pairs, mode: str, odd: bool) -> Array:
                 else:
                     stop = n if mode == "symmetric" or size == 1 else n - 1
                     piece = _slice(x, stop - step, stop, i)
-                piece = lax.rev(piece, (i,))
+                piece = _shape.flip(piece, i)
                 if odd:
                     piece = _ufuncs.subtract(_ufuncs.multiply(2, edge), piece)
                     if size > 1:
@@ -151,7 +145,7 @@ def _edge(x: Array, widths: Pairs) -> Array:
         if n == 0:
             _no_padding((lo, hi), "edge")
             continue
-        parts = [_repeat(_slice(x, 0, 1, i), lo, i), x, _repeat(_slice(x, n - 1, n, i), hi, i)]
+        parts = [_shape.repeat(_slice(x, 0, 1, i), lo, i), x, _shape.repeat(_slice(x, n - 1, n, i), hi, i)]
         x = lax.concatenate(parts, i)
     return x
 
@@ -166,7 +160,7 @@ def _linear_ramp(x: Array, widths: Pairs, ends: Pairs) -> Array:
         last = _shape.squeeze(_slice(x, n - 1, n, i), i)
         before = convert(linspace(ends[i][0], first, lo, endpoint=False, dtype=x.dtype, axis=i), x.dtype, weak)
         after = convert(linspace(ends[i][1], last, hi, endpoint=False, dtype=x.dtype, axis=i), x.dtype, weak)
-        x = lax.concatenate([before, x, lax.rev(after, (i,))], i)
+        x = lax.concatenate([before, x, _shape.flip(after, i)], i)
     return x
 
 
@@ -186,7 +180,7 @@ def _stats(x: Array, widths: Pairs, lengths: Pairs | None, stat: Callable[..., A
         if dtypes.is_int(x.dtype):
             before, after = _ufuncs.round(before), _ufuncs.round(after)
         before, after = convert(before, x.dtype, weak), convert(after, x.dtype, weak)
-        x = lax.concatenate([_repeat(before, lo, i), x, _repeat(after, hi, i)], i)
+        x = lax.concatenate([_shape.repeat(before, lo, i), x, _shape.repeat(after, hi, i)], i)
     return x
 
 
@@ -239,22 +233,39 @@ def pad(array: ArrayLike, pad_width: Any, mode: str | Callable[..., Any] = "cons
         return x
     if builtins.any(lo < 0 or hi < 0 for lo, hi in widths):
         raise ValueError(f"index can't contain negative values, at {user_location()}")
+    return _pad(
+        x, widths, mode, kwargs.get("constant_values", 0), _frozen(kwargs.get("stat_length")),
+        _frozen(kwargs.get("end_values", 0)), kwargs.get("reflect_type", "even"),
+    )
+
+
+def _frozen(value: Any) -> Any:
+    """Nested lists as tuples (a jit's static argument is hashed)."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+@staged(static_argnames=("widths", "mode", "stat_length", "end_values", "reflect_type"))
+def _pad(
+    x: Array, widths: tuple[tuple[int, int], ...], mode: str, constant_values: Any, stat_length: Any,
+    end_values: Any, reflect_type: str,
+) -> Array:
     if mode == "constant":
-        return _constant(x, widths, kwargs.get("constant_values", 0))
+        return _constant(x, widths, constant_values)
     if mode == "wrap":
         return _wrap(x, widths)
     if mode in ("symmetric", "reflect"):
-        kind = kwargs.get("reflect_type", "even")
+        kind = reflect_type
         if kind not in ("even", "odd"):
             raise ValueError(f"reflect_type must be 'even' or 'odd', got {kind!r}, at {user_location()}")
         return _reflect(x, widths, mode, kind == "odd")
     if mode == "edge":
         return _edge(x, widths)
     if mode == "linear_ramp":
-        return _linear_ramp(x, widths, _pairs(kwargs.get("end_values", 0), x.ndim, "end_values"))
+        return _linear_ramp(x, widths, _pairs(end_values, x.ndim, "end_values"))
     if mode == "empty":
         return _empty(x, widths)
-    stat_length = kwargs.get("stat_length")
     lengths = None if stat_length is None else _pairs(stat_length, x.ndim, "stat_length")
     if lengths is not None:
         lengths = tuple((operator.index(a), operator.index(b)) for a, b in lengths)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ferrax._jit import staged
 from ferrax import lax
 from ferrax._array import Array
 from ferrax._core import user_location
@@ -146,7 +147,11 @@ def swapaxes(a: ArrayLike, axis1: int, axis2: int) -> Array:
 def flip(m: ArrayLike, axis: Axis = None) -> Array:
     """``m`` with the order of its elements reversed along ``axis`` (every axis by
     default), with ``rev`` as JAX."""
-    x = as_array(m, "flip")
+    return _flip(as_array(m, "flip"), tuple(axis) if isinstance(axis, list) else axis)
+
+
+@staged(static_argnames=("axis",))
+def _flip(x: Array, axis: Axis) -> Array:
     return lax.rev(x, normalize_axes(axis, x.ndim, "flip"))
 
 

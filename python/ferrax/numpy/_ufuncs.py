@@ -66,10 +66,14 @@ def _select(pred: Any, on_false: Any, on_true: Any) -> Array:
     except ValueError:
         types = ", ".join(a.str_short() for a in avals)
         raise broadcast_error(f"where: shapes of {types} do not broadcast together") from None
-    cases = [c if aval_of(c).shape == shape else broadcast_to(c, shape) for c in (on_false, on_true)]
+    # Broadcast in JAX's order: the predicate, the true case, the false case.
     if avals[0].shape not in ((), shape):
         pred = broadcast_to(pred, shape)
-    return lax.select_n(pred, *cases)
+    if aval_of(on_true).shape != shape:
+        on_true = broadcast_to(on_true, shape)
+    if aval_of(on_false).shape != shape:
+        on_false = broadcast_to(on_false, shape)
+    return lax.select_n(pred, on_false, on_true)
 
 
 def _bools_as_int(xs: list[Any]) -> list[Any]:
