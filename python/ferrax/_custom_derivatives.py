@@ -111,7 +111,8 @@ class custom_jvp(Generic[P, R]):
                 total = tree_map(lambda o: ad.instantiate(ad.Zero(aval_of(o))), out)
             return out, total
 
-        jvp.__name__ = f"{_fun_name(self.fun)}_jvps"
+        # JAX's name for the rule defjvps makes.
+        jvp.__name__ = "jvp"
         self.defjvp(jvp)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ferrax._jit import staged
 from ferrax._array import Array
 from ferrax._core import aval_of, user_location
 from ferrax._custom_derivatives import custom_jvp
@@ -100,6 +101,11 @@ def solve_triangular(
     triangle read) and ``op`` the identity (``trans`` 0/'N') or the transpose (1/'T',
     2/'C')."""
     del overwrite_b, debug, check_finite
+    return _solve_triangular(a, b, trans, lower, unit_diagonal)
+
+
+@staged(static_argnames=("trans", "lower", "unit_diagonal"))
+def _solve_triangular(a: ArrayLike, b: ArrayLike, trans: int | str, lower: bool, unit_diagonal: bool) -> Array:
     if trans in (0, "N"):
         transpose_a = False
     elif trans in (1, "T", 2, "C"):
