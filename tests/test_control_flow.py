@@ -3,6 +3,7 @@ staged jaxprs, and jit against eager."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -460,3 +461,145 @@ def test_branch_output_types_as_jax(key: tuple[str, str]) -> None:
         return
     assert _types(fx.make_jaxpr(prog(lax))(True, 1).out_avals) == want
     assert _types(fx.tree_util.tree_leaves(prog(lax)(True, 1))) == want
+
+
+# vmap of control flow whose decision differs per element, against JAX: the values (eager
+# and jitted) and, for programs of lax operations only, the jaxpr text.
+
+N = np.array([0, 3, 1, 5], np.int32)
+A = np.linspace(-1.0, 1.0, 8, dtype=np.float32).reshape(4, 2)
+M = np.linspace(0.5, 2.0, 6, dtype=np.float32).reshape(2, 3)
+
+
+def _while_layouts(lx: Any, vmap: Any) -> dict[str, Any]:
+    """vmapped while loops with a batched predicate (or a batched carry only), their carries
+    batched or not when they enter: (function, arguments)."""
+
+    def count_to(n: Any, a: Any) -> Any:  # the bound a batched cond constant; carries unbatched
+        return lx.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 1.5 + 1.0, c[2]), (0, a, M))
+
+    def until_large(a: Any) -> Any:  # the predicate depends on a batched carry; M unbatched
+        return lx.while_loop(
+            lambda c: lx.reduce_max(c[0], (0,)) < 4.0, lambda c: (c[0] * 2.0 + 1.0, c[1] + 1.0), (a, M)
+        )
+
+    def fixed_trips(a: Any) -> Any:  # the predicate is the same for every element
+        return lx.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, lx.sin(c[1])), (0, a))
+
+    def lanes(n: Any, a: Any) -> Any:  # vmap within: the inner predicate batched (bool[2])
+        return vmap(lambda x: lx.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1.0, c[1] * 0.5), (x, n)))(a)
+
+    def lanes_and_rows(a: Any, b: Any) -> Any:  # b, batched outside, does not reach the predicate
+        body = lambda c: (c[0] + 1.0, c[1] * 0.5 + c[0])  # noqa: E731
+        return vmap(lambda x: lx.while_loop(lambda c: c[0] < 3.0, body, (x, b)))(a)
+
+    return {
+        "bound_batched": (vmap(count_to, in_axes=(0, None)), (N, A[0])),
+        "bound_batched_carry_batched": (vmap(count_to), (N, A)),
+        "carry_batched_axis1": (vmap(until_large, in_axes=1), (A.T,)),
+        "predicate_unbatched": (vmap(fixed_trips), (A,)),
+        "outer_batch_not_in_predicate": (vmap(lanes_and_rows, in_axes=(None, 0)), (A[0] * 3, M.T)),
+        "outer_batch_in_predicate": (vmap(lanes, in_axes=(0, 0)), (np.array([1.0, 3.0], np.float32), A[:2] * 2)),
+    }
+
+
+WHILE_LAYOUTS = list(_while_layouts(lax, fx.vmap))
+
+
+def test_vmap_of_while_with_batched_predicate_as_jax() -> None:
+    jax = pytest.importorskip("jax")
+    ours, theirs = _while_layouts(lax, fx.vmap), _while_layouts(jax.lax, jax.vmap)
+    # JAX's values, computed once for every layout.
+    want = jax.jit(lambda: {k: f(*args) for k, (f, args) in theirs.items()})()
+    for key in WHILE_LAYOUTS:
+        f, args = ours[key]
+        expected = jax.tree_util.tree_leaves(want[key])
+        for got in (f(*args), fx.jit(f)(*args)):
+            leaves = fx.tree_util.tree_leaves(got)
+            assert len(leaves) == len(expected), key
+            for g, w in zip(leaves, expected):
+                assert np.asarray(g).shape == np.asarray(w).shape, key
+                np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, err_msg=key)
+        assert _text(fx.make_jaxpr(f)(*args)) == _text(jax.make_jaxpr(theirs[key][0])(*args)), key
+
+
+def _text(closed: Any) -> str:
+    """A jaxpr's text on one line, JAX's `np.int64(1)` params (NPINT in test_jax_corpus)
+    written as ints."""
+    text = re.sub(r"np\.int64\((-?\d+)\)", r"\1", str(closed))
+    return re.sub(r"\s+\]", "]", re.sub(r"\[\s+", "[", re.sub(r"\s+", " ", text)))
+
+
+def test_vmap_of_while_with_batched_predicate_keeps_it_batched() -> None:
+    # The cond_jaxpr returns the predicate per element; the body does not select.
+    closed = fx.make_jaxpr(fx.vmap(lambda n: lax.while_loop(lambda c: c < 10, lambda c: c * 2 + 1, n)))(N)
+    (eqn,) = closed.jaxpr.eqns
+    assert eqn.primitive == "while"
+    assert [a.str_short() for a in eqn.params["cond_jaxpr"].out_avals] == ["bool[4]"]
+    assert "select_n" not in str(eqn.params["body_jaxpr"])
+    want = []
+    for n in N.tolist():
+        while n < 10:
+            n = n * 2 + 1
+        want.append(n)
+    np.testing.assert_array_equal(np.asarray(fx.vmap(lambda n: lax.while_loop(lambda c: c < 10, lambda c: c * 2 + 1, n))(N)), want)
+
+
+def test_jvp_of_vmap_of_while_with_batched_predicate() -> None:
+    jax = pytest.importorskip("jax")
+
+    def prog(lx: Any, vmap: Any) -> Any:
+        return vmap(lambda n, a: lx.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, lx.sin(c[1]) * 1.5), (0, a))[1])
+
+    t = np.ones_like(A)
+    got = fx.jvp(lambda a: prog(lax, fx.vmap)(N, a), (A,), (t,))
+    want = jax.jvp(lambda a: prog(jax.lax, jax.vmap)(N, a), (A,), (t,))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5)
+
+
+def _cond_program(lx: Any, np_: Any, vmap: Any) -> Any:
+    # sqrt and its derivative are NaN where the branch is not taken: the gradient must not be.
+    return vmap(lambda p, x: lx.cond(p, lambda v: lx.sqrt(v) * 2.0, lambda v: v * v, x))
+
+
+def test_vmap_of_cond_with_batched_predicate_as_jax() -> None:
+    jax = pytest.importorskip("jax")
+    p = np.array([True, False, True, False])
+    x = np.array([0.5, -2.0, 3.0, -0.25], np.float32)
+    ours, theirs = _cond_program(lax, fnp, fx.vmap), _cond_program(jax.lax, jax.numpy, jax.vmap)
+    assert str(fx.make_jaxpr(ours)(p, x)) == str(jax.make_jaxpr(theirs)(p, x))
+    want_v, want_g = jax.jit(lambda: (theirs(p, x), jax.grad(lambda x: theirs(p, x).sum())(x)))()
+    grad = fx.grad(lambda x: ours(p, x).sum())
+    for v, g in ((ours(p, x), grad(x)), fx.jit(lambda: (ours(p, x), grad(x)))()):
+        np.testing.assert_allclose(np.asarray(v), np.asarray(want_v), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(want_g), rtol=1e-6)
+        assert np.isfinite(np.asarray(g)).all()
+
+
+def test_cond_branch_without_constants_is_inlined_as_jax() -> None:
+    jax = pytest.importorskip("jax")
+    w = np.arange(9, dtype=np.float32).reshape(3, 3)
+
+    def prog(lx: Any) -> Any:
+        return lambda p, x: lx.cond(p, lambda v: v - 1.0, lambda v: lx.dot(w, v), x)
+
+    ours = fx.make_jaxpr(prog(lax))(True, X[:3])
+    assert str(ours) == str(jax.make_jaxpr(prog(jax.lax))(True, X[:3]))
+    assert "jit" not in str(ours)
+    for p in (True, False):
+        np.testing.assert_allclose(np.asarray(fx.jit(prog(lax))(p, X[:3])), np.asarray(prog(jax.lax)(p, X[:3])), rtol=1e-6)
+
+
+def test_weak_float_literal_keeps_its_python_value() -> None:
+    jax = pytest.importorskip("jax")
+
+    def prog(lx: Any) -> Any:
+        return lambda xs: lx.scan(lambda c, x: (c * 0.9 + x, c * 0.1), 0.0, xs, reverse=True)
+
+    xs = np.arange(8, dtype=np.float32)
+    text = str(fx.make_jaxpr(prog(lax))(xs))
+    assert "0.9:f32[]" in text and "0.1:f32[]" in text
+    assert text == str(jax.make_jaxpr(prog(jax.lax))(xs))
+    for g, w in zip(fx.tree_util.tree_leaves(fx.jit(prog(lax))(xs)), jax.tree_util.tree_leaves(prog(jax.lax)(xs))):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)

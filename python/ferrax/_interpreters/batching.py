@@ -20,7 +20,10 @@ from ferrax._core import ConcreteArray, Primitive, Trace, Tracer, aval_of, new_m
 from ferrax._interpreters.axis_env import AxisFrame, bind_axes
 from ferrax.errors import FerraxError
 
-__all__ = ["BatchTrace", "BatchTracer", "BatchingError", "at_front", "batch_flat", "batch_jaxpr", "register_axis_ops"]
+__all__ = [
+    "BatchTrace", "BatchTracer", "BatchingError", "at_front", "batch_flat", "batch_jaxpr", "batch_jaxpr_axes",
+    "register_axis_ops",
+]
 
 
 class BatchingError(FerraxError, NotImplementedError):
@@ -42,6 +45,12 @@ def moveaxis(x: Any, src: int, dst: int) -> Any:
     """``x`` with axis ``src`` moved to ``dst``."""
     assert _moveaxis is not None
     return x if src == dst else _moveaxis(x, src, dst)
+
+
+def broadcast(x: Any, size: int, axis: int) -> Any:
+    """``x`` with a new axis of ``size`` at ``axis``."""
+    assert _broadcast is not None
+    return _broadcast(x, size, axis)
 
 
 def bdim_at_front(x: Any, bdim: int | None, size: int) -> Any:
@@ -213,6 +222,50 @@ def batch_jaxpr(
     result = (batched, list(out_batched))
     _batch_cache[key] = result
     return result
+
+
+_batch_axes_cache: dict[tuple[Any, ...], _ir.ClosedJaxpr] = {}
+
+
+def batch_jaxpr_axes(
+    closed: _ir.ClosedJaxpr, axis_size: int, in_dims: Sequence[int | None], out_dims: Sequence[int | None]
+) -> _ir.ClosedJaxpr:
+    """A jaxpr vectorized with its batch axes where the caller wants them: input ``i``
+    takes a batch axis of ``axis_size`` at position ``in_dims[i]`` (``None``: unbatched),
+    and output ``k`` returns one at ``out_dims[k]`` (broadcast there if the output does
+    not depend on a batched input); ``out_dims[k] is None`` means the output must not be
+    batched (a :class:`BatchingError` if it is). Memoized like :func:`batch_jaxpr`."""
+    axis_name = _rule_axis.name
+    key = (closed, axis_size, tuple(in_dims), tuple(out_dims), axis_name)
+    hit = _batch_axes_cache.get(key)
+    if hit is not None:
+        return hit
+    from ferrax._interpreters.ad import eval_closed
+    from ferrax._staging import trace_to_jaxpr
+    from ferrax.tree_util import tree_structure
+
+    avals = [
+        a if d is None else _ir.ShapedArray((*a.shape[:d], axis_size, *a.shape[d:]), a.dtype, a.weak_type)
+        for a, d in zip(closed.in_avals, in_dims, strict=True)
+    ]
+
+    def fun(*xs: Any) -> list[Any]:
+        outs, got = batch_flat(lambda *ys: eval_closed(closed, *ys), list(xs), list(in_dims), axis_size, axis_name)
+        placed = []
+        for o, d, want in zip(outs, got, out_dims, strict=True):
+            if want is None:
+                if d is not None:
+                    raise BatchingError("an output that must stay unbatched depends on a batched input")
+                placed.append(o)
+            elif d is None:
+                placed.append(broadcast(o, axis_size, want))
+            else:
+                placed.append(moveaxis(o, d, want))
+        return placed
+
+    batched, _ = trace_to_jaxpr(fun, avals, tree_structure(tuple(range(len(avals)))))
+    _batch_axes_cache[key] = batched
+    return batched
 
 
 def at_front(vals: Sequence[Any], dims: Sequence[int | None]) -> list[Any]:

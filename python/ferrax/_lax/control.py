@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ferrax import _ir, dtypes
-from ferrax._core import Primitive, Tracer, aval_of, user_location
+from ferrax._core import ConcreteArray, Primitive, Tracer, aval_of, to_numpy, user_location
 from ferrax._interpreters import ad, batching
 from ferrax._interpreters.partial_eval import partial_eval_rules, split_by_pass
 from ferrax._user_frames import in_ferrax
@@ -49,9 +49,22 @@ def _while_impl(*args: Any, cond_jaxpr: _ir.ClosedJaxpr, body_jaxpr: _ir.ClosedJ
     cond_consts = list(args[:cond_nconsts])
     body_consts = list(args[cond_nconsts : cond_nconsts + body_nconsts])
     carry = list(args[cond_nconsts + body_nconsts :])
-    while bool(np.asarray(_eval(cond_jaxpr, *cond_consts, *carry)[0])):
-        carry = _eval(body_jaxpr, *body_consts, *carry)
+    pred = np.asarray(_eval(cond_jaxpr, *cond_consts, *carry)[0])
+    while pred.any():
+        new = _eval(body_jaxpr, *body_consts, *carry)
+        if pred.ndim:
+            # A batched predicate (its shape a prefix of every carry's): the loop runs while
+            # any element's holds; an element whose predicate is false keeps its carry.
+            carry = [_keep_where(pred, np.asarray(c), np.asarray(n)) for c, n in zip(carry, new)]
+        else:
+            carry = new
+        pred = np.asarray(_eval(cond_jaxpr, *cond_consts, *carry)[0])
     return [np.asarray(c) for c in carry]
+
+
+def _keep_where(pred: np.ndarray[Any, Any], old: np.ndarray[Any, Any], new: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``new`` where ``pred`` (broadcast along the trailing axes) holds, else ``old``."""
+    return np.where(pred.reshape(pred.shape + (1,) * (old.ndim - pred.ndim)), new, old)
 
 
 @scan_p.def_impl
@@ -365,15 +378,24 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
 def _with_unused_inputs(
     j: _ir.ClosedJaxpr, const_avals: list[_ir.ShapedArray], start: int, count: int, op_avals: list[_ir.ShapedArray]
 ) -> _ir.ClosedJaxpr:
-    """A jaxpr taking all constants and the operands, calling ``j`` on its own constants
-    (positions ``start..start+count``) and the operands."""
+    """``j``'s equations in a jaxpr taking all constants and the operands: it reads its
+    own constants (positions ``start..start+count``) and the operands, the other
+    constants are unused inputs (as JAX joins the branches' constants)."""
     if len(const_avals) == count:
         return j
     b = _ir.JaxprBuilder()
     cs = [b.add_invar(a) for a in const_avals]
     ops = [b.add_invar(a) for a in op_avals]
-    outs = b.add_eqn("jit", cs[start : start + count] + ops, {"jaxpr": j, "name": "branch"})
-    return _ir.ClosedJaxpr(b.build(outs), [])
+    outs = b.inline_traced(j.jaxpr, cs[start : start + count] + ops, _Inlined, None)
+    return _ir.ClosedJaxpr(b.build([o.atom for o in outs]), [])
+
+
+class _Inlined:
+    """An output of :meth:`_ir.JaxprBuilder.inline_traced` outside any trace: its
+    ``atom`` is the variable or literal."""
+
+    __slots__ = ("_trace", "atom", "aval")
+    atom: _ir.Var | _ir.Literal
 
 
 def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any) -> Any:
@@ -428,11 +450,61 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
             f"{_types_text(cj.out_avals)}.\n  cond_fun is {_fun_text(cond_fun)}; at {user_location()}"
         )
     _check_carry("lax.while_loop", "body_fun", body_fun, carry_name, tree, avals, btree, bj.out_avals)
-    outs = while_p.bind(
-        *cconsts, *bconsts, *flat,
-        cond_jaxpr=cj, body_jaxpr=bj, cond_nconsts=len(cconsts), body_nconsts=len(bconsts),
-    )
-    return tree_unflatten(tree, outs)
+    return tree_unflatten(tree, _bind_while(cj, cconsts, bj, bconsts, flat))
+
+
+def _bind_while(
+    cj: _ir.ClosedJaxpr, cconsts: list[Any], bj: _ir.ClosedJaxpr, bconsts: list[Any], init: list[Any]
+) -> list[Any]:
+    """The ``while`` equation. As JAX's while_loop: a carry the body returns unchanged
+    and the predicate does not read is no carry but a body constant (the first ones), so
+    that it stays unbatched under vmap with a batched predicate; the loop's output for
+    it is its initial value."""
+    nc, nb = len(cconsts), len(bconsts)
+    body = bj.jaxpr
+    invars = body.invars
+    forwarded = [isinstance(o, _ir.Var) and o == invars[nb + k] for k, o in enumerate(body.outvars)]
+    if any(forwarded):
+        cond_dced, cond_used = _ir.dce(cj.jaxpr, [True])
+        moved = [f and not u for f, u in zip(forwarded, cond_used[nc:])]
+    else:
+        moved = []
+    if not any(moved):
+        return list(while_p.bind(
+            *cconsts, *bconsts, *init,
+            cond_jaxpr=cj, body_jaxpr=bj, cond_nconsts=nc, body_nconsts=nb,
+        ))
+    kept = [not m for m in moved]
+    # The predicate without its dead code and the moved carries' inputs.
+    cb = _ir.JaxprBuilder()
+    c_in = [cb.add_invar(a) for a, keep in zip(cj.in_avals, [True] * nc + kept) if keep]
+    c_used = [v for v, u in zip(c_in, [u for u, keep in zip(cond_used, [True] * nc + kept) if keep]) if u]
+    c_outs = cb.inline_traced(cond_dced, c_used, _Inlined, None)
+    cond = _ir.ClosedJaxpr(cb.build([o.atom for o in c_outs]), [])
+    # The body taking the moved carries first, then its constants and the other carries.
+    bb = _ir.JaxprBuilder()
+    carry_avals = bj.in_avals[nb:]
+    moved_in = {k: bb.add_invar(a) for k, a in enumerate(carry_avals) if moved[k]}
+    const_in = [bb.add_invar(a) for a in bj.in_avals[:nb]]
+    kept_in = {k: bb.add_invar(a) for k, a in enumerate(carry_avals) if not moved[k]}
+    args = const_in + [moved_in[k] if moved[k] else kept_in[k] for k in range(len(carry_avals))]
+    b_outs = bb.inline_traced(body, args, _Inlined, None)
+    body_new = _ir.ClosedJaxpr(bb.build([o.atom for o, keep in zip(b_outs, kept) if keep]), [])
+    moved_vals = [x for x, m in zip(init, moved) if m]
+    outs = iter(while_p.bind(
+        *cconsts, *moved_vals, *bconsts, *[x for x, keep in zip(init, kept) if keep],
+        cond_jaxpr=cond, body_jaxpr=body_new, cond_nconsts=nc, body_nconsts=len(moved_vals) + nb,
+    ))
+    # An initial value comes back as an array (JAX hands back the NumPy value itself).
+    firsts = iter([_as_array(x) for x in moved_vals])
+    return [next(firsts) if m else next(outs) for m in moved]
+
+
+def _as_array(x: Any) -> Any:
+    """A NumPy array or scalar as a ferrax array; anything else as it is."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return ConcreteArray(to_numpy(x), False)
+    return x
 
 
 def _bound_dtypes(lower: Any, upper: Any) -> tuple[np.dtype[Any], _ir.ShapedArray, _ir.ShapedArray]:
@@ -507,10 +579,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
             cj, cconsts, bj, bconsts, btree = trace_both(avals)
     out_carry_tree = btree.children[2] if btree.children and len(btree.children) == 3 else None
     _check_carry("lax.fori_loop", "body_fun", body_fun, carry_name, tree, avals[2:], out_carry_tree, bj.out_avals[2:])
-    outs = while_p.bind(
-        *cconsts, *bconsts, lo_t, hi_t, *flat,
-        cond_jaxpr=cj, body_jaxpr=bj, cond_nconsts=len(cconsts), body_nconsts=len(bconsts),
-    )
+    outs = _bind_while(cj, cconsts, bj, bconsts, [lo_t, hi_t, *flat])
     return tree_unflatten(tree, outs[2:])
 
 
@@ -769,12 +838,10 @@ def _select_by(which: Any, cases: Sequence[Any]) -> Any:
 def _cond_batch(
     vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, branches: tuple[_ir.ClosedJaxpr, ...]
 ) -> tuple[list[Any], list[int | None]]:
+    if dims[0] is not None:
+        return _cond_batch_select(vals, dims, axis_size, branches)
     index, *ops = batching.at_front(vals, dims)
     in_b = [d is not None for d in dims[1:]]
-    if dims[0] is not None:
-        # The index differs per element: every branch runs on the whole batch.
-        outs = [ad.eval_closed(batching.batch_jaxpr(b, axis_size, in_b, True)[0], *ops) for b in branches]
-        return [_select_by(index, [o[k] for o in outs]) for k in range(len(outs[0]))], [0] * len(outs[0])
     out_b = [False] * len(branches[0].out_avals)
     for b in branches:
         out_b = [x or y for x, y in zip(out_b, batching.batch_jaxpr(b, axis_size, in_b, False)[1])]
@@ -790,18 +857,39 @@ def _cond_batch(
     return list(outs), [0 if b else None for b in out_b]
 
 
+def _cond_batch_select(
+    vals: Sequence[Any], dims: Sequence[int | None], axis_size: int, branches: tuple[_ir.ClosedJaxpr, ...]
+) -> tuple[list[Any], list[int | None]]:
+    """vmap of a cond whose index differs per element, as JAX does it: a select over the
+    outputs of every branch, each run on the whole batch. Branch ``i`` sees the operands
+    only where the index is ``i``, elsewhere the same values through ``stop_gradient``:
+    the lanes whose result is discarded then contribute no gradient, so a branch that is
+    not finite where it is not taken (``log`` of a negative operand, say) cannot turn the
+    discarded lanes' zero cotangents into NaN (JAX issue 1052)."""
+    from ferrax._lax.custom import stop_gradient
+    from ferrax._lax.elementwise import eq
+
+    index, *ops = [batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims)]
+    every = [True] * len(ops)
+    outs = []
+    for i, b in enumerate(branches):
+        batched, _ = batching.batch_jaxpr(b, axis_size, every, True)
+        taken = eq(index, np.int32(i))
+        outs.append(ad.eval_closed(batched, *[_select_by(taken, [stop_gradient(x), x]) for x in ops]))
+    n = len(branches[0].out_avals)
+    return [_select_by(index, [o[k] for o in outs]) for k in range(n)], [0] * n
+
+
 def _while_batch(
     vals: Sequence[Any], dims: Sequence[int | None], *, axis_size: int, cond_jaxpr: _ir.ClosedJaxpr,
     body_jaxpr: _ir.ClosedJaxpr, cond_nconsts: int, body_nconsts: int,
 ) -> tuple[list[Any], list[int | None]]:
-    from ferrax._lax.reductions import reduce_max
-    from ferrax._staging import trace_to_jaxpr
-    from ferrax.tree_util import tree_structure
-
     cc, bc = cond_nconsts, body_nconsts
-    batched = [d is not None for d in dims]
-    cconst_b, bconst_b, carry_b = batched[:cc], batched[cc : cc + bc], batched[cc + bc :]
+    cconst_dims, bconst_dims, init_dims = list(dims[:cc]), list(dims[cc : cc + bc]), list(dims[cc + bc :])
+    cconst_b = [d is not None for d in cconst_dims]
+    bconst_b = [d is not None for d in bconst_dims]
     # A carry is batched if it starts batched or the body makes it so.
+    carry_b = [d is not None for d in init_dims]
     while True:
         out_b = batching.batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b, False)[1]
         new = [x or y for x, y in zip(carry_b, out_b)]
@@ -809,48 +897,38 @@ def _while_batch(
             break
         carry_b = new
     pred_b = batching.batch_jaxpr(cond_jaxpr, axis_size, cconst_b + carry_b, False)[1][0]
+    carry_dims: list[int | None]
     if pred_b:
-        carry_b = [True] * len(carry_b)
-    args = batching.at_front(vals, dims)
-    cconsts, bconsts, carry = args[:cc], args[cc : cc + bc], args[cc + bc :]
-    carry = [batching.bdim_at_front(v, None, axis_size) if b and not isb else v for v, b, isb in zip(carry, carry_b, batched[cc + bc :])]
-    body, _ = batching.batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b, carry_b)
-    cond, _ = batching.batch_jaxpr(cond_jaxpr, axis_size, cconst_b + carry_b, False)
-    if not pred_b:
-        cond_h, cextra = ad.hoist_consts(cond)
-        body_h, bextra = ad.hoist_consts(body)
-        outs = while_p.bind(
-            *cextra, *cconsts, *bextra, *bconsts, *carry,
-            cond_jaxpr=cond_h, body_jaxpr=body_h, cond_nconsts=len(cextra) + cc, body_nconsts=len(bextra) + bc,
-        )
-        return list(outs), [0 if b else None for b in carry_b]
-    # The predicate differs per element: loop while any element's holds; an element whose
-    # predicate is false keeps its carry.
-    nc = len(carry)
-    c_avals, b_avals, k_avals = (_operand_avals(xs) for xs in (cconsts, bconsts, carry))
-
-    def any_cond(*xs: Any) -> list[Any]:
-        (pred,) = ad.eval_closed(cond, *xs)
-        return [reduce_max(pred, (0,))]
-
-    def guarded_body(*xs: Any) -> list[Any]:
-        cs, bs, ks = xs[:cc], xs[cc : cc + bc], xs[cc + bc :]
-        (pred,) = ad.eval_closed(cond, *cs, *ks)
-        new = ad.eval_closed(body, *bs, *ks)
-        return [_select_by(pred, [old, nxt]) for old, nxt in zip(ks, new)]
-
-    def staged(f: Callable[..., Any], avals: list[_ir.ShapedArray]) -> tuple[_ir.ClosedJaxpr, list[Any]]:
-        closed, _ = trace_to_jaxpr(f, avals, tree_structure(tuple(range(len(avals)))))
-        return ad.hoist_consts(closed)
-
-    cond_h, cextra = staged(any_cond, c_avals + k_avals)
-    body_h, bextra = staged(guarded_body, c_avals + b_avals + k_avals)
+        # The predicate differs per element: it stays batched (bool[B, ...]), every carry
+        # is batched at axis 0 and the loop runs while any element's predicate holds, an
+        # element whose predicate is false keeping its carry (the while primitive's
+        # meaning when its predicate is not a scalar).
+        carry_dims = [0] * len(carry_b)
+        body = batching.batch_jaxpr_axes(body_jaxpr, axis_size, bconst_dims + carry_dims, carry_dims)
+        cond = batching.batch_jaxpr_axes(cond_jaxpr, axis_size, cconst_dims + carry_dims, [0])
+    else:
+        # The predicate is the same for every element; it may already be batched (bool[s],
+        # a prefix of every carry's shape, under a vmap within): the new batch axis goes
+        # after that prefix.
+        rank = len(cond_jaxpr.out_avals[0].shape)
+        carry_dims = [rank if b else None for b in carry_b]
+        body = batching.batch_jaxpr_axes(body_jaxpr, axis_size, bconst_dims + carry_dims, carry_dims)
+        cond = batching.batch_jaxpr_axes(cond_jaxpr, axis_size, cconst_dims + carry_dims, [None])
+    init = []
+    for x, old, want in zip(vals[cc + bc :], init_dims, carry_dims):
+        if want is None:
+            init.append(x)
+        elif old is None:
+            init.append(batching.broadcast(x, axis_size, want))
+        else:
+            init.append(batching.moveaxis(x, old, want))
+    cond_h, cextra = ad.hoist_consts(cond)
+    body_h, bextra = ad.hoist_consts(body)
     outs = while_p.bind(
-        *cextra, *cconsts, *bextra, *cconsts, *bconsts, *carry,
-        cond_jaxpr=cond_h, body_jaxpr=body_h, cond_nconsts=len(cextra) + cc, body_nconsts=len(bextra) + cc + bc,
+        *cextra, *vals[:cc], *bextra, *vals[cc : cc + bc], *init,
+        cond_jaxpr=cond_h, body_jaxpr=body_h, cond_nconsts=len(cextra) + cc, body_nconsts=len(bextra) + bc,
     )
-    assert len(outs) == nc
-    return list(outs), [0] * nc
+    return list(outs), carry_dims
 
 
 def _scan_batch(
