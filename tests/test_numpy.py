@@ -747,11 +747,18 @@ def _jax_eqns(f: Call, *args: Any) -> list[tuple[str, list[tuple[tuple[int, ...]
 
 
 def _our_eqns(f: Call, *args: Any) -> list[tuple[str, list[tuple[tuple[int, ...], str]]]]:
-    closed = check_staged(f, *args)
-    return [
-        (e.primitive, [(tuple(v.aval.shape), str(v.aval.dtype)) for v in e.outvars])
-        for e in closed.jaxpr.eqns
-    ]
+    """ferrax's equations, nested ``jit``s inlined as for JAX's."""
+    out: list[tuple[str, list[tuple[tuple[int, ...], str]]]] = []
+
+    def walk(jaxpr: Any) -> None:
+        for e in jaxpr.eqns:
+            if e.primitive == "jit":
+                walk(e.params["jaxpr"].jaxpr)
+            else:
+                out.append((e.primitive, [(tuple(v.aval.shape), str(v.aval.dtype)) for v in e.outvars]))
+
+    walk(check_staged(f, *args).jaxpr)
+    return out
 
 
 JAXPR_CASES: dict[str, tuple[Call, tuple[Any, ...]]] = {

@@ -239,16 +239,17 @@ for _p in (reduce_and_p, reduce_or_p, reduce_xor_p):
 
 
 # ---------------------------------------------------------------------------- batching
-# Rules for ``vmap``: the batch axis goes first and the reduced axes shift by one.
+# Rules for ``vmap``, as JAX's: the batch axis stays where it is, the reduced axes at or
+# after it shift by one (NumPy integers, as JAX computes them with NumPy).
 
 
 def _install_batching() -> None:
-    from ferrax._interpreters import batching
-
     def rule_for(prim: Primitive) -> None:
         def rule(vals: Any, dims: Any, *, axis_size: int, axes: tuple[int, ...], **params: Any) -> Any:
-            x = batching.moveaxis(vals[0], dims[0], 0)
-            return bind1(prim, x, axes=tuple(a + 1 for a in axes), **params), 0
+            x, d = vals[0], dims[0]
+            shifted = tuple(np.where(np.less(axes, d), axes, np.add(axes, 1))) if axes else ()
+            kept = [i for i in range(len(x.shape)) if i not in shifted]
+            return bind1(prim, x, axes=shifted, **params), kept.index(d)
 
         prim.def_batch(rule)
 
