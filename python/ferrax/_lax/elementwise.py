@@ -838,7 +838,7 @@ def _elementwise_batch(primitive: Primitive, size_one: bool, scalar_ok: tuple[in
             # batched operands of lower rank get trailing size-1 axes (expand_dims, a
             # broadcast_in_dim); the primitive broadcasts the size-1 axes.
             fronted = [
-                v if not v.shape else broadcast_in_dim(v, (1, *v.shape), tuple(range(1, len(v.shape) + 1)))
+                v if not v.shape else broadcast_in_dim(v, (1, *v.shape), tuple(np.arange(1, len(v.shape) + 1)))
                 if d is None else batching.moveaxis(v, d, 0)
                 for v, d in zip(vals, dims)
             ]

@@ -32,6 +32,12 @@ def _ints(xs: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(x) for x in xs)
 
 
+def _dims(xs: Sequence[int]) -> tuple[int, ...]:
+    """Axis numbers as given: NumPy integers stay so (JAX keeps them, and prints them
+    ``np.int64(1)``), others become ints."""
+    return tuple(x if isinstance(x, np.integer) else int(x) for x in xs)
+
+
 broadcast_in_dim_p = Primitive.builtin("broadcast_in_dim")
 
 
@@ -234,7 +240,7 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: S
     returned as it is.
     """
     x = scalar(operand)
-    shape_t, dims = _ints(shape), _ints(broadcast_dimensions)
+    shape_t, dims = _ints(shape), _dims(broadcast_dimensions)
     if isinstance(x, Array) and x.shape == shape_t and dims == tuple(range(len(shape_t))):
         return x
     return bind1(broadcast_in_dim_p, x, shape=shape_t, broadcast_dimensions=dims)
@@ -311,7 +317,7 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Array]:
     a = operator.index(axis)
     if not -rank <= a < rank:
         raise ValueError(f"axis {a} is out of bounds for array of dimension {rank}, at {user_location()}")
-    return list(split_p.bind(x, sizes=_ints(sizes), axis=a % rank))
+    return list(split_p.bind(x, sizes=_dims(sizes), axis=a % rank))
 
 
 def stack(operands: Sequence[Any], axis: int = 0) -> Array:
@@ -392,7 +398,7 @@ def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, in
     """
     x = scalar(operand)
     value = scalar(padding_value)
-    config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
+    config = tuple(_dims(triple) for triple in padding_config)
     shape = aval_of(x).shape
     if aval_of(value).shape != ():
         raise ValueError(f"padding_value must be a scalar; got shape {aval_of(value).shape}")
@@ -428,7 +434,9 @@ def _start_indices(shape: Sequence[int], indices: Sequence[Any], what: str) -> l
     dtype = kinds.pop() if len(kinds) == 1 else dtypes.default_int()
     out: list[Any] = []
     for i, size in zip(indices, shape):
-        if isinstance(i, Tracer):
+        # As JAX: Python and NumPy integers are normalized now, arrays (traced or not)
+        # in the jaxpr.
+        if isinstance(i, (Tracer, ConcreteArray)):
             if i.dtype != dtype:
                 i = convert_element_type(i, dtype)
             if dtype.kind == "i":
@@ -597,7 +605,8 @@ def _install_batching() -> None:
         (x,) = _front(vals, dims, axis_size)
         return bind1(
             broadcast_in_dim_p, x, shape=(axis_size, *shape),
-            broadcast_dimensions=(0, *(d + 1 for d in broadcast_dimensions)), **params,
+            # Shifted with NumPy, as JAX's rule (so printed `np.int64(1)`).
+            broadcast_dimensions=(0, *np.add(1, broadcast_dimensions)) if broadcast_dimensions else (0,), **params,
         ), 0
 
     broadcast_in_dim_p.def_batch(bcast)

@@ -688,8 +688,9 @@ def _split(
         if rest and name == "split":
             raise ValueError(f"array split does not result in an equal division: rest is {rest}, at {user_location()}")
         sizes = [part + 1] * rest + [part] * (count - rest)
-    # One split equation, as JAX (its transpose is one concatenate).
-    return lax.split(x, sizes, dim)
+    # One split equation, as JAX (its transpose is one concatenate), its sizes NumPy
+    # integers as JAX's are.
+    return lax.split(x, [np.int64(s) for s in sizes], dim)
 
 
 def split(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike, axis: int = 0) -> list[Array]:

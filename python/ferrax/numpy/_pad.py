@@ -79,7 +79,8 @@ def _constant(x: Array, widths: Pairs, values: Any) -> Array:
         values = np.asarray(values)
     v = convert(values, x.dtype, aval_of(x).weak_type)
     if v.ndim == 0 or v.shape == (1,):
-        return lax.pad(x, _shape.reshape(v, ()), [(lo, hi, 0) for lo, hi in widths])
+        # The widths as NumPy integers, as JAX reads them from an array.
+        return lax.pad(x, _shape.reshape(v, ()), [(np.int64(lo), np.int64(hi), 0) for lo, hi in widths])
     if v.ndim == 1 and v.shape[0] != 2:
         raise ValueError(
             f"jnp.pad: constant_values has unsupported shape {v.shape}. If the shape is 1D or 2D, "

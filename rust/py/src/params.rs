@@ -379,15 +379,58 @@ fn record_to_py<'py, const N: usize>(
 pub fn params_to_py<'py>(py: Python<'py>, params: &Params) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     for (name, value) in params.iter() {
-        dict.set_item(name, param_to_py(py, value)?)?;
+        if params.has_numpy_ints(name) {
+            dict.set_item(name, marked_to_py(py, params, name, value)?)?;
+        } else {
+            dict.set_item(name, param_to_py(py, value)?)?;
+        }
     }
     Ok(dict)
+}
+
+/// An int, int-tuple or padding param whose integers include NumPy ones: those as NumPy
+/// scalars again (`numpy.int64(1)`), so a rule rebinding the params keeps them.
+fn marked_to_py<'py>(
+    py: Python<'py>,
+    params: &Params,
+    name: &str,
+    value: &Param,
+) -> PyResult<Bound<'py, PyAny>> {
+    let numpy = py.import("numpy")?;
+    let int = |i: usize, n: i64| -> PyResult<Bound<'py, PyAny>> {
+        match params.numpy_int(name, i) {
+            Some(d) => numpy.getattr(d.numpy_name())?.call1((n,)),
+            None => Ok(n.into_pyobject(py)?.into_any()),
+        }
+    };
+    Ok(match value {
+        Param::Int(n) => int(0, *n)?,
+        Param::Ints(xs) => {
+            let items = xs
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| int(i, n))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, items)?.into_any()
+        }
+        Param::Padding(dims) => {
+            let mut rows = Vec::with_capacity(dims.len());
+            for (k, &(lo, hi, interior)) in dims.iter().enumerate() {
+                let row = [int(3 * k, lo)?, int(3 * k + 1, hi)?, int(3 * k + 2, interior)?];
+                rows.push(PyTuple::new(py, row)?);
+            }
+            PyTuple::new(py, rows)?.into_any()
+        }
+        other => param_to_py(py, other)?,
+    })
 }
 
 /// Reads the params of an equation of `primitive` from a mapping of names to values.
 pub fn params_from_py(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Result<Params> {
     let builtin = primitive.as_builtin();
     let mut pairs: Vec<(String, Param)> = Vec::new();
+    // NumPy integers among the ints, remembered so the printer writes them as JAX does.
+    let mut marks: Vec<(String, usize, ferrax_ir::DType)> = Vec::new();
     let mut add = |name: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>| -> Result<()> {
         let name = name.cast::<PyString>().map_err(|_| {
             pyo3::exceptions::PyTypeError::new_err(format!(
@@ -425,6 +468,12 @@ pub fn params_from_py(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Resul
                 }
             },
         };
+        if matches!(param, Param::Int(_) | Param::Ints(_) | Param::Padding(_)) {
+            let mut next = 0;
+            let mut found = Vec::new();
+            numpy_int_marks(value, &mut next, &mut found)?;
+            marks.extend(found.into_iter().map(|(i, d)| (name.to_owned(), i, d)));
+        }
         pairs.push((name.to_owned(), param));
         Ok(())
     };
@@ -438,7 +487,41 @@ pub fn params_from_py(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Resul
             add(&name, &value)?;
         }
     }
-    Ok(Params::new(pairs))
+    let params = Params::new(pairs);
+    Ok(if marks.is_empty() {
+        params
+    } else {
+        params.with_numpy_ints(marks)
+    })
+}
+
+/// The NumPy integer scalars (`np.int64(1)`) among the integers of an int, int-tuple or
+/// padding param's value, by their index in printed order, with their dtypes. `next`
+/// counts the integers seen. (The value is one of those kinds: at most two levels deep.)
+fn numpy_int_marks(
+    v: &Bound<'_, PyAny>,
+    next: &mut usize,
+    out: &mut Vec<(usize, ferrax_ir::DType)>,
+) -> Result<()> {
+    if v.is_exact_instance_of::<PyInt>() {
+        *next += 1;
+        return Ok(());
+    }
+    if let Some(items) = sequence_items(v)? {
+        for item in &items {
+            numpy_int_marks(item, next, out)?;
+        }
+        return Ok(());
+    }
+    if let Ok(dtype) = v.getattr("dtype") {
+        if let Ok(d) = dtype_from_py(&dtype) {
+            if d.is_int() {
+                out.push((*next, d));
+            }
+        }
+    }
+    *next += 1;
+    Ok(())
 }
 
 /// Reads a value as a param of `kind`; `None` if it is not one.
