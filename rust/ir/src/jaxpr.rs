@@ -285,6 +285,31 @@ impl Eqn {
     }
 }
 
+/// Writes params as an equation's one-line form shows them, `[name=short name=short]`
+/// (each value as [`crate::text::format_param_short`] gives it), nothing when there are
+/// none: [`Eqn`]'s `Display` and the typechecker's equation lines.
+pub(crate) fn write_params_short(w: &mut impl fmt::Write, params: &Params) -> fmt::Result {
+    if params.is_empty() {
+        return Ok(());
+    }
+    w.write_char('[')?;
+    for (i, (n, p)) in params.iter().enumerate() {
+        let sep = if i > 0 { " " } else { "" };
+        write!(w, "{sep}{n}={}", crate::text::format_param_short(p))?;
+    }
+    w.write_char(']')
+}
+
+/// Types joined by `, ` (`f32[3], i32[]`): [`Jaxpr`]'s `Debug` and
+/// [`crate::typecheck::JaxprType`]'s `Display`.
+pub(crate) fn join_avals(avals: &[AbstractValue]) -> String {
+    avals
+        .iter()
+        .map(AbstractValue::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The equation on one line, its variables and literals by id (`v2 = add v0 l0`) and
 /// nested jaxprs as `{...}`: an equation does not know its jaxpr's names or literals.
 /// [`Jaxpr::eqn_text`] prints one with the names the jaxpr's text gives.
@@ -297,14 +322,7 @@ impl fmt::Display for Eqn {
             f.write_str(" = ")?;
         }
         f.write_str(self.primitive.name())?;
-        if !self.params.is_empty() {
-            f.write_str("[")?;
-            for (i, (n, p)) in self.params.iter().enumerate() {
-                let sep = if i > 0 { " " } else { "" };
-                write!(f, "{sep}{n}={}", crate::text::format_param_short(p))?;
-            }
-            f.write_str("]")?;
-        }
+        write_params_short(f, &self.params)?;
         for a in self.inputs.iter() {
             match a {
                 Atom::Var(v) => write!(f, " {v}")?,
@@ -473,18 +491,12 @@ impl Jaxpr {
 /// [`fmt::Display`]'s).
 impl fmt::Debug for Jaxpr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let types = |vs: &[AbstractValue]| {
-            vs.iter()
-                .map(AbstractValue::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         write!(
             f,
             "Jaxpr {{ consts: [{}], ins: [{}], outs: [{}], eqns: {} }}",
-            types(&self.const_avals()),
-            types(&self.in_avals()),
-            types(&self.out_avals()),
+            join_avals(&self.const_avals()),
+            join_avals(&self.in_avals()),
+            join_avals(&self.out_avals()),
             self.eqns.len()
         )
     }

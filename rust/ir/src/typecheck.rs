@@ -5,7 +5,9 @@
 
 use crate::aval::AbstractValue;
 use crate::error::{Site, TypeError};
-use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Eqn, Jaxpr, Literal, VarId};
+use crate::jaxpr::{
+    join_avals, write_params_short, Atom, AvalId, ClosedJaxpr, Eqn, Jaxpr, Literal, VarId,
+};
 use crate::params::Param;
 use crate::primitive::{Builtin, Primitive, RuleError};
 use crate::sharding::AxisEnv;
@@ -86,16 +88,8 @@ impl<'a> Parts<'a> {
         }
         s.push_str(" = ");
         s.push_str(e.primitive.name());
-        if !e.params.is_empty() {
-            let ps: Vec<String> = e
-                .params
-                .iter()
-                .map(|(n, p)| format!("{n}={}", crate::text::format_param_short(p)))
-                .collect();
-            s.push('[');
-            s.push_str(&ps.join(" "));
-            s.push(']');
-        }
+        // Writing to a `String` cannot fail.
+        let _ = write_params_short(&mut s, &e.params);
         for &a in e.inputs.iter() {
             s.push(' ');
             match a {
@@ -281,20 +275,11 @@ pub struct JaxprType {
 impl std::fmt::Display for JaxprType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let list = |vs: &[AbstractValue]| {
-            let items: Vec<String> = vs.iter().map(AbstractValue::to_string).collect();
-            if items.len() == 1 {
-                format!("({},)", items[0])
-            } else {
-                format!("({})", items.join(", "))
-            }
+            let comma = if vs.len() == 1 { "," } else { "" };
+            format!("({}{comma})", join_avals(vs))
         };
         if !self.const_avals.is_empty() {
-            let consts: Vec<String> = self
-                .const_avals
-                .iter()
-                .map(AbstractValue::to_string)
-                .collect();
-            write!(f, "[{}] ", consts.join(", "))?;
+            write!(f, "[{}] ", join_avals(&self.const_avals))?;
         }
         write!(f, "{} -> {}", list(&self.in_avals), list(&self.out_avals))
     }
