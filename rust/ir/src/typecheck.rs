@@ -11,7 +11,7 @@ use crate::jaxpr::{
 use crate::params::Param;
 use crate::primitive::{Builtin, Primitive, RuleError};
 use crate::sharding::AxisEnv;
-use crate::text::{alphabetic_name, format_literal};
+use crate::text::format_literal;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -24,6 +24,7 @@ pub(crate) struct Parts<'a> {
     pub invars: &'a [VarId],
     pub eqns: &'a [Eqn],
     pub outvars: &'a [Atom],
+    jaxpr: &'a Jaxpr,
 }
 
 impl<'a> Parts<'a> {
@@ -36,6 +37,7 @@ impl<'a> Parts<'a> {
             invars: &j.invars,
             eqns: &j.eqns,
             outvars: &j.outvars,
+            jaxpr: j,
         }
     }
 
@@ -43,25 +45,11 @@ impl<'a> Parts<'a> {
         &self.avals[self.var_avals[v.index()].index()]
     }
 
-    /// Printed names for the error messages: binders and equation outputs in order, as
-    /// the printer names them; anything else by its id.
+    /// Names for the error messages: those of the printed text (`_` for an output
+    /// nothing uses), so a name in a message is the name in `print_jaxpr`'s text;
+    /// anything the text does not name by its id.
     fn names(&self) -> Vec<Option<String>> {
-        let mut names: Vec<Option<String>> = vec![None; self.var_avals.len()];
-        let mut n = 0usize;
-        let all = self
-            .constvars
-            .iter()
-            .chain(self.invars)
-            .chain(self.eqns.iter().flat_map(|e| e.outvars.iter()));
-        for &v in all {
-            if let Some(slot) = names.get_mut(v.index()) {
-                if slot.is_none() {
-                    *slot = Some(alphabetic_name(n));
-                    n += 1;
-                }
-            }
-        }
-        names
+        crate::text::printed_names(self.jaxpr)
     }
 
     fn var_name(&self, names: &[Option<String>], v: VarId) -> String {

@@ -2,8 +2,8 @@
 //! typechecker on deep nests; `Shape::new`'s errors.
 //!
 //! Messages are checked through `TypeError`'s `Display`, which prints equation sites
-//! itself (variables named `a`, `b`, ... in binding order: constvars, invars, then
-//! equation outputs), so nothing here depends on the jaxpr printer.
+//! itself, naming variables as the printed jaxpr text does (`a`, `b`, ... as the printer
+//! gives them, `_` for an output nothing uses; see `tests/typecheck_names.rs`).
 
 use ferrax_ir::{
     typecheck, AbstractValue, Atom, Builtin, ClosedJaxpr, DType, ExtensionPrimitive, Jaxpr,
@@ -100,14 +100,14 @@ fn var_out_of_range_as_an_operand_at_build() {
     assert_eq!(
         e,
         TypeError::VarOutOfRange {
-            site: eqn_site(1, "c:f32[3] = sin v999"),
+            site: eqn_site(1, "b:f32[3] = sin v999"),
             var: 999,
             num_vars: 3
         }
     );
     assert_eq!(
         e.to_string(),
-        "eqn 1 'c:f32[3] = sin v999': variable id 999 is not one of this jaxpr's 3 variables"
+        "eqn 1 'b:f32[3] = sin v999': variable id 999 is not one of this jaxpr's 3 variables"
     );
 }
 
@@ -249,17 +249,18 @@ fn an_output_never_bound() {
     let y = op(&mut b, Builtin::Sin, &[v(x)]);
     let never = b.new_var(f32s(&[3]));
     let e = b.build(vec![v(y), v(never)]).unwrap_err();
-    // A variable bound nowhere has no printed name: it is shown by its id.
+    // A variable bound nowhere takes its name where the printed text first shows it
+    // (here in the outputs, after `a` and `b`).
     assert_eq!(
         e,
         TypeError::Unbound {
             site: Site::Outputs,
-            var: "v2".into()
+            var: "c".into()
         }
     );
     assert_eq!(
         e.to_string(),
-        "outputs: variable 'v2' is used before it is bound"
+        "outputs: variable 'c' is used before it is bound"
     );
 }
 
@@ -273,8 +274,8 @@ fn an_operand_never_bound() {
     assert_eq!(
         e,
         TypeError::Unbound {
-            site: eqn_site(0, "a:f32[3] = exp v0"),
-            var: "v0".into()
+            site: eqn_site(0, "a:f32[3] = exp b"),
+            var: "b".into()
         }
     );
 }
@@ -549,7 +550,7 @@ fn declared_output_count_differs_from_the_rule() {
     let e = b.build(vec![v(y)]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "eqn 0 'b:f32[3] c:i32[] = cos a': declared output types (f32[3], i32[]) differ from the rule's (f32[3])"
+        "eqn 0 'b:f32[3] _:i32[] = cos a': declared output types (f32[3], i32[]) differ from the rule's (f32[3])"
     );
 
     let mut b = JaxprBuilder::new();

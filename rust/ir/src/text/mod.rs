@@ -16,6 +16,7 @@ mod printer;
 pub use parser::{
     parse_jaxpr, parse_jaxpr_with, ParseError, ReadError, MAX_ERROR_NESTING, MAX_VALUE_DEPTH,
 };
+pub(crate) use printer::printed_names;
 pub use printer::{format_param_flat, print_closed_jaxpr, print_jaxpr, MAX_INDENT_DEPTH};
 
 use crate::dtype::DType;

@@ -153,9 +153,49 @@ pub fn print_jaxpr(j: &Jaxpr) -> String {
         next_let: 0,
         in_let: false,
         sharing,
+        root_names: None,
     };
     f.run(&mut g);
     f.out
+}
+
+/// The names [`print_jaxpr`] gives `j`'s own variables, by variable index: `_` for an
+/// output nothing uses, `None` for a variable the text does not show. The names run on
+/// through the shared jaxprs printed first and the jaxprs nested in params, so these
+/// are the names of the printed text exactly (the typechecker's messages use them).
+pub(crate) fn printed_names(j: &Jaxpr) -> Vec<Option<String>> {
+    let mut g = Generator {
+        stack: Vec::new(),
+        counter: 0,
+        done: false,
+        root: Some(j),
+        next_let: 0,
+        in_let: false,
+        sharing: Sharing::of(j),
+        root_names: None,
+    };
+    let (mut queue, mut texts) = (VecDeque::new(), String::new());
+    // The names are given as the tokens are produced: produce them all, laying out none.
+    while g.produce(&mut Sink {
+        queue: &mut queue,
+        texts: &mut texts,
+    }) {
+        queue.clear();
+        texts.clear();
+    }
+    let names = g.root_names.unwrap_or_default();
+    let mut out: Vec<Option<String>> = names
+        .iter()
+        .map(|&n| {
+            (n != UNNAMED).then(|| {
+                let mut s = String::new();
+                push_name(&mut s, n);
+                s
+            })
+        })
+        .collect();
+    out.resize(j.num_vars(), None);
+    out
 }
 
 /// Prints a closed jaxpr (its constants are not printed; its constvars are).
@@ -492,9 +532,20 @@ struct Generator<'j> {
     /// The frame at the bottom of the stack is a shared jaxpr's.
     in_let: bool,
     sharing: Sharing<'j>,
+    /// The root frame's names, kept when it is done (for [`printed_names`]).
+    root_names: Option<Vec<usize>>,
 }
 
 impl<'j> Generator<'j> {
+    /// Pops the top frame, keeping the root's names.
+    fn pop_frame(&mut self) {
+        if let Some(f) = self.stack.pop() {
+            if self.stack.is_empty() && !self.in_let {
+                self.root_names = Some(f.names);
+            }
+        }
+    }
+
     fn fresh(&mut self) -> usize {
         loop {
             let n = self.counter;
@@ -686,7 +737,7 @@ impl<'j> Generator<'j> {
                     sink.text(" }");
                     sink.push(Tok::Close);
                     self.stack[fi].phase = Phase::Done;
-                    self.stack.pop();
+                    self.pop_frame();
                     if self.stack.is_empty() && self.in_let {
                         sink.text(" in");
                         sink.push(Tok::Brk(" "));
@@ -724,9 +775,7 @@ impl<'j> Generator<'j> {
                 }
             }
             Phase::Params => self.params(fi, sink),
-            Phase::Done => {
-                self.stack.pop();
-            }
+            Phase::Done => self.pop_frame(),
         }
         true
     }
