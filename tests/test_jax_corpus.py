@@ -54,7 +54,6 @@ RANDOM = (
     "JAX's samplers are jits over keys (`_uniform`, `_normal`, ...); ferrax draws the bits first and "
     "jits the rest over u32 (`_uniform_values`, `_normal_impl`, ...)"
 )
-BASIS = "JAX builds the jacobian's identity basis in the jaxpr (iota, eq, split); ferrax closes over it as a constvar"
 U64 = "ferrax cannot trace a uint64 constant above 2**63 - 1 (TypeCheckError: literal does not fit dtype uint64)"
 
 
@@ -106,9 +105,6 @@ TRACE_DIFFERS: dict[str, str] = {
     # special functions and elementwise
     "broadcasted_iota_mask": "lax.full_like: ferrax converts the fill value (convert_element_type) before broadcasting it",
     # higher order
-    "hessian": f"{BASIS}; {NPINT}",
-    "jacfwd": f"{BASIS}; {NPINT}",
-    "jacrev": f"{BASIS}; {NPINT}",
     # misc numpy
     "histogram_bincount": f"{jits('clip')}; {UPDATE_JAXPR}",
 }

@@ -21,8 +21,10 @@ import numpy as np
 from ferrax._autodiff import _check_callable, jvp, vjp, wraps
 from ferrax._core import ConcreteArray, Tracer, aval_of, user_location
 from ferrax._interpreters import ad
-from ferrax._lax.elementwise import convert_element_type
-from ferrax._lax.structural import reshape, slice as lax_slice
+from ferrax import _core
+from ferrax._lax._operands import bind1
+from ferrax._lax.elementwise import convert_element_type, convert_element_type_p
+from ferrax._lax.structural import reshape
 from ferrax._vmap import vmap
 from ferrax import _ir, dtypes
 from ferrax.tree_util import tree_flatten, tree_unflatten
@@ -99,12 +101,25 @@ def _no_complex(api: str, what: str, dtype: np.dtype[Any], place: str) -> TypeEr
     )
 
 
-def _std_basis(avals: Sequence[_ir.ShapedArray]) -> list[ConcreteArray]:
+def _std_basis(avals: Sequence[_ir.ShapedArray]) -> list[Any]:
     """The standard basis of the space of these leaves, one array per leaf: leaf ``j``'s
-    part has shape ``(n,) + shape_j`` (``n`` the total size), its dtype and weak type."""
+    part has shape ``(n,) + shape_j`` (``n`` the total size), its dtype and weak type.
+
+    Staged (under ``make_jaxpr`` or ``jit``) it is computed in the jaxpr as JAX's is: an
+    ``eye`` of the leaves' common dtype, split per leaf, reshaped and converted (always
+    a ``convert_element_type``, as JAX writes one). Eagerly it is a NumPy constant."""
     sizes = [math.prod(a.shape) for a in avals]
     n = sum(sizes)
-    out = []
+    if _core._state.dynamic:
+        from ferrax import numpy as fnp
+
+        common, _ = dtypes.promote([(a.dtype, False) for a in avals])
+        parts = fnp.split(fnp.eye(n, dtype=common), np.cumsum(sizes[:-1]), axis=1)
+        return [
+            bind1(convert_element_type_p, reshape(part, (n, *a.shape)), new_dtype=a.dtype, weak_type=a.weak_type)
+            for part, a in zip(parts, avals)
+        ]
+    out: list[Any] = []
     offset = 0
     for a, size in zip(avals, sizes):
         part = np.zeros((n, size), dtype=a.dtype)
@@ -114,17 +129,19 @@ def _std_basis(avals: Sequence[_ir.ShapedArray]) -> list[ConcreteArray]:
     return out
 
 
-def _block(x: Any, axis: int, start: int, size: int, shape: tuple[int, ...], aval: _ir.ShapedArray) -> Any:
-    """Elements ``start:start+size`` of ``x`` along ``axis``, that axis reshaped to
-    ``shape`` and the whole converted to ``aval``'s dtype and weak type."""
+def _unravel(x: Any, axis: int, shapes: Sequence[tuple[int, ...]], examples: Sequence[_ir.ShapedArray]) -> list[Any]:
+    """``x`` split along ``axis`` into one block per leaf (one ``split``, its sizes
+    those of ``shapes``), each block's axis reshaped to the leaf's shape and converted to
+    its example's dtype and weak type, as JAX unravels a Jacobian."""
+    from ferrax import numpy as fnp
+
     full = tuple(aval_of(x).shape)
-    if size != full[axis]:
-        lo = [0] * len(full)
-        hi = list(full)
-        lo[axis], hi[axis] = start, start + size
-        x = lax_slice(x, lo, hi)
-    x = reshape(x, full[:axis] + shape + full[axis + 1 :])
-    return convert_element_type(x, aval.dtype, weak_type=aval.weak_type)
+    sizes = [math.prod(s) for s in shapes]
+    parts = fnp.split(x, np.cumsum(sizes[:-1]), axis=axis)
+    return [
+        convert_element_type(reshape(part, full[:axis] + shape + full[axis + 1 :]), e.dtype, weak_type=e.weak_type)
+        for part, shape, e in zip(parts, shapes, examples)
+    ]
 
 
 def _float0_as(t: Any, aval: _ir.ShapedArray) -> Any:
@@ -201,12 +218,7 @@ def jacfwd(
         example_tree = tree_flatten(dyn[0] if isinstance(spec, int) else dyn)[1]
         rows = []
         for y_aval, jac in zip(y_avals, jac_flat):
-            axis = len(y_aval.shape)
-            blocks, start = [], 0
-            for a in avals:
-                size = math.prod(a.shape)
-                blocks.append(_block(jac, axis, start, size, tuple(a.shape), y_aval))
-                start += size
+            blocks = _unravel(jac, len(y_aval.shape), [tuple(a.shape) for a in avals], [y_aval] * len(avals))
             rows.append(tree_unflatten(example_tree, blocks))
         jac_tree = tree_unflatten(y_tree, rows)
         if not has_aux:
@@ -272,13 +284,9 @@ def jacrev(
 
         cols = vmap(pull)(*_std_basis(y_avals))
         example_tree = tree_flatten(dyn[0] if isinstance(spec, int) else dyn)[1]
-        rows = []
-        start = 0
-        for y_aval in y_avals:
-            size = math.prod(y_aval.shape)
-            blocks = [_block(col, 0, start, size, tuple(y_aval.shape), a) for col, a in zip(cols, avals)]
-            rows.append(tree_unflatten(example_tree, blocks))
-            start += size
+        # Each input's column block split by output leaf, as JAX's `_jacrev_unravel`.
+        per_input = [_unravel(col, 0, [tuple(y.shape) for y in y_avals], [a] * len(y_avals)) for col, a in zip(cols, avals)]
+        rows = [tree_unflatten(example_tree, [blocks[k] for blocks in per_input]) for k in range(len(y_avals))]
         jac_tree = tree_unflatten(y_tree, rows)
         return (jac_tree, res[2]) if has_aux else jac_tree
 
