@@ -67,7 +67,6 @@ TRACE_DIFFERS: dict[str, str] = {
         f"{jits('log_softmax', 'take_along_axis')}; ferrax's grad keeps equations "
         f"for the derivative of the max that log_softmax stops (JAX emits none); {GATHER_T}"
     ),
-    "gelu_exact": "JAX's gelu(approximate=False) ends with a `copy` equation; ferrax's does not",
     "elu_leaky_relu_grad": f"{jits('elu', 'leaky_relu', 'where')}",
     # control flow
     "scan_rnn_grad": (

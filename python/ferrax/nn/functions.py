@@ -278,7 +278,8 @@ def gelu(x: ArrayLike, approximate: bool = True) -> Array:
         return xa * cdf
     sqrt_half = np.sqrt(0.5).astype(xa.dtype)
     out = 0.5 * xa * lax.erfc(-xa * sqrt_half)
-    return convert(out, xa.dtype, False)
+    # `array` copies, as JAX's gelu does.
+    return fnp.array(out, dtype=xa.dtype)
 
 
 def glu(x: ArrayLike, axis: int = -1) -> Array:

@@ -63,7 +63,11 @@ def array(object: Any, dtype: DTypeLike | None = None, copy: bool = True, ndmin:
     for NumPy compatibility (ferrax arrays are immutable). ``ndmin`` prepends size-1
     dimensions up to that many dimensions.
     """
-    del copy
+    if copy and isinstance(object, Tracer):
+        # A traced array is copied, as JAX's `array` copies it (a `copy` equation).
+        from ferrax._lax.structural import copy as copy_array
+
+        object = copy_array(object)
     out = _to_array(object, dtype, "array")
     if out.ndim < ndmin:
         out = lax.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
