@@ -47,6 +47,19 @@ macro_rules! entity {
 
 entity!(
     /// A variable of one jaxpr (meaningless in another).
+    ///
+    /// # Examples
+    /// ```
+    /// use ferrax_ir::{text::parse_jaxpr, VarId};
+    /// let j = parse_jaxpr("{ lambda ; a:f32[3] b:i32[]. let c:f32[3] = neg a in (c,) }")?;
+    /// let b: VarId = j.invars()[1];
+    /// assert_eq!(j.var_aval(b).to_string(), "i32[]");
+    /// // An id is an index into its jaxpr's arena, printed `v<index>` outside the text.
+    /// assert_eq!(VarId::from_index(b.index()), b);
+    /// assert_eq!(VarId::from_index(7).to_string(), "v7");
+    /// assert!(j.get_var_aval(VarId::from_index(j.num_vars())).is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     VarId,
     "v"
 );
@@ -182,6 +195,21 @@ fn int_in_range(v: i64, d: DType) -> bool {
 }
 
 /// An equation input or a jaxpr output: a variable or a literal of the same jaxpr.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{text::parse_jaxpr, Atom, LitValue};
+/// let j = parse_jaxpr("{ lambda ; a:i32[]. let b:i32[] = add a 1:i32[] in (b, 7:i32[]) }")?;
+/// let [x, one] = j.eqns()[0].inputs() else { unreachable!() };
+/// assert_eq!(x.as_var(), Some(j.invars()[0]));
+/// assert_eq!(Atom::from(j.invars()[0]), *x);
+/// let Atom::Lit(one) = *one else { unreachable!() };
+/// assert_eq!(j.literal(one).value, LitValue::Int(1));
+/// // An output may be a literal too; every atom has a type.
+/// assert_eq!(j.outvars()[1].as_var(), None);
+/// assert_eq!(j.atom_aval(j.outvars()[1]).to_string(), "i32[]");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Atom {
     /// A variable.
@@ -220,6 +248,30 @@ impl Atom {
 }
 
 /// One equation: `outvars = primitive[params] inputs`.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{text::parse_jaxpr, Builtin};
+/// let j = parse_jaxpr(
+///     "{ lambda ; a:f32[2,3]. let b:f32[2] = reduce_sum[axes=(1,) out_sharding=None] a; \
+///      c:f32[2] = jit[name=g jaxpr={ lambda ; d:f32[2]. let e:f32[2] = exp d in (e,) }] b \
+///      in (c,) }",
+/// )?;
+/// let sum = &j.eqns()[0];
+/// assert_eq!(sum.builtin(), Some(Builtin::ReduceSum));
+/// assert_eq!(sum.params().get_ints("axes"), Some(&[1][..]));
+/// assert_eq!((sum.inputs().len(), sum.outvars().len()), (1, 1));
+/// assert!(!sum.has_effect());
+/// // Its `Display` shows ids (an equation does not know its jaxpr's names) ...
+/// assert_eq!(sum.to_string(), "v1 = reduce_sum[axes=(1,) out_sharding=None] v0");
+/// // ... and `Jaxpr::eqn_text` the names of the jaxpr's text.
+/// assert_eq!(j.eqn_text(0).as_deref(), Some("b:f32[2] = reduce_sum[axes=(1,) out_sharding=None] a"));
+/// // A higher-order equation's bodies are its params.
+/// let call = &j.eqns()[1];
+/// let body = call.sub_jaxprs().next().expect("jit has a body");
+/// assert_eq!(body.jaxpr().eqns()[0].primitive().name(), "exp");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Eqn {
     pub(crate) primitive: Primitive,
@@ -633,6 +685,19 @@ pub struct ClosedJaxpr {
 }
 
 /// Why a jaxpr and constants do not make a closed jaxpr.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::jaxpr::CloseError;
+/// use ferrax_ir::{text::parse_jaxpr, AbstractValue, ClosedJaxpr, Const, DType};
+/// use std::sync::Arc;
+/// let j = Arc::new(parse_jaxpr("{ lambda a:f32[2]; . let  in (a,) }")?);
+/// let e = ClosedJaxpr::new(j.clone(), vec![]).unwrap_err();
+/// assert_eq!(e, CloseError::Count { expected: 1, got: 0 });
+/// let wrong = Const::unknown(AbstractValue::array(DType::I32, &[2])?);
+/// assert!(matches!(ClosedJaxpr::new(j, vec![wrong]), Err(CloseError::Type { index: 0, .. })));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CloseError {

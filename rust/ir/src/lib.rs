@@ -80,6 +80,36 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Partial evaluation
+//! [`passes::partial_eval()`] splits a jaxpr for inputs some of which are not known yet:
+//! its [`PartialEval`](passes::PartialEval) holds a `known` jaxpr (known inputs to known
+//! outputs, then `num_residuals` residuals) to run now and an `unknown` one (residuals,
+//! then unknown inputs, to unknown outputs) to run later; `out_unknowns` says which
+//! outputs are whose. Running the halves in turn gives what the whole jaxpr gives:
+//! ```
+//! use ferrax_ir::eval::{eval_jaxpr, HostArray};
+//! use ferrax_ir::{passes, text::parse_jaxpr, DType, Shape};
+//! // f(x, y) = (sin(x) * y, cos(x)) with x known now and y later.
+//! let j = parse_jaxpr(
+//!     "{ lambda ; a:f32[2] b:f32[2]. let c:f32[2] = sin a; d:f32[2] = mul c b; \
+//!      e:f32[2] = cos a in (d, e) }",
+//! )?;
+//! let pe: passes::PartialEval = passes::partial_eval(&j, &[false, true], &[false, false])?;
+//! assert_eq!(pe.out_unknowns, [true, false]); // d waits for y; e is known now
+//! assert_eq!(pe.num_residuals, 1); // sin(x), which the unknown half multiplies by y
+//! assert_eq!(pe.unknown.to_string(), "{ lambda ; a:f32[2] b:f32[2]. let c:f32[2] = mul a b in (c,) }");
+//!
+//! let arr = |v: Vec<f64>| HostArray::from_f64(Shape::new(&[2]).unwrap(), DType::F32, v).unwrap();
+//! let (x, y) = (arr(vec![0.5, 1.0]), arr(vec![2.0, 3.0]));
+//! let known_out = eval_jaxpr(&pe.known, &[], &[x.clone()])?; // [e, residual]
+//! let (known, residuals) = known_out.split_at(known_out.len() - pe.num_residuals);
+//! let unknown_args: Vec<HostArray> = residuals.iter().cloned().chain([y.clone()]).collect();
+//! let unknown = eval_jaxpr(&pe.unknown, &[], &unknown_args)?; // [d]
+//! let whole = eval_jaxpr(&j, &[], &[x, y])?;
+//! assert_eq!((&unknown[0], &known[0]), (&whole[0], &whole[1]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! ## Lowering and evaluating
 //! [`lower::stablehlo`] emits the StableHLO text XLA compiles (JAX's lowering, as
 //! jaxlib's compiler takes it); [`eval`] is a reference evaluator on host arrays.

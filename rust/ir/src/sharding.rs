@@ -11,6 +11,26 @@ use std::sync::Arc;
 
 /// A mesh: named axes with sizes, in order (JAX's `Mesh('x': 2, 'y': 2, ...)`). Every axis
 /// is of type `Auto` (the only one the IR knows).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{Mesh, ShardingError};
+/// use std::sync::Arc;
+/// let mesh = Mesh::new([("x", 2), ("y", 3)])?;
+/// assert_eq!(mesh.size(), 6);
+/// assert_eq!((mesh.axis_index("y"), mesh.axis_size("y")), (Some(1), Some(3)));
+/// assert_eq!(mesh.to_string(), "Mesh('x': 2, 'y': 3, axis_types=(Auto, Auto))");
+/// // Devices are numbered row-major: device 4 is at x=1, y=1.
+/// assert_eq!((mesh.coordinate(4, 0), mesh.coordinate(4, 1)), (1, 1));
+/// // The replica groups of a collective over `y`: devices that differ only along `y`.
+/// let y: Arc<str> = Arc::from("y");
+/// assert_eq!(mesh.groups(&[y])?, [vec![0, 1, 2], vec![3, 4, 5]]);
+/// assert_eq!(
+///     Mesh::new([("x", 2), ("x", 2)]),
+///     Err(ShardingError::DuplicateMeshAxis("x".into()))
+/// );
+/// # Ok::<(), ShardingError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Mesh {
     axes: Vec<(Arc<str>, i64)>,
@@ -224,6 +244,24 @@ pub fn quote(name: &str) -> String {
 /// A partition spec (JAX's `P(...)`): per array dimension, the mesh axes it is split over
 /// (none: not split). JAX prints an entry of one axis as the bare name, so `P(('x',))`
 /// and `P('x')` are the same spec.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{Mesh, PartitionSpec, ShardingError};
+/// let mesh = Mesh::new([("x", 2), ("y", 4)])?;
+/// // P(None, 'y'): rows whole, columns split four ways over `y`.
+/// let spec = PartitionSpec::new(vec![vec![], vec!["y".into()]]);
+/// assert_eq!(spec.to_string(), "P(None, 'y')");
+/// spec.check(&mesh, 2)?;
+/// assert_eq!((spec.tiles(&mesh, 0), spec.tiles(&mesh, 1)), (1, 4));
+/// assert_eq!(spec.unused_axes(&mesh), [0]); // each tile is held by both `x` rows
+/// // An axis the mesh lacks, or one more dimension than the array has, is refused.
+/// let bad = PartitionSpec::new(vec![vec!["z".into()]]);
+/// assert_eq!(bad.check(&mesh, 1), Err(ShardingError::UnknownAxis("z".into())));
+/// assert!(spec.check(&mesh, 1).is_err());
+/// assert_eq!(PartitionSpec::replicated().to_string(), "P()");
+/// # Ok::<(), ShardingError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct PartitionSpec {
     entries: Vec<Vec<Arc<str>>>,
@@ -328,6 +366,18 @@ impl fmt::Display for PartitionSpec {
 /// per dimension, the partition (device position in the mesh, row-major) holding each
 /// piece in row-major order over `[tiles..., copies]`, and the number of copies of each
 /// tile (the product of the sizes of the axes the spec does not use).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{tiling, Mesh, PartitionSpec};
+/// let mesh = Mesh::new([("x", 2), ("y", 2)])?;
+/// // A matrix split over `x` by rows; `y` holds copies.
+/// let t = tiling(&mesh, &PartitionSpec::new(vec![vec!["x".into()]]), 2)?;
+/// assert_eq!((t.tiles, t.copies), (vec![2, 1], 2));
+/// // Row tile 0 is on devices 0 and 1 (x=0), row tile 1 on devices 2 and 3 (x=1).
+/// assert_eq!(t.partitions, [0, 1, 2, 3]);
+/// # Ok::<(), ferrax_ir::ShardingError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tiling {
     /// Tiles per dimension.
@@ -367,6 +417,19 @@ pub fn tiling(mesh: &Mesh, spec: &PartitionSpec, rank: usize) -> Result<Tiling, 
 /// dimension, `k` the number of copies (the product of the unused axes' sizes, when more
 /// than 1) and the explicit list of device ids (partition ids) of the tiles in row-major
 /// order.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{hlo_sharding, Mesh, PartitionSpec};
+/// let mesh = Mesh::new([("x", 2), ("y", 2)])?;
+/// let rows = PartitionSpec::new(vec![vec!["x".into()]]);
+/// assert_eq!(
+///     hlo_sharding(&mesh, &rows, 2)?,
+///     "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}"
+/// );
+/// assert_eq!(hlo_sharding(&mesh, &PartitionSpec::replicated(), 2)?, "{replicated}");
+/// # Ok::<(), ferrax_ir::ShardingError>(())
+/// ```
 pub fn hlo_sharding(
     mesh: &Mesh,
     spec: &PartitionSpec,
@@ -400,6 +463,15 @@ pub fn hlo_sharding(
 /// mesh it is checked against): one closed entry per dimension, `[{"x"}, {}]`, an entry
 /// of several axes as `{"x", "y"}` (major to minor), as JAX writes them in
 /// `#sdy.sharding<@mesh, [...]>`.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{sdy_sharding, Mesh, PartitionSpec};
+/// let mesh = Mesh::new([("x", 2), ("y", 2)])?;
+/// let spec = PartitionSpec::new(vec![vec![], vec!["x".into(), "y".into()]]);
+/// assert_eq!(sdy_sharding(&mesh, &spec, 2)?, r#"[{}, {"x", "y"}]"#);
+/// # Ok::<(), ferrax_ir::ShardingError>(())
+/// ```
 pub fn sdy_sharding(
     mesh: &Mesh,
     spec: &PartitionSpec,
@@ -572,6 +644,27 @@ mod tests {
 /// [`crate::RuleError::AxisSizeUnknown`], and the checker then trusts the declared output
 /// types. A *closed* one (the full [`crate::typecheck()`], Python's tracing inside a
 /// `shard_map` body) reports an unbound name as [`crate::RuleError::UnboundAxis`].
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{typecheck, typecheck_in, AbstractValue, AxisEnv, Builtin, DType};
+/// use ferrax_ir::{JaxprBuilder, Mesh, Param, Params};
+/// let env = AxisEnv::closed().with_mesh(&Mesh::new([("x", 4)])?);
+/// assert_eq!(env.size("x"), Ok(Some(4)));
+/// assert_eq!(env.size("y"), Err("y".to_owned()));
+/// assert_eq!(AxisEnv::open().size("y"), Ok(None));
+/// // A `shard_map` body built on its own, where the mesh's axes are bound:
+/// let mut b = JaxprBuilder::with_axis_env(env.clone());
+/// let a = b.add_invar(AbstractValue::array(DType::F32, &[2])?);
+/// let axes = Params::new([("axes", Param::names(&["x"]))]);
+/// let s = b.apply(Builtin::Psum, [a], axes)?;
+/// let body = b.build(vec![s.into()])?;
+/// assert_eq!(body.to_string(), "{ lambda ; a:f32[2]. let b:f32[2] = psum[axes=('x',)] a in (b,) }");
+/// typecheck_in(&body, &env)?;
+/// // At the top level no axis is in scope: `x` is unbound.
+/// assert!(typecheck(&body).unwrap_err().to_string().contains("'x'"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AxisEnv {
     axes: Vec<(Arc<str>, i64)>,

@@ -249,6 +249,18 @@ pub(crate) fn check_parts_in(p: &Parts<'_>, env: &AxisEnv) -> Result<(), TypeErr
 }
 
 /// A jaxpr's type: what it takes (its constants, then its inputs) and what it returns.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{text::parse_jaxpr, typecheck, AbstractValue, DType};
+/// let j = parse_jaxpr("{ lambda a:f32[2]; b:i32[]. let c:f32[2] = mul a 2.0:f32[] in (c, b) }")?;
+/// let t = typecheck(&j)?;
+/// assert_eq!(t.const_avals, [AbstractValue::array(DType::F32, &[2])?]);
+/// assert_eq!(t.in_avals, [AbstractValue::scalar(DType::I32)]);
+/// assert_eq!(t.out_avals, j.out_avals());
+/// assert_eq!(t.to_string(), "[f32[2]] (i32[],) -> (f32[2], i32[])");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct JaxprType {
     /// The constvars' types.
@@ -282,6 +294,9 @@ impl std::fmt::Display for JaxprType {
 /// assert_eq!(typecheck(&j).unwrap().to_string(), "(f32[3], i32[]) -> (f32[3],)");
 /// ```
 ///
+/// An error names the equation and its variables as the printed text does (an output
+/// nothing uses is `_`); see [`TypeError`].
+///
 /// No named axis is in scope at the top: a collective must sit in a `shard_map` body
 /// (which binds its mesh's axes), else it is an unbound axis name.
 pub fn typecheck(jaxpr: &Jaxpr) -> Result<JaxprType, TypeError> {
@@ -289,7 +304,7 @@ pub fn typecheck(jaxpr: &Jaxpr) -> Result<JaxprType, TypeError> {
 }
 
 /// Typechecks a jaxpr where the axes of `env` are in scope (a `shard_map` body traced
-/// on its own: the mesh's axes).
+/// on its own: the mesh's axes). [`AxisEnv`] has an example.
 pub fn typecheck_in(jaxpr: &Jaxpr, env: &AxisEnv) -> Result<JaxprType, TypeError> {
     struct Frame<'a> {
         parent: Option<usize>,

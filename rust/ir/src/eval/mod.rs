@@ -321,11 +321,31 @@ impl std::error::Error for EvalError {}
 /// within about 1 GiB of memory, and exceeding one is an [`EvalError`] naming the limit
 /// and the equation, never an abort; every check happens before the values are made.
 ///
+/// # Examples
 /// ```
-/// use ferrax_ir::eval::EvalOptions;
-/// let opts = EvalOptions { max_work: Some(1_000_000), ..EvalOptions::default() };
-/// let opts = EvalOptions::default().with_max_live_bytes(Some(1 << 20));
-/// # let _ = opts;
+/// use ferrax_ir::eval::{eval_jaxpr_with, EvalError, EvalOptions, HostArray};
+/// use ferrax_ir::{text::parse_jaxpr, DType, Shape};
+/// // A 64x64 matmul is 64^3 = 262144 multiply-adds.
+/// let j = parse_jaxpr(
+///     "{ lambda ; a:f32[64,64]. let b:f32[64,64] = dot_general[\
+///      dimension_numbers=(([1], [0]), ([], [])) preferred_element_type=float32] a a in (b,) }",
+/// )?;
+/// let x = HostArray::zeros(Shape::new(&[64, 64])?, DType::F32);
+/// let tight = EvalOptions::default().with_max_work(Some(100_000));
+/// match eval_jaxpr_with(&j, &[], &[x.clone()], &tight) {
+///     Err(EvalError::WorkLimit { limit, needed, site }) => {
+///         assert_eq!((limit, needed), (100_000, 262_144));
+///         assert_eq!(site.primitive, "dot_general"); // refused before it ran
+///     }
+///     other => panic!("expected the work limit, got {other:?}"),
+/// }
+/// let out = eval_jaxpr_with(&j, &[], &[x], &EvalOptions::unlimited())?;
+/// assert_eq!(out[0].as_f64().map(|v| v.len()), Some(64 * 64));
+/// assert_eq!(
+///     EvalOptions::default().max_loop_iterations,
+///     Some(EvalOptions::DEFAULT_MAX_LOOP_ITERATIONS)
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EvalOptions {
@@ -422,6 +442,26 @@ pub fn eval_jaxpr(
 
 /// Evaluates a closed jaxpr on arguments, its constants being the [`HostArray`]s its
 /// [`crate::Const`]s hold, with the default [`EvalOptions`].
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::eval::{eval_closed_jaxpr, EvalError, HostArray};
+/// use ferrax_ir::{text::parse_jaxpr, ClosedJaxpr, Const, DType, Shape};
+/// use std::sync::Arc;
+/// let j = Arc::new(parse_jaxpr("{ lambda a:f32[2]; b:f32[2]. let c:f32[2] = add a b in (c,) }")?);
+/// let k = HostArray::from_f64(Shape::new(&[2])?, DType::F32, vec![10.0, 20.0])?;
+/// let cj = ClosedJaxpr::new(j.clone(), vec![Const::host(k)])?;
+/// let x = HostArray::from_f64(Shape::new(&[2])?, DType::F32, vec![1.0, 2.0])?;
+/// let out = eval_closed_jaxpr(&cj, &[x.clone()])?;
+/// assert_eq!(out[0].as_f64(), Some(&[11.0, 22.0][..]));
+/// // A constant with no host value cannot be evaluated.
+/// let unknown = ClosedJaxpr::with_unknown_consts(j);
+/// assert!(matches!(
+///     eval_closed_jaxpr(&unknown, &[x]),
+///     Err(EvalError::MissingConstValue { .. })
+/// ));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn eval_closed_jaxpr(
     cj: &ClosedJaxpr,
     args: &[HostArray],

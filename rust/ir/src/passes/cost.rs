@@ -188,6 +188,22 @@ pub fn cost(jaxpr: &Jaxpr) -> Cost {
 }
 
 /// The cost of one jaxpr (and everything nested in it), with its split by primitive.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{passes::cost_report, text::parse_jaxpr};
+/// let j = parse_jaxpr(
+///     "{ lambda ; a:f32[8]. let b:f32[8] = jit[name=f jaxpr={ lambda ; c:f32[8]. let \
+///      d:f32[8] = sin c in (d,) }] a; e:f32[8] = mul b a in (e,) }",
+/// )?;
+/// let r = cost_report(&j);
+/// // A call costs what its body does, under the body's primitives; `jit` has no entry.
+/// let names: Vec<&str> = r.by_primitive.keys().map(String::as_str).collect();
+/// assert_eq!(names, ["mul", "sin"]);
+/// assert_eq!(r.by_primitive["sin"].transcendentals, 8.0);
+/// assert_eq!(r.by_primitive["mul"].flops, r.total.flops);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn cost_report(jaxpr: &Jaxpr) -> CostReport {
     let done = nested_reports(jaxpr);
     let mut report = CostReport::default();
@@ -199,6 +215,20 @@ pub fn cost_report(jaxpr: &Jaxpr) -> CostReport {
 
 /// The report of each top-level equation of `jaxpr`, in order (nested jaxprs costed once
 /// each): what a caller costing some equations differently (by running them) adds up.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::passes::{cost, equation_reports};
+/// use ferrax_ir::text::parse_jaxpr;
+/// let j = parse_jaxpr("{ lambda ; a:f32[8]. let b:f32[8] = sin a; c:f32[8] = mul b a in (c,) }")?;
+/// let reports = equation_reports(&j);
+/// assert_eq!(reports.len(), 2);
+/// assert_eq!((reports[0].total.transcendentals, reports[1].total.flops), (8.0, 8.0));
+/// // Together they are the whole jaxpr's cost.
+/// let sum = reports[0].total.bytes_accessed + reports[1].total.bytes_accessed;
+/// assert_eq!(sum, cost(&j).bytes_accessed);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn equation_reports(jaxpr: &Jaxpr) -> Vec<CostReport> {
     let done = nested_reports(jaxpr);
     jaxpr

@@ -209,6 +209,19 @@ enum Cond {
 }
 
 /// One named rule `lhs => rhs if conditions`.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::passes::Rule;
+/// let r = Rule::parse("sub_self: sub ?x ?x => mul ?x 0.0 if float(?x)")?;
+/// assert_eq!((r.name(), r.root()), ("sub_self", "sub"));
+/// assert_eq!(r.to_string(), "sub_self: sub ?x ?x => mul ?x 0.0 if float(?x)");
+/// // A right side may only use the holes its left side binds.
+/// let e = Rule::parse("bad: neg ?x => ?y").unwrap_err();
+/// assert_eq!((e.line, e.rule.as_deref()), (1, Some("bad")));
+/// assert!(e.to_string().contains("?y"), "{e}");
+/// # Ok::<(), ferrax_ir::passes::RuleParseError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Rule {
     name: String,
@@ -246,6 +259,32 @@ impl fmt::Display for Rule {
 }
 
 /// Rules indexed by the primitive at the root of their left side.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::passes::rewrite::{rewrite, Rule, RuleSet, DEFAULT_MAX_ITERATIONS};
+/// use ferrax_ir::text::parse_jaxpr;
+/// let mut rules = RuleSet::parse(
+///     "# a rule file: one rule per line, `#` comments
+///      log_exp: log (exp ?x) => ?x
+///      square:  integer_pow[y=2] ?x
+///                 => mul ?x ?x   # a line not starting `name:` continues the rule",
+/// )?;
+/// rules.push(Rule::parse("neg_neg: neg (neg ?x) => ?x")?)?;
+/// assert_eq!(rules.len(), 3);
+/// assert_eq!(rules.rules()[1].root(), "integer_pow");
+/// // Names are unique.
+/// assert!(rules.push(Rule::parse("square: mul ?x 1.0 => ?x")?).is_err());
+///
+/// let j = parse_jaxpr(
+///     "{ lambda ; a:f32[3]. let b:f32[3] = exp a; c:f32[3] = log b; \
+///      d:f32[3] = integer_pow[y=2] c in (d,) }",
+/// )?;
+/// let out = rewrite(&j, &rules, DEFAULT_MAX_ITERATIONS)?;
+/// assert_eq!(out.jaxpr.to_string(), "{ lambda ; a:f32[3]. let b:f32[3] = mul a a in (b,) }");
+/// assert_eq!(out.fired, [1, 1, 0]); // log_exp once, square once, neg_neg never
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct RuleSet {
     rules: Vec<Rule>,
@@ -1541,7 +1580,7 @@ fn match_type(ty: &TypePat, av: &AbstractValue, bound: &mut [Option<Bound>]) -> 
 
 // ------------------------------------------------------------------------------ passes
 
-/// What [`rewrite`] made.
+/// What [`rewrite`] made (see [`RuleSet`] for an example).
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Rewritten {
@@ -1562,6 +1601,29 @@ pub const DEFAULT_MAX_ITERATIONS: usize = 100;
 /// Applies the rules everywhere until none applies (at most `max_iterations` passes
 /// that change something), then toposorts, removes dead equations (keeping every input)
 /// and typechecks.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::passes::rewrite::{rewrite, RewriteError, RuleSet, ALGEBRAIC_RULES};
+/// use ferrax_ir::text::parse_jaxpr;
+/// let algebra = RuleSet::parse(ALGEBRAIC_RULES)?;
+/// // Inside a `jit` body too: `x * 1 + 0` is `x`.
+/// let j = parse_jaxpr(
+///     "{ lambda ; a:f32[3]. let b:f32[3] = jit[name=f jaxpr={ lambda ; c:f32[3]. let \
+///      d:f32[3] = mul c 1.0:f32[]; e:f32[3] = add d 0.0:f32[] in (e,) }] a in (b,) }",
+/// )?;
+/// let out = rewrite(&j, &algebra, 10)?;
+/// let body = out.jaxpr.eqns()[0].sub_jaxprs().next().unwrap().jaxpr().clone();
+/// assert_eq!(body.to_string(), "{ lambda ; a:f32[3]. let  in (a,) }"); // no equations left
+/// assert_eq!(out.fired.iter().sum::<u64>(), 2);
+///
+/// // Rules that undo one another never reach a fixpoint.
+/// let cycle = RuleSet::parse("there: neg ?x => sub 0.0 ?x\nback: sub 0.0 ?x => neg ?x")?;
+/// let j = parse_jaxpr("{ lambda ; a:f32[]. let b:f32[] = neg a in (b,) }")?;
+/// let e = rewrite(&j, &cycle, 10).unwrap_err();
+/// assert!(matches!(e, RewriteError::NoFixpoint { iterations: 10, .. }), "{e}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn rewrite(
     jaxpr: &Jaxpr,
     rules: &RuleSet,

@@ -135,6 +135,30 @@ fn root_names(j: &Jaxpr) -> Vec<usize> {
 }
 
 /// Prints a jaxpr in JAX's text format (see the module docs for the exact layout).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
+/// // JAX's layout: a short jaxpr on one line, a long one an equation a line; an output
+/// // nothing uses is `_`.
+/// let j = parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[3] = sin a; c:f32[3] = cos a in (c,) }")?;
+/// assert_eq!(print_jaxpr(&j), "{ lambda ; a:f32[3]. let _:f32[3] = sin a; b:f32[3] = cos a in (b,) }");
+/// let long = parse_jaxpr(
+///     "{ lambda ; a:f32[3] b:f32[3]. let c:f32[3] = mul a b; d:f32[3] = add c a; \
+///      e:f32[3] = sub d b; f:f32[3] = sin e in (f,) }",
+/// )?;
+/// assert_eq!(
+///     print_jaxpr(&long),
+///     "{ lambda ; a:f32[3] b:f32[3]. let
+///     c:f32[3] = mul a b
+///     d:f32[3] = add c a
+///     e:f32[3] = sub d b
+///     f:f32[3] = sin e
+///   in (f,) }"
+/// );
+/// assert_eq!(parse_jaxpr(&print_jaxpr(&long))?.to_string(), print_jaxpr(&long));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn print_jaxpr(j: &Jaxpr) -> String {
     let mut f = Formatter {
         out: String::with_capacity(64 + 48 * j.eqns().len()),
@@ -199,12 +223,34 @@ pub(crate) fn printed_names(j: &Jaxpr) -> Vec<Option<String>> {
 }
 
 /// Prints a closed jaxpr (its constants are not printed; its constvars are).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::text::{parse_jaxpr, print_closed_jaxpr};
+/// use ferrax_ir::ClosedJaxpr;
+/// use std::sync::Arc;
+/// let j = parse_jaxpr("{ lambda a:f32[2]; b:f32[2]. let c:f32[2] = add a b in (c,) }")?;
+/// let cj = ClosedJaxpr::with_unknown_consts(Arc::new(j));
+/// assert_eq!(print_closed_jaxpr(&cj), "{ lambda a:f32[2]; b:f32[2]. let c:f32[2] = add a b in (c,) }");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn print_closed_jaxpr(j: &ClosedJaxpr) -> String {
     print_jaxpr(j.jaxpr())
 }
 
 /// A param value that has no nested jaxpr, printed on one line as the printer prints it;
 /// `None` for a jaxpr or a non-empty tuple of jaxprs (an empty one prints `()`).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::text::format_param_flat;
+/// use ferrax_ir::{DType, Param};
+/// assert_eq!(format_param_flat(&Param::ints(&[0, 1])).as_deref(), Some("(0, 1)"));
+/// assert_eq!(format_param_flat(&Param::ints(&[2])).as_deref(), Some("(2,)"));
+/// assert_eq!(format_param_flat(&Param::DType(DType::F32)).as_deref(), Some("float32"));
+/// assert_eq!(format_param_flat(&Param::None).as_deref(), Some("None"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn format_param_flat(p: &Param) -> Option<String> {
     let mut s = String::new();
     write_param_flat(&mut s, p).then_some(s)
