@@ -8,6 +8,18 @@ use std::fmt;
 /// nonzero dimensions fits in an `i64` (the [`Shape::new`] constructor checks both), so
 /// the element count and the product of any subset of the dimensions (a stride, the size
 /// of a slice of the axes) fit too, whatever the order of the dimensions.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{Shape, ShapeError};
+/// let s = Shape::new(&[2, 3, 4])?;
+/// assert_eq!((s.rank(), s.size(), s.dims()), (3, 24, &[2, 3, 4][..]));
+/// assert_eq!(s.to_string(), "[2,3,4]");
+/// assert_eq!(Shape::scalar().size(), 1);
+/// assert_eq!(Shape::new(&[2, -1]), Err(ShapeError::NegativeDim { axis: 1, size: -1 }));
+/// assert_eq!(Shape::new(&[1 << 40, 1 << 40]), Err(ShapeError::Overflow));
+/// # Ok::<(), ShapeError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Shape(SmallVec<[i64; 4]>);
 
@@ -150,6 +162,19 @@ impl fmt::Display for Shape {
 
 /// The type of a jaxpr variable: shape, dtype and whether the value is weakly typed (came
 /// from a Python scalar, so it takes the other operand's dtype in mixed arithmetic).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{AbstractValue, DType};
+/// let t = AbstractValue::array(DType::I32, &[2, 2])?;
+/// assert_eq!((t.dtype, t.shape.dims()), (DType::I32, &[2, 2][..]));
+/// // A Python scalar's type is weak: the same type to the typechecker, printed alike.
+/// let weak = AbstractValue::scalar(DType::F32).with_weak_type(true);
+/// assert!(weak.same_type(&AbstractValue::scalar(DType::F32)));
+/// assert_ne!(weak, AbstractValue::scalar(DType::F32));
+/// assert_eq!(weak.to_string(), "f32[]");
+/// # Ok::<(), ferrax_ir::ShapeError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AbstractValue {
     /// The dimensions.

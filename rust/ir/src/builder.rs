@@ -16,6 +16,26 @@ use std::collections::HashMap;
 /// Equations may also be added with declared output variables made by
 /// [`JaxprBuilder::new_var`], in any order; [`JaxprBuilder::build_toposorted`] then
 /// orders them (this is how a graph of recipes becomes a jaxpr).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{AbstractValue, Builtin, DType, JaxprBuilder, Params};
+/// let f32_3 = AbstractValue::array(DType::F32, &[3])?;
+/// let mut b = JaxprBuilder::new();
+/// let k = b.add_constvar(f32_3.clone());
+/// let x = b.add_invar(f32_3.clone());
+/// // Declared outputs, added consumer first: `z = exp y` before `y = add x k`.
+/// let (y, z) = (b.new_var(f32_3.clone()), b.new_var(f32_3));
+/// b.add_eqn_with_outvars(Builtin::Exp.into(), vec![y.into()], Params::empty(), vec![z]);
+/// b.add_eqn_with_outvars(Builtin::Add.into(), vec![x.into(), k.into()], Params::empty(), vec![y]);
+/// assert_eq!(b.num_eqns(), 2);
+/// let j = b.build_toposorted(vec![z.into()])?;
+/// assert_eq!(
+///     j.to_string(),
+///     "{ lambda a:f32[3]; b:f32[3]. let c:f32[3] = add b a; d:f32[3] = exp c in (d,) }"
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Default)]
 pub struct JaxprBuilder {
     avals: Vec<AbstractValue>,

@@ -3,6 +3,19 @@
 use std::fmt;
 
 /// The element type of an array.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::DType;
+/// // Jaxpr text writes the short name, NumPy (and serde) the long one.
+/// assert_eq!((DType::BF16.short_name(), DType::BF16.numpy_name()), ("bf16", "bfloat16"));
+/// assert_eq!(DType::from_name("f32"), Some(DType::F32));
+/// assert_eq!(DType::from_name("float32"), Some(DType::F32));
+/// assert_eq!(DType::U16.size_bytes(), 2);
+/// assert!(DType::I8.is_signed() && DType::I8.is_int() && !DType::I8.is_float());
+/// // Keys are a dtype apart from the numeric ones.
+/// assert!(DType::KeyFry.is_key() && !DType::ALL.contains(&DType::KeyFry));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
     /// Booleans (`bool`).

@@ -35,6 +35,35 @@ impl fmt::Display for Site {
 ///
 /// [`std::error::Error::source`] chains to the cause: a primitive's [`RuleError`], or the
 /// error inside a sub-jaxpr (whose message this one's also includes).
+///
+/// A [`Site::Eqn`] names the equation and its variables as the printed jaxpr text does
+/// (an output nothing uses is `_`).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{AbstractValue, Builtin, DType, JaxprBuilder, Params, Site, TypeError};
+/// use std::error::Error as _;
+/// // `sin a` declared with the wrong output type fails when the jaxpr is built.
+/// let mut b = JaxprBuilder::new();
+/// let a = b.add_invar(AbstractValue::array(DType::F32, &[3])?);
+/// let out = b.new_var(AbstractValue::array(DType::F32, &[4])?);
+/// b.add_eqn_with_outvars(Builtin::Sin.into(), vec![a.into()], Params::empty(), vec![out]);
+/// let e = b.build(vec![out.into()]).unwrap_err();
+/// let TypeError::OutTypes { site, .. } = &e else { panic!("{e:?}") };
+/// assert_eq!(site, &Site::Eqn { index: 0, line: "b:f32[4] = sin a".into() });
+/// assert_eq!(
+///     e.to_string(),
+///     "eqn 0 'b:f32[4] = sin a': declared output types (f32[4]) differ from the rule's (f32[3])"
+/// );
+/// // A rule's refusal chains to the primitive's `RuleError`.
+/// let mut b = JaxprBuilder::new();
+/// let x = b.add_invar(AbstractValue::array(DType::F32, &[3])?);
+/// let i = b.add_invar(AbstractValue::array(DType::I32, &[3])?);
+/// let e = b.apply(Builtin::Mul, [x, i], Params::empty()).unwrap_err();
+/// assert!(matches!(e, TypeError::Rule { ref primitive, .. } if primitive == "mul"));
+/// assert!(e.source().is_some());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum TypeError {

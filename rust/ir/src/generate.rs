@@ -123,6 +123,21 @@ pub fn chain(steps: usize, size: i64) -> Result<Jaxpr, GenError> {
 ///
 /// # Errors
 /// [`GenError::TooLarge`] for a depth above [`MAX_NESTED_DEPTH`].
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::generate::nested_jits;
+/// let cj = nested_jits(3)?;
+/// // Three levels: each holds one `jit` but the innermost.
+/// let (mut levels, mut j) = (1, cj.jaxpr().clone());
+/// while let Some(inner) = j.eqns().iter().find_map(|e| e.sub_jaxprs().next().cloned()) {
+///     levels += 1;
+///     j = inner.jaxpr().clone();
+/// }
+/// assert_eq!(levels, 3);
+/// ferrax_ir::typecheck(cj.jaxpr())?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn nested_jits(depth: usize) -> Result<ClosedJaxpr, GenError> {
     at_most("depth", depth, MAX_NESTED_DEPTH)?;
     let mut inner: Option<ClosedJaxpr> = None;
@@ -256,6 +271,19 @@ fn f32_of(dims: &[i64]) -> AbstractValue {
 /// [`GenError::TooLarge`] when an option is above its limit ([`RandomOptions::MAX_EQNS`],
 /// [`RandomOptions::MAX_DEPTH`], [`RandomOptions::MAX_INPUTS`]); over all levels at most
 /// about [`RandomOptions::MAX_TOTAL_EQNS`] equations are made.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::generate::{random_jaxpr, RandomOptions};
+/// let opts = RandomOptions { eqns: 20, ..RandomOptions::default() };
+/// let j = random_jaxpr(7, opts)?;
+/// assert_eq!(j.invars().len(), 3);
+/// ferrax_ir::typecheck(&j)?;
+/// // The same seed, the same jaxpr.
+/// assert_eq!(random_jaxpr(7, opts)?.to_string(), j.to_string());
+/// assert!(random_jaxpr(7, RandomOptions { max_depth: 1000, ..opts }).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn random_jaxpr(seed: u64, opts: RandomOptions) -> Result<Jaxpr, GenError> {
     at_most("eqns", opts.eqns, RandomOptions::MAX_EQNS)?;
     at_most("max_depth", opts.max_depth, RandomOptions::MAX_DEPTH)?;

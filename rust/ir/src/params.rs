@@ -394,6 +394,20 @@ impl fmt::Display for ScatterDimensionNumbers {
 ///
 /// Two opaque values are equal when both hold objects of the same identity, or both hold
 /// none and have the same name.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::Opaque;
+/// use std::sync::Arc;
+/// let f = Opaque::with_object("f_jvp", 0x1234, Arc::new(42_i32));
+/// assert_eq!((f.name(), f.identity(), f.to_string().as_str()), ("f_jvp", Some(0x1234), "f_jvp"));
+/// assert_eq!(f.object().and_then(|o| o.downcast_ref::<i32>()), Some(&42));
+/// // Read back from text, only the name is left, and it equals no object-holding value.
+/// let named = Opaque::named("f_jvp");
+/// assert!(named.object().is_none());
+/// assert_ne!(named, f);
+/// assert_eq!(named, Opaque::named("f_jvp"));
+/// ```
 #[derive(Clone)]
 pub struct Opaque {
     name: Arc<str>,
@@ -463,6 +477,17 @@ impl fmt::Display for Opaque {
 pub type PadDim = (i64, i64, i64);
 
 /// One parameter value.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{DType, Param};
+/// let axes = Param::ints(&[0, 2]);
+/// assert_eq!((axes.as_ints(), axes.kind_name()), (Some(&[0, 2][..]), "tuple of ints"));
+/// assert_eq!(axes.as_int(), None); // a tuple, not an int
+/// assert_eq!(Param::DType(DType::I32).as_dtype(), Some(DType::I32));
+/// assert_eq!(Param::str("f").as_str(), Some("f"));
+/// assert_eq!(Param::names(&["x", "y"]), Param::names(&[String::from("x"), "y".into()]));
+/// ```
 #[derive(Clone, Debug)]
 pub enum Param {
     /// Python's `None` (an absent optional value).
@@ -677,6 +702,20 @@ impl Param {
 /// (`broadcast_dimensions=(0, np.int64(1))`, as a `vmap` leaves them): the parser records
 /// it and the printer writes them back so, but nothing else reads it, and two params
 /// differing only in it are equal.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{Param, Params};
+/// // Any order in; sorted by name, as the printer writes them.
+/// let p = Params::new([("shape", Param::ints(&[2, 3])), ("dimension", Param::Int(0))]);
+/// let names: Vec<&str> = p.iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["dimension", "shape"]);
+/// assert_eq!((p.get_int("dimension"), p.get_ints("shape")), (Some(0), Some(&[2, 3][..])));
+/// // Params are values: `with` makes a new set.
+/// let q = p.with("dimension", Param::Int(1));
+/// assert_eq!((p.get_int("dimension"), q.get_int("dimension")), (Some(0), Some(1)));
+/// assert!(Params::empty().is_empty() && q.len() == 2);
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Params {
     items: Box<[(ParamName, Param)]>,

@@ -120,6 +120,23 @@ impl std::error::Error for ArrayError {}
 /// to the shape's size, storage kind fitting the dtype, every element a value of the
 /// dtype), which [`HostArray::validate`] checks and the evaluator checks on its inputs.
 /// The constructors establish them, rounding floats and wrapping integers to the dtype.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::eval::{ArrayError, HostArray, HostData};
+/// use ferrax_ir::{DType, Shape};
+/// let s = Shape::new(&[2, 2])?;
+/// // Values are rounded and wrapped to the dtype: 300 is 44 in `u8`, 0.1 an `f32`.
+/// let bytes = HostArray::from_i64(s.clone(), DType::U8, vec![1, 2, 3, 300])?;
+/// assert_eq!(bytes.as_i64(), Some(&[1, 2, 3, 44][..]));
+/// let x = HostArray::from_f64(s.clone(), DType::F32, vec![0.1, 0.0, 0.0, 0.0])?;
+/// assert_eq!(x.as_f64().unwrap()[0], f64::from(0.1_f32));
+/// assert_eq!(x.aval().to_string(), "f32[2,2]");
+/// // The length must be the shape's size.
+/// assert!(matches!(HostArray::from_f64(s, DType::F32, vec![1.0]), Err(ArrayError::Length { .. })));
+/// assert_eq!(HostArray::scalar_bool(true).data, HostData::Bool(vec![true]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostArray {
     /// The dimensions.
@@ -310,6 +327,17 @@ impl HostArray {
 /// Integers and booleans must be equal. Floats `a` (from `actual`) and `b` (from
 /// `expected`) are close when `|a - b| <= atol + rtol * |b|`, or both are NaN, or both are
 /// the same infinity.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::eval::{allclose, check_close, HostArray};
+/// use ferrax_ir::{DType, Shape};
+/// let v = |x: Vec<f64>| HostArray::from_f64(Shape::new(&[2]).unwrap(), DType::F64, x).unwrap();
+/// assert!(check_close(&v(vec![1.0, 2.0 + 1e-9]), &v(vec![1.0, 2.0]), 1e-6, 0.0).is_ok());
+/// assert!(allclose(&v(vec![f64::NAN, 1.0]), &v(vec![f64::NAN, 1.0]), 0.0, 0.0));
+/// let e = check_close(&v(vec![1.0, 2.5]), &v(vec![1.0, 2.0]), 1e-6, 0.0).unwrap_err();
+/// assert!(e.contains("2.5"), "{e}");
+/// ```
 pub fn check_close(
     actual: &HostArray,
     expected: &HostArray,

@@ -23,6 +23,19 @@ pub use vma::insert_pvary;
 use std::fmt;
 
 /// Why a pass could not run on its arguments.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::passes::{dce, transpose, PassError};
+/// use ferrax_ir::text::parse_jaxpr;
+/// let j = parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }")?;
+/// // One flag per output, not two:
+/// let e = dce(&j, &[true, true]).unwrap_err();
+/// assert!(matches!(e, PassError::FlagCount { expected: 1, got: 2, .. }), "{e}");
+/// // `sin` is not linear: there is nothing to transpose.
+/// assert!(transpose(&j, &[true]).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PassError {

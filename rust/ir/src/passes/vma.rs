@@ -44,6 +44,27 @@ type Axes = u64;
 /// With `out_axes` (per output, its `out_spec`'s axes), an output that varies over fewer
 /// of them gets a `pvary` to them, as JAX's shard_map does; the caller then checks that
 /// no output varies over an axis its `out_spec` does not name (JAX's error).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{passes::insert_pvary, text::parse_jaxpr, Mesh};
+/// use std::sync::Arc;
+/// let mesh = Mesh::new([("x", 2)])?;
+/// // `a` varies over `x` (its in_spec is P('x')), `b` is replicated: adding them makes
+/// // `b` vary too, with an explicit `pvary`.
+/// let body = parse_jaxpr("{ lambda ; a:f32[2] b:f32[2]. let c:f32[2] = add a b in (c,) }")?;
+/// let x: Arc<str> = Arc::from("x");
+/// let (out, out_axes) = insert_pvary(&body, &mesh, &[vec![x.clone()], vec![]], None)?;
+/// assert_eq!(
+///     out.to_string(),
+///     "{ lambda ; a:f32[2] b:f32[2]. let
+///     c:f32[2] = pvary[axes=('x',)] b
+///     d:f32[2] = add a c
+///   in (d,) }"
+/// );
+/// assert_eq!(out_axes, [vec![x]]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn insert_pvary(
     body: &Jaxpr,
     mesh: &Mesh,

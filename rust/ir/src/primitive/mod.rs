@@ -907,6 +907,20 @@ pub trait ExtensionPrimitive: Send + Sync {
 }
 
 /// A primitive: a built-in or an extension.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{AbstractValue, Builtin, DType, Param, Params, Primitive};
+/// let p: Primitive = Builtin::ReduceMax.into();
+/// assert_eq!((p.name(), p.as_builtin()), ("reduce_max", Some(Builtin::ReduceMax)));
+/// // Its rule: the output types for operand types and params.
+/// let x = AbstractValue::array(DType::F32, &[4, 5])?;
+/// let params = Params::new([("axes", Param::ints(&[0])), ("out_sharding", Param::None)]);
+/// assert_eq!(p.abstract_eval(&[x.clone()], &params)?, [AbstractValue::array(DType::F32, &[5])?]);
+/// // A missing param is the rule's error.
+/// assert!(p.abstract_eval(&[x], &Params::empty()).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub enum Primitive {
     /// One of the catalogue.
@@ -1086,6 +1100,19 @@ pub fn check_param_name(name: &str) -> Result<(), NameError> {
 }
 
 /// A set of extension primitives by name, so text that uses them can be read back.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{Builtin, NameError, Primitive, Registry};
+/// let registry = Registry::new();
+/// assert_eq!(registry.lookup("sin"), Some(Primitive::Builtin(Builtin::Sin)));
+/// assert_eq!(registry.lookup("my_op"), None); // not registered
+/// // Names must be ones jaxpr text can hold and no built-in's.
+/// assert!(matches!(ferrax_ir::primitive::check_primitive_name("let"), Err(NameError::Reserved { .. })));
+/// assert!(matches!(ferrax_ir::primitive::check_primitive_name("sin"), Err(NameError::Builtin { .. })));
+/// assert!(ferrax_ir::primitive::check_primitive_name("my_op").is_ok());
+/// ```
+/// [`ExtensionPrimitive`] registers one and reads text using it.
 #[derive(Clone, Default)]
 pub struct Registry {
     extensions: std::collections::HashMap<String, Arc<dyn ExtensionPrimitive>>,

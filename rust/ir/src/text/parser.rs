@@ -158,6 +158,29 @@ impl From<TypeError> for ReadError {
 
 /// Reads a jaxpr printed by [`crate::text::print_jaxpr`] or by JAX, using built-in
 /// primitives only.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::text::{parse_jaxpr, ReadError};
+/// // JAX's layout or any other: equations on lines or separated by `;`.
+/// let j = parse_jaxpr(
+///     "{ lambda ; a:f32[3]. let
+///         b:f32[3] = exp a
+///       in (b,) }",
+/// )?;
+/// assert_eq!(j.to_string(), "{ lambda ; a:f32[3]. let b:f32[3] = exp a in (b,) }");
+/// // Bad syntax is a `ParseError` at a line and column ...
+/// let Err(ReadError::Parse(e)) = parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[3] = exp a in (b,)") else {
+///     panic!("expected a syntax error")
+/// };
+/// assert_eq!(e.line, 1);
+/// // ... and text that reads but is ill typed a `TypeError`, naming the equation.
+/// let Err(ReadError::Type(e)) = parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[4] = exp a in (b,) }") else {
+///     panic!("expected a type error")
+/// };
+/// assert!(e.to_string().starts_with("eqn 0 'b:f32[4] = exp a'"), "{e}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn parse_jaxpr(text: &str) -> Result<Jaxpr, ReadError> {
     parse_jaxpr_with(text, &Registry::new())
 }

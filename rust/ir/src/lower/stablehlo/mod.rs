@@ -198,6 +198,25 @@ pub fn lower_jaxpr(jaxpr: &Jaxpr, module_name: &str) -> Result<String, LowerErro
 /// arguments and results carry `sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>`, and
 /// the module gets `mhlo.num_partitions` (with `mhlo.num_replicas = 1`) when it has more
 /// than one partition.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::lower::stablehlo::{lower_jaxpr_with, LowerOptions};
+/// use ferrax_ir::{text::parse_jaxpr, Mesh, PartitionSpec};
+/// let j = parse_jaxpr("{ lambda ; a:f32[4,3]. let b:f32[4,3] = sin a in (b,) }")?;
+/// // The argument split by rows over `x` on 2 devices.
+/// let options = LowerOptions {
+///     mesh: Some(Mesh::new([("x", 2)])?),
+///     arg_specs: vec![Some(PartitionSpec::new(vec![vec!["x".into()]]))],
+///     num_partitions: 2,
+///     ..LowerOptions::default()
+/// };
+/// let module = lower_jaxpr_with(&j, "m", &options)?;
+/// assert!(module.contains(r#"sdy.mesh @mesh = <["x"=2]>"#), "{module}");
+/// assert!(module.contains(r#"#sdy.sharding<@mesh, [{"x"}, {}]>"#), "{module}");
+/// assert!(module.contains("mhlo.num_partitions = 2"), "{module}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn lower_jaxpr_with(
     jaxpr: &Jaxpr,
     module_name: &str,
