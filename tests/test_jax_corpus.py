@@ -80,9 +80,6 @@ TRACE_DIFFERS: dict[str, str] = {
     # jit
     # indexing
     "index_traced_int": "JAX normalizes the constant 0 start index of the dynamic_slice (lt, add, select_n); ferrax passes 0",
-    "at_add_indices": UPDATE_JAXPR,
-    "at_mul_max_min": f"{UPDATE_JAXPR}; ferrax closes over the static indices as constvars, JAX broadcasts them",
-    "segment_sum_scatter": UPDATE_JAXPR,
     "gather_grad": f"{GATHER_T}",
     # shapes
     # reductions and sorting
@@ -105,7 +102,6 @@ TRACE_DIFFERS: dict[str, str] = {
     "broadcasted_iota_mask": "lax.full_like: ferrax converts the fill value (convert_element_type) before broadcasting it",
     # higher order
     # misc numpy
-    "histogram_bincount": f"{jits('clip')}; {UPDATE_JAXPR}",
 }
 
 

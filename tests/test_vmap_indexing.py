@@ -429,9 +429,9 @@ def test_dynamic_index_and_slice_in_dim_match_jax(axis: int, index: int) -> None
 def test_flip_matches_jax(axis: Any) -> None:
     x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
     _assert_same(fnp.flip(x, axis), jnp.flip(x, axis))
-    assert [e.primitive for e in ferrax.make_jaxpr(lambda x: fnp.flip(x, axis))(x).jaxpr.eqns] == (
-        [] if axis == () else ["rev"]
-    )
+    # A nested jit `_flip` around one `rev`, as JAX's.
+    ours = ferrax.make_jaxpr(lambda x: fnp.flip(x, axis))(x)
+    assert str(ours) == str(jax.make_jaxpr(lambda x: jnp.flip(x, axis))(x))
 
 
 def test_iota_rule_gives_an_unbatched_iota() -> None:

@@ -420,9 +420,36 @@ def _scatter(
         indices_are_sorted=bool(indices_are_sorted),
         unique_indices=bool(unique_indices),
         mode=_supported(GatherScatterMode.from_any(mode), primitive.name),
-        update_jaxpr=None,
+        update_jaxpr=_update_jaxpr(primitive.name, x),
         update_consts=(),
     )
+
+
+# The combining jaxprs of scatter-add/mul/min/max, one per kind and dtype, shared as
+# JAX's are (so two scatters of a program print one `let jaxpr`).
+_COMBINERS = {"scatter-add": "add", "scatter-mul": "mul", "scatter-min": "min", "scatter-max": "max"}
+_update_jaxprs: dict[tuple[str, np.dtype[Any]], Any] = {}
+
+
+def _update_jaxpr(name: str, operand: Any) -> Any:
+    """What JAX holds as a scatter's ``update_jaxpr``: its combining function on two
+    scalars of the operand's dtype (None for ``scatter``, which replaces, and for bools,
+    which JAX's scatter-add does not take)."""
+    from ferrax import _ir
+    from ferrax._core import aval_of
+
+    dtype = np.dtype(aval_of(operand).dtype)
+    combine = _COMBINERS.get(name)
+    if combine is None or dtype == np.bool_:
+        return None
+    key = (name, dtype)
+    jaxpr = _update_jaxprs.get(key)
+    if jaxpr is None:
+        b = _ir.JaxprBuilder()
+        aval = _ir.ShapedArray((), dtype)
+        x, y = b.add_invar(aval), b.add_invar(aval)
+        jaxpr = _update_jaxprs[key] = _ir.ClosedJaxpr(b.build(b.add_eqn(combine, [x, y], {})), [])
+    return jaxpr
 
 
 def scatter(
@@ -514,10 +541,8 @@ def scatter_max(
 def rev(operand: Any, dimensions: Sequence[int]) -> Array:
     """``operand`` with the order of its elements reversed along ``dimensions``."""
     x = scalar(operand)
-    dims = _ints(dimensions)
-    if not dims and isinstance(x, Array):
-        return x
-    return bind1(rev_p, x, dimensions=dims)
+    # Always an equation (also for no dimensions), as JAX's.
+    return bind1(rev_p, x, dimensions=_ints(dimensions))
 
 
 # -------------------------------------------------------------------------- derivatives

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ferrax import _core
 from ferrax._jit import staged
 from ferrax import dtypes, lax
 from ferrax._array import Array
@@ -391,10 +392,12 @@ def _scalar_start(v: Any) -> Any:
 
 
 def _as_index_dtype(v: Any) -> Any:
-    """A start index as an int32 (``dynamic_slice`` wants one dtype for all)."""
+    """A start index as an int32 (``dynamic_slice`` wants one dtype for all). A constant
+    becomes an int32 array, as in JAX: ``dynamic_slice`` then normalizes it as it does a
+    traced index (``lt``, ``add``, ``select_n``), where it takes Python ints as they are."""
     if isinstance(v, Tracer):
         return lax.convert_element_type(v, np.int32)
-    return v
+    return ConcreteArray(np.asarray(to_numpy(v), dtype=np.int32), False)
 
 
 # ------------------------------------------------------------------------------ gather
@@ -641,6 +644,9 @@ def _assemble_indices(pieces: list[tuple[Any, int]], shape: list[int], dtype: np
         (p, _), = pieces
         if traced:
             return lax.broadcast_in_dim(p, (*p.shape, 1), tuple(range(p.ndim)))
+        if np.ndim(p) == 0 and _core._state.dynamic:
+            # One static index, staged as JAX stages it: a literal broadcast to (1,).
+            return lax.broadcast_in_dim(np.asarray(p, dtype=dtype), (1,), ())
         return np.asarray(p)[..., None]
     full = (*shape, 1)
 
