@@ -79,7 +79,6 @@ TRACE_DIFFERS: dict[str, str] = {
     "checkpoint_scan_layers": f"ferrax emits the zero cotangent's broadcast_in_dim before the forward scan",
     # jit
     # indexing
-    "index_traced_int": "JAX normalizes the constant 0 start index of the dynamic_slice (lt, add, select_n); ferrax passes 0",
     "gather_grad": f"{GATHER_T}",
     # shapes
     # reductions and sorting
@@ -99,7 +98,6 @@ TRACE_DIFFERS: dict[str, str] = {
     # integers and 64-bit types
     # long programs
     # special functions and elementwise
-    "broadcasted_iota_mask": "lax.full_like: ferrax converts the fill value (convert_element_type) before broadcasting it",
     # higher order
     # misc numpy
 }

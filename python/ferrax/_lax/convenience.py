@@ -176,8 +176,29 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None, *, sharding: 
     if dtype is None:
         value = convert_element_type(value, aval.dtype, weak_type=aval.weak_type)
     else:
-        value = convert_element_type(value, dtypes.canonicalize(dtype, "full"), weak_type=False)
+        target = dtypes.canonicalize(dtype, "full")
+        folded = _folded(fill_value, target)
+        if folded is not None:
+            value = folded
+        else:
+            value = convert_element_type(value, target, weak_type=False)
     return broadcast(value, tuple(shape))
+
+
+def _folded(fill_value: Any, dtype: np.dtype[Any]) -> ConcreteArray | None:
+    """A constant fill value (a Python or NumPy scalar, a NumPy array) converted to a
+    strong ``dtype`` now, as JAX converts constants (no convert_element_type equation:
+    ``broadcast_in_dim -inf:f32[]``); None for other values (traced, ferrax arrays)."""
+    if not isinstance(fill_value, (bool, int, float, complex, np.generic, np.ndarray)):
+        return None
+    if dtypes.is_key(dtype) or isinstance(fill_value, np.ndarray) and dtypes.is_key(fill_value.dtype):
+        return None
+    try:
+        with np.errstate(invalid="ignore", over="ignore"):
+            value = np.asarray(fill_value).astype(dtype)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return ConcreteArray(value, False)
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] | None = None, sharding: Any = None) -> Array:
