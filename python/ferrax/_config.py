@@ -57,6 +57,24 @@ def _check_int(name: str, value: Any) -> int | None:
     return value
 
 
+def _float_env(name: str, default: float) -> float:
+    value = os.getenv(name)
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"invalid float value {value!r} for environment {name!r}") from None
+
+
+def _check_float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(
+            f"new float config value must be of type float, got {value!r} of type {type(value)} (setting {name})"
+        )
+    return float(value)
+
+
 def _check_str(name: str, value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ValueError(
@@ -70,13 +88,18 @@ class Config:
     """The settings JAX users know, by JAX's names.
 
     ``jax_enable_x64`` (bool, default from ``JAX_ENABLE_X64``, else False),
-    ``jax_num_cpu_devices`` (int, -1 for the default) and ``jax_compilation_cache_dir``
-    (str or None) are accepted; the last two are stored for the runtime.
+    ``jax_num_cpu_devices`` (int, -1 for the default), ``jax_compilation_cache_dir``
+    (str or None, default from ``JAX_COMPILATION_CACHE_DIR``: where compiled programs
+    persist, see ``ferrax._compilation_cache``) and
+    ``jax_persistent_cache_min_compile_time_secs`` (float, default 1.0 or
+    ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``: programs compiling faster are not
+    stored).
     """
 
     def __init__(self) -> None:
         self._num_cpu_devices: int = -1
-        self._compilation_cache_dir: str | None = None
+        self._compilation_cache_dir: str | None = os.getenv("JAX_COMPILATION_CACHE_DIR") or None
+        self._min_compile_secs: float = _float_env("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", 1.0)
 
     def update(self, name: str, value: Any) -> None:
         """Sets the setting ``name`` to ``value``; an unknown name is an ``AttributeError``."""
@@ -94,6 +117,8 @@ class Config:
             self._num_cpu_devices = -1 if checked is None else checked
         elif name == "jax_compilation_cache_dir":
             self._compilation_cache_dir = _check_str(name, value)
+        elif name == "jax_persistent_cache_min_compile_time_secs":
+            self._min_compile_secs = _check_float(name, value)
         else:
             raise AttributeError(f"Unrecognized config option: {name}")
 
@@ -105,12 +130,17 @@ class Config:
             return self._num_cpu_devices
         if name == "jax_compilation_cache_dir":
             return self._compilation_cache_dir
+        if name == "jax_persistent_cache_min_compile_time_secs":
+            return self._min_compile_secs
         raise AttributeError(f"Unrecognized config option: {name}")
 
     @property
     def values(self) -> dict[str, Any]:
         """Every setting with its value."""
-        names = ("jax_enable_x64", "jax_num_cpu_devices", "jax_compilation_cache_dir")
+        names = (
+            "jax_enable_x64", "jax_num_cpu_devices", "jax_compilation_cache_dir",
+            "jax_persistent_cache_min_compile_time_secs",
+        )
         return {n: self.read(n) for n in names}
 
     @property
@@ -125,8 +155,13 @@ class Config:
 
     @property
     def jax_compilation_cache_dir(self) -> str | None:
-        """Where compiled programs may be cached (None: nowhere)."""
+        """Where compiled programs are cached across processes (None: nowhere)."""
         return self._compilation_cache_dir
+
+    @property
+    def jax_persistent_cache_min_compile_time_secs(self) -> float:
+        """Programs whose compilation took less are not written to the cache."""
+        return self._min_compile_secs
 
     def __repr__(self) -> str:
         return f"ferrax.config({self.values})"

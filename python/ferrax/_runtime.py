@@ -17,7 +17,7 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
-from ferrax import _ir, dtypes
+from ferrax import _config, _ir, dtypes
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, aval_of, pack_keys, physical_aval, to_numpy, unpack_keys, user_location
 from ferrax.errors import LoweringError, ShardingError
@@ -625,15 +625,38 @@ def compile_stablehlo(
         )
     try:
         if host_callbacks:
-            # jaxlib takes host callbacks only with a parsed module (see _mlir_module).
+            # jaxlib takes host callbacks only with a parsed module (see _mlir_module);
+            # such programs are not cached (their callbacks are bound here).
             exe = be.client.compile_and_load(
                 _mlir_module(text), device_list, options, host_callbacks=list(host_callbacks)
             )
+        elif _config.config.jax_compilation_cache_dir:
+            exe = _compile_cached(be, text, device_list, options)
         else:
             exe = be.client.compile_and_load(text, device_list, options)
     except RuntimeError as e:
         raise LoweringError(_describe_compile_error(str(e), text)) from None
     return Executable(exe, out_avals, text, devices, mesh)
+
+
+def _compile_cached(be: Any, text: str, device_list: Any, options: Any) -> Any:
+    """``compile_and_load`` through the persistent compilation cache."""
+    from ferrax import _compilation_cache
+
+    cfg = _config.config
+    directory = cfg.jax_compilation_cache_dir
+    assert directory is not None
+    kinds = [d.device_kind for d in device_list]
+    key = _compilation_cache.entry_key(
+        text, options.SerializeAsString(), be.client.platform, be.client.platform_version, kinds
+    )
+    return _compilation_cache.compile_cached(
+        directory, key,
+        compile=lambda: be.client.compile_and_load(text, device_list, options),
+        serialize=lambda exe: exe.serialize(),
+        load=lambda data: be.client.deserialize_executable(data, device_list, options),
+        min_compile_secs=cfg.jax_persistent_cache_min_compile_time_secs,
+    )
 
 
 _MLIR_CONTEXT: Any = None

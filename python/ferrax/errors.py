@@ -15,6 +15,7 @@ from ferrax._ir import (
 )
 
 __all__ = [
+    "CompilationCacheWarning",
     "DecompileError",
     "DifferentiationError",
     "ReverseModeError",
@@ -38,6 +39,12 @@ __all__ = [
 # module with one base; adding ``TypeError`` here reaches every instance Rust raises.
 if not issubclass(TypeCheckError, TypeError):
     TypeCheckError.__bases__ = (FerraxError, TypeError)
+
+
+class CompilationCacheWarning(UserWarning):
+    """An entry of the persistent compilation cache (``jax_compilation_cache_dir``)
+    could not be read, loaded or written: the program is compiled as without the cache.
+    A warning, not an error: the cache never makes a program fail."""
 
 
 class DecompileError(FerraxError):
