@@ -18,8 +18,11 @@ Sections:
          bench/sharding_bench.py); makes 4 CPU devices for the whole run.
   examples  the jitted training step of examples/mnist_mlp.py, attention.py and lstm.py,
          ferrax against the same programs in JAX (see bench/examples_bench.py).
+  cache  cold against warm start with the persistent compilation cache: the first call of
+         chain(10^4) and of mnist_mlp's training step in fresh processes (see
+         bench/cache_bench.py).
 
-Usage: python bench/run.py [--section ir|trace|jit|ad|vmap|sharding|examples|all] [--sizes 1000,10000,100000,1000000]
+Usage: python bench/run.py [--section ir|trace|jit|ad|vmap|sharding|examples|cache|all] [--sizes 1000,10000,100000,1000000]
                            [--reps-scale 1.0] [--no-jax] [--out bench/results]
 JAX is optional: sections that compare against it print ferrax's figures alone when it
 is not installed (or with --no-jax).
@@ -317,9 +320,41 @@ def section_examples(out_dir: pathlib.Path, rep_scale: float, use_jax: bool) -> 
     )
 
 
+def section_cache(out_dir: pathlib.Path, use_jax: bool) -> None:
+    """Cold against warm first calls with the persistent compilation cache, each a
+    fresh process (bench/cache_bench.py)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import cache_bench
+
+    start = time.perf_counter()
+    rows = cache_bench.measure(("ferrax", "jax") if use_jax else ("ferrax",))
+    elapsed = time.perf_counter() - start
+    jax_version = None
+    if use_jax:
+        import jax as jax_module
+
+        jax_version = jax_module.__version__
+    command = "python bench/run.py --section cache"
+    header = (
+        f"{_machine()}; {'JAX ' + jax_version + ' (CPU)' if jax_version else 'no JAX'}. Persistent "
+        "compilation cache: the first call of a jitted program in a fresh process (trace, lower, "
+        "compile or load, run, result on the host), cold (empty cache directory) and warm (the "
+        "directory the cold run filled), with `jax_persistent_cache_min_compile_time_secs` 0 for "
+        f"both systems; chain(10^4) and one training step of examples/mnist_mlp.py. Medians "
+        f"({cache_bench.COLD_RUNS} cold, {cache_bench.WARM_RUNS} warm processes, min-max); every "
+        f"warm process loaded its executable: {all(r['warm_loaded'] for r in rows)}. Section time "
+        f"{elapsed:.0f} s; command: `{command}`."
+    )
+    meta = {"machine": _machine(), "jax": jax_version, "elapsed_s": elapsed, "command": command}
+    (out_dir / "cache.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    text = cache_bench.table(rows)
+    (out_dir / "cache.md").write_text(header + "\n\n" + text + "\n")
+    print(header + "\n\n" + text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "vmap", "sharding", "examples", "all"], default="all")
+    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "vmap", "sharding", "examples", "cache", "all"], default="all")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="ir section sizes")
     parser.add_argument(
         "--reps-scale", type=float, default=1.0, help="trace, ad and vmap sections: scale the repetitions (min 3)"
@@ -356,6 +391,10 @@ def main() -> None:
         print()
     if args.section in ("examples", "all"):
         section_examples(out_dir, args.reps_scale, not args.no_jax)
+    if args.section == "all":
+        print()
+    if args.section in ("cache", "all"):
+        section_cache(out_dir, not args.no_jax)
 
 
 if __name__ == "__main__":
