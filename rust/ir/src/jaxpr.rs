@@ -94,6 +94,20 @@ pub enum LitValue {
 }
 
 /// A typed scalar literal such as `2.0:f32[]`.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{DType, LitValue, Literal};
+/// let l = Literal::new(LitValue::Int(-1), DType::I8);
+/// assert_eq!((l.to_string(), l.aval().to_string()), ("-1:i8[]".to_owned(), "i8[]".to_owned()));
+/// // The value must fit the dtype and be of its kind.
+/// assert!(l.is_well_typed());
+/// assert!(!Literal::new(LitValue::Int(300), DType::I8).is_well_typed());
+/// assert!(!Literal::new(LitValue::Float(1.0), DType::I32).is_well_typed());
+/// // A `u64` above `i64::MAX` is held as its bits.
+/// assert_eq!(Literal::u64(u64::MAX).value, LitValue::Int(-1));
+/// assert_eq!(Literal::u64(u64::MAX).to_string(), "18446744073709551615:u64[]");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Literal {
     /// The value.

@@ -138,6 +138,22 @@ pub fn intern_name(name: &str) -> ParamName {
 }
 
 /// `dot_general`'s dimension numbers: `((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))`.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{AbstractValue, Builtin, DType, JaxprBuilder, Param, Params};
+/// // A batched matmul: batch dimension 0 of each, contracting lhs 2 with rhs 1.
+/// let dims = Param::dot_dims(&[2], &[1], &[0], &[0]);
+/// let Param::DotDims(d) = &dims else { unreachable!() };
+/// assert_eq!((d.lhs_batch.as_slice(), d.rhs_contracting.as_slice()), (&[0][..], &[1][..]));
+/// assert_eq!(d.to_string(), "(([2], [1]), ([0], [0]))"); // as jaxpr text writes it
+/// let mut b = JaxprBuilder::new();
+/// let x = b.add_invar(AbstractValue::array(DType::F32, &[5, 2, 3])?);
+/// let w = b.add_invar(AbstractValue::array(DType::F32, &[5, 3, 4])?);
+/// let y = b.apply(Builtin::DotGeneral, [x, w], Params::new([("dimension_numbers", dims)]))?;
+/// assert_eq!(b.var_aval(y).map(|t| t.to_string()).as_deref(), Some("f32[5,2,4]"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct DotDimensionNumbers {
     /// Contracting dimensions of the left operand.
@@ -185,6 +201,18 @@ pub struct ScatterDimensionNumbers {
 /// `conv_general_dilated`'s dimension numbers (JAX's `ConvDimensionNumbers`): each spec
 /// lists an operand's dimensions in the order (batch, feature, spatial...) for `lhs` and
 /// the output, (output feature, input feature, spatial...) for `rhs`.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::ConvDimensionNumbers;
+/// // JAX's default layout for a 2-d convolution: NCHW, OIHW, NCHW.
+/// let dn = ConvDimensionNumbers::identity(4);
+/// assert_eq!(dn.lhs_spec, [0, 1, 2, 3]);
+/// assert_eq!(dn.to_string(), "ConvDimensionNumbers(lhs_spec=(0, 1, 2, 3), rhs_spec=(0, 1, 2, 3), out_spec=(0, 1, 2, 3))");
+/// // NHWC images, HWIO kernels:
+/// let nhwc = ConvDimensionNumbers::from_fields([vec![0, 3, 1, 2], vec![3, 2, 0, 1], vec![0, 3, 1, 2]]);
+/// assert_eq!(nhwc.fields()[1], [3, 2, 0, 1]);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct ConvDimensionNumbers {
     /// The lhs's batch, feature and spatial dimensions.
@@ -232,6 +260,16 @@ impl fmt::Display for ConvDimensionNumbers {
 }
 
 /// How `gather` and `scatter` treat out-of-bounds indices (JAX's `GatherScatterMode`).
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::GatherScatterMode;
+/// // Read from JAX's printed form or the strings `from_any` takes.
+/// assert_eq!(GatherScatterMode::from_name("GatherScatterMode.CLIP"), Some(GatherScatterMode::Clip));
+/// assert_eq!(GatherScatterMode::from_name("drop"), Some(GatherScatterMode::FillOrDrop));
+/// assert_eq!(GatherScatterMode::FillOrDrop.to_string(), "GatherScatterMode.FILL_OR_DROP");
+/// assert_eq!(GatherScatterMode::from_name("wrap"), None);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GatherScatterMode {
     /// Indices are clamped so that the whole slice or window is in bounds.

@@ -18,6 +18,19 @@ use std::fmt;
 pub(crate) use windowed::{dilate, select_comparison, Window};
 
 /// Why a primitive cannot be applied to these operands and params.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{AbstractValue, Builtin, DType, Param, Params, RuleError};
+/// let x = AbstractValue::array(DType::F32, &[2, 3])?;
+/// let e = Builtin::Sin.abstract_eval(&[x.clone(), x.clone()], &Params::empty()).unwrap_err();
+/// assert!(matches!(e, RuleError::Arity { got: 2, .. }), "{e}");
+/// let e = Builtin::Transpose.abstract_eval(&[x.clone()], &Params::empty()).unwrap_err();
+/// assert_eq!(e, RuleError::MissingParam { name: "permutation" });
+/// let p = Params::new([("permutation", Param::ints(&[0, 0]))]);
+/// assert!(matches!(Builtin::Transpose.abstract_eval(&[x], &p), Err(RuleError::BadParam { .. })));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum RuleError {
     /// Wrong number of operands.

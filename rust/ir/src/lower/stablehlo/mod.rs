@@ -158,6 +158,14 @@ impl Default for LowerOptions {
 
 /// The partitions a jaxpr needs: the most devices of any mesh its `shard_map`s and
 /// `sharding_constraint`s use (at any depth), 1 if none.
+///
+/// # Examples
+/// ```
+/// use ferrax_ir::{lower::stablehlo::required_partitions, text::parse_jaxpr};
+/// let j = parse_jaxpr("{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }")?;
+/// assert_eq!(required_partitions(&j), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn required_partitions(jaxpr: &Jaxpr) -> u32 {
     let mut most: i64 = 1;
     let mut seen = std::collections::HashSet::new();
