@@ -171,6 +171,10 @@ class KeyArray:
     def __iter__(self) -> Iterator[KeyArray]:
         if not self.shape:
             raise TypeError("iteration over a 0-d key array")
+        if isinstance(self._keys, Tracer):
+            # As JAX's key arrays: iterated as their key<fry> array (one `index_in_dim`
+            # per row, a slice with unit strides, then a squeeze).
+            return (KeyArray._wrap(k) for k in self._keys)
         return (self[i] for i in range(self.shape[0]))
 
     def __bool__(self) -> bool:

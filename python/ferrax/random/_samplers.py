@@ -10,17 +10,19 @@ arithmetic), so the values are the same bits as JAX's.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ferrax import dtypes, lax
+from ferrax import _core, dtypes, lax
 from ferrax import numpy as fnp
 from ferrax._array import Array
-from ferrax._core import Tracer, to_numpy
+from ferrax._core import Tracer, aval_of, to_numpy
 from ferrax._custom_derivatives import custom_jvp
 from ferrax._jit import jit
+from ferrax._lax._operands import bind1
+from ferrax._lax.structural import expand_dims_as_jax, reshape_p
 from ferrax._user_frames import user_location
 from ferrax.random._keys import UINT_DTYPES, check_key, random_bits_data, split_data
 
@@ -137,10 +139,10 @@ def _const(value: float, dtype: np.dtype[Any]) -> Any:
     return np.array(value, dtype)
 
 
-def _broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
-    # JAX pads the rank to len(shape), then relies on size-1 broadcasting (its errors
-    # come from the ops that meet the shapes first: max for the rank, mul for sizes).
-    xs = _np_shape(x)
+def _check_bound_shape(xs: tuple[int, ...], shape: tuple[int, ...]) -> None:
+    # JAX pads a bound's rank to len(shape), then relies on size-1 broadcasting: its
+    # errors come from the ops that meet the shapes first (max for the rank, mul for
+    # the sizes).
     if len(xs) > len(shape):
         ranks = sorted({len(shape), len(xs)})
         raise TypeError(
@@ -152,6 +154,11 @@ def _broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
         raise TypeError(
             f"mul got incompatible shapes for broadcasting: {shape}, {xs}, at {user_location()}"
         )
+
+
+def _broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
+    xs = _np_shape(x)
+    _check_bound_shape(xs, shape)
     return fnp.broadcast_to(x, shape) if xs != shape else x
 
 
@@ -207,6 +214,57 @@ def _one_plus_mantissa(mantissa: Any, dtype: np.dtype[Any]) -> Any:
 _uniform_jit = jit(_uniform_values, static_argnums=(3, 4))
 
 
+def _jax_jit(*static_argnames: str) -> Callable[[Callable[..., Any]], Any]:
+    """JAX's ``@jit`` on its samplers: under a trace a call is a nested ``jit`` equation
+    named as the function (traced once per signature), eagerly a compiled computation
+    (so the values are XLA's, as JAX's); ``static_argnames`` are held static."""
+
+    def wrap(fun: Callable[..., Any]) -> Any:
+        return jit(fun, static_argnames=static_argnames)
+
+    return wrap
+
+
+def _staging() -> bool:
+    """Whether a staging trace is active (``make_jaxpr``, an outer ``jit``): then the
+    samplers are JAX's nested jits over keys. Called eagerly (also under an eager
+    ``vmap`` or ``grad``) they draw the bits first, where the key is (integer work is
+    exact everywhere, so threefry never compiles), and run the float steps, the same
+    operations, as one compiled computation per signature: the same values."""
+    return bool(_core._state.dynamic)
+
+
+def _reshape_as_jax(x: Any, shape: tuple[int, ...]) -> Any:
+    # JAX's lax.reshape: the same shape is returned as it is, but a scalar is reshaped.
+    if not shape and not _np_shape(x):
+        return bind1(reshape_p, x, new_sizes=(), dimensions=None, sharding=None)
+    return lax.reshape(x, shape)
+
+
+@_jax_jit("shape", "dtype")
+def _uniform(key: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    """JAX's ``_uniform``: the bounds padded to the rank of ``shape``, the random bits
+    drawn inside, the float ``1.m`` of their top mantissa bits moved to the range."""
+    if not dtypes.is_float(dtype):
+        raise TypeError(f"uniform only accepts floating point dtypes, at {user_location()}")
+    fi = _FInfo(dtype)
+    minval = lax.convert_element_type(minval, dtype)
+    maxval = lax.convert_element_type(maxval, dtype)
+    _check_bound_shape(_np_shape(minval), shape)
+    _check_bound_shape(_np_shape(maxval), shape)
+    minval = lax.broadcast_to_rank(minval, len(shape))
+    maxval = lax.broadcast_to_rank(maxval, len(shape))
+    rng_bits = 8 if fi.nmant < 8 else fi.bits
+    raw = random_bits_data(key, rng_bits, shape)
+    uint = UINT_DTYPES[fi.bits]
+    if rng_bits != fi.bits:
+        raw = lax.convert_element_type(raw, uint)
+    mantissa = lax.shift_right_logical(raw, np.array(rng_bits - fi.nmant, uint))
+    floats = lax.sub(_one_plus_mantissa(mantissa, dtype), _const(1.0, dtype))
+    scaled = lax.add(lax.mul(floats, lax.sub(maxval, minval)), minval)
+    return lax.max(minval, _reshape_as_jax(scaled, shape))
+
+
 def uniform(
     key: Any,
     shape: Shape = (),
@@ -222,8 +280,18 @@ def uniform(
     data, _ = check_key("uniform", key)
     d = _float_dtype("uniform", dtype)
     shp = _canonical_shape(shape)
-    out: Array = _uniform_jit(_raw_bits(data, shp, d), minval, maxval, shp, d)
+    if not _staging():
+        eager: Array = _uniform_jit(_raw_bits(data, shp, d), minval, maxval, shp, d)
+        return eager
+    out: Array = _uniform_keys(data, shp, d, minval, maxval)
     return out
+
+
+def _uniform_keys(
+    keys: Any, shape: tuple[int, ...], dtype: np.dtype[Any], minval: Any = 0.0, maxval: Any = 1.0
+) -> Any:
+    """``uniform`` on checked typed keys (``key<fry>``), as JAX's samplers call it."""
+    return _uniform(keys, minval, maxval, shape=shape, dtype=dtype)
 
 
 # --- integers ---------------------------------------------------------------------------
@@ -236,10 +304,13 @@ def _iinfo(d: np.dtype[Any]) -> np.iinfo[Any]:
 def _convert_and_clip_integer(val: Any, dtype: np.dtype[Any]) -> Any:
     # ``val`` in ``dtype``, clipped to the range of both types rather than wrapped.
     vd = val.dtype
-    lo = max(int(_iinfo(dtype).min), int(_iinfo(vd).min))
-    hi = min(int(_iinfo(dtype).max), int(_iinfo(vd).max))
-    clipped = lax.min(lax.max(val, fnp.full_like(val, lo)), fnp.full_like(val, hi))
-    return lax.convert_element_type(clipped, dtype)
+    lo_int = max(int(_iinfo(dtype).min), int(_iinfo(vd).min))
+    hi_int = min(int(_iinfo(dtype).max), int(_iinfo(vd).max))
+    # Constants like ``val``: Python ints next to a weakly typed value (JAX's lax._const).
+    weak = bool(aval_of(val).weak_type)
+    lo: Any = lo_int if weak else np.array(lo_int, vd)
+    hi: Any = hi_int if weak else np.array(hi_int, vd)
+    return fnp.astype(fnp.clip(val, lo, hi), dtype)
 
 
 def _randint_values(
@@ -278,6 +349,40 @@ def _randint_values(
     return lax.add(minval, lax.convert_element_type(offset, dtype))
 
 
+@_jax_jit("shape", "dtype")
+def _randint(key: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    # Twice the dtype's bits per value, reduced modulo the span (JAX's algorithm, with
+    # its small bias when the span is not a power of 2).
+    _check_shape("randint", shape, _np_shape(minval), _np_shape(maxval))
+    minval = fnp.asarray(minval)
+    maxval = fnp.asarray(maxval)
+    if not dtypes.is_int(minval.dtype):
+        minval = fnp.astype(minval, dtypes.default_int())
+    if not dtypes.is_int(maxval.dtype):
+        maxval = fnp.astype(maxval, dtypes.default_int())
+    # Where maxval is beyond the dtype's range (randint(key, shape, 0, 256, uint8)).
+    top = _convert_and_clip_integer(fnp.asarray(np.array(_iinfo(dtype).max, dtype)), maxval.dtype)
+    maxval_out_of_range = lax.gt(maxval, top)
+    minval = _convert_and_clip_integer(minval, dtype)
+    maxval = _convert_and_clip_integer(maxval, dtype)
+    minval = lax.broadcast_to_rank(minval, len(shape))
+    maxval = lax.broadcast_to_rank(maxval, len(shape))
+    nbits = _iinfo(dtype).bits
+    k1, k2 = split_data(key, (2,))
+    higher = random_bits_data(k1, nbits, shape)
+    lower = random_bits_data(k2, nbits, shape)
+    unsigned = UINT_DTYPES[nbits]
+    span = lax.convert_element_type(maxval - minval, unsigned)
+    # maxval <= minval gives minval; a maxval beyond the dtype's range one more value.
+    span = lax.select_n(maxval <= minval, span, lax.full_like(span, 1))
+    span = lax.select_n(maxval_out_of_range & (maxval > minval), span, lax.add(span, np.array(1, unsigned)))
+    multiplier = lax.rem(np.array(2 ** (nbits // 2), unsigned), span)
+    multiplier = lax.rem(lax.mul(multiplier, multiplier), span)
+    offset = lax.add(lax.mul(lax.rem(higher, span), multiplier), lax.rem(lower, span))
+    offset = lax.rem(offset, span)
+    return lax.add(minval, lax.convert_element_type(offset, dtype))
+
+
 def randint(
     key: Any, shape: Shape, minval: Any, maxval: Any, dtype: Any = None,
     *,
@@ -300,7 +405,10 @@ def randint(
         maxval = fnp.clip(
             fnp.astype(fnp.asarray(maxval), sampling), int(info.min), int(info.max) + 1
         )
-    out: Array = fnp.astype(_randint_values(data, minval, maxval, shp, sampling), d)
+    if not _staging():
+        eager: Array = fnp.astype(_randint_values(data, minval, maxval, shp, sampling), d)
+        return eager
+    out: Array = fnp.astype(_randint(data, minval, maxval, shape=shp, dtype=sampling), d)
     return out
 
 
@@ -316,13 +424,30 @@ def _normal_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
 _normal_jit = jit(_normal_impl, static_argnums=(1, 2))
 
 
+@_jax_jit("shape", "dtype")
+def _normal(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    # JAX's ``_normal``: complex dtypes would split the key here; ferrax has real ones.
+    return _normal_real(key, shape, dtype)
+
+
+@_jax_jit("shape", "dtype")
+def _normal_real(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    fi = _FInfo(dtype)
+    lo = _const(-1.0 + fi.epsneg, dtype)  # nextafter(-1, 0)
+    u = _uniform_keys(key, shape, dtype, lo, _const(1.0, dtype))
+    return lax.mul(_const(math.sqrt(2), dtype), lax.erf_inv(u))
+
+
 def normal(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard normal random values (float32 by default, float64 with x64)."""
     _no_out_sharding("normal", out_sharding)
     data, _ = check_key("normal", key)
     d = _float_dtype("normal", dtype, allow_complex=True)
     shp = _canonical_shape(shape)
-    out: Array = _normal_jit(_raw_bits(data, shp, d), shp, d)
+    if not _staging():
+        eager: Array = _normal_jit(_raw_bits(data, shp, d), shp, d)
+        return eager
+    out: Array = _normal(data, shape=shp, dtype=d)
     return out
 
 
@@ -373,6 +498,27 @@ def _truncated_normal_impl(
 _truncated_normal_jit = jit(_truncated_normal_impl, static_argnums=(3, 4))
 
 
+@_jax_jit("shape", "dtype")
+def _truncated_normal(
+    key: Any, lower: Any, upper: Any, shape: tuple[int, ...] | None, dtype: np.dtype[Any]
+) -> Any:
+    if shape is None:
+        shape = _broadcast_shapes(_np_shape(lower), _np_shape(upper))
+    else:
+        _check_shape("truncated_normal", shape, _np_shape(lower), _np_shape(upper))
+    sqrt2 = _const(math.sqrt(2), dtype)
+    lower = lax.convert_element_type(lower, dtype)
+    upper = lax.convert_element_type(upper, dtype)
+    a = lax.erf(lax.div(lower, sqrt2))
+    b = lax.erf(lax.div(upper, sqrt2))
+    u = _uniform_keys(key, shape, dtype, a, b)
+    out = lax.mul(sqrt2, lax.erf_inv(u))
+    # Clamped to the open interval (lower, upper), as JAX's.
+    lo = lax.nextafter(lax.stop_gradient(lower), _const(np.inf, dtype))
+    hi = lax.nextafter(lax.stop_gradient(upper), _const(-np.inf, dtype))
+    return fnp.clip(out, lo, hi)
+
+
 def truncated_normal(
     key: Any, lower: Any, upper: Any, shape: Shape | None = None, dtype: Any = None,
     *,
@@ -384,11 +530,14 @@ def truncated_normal(
     shp = None if shape is None else _canonical_shape(shape)
     data, _ = check_key("truncated_normal", key)
     d = _float_dtype("truncated_normal", dtype)
-    if shp is None:
-        shp = _broadcast_shapes(_np_shape(lower), _np_shape(upper))
-    else:
-        _check_shape("truncated_normal", shp, _np_shape(lower), _np_shape(upper))
-    out: Array = _truncated_normal_jit(_raw_bits(data, shp, d), lower, upper, shp, d)
+    if not _staging():
+        if shp is None:
+            shp = _broadcast_shapes(_np_shape(lower), _np_shape(upper))
+        else:
+            _check_shape("truncated_normal", shp, _np_shape(lower), _np_shape(upper))
+        eager: Array = _truncated_normal_jit(_raw_bits(data, shp, d), lower, upper, shp, d)
+        return eager
+    out: Array = _truncated_normal(data, lower, upper, shape=shp, dtype=d)
     return out
 
 
@@ -407,6 +556,22 @@ def _bernoulli_impl(raw: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
 _bernoulli_jit = jit(_bernoulli_impl, static_argnums=(2, 3))
 
 
+@_jax_jit("shape", "mode")
+def _bernoulli(key: Any, p: Any, shape: tuple[int, ...] | None, mode: str) -> Any:
+    if shape is None:
+        shape = _np_shape(p)
+    else:
+        _check_shape("bernoulli", shape, _np_shape(p))
+    dtype = p.dtype
+    if mode == "high":
+        u = _uniform_keys(key, (2, *shape), dtype)
+        u1, u2 = u[0], u[1]
+        # The resolution of the uniform draws is 2 ** -nmant.
+        u2 = u2 * (2.0 ** -_FInfo(dtype).nmant)
+        return u2 < p - u1
+    return _uniform_keys(key, shape, dtype) < p
+
+
 def bernoulli(
     key: Any,
     p: Any = 0.5,
@@ -422,30 +587,56 @@ def bernoulli(
     if mode not in ("high", "low"):
         raise ValueError(f"got mode={mode!r}, expected 'high' or 'low', at {user_location()}")
     data, _ = check_key("bernoulli", key)
-    p_arr = fnp.asarray(p)
-    if not dtypes.is_float(p_arr.dtype):
+    p_dtype = fnp.asarray(p).dtype if not isinstance(p, Array) else p.dtype
+    if not dtypes.is_float(p_dtype):
         raise TypeError(
-            f"bernoulli probability `p` must have a floating dtype, got {p_arr.dtype}, "
+            f"bernoulli probability `p` must have a floating dtype, got {p_dtype}, "
             f"at {user_location()}"
         )
-    if shp is None:
-        shp = _np_shape(p_arr)
+    if not _staging():
+        p_eager = fnp.asarray(p)
+        if shp is None:
+            shp = _np_shape(p_eager)
+        else:
+            _check_shape("bernoulli", shp, _np_shape(p_eager))
+        raw = _raw_bits(data, (2, *shp) if mode == "high" else shp, p_eager.dtype)
+        eager: Array = _bernoulli_jit(raw, p_eager, shp, mode)
+        return eager
+    staged_out: Array = _bernoulli_keys(data, p, shp, mode, p_dtype)
+    return staged_out
+
+
+def _bernoulli_keys(
+    keys: Any, p: Any, shape: tuple[int, ...] | None, mode: str = "low", p_dtype: Any = None
+) -> Any:
+    """``bernoulli`` on checked typed keys, as JAX's samplers call it."""
+    if p_dtype is None:
+        p_dtype = fnp.asarray(p).dtype if not isinstance(p, Array) else p.dtype
+    p_arr: Any
+    if isinstance(p, (bool, int, float, complex, np.generic)):
+        # A Python or NumPy scalar converts to a constant, as JAX's convert_element_type
+        # makes it (no equation).
+        p_arr = np.asarray(p, dtype=p_dtype)
     else:
-        _check_shape("bernoulli", shp, _np_shape(p_arr))
-    raw = _raw_bits(data, (2, *shp) if mode == "high" else shp, p_arr.dtype)
-    out: Array = _bernoulli_jit(raw, p_arr, shp, mode)
-    return out
+        p_arr = lax.convert_element_type(p, p_dtype)
+    return _bernoulli(keys, p_arr, shape=shape, mode=mode)
 
 
 def _simple_sampler(name: str, dtype: Any, shape: Shape) -> tuple[tuple[int, ...], np.dtype[Any]]:
     return _canonical_shape(shape), _float_dtype(name, dtype)
 
 
-def _sample(name: str, impl: Any, key: Any, shape: Shape, dtype: Any, out_sharding: Any) -> Array:
-    """A sampler of floats from a key's raw bits: ``impl(bits, shape, dtype)``, jitted."""
+def _sample(
+    name: str, impl: Any, staged: Any, key: Any, shape: Shape, dtype: Any, out_sharding: Any
+) -> Array:
+    """A sampler of floats: traced, JAX's jit over the key ``staged(key, shape,
+    dtype)``; eagerly ``impl(bits, shape, dtype)`` (jitted) on the key's raw bits."""
     _no_out_sharding(name, out_sharding)
     data, _ = check_key(name, key)
     shp, d = _simple_sampler(name, dtype, shape)
+    if _staging():
+        staged_out: Array = staged(data, shape=shp, dtype=d)
+        return staged_out
     out: Array = impl(_raw_bits(data, shp, d), shp, d)
     return out
 
@@ -458,6 +649,13 @@ def _exponential_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) ->
 _exponential_jit = jit(_exponential_impl, static_argnums=(1, 2))
 
 
+@_jax_jit("shape", "dtype")
+def _exponential(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    u = _uniform_keys(key, shape, dtype)
+    # 1 - u moves the domain of log to (0, 1].
+    return lax.neg(lax.log1p(lax.neg(u)))
+
+
 def exponential(
     key: Any,
     shape: Shape = (),
@@ -466,7 +664,7 @@ def exponential(
     out_sharding: Any = None,
 ) -> Array:
     """Standard exponential random values."""
-    return _sample("exponential", _exponential_jit, key, shape, dtype, out_sharding)
+    return _sample("exponential", _exponential_jit, _exponential, key, shape, dtype, out_sharding)
 
 
 def _laplace_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
@@ -478,9 +676,15 @@ def _laplace_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any
 _laplace_jit = jit(_laplace_impl, static_argnums=(1, 2))
 
 
+@_jax_jit("shape", "dtype")
+def _laplace(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    u = _uniform_keys(key, shape, dtype, _const(-1.0 + _FInfo(dtype).epsneg, dtype), 1.0)
+    return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))))
+
+
 def laplace(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard Laplace random values."""
-    return _sample("laplace", _laplace_jit, key, shape, dtype, out_sharding)
+    return _sample("laplace", _laplace_jit, _laplace, key, shape, dtype, out_sharding)
 
 
 def _logistic_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
@@ -492,9 +696,15 @@ def _logistic_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> An
 _logistic_jit = jit(_logistic_impl, static_argnums=(1, 2))
 
 
+@_jax_jit("shape", "dtype")
+def _logistic(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    x = _uniform_keys(key, shape, dtype, _const(_FInfo(dtype).tiny, dtype), 1.0)
+    return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
+
+
 def logistic(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard logistic random values."""
-    return _sample("logistic", _logistic_jit, key, shape, dtype, out_sharding)
+    return _sample("logistic", _logistic_jit, _logistic, key, shape, dtype, out_sharding)
 
 
 def _cauchy_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
@@ -507,9 +717,16 @@ def _cauchy_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
 _cauchy_jit = jit(_cauchy_impl, static_argnums=(1, 2))
 
 
+@_jax_jit("shape", "dtype")
+def _cauchy(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    u = _uniform_keys(key, shape, dtype, _const(_FInfo(dtype).eps, dtype), 1.0)
+    pi = _const(np.pi, dtype)
+    return lax.tan(lax.mul(pi, lax.sub(u, _const(0.5, dtype))))
+
+
 def cauchy(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Standard Cauchy random values."""
-    return _sample("cauchy", _cauchy_jit, key, shape, dtype, out_sharding)
+    return _sample("cauchy", _cauchy_jit, _cauchy, key, shape, dtype, out_sharding)
 
 
 def _gumbel_values(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any], mode: str) -> Any:
@@ -571,6 +788,20 @@ def _gumbel_highest_f32(raw: Any, shape: tuple[int, ...]) -> Any:
 _gumbel_jit = jit(_gumbel_values, static_argnums=(1, 2, 3))
 
 
+@_jax_jit("shape", "dtype", "mode")
+def _gumbel(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any], mode: str) -> Any:
+    fi = _FInfo(dtype)
+    if mode == "highest" and dtype == np.dtype(np.float32):
+        return _gumbel_highest_f32(random_bits_data(key, 32, (2, *shape)), shape)
+    if mode in ("high", "highest"):
+        both = _uniform(key, minval=0.0, maxval=1.0, shape=(2, *shape), dtype=dtype)
+        high, low = both[0], both[1]
+        x = fnp.where(high >= 0.5, high, high + 2.0**-fi.nmant * low + _const(fi.tiny, dtype))
+        return -fnp.log(-fnp.log1p(-x))
+    u = _uniform(key, minval=_const(fi.tiny, dtype), maxval=1.0, shape=shape, dtype=dtype)
+    return -fnp.log(-fnp.log(u))
+
+
 def _gumbel_bits_shape(shape: tuple[int, ...], dtype: np.dtype[Any], mode: str) -> tuple[int, ...]:
     return shape if mode == "low" else (2, *shape)
 
@@ -596,7 +827,10 @@ def gumbel(
     data, _ = check_key("gumbel", key)
     shp, d = _simple_sampler("gumbel", dtype, shape)
     m = _gumbel_mode(mode)
-    out: Array = _gumbel_jit(_raw_bits(data, _gumbel_bits_shape(shp, d, m), d), shp, d, m)
+    if not _staging():
+        eager: Array = _gumbel_jit(_raw_bits(data, _gumbel_bits_shape(shp, d, m), d), shp, d, m)
+        return eager
+    out: Array = _gumbel(data, shape=shp, dtype=d, mode=m)
     return out
 
 
@@ -608,6 +842,12 @@ def _rademacher_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> 
 
 
 _rademacher_jit = jit(_rademacher_impl, static_argnums=(1, 2))
+
+
+@_jax_jit("shape", "dtype", "out_sharding")
+def _rademacher(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any], out_sharding: Any) -> Any:
+    b = fnp.astype(_bernoulli_keys(key, 0.5, shape), dtype)
+    return fnp.astype(2 * b - 1, dtype)
 
 
 def rademacher(
@@ -622,6 +862,9 @@ def rademacher(
     data, _ = check_key("rademacher", key)
     d = dtypes.canonicalize(int if dtype is None else dtype, "rademacher")
     shp = _canonical_shape(shape)
+    if _staging():
+        staged_out: Array = _rademacher(data, shp, d, None)
+        return staged_out
     raw = _raw_bits(data, shp, dtypes.default_float())
     out: Array = _rademacher_jit(raw, shp, d)
     return out
@@ -693,6 +936,34 @@ def categorical(
         shp = _canonical_shape(shape)
         _check_shape("categorical", shp, batch_shape)
     m = _gumbel_mode(mode)
+    if not _staging():
+        return _categorical_eager(data, logits_arr, shp, batch_shape, axis, replace, m)
+    dtype = logits_arr.dtype
+    prefix = shp[: len(shp) - len(batch_shape)]
+    if replace:
+        gshape = _categorical_gumbel_shape(tuple(logits_arr.shape), shp, axis)
+        g = _gumbel(data, shape=gshape, dtype=dtype, mode=m)
+        expanded = expand_dims_as_jax(logits_arr, tuple(range(len(prefix)))) if prefix else logits_arr
+        out: Array = fnp.argmax(g + expanded, axis=axis - nd if axis >= 0 else axis)
+        return out
+    shifted = logits_arr + _gumbel(data, shape=tuple(logits_arr.shape), dtype=dtype, mode=m)
+    k = int(np.prod(prefix, dtype=np.int64))
+    if k > logits_arr.shape[axis]:
+        raise ValueError(
+            f"Number of samples without replacement ({k}) cannot exceed number of "
+            f"categories ({logits_arr.shape[axis]}), at {user_location()}"
+        )
+    indices = lax.top_k(fnp.moveaxis(shifted, axis, -1), k)[1]  # batch + (k,)
+    # The k draws lead: the sample axes first, then the batch axes.
+    ind_nd = indices.ndim
+    out_nr: Array = lax.reshape(indices, shp, (ind_nd - 1, *range(ind_nd - 1)))
+    return out_nr
+
+
+def _categorical_eager(
+    data: Any, logits_arr: Any, shp: tuple[int, ...], batch_shape: tuple[int, ...], axis: int, replace: bool, m: str
+) -> Array:
+    nd = logits_arr.ndim
     if not replace:
         k = int(np.prod(shp[: len(shp) - len(batch_shape)], dtype=np.int64))
         if k > logits_arr.shape[axis]:
@@ -735,7 +1006,7 @@ def _sort_along_last(sort_keys: Any, values: Any) -> Any:
     return lax.sort_key_val(sort_keys, values, -1)[1]
 
 
-def _shuffle(data: Any, x: Any, axis: int) -> Any:
+def _shuffle_eager(data: Any, x: Any, axis: int) -> Any:
     size = int(np.prod(x.shape, dtype=np.int64))
     rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(rounds):
@@ -745,6 +1016,19 @@ def _shuffle(data: Any, x: Any, axis: int) -> Any:
         moved_keys = fnp.swapaxes(sort_keys, axis, -1)
         moved = fnp.swapaxes(x, axis, -1)
         x = fnp.swapaxes(_sort_along_last(moved_keys, moved), axis, -1)
+    return x
+
+
+@_jax_jit("axis")
+def _shuffle(key: Any, x: Any, axis: int) -> Any:
+    # Sorts by fresh 32-bit random keys, as many rounds as make collisions unlikely
+    # (JAX's heuristic, from TensorFlow's).
+    size = int(np.prod(x.shape, dtype=np.int64))
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(rounds):
+        key, subkey = split_data(key, (2,))
+        sort_keys = random_bits_data(subkey, 32, tuple(x.shape))
+        x = lax.sort_key_val(sort_keys, x, axis)[1]
     return x
 
 
@@ -765,15 +1049,16 @@ def permutation(
     if not -nd <= axis < nd:
         raise ValueError(f"axis {axis} is out of bounds for array of dimension {nd}, at {user_location()}")
     axis = axis % nd
+    shuffle = _shuffle if _staging() else _shuffle_eager
     if arr.ndim == 0:
         if not dtypes.is_int(arr.dtype):
             raise TypeError(f"x must be an integer or at least 1-dimensional, at {user_location()}")
-        out: Array = _shuffle(data, fnp.arange(int(arr)), axis)
+        out: Array = shuffle(data, fnp.arange(int(arr)), axis)
         return out
     if independent or arr.ndim == 1:
-        out = _shuffle(data, arr, axis)
+        out = shuffle(data, arr, axis)
         return out
-    ind = _shuffle(data, fnp.arange(arr.shape[axis]), 0)
+    ind = shuffle(data, fnp.arange(arr.shape[axis]), 0)
     out = fnp.take(arr, ind, axis)
     return out
 
