@@ -130,6 +130,7 @@ pub fn transpose(jaxpr: &Jaxpr, linear: &[bool]) -> Result<Jaxpr, PassError> {
         cts: vec![true; jaxpr.outvars().len()],
         drop_zeros: false,
         axes: Vec::new(),
+        seeded: Vec::new(),
     };
     let mut memo: HashMap<(*const Jaxpr, Request), Transposed> = HashMap::new();
     let mut stack = vec![Transposer::start(jaxpr, top)?];
@@ -178,6 +179,10 @@ struct Request {
     /// The named axes in scope (a shard_map body's mesh axes), for the collectives the
     /// transpose emits.
     axes: Vec<(Arc<str>, i64)>,
+    /// Per input: a linear input whose cotangent starts from a value passed in (an
+    /// input of the transposed jaxpr after the outputs' cotangents), contributions added
+    /// to it as they come (a scan body's accumulated consts' cotangents, as JAX's).
+    seeded: Vec<bool>,
 }
 
 /// A transposed sub-jaxpr.
@@ -387,6 +392,11 @@ impl<'a> Transposer<'a> {
                 }
             }
         }
+        for (k, &v) in jaxpr.invars().iter().enumerate() {
+            if t.request.seeded.get(k) == Some(&true) {
+                t.ct[v.index()] = Some(t.out.add_invar(jaxpr.var_aval(v).clone()));
+            }
+        }
         for (&o, &g) in jaxpr.outvars().iter().zip(&ct_ins) {
             if let (Atom::Var(v), Some(g)) = (o, g) {
                 if t.is_lin[v.index()] {
@@ -458,6 +468,7 @@ impl<'a> Transposer<'a> {
                         cts: self.has_ct(e.outvars()),
                         drop_zeros: true,
                         axes: self.request.axes.clone(),
+                        seeded: Vec::new(),
                     };
                     return Ok(Some((p, inner.jaxpr(), request)));
                 };
@@ -476,6 +487,7 @@ impl<'a> Transposer<'a> {
                         cts: self.has_ct(e.outvars()),
                         drop_zeros: true,
                         axes,
+                        seeded: Vec::new(),
                     };
                     return Ok(Some((p, inner.jaxpr(), request)));
                 };
@@ -494,6 +506,7 @@ impl<'a> Transposer<'a> {
                         cts: self.has_ct(e.outvars()),
                         drop_zeros: true,
                         axes: self.request.axes.clone(),
+                        seeded: Vec::new(),
                     };
                     return Ok(Some((Pending::Cond { eqn, done }, next, request)));
                 }
@@ -505,11 +518,17 @@ impl<'a> Transposer<'a> {
                 let Some(t) = child else {
                     // The carries' cotangents flow round the loop: all are instantiated;
                     // the ys' zero cotangents stay out (as in JAX).
+                    let nc = int_param(e, "num_consts");
+                    let mut seeded = self.lin_flags(e.inputs());
+                    for f in seeded.iter_mut().skip(nc) {
+                        *f = false;
+                    }
                     let request = Request {
                         linear: self.scan_body_flags(e),
                         cts: self.scan_body_cts(e),
                         drop_zeros: false,
                         axes: self.request.axes.clone(),
+                        seeded,
                     };
                     return Ok(Some((p, body.jaxpr(), request)));
                 };
@@ -897,26 +916,18 @@ impl<'a> Transposer<'a> {
         let ct_carry = fresh(&mut b, &carry_avals);
         let ct_ys = fresh(&mut b, &ys_avals);
         let nlx = fresh(&mut b, &nlx_avals);
+        // The body's transpose adds the linear consts' cotangents to the accumulators as
+        // they come (JAX's order).
         let mut args = nlc;
         args.extend(nlx);
         args.extend(ct_carry);
         args.extend(ct_ys);
-        let d = inline(&mut b, t, &tconsts, &args).map_err(|message| PassError::IllTyped {
-            eqn: Some(i),
-            message,
-        })?;
-        let (d_lc, rest) = d.split_at(lc_avals.len());
-        let mut new_outs = Vec::with_capacity(d.len());
-        for (&a, &g) in acc.iter().zip(d_lc) {
-            let sum = b
-                .add_eqn(Builtin::AddAny.into(), vec![a, g], Params::empty())
-                .map_err(|err| PassError::IllTyped {
-                    eqn: Some(i),
-                    message: err.to_string(),
-                })?;
-            new_outs.push(Atom::Var(sum[0]));
-        }
-        new_outs.extend_from_slice(rest);
+        args.extend(acc);
+        let new_outs =
+            inline(&mut b, t, &tconsts, &args).map_err(|message| PassError::IllTyped {
+                eqn: Some(i),
+                message,
+            })?;
         let new_body = b.build(new_outs).map_err(|err| PassError::IllTyped {
             eqn: Some(i),
             message: err.to_string(),
@@ -1201,7 +1212,13 @@ impl Transposer<'_> {
         self.reshape(eqn, summed, target.shape.dims())
     }
 
+    /// `g` reshaped to `dims` (as JAX's `lax.reshape`, no equation when a non-scalar
+    /// already has that shape).
     fn reshape(&mut self, eqn: usize, g: VarId, dims: &[i64]) -> Result<VarId, PassError> {
+        let shape = self.aval(g).shape;
+        if !dims.is_empty() && shape.dims() == dims {
+            return Ok(g);
+        }
         self.emit1(
             eqn,
             Builtin::Reshape,
@@ -1209,6 +1226,7 @@ impl Transposer<'_> {
             params([
                 ("new_sizes", Param::ints(dims)),
                 ("dimensions", Param::None),
+                ("sharding", Param::None),
             ]),
         )
     }
@@ -1333,9 +1351,16 @@ impl Transposer<'_> {
                 self.give(i, ins[1], c)?;
             }
             Mul | Div => {
+                // As JAX: the cotangent takes the linear operand's place (`div`'s linear
+                // operand is its dividend).
                 let k = if self.atom_is_lin(ins[0]) { 0 } else { 1 };
                 let other = self.fwd_atom(ins[1 - k]);
-                let scaled = self.emit1(i, p, vec![gv, other], Params::empty())?;
+                let operands = if k == 0 {
+                    vec![gv, other]
+                } else {
+                    vec![other, gv]
+                };
+                let scaled = self.emit1(i, p, operands, Params::empty())?;
                 let gk = self.unbroadcast(i, scaled, &in_aval(k))?;
                 self.give(i, ins[k], gk)?;
             }
@@ -1354,46 +1379,68 @@ impl Transposer<'_> {
                 self.give(i, ins[0], c)?;
             }
             ReduceSum => {
+                // As JAX: the cotangent broadcast back along the summed axes, its
+                // broadcast_dimensions NumPy integers (`np.delete` of an `np.arange`); no
+                // equation when no axis was summed (an identity broadcast is not staged).
                 let x = in_aval(0);
                 let axes = ints(e.params(), "axes");
                 let kept = axes_not_in(x.shape.rank(), &[&axes]);
-                let b = self.emit1(
-                    i,
-                    BroadcastInDim,
-                    vec![gv],
-                    params([
+                let b = if kept.len() == x.shape.rank() {
+                    g
+                } else {
+                    let ps = params([
                         ("shape", Param::ints(x.shape.dims())),
                         ("broadcast_dimensions", Param::ints(&kept)),
                         ("sharding", Param::None),
-                    ]),
-                )?;
+                    ])
+                    .with_numpy_ints(
+                        (0..kept.len()).map(|k| ("broadcast_dimensions", k, DType::I64)),
+                    );
+                    self.emit1(i, BroadcastInDim, vec![gv], ps)?
+                };
                 self.give(i, ins[0], b)?;
             }
             BroadcastInDim => {
+                // As JAX: the cotangent summed over every axis but those the operand's
+                // dimensions of size other than 1 went to, and the operand's size-1
+                // dimensions put back with a broadcast_in_dim. (No axis to sum is an
+                // identity broadcast, which JAX does not stage.)
                 let x = in_aval(0);
-                let out = src.var_aval(e.outvars()[0]).shape.dims().to_vec();
+                let out_rank = src.var_aval(e.outvars()[0]).shape.rank();
                 let bdims = ints(e.params(), "broadcast_dimensions");
-                let mut summed = vec![true; out.len()];
-                let mut stretched = false;
-                for (k, &bd) in bdims.iter().enumerate() {
-                    let keep = x.shape.dims()[k] == out[bd as usize];
-                    summed[bd as usize] = !keep;
-                    stretched |= !keep;
-                }
-                let axes: Vec<i64> = (0..out.len() as i64)
-                    .filter(|&a| summed[a as usize])
+                let xd = x.shape.dims();
+                let unit: Vec<i64> = (0..xd.len() as i64)
+                    .filter(|&k| xd[k as usize] == 1)
                     .collect();
-                let mut r = g;
-                if !axes.is_empty() {
+                let kept_out: Vec<i64> = bdims
+                    .iter()
+                    .zip(xd)
+                    .filter(|&(_, &d)| d != 1)
+                    .map(|(&b, _)| b)
+                    .collect();
+                let axes = axes_not_in(out_rank, &[&kept_out]);
+                if axes.is_empty() {
+                    self.give(i, ins[0], g)?;
+                    return Ok(());
+                }
+                let mut r = self.emit1(
+                    i,
+                    ReduceSum,
+                    vec![gv],
+                    params([("axes", Param::ints(&axes)), ("out_sharding", Param::None)]),
+                )?;
+                if !unit.is_empty() {
+                    let put_back = axes_not_in(xd.len(), &[&unit]);
                     r = self.emit1(
                         i,
-                        ReduceSum,
-                        vec![gv],
-                        params([("axes", Param::ints(&axes)), ("out_sharding", Param::None)]),
+                        BroadcastInDim,
+                        vec![Atom::Var(r)],
+                        params([
+                            ("shape", Param::ints(xd)),
+                            ("broadcast_dimensions", Param::ints(&put_back)),
+                            ("sharding", Param::None),
+                        ]),
                     )?;
-                }
-                if stretched {
-                    r = self.reshape(i, r, x.shape.dims())?;
                 }
                 self.give(i, ins[0], r)?;
             }
@@ -1404,12 +1451,17 @@ impl Transposer<'_> {
                         let permuted: Vec<i64> =
                             perm.iter().map(|&d| x.shape.dims()[d as usize]).collect();
                         let r = self.reshape(i, g, &permuted)?;
-                        self.emit1(
-                            i,
-                            Transpose,
-                            vec![Atom::Var(r)],
-                            params([("permutation", Param::ints(&inverse_perm(perm)))]),
-                        )?
+                        let inverse = inverse_perm(perm);
+                        if inverse.iter().enumerate().all(|(k, &d)| d == k as i64) {
+                            r
+                        } else {
+                            self.emit1(
+                                i,
+                                Transpose,
+                                vec![Atom::Var(r)],
+                                params([("permutation", Param::ints(&inverse))]),
+                            )?
+                        }
                     }
                     _ => self.reshape(i, g, x.shape.dims())?,
                 };
@@ -1430,14 +1482,20 @@ impl Transposer<'_> {
                 let mut dims = ints(e.params(), "dimensions");
                 dims.sort_unstable();
                 dims.dedup();
+                // As JAX: the squeezed dimensions put back by a broadcast_in_dim.
                 let r = if dims.is_empty() {
                     g
                 } else {
+                    let kept = axes_not_in(x.shape.rank(), &[&dims]);
                     self.emit1(
                         i,
-                        ExpandDims,
+                        BroadcastInDim,
                         vec![gv],
-                        params([("dimensions", Param::ints(&dims))]),
+                        params([
+                            ("shape", Param::ints(x.shape.dims())),
+                            ("broadcast_dimensions", Param::ints(&kept)),
+                            ("sharding", Param::None),
+                        ]),
                     )?
                 };
                 debug_assert_eq!(self.aval(r).shape, x.shape);
@@ -1458,25 +1516,47 @@ impl Transposer<'_> {
                 self.give(i, ins[0], r)?;
             }
             SelectN => {
+                // As JAX: zeros like the cotangent (a literal for a scalar), then per
+                // linear case the cotangent selected where the case was. A boolean
+                // predicate selects between the two directly; an integer one is compared
+                // with the case's index first (`select_n (eq p k) zeros ct`).
                 let pred = self.fwd_atom(ins[0]);
                 let case_aval = self.aval(g);
-                let mut zero: Option<VarId> = None;
-                for k in 1..ins.len() {
-                    if !self.atom_is_lin(ins[k]) {
+                let zero = if case_aval.shape.rank() == 0 {
+                    self.out.literal(Literal {
+                        value: zero_value(case_aval.dtype),
+                        dtype: case_aval.dtype,
+                        weak_type: case_aval.weak_type,
+                    })
+                } else {
+                    Atom::Var(self.zeros(i, &case_aval)?)
+                };
+                let pred_dtype = src.atom_aval(ins[0]).dtype;
+                let mut cts = Vec::new();
+                for (k, &case) in ins.iter().enumerate().skip(1) {
+                    if !self.atom_is_lin(case) {
                         continue;
                     }
-                    let z = match zero {
-                        Some(z) => z,
-                        None => {
-                            let z = self.zeros(i, &case_aval)?;
-                            zero = Some(z);
-                            z
-                        }
+                    let r = if pred_dtype == DType::Bool && ins.len() == 3 {
+                        let cases = if k == 1 {
+                            vec![pred, gv, zero]
+                        } else {
+                            vec![pred, zero, gv]
+                        };
+                        self.emit1(i, SelectN, cases, Params::empty())?
+                    } else {
+                        let index = self.out.literal(Literal {
+                            value: LitValue::Int(k as i64 - 1),
+                            dtype: pred_dtype,
+                            weak_type: false,
+                        });
+                        let is_k = self.emit1(i, Eq, vec![pred, index], Params::empty())?;
+                        self.emit1(i, SelectN, vec![Atom::Var(is_k), zero, gv], Params::empty())?
                     };
-                    let mut cases = vec![pred];
-                    cases.extend((1..ins.len()).map(|c| Atom::Var(if c == k { g } else { z })));
-                    let r = self.emit1(i, SelectN, cases, Params::empty())?;
-                    self.give(i, ins[k], r)?;
+                    cts.push((case, r));
+                }
+                for (case, r) in cts {
+                    self.give(i, case, r)?;
                 }
             }
             DotGeneral => self.dot_general(i, e, g)?,
@@ -1573,33 +1653,23 @@ impl Transposer<'_> {
                 self.give(i, ins[0], r)?;
             }
             Concatenate => {
+                // As JAX: the cotangent split into one piece per operand (the pieces of
+                // non-linear operands unused).
                 let d = match e.params().get("dimension") {
-                    Some(&Param::Int(d)) => d as usize,
+                    Some(&Param::Int(d)) => d,
                     _ => unreachable!("the typechecker requires concatenate's dimension"),
                 };
-                let out = self.aval(g).shape.dims().to_vec();
-                let mut offset = 0i64;
-                for (k, &a) in ins.iter().enumerate() {
-                    let x = in_aval(k);
-                    let size = x.shape.dims()[d];
-                    if self.atom_is_lin(a) {
-                        let mut start = vec![0i64; out.len()];
-                        let mut limit = out.clone();
-                        start[d] = offset;
-                        limit[d] = offset + size;
-                        let r = self.emit1(
-                            i,
-                            Slice,
-                            vec![gv],
-                            params([
-                                ("start_indices", Param::ints(&start)),
-                                ("limit_indices", Param::ints(&limit)),
-                                ("strides", Param::None),
-                            ]),
-                        )?;
-                        self.give(i, a, r)?;
-                    }
-                    offset += size;
+                let sizes: Vec<i64> = (0..ins.len())
+                    .map(|k| in_aval(k).shape.dims()[d as usize])
+                    .collect();
+                let pieces = self.emit(
+                    i,
+                    Primitive::Builtin(Split),
+                    vec![gv],
+                    params([("sizes", Param::ints(&sizes)), ("axis", Param::Int(d))]),
+                )?;
+                for (&a, c) in ins.iter().zip(pieces) {
+                    self.give(i, a, c)?;
                 }
             }
             Stack => {
@@ -1708,6 +1778,7 @@ impl Transposer<'_> {
                     Some(Param::Ints(s)) => s.to_vec(),
                     _ => vec![1; start.len()],
                 };
+                let strided = strides.iter().any(|&s| s != 1);
                 let gd = self.aval(g).shape.dims().to_vec();
                 let config: Vec<(i64, i64, i64)> = (0..start.len())
                     .map(|a| {
@@ -1720,7 +1791,20 @@ impl Transposer<'_> {
                         (start[a], high, strides[a] - 1)
                     })
                     .collect();
-                let r = self.pad_with_zero(i, g, config)?;
+                // JAX computes the high padding (and, for strides, the interior) with
+                // NumPy: those print as `np.int64(n)`; the low padding is the slice's
+                // start index as it was.
+                let mut marks = Vec::new();
+                for a in 0..start.len() {
+                    if let Some(d) = e.params().numpy_int("start_indices", a) {
+                        marks.push((3 * a, d));
+                    }
+                    marks.push((3 * a + 1, DType::I64));
+                    if strided {
+                        marks.push((3 * a + 2, DType::I64));
+                    }
+                }
+                let r = self.pad_with_zero(i, g, config, &marks)?;
                 self.give(i, ins[0], r)?;
             }
             Pad => self.transpose_pad(i, e, g)?,
@@ -1818,6 +1902,7 @@ impl Transposer<'_> {
         i: usize,
         g: VarId,
         config: Vec<(i64, i64, i64)>,
+        numpy_ints: &[(usize, DType)],
     ) -> Result<VarId, PassError> {
         let dtype = self.aval(g).dtype;
         let zero = self.out.literal(Literal {
@@ -1833,7 +1918,8 @@ impl Transposer<'_> {
             i,
             Builtin::Pad,
             vec![Atom::Var(g), zero],
-            params([("padding_config", Param::Padding(config.into()))]),
+            params([("padding_config", Param::Padding(config.into()))])
+                .with_numpy_ints(numpy_ints.iter().map(|&(k, d)| ("padding_config", k, d))),
         )
     }
 
@@ -1862,7 +1948,10 @@ impl Transposer<'_> {
             undo.push((nlo, nhi, 0));
         }
         // An undo whose size overflows is the pad rule's error, reported by `emit`.
-        let unpadded = self.pad_with_zero(i, g, undo)?;
+        // JAX computes the undoing config, the slice's start indices and its strides with
+        // NumPy: they print as `np.int64(n)`.
+        let all_numpy: Vec<(usize, DType)> = (0..3 * undo.len()).map(|k| (k, DType::I64)).collect();
+        let unpadded = self.pad_with_zero(i, g, undo, &all_numpy)?;
         let dims = self.aval(unpadded).shape.dims().to_vec();
         // Saturating is exact: a stride of i64::MAX or more takes one element of any
         // dimension (at most i64::MAX).
@@ -1878,7 +1967,11 @@ impl Transposer<'_> {
                 ("start_indices", Param::ints(&vec![0; dims.len()])),
                 ("limit_indices", Param::ints(&dims)),
                 ("strides", Param::ints(&strides)),
-            ]),
+            ])
+            .with_numpy_ints(
+                (0..dims.len())
+                    .flat_map(|k| [("start_indices", k, DType::I64), ("strides", k, DType::I64)]),
+            ),
         )?;
         self.give(i, ins[0], t_op)?;
         if self.atom_is_lin(ins[1]) {
@@ -1950,7 +2043,11 @@ impl Transposer<'_> {
             };
             config.push((fit(before)?, fit(after)?, w.strides[a] - 1));
         }
-        let padded = self.pad_with_zero(i, g, config)?;
+        // The padding JAX computes with NumPy (the interior, from the strides, is not).
+        let marks: Vec<(usize, DType)> = (0..rank)
+            .flat_map(|a| [(3 * a, DType::I64), (3 * a + 1, DType::I64)])
+            .collect();
+        let padded = self.pad_with_zero(i, g, config, &marks)?;
         let ones = Param::ints(&vec![1; rank]);
         let p = params([
             ("base_dilation", ones),
