@@ -590,16 +590,3 @@ def test_cond_branch_without_constants_is_inlined_as_jax() -> None:
     for p in (True, False):
         np.testing.assert_allclose(np.asarray(fx.jit(prog(lax))(p, X[:3])), np.asarray(prog(jax.lax)(p, X[:3])), rtol=1e-6)
 
-
-def test_weak_float_literal_keeps_its_python_value() -> None:
-    jax = pytest.importorskip("jax")
-
-    def prog(lx: Any) -> Any:
-        return lambda xs: lx.scan(lambda c, x: (c * 0.9 + x, c * 0.1), 0.0, xs, reverse=True)
-
-    xs = np.arange(8, dtype=np.float32)
-    text = str(fx.make_jaxpr(prog(lax))(xs))
-    assert "0.9:f32[]" in text and "0.1:f32[]" in text
-    assert text == str(jax.make_jaxpr(prog(jax.lax))(xs))
-    for g, w in zip(fx.tree_util.tree_leaves(fx.jit(prog(lax))(xs)), jax.tree_util.tree_leaves(prog(jax.lax)(xs))):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)

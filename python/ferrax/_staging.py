@@ -252,9 +252,7 @@ class StagingTrace(Trace):
                 (rounded,) = _pack_f32.unpack(_pack_f32.pack(value))
             except OverflowError:
                 return None
-            # A weakly typed literal keeps the Python value, as JAX prints it (`0.9`, not
-            # its float32 value); a strong one is the float32 value.
-            lit = self.builder.literal(float(value) if kind.weak else rounded, _F32, kind.weak)
+            lit = self.builder.literal(rounded, _F32, kind.weak)
         else:  # int32, an int, not to divide (checked by the caller)
             if not -(2**31) <= value < 2**31:
                 return None
