@@ -322,3 +322,39 @@ def test_closed_over_key_under_jit() -> None:
     assert np.array_equal(np.asarray(fr.key_data(got[0])), np.asarray(jr.key_data(want[0])))
     for g, w in zip(got[1:], want[1:]):
         assert np.asarray(g).tobytes() == np.asarray(w).tobytes()
+
+
+_TRACED_AS_JAX: dict[str, Callable[[Any, Any], Any]] = {
+    "exponential": lambda R, k: R.exponential(k, (3,)),
+    "laplace": lambda R, k: R.laplace(k, (3,)),
+    "logistic": lambda R, k: R.logistic(k, (3,)),
+    "cauchy": lambda R, k: R.cauchy(k, (3,)),
+    "rademacher": lambda R, k: R.rademacher(k, (3,)),
+    "bernoulli_high": lambda R, k: R.bernoulli(k, 0.3, (3,), mode="high"),
+    "gumbel_high": lambda R, k: R.gumbel(k, (3,), mode="high"),
+    "gumbel_highest": lambda R, k: R.gumbel(k, (3,), mode="highest"),
+    "categorical_no_replace": lambda R, k: R.categorical(k, np.zeros((2, 5), F32), shape=(3, 2), replace=False),
+    "randint_uint8": lambda R, k: R.randint(k, (3,), 0, 256, np.uint8),
+    "permutation_axis1": lambda R, k: R.permutation(k, np.arange(6.0).reshape(2, 3), axis=1),
+    "truncated_normal_array": lambda R, k: R.truncated_normal(k, -1.5, np.array([0.5, 1.0], F32)),
+    "uniform_scalar": lambda R, k: R.uniform(k, (), ml_dtypes.bfloat16),
+    "lognormal": lambda R, k: R.lognormal(k, 0.5, (3,)),
+    "maxwell": lambda R, k: R.maxwell(k, (3,)),
+    "double_sided_maxwell": lambda R, k: R.double_sided_maxwell(k, 0.0, 1.0, (3,)),
+    "rayleigh": lambda R, k: R.rayleigh(k, 2.0, (3,)),
+    "pareto": lambda R, k: R.pareto(k, 2.0, (3,)),
+    "weibull_min": lambda R, k: R.weibull_min(k, 1.0, 2.0, (3,)),
+    "wald": lambda R, k: R.wald(k, 1.5, (3,)),
+    "triangular": lambda R, k: R.triangular(k, 0.0, 0.5, 1.0, (3,)),
+    "geometric": lambda R, k: R.geometric(k, 0.3, (3,)),
+    "multivariate_normal": lambda R, k: R.multivariate_normal(k, np.zeros(2, F32), np.eye(2, dtype=F32)),
+}
+
+
+@pytest.mark.parametrize("draw", list(_TRACED_AS_JAX.values()), ids=list(_TRACED_AS_JAX))
+def test_traced_as_jax(draw: Callable[[Any, Any], Any]) -> None:
+    """Traced, a sampler is JAX's nested jits over the key, equation for equation (the
+    text of make_jaxpr, no compilation)."""
+    want = str(jax.make_jaxpr(lambda k: draw(jr, k))(jr.key(0)))
+    got = str(ferrax.make_jaxpr(lambda k: draw(fr, k))(fr.key(0)))
+    assert got == want

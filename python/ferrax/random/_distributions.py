@@ -5,9 +5,11 @@ generalized_normal, chisquare, f, ball), and the discrete ones (geometric, poiss
 Knuth's method and Hörmann's transformed rejection, binomial by inversion and BTRS,
 multinomial by a scan of binomials).
 
-As in :mod:`ferrax.random._samplers`, the random bits are drawn where the key is and the
-floating-point work runs as one ``ferrax.jit`` computation per (shape, dtype), with the
-operations of JAX's (XLA simplifies by the form of the arithmetic). The samplers whose
+As in :mod:`ferrax.random._samplers`, traced, the float samplers are JAX's nested jits
+over the key (``_pareto``, ``_maxwell``, ``_wald``, ...; ``lognormal`` and ``triangular``
+inline, as JAX's ``inline=True`` jits); eagerly the random bits are drawn where the key
+is and the floating-point work runs as one ``ferrax.jit`` computation per (shape,
+dtype), with the operations of JAX's (XLA simplifies by the form of the arithmetic). The samplers whose
 draws loop (poisson, binomial, multinomial, the gamma family) split their keys inside
 the computation, as JAX does.
 """
@@ -26,6 +28,13 @@ from ferrax._user_frames import user_location
 from ferrax.random._keys import check_key, random_bits_data, split_data
 from ferrax.random._samplers import (
     Shape,
+    _jax_jit,
+    _convert_as_jax,
+    _staging,
+    exponential,
+    normal,
+    rademacher,
+    uniform,
     _broadcast_shapes,
     _canonical_shape,
     _check_shape,
@@ -135,6 +144,12 @@ def _lognormal_impl(raw: Any, sigma: Any, shape: tuple[int, ...], dtype: np.dtyp
 _lognormal_jit = jit(_lognormal_impl, static_argnums=(2, 3))
 
 
+def _lognormal(key: Any, sigma: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    # JAX's jit of it is inline=True: traced as its equations.
+    sigma = _convert_as_jax(sigma, dtype)
+    return lax.exp(normal(key, shape, dtype) * sigma)
+
+
 def lognormal(
     key: Any,
     sigma: Any = np.float32(1),
@@ -149,6 +164,9 @@ def lognormal(
     d = _float_dtype("lognormal", dtype, allow_complex=True)
     shp = _shape_from_params("lognormal", shape, sigma)
     _check_safe_to_cast("lognormal", d, sigma)
+    if _staging():
+        staged: Array = _lognormal(data, sigma, shp, d)
+        return staged
     out: Array = _lognormal_jit(_raw_bits(data, shp, d), sigma, shp, d)
     return out
 
@@ -162,12 +180,20 @@ def _maxwell_impl(raw: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any
 _maxwell_jit = jit(_maxwell_impl, static_argnums=(1, 2))
 
 
+@_jax_jit("shape", "dtype", "out_sharding")
+def _maxwell(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any], out_sharding: Any) -> Any:
+    return fnp.linalg.norm(normal(key, (*shape, 3), dtype), axis=-1)
+
+
 def maxwell(key: Any, shape: Shape = (), dtype: Any = None, *, out_sharding: Any = None) -> Array:
     """Maxwell random values: the norm of three standard normals."""
     _no_out_sharding("maxwell", out_sharding)
     data, _ = check_key("maxwell", key)
     d = _float_dtype("maxwell", dtype)
     shp = _canonical_shape(shape)
+    if _staging():
+        staged: Array = _maxwell(data, shp, d, None)
+        return staged
     out: Array = _maxwell_jit(_raw_bits(data, (*shp, 3), d), shp, d)
     return out
 
@@ -183,6 +209,18 @@ def _double_sided_maxwell_impl(
 _double_sided_maxwell_jit = jit(_double_sided_maxwell_impl, static_argnums=(4, 5))
 
 
+@_jax_jit("shape", "dtype")
+def _double_sided_maxwell(key: Any, loc: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    params_shape = _broadcast_shapes(_np_shape(loc), _np_shape(scale))
+    if not shape:
+        shape = params_shape
+    shape = shape + params_shape
+    maxwell_key, rademacher_key = split_data(key, (2,))
+    m = maxwell(maxwell_key, shape=shape, dtype=dtype)
+    sign = rademacher(rademacher_key, shape=shape, dtype=dtype)
+    return sign * m * scale + loc
+
+
 def double_sided_maxwell(
     key: Any, loc: Any, scale: Any, shape: Shape = (), dtype: Any = None
 ) -> Array:
@@ -192,6 +230,9 @@ def double_sided_maxwell(
     data, _ = check_key("double_sided_maxwell", key)
     d = _float_dtype("double_sided_maxwell", dtype)
     shp = _canonical_shape(shape)
+    if _staging():
+        staged: Array = _double_sided_maxwell(data, loc, scale, shp, d)
+        return staged
     params_shape = _broadcast_shapes(_np_shape(loc), _np_shape(scale))
     if not shp:
         shp = params_shape
@@ -213,6 +254,14 @@ def _rayleigh_impl(raw: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype
 _rayleigh_jit = jit(_rayleigh_impl, static_argnums=(2, 3))
 
 
+@_jax_jit("shape", "dtype")
+def _rayleigh(key: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    u = uniform(key, shape, dtype)
+    scale = fnp.broadcast_to(fnp.astype(scale, dtype), shape)
+    sqrt_u = lax.sqrt(lax.mul(lax.log(u), np.array(-2, dtype)))
+    return lax.mul(scale, sqrt_u)
+
+
 def rayleigh(
     key: Any,
     scale: Any,
@@ -227,6 +276,9 @@ def rayleigh(
     d = _float_dtype("rayleigh", dtype)
     shp = _shape_from_params("rayleigh", shape, scale)
     _check_safe_to_cast("rayleigh", d, scale)
+    if _staging():
+        staged: Array = _rayleigh(data, scale, shp, d)
+        return staged
     out: Array = _rayleigh_jit(_raw_bits(data, shp, d), scale, shp, d)
     return out
 
@@ -237,6 +289,12 @@ def _pareto_impl(raw: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype[Any])
 
 
 _pareto_jit = jit(_pareto_impl, static_argnums=(2, 3))
+
+
+@_jax_jit("shape", "dtype")
+def _pareto(key: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    b = lax.convert_element_type(b, dtype)
+    return lax.exp(exponential(key, shape, dtype) / b)
 
 
 def pareto(
@@ -253,6 +311,9 @@ def pareto(
     d = _float_dtype("pareto", dtype)
     shp = _shape_from_params("pareto", shape, b)
     _check_safe_to_cast("pareto", d, b)
+    if _staging():
+        staged: Array = _pareto(data, b, shape=shp, dtype=d)
+        return staged
     out: Array = _pareto_jit(_raw_bits(data, shp, d), b, shp, d)
     return out
 
@@ -267,6 +328,13 @@ def _weibull_min_impl(
 _weibull_min_jit = jit(_weibull_min_impl, static_argnums=(3, 4))
 
 
+@_jax_jit("shape", "dtype")
+def _weibull_min(key: Any, scale: Any, concentration: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    u = uniform(key=key, shape=shape, minval=0, maxval=1, dtype=dtype)
+    # The inverse of the Weibull CDF.
+    return fnp.power(-fnp.log1p(-u), 1.0 / concentration) * scale
+
+
 def weibull_min(
     key: Any, scale: Any, concentration: Any, shape: Shape = (), dtype: Any = None
 ) -> Array:
@@ -275,6 +343,9 @@ def weibull_min(
     data, _ = check_key("weibull_min", key)
     d = _float_dtype("weibull_min", dtype)
     shp = _canonical_shape(shape)
+    if _staging():
+        staged: Array = _weibull_min(data, scale, concentration, shp, d)
+        return staged
     out: Array = _weibull_min_jit(_raw_bits(data, shp, d), scale, concentration, shp, d)
     return out
 
@@ -294,6 +365,20 @@ def _wald_impl(raw_n: Any, raw_u: Any, mean: Any, shape: tuple[int, ...], dtype:
 _wald_jit = jit(_wald_impl, static_argnums=(3, 4))
 
 
+@_jax_jit("shape", "dtype")
+def _wald(key: Any, mean: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    k1, k2 = split_data(key, (2,))
+    mean = fnp.broadcast_to(fnp.astype(mean, dtype), shape)
+    v = normal(k1, shape, dtype)
+    z = uniform(k2, shape, dtype)
+    y = lax.integer_pow(v, 2)
+    y_sq = lax.integer_pow(y, 2)
+    mean_sq = lax.integer_pow(mean, 2)
+    sqrt_term = lax.sqrt(4 * mean * y + mean_sq * y_sq)
+    x = mean + mean_sq * y / 2 - mean / 2 * sqrt_term
+    return _select(lax.le(z, mean / (mean + x)), x, mean_sq / x)
+
+
 def wald(
     key: Any,
     mean: Any,
@@ -308,6 +393,9 @@ def wald(
     d = _float_dtype("wald", dtype)
     shp = _shape_from_params("wald", shape, mean)
     _check_safe_to_cast("wald", d, mean)
+    if _staging():
+        staged: Array = _wald(data, mean, shape=shp, dtype=d)
+        return staged
     keys = split_data(data, (2,))
     out: Array = _wald_jit(_raw_bits(keys[0], shp, d), _raw_bits(keys[1], shp, d), mean, shp, d)
     return out
@@ -329,6 +417,18 @@ def _triangular_impl(
 _triangular_jit = jit(_triangular_impl, static_argnums=(4, 5))
 
 
+def _triangular(key: Any, left: Any, mode: Any, right: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    # JAX's jit of it is inline=True: traced as its equations.
+    left = fnp.broadcast_to(_convert_as_jax(left, dtype), shape)
+    right = fnp.broadcast_to(_convert_as_jax(right, dtype), shape)
+    mode = fnp.broadcast_to(_convert_as_jax(mode, dtype), shape)
+    fc = (mode - left) / (right - left)
+    u = uniform(key, shape, dtype)
+    out1 = left + lax.sqrt(u * (right - left) * (mode - left))
+    out2 = right - lax.sqrt((1 - u) * (right - left) * (right - mode))
+    return _select(u < fc, out1, out2)
+
+
 def triangular(
     key: Any,
     left: Any,
@@ -345,6 +445,9 @@ def triangular(
     d = _float_dtype("triangular", dtype)
     shp = _shape_from_params("triangular", shape, left, mode, right)
     _check_safe_to_cast("triangular", d, left, mode, right)
+    if _staging():
+        staged: Array = _triangular(data, left, mode, right, shp, d)
+        return staged
     out: Array = _triangular_jit(_raw_bits(data, shp, d), left, mode, right, shp, d)
     return out
 
@@ -359,6 +462,18 @@ def _geometric_impl(raw: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype[An
 
 
 _geometric_jit = jit(_geometric_impl, static_argnums=(2, 3))
+
+
+@_jax_jit("shape", "dtype", "out_sharding")
+def _geometric(key: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype[Any], out_sharding: Any) -> Any:
+    (p,) = _promote_inexact(p)
+    u = uniform(key, shape, p.dtype)
+    # u = 0 maps to 1 (no inf in log u), as JAX's.
+    u = fnp.where(u == 0, 1, u)
+    log_u = lax.log(u)
+    log_one_minus_p = fnp.broadcast_to(lax.log1p(-p), shape)
+    g = lax.floor(lax.div(log_u, log_one_minus_p)) + 1
+    return fnp.astype(g, dtype)
 
 
 def geometric(
@@ -376,6 +491,9 @@ def geometric(
     d = _int_dtype("geometric", dtype)
     shp = _shape_from_params("geometric", shape, p)
     _check_arraylike("geometric", p)
+    if _staging():
+        staged: Array = _geometric(data, p, shp, d, None)
+        return staged
     (p_arr,) = _promote_inexact(p)
     out: Array = _geometric_jit(_raw_bits(data, shp, p_arr.dtype), p_arr, shp, d)
     return out

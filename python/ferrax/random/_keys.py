@@ -295,6 +295,10 @@ def check_key(name: str, key: Any, *, allow_batched: bool = False) -> tuple[Any,
     array where one key is expected (unless ``allow_batched``)."""
     if isinstance(key, KeyArray):
         keys, typed = key._keys, True
+    elif isinstance(key, Array) and is_key(key.dtype):
+        # The key<fry> array a typed key holds (as JAX's samplers pass keys to each
+        # other inside their jits).
+        keys, typed = key, True
     elif isinstance(key, (Array, np.ndarray)):
         _check_key_data(key)
         keys, typed = random_wrap(key if isinstance(key, Array) else fnp.asarray(key)), False

@@ -16,6 +16,8 @@ from ferrax.numpy import linalg as np_linalg
 from ferrax.random._keys import check_key
 from ferrax.random._samplers import (
     _broadcast_shapes,
+    _jax_jit,
+    _staging,
     _canonical_shape,
     _check_shape,
     _float_dtype,
@@ -64,6 +66,15 @@ def multivariate_normal(
     else:
         out_shape = _canonical_shape(shape)
         _check_shape("normal", out_shape, m_shape[:-1], c_shape[:-2])
+    keys, _ = check_key("multivariate_normal", key)
+    if _staging():
+        staged: Array = _multivariate_normal(keys, m, c, method=method, shape=out_shape, dtype=d)
+        return staged
+    out: Array = _mvn_values(keys, m, c, out_shape, d, method)
+    return out
+
+
+def _mvn_values(key: Any, m: Any, c: Any, shape: tuple[int, ...], dtype: Any, method: str) -> Any:
     if method == "svd":
         u, s, _ = np_linalg.svd(c)
         factor = u * fnp.sqrt(s[..., None, :])
@@ -72,9 +83,14 @@ def multivariate_normal(
         factor = v * fnp.sqrt(w[..., None, :])
     else:
         factor = np_linalg.cholesky(c)
-    samples = normal(key, (*out_shape, n), d)
-    out: Array = m + fnp.einsum("...ij,...j->...i", factor, samples)
-    return out
+    samples = normal(key, (*shape, aval_of(m).shape[-1]), dtype)
+    return m + fnp.einsum("...ij,...j->...i", factor, samples)
+
+
+@_jax_jit("shape", "dtype", "method")
+def _multivariate_normal(key: Any, mean: Any, cov: Any, shape: tuple[int, ...], dtype: Any, method: str) -> Any:
+    # JAX's ``_multivariate_normal``: a jit over the key, the mean and the covariance.
+    return _mvn_values(key, mean, cov, shape, dtype, method)
 
 
 def orthogonal(
@@ -89,9 +105,23 @@ def orthogonal(
     rows, cols = operator.index(n), operator.index(n if m is None else m)
     d = _float_dtype("orthogonal", dtype)
     shp = _canonical_shape(shape)
-    z = normal(key, (*shp, max(rows, cols), min(rows, cols)), d)
-    q, r = np_linalg.qr(z)
-    signs = fnp.sign(fnp.diagonal(r, axis1=-2, axis2=-1))
-    x = q * fnp.expand_dims(signs, -2)
-    out: Array = fnp.swapaxes(x, -1, -2) if rows < cols else x
+    keys, _ = check_key("orthogonal", key)
+    if _staging():
+        staged: Array = _orthogonal(keys, n=rows, _m=cols, shape=shp, dtype=d)
+        return staged
+    out: Array = _orthogonal_values(keys, rows, cols, shp, d)
     return out
+
+
+def _orthogonal_values(key: Any, n: int, _m: int, shape: tuple[int, ...], dtype: Any) -> Any:
+    z = normal(key, (*shape, max(n, _m), min(n, _m)), dtype)
+    q, r = np_linalg.qr(z)
+    signs = fnp.sign(np_linalg.diagonal(r))
+    x = q * fnp.expand_dims(signs, -2)
+    return fnp.swapaxes(x, -1, -2) if n < _m else x
+
+
+@_jax_jit("n", "_m", "shape", "dtype")
+def _orthogonal(key: Any, n: int, _m: int, shape: tuple[int, ...], dtype: Any) -> Any:
+    # JAX's ``_orthogonal``: a jit over the key.
+    return _orthogonal_values(key, n, _m, shape, dtype)

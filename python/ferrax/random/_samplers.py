@@ -1,10 +1,15 @@
 """Samplers: JAX 0.10's algorithms mapping threefry bits to values, step for step.
 
-The random bits are drawn where the key is (eagerly for a concrete key: integer work is
-exact everywhere, so ``bits`` and ``randint`` never compile). The floating-point steps of
-each sampler run as one ``ferrax.jit`` computation cached per (shape, dtype), as JAX jits
-its samplers, with the same operations as JAX's (XLA simplifies by the form of the
-arithmetic), so the values are the same bits as JAX's.
+Traced (``make_jaxpr``, under ``jit``), a sampler is what JAX's is: its nested jits over
+the key (``_uniform`` taking the key and the bounds with ``random_bits`` inside,
+``_normal`` around ``_normal_real``, ``_truncated_normal``, ``_bernoulli``, ``_gumbel``,
+``_randint``, ``_shuffle``, ...; shape and dtype static), so the jaxprs read as JAX's.
+
+Called eagerly, the random bits are drawn where the key is first (integer work is exact
+everywhere, so threefry never compiles), and the floating-point steps run as one
+``ferrax.jit`` computation cached per (shape, dtype), with the same operations as JAX's
+(XLA simplifies by the form of the arithmetic): the values are the same bits as JAX's
+either way.
 """
 
 from __future__ import annotations
@@ -383,6 +388,12 @@ def _randint(key: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: 
     return lax.add(minval, lax.convert_element_type(offset, dtype))
 
 
+def _as_int32(v: Any) -> Any:
+    if isinstance(v, (bool, int, float, np.ndarray, np.generic)):
+        return np.asarray(v).astype(np.int32)
+    return fnp.astype(fnp.asarray(v), np.int32)
+
+
 def randint(
     key: Any, shape: Shape, minval: Any, maxval: Any, dtype: Any = None,
     *,
@@ -401,10 +412,16 @@ def randint(
     if info.bits < 32:
         # Sampled in 32 bits to avoid bias, as JAX does.
         sampling = np.dtype(np.int32)
-        minval = fnp.clip(fnp.astype(fnp.asarray(minval), sampling), int(info.min), int(info.max))
-        maxval = fnp.clip(
-            fnp.astype(fnp.asarray(maxval), sampling), int(info.min), int(info.max) + 1
-        )
+        if not _staging():
+            minval = fnp.clip(fnp.astype(fnp.asarray(minval), sampling), int(info.min), int(info.max))
+            maxval = fnp.clip(
+                fnp.astype(fnp.asarray(maxval), sampling), int(info.min), int(info.max) + 1
+            )
+        else:
+            # As JAX's ``asarray(v).astype('int32').clip(lo, hi)``: a known bound converts
+            # to a constant; the method passes the bounds by keyword.
+            minval = fnp.clip(_as_int32(minval), min=int(info.min), max=int(info.max))
+            maxval = fnp.clip(_as_int32(maxval), min=int(info.min), max=int(info.max) + 1)
     if not _staging():
         eager: Array = fnp.astype(_randint_values(data, minval, maxval, shp, sampling), d)
         return eager
@@ -564,8 +581,7 @@ def _bernoulli(key: Any, p: Any, shape: tuple[int, ...] | None, mode: str) -> An
         _check_shape("bernoulli", shape, _np_shape(p))
     dtype = p.dtype
     if mode == "high":
-        u = _uniform_keys(key, (2, *shape), dtype)
-        u1, u2 = u[0], u[1]
+        u1, u2 = _uniform_keys(key, (2, *shape), dtype)
         # The resolution of the uniform draws is 2 ** -nmant.
         u2 = u2 * (2.0 ** -_FInfo(dtype).nmant)
         return u2 < p - u1
@@ -612,14 +628,15 @@ def _bernoulli_keys(
     """``bernoulli`` on checked typed keys, as JAX's samplers call it."""
     if p_dtype is None:
         p_dtype = fnp.asarray(p).dtype if not isinstance(p, Array) else p.dtype
-    p_arr: Any
-    if isinstance(p, (bool, int, float, complex, np.generic)):
-        # A Python or NumPy scalar converts to a constant, as JAX's convert_element_type
-        # makes it (no equation).
-        p_arr = np.asarray(p, dtype=p_dtype)
-    else:
-        p_arr = lax.convert_element_type(p, p_dtype)
-    return _bernoulli(keys, p_arr, shape=shape, mode=mode)
+    return _bernoulli(keys, _convert_as_jax(p, p_dtype), shape=shape, mode=mode)
+
+
+def _convert_as_jax(x: Any, dtype: np.dtype[Any]) -> Any:
+    """JAX's ``lax.convert_element_type``: a Python or NumPy scalar converts to a
+    constant (no equation), anything else as ferrax's."""
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        return np.asarray(x, dtype=dtype)
+    return lax.convert_element_type(x, dtype)
 
 
 def _simple_sampler(name: str, dtype: Any, shape: Shape) -> tuple[tuple[int, ...], np.dtype[Any]]:
@@ -788,14 +805,39 @@ def _gumbel_highest_f32(raw: Any, shape: tuple[int, ...]) -> Any:
 _gumbel_jit = jit(_gumbel_values, static_argnums=(1, 2, 3))
 
 
+def _safe_int_to_float_as_jax(both: Any) -> Any:
+    # The 64-bit fixed-point fractions both[0]:both[1] as float32s in (0, 1), keeping the
+    # leading bits whatever the number of leading zeros (JAX's _safe_int_to_float).
+    u32 = np.uint32
+    hiclz, loclz = lax.clz(both)
+    hi, lo = both
+    mantissa = lax.bitwise_or(
+        lax.shift_left(hi, hiclz),
+        fnp.where(hiclz == 32, lax.shift_left(lo, loclz), lax.shift_right_logical(lo, 32 - hiclz)),
+    )
+    mantissa = lax.shift_right_logical(mantissa, np.array(32 - 23 - 1, u32))
+    mantissa = lax.bitwise_and(mantissa, np.array((1 << 23) - 1, u32))
+    exp = lax.shift_left(126 - fnp.where(hiclz == 32, 32 + loclz, hiclz), np.array(23, u32))
+    exp = lax.bitwise_and(exp, np.array((1 << 30) - (1 << 22), u32))
+    return lax.bitcast_convert_type(lax.bitwise_or(exp, mantissa), np.float32)
+
+
 @_jax_jit("shape", "dtype", "mode")
 def _gumbel(key: Any, shape: tuple[int, ...], dtype: np.dtype[Any], mode: str) -> Any:
     fi = _FInfo(dtype)
     if mode == "highest" and dtype == np.dtype(np.float32):
-        return _gumbel_highest_f32(random_bits_data(key, 32, (2, *shape)), shape)
+        u32 = np.uint32
+        bits_ = random_bits_data(key, 32, (2, *shape))
+        neg = lax.bitwise_not(bits_)
+        lo_bits = neg[1]
+        # 1 - bits in 64-bit fixed point.
+        neg = neg + fnp.array([lo_bits == np.array(0xFFFFFFFF, u32), fnp.ones_like(lo_bits)], dtype=u32)
+        flip_mask = bits_[0] < np.array(1 << 31, u32)
+        x = _safe_int_to_float_as_jax(fnp.where(flip_mask, bits_, neg))
+        # log1p for (0, 0.5), log for [0.5, 1).
+        return fnp.where(flip_mask, -fnp.log(-fnp.log1p(-x)), -fnp.log(-fnp.log(x)))
     if mode in ("high", "highest"):
-        both = _uniform(key, minval=0.0, maxval=1.0, shape=(2, *shape), dtype=dtype)
-        high, low = both[0], both[1]
+        high, low = _uniform(key, minval=0.0, maxval=1.0, shape=(2, *shape), dtype=dtype)
         x = fnp.where(high >= 0.5, high, high + 2.0**-fi.nmant * low + _const(fi.tiny, dtype))
         return -fnp.log(-fnp.log1p(-x))
     u = _uniform(key, minval=_const(fi.tiny, dtype), maxval=1.0, shape=shape, dtype=dtype)
@@ -1059,7 +1101,7 @@ def permutation(
         out = shuffle(data, arr, axis)
         return out
     ind = shuffle(data, fnp.arange(arr.shape[axis]), 0)
-    out = fnp.take(arr, ind, axis)
+    out = fnp.take(arr, ind, axis, unique_indices=True)
     return out
 
 
