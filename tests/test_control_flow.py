@@ -590,3 +590,26 @@ def test_cond_branch_without_constants_is_inlined_as_jax() -> None:
     for p in (True, False):
         np.testing.assert_allclose(np.asarray(fx.jit(prog(lax))(p, X[:3])), np.asarray(prog(jax.lax)(p, X[:3])), rtol=1e-6)
 
+
+
+def test_forwarded_carries_become_body_constants_as_jax() -> None:
+    # A carry the body returns unchanged and the predicate does not read is a body
+    # constant (fori_loop's M); one the predicate reads stays a carry (while_loop's M).
+    jax = pytest.importorskip("jax")
+
+    def prog(lx: Any) -> Any:
+        return lambda x, n: (
+            lx.fori_loop(0, n, lambda i, c: (c[0] * 2.0, c[1], c[2] + 1), (x, M, 0)),
+            lx.while_loop(lambda c: c[1].sum() > c[0], lambda c: (c[0] + 1.0, c[1]), (x, M)),
+        )
+
+    x = np.float32(1.0)
+    ours = fx.make_jaxpr(prog(lax))(x, 3)
+    assert str(ours) == str(jax.make_jaxpr(prog(jax.lax))(x, 3))
+    assert [e.params["body_nconsts"] for e in ours.jaxpr.eqns] == [1, 0]
+    want = jax.tree_util.tree_leaves(prog(jax.lax)(x, 3))
+    for got in (prog(lax)(x, 3), fx.jit(prog(lax))(x, 3)):
+        leaves = fx.tree_util.tree_leaves(got)
+        assert [np.asarray(g).dtype for g in leaves] == [np.asarray(w).dtype for w in want]
+        for g, w in zip(leaves, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
