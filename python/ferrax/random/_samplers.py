@@ -1174,7 +1174,16 @@ def choice(
                 f"at {user_location()}"
             )
         pd = p_arr.dtype
-        if replace:
+        if _staging():
+            # JAX's steps: a cumsum and a searchsorted, or gumbel's top k.
+            if replace:
+                p_cuml = fnp.cumsum(p_arr)
+                r = p_cuml[-1] * (1 - _uniform_keys(data, shp, pd))
+                ind = fnp.astype(fnp.searchsorted(p_cuml, r), dtypes.default_int())
+            else:
+                g = gumbel(key, (n_inputs,), dtype=pd, mode=mode) + fnp.log(p_arr)
+                ind = fnp.astype(lax.top_k(g, n_draws)[1], dtypes.default_int())
+        elif replace:
             ind = _choice_p_jit(_raw_bits(data, shp, pd), p_arr, shp)
         else:
             m = _gumbel_mode(mode)
