@@ -551,6 +551,18 @@ _U64 = np.dtype(np.uint64)
 _U32 = np.dtype(np.uint32)
 
 
+
+class PythonScalar(ConcreteArray):
+    """A Python float as a (weakly typed) array value that remembers the float: staged,
+    it is the literal of the Python value (``0.1:f32[]``), as JAX stages a Python scalar
+    passed through a transformation, not of its float32 rounding."""
+
+    __slots__ = ("_py",)
+
+    def __init__(self, value: float) -> None:
+        super().__init__(to_numpy(value), True)
+        self._py = value
+
 def pack_keys(data: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Key data ``uint32[..., 2]`` as one ``uint64`` per key (the high word first)."""
     data = np.asarray(data, dtype=_U32)

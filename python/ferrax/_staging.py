@@ -20,6 +20,7 @@ from ferrax._core import (
     ConcreteArray,
     MainTrace,
     Primitive,
+    PythonScalar,
     Trace,
     Tracer,
     aval_of,
@@ -63,6 +64,14 @@ def _scalar_aval(dtype: np.dtype[Any], weak: bool) -> _ir.ShapedArray:
     if aval is None:
         aval = _scalar_avals[dtype, weak] = _ir.ShapedArray((), dtype, weak)
     return aval
+
+
+def _weak_f32(value: float) -> float:
+    """A weakly typed float32 literal's value as JAX writes it: a weak literal is a Python
+    float there (``0.9``), not its float32 value (0.8999999761581421). Ferrax keeps the
+    float32 value; the shortest decimal that reads back as it is the Python float the
+    user wrote (for up to 7 significant digits), and the same float32."""
+    return float(str(np.float32(value)))
 
 
 class _AvalKind:
@@ -190,12 +199,15 @@ class StagingTrace(Trace):
             # subclasses (a DeviceArray's _value copies it to the host).
             dtype = value._value.dtype
             weak = value._weak
-            lit = state.builder.literal(value._value.item(), dtype, weak)
+            item = value._value.item()
+            lit = state.builder.literal(_weak_f32(item) if weak and dtype == _F32 else item, dtype, weak)
             return JaxprTracer(self, lit, _scalar_aval(dtype, weak))
         aval = aval_of(value)
         if aval.shape == () and not dtypes.is_key(aval.dtype):
             # (A key is never a literal: jaxprs have no key literals, as JAX's.)
-            if isinstance(value, ConcreteArray) or isinstance(value, (np.ndarray, np.generic)):
+            if isinstance(value, PythonScalar):
+                scalar = value._py
+            elif isinstance(value, ConcreteArray) or isinstance(value, (np.ndarray, np.generic)):
                 scalar = to_numpy(value).item()
             else:
                 scalar = value
@@ -252,7 +264,7 @@ class StagingTrace(Trace):
                 (rounded,) = _pack_f32.unpack(_pack_f32.pack(value))
             except OverflowError:
                 return None
-            lit = self.builder.literal(rounded, _F32, kind.weak)
+            lit = self.builder.literal(_weak_f32(rounded) if kind.weak else rounded, _F32, kind.weak)
         else:  # int32, an int, not to divide (checked by the caller)
             if not -(2**31) <= value < 2**31:
                 return None

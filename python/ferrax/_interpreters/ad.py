@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ferrax import _ir, dtypes
-from ferrax._core import ConcreteArray, Primitive, Trace, Tracer, aval_of, to_numpy, user_location
+from ferrax._core import ConcreteArray, Primitive, PythonScalar, Trace, Tracer, aval_of, to_numpy, user_location
 from ferrax.errors import DifferentiationError
 
 __all__ = [
@@ -135,6 +135,8 @@ def _as_value(x: Any) -> Any:
     """A constant as an array value (Python and NumPy scalars keep JAX's typing)."""
     if isinstance(x, (Tracer, ConcreteArray)):
         return x
+    if type(x) is float:
+        return PythonScalar(x)
     return ConcreteArray(to_numpy(x), aval_of(x).weak_type)
 
 

@@ -217,8 +217,8 @@ def log_sigmoid(x: ArrayLike) -> Array:
 def elu(x: ArrayLike, alpha: ArrayLike = 1.0) -> Array:
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
     xa = _checked("elu", x)
-    positive = xa > 0
-    return fnp.where(positive, xa, fnp.multiply(alpha, fnp.expm1(fnp.where(positive, 0.0, xa))))
+    # `xa > 0` twice, in JAX's order (the outer where's first).
+    return fnp.where(xa > 0, xa, fnp.multiply(alpha, fnp.expm1(fnp.where(xa > 0, 0.0, xa))))
 
 
 @staged()
