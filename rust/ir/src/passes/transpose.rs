@@ -554,7 +554,7 @@ impl<'a> Transposer<'a> {
                     present.push(false);
                     continue;
                 }
-                None => self.zeros(NO_EQN, src.var_aval(v))?,
+                None => self.zeros_var(NO_EQN, src.var_aval(v))?,
             };
             present.push(true);
             outs.push(Atom::Var(g));
@@ -610,9 +610,9 @@ impl<'a> Transposer<'a> {
     }
 
     /// The cotangent of a linear source variable, zeros if it has none.
-    fn ct_or_zeros(&mut self, eqn: usize, v: VarId) -> Result<VarId, PassError> {
+    fn ct_or_zeros(&mut self, eqn: usize, v: VarId) -> Result<Atom, PassError> {
         match self.ct[v.index()] {
-            Some(g) => Ok(g),
+            Some(g) => Ok(Atom::Var(g)),
             None => self.zeros(eqn, self.src.var_aval(v)),
         }
     }
@@ -778,7 +778,7 @@ impl<'a> Transposer<'a> {
         }
         let mut operands = self.non_linear_operands(e.inputs());
         for &o in e.outvars() {
-            operands.push(Atom::Var(self.ct_or_zeros(i, o)?));
+            operands.push(self.ct_or_zeros(i, o)?);
         }
         let params = Params::new([
             ("jaxpr", Param::Jaxpr(t)),
@@ -938,11 +938,11 @@ impl<'a> Transposer<'a> {
         for &a in consts {
             if self.atom_is_lin(a) {
                 let z = self.zeros(i, &src.atom_aval(a))?;
-                operands.push(Atom::Var(z));
+                operands.push(z);
             }
         }
         for &o in &e.outvars()[..ncarry] {
-            operands.push(Atom::Var(self.ct_or_zeros(i, o)?));
+            operands.push(self.ct_or_zeros(i, o)?);
         }
         operands.extend(self.present_cts(&e.outvars()[ncarry..]));
         operands.extend(self.non_linear_operands(xs));
@@ -1156,7 +1156,21 @@ impl Transposer<'_> {
         }
     }
 
-    fn zeros(&mut self, eqn: usize, aval: &AbstractValue) -> Result<VarId, PassError> {
+    /// Zeros of type `aval`, as JAX instantiates a zero cotangent: the literal `0` for a
+    /// scalar, else a broadcast of it.
+    fn zeros(&mut self, eqn: usize, aval: &AbstractValue) -> Result<Atom, PassError> {
+        if aval.shape.rank() == 0 {
+            return Ok(self.out.literal(Literal {
+                value: zero_value(aval.dtype),
+                dtype: aval.dtype,
+                weak_type: aval.weak_type,
+            }));
+        }
+        self.zeros_var(eqn, aval).map(Atom::Var)
+    }
+
+    /// Zeros of type `aval` as a variable: a broadcast of the literal `0`.
+    fn zeros_var(&mut self, eqn: usize, aval: &AbstractValue) -> Result<VarId, PassError> {
         let zero = self.out.literal(Literal {
             value: zero_value(aval.dtype),
             dtype: aval.dtype,
@@ -1522,15 +1536,7 @@ impl Transposer<'_> {
                 // with the case's index first (`select_n (eq p k) zeros ct`).
                 let pred = self.fwd_atom(ins[0]);
                 let case_aval = self.aval(g);
-                let zero = if case_aval.shape.rank() == 0 {
-                    self.out.literal(Literal {
-                        value: zero_value(case_aval.dtype),
-                        dtype: case_aval.dtype,
-                        weak_type: case_aval.weak_type,
-                    })
-                } else {
-                    Atom::Var(self.zeros(i, &case_aval)?)
-                };
+                let zero = self.zeros(i, &case_aval)?;
                 let pred_dtype = src.atom_aval(ins[0]).dtype;
                 let mut cts = Vec::new();
                 for (k, &case) in ins.iter().enumerate().skip(1) {
@@ -1573,7 +1579,7 @@ impl Transposer<'_> {
                     scatter_indices_batching_dims: dn.start_indices_batching_dims.clone(),
                 };
                 let x = in_aval(0);
-                let zeros = Atom::Var(self.zeros(i, &x)?);
+                let zeros = self.zeros(i, &x)?;
                 let indices = self.fwd_atom(ins[1]);
                 let mut ps = vec![("dimension_numbers", Param::ScatterDims(Arc::new(sdn)))];
                 for name in ["mode", "indices_are_sorted", "unique_indices"] {
@@ -1613,7 +1619,7 @@ impl Transposer<'_> {
                 // operand the rest (its written windows zeroed).
                 let indices = self.fwd_atom(ins[1]);
                 if self.atom_is_lin(ins[0]) {
-                    let zeros = Atom::Var(self.zeros(i, &in_aval(2))?);
+                    let zeros = self.zeros(i, &in_aval(2))?;
                     let r = self.emit1(i, Scatter, vec![gv, indices, zeros], e.params().clone())?;
                     self.give(i, ins[0], r)?;
                 }
@@ -1687,11 +1693,8 @@ impl Transposer<'_> {
                 if self.atom_is_lin(ins[0]) {
                     let mut parts = Vec::with_capacity(e.outvars().len());
                     for &o in e.outvars() {
-                        let c = match self.ct[o.index()] {
-                            Some(c) => c,
-                            None => self.zeros(i, self.src.var_aval(o))?,
-                        };
-                        parts.push(Atom::Var(c));
+                        let c = self.ct_or_zeros(i, o)?;
+                        parts.push(c);
                     }
                     let r = self.emit1(i, Stack, parts, e.params().clone())?;
                     self.give(i, ins[0], r)?;
@@ -1730,11 +1733,8 @@ impl Transposer<'_> {
                 // As JAX: every result's cotangent (zeros where none) through a barrier.
                 let mut cts = Vec::with_capacity(e.outvars().len());
                 for &o in e.outvars() {
-                    let c = match self.ct[o.index()] {
-                        Some(c) => c,
-                        None => self.zeros(i, self.src.var_aval(o))?,
-                    };
-                    cts.push(Atom::Var(c));
+                    let c = self.ct_or_zeros(i, o)?;
+                    cts.push(c);
                 }
                 let outs = self.emit(
                     i,
@@ -1755,11 +1755,8 @@ impl Transposer<'_> {
                 if self.atom_is_lin(ins[0]) {
                     let mut parts = Vec::with_capacity(e.outvars().len());
                     for &o in e.outvars() {
-                        let c = match self.ct[o.index()] {
-                            Some(c) => c,
-                            None => self.zeros(i, self.src.var_aval(o))?,
-                        };
-                        parts.push(Atom::Var(c));
+                        let c = self.ct_or_zeros(i, o)?;
+                        parts.push(c);
                     }
                     let r = self.emit1(
                         i,
@@ -1811,7 +1808,7 @@ impl Transposer<'_> {
             DynamicSlice => {
                 // dynamic_slice and dynamic_update_slice clamp the start indices alike.
                 let x = in_aval(0);
-                let mut operands = vec![Atom::Var(self.zeros(i, &x)?), gv];
+                let mut operands = vec![self.zeros(i, &x)?, gv];
                 for &a in &ins[1..] {
                     operands.push(self.fwd_atom(a));
                 }
@@ -1822,7 +1819,7 @@ impl Transposer<'_> {
                 let idx: Vec<Atom> = ins[2..].iter().map(|&a| self.fwd_atom(a)).collect();
                 if self.atom_is_lin(ins[0]) {
                     let u = in_aval(1);
-                    let mut operands = vec![gv, Atom::Var(self.zeros(i, &u)?)];
+                    let mut operands = vec![gv, self.zeros(i, &u)?];
                     operands.extend(idx.iter().copied());
                     let r = self.emit1(i, DynamicUpdateSlice, operands, Params::empty())?;
                     self.give(i, ins[0], r)?;
@@ -1873,7 +1870,7 @@ impl Transposer<'_> {
         if slice_sizes.iter().zip(x.shape.dims()).any(|(s, d)| s > d) {
             // No window fits in the operand (an axis of size 0): the scatter drops every
             // update, whose cotangent is zero. (The gather would be ill-typed.)
-            return self.zeros(i, &u);
+            return self.zeros_var(i, &u);
         }
         let gdn = GatherDimensionNumbers {
             offset_dims: dn.update_window_dims.clone(),
