@@ -238,7 +238,9 @@ def test_constants_are_exact_module_arrays() -> None:
     source = to_python(closed)
     assert "const_0 = np.array([[" in source and "dtype=np.float32)" in source
     got = np.asarray(_function(source)(X))
-    np.testing.assert_array_equal(got, np.asarray(mlp(X)))
+    # relu and log_softmax are nested jits (as JAX's): the decompiled source calls them
+    # compiled, where mlp(X) runs op by op, so the last bit may differ.
+    np.testing.assert_allclose(got, np.asarray(mlp(X)), rtol=1e-6, atol=1e-7)
 
 
 def test_source_is_readable() -> None:

@@ -200,6 +200,8 @@ def _value_text(value: Any) -> str:
         return repr(value)
     if isinstance(value, int):
         return repr(int(value))
+    if isinstance(value, np.integer):  # a NumPy int JAX's rules leave in params
+        return f"np.{value.dtype.name}({int(value)})"
     if isinstance(value, float):
         return _float_text(value, np.dtype(np.float64))
     if isinstance(value, np.dtype) or dtypes.is_key(value):
