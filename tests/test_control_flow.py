@@ -613,3 +613,30 @@ def test_forwarded_carries_become_body_constants_as_jax() -> None:
         assert [np.asarray(g).dtype for g in leaves] == [np.asarray(w).dtype for w in want]
         for g, w in zip(leaves, want):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_weak_float_literals_as_jax() -> None:
+    # A Python float next to a weakly typed float32 value is a weak literal JAX writes as
+    # the Python float (0.9), on every path: the operator, ferrax.numpy, lax, under jvp;
+    # next to a strong one it is the float32 value (0.8999999761581421).
+    jax = pytest.importorskip("jax")
+
+    def prog(lx: Any, np_: Any, jvp: Any) -> Any:
+        def body(c: Any, x: Any) -> Any:
+            return c * 0.9 + np_.multiply(c, 0.1) + lx.mul(c, 0.3) + x * 0.7, c
+
+        def f(xs: Any) -> Any:
+            out = lx.scan(body, 0.0, xs, reverse=True)
+            return out, jvp(lambda y: y * 0.9 + 0.1, (xs,), (xs,))
+
+        return f
+
+    xs = np.arange(8, dtype=np.float32)
+    ours, theirs = prog(lax, fnp, fx.jvp), prog(jax.lax, jax.numpy, jax.jvp)
+    text = str(fx.make_jaxpr(ours)(xs))
+    assert "0.9:f32[]" in text and "0.8999999761581421:f32[]" in text
+    assert text == str(jax.make_jaxpr(theirs)(xs))
+    want = jax.tree_util.tree_leaves(theirs(xs))
+    for got in (ours(xs), fx.jit(ours)(xs)):
+        for g, w in zip(fx.tree_util.tree_leaves(got), want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)

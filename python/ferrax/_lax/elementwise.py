@@ -774,7 +774,9 @@ def _fast_operator(
             t = type(other)
             operand: Any = None
             if t is float or (t is int and -(2**24) <= other <= 2**24):
-                operand = trace.pure(ConcreteArray(np.asarray(other, _F32), True))
+                # Weakly typed only next to a weakly typed value, as ferrax.numpy's
+                # promotion makes it (a strong literal is then written as JAX writes it).
+                operand = trace.pure(ConcreteArray(np.asarray(other, _F32), aval.weak_type))
             elif t is tracer_type and other._trace is trace:
                 o = other.aval
                 if o.dtype == _F32 and o.shape == aval.shape and o.weak_type == aval.weak_type:
