@@ -77,7 +77,7 @@ use crate::aval::{AbstractValue, Shape};
 use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
 use crate::error::{Site, TypeError};
-use crate::jaxpr::{Atom, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
+use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
     ConvDimensionNumbers, DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque,
     Param, Params, ScatterDimensionNumbers,
@@ -410,14 +410,22 @@ impl Hasher for U64Hasher {
     }
 }
 
-/// The variables of one scope by name. Names of up to 8 bytes (all of the printer's in
-/// practice) are packed into a `u64` key: identifiers have no NUL byte, so packing is
-/// one-to-one. Longer names go by string.
+/// The variables of one scope by name. The printer's (and JAX's) names, `a` to `z`, `ba`
+/// and on (see [`crate::text::alphabetic_name`]), are numbers in base 26: those go in a
+/// table indexed by the number, grown as bindings come (sequential names stay
+/// sequential in memory, and no hashing). Other names of up to 8 bytes are packed into a
+/// `u64` key (identifiers have no NUL byte, so packing is one-to-one); longer ones go by
+/// string. A canonical name whose number is far beyond the table (more than twice its
+/// length) goes in the packed map, so a lookup that misses the table tries the maps too.
 #[derive(Default)]
 struct Names<'a> {
+    dense: Vec<u32>,
     short: HashMap<u64, VarId, BuildHasherDefault<U64Hasher>>,
     long: HashMap<&'a str, VarId, BuildHasherDefault<FxHasher>>,
 }
+
+/// No variable in [`Names::dense`].
+const UNBOUND: u32 = u32::MAX;
 
 #[inline]
 fn pack(s: &str) -> Option<u64> {
@@ -430,11 +438,46 @@ fn pack(s: &str) -> Option<u64> {
     Some(u64::from_le_bytes(w))
 }
 
+/// The number of a name [`crate::text::alphabetic_name`] writes (lowercase letters, no
+/// leading `a` but in `a` itself), if it is one, of at most 6 letters.
+#[inline]
+fn alphabetic_index(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > 6 || (b.len() > 1 && b[0] == b'a') {
+        return None;
+    }
+    let mut n = 0usize;
+    for &c in b {
+        if !c.is_ascii_lowercase() {
+            return None;
+        }
+        n = n * 26 + usize::from(c - b'a');
+    }
+    Some(n)
+}
+
 impl<'a> Names<'a> {
     #[inline]
     fn get(&self, name: &str) -> Option<VarId> {
+        if let Some(n) = alphabetic_index(name) {
+            match self.dense.get(n) {
+                Some(&v) if v != UNBOUND => return Some(VarId::from_index(v as usize)),
+                _ if self.short.is_empty() => return None,
+                _ => {}
+            }
+        }
+        self.get_hashed(name)
+    }
+
+    #[inline]
+    fn get_hashed(&self, name: &str) -> Option<VarId> {
         match pack(name) {
-            Some(k) => self.short.get(&k).copied(),
+            Some(k) => {
+                if self.short.is_empty() {
+                    return None;
+                }
+                self.short.get(&k).copied()
+            }
             None => self.long.get(name).copied(),
         }
     }
@@ -447,6 +490,23 @@ impl<'a> Names<'a> {
     /// Binds `name`; false (changing nothing) when it is already bound.
     #[inline]
     fn insert_new(&mut self, name: &'a str, v: VarId) -> bool {
+        if let Some(n) = alphabetic_index(name).filter(|_| v.index() < UNBOUND as usize) {
+            if n < self.dense.len() {
+                if self.dense[n] != UNBOUND || self.get_hashed(name).is_some() {
+                    return false;
+                }
+                self.dense[n] = v.index() as u32;
+                return true;
+            }
+            if n <= 2 * self.dense.len() + 64 {
+                if self.get_hashed(name).is_some() {
+                    return false;
+                }
+                self.dense.resize(n + 1, UNBOUND);
+                self.dense[n] = v.index() as u32;
+                return true;
+            }
+        }
         match pack(name) {
             Some(k) => match self.short.entry(k) {
                 Entry::Vacant(e) => {
@@ -530,12 +590,26 @@ struct PendingEqn<'a> {
 struct Scope<'a> {
     b: JaxprBuilder,
     names: Names<'a>,
+    /// The types read most recently, by their text (see [`Parser::cached_type`]).
+    types: Vec<CachedType<'a>>,
+    /// The literal types read most recently, by their text, with their dtypes.
+    lit_types: Vec<(&'a str, DType)>,
     underscore: Option<VarId>,
     header_done: bool,
     eqn: Option<PendingEqn<'a>>,
     eqn_index: usize,
     eqn_start: usize,
 }
+
+/// A type read before: its text (`f32[3,4]`) and its interned id in the scope's builder.
+#[derive(Clone, Copy)]
+struct CachedType<'a> {
+    text: &'a str,
+    id: AvalId,
+}
+
+/// How many types [`Scope::types`] remembers.
+const TYPE_CACHE: usize = 8;
 
 /// Why [`Parser::params`] stopped.
 enum ParamStop<'a> {
@@ -1155,6 +1229,123 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
     }
 
+    /// The text of the type at `cur` when it is written plainly, `DTYPE[d,d,...]` with
+    /// no space and no varying-axes annotation after it (the printer's form), with the
+    /// byte offset of its `]`.
+    #[inline]
+    fn plain_type_span(&self) -> Option<(&'a str, usize)> {
+        let t = &self.cur;
+        if t.kind != Kind::Word || self.nxt.kind != Kind::LBracket {
+            return None;
+        }
+        let src = self.lx.source();
+        let bytes = src.as_bytes();
+        let open = t.start + t.text.len();
+        if bytes.get(open) != Some(&b'[') {
+            return None;
+        }
+        let mut i = open + 1;
+        let limit = (open + 64).min(bytes.len());
+        while i < limit && (bytes[i].is_ascii_digit() || bytes[i] == b',') {
+            i += 1;
+        }
+        if i >= limit || bytes[i] != b']' || bytes.get(i + 1) == Some(&b'{') {
+            return None;
+        }
+        Some((src.get(t.start..=i)?, i))
+    }
+
+    /// A type at `cur` that the scope read before with the same text: skips its tokens
+    /// and returns it. Reading a type is a pure function of its tokens, and a plain
+    /// type's tokens are a function of its text, so the text decides.
+    #[inline]
+    fn cached_type(&mut self, si: usize) -> Option<CachedType<'a>> {
+        let (text, close) = self.plain_type_span()?;
+        let hit = *self.scopes[si].types.iter().find(|c| c.text == text)?;
+        self.skip_plain_type(close);
+        Some(hit)
+    }
+
+    /// Moves past a plain type at `cur` whose `]` is at byte `close` (see
+    /// [`Parser::plain_type_span`]).
+    fn skip_plain_type(&mut self, close: usize) {
+        // The span is ASCII with no newline: `]` is on `cur`'s line.
+        let bracket = Tok {
+            kind: Kind::RBracket,
+            text: "]",
+            start: close,
+            line: self.cur.line,
+            col: self.cur.col + (close - self.cur.start),
+            line_start: false,
+        };
+        let lx = Lexer::after(self.lx.source(), &bracket);
+        self.seek(lx);
+    }
+
+    /// Reads the type at `cur`, through the scope's cache of recent types.
+    fn scope_type(&mut self, si: usize) -> Result<CachedType<'a>, ReadError> {
+        if let Some(c) = self.cached_type(si) {
+            return Ok(c);
+        }
+        let span = self.plain_type_span().map(|(text, _)| text);
+        let aval = self.parse_type()?;
+        let scope = &mut self.scopes[si];
+        let c = CachedType {
+            text: span.unwrap_or(""),
+            id: scope.b.intern_aval(&aval),
+        };
+        if span.is_some() {
+            if scope.types.len() < TYPE_CACHE {
+                scope.types.push(c);
+            } else {
+                // Replace the oldest.
+                scope.types.rotate_left(1);
+                scope.types[TYPE_CACHE - 1] = c;
+            }
+        }
+        Ok(c)
+    }
+
+    /// The scalar type of a literal at `cur` (its dtype), through the scope's cache of
+    /// literal types (kept apart from [`Scope::types`]: a literal's type is not interned).
+    fn literal_type(&mut self, si: usize) -> Result<DType, ReadError> {
+        if let Some((text, close)) = self.plain_type_span() {
+            if let Some(&(_, d)) = self.scopes[si].lit_types.iter().find(|(t, _)| *t == text) {
+                self.skip_plain_type(close);
+                return Ok(d);
+            }
+        }
+        let span = self.plain_type_span().map(|(text, _)| text);
+        let tt = self.cur;
+        let aval = self.parse_type()?;
+        if aval.shape.rank() != 0 {
+            return Err(perr(
+                &tt,
+                format!("expected a scalar type for a literal, found {aval}"),
+            ));
+        }
+        if let Some(text) = span {
+            let cache = &mut self.scopes[si].lit_types;
+            if cache.len() >= TYPE_CACHE {
+                cache.remove(0);
+            }
+            cache.push((text, aval.dtype));
+        }
+        Ok(aval.dtype)
+    }
+
+    /// `name:type` of an equation's output: the name's token and the type's id.
+    fn eqn_binder(&mut self, si: usize) -> Result<(Tok<'a>, AvalId), ReadError> {
+        let t = self.cur;
+        if !is_ident(t.text) {
+            return Err(expected(&t, "a variable name"));
+        }
+        self.bump();
+        self.expect(Kind::Colon, "':' after a variable name")?;
+        let ty = self.scope_type(si)?;
+        Ok((t, ty.id))
+    }
+
     fn bind(
         &mut self,
         si: usize,
@@ -1204,19 +1395,11 @@ impl<'a, 'r> Parser<'a, 'r> {
     }
 
     /// A literal `value:dtype[]` at the current token.
-    fn literal(&mut self) -> Result<Literal, ReadError> {
+    fn literal(&mut self, si: usize) -> Result<Literal, ReadError> {
         let vt = self.cur;
         self.bump();
         self.expect(Kind::Colon, "':' after a literal value")?;
-        let tt = self.cur;
-        let aval = self.parse_type()?;
-        if aval.shape.rank() != 0 {
-            return Err(perr(
-                &tt,
-                format!("expected a scalar type for a literal, found {aval}"),
-            ));
-        }
-        let dtype = aval.dtype;
+        let dtype = self.literal_type(si)?;
         let s = vt.text;
         let value = if s == "True" || s == "False" {
             LitValue::Bool(s == "True")
@@ -1263,8 +1446,8 @@ impl<'a, 'r> Parser<'a, 'r> {
             self.bump();
         } else if first.kind == Kind::Word && self.nxt.kind == Kind::Colon {
             while self.cur.kind == Kind::Word && self.nxt.kind == Kind::Colon {
-                let (t, aval) = self.binder()?;
-                let v = self.scopes[si].b.new_var(aval);
+                let (t, id) = self.eqn_binder(si)?;
+                let v = self.scopes[si].b.new_var_of(id);
                 outvars.push((v, t));
             }
             self.expect(Kind::Eq, "'=' or another output variable")?;
@@ -1870,7 +2053,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                 if is_literal_word(t.text)
                     && !(is_ident(t.text) && t.line_start && self.binders_follow())
                 {
-                    let lit = self.literal()?;
+                    let lit = self.literal(si)?;
                     inputs.push(self.scopes[si].b.literal(lit));
                     continue;
                 }
@@ -1961,7 +2144,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                     if !is_literal_word(t.text) {
                         return Err(expected(&t, "an output variable or a literal value"));
                     }
-                    let lit = self.literal()?;
+                    let lit = self.literal(si)?;
                     outs.push(self.scopes[si].b.literal(lit));
                 }
                 Kind::Word => {
