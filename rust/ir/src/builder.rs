@@ -97,6 +97,13 @@ impl JaxprBuilder {
         }
     }
 
+    /// Reserves room for this many more variables and equations (passes copying a jaxpr
+    /// of known size).
+    pub(crate) fn reserve(&mut self, vars: usize, eqns: usize) {
+        self.var_avals.reserve(vars);
+        self.eqns.reserve(eqns);
+    }
+
     /// A fresh unbound variable of an interned type.
     pub(crate) fn new_var_of(&mut self, aval: AvalId) -> VarId {
         let v = VarId::from_index(self.var_avals.len());

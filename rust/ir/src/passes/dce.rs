@@ -95,15 +95,31 @@ enum Step<'a> {
     Done((Jaxpr, Vec<bool>)),
 }
 
-/// A kept equation: as it was, or rewritten (inputs, outputs and params of the source).
+/// A kept equation: as it was, or rewritten (inputs, outputs and params of the source;
+/// boxed, so that the common case stays small).
 enum Kept {
     Same(usize),
-    New {
-        eqn: usize,
-        inputs: Vec<Atom>,
-        outvars: Vec<VarId>,
-        params: Params,
-    },
+    New(Box<NewEqn>),
+}
+
+/// A kept equation rewritten: its source equation, and its new inputs, outputs and
+/// params (all of the source).
+struct NewEqn {
+    eqn: usize,
+    inputs: Vec<Atom>,
+    outvars: Vec<VarId>,
+    params: Params,
+}
+
+impl Kept {
+    fn new(eqn: usize, inputs: Vec<Atom>, outvars: Vec<VarId>, params: Params) -> Kept {
+        Kept::New(Box::new(NewEqn {
+            eqn,
+            inputs,
+            outvars,
+            params,
+        }))
+    }
 }
 
 /// A higher-order equation part-way through being pruned.
@@ -237,7 +253,8 @@ impl<'a> Frame<'a> {
             used_outputs,
             live,
             pos: src.eqns().len(),
-            kept: Vec::new(),
+            // Most equations of a large jaxpr are usually kept.
+            kept: Vec::with_capacity(src.eqns().len()),
             pending: None,
         }
     }
@@ -260,13 +277,29 @@ impl<'a> Frame<'a> {
             self.pos -= 1;
             let i = self.pos;
             let e = &src.eqns()[i];
-            let used_outs: Vec<bool> = e.outvars.iter().map(|v| self.live[v.index()]).collect();
+            let live = &self.live;
             // An effectful equation (a debug callback, or a call or loop holding one) is
             // kept for its effect even when nothing uses its outputs.
-            if !used_outs.iter().any(|&u| u) && !e.has_effect() {
+            if !e.outvars.iter().any(|v| live[v.index()]) && !e.has_effect() {
                 continue;
             }
-            self.pending = match e.primitive.as_builtin() {
+            let builtin = e.primitive.as_builtin();
+            if !matches!(
+                builtin,
+                Some(
+                    Builtin::Jit
+                        | Builtin::Remat
+                        | Builtin::ShardMap
+                        | Builtin::Cond
+                        | Builtin::While
+                        | Builtin::Scan
+                )
+            ) {
+                self.keep(Kept::Same(i));
+                continue;
+            }
+            let used_outs: Vec<bool> = e.outvars.iter().map(|v| live[v.index()]).collect();
+            self.pending = match builtin {
                 // `remat2` is a call like `jit`; `custom_jvp_call` and `custom_vjp_call`
                 // are kept whole (their rules see the whole function).
                 // A shard_map is pruned as a call; its specs follow its inputs and outputs.
@@ -305,7 +338,7 @@ impl<'a> Frame<'a> {
         let src = self.src;
         let inputs: &[Atom] = match &k {
             Kept::Same(i) => &src.eqns()[*i].inputs,
-            Kept::New { inputs, .. } => inputs,
+            Kept::New(n) => &n.inputs,
         };
         for a in inputs {
             if let Atom::Var(v) = a {
@@ -346,12 +379,12 @@ impl<'a> Frame<'a> {
                                 params = params.with(name, Param::Specs(kept.into()));
                             }
                         }
-                        Progress::Finished(Kept::New {
+                        Progress::Finished(Kept::new(
                             eqn,
-                            inputs: filter(&e.inputs, &used_in),
-                            outvars: filter(&e.outvars, &used_outs),
+                            filter(&e.inputs, &used_in),
+                            filter(&e.outvars, &used_outs),
                             params,
-                        })
+                        ))
                     }
                 }
             }
@@ -394,14 +427,13 @@ impl<'a> Frame<'a> {
                     .collect();
                 let mut keep_in = vec![true];
                 keep_in.extend_from_slice(&union);
-                Progress::Finished(Kept::New {
+                Progress::Finished(Kept::new(
                     eqn,
-                    inputs: filter(&e.inputs, &keep_in),
-                    outvars: filter(&e.outvars, &used_outs),
-                    params: e
-                        .params
+                    filter(&e.inputs, &keep_in),
+                    filter(&e.outvars, &used_outs),
+                    e.params
                         .with("branches", Param::Jaxprs(Arc::new(new_branches))),
-                })
+                ))
             }
             Pending::While {
                 eqn,
@@ -499,12 +531,12 @@ impl<'a> Frame<'a> {
             ("cond_nconsts", Param::Int(count(&cond_used[..cn]))),
             ("body_nconsts", Param::Int(count(&body_used[..bn]))),
         ]);
-        Progress::Finished(Kept::New {
+        Progress::Finished(Kept::new(
             eqn,
-            inputs: filter(&e.inputs, &keep_in),
-            outvars: filter(&e.outvars, &used_carry),
+            filter(&e.inputs, &keep_in),
+            filter(&e.outvars, &used_carry),
             params,
-        })
+        ))
     }
 
     fn advance_scan(
@@ -559,12 +591,12 @@ impl<'a> Frame<'a> {
         if let Some(Param::Bools(lin)) = e.params.get("linear") {
             params = params.with("linear", Param::Bools(filter(lin, &keep_in).into()));
         }
-        Progress::Finished(Kept::New {
+        Progress::Finished(Kept::new(
             eqn,
-            inputs: filter(&e.inputs, &keep_in),
-            outvars: filter(&e.outvars, &outs_wanted(&used_carry)),
+            filter(&e.inputs, &keep_in),
+            filter(&e.outvars, &outs_wanted(&used_carry)),
             params,
-        })
+        ))
     }
 
     fn finish(&mut self) -> (Jaxpr, Vec<bool>) {
@@ -582,17 +614,20 @@ impl<'a> Frame<'a> {
         for k in std::mem::take(&mut self.kept).into_iter().rev() {
             match k {
                 Kept::Same(i) => rb.eqn(&src.eqns()[i]),
-                Kept::New {
-                    eqn,
-                    inputs,
-                    outvars,
-                    params,
-                } => rb.eqn_with(
-                    &src.eqns()[eqn],
-                    inputs.into_iter(),
-                    outvars.into_iter(),
-                    params,
-                ),
+                Kept::New(n) => {
+                    let NewEqn {
+                        eqn,
+                        inputs,
+                        outvars,
+                        params,
+                    } = *n;
+                    rb.eqn_with(
+                        &src.eqns()[eqn],
+                        inputs.into_iter(),
+                        outvars.into_iter(),
+                        params,
+                    );
+                }
             }
         }
         let outs = filter(src.outvars(), &self.used_outputs);

@@ -19,11 +19,15 @@ pub(crate) struct Rebuilder<'a> {
 
 impl<'a> Rebuilder<'a> {
     pub(crate) fn new(src: &'a Jaxpr) -> Rebuilder<'a> {
+        let mut out = JaxprBuilder::new();
+        // A copy is usually about the size of its source (passes that grow a jaxpr a lot
+        // grow these as any builder does).
+        out.reserve(src.num_vars(), src.eqns().len());
         Rebuilder {
             src,
             map: vec![UNMAPPED; src.num_vars()],
             aval_map: vec![UNMAPPED; src.avals.len()],
-            out: JaxprBuilder::new(),
+            out,
         }
     }
 
