@@ -17,6 +17,7 @@
 mod bits;
 mod callback;
 mod control;
+mod fast;
 mod igamma;
 mod indexing;
 mod linalg;
@@ -392,6 +393,9 @@ pub(crate) struct Module {
     /// Whether each jaxpr seen has an ordered effect, in itself or in a sub-jaxpr (see
     /// [`Module::threads_token`]), by identity.
     ordered: HashMap<*const Jaxpr, bool>,
+    /// Whether plain element-wise equations take the fast path (see `fast.rs`; off only
+    /// in the tests comparing both paths).
+    pub(crate) fast: bool,
 }
 
 /// The type of the token ordered effects pass along.
@@ -440,6 +444,7 @@ impl Module {
             next_channel: 1,
             host_callbacks: Vec::new(),
             ordered: HashMap::new(),
+            fast: !fast::disabled(),
         }
     }
 
@@ -562,6 +567,11 @@ impl Module {
             result_decls.join(", ")
         );
         for e in j.eqns() {
+            if let Primitive::Builtin(b) = e.primitive() {
+                if self.lower_plain_elementwise(&mut f, *b, e) {
+                    continue;
+                }
+            }
             let outs = match e.primitive() {
                 Primitive::Builtin(b) => self.lower_eqn(&mut f, *b, e)?,
                 Primitive::Extension(x) => {
@@ -591,11 +601,26 @@ impl Module {
     }
 }
 
+/// The SSA value of a jaxpr variable.
+#[derive(Clone, Debug)]
+pub(crate) enum Value {
+    /// Not bound (yet).
+    Unbound,
+    /// A value with its name and type.
+    Ssa(Ssa),
+    /// `%n`, of the variable's own type (what the plain element-wise fast path binds:
+    /// no string made).
+    Plain(u32),
+}
+
 /// Per-function state: the SSA value of each jaxpr variable, and a counter for fresh
 /// values.
 pub(crate) struct FuncState<'j> {
     pub(crate) jaxpr: &'j Jaxpr,
-    values: Vec<Option<Ssa>>,
+    values: Vec<Value>,
+    /// The tensor type of each of the jaxpr's interned avals, formatted when first
+    /// needed (see [`FuncState::aval_type`]).
+    types: Vec<Option<Box<str>>>,
     next: u32,
     /// The mesh of the `shard_map` body this function runs in (collectives need it).
     pub(crate) mesh: Option<Arc<Mesh>>,
@@ -608,7 +633,8 @@ impl<'j> FuncState<'j> {
     fn new(jaxpr: &'j Jaxpr) -> FuncState<'j> {
         FuncState {
             jaxpr,
-            values: vec![None; jaxpr.num_vars()],
+            values: vec![Value::Unbound; jaxpr.num_vars()],
+            types: vec![None; jaxpr.avals.len()],
             next: 0,
             mesh: None,
             token: None,
@@ -616,7 +642,31 @@ impl<'j> FuncState<'j> {
     }
 
     fn bind(&mut self, v: VarId, s: Ssa) {
-        self.values[v.index()] = Some(s);
+        self.values[v.index()] = Value::Ssa(s);
+    }
+
+    /// Binds `v` to the plain SSA value `%n` of `v`'s own type.
+    pub(crate) fn bind_plain(&mut self, v: VarId, n: u32) {
+        self.values[v.index()] = Value::Plain(n);
+    }
+
+    /// The value bound to `v`, if any.
+    pub(crate) fn value(&self, v: VarId) -> &Value {
+        self.values.get(v.index()).unwrap_or(&Value::Unbound)
+    }
+
+    /// The next fresh SSA number (taking it).
+    pub(crate) fn fresh_number(&mut self) -> u32 {
+        let n = self.next;
+        self.next += 1;
+        n
+    }
+
+    /// The tensor type of a variable's aval, formatted once per aval.
+    pub(crate) fn var_type(&mut self, v: VarId) -> &str {
+        let id = self.jaxpr.var_avals[v.index()].index();
+        let jaxpr = self.jaxpr;
+        self.types[id].get_or_insert_with(|| tensor_type(&jaxpr.avals[id]).into_boxed_str())
     }
 
     /// A fresh SSA name.
@@ -629,13 +679,18 @@ impl<'j> FuncState<'j> {
     /// The SSA value of an atom: a variable's, or a constant emitted for a literal.
     pub(crate) fn atom(&mut self, m: &mut Module, a: Atom) -> Ssa {
         match a {
-            Atom::Var(v) => self.values[v.index()].clone().unwrap_or_else(|| {
+            Atom::Var(v) => match &self.values[v.index()] {
+                Value::Ssa(s) => s.clone(),
+                Value::Plain(n) => {
+                    let name = format!("%{n}");
+                    Ssa::new(name, self.var_type(v).to_owned())
+                }
                 // Unreachable for built jaxprs (every use follows its binding).
-                Ssa::new(
+                Value::Unbound => Ssa::new(
                     format!("%undefined_{}", v.index()),
                     tensor_type(self.jaxpr.var_aval(v)),
-                )
-            }),
+                ),
+            },
             Atom::Lit(l) => {
                 let lit = *self.jaxpr.literal(l);
                 ops::literal_constant(m, self, &lit)
