@@ -1,8 +1,11 @@
 //! Times the IR crate's operations on chain jaxprs (BENCH.md), rewriting included, and prints one JSON object
 //! per (operation, size) on stdout: median and spread of several runs, per equation.
 //!
-//! Usage: `ferrax-bench-ir [--sizes 1000,10000,100000,1000000] [--reps N]`.
+//! Usage: `ferrax-bench-ir [--sizes 1000,10000,100000,1000000] [--reps N] [--ops parse,lower]`
+//! (`--ops`: only these rows; `--cpu`: the thread's CPU time instead of wall time, for a
+//! loaded machine).
 
+use ferrax_ir::lower::stablehlo::lower_jaxpr;
 use ferrax_ir::passes::rewrite::{rewrite, RuleSet, ALGEBRAIC_RULES};
 use ferrax_ir::passes::{dce, partial_eval, toposort};
 use ferrax_ir::text::{parse_jaxpr, print_jaxpr};
@@ -11,7 +14,7 @@ use ferrax_ir::{
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::time::Instant;
 
 /// Counts live heap bytes, to measure the memory a built jaxpr holds.
@@ -101,12 +104,43 @@ fn report(op: &str, eqns: usize, times: Vec<f64>) {
     );
 }
 
+/// Whether [`time`] measures the thread's CPU time instead of wall time (`--cpu`).
+static CPU_TIME: AtomicBool = AtomicBool::new(false);
+
+#[repr(C)]
+struct Timespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+extern "C" {
+    fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
+}
+
+/// The CPU time this thread has run, in seconds (Linux's `CLOCK_THREAD_CPUTIME_ID`): on
+/// a loaded machine, the time the work took without the time others held the core.
+fn thread_cpu_seconds() -> f64 {
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut t = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec for the duration of the call.
+    unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
 fn time<T>(reps: usize, mut f: impl FnMut() -> T) -> Vec<f64> {
+    let cpu = CPU_TIME.load(Ordering::Relaxed);
     (0..reps)
         .map(|_| {
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), thread_cpu_seconds());
             let r = f();
-            let dt = t.elapsed().as_secs_f64();
+            let dt = if cpu {
+                thread_cpu_seconds() - c
+            } else {
+                t.elapsed().as_secs_f64()
+            };
             drop(black_box(r));
             dt
         })
@@ -116,6 +150,7 @@ fn time<T>(reps: usize, mut f: impl FnMut() -> T) -> Vec<f64> {
 fn main() {
     let mut sizes: Vec<usize> = vec![1_000, 10_000, 100_000, 1_000_000];
     let mut reps_override: Option<usize> = None;
+    let mut ops: Option<Vec<String>> = None;
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i < args.len() {
@@ -127,6 +162,16 @@ fn main() {
                     .collect();
                 i += 1;
             }
+            "--ops" if i + 1 < args.len() => {
+                ops = Some(
+                    args[i + 1]
+                        .split(',')
+                        .map(|s| s.trim().to_owned())
+                        .collect(),
+                );
+                i += 1;
+            }
+            "--cpu" => CPU_TIME.store(true, Ordering::Relaxed),
             "--reps" if i + 1 < args.len() => {
                 reps_override = args[i + 1].parse().ok();
                 i += 1;
@@ -138,6 +183,7 @@ fn main() {
         }
         i += 1;
     }
+    let want = |op: &str| ops.as_ref().is_none_or(|o| o.iter().any(|x| x == op));
     for &target in &sizes {
         let steps = (target.saturating_sub(1) / 3).max(1);
         let reps = reps_override.unwrap_or(if target >= 1_000_000 { 5 } else { 11 });
@@ -145,44 +191,72 @@ fn main() {
         let j: Jaxpr = generate::chain(steps, 128).expect("the chain fits the generator's limits");
         let bytes = LIVE.load(Ordering::Relaxed) - before;
         let eqns = j.eqns().len();
-        println!(
-            "{{\"op\": \"memory\", \"eqns\": {eqns}, \"bytes_per_eqn\": {:.1}}}",
-            bytes as f64 / eqns as f64
-        );
-        report(
-            "build",
-            eqns,
-            time(reps, || generate::chain(steps, 128).map(|_| ())),
-        );
-        report("typecheck", eqns, time(reps, || typecheck(&j).map(|_| ())));
-        report("print", eqns, time(reps, || print_jaxpr(&j)));
-        let text = print_jaxpr(&j);
-        match parse_jaxpr(&text) {
-            Ok(_) => report("parse", eqns, time(reps, || parse_jaxpr(&text))),
-            Err(e) => eprintln!("parse failed on the chain of {eqns}: {e}"),
+        if want("memory") {
+            println!(
+                "{{\"op\": \"memory\", \"eqns\": {eqns}, \"bytes_per_eqn\": {:.1}}}",
+                bytes as f64 / eqns as f64
+            );
         }
-        report("dce", eqns, time(reps, || dce(&j, &[true])));
-        report("toposort", eqns, time(reps, || toposort(&j)));
+        if want("build") {
+            report(
+                "build",
+                eqns,
+                time(reps, || generate::chain(steps, 128).map(|_| ())),
+            );
+        }
+        if want("typecheck") {
+            report("typecheck", eqns, time(reps, || typecheck(&j).map(|_| ())));
+        }
+        if want("print") {
+            report("print", eqns, time(reps, || print_jaxpr(&j)));
+        }
+        if want("parse") {
+            let text = print_jaxpr(&j);
+            match parse_jaxpr(&text) {
+                Ok(_) => report("parse", eqns, time(reps, || parse_jaxpr(&text))),
+                Err(e) => eprintln!("parse failed on the chain of {eqns}: {e}"),
+            }
+        }
+        // Lowering the chain to StableHLO text (the module `jit` compiles).
+        if want("lower") {
+            report(
+                "lower",
+                eqns,
+                time(reps, || lower_jaxpr(&j, "chain").expect("the chain lowers")),
+            );
+        }
+        if want("dce") {
+            report("dce", eqns, time(reps, || dce(&j, &[true])));
+        }
+        if want("toposort") {
+            report("toposort", eqns, time(reps, || toposort(&j)));
+        }
         // The algebraic rule set: its rules rooted at `add` and `mul` are tried at two
         // equations of each step and match none (a pass, then DCE and typecheck).
-        let algebraic = RuleSet::parse(ALGEBRAIC_RULES).expect("the built-in rules read");
-        report(
-            "rewrite",
-            eqns,
-            time(reps, || rewrite(&j, &algebraic, 100).expect("a fixpoint")),
-        );
+        if want("rewrite") {
+            let algebraic = RuleSet::parse(ALGEBRAIC_RULES).expect("the built-in rules read");
+            report(
+                "rewrite",
+                eqns,
+                time(reps, || rewrite(&j, &algebraic, 100).expect("a fixpoint")),
+            );
+        }
         // A rule firing at every step (`sin(x) * 1.5` becomes `s + s * 0.5`): two passes.
-        let firing = RuleSet::parse("r: mul ?x 1.5 => add ?x (mul ?x 0.5)").expect("reads");
-        report(
-            "rewrite_firing",
-            eqns,
-            time(reps, || rewrite(&j, &firing, 100).expect("a fixpoint")),
-        );
-        let jvp = jvp_chain((target / 7).max(1), 128);
-        report(
-            "partial_eval",
-            jvp.eqns().len(),
-            time(reps, || partial_eval(&jvp, &[false, true], &[false, false])),
-        );
+        if want("rewrite_firing") {
+            let firing = RuleSet::parse("r: mul ?x 1.5 => add ?x (mul ?x 0.5)").expect("reads");
+            report(
+                "rewrite_firing",
+                eqns,
+                time(reps, || rewrite(&j, &firing, 100).expect("a fixpoint")),
+            );
+        }
+        if want("partial_eval") {
+            let jvp = jvp_chain((target / 7).max(1), 128);
+            report(
+                "partial_eval",
+                jvp.eqns().len(),
+                time(reps, || partial_eval(&jvp, &[false, true], &[false, false])),
+            );
+        }
     }
 }
