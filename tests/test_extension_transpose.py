@@ -173,6 +173,21 @@ def test_binding_calls_the_rule_with_avals_flags_and_params() -> None:
     # Not linear in the extension: copied forward, the rule is not called.
     _ir.transpose(_linear_jaxpr(prim), [False, False])
     assert len(seen) == 1
+
+
+def test_an_inlined_rule_is_copied_in_place() -> None:
+    def rule(avals: list[ShapedArray], linear: list[bool], params: dict[str, Any]) -> _ir.ClosedJaxpr:
+        return ferrax.make_jaxpr(lambda x, ct: lax.mul(lax.sin(x), ct))(_zeros(avals[0]), _zeros(avals[1]))
+
+    prim = _ir.ExtensionPrimitive("ext_inl", _two_operands, rule, inline_transpose=True)
+    assert prim.inline_transpose and not _ir.ExtensionPrimitive("ext_jit", _two_operands, rule).inline_transpose
+    tj = _ir.transpose(_linear_jaxpr(prim), [False, True])
+    # The rule's sin and mul in place of a jit call, then neg's transpose.
+    assert [e.primitive for e in tj.eqns] == ["sin", "mul", "neg"]
+    x = np.linspace(-1, 1, 3, dtype=np.float32)
+    ct = np.linspace(2, 3, 3, dtype=np.float32)
+    (got,) = ferrax.eval_jaxpr(tj, [], x, ct)
+    np.testing.assert_allclose(np.asarray(got), -np.sin(x) * ct, rtol=1e-6)
     assert _ir.ExtensionPrimitive("ext_plain", _two_operands).transpose is None
 
 

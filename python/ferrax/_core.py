@@ -70,6 +70,7 @@ class Primitive:
         self.batch_rule: Callable[..., Any] | None = None
         self.transpose_rule: Callable[..., Any] | None = None
         self.transpose_jaxpr_rule: Callable[..., _ir.ClosedJaxpr] | None = None
+        self.inline_transpose = False
         self.lowering_rule: Callable[..., Any] | None = None
         # Collectives (``ferrax._lax.parallel``): the axis names an application names
         # (from its params), and the batching rule used instead of ``batch_rule``:
@@ -134,19 +135,22 @@ class Primitive:
         self.transpose_rule = rule
         return rule
 
-    def def_transpose_jaxpr(self, rule: F) -> F:
+    def def_transpose_jaxpr(self, rule: F, *, inline: bool = False) -> F:
         """Transposition of an extension primitive, as a jaxpr (what reverse mode uses).
 
         ``rule(avals, linear, **params)`` gets the operands' types and one flag per
         operand saying whether it is linear, and returns a ``ClosedJaxpr`` taking the
         non-linear operands (in order) then one cotangent per output, and returning one
         cotangent per linear operand (of its type); ``ferrax.make_jaxpr`` of a function
-        makes one. The transpose pass calls it as a ``jit`` named ``transpose(<name>)``;
-        an exception it raises becomes a :class:`~ferrax.errors.PassError`.
+        makes one. The transpose pass calls it as a ``jit`` named ``transpose(<name>)``
+        or, with ``inline``, copies its equations in place (as JAX runs a custom_vjp's
+        backward function); an exception it raises becomes a
+        :class:`~ferrax.errors.PassError`.
         """
         if self._builtin:
             raise TypeError(f"{self.name} is built in: its transpose rule is Rust's")
         self.transpose_jaxpr_rule = rule
+        self.inline_transpose = inline
         self._extension = None
         return rule
 
@@ -182,7 +186,7 @@ class Primitive:
                 ) -> _ir.ClosedJaxpr:
                     return t_rule(avals, linear, **params)
 
-            self._extension = _ir.ExtensionPrimitive(self.name, ir_rule, ir_transpose)
+            self._extension = _ir.ExtensionPrimitive(self.name, ir_rule, ir_transpose, self.inline_transpose)
             # Jaxprs name their primitives: interpreting one (eval_jaxpr) finds this
             # primitive by its name (the last defined wins).
             _extensions_by_name[self.name] = self

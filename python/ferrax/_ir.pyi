@@ -269,8 +269,9 @@ class ExtensionPrimitive:
     operands' types, one flag per operand saying whether it is linear, and the params,
     and returns a :class:`ClosedJaxpr` taking the non-linear operands (in order) then one
     cotangent per output, and returning one cotangent per linear operand. The transpose
-    pass calls it as a ``jit`` named ``transpose(<name>)``; an exception it raises (or a
-    jaxpr of the wrong signature) becomes a :class:`PassError` carrying its message.
+    pass calls it as a ``jit`` named ``transpose(<name>)`` (with ``inline_transpose``, it
+    copies its equations in place instead); an exception it raises (or a jaxpr of the
+    wrong signature) becomes a :class:`PassError` carrying its message.
     """
 
     def __new__(
@@ -279,6 +280,7 @@ class ExtensionPrimitive:
         abstract_eval: Callable[[list[ShapedArray], dict[str, Any]], Sequence[ShapedArray]],
         transpose: Callable[[list[ShapedArray], list[bool], dict[str, Any]], ClosedJaxpr]
         | None = None,
+        inline_transpose: bool = False,
     ) -> Self: ...
     @property
     def name(self) -> str:
@@ -293,6 +295,10 @@ class ExtensionPrimitive:
         self,
     ) -> Callable[[list[ShapedArray], list[bool], dict[str, Any]], ClosedJaxpr] | None:
         """The transpose rule, or ``None``."""
+    @property
+    def inline_transpose(self) -> bool:
+        """Whether the transpose pass copies the rule's equations in place instead of
+        calling them as a ``jit`` named ``transpose(<name>)``."""
 
 @final
 class JaxprBuilder:

@@ -227,7 +227,8 @@ def _custom_lin_transpose(avals: Sequence[_ir.ShapedArray], linear: Sequence[boo
 custom_lin_p = Primitive("custom_lin", multiple_results=True)
 custom_lin_p.def_abstract_eval(_custom_lin_abstract_eval)
 custom_lin_p.def_impl(_custom_lin_impl)
-custom_lin_p.def_transpose_jaxpr(_custom_lin_transpose)
+# The user's bwd runs in place in the backward pass, as JAX runs it (no nested jit).
+custom_lin_p.def_transpose_jaxpr(_custom_lin_transpose, inline=True)
 
 
 def _custom_vjp_call_jvp(

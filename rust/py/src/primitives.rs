@@ -55,6 +55,7 @@ pub struct PyRule {
     name: String,
     rule: Py<PyAny>,
     transpose: Option<Py<PyAny>>,
+    inline_transpose: bool,
 }
 
 impl PyRule {
@@ -169,6 +170,10 @@ impl ferrax_ir::ExtensionPrimitive for PyRule {
         self.transpose.is_some()
     }
 
+    fn inline_transpose(&self) -> bool {
+        self.inline_transpose
+    }
+
     fn transpose(
         &self,
         inputs: &[AbstractValue],
@@ -191,8 +196,9 @@ impl ferrax_ir::ExtensionPrimitive for PyRule {
 /// operands' `ShapedArray`s, one flag per operand saying whether it is linear, and the
 /// params, and returns a `ClosedJaxpr` taking the non-linear operands (in order) then
 /// one cotangent per output, and returning one cotangent per linear operand. The
-/// transpose pass calls it as a `jit` named `transpose(<name>)`; an exception it raises
-/// (or a jaxpr of the wrong signature) becomes a `PassError` carrying its message.
+/// transpose pass calls it as a `jit` named `transpose(<name>)` (or, with
+/// `inline_transpose`, copies its equations in place); an exception it raises (or a
+/// jaxpr of the wrong signature) becomes a `PassError` carrying its message.
 #[pyclass(frozen, module = "ferrax._ir", name = "ExtensionPrimitive")]
 pub struct ExtensionPrimitive {
     pub(crate) rule: Arc<PyRule>,
@@ -208,11 +214,12 @@ impl ExtensionPrimitive {
 #[pymethods]
 impl ExtensionPrimitive {
     #[new]
-    #[pyo3(signature = (name, abstract_eval, transpose=None))]
+    #[pyo3(signature = (name, abstract_eval, transpose=None, inline_transpose=false))]
     fn py_new(
         name: &str,
         abstract_eval: &Bound<'_, PyAny>,
         transpose: Option<&Bound<'_, PyAny>>,
+        inline_transpose: bool,
     ) -> Result<ExtensionPrimitive> {
         // The IR's rule for names (an identifier, not a keyword of the text, not a
         // built-in's), so every jaxpr using the primitive prints as text that reads back.
@@ -241,8 +248,16 @@ impl ExtensionPrimitive {
                 name: name.to_owned(),
                 rule: abstract_eval.clone().unbind(),
                 transpose: transpose.map(|t| t.clone().unbind()),
+                inline_transpose,
             }),
         })
+    }
+
+    /// Whether the transpose pass copies the rule's equations in place instead of
+    /// calling them as a `jit` named `transpose(<name>)`.
+    #[getter]
+    fn inline_transpose(&self) -> bool {
+        self.rule.inline_transpose
     }
 
     /// The name printed in jaxpr text.

@@ -327,6 +327,30 @@ fn params<const N: usize>(pairs: [(&str, Param); N]) -> Params {
     Params::new(pairs)
 }
 
+/// `{ lambda ; a:T[] b:T[]. let c:T[] = add a b in (c,) }`, the `update_jaxpr` JAX's
+/// scatter-add holds, made once per dtype and shared (as JAX caches it), so that the
+/// scatter-adds of one program print one `let` jaxpr. None for a dtype `add` refuses.
+fn add_combiner(dtype: DType) -> Option<ClosedJaxpr> {
+    thread_local! {
+        static COMBINERS: std::cell::RefCell<HashMap<DType, ClosedJaxpr>> =
+            std::cell::RefCell::new(HashMap::new());
+    }
+    COMBINERS.with(|cache| {
+        if let Some(j) = cache.borrow().get(&dtype) {
+            return Some(j.clone());
+        }
+        let mut b = JaxprBuilder::new();
+        let aval = AbstractValue::array(dtype, &[]).ok()?;
+        let x = b.add_invar(aval.clone());
+        let y = b.add_invar(aval);
+        let z = b.apply(Builtin::Add, [x, y], Params::empty()).ok()?;
+        let jaxpr = b.build(vec![Atom::Var(z)]).ok()?;
+        let closed = ClosedJaxpr::new(Arc::new(jaxpr), Vec::new()).ok()?;
+        cache.borrow_mut().insert(dtype, closed.clone());
+        Some(closed)
+    })
+}
+
 fn inverse_perm(perm: &[i64]) -> Vec<i64> {
     let mut inv = vec![0i64; perm.len()];
     for (i, &p) in perm.iter().enumerate() {
@@ -779,6 +803,17 @@ impl<'a> Transposer<'a> {
         let mut operands = self.non_linear_operands(e.inputs());
         for &o in e.outvars() {
             operands.push(self.ct_or_zeros(i, o)?);
+        }
+        let all_vars = t.jaxpr().outvars().iter().all(|a| matches!(a, Atom::Var(_)));
+        if x.inline_transpose() && t.consts().is_empty() && all_vars {
+            // The rule's equations in place, as JAX runs a custom_vjp's bwd.
+            let outs = inline(&mut self.out, t.jaxpr(), &[], &operands).map_err(rule_error)?;
+            let vars = outs.into_iter().filter_map(|a| match a {
+                Atom::Var(v) => Some(v),
+                Atom::Lit(_) => None,
+            });
+            let vars: Vec<VarId> = vars.collect();
+            return self.give_linear(i, e.inputs(), vars);
         }
         let params = Params::new([
             ("jaxpr", Param::Jaxpr(t)),
@@ -1586,6 +1621,11 @@ impl Transposer<'_> {
                     if let Some(v) = e.params().get(name) {
                         ps.push((name, v.clone()));
                     }
+                }
+                // JAX's scatter-add holds its combining function (shared per dtype).
+                if let Some(j) = add_combiner(x.dtype) {
+                    ps.push(("update_consts", Param::Ints(Arc::from(Vec::new()))));
+                    ps.push(("update_jaxpr", Param::Jaxpr(j)));
                 }
                 let r = self.emit1(i, ScatterAdd, vec![zeros, indices, gv], Params::new(ps))?;
                 self.give(i, ins[0], r)?;

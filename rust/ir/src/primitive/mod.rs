@@ -890,6 +890,13 @@ pub trait ExtensionPrimitive: Send + Sync {
         false
     }
 
+    /// Whether the transpose pass copies the equations of the rule's jaxpr into its
+    /// result (as JAX runs a `custom_vjp`'s backward function in place) instead of
+    /// calling it as a `jit` named `transpose(<name>)`. False by default.
+    fn inline_transpose(&self) -> bool {
+        false
+    }
+
     /// The transpose rule: for operands of types `inputs`, of which those flagged in
     /// `linear` are linear, and these params, a closed jaxpr taking the non-linear
     /// operands (in order) then one cotangent per output, and returning one cotangent per
