@@ -32,10 +32,11 @@ def _ints(xs: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(x) for x in xs)
 
 
-def _dims(xs: Sequence[int]) -> tuple[int, ...]:
+def _dims(xs: Sequence[int | np.integer[Any]]) -> tuple[int, ...]:
     """Axis numbers as given: NumPy integers stay so (JAX keeps them, and prints them
     ``np.int64(1)``), others become ints."""
-    return tuple(x if isinstance(x, np.integer) else int(x) for x in xs)
+    out: tuple[Any, ...] = tuple(x if isinstance(x, np.integer) else int(x) for x in xs)
+    return out
 
 
 broadcast_in_dim_p = Primitive.builtin("broadcast_in_dim")
@@ -309,7 +310,7 @@ def concatenate(operands: Sequence[Any], dimension: int) -> Array:
     return bind1(concatenate_p, *xs, dimension=int(dimension))
 
 
-def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Array]:
+def split(operand: Any, sizes: Sequence[int | np.integer[Any]], axis: int = 0) -> list[Array]:
     """``operand`` cut along ``axis`` into consecutive pieces of ``sizes`` (which add up
     to the axis's size); one array per piece."""
     x = scalar(operand)
@@ -387,7 +388,7 @@ def slice(
     )
 
 
-def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> Array:
+def pad(operand: Any, padding_value: Any, padding_config: Sequence[Sequence[int | np.integer[Any]]]) -> Array:
     """``operand`` with ``padding_value`` inserted: per dimension ``(low, high, interior)``
     elements before, after and between neighbours (negative ``low``/``high`` crop).
 
