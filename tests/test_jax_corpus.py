@@ -72,6 +72,15 @@ def test_the_files_are_what_jax_prints_today() -> None:
         assert text.endswith("}\n") and not text.endswith("\n\n")
 
 
+def test_the_readme_states_how_many_programs_trace_as_jax() -> None:
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"prints JAX's text, byte for byte, for\s+(\d+) of the (\d+)", readme)
+    assert m is not None, "README: the count of programs traced as JAX's"
+    assert (int(m.group(1)), int(m.group(2))) == (len(NAMES) - len(TRACE_DIFFERS), len(NAMES))
+
+
 def test_the_corpus_is_large_and_the_lists_name_its_programs() -> None:
     assert len(list(CORPUS_DIR.glob("*.jaxpr"))) >= 100
     assert PARSE_FAILS_TODAY <= set(NAMES)
