@@ -1599,8 +1599,8 @@ const RECENT_PASSES: usize = 8;
 pub const DEFAULT_MAX_ITERATIONS: usize = 100;
 
 /// Applies the rules everywhere until none applies (at most `max_iterations` passes
-/// that change something), then toposorts, removes dead equations (keeping every input)
-/// and typechecks.
+/// that change something), then removes dead equations (keeping every input) and
+/// typechecks. (Rewritten equations are emitted in dependency order: no toposort.)
 ///
 /// # Examples
 /// ```
