@@ -5,9 +5,10 @@
 //! text is exactly what the general path ([`Module::lower_eqn`]) writes.
 
 use super::ops::scalar_text;
-use super::text::tensor_of;
+use super::text::{element_type, tensor_of};
 use super::{FuncState, Module, Value};
-use crate::jaxpr::{Atom, Eqn};
+use crate::dtype::DType;
+use crate::jaxpr::{Atom, Eqn, VarId};
 use crate::primitive::{Builtin, Family};
 
 #[cfg(test)]
@@ -115,8 +116,31 @@ fn push_number(out: &mut String, n: u32) {
 /// An operand of the op as written: a bound value (its name and type), or a
 /// literal's value number after its constant (and broadcast) are written.
 enum Operand {
-    Var(crate::jaxpr::VarId),
-    Number(u32, Box<str>),
+    Var(VarId),
+    Number(u32, Ty),
+}
+
+/// The type of a value the fast path made.
+enum Ty {
+    /// `tensor<f32>`: a scalar of this (non-key) dtype.
+    Scalar(DType),
+    /// The type of this variable (the equation's result).
+    OfVar(VarId),
+    /// Any other.
+    Owned(Box<str>),
+}
+
+/// Writes a type.
+fn push_ty(out: &mut String, f: &mut FuncState<'_>, ty: &Ty) {
+    match ty {
+        Ty::Scalar(d) => {
+            out.push_str("tensor<");
+            out.push_str(element_type(*d));
+            out.push('>');
+        }
+        Ty::OfVar(v) => out.push_str(f.var_type(*v)),
+        Ty::Owned(s) => out.push_str(s),
+    }
 }
 
 impl Module {
@@ -171,19 +195,20 @@ impl Module {
                 Atom::Var(v) => Operand::Var(v),
                 Atom::Lit(l) => {
                     let lit = *j.literal(l);
-                    let ty = tensor_of(&[], lit.dtype);
+                    let ty = Ty::Scalar(lit.dtype);
                     let n = f.fresh_number();
-                    let out = &mut self.out;
+                    let mut out = std::mem::take(&mut self.out);
                     out.push_str("    ");
-                    push_number(out, n);
+                    push_number(&mut out, n);
                     out.push_str(" = \"stablehlo.constant\"() {value = dense<");
                     out.push_str(&scalar_text(lit.value, lit.dtype));
                     out.push_str("> : ");
-                    out.push_str(&ty);
+                    push_ty(&mut out, f, &ty);
                     out.push_str("} : () -> ");
-                    out.push_str(&ty);
+                    push_ty(&mut out, f, &ty);
                     out.push('\n');
-                    Operand::Number(n, ty.into_boxed_str())
+                    self.out = out;
+                    Operand::Number(n, ty)
                 }
             });
         }
@@ -193,19 +218,25 @@ impl Module {
                 let Some(Operand::Number(c, scalar_ty)) = ops[k].take() else {
                     return false;
                 };
-                let ty = tensor_of(out_aval.shape.dims(), j.literal(l).dtype);
+                let d = j.literal(l).dtype;
+                let ty = if d == out_aval.dtype {
+                    Ty::OfVar(*out)
+                } else {
+                    Ty::Owned(tensor_of(out_aval.shape.dims(), d).into_boxed_str())
+                };
                 let n = f.fresh_number();
-                let out = &mut self.out;
+                let mut out = std::mem::take(&mut self.out);
                 out.push_str("    ");
-                push_number(out, n);
+                push_number(&mut out, n);
                 out.push_str(" = \"stablehlo.broadcast_in_dim\"(");
-                push_number(out, c);
+                push_number(&mut out, c);
                 out.push_str(") {broadcast_dimensions = array<i64>} : (");
-                out.push_str(&scalar_ty);
+                push_ty(&mut out, f, &scalar_ty);
                 out.push_str(") -> ");
-                out.push_str(&ty);
+                push_ty(&mut out, f, &ty);
                 out.push('\n');
-                ops[k] = Some(Operand::Number(n, ty.into_boxed_str()));
+                self.out = out;
+                ops[k] = Some(Operand::Number(n, ty));
             }
         }
         let n = f.fresh_number();
@@ -238,7 +269,7 @@ impl Module {
                     Value::Ssa(s) => line.push_str(&s.ty),
                     _ => line.push_str(f.var_type(*v)),
                 },
-                Operand::Number(_, ty) => line.push_str(ty),
+                Operand::Number(_, ty) => push_ty(&mut line, f, ty),
             }
         }
         line.push_str(") -> ");
