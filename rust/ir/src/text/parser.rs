@@ -944,7 +944,15 @@ impl<'a, 'r> Parser<'a, 'r> {
     /// needed, with the reading of the jaxprs that need it set aside meanwhile).
     fn parse_nested_root(&mut self) -> Result<Jaxpr, ReadError> {
         self.scopes.clear();
-        self.scopes.push(Scope::default());
+        let mut root = Scope::default();
+        let src = self.lx.source();
+        if self.lets.is_empty() && src.len() > 1 << 16 {
+            // A large text of one jaxpr: about an equation a line (JAX's layout and the
+            // printer's), so the builder's equations and variables are not regrown.
+            let lines = src.bytes().filter(|&b| b == b'\n').count();
+            root.b.reserve(lines, lines);
+        }
+        self.scopes.push(root);
         let base = self.suspended.len();
         loop {
             let step = match self.step() {
