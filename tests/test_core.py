@@ -519,8 +519,12 @@ def test_builder_params_kind_conversion_both_ways() -> None:
     assert params[6]["preferred_element_type"] == np.float64
     assert params[7] == {"dtype": np.dtype(np.int32), "shape": (5,), "dimension": 0}
     assert params[8] == {"new_sizes": (3, 2), "dimensions": None}
-    for v in (params[3]["axes"], params[5]["dimension_numbers"][0][0]):
-        assert type(v) is tuple and all(type(i) is int for i in v)
+    v = params[5]["dimension_numbers"][0][0]
+    assert type(v) is tuple and all(type(i) is int for i in v)
+    # A NumPy int stays one, as JAX keeps it (and prints it `np.int64(1)`).
+    (axis,) = params[3]["axes"]
+    assert type(params[3]["axes"]) is tuple and type(axis) is np.int64
+    assert "axes=(np.int64(1),)" in str(j)
 
     # Reading the params back in gives the same equations.
     b2 = JaxprBuilder()

@@ -276,6 +276,7 @@ def test_config_update_and_read() -> None:
             "jax_enable_x64": False,
             "jax_num_cpu_devices": -1,
             "jax_compilation_cache_dir": "/tmp/ferrax-cache",
+            "jax_persistent_cache_min_compile_time_secs": 1.0,
         }
         # Wrong types are refused as JAX refuses them.
         with pytest.raises(ValueError, match="int"):

@@ -297,6 +297,7 @@ def test_config_types() -> None:
     assert_type(ferrax.config.jax_enable_x64, bool)
     assert_type(ferrax.config.jax_num_cpu_devices, int)
     assert_type(ferrax.config.jax_compilation_cache_dir, str | None)
+    assert_type(ferrax.config.jax_persistent_cache_min_compile_time_secs, float)
     assert_type(ferrax.config.update("jax_enable_x64", False), None)
     with ferrax.enable_x64(False):
         assert_type(ferrax.config.read("jax_enable_x64"), Any)
