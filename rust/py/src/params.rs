@@ -416,7 +416,11 @@ fn marked_to_py<'py>(
         Param::Padding(dims) => {
             let mut rows = Vec::with_capacity(dims.len());
             for (k, &(lo, hi, interior)) in dims.iter().enumerate() {
-                let row = [int(3 * k, lo)?, int(3 * k + 1, hi)?, int(3 * k + 2, interior)?];
+                let row = [
+                    int(3 * k, lo)?,
+                    int(3 * k + 1, hi)?,
+                    int(3 * k + 2, interior)?,
+                ];
                 rows.push(PyTuple::new(py, row)?);
             }
             PyTuple::new(py, rows)?.into_any()

@@ -804,7 +804,11 @@ impl<'a> Transposer<'a> {
         for &o in e.outvars() {
             operands.push(self.ct_or_zeros(i, o)?);
         }
-        let all_vars = t.jaxpr().outvars().iter().all(|a| matches!(a, Atom::Var(_)));
+        let all_vars = t
+            .jaxpr()
+            .outvars()
+            .iter()
+            .all(|a| matches!(a, Atom::Var(_)));
         if x.inline_transpose() && t.consts().is_empty() && all_vars {
             // The rule's equations in place, as JAX runs a custom_vjp's bwd.
             let outs = inline(&mut self.out, t.jaxpr(), &[], &operands).map_err(rule_error)?;
