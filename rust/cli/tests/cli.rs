@@ -141,13 +141,14 @@ fn partial_eval_prints_both_halves() {
 
 #[test]
 fn transpose_prints_the_transposed_jaxpr() {
-    // f(x, t) = x * t + t, linear in t: its transpose maps ct to ct * x + ct.
+    // f(x, t) = x * t + t, linear in t: its transpose maps ct to x * ct + ct (the
+    // cotangent takes the linear operand's place, as in JAX).
     let text = "{ lambda ; x:f32[3] t:f32[3]. let a:f32[3] = mul x t; b:f32[3] = add a t in (b,) }";
     let (code, out, err) = run(&["transpose", "-", "--linear", "0,1"], text);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out,
-        "{ lambda ; a:f32[3] b:f32[3]. let\n    c:f32[3] = mul b a\n    d:f32[3] = add_any b c\n  in (d,) }\n"
+        "{ lambda ; a:f32[3] b:f32[3]. let\n    c:f32[3] = mul a b\n    d:f32[3] = add_any b c\n  in (d,) }\n"
     );
     // The output reads back (and typechecks).
     let (code, out2, _) = run(&["check", "-"], &out);
