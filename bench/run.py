@@ -21,9 +21,14 @@ Sections:
   cache  cold against warm start with the persistent compilation cache: the first call of
          chain(10^4) and of mnist_mlp's training step in fresh processes (see
          bench/cache_bench.py).
+  scaling  cost per equation against program size on chain(10^2..10^5): trace, grad
+         trace and lowering, ferrax against JAX (JAX to 10^4), and the Rust passes (parse,
+         typecheck, DCE, toposort) to 10^6 from `ferrax-bench-ir`; draws
+         bench/results/scaling.png with bench/plot.py (see bench/scaling_bench.py).
 
-Usage: python bench/run.py [--section ir|trace|jit|ad|vmap|sharding|examples|cache|all] [--sizes 1000,10000,100000,1000000]
-                           [--reps-scale 1.0] [--no-jax] [--out bench/results]
+Usage: python bench/run.py [--section ir|trace|jit|ad|vmap|sharding|examples|cache|scaling|all]
+                           [--sizes 1000,10000,100000,1000000] [--reps-scale 1.0] [--no-jax]
+                           [--jax-max-n 10000] [--out bench/results]
 JAX is optional: sections that compare against it print ferrax's figures alone when it
 is not installed (or with --no-jax).
 """
@@ -71,15 +76,20 @@ IR_TARGETS: dict[str, float] = {
 }
 
 
-def run_ir(sizes: str) -> list[dict[str, Any]]:
-    """Builds and runs the Rust benchmark binary; returns its JSON rows."""
-    subprocess.run(
-        ["cargo", "build", "--release", "-q", "-p", "ferrax-ir", "--bin", "ferrax-bench-ir"],
-        cwd=ROOT,
-        check=True,
-    )
+IR_BINARY = ROOT / "target" / "release" / "ferrax-bench-ir"
+
+
+def run_ir(sizes: str, ops: str | None = None, build: bool = True) -> list[dict[str, Any]]:
+    """Builds (unless ``build`` is false) and runs the Rust benchmark binary, on all its
+    operations or only ``ops`` (comma-separated); returns its JSON rows."""
+    if build:
+        subprocess.run(
+            ["cargo", "build", "--release", "-q", "-p", "ferrax-ir", "--bin", "ferrax-bench-ir"],
+            cwd=ROOT,
+            check=True,
+        )
     out = subprocess.run(
-        [str(ROOT / "target" / "release" / "ferrax-bench-ir"), "--sizes", sizes],
+        [str(IR_BINARY), "--sizes", sizes, *(["--ops", ops] if ops else [])],
         cwd=ROOT,
         check=True,
         capture_output=True,
@@ -357,12 +367,83 @@ def section_cache(out_dir: pathlib.Path, use_jax: bool) -> None:
     print(header + "\n\n" + text)
 
 
+def section_scaling(out_dir: pathlib.Path, rep_scale: float, use_jax: bool, jax_max_n: int) -> None:
+    """Cost per equation against program size (bench/scaling_bench.py), its table and
+    JSON, and the plot (bench/plot.py) when matplotlib is installed."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import scaling_bench
+
+    start = time.perf_counter()
+    progress = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    rows = scaling_bench.run_python_rows(use_jax=use_jax, reps_scale=rep_scale, jax_max_n=jax_max_n, progress=progress)
+    # The Rust passes at the same equation counts, from the binary of the ir section
+    # (built only if missing: the section times it, it does not rebuild it).
+    ir_sizes = ",".join(str(scaling_bench.chain_eqns(n)) for n in scaling_bench.RUST_SIZES)
+    rust = scaling_bench.rust_rows(run_ir(ir_sizes, ",".join(scaling_bench.RUST_OPS), build=not IR_BINARY.exists()))
+    for row in rust:
+        scaling_bench._report(progress, row)
+    rows += rust
+    elapsed = time.perf_counter() - start
+    jax_version = None
+    if any(r["system"] == "jax" for r in rows):
+        import jax as jax_module
+
+        jax_version = jax_module.__version__
+    command = "python bench/run.py --section scaling"
+    peer = f"JAX {jax_version} (CPU)" if jax_version else "no JAX"
+    jax_sizes = sorted({r["n"] for r in rows if r["system"] == "jax"})
+    header = (
+        f"{_machine()}; {peer}. Cost per equation of chain(n) (x: f32[128], 3n+1 equations) "
+        "against its size, microseconds of wall time per equation of chain(n) (the grad trace "
+        "too: its own jaxpr has about 7n), median (min-max). trace: `make_jaxpr(f)(x)`; grad "
+        "trace: `make_jaxpr(grad(f))(x)`; lower: the lowering to StableHLO text alone, after "
+        "tracing; a fresh function object every run, GC off inside timed regions, ferrax and "
+        "JAX alternating run by run (11, 7, 5, 3 runs at 10^2..10^5, times "
+        f"{rep_scale:g}). JAX runs to n = {max(jax_sizes) if jax_sizes else 0:,} (its grad "
+        "trace of chain(10^4) takes seconds a run). parse, typecheck, dce, toposort: the Rust "
+        "passes alone (`ferrax-bench-ir`, 11 runs, 5 at 10^6). "
+        f"Section time {elapsed:.0f} s; command: `{command}`; plot: bench/results/scaling.png."
+    )
+    note = (
+        f"{_machine()}; {peer}. chain(n): n times x = sin(x) * 1.5 + x, x: f32[128]. Medians; "
+        f"bands min-max. JAX measured to n = {max(jax_sizes) if jax_sizes else 0:,}. "
+        f"Command: {command}"
+    )
+    meta = {
+        "machine": _machine(),
+        "jax": jax_version,
+        "gc": "off in timed regions",
+        "rep_scale": rep_scale,
+        "jax_max_n": jax_max_n,
+        "elapsed_s": elapsed,
+        "command": command,
+        "per_equation_of": "chain(n), 3n+1 equations, for every metric",
+        "note": note,
+    }
+    json_path = out_dir / "scaling.json"
+    json_path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    text = scaling_bench.scaling_table(rows)
+    (out_dir / "scaling.md").write_text(header + "\n\n" + text + "\n")
+    print(header + "\n\n" + text)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("matplotlib is not installed (pip install -e .[bench]): no plot.", file=sys.stderr)
+        return
+    import plot
+
+    plot.main(["--json", str(json_path), "--out", str(out_dir / "scaling.png")])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "vmap", "sharding", "examples", "cache", "all"], default="all")
+    parser.add_argument("--section", choices=["ir", "trace", "jit", "ad", "vmap", "sharding", "examples", "cache", "scaling", "all"], default="all")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="ir section sizes")
     parser.add_argument(
-        "--reps-scale", type=float, default=1.0, help="trace, ad and vmap sections: scale the repetitions (min 3)"
+        "--reps-scale", type=float, default=1.0, help="trace, ad, vmap and scaling sections: scale the repetitions (min 3)"
+    )
+    parser.add_argument(
+        "--jax-max-n", type=int, default=10_000, help="scaling section: JAX's largest chain(n) (ferrax's: 10^5)"
     )
     parser.add_argument("--no-jax", action="store_true", help="ferrax's figures only")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -400,6 +481,10 @@ def main() -> None:
         print()
     if args.section in ("cache", "all"):
         section_cache(out_dir, not args.no_jax)
+    if args.section == "all":
+        print()
+    if args.section in ("scaling", "all"):
+        section_scaling(out_dir, args.reps_scale, not args.no_jax, args.jax_max_n)
 
 
 if __name__ == "__main__":
