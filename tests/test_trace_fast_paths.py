@@ -180,3 +180,134 @@ def test_scalar_operand_with_x64(op: tuple[str, Any, Any], kind: str) -> None:
                 (lambda x: operator_fn(s, make(x)), lambda x: numpy_fn(s, make(x))),
             ):
                 assert _stage(fast_fn, arg) == _stage(slow_fn, arg), (kind, s)
+
+
+# ------------------------------------------------- broadcasting, products, float functions
+# Two tracers of one dtype and weak type but different shapes, dot/matmul of two tracers,
+# and float functions of one tracer are staged without ferrax.numpy's promotion too.
+
+SHAPED_KINDS: dict[str, tuple[Any, bool]] = {
+    "f32": (np.float32, False), "f32-weak": (np.float32, True), "i32": (np.int32, False),
+    "i32-weak": (np.int32, True), "f16": (np.float16, False), "bool": (np.bool_, False),
+    "u8": (np.uint8, False), "f64": (np.float64, False),
+}
+
+
+def _shaped(kind: str, shape: tuple[int, ...]) -> tuple[Any, Callable[[Any], Any]]:
+    """An argument of ``shape`` and a function making from it a tracer of type ``kind``."""
+    dtype, weak = SHAPED_KINDS[kind]
+    dtype = ferrax.dtypes.canonicalize(dtype)
+    arg = np.arange(1, 1 + int(np.prod(shape)), dtype=np.float64).reshape(shape).astype(dtype)
+    if weak:
+        return arg, lambda x: lax.convert_element_type(x, dtype, True)
+    return arg, lambda x: x
+
+
+SHAPE_PAIRS = [((3,), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((1, 3), (2, 3)), ((), (2, 3)),
+               ((2, 3), ()), ((3,), (4, 2, 3)), ((2, 1, 3), (4, 3)), ((3,), (2, 4)),
+               ((2, 3), (3, 2)), ((2, 3), (2, 3))]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("kind", list(SHAPED_KINDS))
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o[0])
+def test_broadcast_operands(op: tuple[str, Any, Any], kind: str) -> None:
+    _, operator_fn, numpy_fn = op
+    for xs, ys in SHAPE_PAIRS:
+        (a, make_a), (b, make_b) = _shaped(kind, xs), _shaped(kind, ys)
+        fast = _stage(lambda x, y: operator_fn(make_a(x), make_b(y)), a, b)
+        slow = _stage(lambda x, y: numpy_fn(make_a(x), make_b(y)), a, b)
+        assert fast == slow, (kind, xs, ys)
+        with ferrax.enable_x64():
+            fast = _stage(lambda x, y: operator_fn(make_a(x), make_b(y)), a, b)
+            slow = _stage(lambda x, y: numpy_fn(make_a(x), make_b(y)), a, b)
+        assert fast == slow, (kind, xs, ys, "x64")
+
+
+def test_broadcast_operator_values_match_jax() -> None:
+    jax = pytest.importorskip("jax")
+    h, bias = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1.0, -2.0, 0.5], np.float32)
+    got = ferrax.jit(lambda h, b: (h + b, b * h, h - b, b / h))(h, bias)
+    want = jax.jit(lambda h, b: (h + b, b * h, h - b, b / h))(h, bias)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert str(ferrax.make_jaxpr(lambda h, b: h + b)(h, bias)) == str(jax.make_jaxpr(lambda h, b: h + b)(h, bias))
+
+
+PRODUCT_SHAPES = [((4, 3), (3, 2)), ((3,), (3, 2)), ((4, 3), (3,)), ((3,), (3,)), ((5, 4, 3), (3, 2)),
+                  ((4, 3), (4, 2)), ((4, 3), (2, 3, 5)), ((2, 4, 3), (2, 3, 5)), ((), (3,)), ((3,), ())]
+
+
+def _no_product_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ferrax.numpy import _products
+
+    monkeypatch.setattr(_products, "_staged_product", lambda a, b: None)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("kind", list(SHAPED_KINDS))
+def test_products(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fns: list[Callable[[Any, Any], Any]] = [fnp.matmul, fnp.dot, operator.matmul]
+    cases = []
+    for xs, ys in PRODUCT_SHAPES:
+        for other in (kind, "f32", "f16"):
+            (a, make_a), (b, make_b) = _shaped(kind, xs), _shaped(other, ys)
+            for f in fns:
+                cases.append((lambda x, y, f=f, ma=make_a, mb=make_b: f(ma(x), mb(y)), a, b))
+    fast = [_stage(f, a, b) for f, a, b in cases]
+    _no_product_fast_path(monkeypatch)
+    slow = [_stage(f, a, b) for f, a, b in cases]
+    for i, (got, want) in enumerate(zip(fast, slow)):
+        assert got == want, (kind, i, got, want)
+
+
+def test_product_values_and_text_match_jax() -> None:
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(0)
+    x, w, v = (rng.standard_normal(s).astype(np.float32) for s in [(4, 3), (3, 5), (3,)])
+    f = lambda x, w, v: (x @ w, fnp.dot(x, v), fnp.matmul(v, w))  # noqa: E731
+    g = lambda x, w, v: (x @ w, jax.numpy.dot(x, v), jax.numpy.matmul(v, w))  # noqa: E731
+    for got, want in zip(ferrax.jit(f)(x, w, v), jax.jit(g)(x, w, v)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    assert str(ferrax.make_jaxpr(f)(x, w, v)) == str(jax.make_jaxpr(g)(x, w, v))
+
+
+FLOAT_UNARY = ["exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sqrt", "arcsin",
+               "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "cbrt", "exp2"]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", FLOAT_UNARY)
+def test_float_unary(name: str) -> None:
+    fast_fn = getattr(fnp, name)
+    slow_fn = fast_fn.__wrapped__  # the function without its staging fast path
+    for kind in SHAPED_KINDS:
+        for x64 in (False, True):
+            with ferrax.enable_x64(x64):
+                a, make = _shaped(kind, (2, 3))
+                fast = _stage(lambda x: fast_fn(make(x)), a)
+                assert fast == _stage(lambda x: slow_fn(make(x)), a), (kind, x64)
+                for scalar in (0.5, 2, True):
+                    # Not tracers: the function itself, eagerly and staged.
+                    assert _stage(lambda x: fast_fn(scalar) + x, a) == _stage(lambda x: slow_fn(scalar) + x, a)
+                    np.testing.assert_array_equal(np.asarray(fast_fn(scalar)), np.asarray(slow_fn(scalar)))
+
+
+def test_mlp_layer_skips_ferrax_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dense layer's matmul, bias add and tanh take the fast paths (tracing speed
+    depends on it); a mismatched contraction still gets the general path's error."""
+    from ferrax.numpy import _products, _promotion, _ufuncs
+
+    def general(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("took the general path")
+
+    monkeypatch.setattr(_products, "_operands", general)
+    monkeypatch.setattr(_ufuncs, "promote_args", general)
+    monkeypatch.setattr(_ufuncs, "_inexact", general)
+    monkeypatch.setattr(_promotion, "promote_args", general)
+    w, b, x = np.ones((8, 4), np.float32), np.ones(4, np.float32), np.ones((2, 8), np.float32)
+    closed = ferrax.make_jaxpr(lambda w, b, x: fnp.tanh(x @ w + b))(w, b, x)
+    prims = [e.primitive for e in closed.jaxpr.eqns]
+    assert prims == ["dot_general", "broadcast_in_dim", "add", "tanh"], prims
+    with pytest.raises(AssertionError, match="general path"):
+        ferrax.make_jaxpr(lambda w, x: x @ w)(w, np.ones((2, 3), np.float32))

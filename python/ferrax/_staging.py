@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from ferrax._interpreters.axis_env import axis_env
 from ferrax.errors import BuilderError, TypeCheckError, UnexpectedTracerError, escaped_tracer_message
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
-__all__ = ["JaxprTracer", "StagingTrace", "make_jaxpr", "trace_to_jaxpr"]
+__all__ = ["JaxprTracer", "StagingTrace", "innermost_staging", "make_jaxpr", "staged_float_unary", "trace_to_jaxpr"]
 
 
 class _Staging:
@@ -50,6 +50,8 @@ class _Staging:
         # alive in `consts`, so the id stays its own.
         self.const_vars: dict[tuple[int, _ir.ShapedArray], _ir.Var] = {}
 
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _F32 = np.dtype(np.float32)
 _I32 = np.dtype(np.int32)
@@ -79,18 +81,21 @@ class _AvalKind:
 
     ``same``: two operands of exactly this type need no promotion or broadcasting (true
     for numeric types, strong or weakly typed float32/int32: promotion changes bools,
-    and weakly typed values of other dtypes). ``scalar``: ``"f"`` (float32) or ``"i"``
+    and weakly typed values of other dtypes); nor do two of this dtype and weak type
+    whose shapes broadcast. ``float``: a floating dtype (what float functions such as
+    ``sin`` take as it is). ``scalar``: ``"f"`` (float32) or ``"i"``
     (int32) when a Python scalar operand becomes a literal of this dtype and weak type,
     else ``None``; ``literals`` caches those literals by value (shared by the types of
     one dtype and weak type).
     """
 
-    __slots__ = ("aval", "same", "scalar", "weak", "literals")
+    __slots__ = ("aval", "same", "scalar", "weak", "float", "literals")
 
     def __init__(self, aval: _ir.ShapedArray, trace: StagingTrace) -> None:
         dtype, weak = aval.dtype, aval.weak_type
         self.aval = aval  # keeps id(aval) valid while this entry lives
         self.weak = weak
+        self.float = dtypes.is_float(dtype)
         self.scalar = "f" if dtype == _F32 else "i" if dtype == _I32 else None
         if weak and dtypes.x64_enabled():
             # With x64 a Python scalar is a weak 64-bit value: with a weak 32-bit one it
@@ -98,6 +103,27 @@ class _AvalKind:
             self.scalar = None
         self.same = dtype != np.bool_ and (not weak or self.scalar is not None)
         self.literals = trace._literals.setdefault((self.scalar, weak), {})
+
+
+class _BroadcastPlan:
+    """Two tracers' operator, staged: ``self_low`` says which operand (``x``, the one the
+    operator is a method of, or the other) is rank-promoted by ``broadcast_in_dim`` with
+    ``params`` first; None when neither is (and ``params`` unused)."""
+
+    __slots__ = ("self_low", "params")
+
+    def __init__(self, self_low: bool | None, params: dict[str, Any]) -> None:
+        self.self_low = self_low
+        self.params = params
+
+
+# The plan of types the operator fast paths leave to the general way.
+_NO_PLAN = _BroadcastPlan(None, _NO_PARAMS)
+
+
+def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether shapes ``a`` and ``b`` broadcast together (NumPy's rule)."""
+    return all(m == n or m == 1 or n == 1 for m, n in zip(reversed(a), reversed(b)))
 
 
 def _staged_operator(
@@ -109,8 +135,11 @@ def _staged_operator(
     that is what ferrax.numpy would stage, with no promotion or broadcasting to do:
     ``other`` a tracer of the same trace and the same type (one shared aval object), or a
     Python scalar that becomes a literal of ``x``'s dtype (float32, or int32 but not to
-    divide). Anything else, and a trace that is not the innermost one, goes the general
-    way, ``general(x, other)`` (the ``ferrax.Array`` operator, through ferrax.numpy).
+    divide). A tracer of the same dtype and weak type whose shape broadcasts with
+    ``x``'s is staged as ferrax.numpy stages it (a lower-rank operand first gets leading
+    size-1 axes by ``broadcast_in_dim``). Anything else, and a trace that is not the
+    innermost one, goes the general way, ``general(x, other)`` (the ``ferrax.Array``
+    operator, through ferrax.numpy), which also reports shapes that do not broadcast.
     """
 
     def operator(self: JaxprTracer, other: Any) -> Array:
@@ -121,13 +150,16 @@ def _staged_operator(
             t = type(other)
             operand: Any = None
             if t is JaxprTracer:
-                if (
-                    other._trace is trace
-                    and other.aval is aval
-                    and kind.same
-                    and (not divide or kind.scalar == "f")
-                ):
-                    operand = other
+                if other._trace is trace and kind.same and (not divide or kind.scalar == "f"):
+                    if other.aval is aval:
+                        operand = other
+                    else:
+                        plan = trace._broadcasts.get((id(aval), id(other.aval), reflected))
+                        if plan is None:
+                            plan = trace._broadcast_plan(aval, other.aval, reflected)
+                        if plan is not _NO_PLAN:
+                            out: Array = trace._broadcast_binary(name, plan, self, other, reflected)
+                            return out
             elif t is float or t is int:
                 scalar = kind.scalar
                 if scalar == "f" or (scalar == "i" and t is int and not divide):
@@ -188,6 +220,9 @@ class StagingTrace(Trace):
         self._kinds: dict[int, _AvalKind] = {}
         # (dtype kind, weak type) -> Python scalar -> its literal (see _AvalKind).
         self._literals: dict[tuple[str | None, bool], dict[float, _ir.Literal]] = {}
+        # (id(aval), id(other aval), reflected) -> how the operator fast paths stage two
+        # tracers of these types (see _broadcast_plan).
+        self._broadcasts: dict[tuple[int, int, bool], _BroadcastPlan] = {}
 
     def pure(self, value: Any) -> JaxprTracer:
         state = self.state
@@ -254,6 +289,40 @@ class StagingTrace(Trace):
         kind = self._kinds[id(aval)] = _AvalKind(aval, self)
         return kind
 
+    def _broadcast_plan(self, aval: _ir.ShapedArray, other: _ir.ShapedArray, reflected: bool) -> _BroadcastPlan:
+        """How ``x <op> y`` (``y <op> x`` if ``reflected``) of two types of one dtype and
+        weak type is staged, as ferrax.numpy's ``broadcast_operands`` stages it:
+        ``_NO_PLAN`` when the general way must decide (other dtypes or weak types,
+        equal shapes in distinct aval objects, shapes that do not broadcast)."""
+        plan = _NO_PLAN
+        a, b = aval.shape, other.shape
+        if other.dtype == aval.dtype and other.weak_type == aval.weak_type and a != b and _broadcasts(a, b):
+            lead = abs(len(a) - len(b))
+            if not a or not b or lead == 0:
+                # Scalars and operands of equal rank go to the primitive as they are.
+                plan = _BroadcastPlan(None, _NO_PARAMS)
+            else:
+                # The lower-rank operand gets leading size-1 axes (_rank_promote).
+                low = b if len(a) > len(b) else a
+                rank = len(low) + lead
+                params = {"shape": (1,) * lead + low, "broadcast_dimensions": tuple(range(lead, rank))}
+                plan = _BroadcastPlan(len(a) < len(b), params)
+        self._broadcasts[id(aval), id(other), reflected] = plan
+        # The ids stay valid while the avals live: the kinds keep them.
+        self._kind(other)
+        return plan
+
+    def _broadcast_binary(self, name: str, plan: _BroadcastPlan, x: JaxprTracer, y: JaxprTracer, reflected: bool) -> Array:
+        if plan.self_low is not None:
+            low = x if plan.self_low else y
+            up = self.builder.add_eqn_traced("broadcast_in_dim", [low], plan.params, JaxprTracer, self)[0]
+            if plan.self_low:
+                x = up
+            else:
+                y = up
+        out: Array = self.builder.add_eqn_traced(name, [y, x] if reflected else [x, y], _NO_PARAMS, JaxprTracer, self)[0]
+        return out
+
     def _literal(self, kind: _AvalKind, value: float) -> _ir.Literal | None:
         """The literal ``value`` becomes next to a value of this type, as NumPy converts
         it (None when there is no fast path: other dtypes, overflow, large ints)."""
@@ -275,6 +344,40 @@ class StagingTrace(Trace):
                 kind.literals.clear()
             kind.literals[value] = lit
         return lit
+
+
+def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
+    """A fast path for a ferrax.numpy function of one operand that applies ``primitive``
+    (no params) to a floating operand as it is (``sin``, ``tanh``, ...): a float tracer
+    of the innermost staging trace is recorded at once, as ``primitive.bind`` records
+    it; any other operand calls the function."""
+
+    def wrap(fun: F) -> F:
+        @functools.wraps(fun)
+        def call(x: Any, /) -> Any:
+            if type(x) is JaxprTracer:
+                trace = x._trace
+                if trace.main.innermost_dynamic:
+                    aval = x.aval
+                    kind = trace._kinds.get(id(aval)) or trace._kind(aval)
+                    if kind.float:
+                        return trace.process_primitive(primitive, [x], _NO_PARAMS)[0]
+            return fun(x)
+
+        return cast(F, call)
+
+    return wrap
+
+
+def innermost_staging(x: Any, y: Any) -> StagingTrace | None:
+    """The staging trace ``x`` and ``y`` are both tracers of, when it is the innermost
+    trace (a primitive applied to them alone is then recorded there, as ``bind``
+    would); else None."""
+    if type(x) is JaxprTracer and type(y) is JaxprTracer:
+        trace = x._trace
+        if trace is y._trace and trace.main.innermost_dynamic:
+            return trace
+    return None
 
 
 def trace_to_jaxpr(

@@ -19,6 +19,7 @@ from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import Tracer, aval_of, user_location
 from ferrax._jit import staged
+from ferrax._staging import staged_float_unary
 from ferrax.numpy._creation import full_like, zeros_like
 from ferrax.numpy._promotion import (
     ArrayLike,
@@ -385,46 +386,55 @@ def _inexact(name: str, x: Any) -> Any:
     return a
 
 
+@staged_float_unary(lax.exp_p)
 def exp(x: ArrayLike, /) -> Array:
     """``e ** x``."""
     return lax.exp(_inexact("exp", x))
 
 
+@staged_float_unary(lax.expm1_p)
 def expm1(x: ArrayLike, /) -> Array:
     """``e ** x - 1``, accurate near 0."""
     return lax.expm1(_inexact("expm1", x))
 
 
+@staged_float_unary(lax.log_p)
 def log(x: ArrayLike, /) -> Array:
     """The natural logarithm."""
     return lax.log(_inexact("log", x))
 
 
+@staged_float_unary(lax.log1p_p)
 def log1p(x: ArrayLike, /) -> Array:
     """``log(1 + x)``, accurate near 0."""
     return lax.log1p(_inexact("log1p", x))
 
 
+@staged_float_unary(lax.sin_p)
 def sin(x: ArrayLike, /) -> Array:
     """Sine."""
     return lax.sin(_inexact("sin", x))
 
 
+@staged_float_unary(lax.cos_p)
 def cos(x: ArrayLike, /) -> Array:
     """Cosine."""
     return lax.cos(_inexact("cos", x))
 
 
+@staged_float_unary(lax.tan_p)
 def tan(x: ArrayLike, /) -> Array:
     """Tangent."""
     return lax.tan(_inexact("tan", x))
 
 
+@staged_float_unary(lax.tanh_p)
 def tanh(x: ArrayLike, /) -> Array:
     """Hyperbolic tangent."""
     return lax.tanh(_inexact("tanh", x))
 
 
+@staged_float_unary(lax.sqrt_p)
 def sqrt(x: ArrayLike, /) -> Array:
     """The square root (NaN for negative numbers)."""
     return lax.sqrt(_inexact("sqrt", x))
@@ -434,16 +444,19 @@ def sqrt(x: ArrayLike, /) -> Array:
 # names as aliases (as jax.numpy has them).
 
 
+@staged_float_unary(lax.asin_p)
 def arcsin(x: ArrayLike, /) -> Array:
     """Arc sine, in ``[-pi/2, pi/2]`` (NaN outside ``[-1, 1]``)."""
     return lax.asin(_inexact("arcsin", x))
 
 
+@staged_float_unary(lax.acos_p)
 def arccos(x: ArrayLike, /) -> Array:
     """Arc cosine, in ``[0, pi]`` (NaN outside ``[-1, 1]``)."""
     return lax.acos(_inexact("arccos", x))
 
 
+@staged_float_unary(lax.atan_p)
 def arctan(x: ArrayLike, /) -> Array:
     """Arc tangent, in ``(-pi/2, pi/2)``."""
     return lax.atan(_inexact("arctan", x))
@@ -463,36 +476,43 @@ def nextafter(x1: ArrayLike, x2: ArrayLike, /) -> Array:
     return lax.nextafter(a, b)
 
 
+@staged_float_unary(lax.sinh_p)
 def sinh(x: ArrayLike, /) -> Array:
     """Hyperbolic sine."""
     return lax.sinh(_inexact("sinh", x))
 
 
+@staged_float_unary(lax.cosh_p)
 def cosh(x: ArrayLike, /) -> Array:
     """Hyperbolic cosine."""
     return lax.cosh(_inexact("cosh", x))
 
 
+@staged_float_unary(lax.asinh_p)
 def arcsinh(x: ArrayLike, /) -> Array:
     """Inverse hyperbolic sine."""
     return lax.asinh(_inexact("arcsinh", x))
 
 
+@staged_float_unary(lax.acosh_p)
 def arccosh(x: ArrayLike, /) -> Array:
     """Inverse hyperbolic cosine (NaN below 1)."""
     return lax.acosh(_inexact("arccosh", x))
 
 
+@staged_float_unary(lax.atanh_p)
 def arctanh(x: ArrayLike, /) -> Array:
     """Inverse hyperbolic tangent (``+-inf`` at ``+-1``, NaN beyond)."""
     return lax.atanh(_inexact("arctanh", x))
 
 
+@staged_float_unary(lax.cbrt_p)
 def cbrt(x: ArrayLike, /) -> Array:
     """The real cube root."""
     return lax.cbrt(_inexact("cbrt", x))
 
 
+@staged_float_unary(lax.exp2_p)
 def exp2(x: ArrayLike, /) -> Array:
     """``2 ** x``."""
     return lax.exp2(_inexact("exp2", x))
