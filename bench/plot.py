@@ -1,6 +1,8 @@
 """Draws bench/results/scaling.json (``python bench/run.py --section scaling``) as a PNG:
 time per equation against program size, both log scales, one colour per metric, ferrax
-solid and JAX dashed on the same axes, the min-max of the runs as a faint band.
+solid and JAX dashed on the same axes; the points are medians (the min-max of the runs
+is in scaling.md: on this shared machine single runs of other people's work stretch it
+far more than the differences between sizes, so bands would hide the lines).
 
 Usage: python bench/plot.py [--json bench/results/scaling.json] [--out bench/results/scaling.png]
 
@@ -47,9 +49,6 @@ def plot(data: dict[str, Any], out: pathlib.Path) -> None:
                 continue
             xs = [r["eqns"] for r in pts]
             ax.plot(xs, [r["us_per_eqn"] for r in pts], dashes, color=colour, marker="o", markersize=4, linewidth=1.8)
-            ax.fill_between(
-                xs, [r["us_per_eqn_min"] for r in pts], [r["us_per_eqn_max"] for r in pts], color=colour, alpha=0.12, linewidth=0
-            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     # Plain numbers on the time axis (0.1, 1, 10 us), powers of ten on the size axis.

@@ -405,9 +405,9 @@ def section_scaling(out_dir: pathlib.Path, rep_scale: float, use_jax: bool, jax_
         f"Section time {elapsed:.0f} s; command: `{command}`; plot: bench/results/scaling.png."
     )
     note = (
-        f"{_machine()}; {peer}. chain(n): n times x = sin(x) * 1.5 + x, x: f32[128]. Medians; "
-        f"bands min-max. JAX measured to n = {max(jax_sizes) if jax_sizes else 0:,}. "
-        f"Command: {command}"
+        f"{_machine()}; {peer}. chain(n): n times x = sin(x) * 1.5 + x, x: f32[128]; every metric "
+        "per equation of chain(n), the grad trace too. Medians of 3-11 runs (min-max in "
+        f"scaling.md); JAX measured to n = {max(jax_sizes) if jax_sizes else 0:,}. Command: {command}"
     )
     meta = {
         "machine": _machine(),

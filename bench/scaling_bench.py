@@ -102,11 +102,11 @@ def run_python_rows(
                 rows.append(row)
                 _report(progress, row)
         # Lowering alone, after tracing: jit_bench's repetition, systems alternating.
-        lower_times: dict[str, list[float]] = {s.name: [] for s in lower_systems}
+        lower_times: dict[str, list[float]] = {ls.name: [] for ls in lower_systems}
         for rep in range(reps):
             order = lower_systems if rep % 2 == 0 else lower_systems[::-1]
-            for s in order:
-                lower_times[s.name].append(jit_bench._lower_rep(s, "chain", n))
+            for ls in order:
+                lower_times[ls.name].append(jit_bench._lower_rep(ls, "chain", n))
         for name, times in lower_times.items():
             eqns = program_eqns.get(name, chain_eqns(n))
             row = _row("lower", name, n, eqns, statistics.median(times), min(times), max(times), len(times))
