@@ -374,6 +374,8 @@ def section_scaling(out_dir: pathlib.Path, rep_scale: float, use_jax: bool, jax_
     import scaling_bench
 
     start = time.perf_counter()
+    # The machine is shared: the 1-minute load average says how much others ran.
+    load_start = os.getloadavg()[0]
     progress = lambda line: print(line, file=sys.stderr)  # noqa: E731
     rows = scaling_bench.run_python_rows(use_jax=use_jax, reps_scale=rep_scale, jax_max_n=jax_max_n, progress=progress)
     # The Rust passes at the same equation counts, from the binary of the ir section
@@ -384,6 +386,7 @@ def section_scaling(out_dir: pathlib.Path, rep_scale: float, use_jax: bool, jax_
         scaling_bench._report(progress, row)
     rows += rust
     elapsed = time.perf_counter() - start
+    load_end = os.getloadavg()[0]
     jax_version = None
     if any(r["system"] == "jax" for r in rows):
         import jax as jax_module
@@ -392,22 +395,28 @@ def section_scaling(out_dir: pathlib.Path, rep_scale: float, use_jax: bool, jax_
     command = "python bench/run.py --section scaling"
     peer = f"JAX {jax_version} (CPU)" if jax_version else "no JAX"
     jax_sizes = sorted({r["n"] for r in rows if r["system"] == "jax"})
+    jax_extent = (
+        f"JAX runs to n = {max(jax_sizes):,} (its grad trace of chain(10^4) takes seconds a run)."
+        if jax_sizes
+        else "ferrax alone."
+    )
+    runs = ", ".join(str(max(3, round(reps * rep_scale))) for _, reps in scaling_bench.PY_SIZES)
     header = (
         f"{_machine()}; {peer}. Cost per equation of chain(n) (x: f32[128], 3n+1 equations) "
         "against its size, microseconds of wall time per equation of chain(n) (the grad trace "
         "too: its own jaxpr has about 7n), median (min-max). trace: `make_jaxpr(f)(x)`; grad "
         "trace: `make_jaxpr(grad(f))(x)`; lower: the lowering to StableHLO text alone, after "
         "tracing; a fresh function object every run, GC off inside timed regions, ferrax and "
-        "JAX alternating run by run (11, 7, 5, 3 runs at 10^2..10^5, times "
-        f"{rep_scale:g}). JAX runs to n = {max(jax_sizes) if jax_sizes else 0:,} (its grad "
-        "trace of chain(10^4) takes seconds a run). parse, typecheck, dce, toposort: the Rust "
+        f"JAX alternating run by run ({runs} runs at 10^2..10^5). {jax_extent} parse, typecheck, "
+        "dce, toposort: the Rust "
         "passes alone (`ferrax-bench-ir`, 11 runs, 5 at 10^6). "
+        f"Load average {load_start:.1f} at the start, {load_end:.1f} at the end (2 cores). "
         f"Section time {elapsed:.0f} s; command: `{command}`; plot: bench/results/scaling.png."
     )
     note = (
         f"{_machine()}; {peer}. chain(n): n times x = sin(x) * 1.5 + x, x: f32[128]; every metric "
-        "per equation of chain(n), the grad trace too. Medians of 3-11 runs (min-max in "
-        f"scaling.md); JAX measured to n = {max(jax_sizes) if jax_sizes else 0:,}. Command: {command}"
+        f"per equation of chain(n), the grad trace too. Medians of {runs} runs (min-max in "
+        f"scaling.md). {jax_extent} Command: {command}"
     )
     meta = {
         "machine": _machine(),
@@ -416,6 +425,7 @@ def section_scaling(out_dir: pathlib.Path, rep_scale: float, use_jax: bool, jax_
         "rep_scale": rep_scale,
         "jax_max_n": jax_max_n,
         "elapsed_s": elapsed,
+        "load_average": [load_start, load_end],
         "command": command,
         "per_equation_of": "chain(n), 3n+1 equations, for every metric",
         "note": note,

@@ -31,7 +31,7 @@ import jit_bench
 import trace_bench
 
 # chain(n) sizes of the Python-side rows, with repetitions (scaled by reps_scale, min 3).
-PY_SIZES: list[tuple[int, int]] = [(100, 11), (1_000, 7), (10_000, 5), (100_000, 3)]
+PY_SIZES: list[tuple[int, int]] = [(100, 11), (1_000, 9), (10_000, 5), (100_000, 5)]
 # chain(n) sizes of the Rust passes (the binary chooses its repetitions: 11, or 5 at 10^6
 # equations and more).
 RUST_SIZES: list[int] = [100, 1_000, 10_000, 100_000, 1_000_000]
