@@ -1665,10 +1665,10 @@ pub fn rewrite(
         current = Some(next);
     }
     // Equations are emitted in dependency order already: no toposort is needed.
-    let sorted = current.as_ref().unwrap_or(jaxpr);
-    let (pruned, used_in) = dce(sorted, &vec![true; sorted.outvars().len()])?;
+    let rewritten = current.as_ref().unwrap_or(jaxpr);
+    let (pruned, used_in) = dce(rewritten, &vec![true; rewritten.outvars().len()])?;
     let all = vec![true; used_in.len()];
-    let out = widen(pruned, &used_in, &all, &sorted.in_avals());
+    let out = widen(pruned, &used_in, &all, &rewritten.in_avals());
     crate::typecheck(&out).map_err(|e| PassError::IllTyped {
         eqn: None,
         message: e.to_string(),

@@ -168,17 +168,7 @@ pub fn print_jaxpr(j: &Jaxpr) -> String {
         queue: VecDeque::new(),
         texts: String::new(),
     };
-    let sharing = Sharing::of(j);
-    let mut g = Generator {
-        stack: Vec::new(),
-        counter: 0,
-        done: false,
-        root: Some(j),
-        next_let: 0,
-        in_let: false,
-        sharing,
-        root_names: None,
-    };
+    let mut g = Generator::new(j);
     f.run(&mut g);
     f.out
 }
@@ -188,16 +178,7 @@ pub fn print_jaxpr(j: &Jaxpr) -> String {
 /// through the shared jaxprs printed first and the jaxprs nested in params, so these
 /// are the names of the printed text exactly (the typechecker's messages use them).
 pub(crate) fn printed_names(j: &Jaxpr) -> Vec<Option<String>> {
-    let mut g = Generator {
-        stack: Vec::new(),
-        counter: 0,
-        done: false,
-        root: Some(j),
-        next_let: 0,
-        in_let: false,
-        sharing: Sharing::of(j),
-        root_names: None,
-    };
+    let mut g = Generator::new(j);
     let (mut queue, mut texts) = (VecDeque::new(), String::new());
     // The names are given as the tokens are produced: produce them all, laying out none.
     while g.produce(&mut Sink {
@@ -583,6 +564,20 @@ struct Generator<'j> {
 }
 
 impl<'j> Generator<'j> {
+    /// A generator of `root`'s text (its shared jaxprs first), nothing produced yet.
+    fn new(root: &'j Jaxpr) -> Self {
+        Generator {
+            stack: Vec::new(),
+            counter: 0,
+            done: false,
+            root: Some(root),
+            next_let: 0,
+            in_let: false,
+            sharing: Sharing::of(root),
+            root_names: None,
+        }
+    }
+
     /// Pops the top frame, keeping the root's names.
     fn pop_frame(&mut self) {
         if let Some(f) = self.stack.pop() {

@@ -4,7 +4,7 @@
 //! variable's type (no string made per value), each type formatted once per aval. The
 //! text is exactly what the general path ([`Module::lower_eqn`]) writes.
 
-use super::ops::scalar_text;
+use super::ops::{binary_op_name, scalar_text, unary_op_name};
 use super::text::{element_type, tensor_of};
 use super::{FuncState, Module, Value};
 use crate::dtype::DType;
@@ -27,48 +27,6 @@ pub(super) fn disabled() -> bool {
     {
         false
     }
-}
-
-/// The op of a unary element-wise built-in the general path lowers to one op of the
-/// same name whatever the dtype.
-fn plain_unary(b: Builtin) -> Option<&'static str> {
-    Some(match b {
-        Builtin::Neg => "stablehlo.negate",
-        Builtin::Abs => "stablehlo.abs",
-        Builtin::Exp => "stablehlo.exponential",
-        Builtin::Log => "stablehlo.log",
-        Builtin::Log1p => "stablehlo.log_plus_one",
-        Builtin::Expm1 => "stablehlo.exponential_minus_one",
-        Builtin::Sin => "stablehlo.sine",
-        Builtin::Cos => "stablehlo.cosine",
-        Builtin::Tan => "stablehlo.tan",
-        Builtin::Tanh => "stablehlo.tanh",
-        Builtin::Logistic => "stablehlo.logistic",
-        Builtin::Sqrt => "stablehlo.sqrt",
-        Builtin::Rsqrt => "stablehlo.rsqrt",
-        Builtin::Floor => "stablehlo.floor",
-        Builtin::Ceil => "stablehlo.ceil",
-        Builtin::Not => "stablehlo.not",
-        _ => return None,
-    })
-}
-
-/// The op of a binary element-wise built-in the general path lowers to one op (after
-/// broadcasting its operands).
-fn plain_binary(b: Builtin) -> Option<&'static str> {
-    Some(match b {
-        Builtin::Add => "stablehlo.add",
-        Builtin::Sub => "stablehlo.subtract",
-        Builtin::Mul => "stablehlo.multiply",
-        Builtin::Div => "stablehlo.divide",
-        Builtin::Rem => "stablehlo.remainder",
-        Builtin::Max => "stablehlo.maximum",
-        Builtin::Min => "stablehlo.minimum",
-        Builtin::And => "stablehlo.and",
-        Builtin::Or => "stablehlo.or",
-        Builtin::Xor => "stablehlo.xor",
-        _ => return None,
-    })
 }
 
 fn is_unary_family(f: Family) -> bool {
@@ -155,7 +113,7 @@ impl Module {
         if !self.fast {
             return false;
         }
-        let (name, binary) = match (plain_unary(b), plain_binary(b)) {
+        let (name, binary) = match (unary_op_name(b), binary_op_name(b)) {
             (Some(n), _) if is_unary_family(b.family()) => (n, false),
             (_, Some(n)) if is_binary_family(b.family()) => (n, true),
             _ => return false,

@@ -29,6 +29,50 @@ pub(crate) fn scalar_text(v: LitValue, d: DType) -> String {
     }
 }
 
+/// The one op a unary element-wise built-in lowers to whatever its operand's dtype, for
+/// the commonest ones (which the fast path writes too); `None` for the others, which
+/// [`Module::lower_eqn`] lowers case by case.
+pub(super) fn unary_op_name(b: Builtin) -> Option<&'static str> {
+    Some(match b {
+        Builtin::Neg => "stablehlo.negate",
+        Builtin::Abs => "stablehlo.abs",
+        Builtin::Exp => "stablehlo.exponential",
+        Builtin::Log => "stablehlo.log",
+        Builtin::Log1p => "stablehlo.log_plus_one",
+        Builtin::Expm1 => "stablehlo.exponential_minus_one",
+        Builtin::Sin => "stablehlo.sine",
+        Builtin::Cos => "stablehlo.cosine",
+        Builtin::Tan => "stablehlo.tan",
+        Builtin::Tanh => "stablehlo.tanh",
+        Builtin::Logistic => "stablehlo.logistic",
+        Builtin::Sqrt => "stablehlo.sqrt",
+        Builtin::Rsqrt => "stablehlo.rsqrt",
+        Builtin::Floor => "stablehlo.floor",
+        Builtin::Ceil => "stablehlo.ceil",
+        Builtin::Not => "stablehlo.not",
+        _ => return None,
+    })
+}
+
+/// The one op a binary element-wise built-in lowers to (after broadcasting its
+/// operands) whatever their dtype, for the commonest ones (which the fast path writes
+/// too); `None` for the others, which [`Module::lower_eqn`] lowers case by case.
+pub(super) fn binary_op_name(b: Builtin) -> Option<&'static str> {
+    Some(match b {
+        Builtin::Add => "stablehlo.add",
+        Builtin::Sub => "stablehlo.subtract",
+        Builtin::Mul => "stablehlo.multiply",
+        Builtin::Div => "stablehlo.divide",
+        Builtin::Rem => "stablehlo.remainder",
+        Builtin::Max => "stablehlo.maximum",
+        Builtin::Min => "stablehlo.minimum",
+        Builtin::And => "stablehlo.and",
+        Builtin::Or => "stablehlo.or",
+        Builtin::Xor => "stablehlo.xor",
+        _ => return None,
+    })
+}
+
 /// The identity of a reduction, as constant text for dtype `d`.
 pub(super) fn reduction_init(b: Builtin, d: DType) -> String {
     let (int_min, int_max): (i128, i128) = match d {
@@ -142,8 +186,6 @@ impl Module {
             | Family::UnaryInt
             | Family::UnaryAny => {
                 let op = match b {
-                    Builtin::Neg => "stablehlo.negate",
-                    Builtin::Abs => "stablehlo.abs",
                     Builtin::Sign if in_avals[0].dtype.kind() == DTypeKind::UnsignedInt => {
                         // StableHLO's sign takes signless integers: sign = (x != 0).
                         let d = in_avals[0].dtype;
@@ -161,20 +203,6 @@ impl Module {
                         return Ok(vec![self.op1(f, "stablehlo.convert", &[&nz], "", out_ty)]);
                     }
                     Builtin::Sign => "stablehlo.sign",
-                    Builtin::Exp => "stablehlo.exponential",
-                    Builtin::Log => "stablehlo.log",
-                    Builtin::Log1p => "stablehlo.log_plus_one",
-                    Builtin::Expm1 => "stablehlo.exponential_minus_one",
-                    Builtin::Sin => "stablehlo.sine",
-                    Builtin::Cos => "stablehlo.cosine",
-                    Builtin::Tan => "stablehlo.tan",
-                    Builtin::Tanh => "stablehlo.tanh",
-                    Builtin::Logistic => "stablehlo.logistic",
-                    Builtin::Sqrt => "stablehlo.sqrt",
-                    Builtin::Rsqrt => "stablehlo.rsqrt",
-                    Builtin::Floor => "stablehlo.floor",
-                    Builtin::Ceil => "stablehlo.ceil",
-                    Builtin::Not => "stablehlo.not",
                     Builtin::PopulationCount => "stablehlo.popcnt",
                     Builtin::Clz => "stablehlo.count_leading_zeros",
                     // As JAX 0.10 lowers them: CHLO where it uses CHLO (jaxlib's compiler
@@ -218,11 +246,10 @@ impl Module {
                         return Ok(vec![self.op1(f, "stablehlo.multiply", &[x, x], "", out_ty)]);
                     }
                     Builtin::Copy | Builtin::StopGradient => return Ok(vec![inputs[0].clone()]),
-                    _ => {
-                        return Err(LowerError::Unsupported {
-                            primitive: b.name().to_owned(),
-                        })
-                    }
+                    // neg, exp, sin, ...: one op whatever the dtype.
+                    _ => unary_op_name(b).ok_or_else(|| LowerError::Unsupported {
+                        primitive: b.name().to_owned(),
+                    })?,
                 };
                 unary(op)
             }
@@ -233,11 +260,6 @@ impl Module {
             | Family::BinaryBitwise
             | Family::BinaryShift => {
                 let op = match b {
-                    Builtin::Add => "stablehlo.add",
-                    Builtin::Sub => "stablehlo.subtract",
-                    Builtin::Mul => "stablehlo.multiply",
-                    Builtin::Div => "stablehlo.divide",
-                    Builtin::Rem => "stablehlo.remainder",
                     Builtin::Pow => "stablehlo.power",
                     Builtin::Atan2 => "stablehlo.atan2",
                     // As JAX lowers it (XLA expands it on the operands' bits).
@@ -247,20 +269,14 @@ impl Module {
                         let out = out_avals[0].dtype;
                         return Ok(vec![self.lower_igamma(f, b, &inputs, &in_avals, &dims, out)]);
                     }
-                    Builtin::Max => "stablehlo.maximum",
-                    Builtin::Min => "stablehlo.minimum",
-                    Builtin::And => "stablehlo.and",
-                    Builtin::Or => "stablehlo.or",
-                    Builtin::Xor => "stablehlo.xor",
                     Builtin::ShiftLeft => "stablehlo.shift_left",
                     Builtin::ShiftRightLogical => "stablehlo.shift_right_logical",
                     Builtin::ShiftRightArithmetic => "stablehlo.shift_right_arithmetic",
                     Builtin::Mulhi => "chlo.mulhi",
-                    _ => {
-                        return Err(LowerError::Unsupported {
-                            primitive: b.name().to_owned(),
-                        })
-                    }
+                    // add, mul, max, ...: one op whatever the dtype.
+                    _ => binary_op_name(b).ok_or_else(|| LowerError::Unsupported {
+                        primitive: b.name().to_owned(),
+                    })?,
                 };
                 let dims = out_avals[0].shape.dims().to_vec();
                 let mut x = self.broadcast_to(f, inputs[0].clone(), &in_avals[0], &dims);
