@@ -350,16 +350,23 @@ def weibull_min(
     return out
 
 
-def _wald_impl(raw_n: Any, raw_u: Any, mean: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
-    mean = fnp.broadcast_to(fnp.astype(mean, dtype), shape)
-    v = _normal_impl(raw_n, shape, dtype)
-    z = _uniform01(raw_u, shape, dtype)
+def _wald_from_draws(mean: Any, v: Any, z: Any) -> Any:
+    """Wald values of ``mean`` (already of the result's shape and dtype) from standard
+    normal draws ``v`` and uniform ones ``z`` in ``[0, 1)``: JAX's transform, which both
+    the eager and the traced path apply."""
     y = lax.integer_pow(v, 2)
     y_sq = lax.integer_pow(y, 2)
     mean_sq = lax.integer_pow(mean, 2)
     sqrt_term = lax.sqrt(4 * mean * y + mean_sq * y_sq)
     x = mean + mean_sq * y / 2 - mean / 2 * sqrt_term
     return _select(lax.le(z, mean / (mean + x)), x, mean_sq / x)
+
+
+def _wald_impl(raw_n: Any, raw_u: Any, mean: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    mean = fnp.broadcast_to(fnp.astype(mean, dtype), shape)
+    v = _normal_impl(raw_n, shape, dtype)
+    z = _uniform01(raw_u, shape, dtype)
+    return _wald_from_draws(mean, v, z)
 
 
 _wald_jit = jit(_wald_impl, static_argnums=(3, 4))
@@ -371,12 +378,7 @@ def _wald(key: Any, mean: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> 
     mean = fnp.broadcast_to(fnp.astype(mean, dtype), shape)
     v = normal(k1, shape, dtype)
     z = uniform(k2, shape, dtype)
-    y = lax.integer_pow(v, 2)
-    y_sq = lax.integer_pow(y, 2)
-    mean_sq = lax.integer_pow(mean, 2)
-    sqrt_term = lax.sqrt(4 * mean * y + mean_sq * y_sq)
-    x = mean + mean_sq * y / 2 - mean / 2 * sqrt_term
-    return _select(lax.le(z, mean / (mean + x)), x, mean_sq / x)
+    return _wald_from_draws(mean, v, z)
 
 
 def wald(

@@ -318,9 +318,10 @@ def _convert_and_clip_integer(val: Any, dtype: np.dtype[Any]) -> Any:
     return fnp.astype(fnp.clip(val, lo, hi), dtype)
 
 
-def _randint_values(
-    data: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]
-) -> Any:
+def _randint_bounds(minval: Any, maxval: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """``randint``'s bounds, checked to broadcast to ``shape``, as integer arrays (the
+    default int where they are not integers), as both its eager and traced paths take
+    them."""
     _check_shape("randint", shape, _np_shape(minval), _np_shape(maxval))
     minval = fnp.asarray(minval)
     maxval = fnp.asarray(maxval)
@@ -328,6 +329,13 @@ def _randint_values(
         minval = fnp.astype(minval, dtypes.default_int())
     if not dtypes.is_int(maxval.dtype):
         maxval = fnp.astype(maxval, dtypes.default_int())
+    return minval, maxval
+
+
+def _randint_values(
+    data: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]
+) -> Any:
+    minval, maxval = _randint_bounds(minval, maxval, shape)
     top = _convert_and_clip_integer(fnp.asarray(np.array(_iinfo(dtype).max, dtype)), maxval.dtype)
     maxval_out_of_range = lax.gt(maxval, lax.broadcast_in_dim(top, _np_shape(maxval), ()))
     minval = _convert_and_clip_integer(minval, dtype)
@@ -358,13 +366,7 @@ def _randint_values(
 def _randint(key: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     # Twice the dtype's bits per value, reduced modulo the span (JAX's algorithm, with
     # its small bias when the span is not a power of 2).
-    _check_shape("randint", shape, _np_shape(minval), _np_shape(maxval))
-    minval = fnp.asarray(minval)
-    maxval = fnp.asarray(maxval)
-    if not dtypes.is_int(minval.dtype):
-        minval = fnp.astype(minval, dtypes.default_int())
-    if not dtypes.is_int(maxval.dtype):
-        maxval = fnp.astype(maxval, dtypes.default_int())
+    minval, maxval = _randint_bounds(minval, maxval, shape)
     # Where maxval is beyond the dtype's range (randint(key, shape, 0, 256, uint8)).
     top = _convert_and_clip_integer(fnp.asarray(np.array(_iinfo(dtype).max, dtype)), maxval.dtype)
     maxval_out_of_range = lax.gt(maxval, top)
