@@ -311,3 +311,33 @@ def test_mlp_layer_skips_ferrax_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
     assert prims == ["dot_general", "broadcast_in_dim", "add", "tanh"], prims
     with pytest.raises(AssertionError, match="general path"):
         ferrax.make_jaxpr(lambda w, x: x @ w)(w, np.ones((2, 3), np.float32))
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("kind", list(SHAPED_KINDS))
+def test_sum(kind: str) -> None:
+    from ferrax.numpy import _reductions
+
+    def general(x: Any) -> Any:  # sum's general way, without its staging fast path
+        return _reductions._accumulate("sum", lax.reduce_sum, fnp.add, 0, x, None, None, False, None, None)
+
+    for shape in [(), (3,), (2, 3), (2, 1, 4)]:
+        for x64 in (False, True):
+            with ferrax.enable_x64(x64):
+                a, make = _shaped(kind, shape)
+                fast = _stage(lambda x: fnp.sum(make(x)), a)
+                assert fast == _stage(lambda x: general(make(x)), a), (kind, shape, x64)
+                np.testing.assert_array_equal(np.asarray(ferrax.jit(lambda x: fnp.sum(make(x)))(a)), np.sum(a))
+
+
+def test_numpy_argument_types_are_shared() -> None:
+    """NumPy arguments of one shape and dtype get one type object (so two of them meet
+    the operator fast paths), in the mode they were typed in."""
+    a, b = np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    from ferrax._core import aval_of
+
+    assert aval_of(a) is aval_of(b)
+    assert aval_of(np.ones(2)).dtype == np.float32
+    with ferrax.enable_x64():
+        assert aval_of(np.ones(2)).dtype == np.float64
+    assert aval_of(np.ones(2)).dtype == np.float32

@@ -645,6 +645,11 @@ class KeyValue(ConcreteArray):
         return KeyValue(self._value.copy())
 
 
+# (shape, NumPy dtype, x64) -> the type of NumPy values of that shape and dtype: one
+# immutable object per type, interned as the builder interns its outputs' types.
+_numpy_avals: dict[tuple[tuple[int, ...], np.dtype[Any], bool], _ir.ShapedArray] = {}
+
+
 def aval_of(x: Any) -> _ir.ShapedArray:
     """The abstract value of any array-like: tracers, eager arrays, NumPy, Python scalars.
 
@@ -656,7 +661,13 @@ def aval_of(x: Any) -> _ir.ShapedArray:
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):
         # Before the Python scalar types: np.float64 is a subclass of float.
-        return _ir.ShapedArray(x.shape, dtypes.canonical(x.dtype), False)
+        key = (x.shape, x.dtype, dtypes.x64_enabled())
+        aval = _numpy_avals.get(key)
+        if aval is None:
+            if len(_numpy_avals) >= 1024:
+                _numpy_avals.clear()
+            aval = _numpy_avals[key] = _ir.ShapedArray(x.shape, dtypes.canonical(x.dtype), False)
+        return aval
     if isinstance(x, bool):
         return _ir.ShapedArray((), np.bool_, False)
     if isinstance(x, int):
