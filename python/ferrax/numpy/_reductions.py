@@ -101,7 +101,7 @@ def sum(
         if trace is not None:
             # A tracer of the innermost staging trace summed whole in its own strong
             # dtype: the one reduce_sum the general way records, recorded at once.
-            aval = a.aval
+            aval = aval_of(a)
             d = aval.dtype
             if not aval.weak_type and d != np.bool_ and _accumulator(d) == d and _compute(d) == d:
                 params = {"axes": tuple(range(len(aval.shape))), "out_sharding": None}
