@@ -448,6 +448,9 @@ def make_jaxpr(
 
     @functools.wraps(f)
     def make(*args: Any) -> _ir.ClosedJaxpr:
+        if not static:
+            flat, in_tree = tree_flatten(args)
+            return trace_to_jaxpr(f, [_arg_aval(x, i) for i, x in enumerate(flat)], in_tree)[0]
         n = len(args)
         fixed = {(i % n if n else i): _static_key(f, args[i], i, n) for i in static if -n <= i < n}
         dynamic = [a for i, a in enumerate(args) if i not in fixed]

@@ -46,6 +46,12 @@ pub struct JaxprBuilder {
     invars: Vec<VarId>,
     eqns: Vec<Eqn>,
     env: AxisEnv,
+    /// Whether a variable may be unbound or bound out of order: set by the calls that
+    /// make or bind variables apart from their equation (`new_var`,
+    /// `add_eqn_with_outvars`, `push_*`, `truncate`). While unset every variable was
+    /// bound where it was made and every equation checked by `add_eqn`, so `build` has
+    /// only the outputs and literals left to check.
+    loose: bool,
 }
 
 impl JaxprBuilder {
@@ -82,6 +88,13 @@ impl JaxprBuilder {
     /// A fresh variable of this type, not yet bound: bind it as an equation output with
     /// [`JaxprBuilder::add_eqn_with_outvars`].
     pub fn new_var(&mut self, aval: AbstractValue) -> VarId {
+        self.loose = true;
+        self.bound_var(aval)
+    }
+
+    /// A fresh variable its caller binds at once (an input, a constant, an output of
+    /// the equation being added).
+    fn bound_var(&mut self, aval: AbstractValue) -> VarId {
         let id = self.intern(aval);
         let v = VarId::from_index(self.var_avals.len());
         self.var_avals.push(id);
@@ -106,6 +119,7 @@ impl JaxprBuilder {
 
     /// A fresh unbound variable of an interned type.
     pub(crate) fn new_var_of(&mut self, aval: AvalId) -> VarId {
+        self.loose = true;
         let v = VarId::from_index(self.var_avals.len());
         self.var_avals.push(aval);
         v
@@ -113,25 +127,27 @@ impl JaxprBuilder {
 
     /// Declares the next constant variable.
     pub fn add_constvar(&mut self, aval: AbstractValue) -> VarId {
-        let v = self.new_var(aval);
+        let v = self.bound_var(aval);
         self.constvars.push(v);
         v
     }
 
     /// Declares the next input variable.
     pub fn add_invar(&mut self, aval: AbstractValue) -> VarId {
-        let v = self.new_var(aval);
+        let v = self.bound_var(aval);
         self.invars.push(v);
         v
     }
 
     /// Binds an existing unbound variable as the next constvar.
     pub(crate) fn push_constvar(&mut self, v: VarId) {
+        self.loose = true;
         self.constvars.push(v);
     }
 
     /// Binds an existing unbound variable as the next invar.
     pub(crate) fn push_invar(&mut self, v: VarId) {
+        self.loose = true;
         self.invars.push(v);
     }
 
@@ -166,6 +182,8 @@ impl JaxprBuilder {
     /// Forgets the variables, literals and equations added since `mark` (no constvar or
     /// invar may have been added since).
     pub(crate) fn truncate(&mut self, (vars, lits, eqns): (usize, usize, usize)) {
+        // Atoms made since `mark` may still be held, and their ids are given out again.
+        self.loose = true;
         self.var_avals.truncate(vars);
         self.literals.truncate(lits);
         self.eqns.truncate(eqns);
@@ -210,7 +228,7 @@ impl JaxprBuilder {
                 primitive: primitive.name().to_owned(),
                 error,
             })?;
-        let outvars: Vec<VarId> = outs.into_iter().map(|av| self.new_var(av)).collect();
+        let outvars: Vec<VarId> = outs.into_iter().map(|av| self.bound_var(av)).collect();
         self.eqns.push(Eqn {
             primitive,
             inputs: inputs.into_boxed_slice(),
@@ -274,6 +292,7 @@ impl JaxprBuilder {
         params: Params,
         outvars: Vec<VarId>,
     ) {
+        self.loose = true;
         self.eqns.push(Eqn {
             primitive,
             inputs: inputs.into_boxed_slice(),
@@ -292,6 +311,16 @@ impl JaxprBuilder {
     /// Finishes the jaxpr with these outputs and typechecks it (sub-jaxprs were checked
     /// when they were built).
     pub fn build(self, outvars: Vec<Atom>) -> Result<Jaxpr, TypeError> {
+        // Built equation by equation with `add_eqn` (tracing): each equation was checked
+        // as it was added and every variable bound where it was made, so only the
+        // outputs and the literals are left; anything else is checked whole (which also
+        // gives the exact error).
+        let checked = !self.loose
+            && self.literals.iter().all(Literal::is_well_typed)
+            && outvars.iter().all(|&a| match a {
+                Atom::Var(v) => v.index() < self.var_avals.len(),
+                Atom::Lit(l) => l.index() < self.literals.len(),
+            });
         let jaxpr = Jaxpr {
             avals: self.avals.into_boxed_slice(),
             var_avals: self.var_avals.into_boxed_slice(),
@@ -302,7 +331,14 @@ impl JaxprBuilder {
             eqns: self.eqns.into_boxed_slice(),
             outvars: outvars.into_boxed_slice(),
         };
-        typecheck::check_parts_in(&Parts::of(&jaxpr), &self.env)?;
+        if !checked {
+            typecheck::check_parts_in(&Parts::of(&jaxpr), &self.env)?;
+        } else {
+            #[cfg(debug_assertions)]
+            if let Err(e) = typecheck::check_parts_in(&Parts::of(&jaxpr), &self.env) {
+                panic!("a jaxpr built equation by equation is ill-typed: {e}");
+            }
+        }
         Ok(jaxpr)
     }
 
