@@ -122,35 +122,42 @@ def _run_reps(s: _Sys, prog: str, size: int, reps: int) -> list[float]:
     return out
 
 
-def _dispatch(s: _Sys, calls: int, reps: int) -> list[float]:
-    jf = s.jit(lambda x: x + 1.0)
-    x = s.put(np.ones(3, np.float32))
-    s.ready(jf(x))
+def dispatch_case(s: _Sys, case: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A jitted function and its device arguments for a dispatch row: ``"one"``, ``x +
+    1.0`` on one f32[3]; ``"pytree"``, ten f32[3] in a dict, one added to each (a dict
+    of ten back)."""
+    if case == "one":
+        return s.jit(lambda x: x + 1.0), (s.put(np.ones(3, np.float32)),)
+    tree = {f"w{i}": np.full(3, i, np.float32) for i in range(10)}
+    return s.jit(lambda d: {k: v + 1.0 for k, v in d.items()}), (s.put(tree),)
+
+
+def _dispatch(s: _Sys, case: str, calls: int, reps: int) -> list[float]:
+    jf, args = dispatch_case(s, case)
+    s.ready(one_leaf(jf(*args)))
     out = []
     for _ in range(reps):
         def loop() -> None:
             for _ in range(calls):
-                jf(x)
+                jf(*args)
 
         out.append(_timed(loop) / calls)
     return out
 
 
+def one_leaf(out: Any) -> Any:
+    """One array of a call's output (to wait on)."""
+    return next(iter(out.values())) if isinstance(out, dict) else out
+
+
 def run_jit(quick: bool = False, use_jax: bool = True) -> list[dict[str, Any]]:
     """Runs every jit row; returns JSON-able rows with both systems' figures (ferrax's
     alone when JAX is not installed or ``use_jax`` is false)."""
-    peer = _jax() if use_jax else None
-    systems = [s for s in (_ferrax(), peer) if s is not None]
+    systems = _systems(use_jax)
     rows: list[dict[str, Any]] = []
 
     def row(metric: str, case: str, per: dict[str, list[float]]) -> None:
-        r: dict[str, Any] = {"metric": metric, "case": case}
-        for name, ts in per.items():
-            r[name] = _summary(ts)
-        if "ferrax" in per and "jax" in per:
-            r["ratio"] = r["ferrax"]["median_s"] / r["jax"]["median_s"]
-        rows.append(r)
-        print(f"{metric:8s} {case:16s} " + "  ".join(f"{n} {v['median_s'] * 1e3:.3f} ms" for n, v in r.items() if isinstance(v, dict)) + (f"  ratio {r['ratio']:.3f}" if "ratio" in r else ""), flush=True)
+        rows.append(_row(metric, case, per))
 
     for prog, size, reps in [("chain", 10_000, 3 if quick else 5), ("mlp", 64, 5)]:
         per: dict[str, list[float]] = {s.name: [] for s in systems}
@@ -173,11 +180,35 @@ def run_jit(quick: bool = False, use_jax: bool = True) -> list[dict[str, Any]]:
                 per[s.name].extend(_run_reps(s, prog, size, 3))
         row("run", f"{prog}({size})", per)
 
-    per = {s.name: [] for s in systems}
-    for _ in range(3):
-        for s in systems:
-            per[s.name].extend(_dispatch(s, 10_000 if not quick else 2_000, 1))
-    row("dispatch", "x + 1.0, f32[3]", per)
+    rows += dispatch_rows(systems, quick)
+    return rows
+
+
+def _systems(use_jax: bool) -> list[_Sys]:
+    peer = _jax() if use_jax else None
+    return [s for s in (_ferrax(), peer) if s is not None]
+
+
+def _row(metric: str, case: str, per: dict[str, list[float]]) -> dict[str, Any]:
+    r: dict[str, Any] = {"metric": metric, "case": case}
+    for name, ts in per.items():
+        r[name] = _summary(ts)
+    if "ferrax" in per and "jax" in per:
+        r["ratio"] = r["ferrax"]["median_s"] / r["jax"]["median_s"]
+    print(f"{metric:8s} {case:16s} " + "  ".join(f"{n} {v['median_s'] * 1e3:.4f} ms" for n, v in r.items() if isinstance(v, dict)) + (f"  ratio {r['ratio']:.3f}" if "ratio" in r else ""), flush=True)
+    return r
+
+
+def dispatch_rows(systems: list[_Sys], quick: bool = False) -> list[dict[str, Any]]:
+    """The per-call time of a jitted call whose signature is compiled (dispatch),
+    ferrax and JAX alternating, five loops of 10,000 calls each."""
+    rows = []
+    for case, label in [("one", "x + 1.0, f32[3]"), ("pytree", "10 args in a dict")]:
+        per: dict[str, list[float]] = {s.name: [] for s in systems}
+        for _ in range(5):
+            for s in systems:
+                per[s.name].extend(_dispatch(s, case, 10_000 if not quick else 2_000, 1))
+        rows.append(_row("dispatch", label, per))
     return rows
 
 
@@ -203,6 +234,9 @@ if __name__ == "__main__":
     import pathlib
     import sys
 
+    if "--dispatch" in sys.argv:  # the dispatch rows alone, printed
+        print(jit_table(dispatch_rows(_systems(True), quick="--quick" in sys.argv)))
+        sys.exit(0)
     rows = run_jit(quick="--quick" in sys.argv)
     out = pathlib.Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)

@@ -8,12 +8,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self, SupportsIndex, TypeAlias, TypeVar, final
 
 import numpy as np
+from typing_extensions import disjoint_base
 
 from ferrax.dtypes import KeyDType
 
 __all__ = [
     "BuilderError",
     "ClosedJaxpr",
+    "Dispatcher",
     "ExtensionPrimitive",
     "FerraxError",
     "Jaxpr",
@@ -44,6 +46,7 @@ __all__ = [
     "reference_eval",
     "rewrite",
     "sdy_sharding",
+    "set_dispatch_runtime",
     "sharding_tiling",
     "toposort",
     "transpose",
@@ -571,6 +574,45 @@ class RuleSet:
     def __len__(self) -> int: ...
     def __add__(self, other: RuleSet, /) -> RuleSet: ...
     def __radd__(self, other: RuleSet, /) -> RuleSet: ...
+
+@disjoint_base
+class Dispatcher:
+    """jit's hit path, the base class of ``ferrax._jit.Jitted``: a call whose signature
+    was registered (device arrays in tuples, lists, dicts and None, on the default
+    device, in the same x64 mode, no staging trace active) runs its executable here;
+    any other call goes to the subclass's ``_call(args, kwargs)``."""
+
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs a registered signature, or ``self._call(args, kwargs)``."""
+    def _register(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        flat: list[Any],
+        *,
+        x64: bool,
+        consts: Sequence[Any],
+        program: tuple[Any, Any, Any, Sequence[Any]],
+        out_template: Any,
+        unflatten: Callable[[list[Any]], Any],
+    ) -> bool:
+        """Registers the signature of a call just run on the default device (``flat``:
+        its leaves in the Python path's order; ``program``: ``(execute_sharded,
+        consume_with_handlers, handlers, out_avals)``; ``out_template``: the output tree
+        with leaf indices as leaves, else ``unflatten(results)`` builds it). Returns
+        whether the hit path takes such calls."""
+    def _hit_until(self, step: int, *args: Any, **kwargs: Any) -> Any:
+        """The hit path up to step ``step`` (0 enter, 1 trace state and x64, 2 flatten,
+        3 match, 4 ``execute_sharded``, 5 ``consume_with_handlers``, 6 wrap: the whole
+        call), for timing each; a miss is a ``RuntimeError``."""
+    def _hit_path_size(self) -> int:
+        """How many signatures the hit path holds."""
+
+def set_dispatch_runtime(*, device_array: type[Any], config: Any, core: Any) -> None:
+    """Tells the hit path which class is the device array and which modules hold the
+    x64 flag (``_x64``) and the trace state (``_state.dynamic``). Called once, by
+    ``ferrax._jit``."""
 
 def rewrite(jaxpr: Jaxpr, rules: RuleSet, max_iterations: int = 100) -> tuple[Jaxpr, dict[str, int], int]:
     """Applies the rules everywhere until none applies; returns the rewritten jaxpr (dead

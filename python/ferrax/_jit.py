@@ -12,7 +12,7 @@ import inspect
 import threading
 import types
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 import numpy as np
 
@@ -216,7 +216,7 @@ class _Entry:
     """One compiled signature: the executable, the constants' buffers, the output tree."""
 
     __slots__ = (
-        "jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "single_leaf", "x64", "float0",
+        "jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "x64", "float0",
         "staged", "placed", "laid_out", "meshes", "host_callbacks",
     )
 
@@ -247,10 +247,27 @@ class _Entry:
         self.laid_out: dict[Hashable, tuple[Sharding, ...]] = {}
         # The meshes the traced function uses inside (sharding constraints, shard_map).
         self.meshes: frozenset[Mesh] = frozenset()
-        # The output is one bare array (not a tuple or list of one).
-        self.single_leaf = out_tree == tree_structure(0) and not self.float0
         # The mode it was traced in: defaults and constants' dtypes depend on it.
         self.x64 = _config._x64
+
+
+def _out_template(entry: _Entry) -> Any:
+    """The output tree with each leaf's index as the leaf, for the hit path to rebuild;
+    ``_NO_TEMPLATE`` when the tree does not give its ints back as they went in (a
+    registered class that checks or converts its leaves): the hit path then calls
+    ``_unflatten``."""
+    n = entry.out_tree.num_leaves
+    try:
+        template = tree_unflatten(entry.out_tree, range(n))
+        leaves, tree = tree_flatten(template)
+    except Exception:  # a registered class's unflatten refusing ints
+        return _NO_TEMPLATE
+    if tree != entry.out_tree or len(leaves) != n or not all(type(x) is int and x == i for i, x in enumerate(leaves)):
+        return _NO_TEMPLATE
+    return template
+
+
+_NO_TEMPLATE = object()
 
 
 def _unflatten(entry: _Entry, outs: Sequence[Any]) -> Any:
@@ -337,8 +354,18 @@ class Compiled:
         return self._jitted._lower(self._entry, self._placement)
 
 
-class Jitted(Generic[P, R]):
-    """A function compiled with XLA for each signature it is called with."""
+# The hit path (``_ir.Dispatcher``, Jitted's base class) builds DeviceArrays and reads
+# the trace state and x64 flag itself.
+_ir.set_dispatch_runtime(device_array=DeviceArray, config=_config, core=_core)
+
+
+class Jitted(_ir.Dispatcher, Generic[P, R]):
+    """A function compiled with XLA for each signature it is called with.
+
+    A call whose signature ran before (device arrays in tuples, lists, dicts, no static
+    arguments, on the default device) is done by the base class in Rust, ``__call__``;
+    any other call, and the first of each signature, by :meth:`_call`.
+    """
 
     def __init__(
         self, fun: Callable[P, R], static_argnums: tuple[int, ...], static_argnames: tuple[str, ...],
@@ -352,26 +379,25 @@ class Jitted(Generic[P, R]):
         self._fun = fun
         self._signature = _Signature(static_argnums, static_argnames)
         self._cache: dict[Hashable, _Entry] = {}
-        # Signatures of positional device arrays only, by their avals.
-        self._fast: dict[tuple[_ir.ShapedArray, ...], _Entry] = {}
         self._name = _fun_name(fun)
         self._in_shardings = in_shardings
         self._out_shardings = out_shardings
-        # Whether a call may need several devices (then the fast path is off).
+        # Whether a call may need several devices (then the hit path is off).
         self._placed = in_shardings is not None or out_shardings is not None
         self._placements: dict[Hashable, Any] = {}
         functools.update_wrapper(self, fun)
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        if not kwargs and not _core._state.dynamic and not self._signature.static_argnums and not self._placed:
-            # Fast path: positional device arrays of a signature compiled before.
-            fast = self._fast_call(args)
-            if fast is not _MISS:
-                return fast  # type: ignore[no-any-return]
-        flat, tree, static_key, rebuild = self._signature.split(tuple(args), dict(kwargs))
+    if TYPE_CHECKING:
+        # At run time, the base class's: the hit path, else `_call`.
+        def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call the hit path did not take: traces and compiles a new signature, stages
+        into an outer trace, places over devices, or runs what the hit path cannot."""
+        flat, tree, static_key, rebuild = self._signature.split(args, kwargs)
         trace = find_top_trace(flat)
         if not isinstance(trace, EvalTrace):
-            return self._stage(flat, tree, static_key, rebuild)  # type: ignore[no-any-return]
+            return self._stage(flat, tree, static_key, rebuild)
         entry = self._entry(flat, tree, static_key, rebuild)
         if self._placed or entry.meshes or any(type(x) is DeviceArray and x._sharding is not None for x in flat):
             # The placement depends on the signature and the arguments' layouts only.
@@ -380,7 +406,7 @@ class Jitted(Generic[P, R]):
             if placement is _MISS:
                 placement = self._placements[pkey] = _placement(self, flat, tree, entry)
             if placement is not None:
-                return self._call_placed(entry, flat, placement)  # type: ignore[no-any-return]
+                return self._call_placed(entry, flat, placement)
         exe = entry.executable
         if exe is None:
             self._compile(entry)
@@ -388,10 +414,25 @@ class Jitted(Generic[P, R]):
             assert exe is not None
         buffers = entry.const_buffers + [buffer_of(x, a) for x, a in zip(flat, entry.in_avals)]
         outs = exe(buffers)
-        if not kwargs and len(args) == len(flat) and all(type(x) is DeviceArray and x._sharding is None for x in args):
-            # Each positional argument is one device array: the fast path's signature.
-            self._fast[tuple(x._aval for x in flat)] = entry
-        return _unflatten(entry, outs)  # type: ignore[no-any-return]
+        if self._hit_path_takes(entry, flat):
+            program = exe.hit_path()
+            if program is not None:
+                self._register(
+                    args, kwargs, flat, x64=entry.x64, consts=entry.const_buffers, program=program,
+                    out_template=_out_template(entry), unflatten=functools.partial(_unflatten, entry),
+                )
+        return _unflatten(entry, outs)
+
+    def _hit_path_takes(self, entry: _Entry, flat: list[Any]) -> bool:
+        """Whether the hit path can repeat a call of ``entry`` on these leaves exactly:
+        device arrays on the default device, no static arguments (their values are part
+        of the signature), no layouts asked for, no float0 outputs to put back."""
+        sig = self._signature
+        return (
+            not self._placed and not sig.static_argnums and not sig.static_argnames
+            and not entry.meshes and not entry.float0
+            and all(type(x) is DeviceArray and x._sharding is None for x in flat)
+        )
 
     @overload
     def __get__(self, obj: None, objtype: type[Any] | None = None) -> Jitted[P, R]: ...
@@ -405,21 +446,6 @@ class Jitted(Generic[P, R]):
         if obj is None:
             return self
         return types.MethodType(self, obj)
-
-    def _fast_call(self, args: tuple[Any, ...]) -> Any:
-        avals = []
-        for x in args:
-            if type(x) is not DeviceArray or x._sharding is not None:
-                return _MISS
-            avals.append(x._aval)
-        entry = self._fast.get(tuple(avals))
-        if entry is None or entry.executable is None or entry.x64 is not _config._x64:
-            return _MISS
-        buffers = entry.const_buffers + [x._buffer for x in args]
-        outs = entry.executable(buffers)
-        if entry.out_tree.num_leaves == 1 and entry.single_leaf:
-            return outs[0]
-        return _unflatten(entry, outs)
 
     def _entry(self, flat: list[Any], tree: PyTreeDef, static_key: Hashable, rebuild: Callable[..., Callable[..., Any]]) -> _Entry:
         avals = [_arg_aval(x, i) for i, x in enumerate(flat)]

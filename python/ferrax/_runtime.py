@@ -530,6 +530,17 @@ class Executable:
             _runtime_token = outs[0]
         return outs[1:]  # type: ignore[no-any-return]
 
+    def hit_path(self) -> tuple[Any, Any, list[Any], list[_ir.ShapedArray]] | None:
+        """What jit's hit path (``ferrax._ir.Dispatcher``) calls to run this program as
+        :meth:`__call__` does: jaxlib's bound ``execute_sharded``, its
+        ``ExecuteResults.consume_with_handlers``, the result handlers and the outputs'
+        types. None for programs it does not run: ordered effects (the runtime token)
+        and programs compiled for other devices than the default one."""
+        if self.ordered or self._devices is not None:
+            return None
+        consume = backend().jax_ext.ExecuteResults.consume_with_handlers
+        return self._exe.execute_sharded, consume, self._handlers, self.out_avals
+
     def execute_buffers(self, buffers: Sequence[Any]) -> list[Any]:
         """Runs on device buffers; returns device buffers."""
         return self._run(buffers)

@@ -8,6 +8,7 @@
 
 mod avals;
 mod builder;
+mod dispatch;
 mod errors;
 mod jaxpr;
 mod params;
@@ -30,6 +31,8 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<builder::JaxprBuilder>()?;
     m.add_class::<primitives::ExtensionPrimitive>()?;
     m.add_class::<rewrite::RuleSet>()?;
+    m.add_class::<dispatch::Dispatcher>()?;
+    m.add_function(wrap_pyfunction!(dispatch::set_dispatch_runtime, m)?)?;
     m.add_function(wrap_pyfunction!(passes::parse_jaxpr, m)?)?;
     m.add_function(wrap_pyfunction!(passes::typecheck, m)?)?;
     m.add_function(wrap_pyfunction!(passes::dce, m)?)?;
