@@ -2,6 +2,7 @@
 
 use crate::aval::AbstractValue;
 use crate::error::{Site, TypeError};
+use crate::fxhash::FxBuild;
 use crate::jaxpr::{Atom, AvalId, Eqn, Jaxpr, LitId, Literal, VarId};
 use crate::params::Params;
 use crate::primitive::Primitive;
@@ -39,7 +40,7 @@ use std::collections::HashMap;
 #[derive(Default)]
 pub struct JaxprBuilder {
     avals: Vec<AbstractValue>,
-    aval_ids: HashMap<AbstractValue, AvalId>,
+    aval_ids: HashMap<AbstractValue, AvalId, FxBuild>,
     var_avals: Vec<AvalId>,
     literals: Vec<Literal>,
     constvars: Vec<VarId>,

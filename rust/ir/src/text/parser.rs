@@ -77,6 +77,7 @@ use crate::aval::{AbstractValue, Shape};
 use crate::builder::JaxprBuilder;
 use crate::dtype::DType;
 use crate::error::{Site, TypeError};
+use crate::fxhash::FxBuild;
 use crate::jaxpr::{Atom, AvalId, ClosedJaxpr, Jaxpr, LitValue, Literal, VarId};
 use crate::params::{
     ConvDimensionNumbers, DotDimensionNumbers, GatherDimensionNumbers, GatherScatterMode, Opaque,
@@ -359,36 +360,6 @@ fn dtype_of(s: &str) -> Option<DType> {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// A small fast hasher for the name tables (keys are short identifiers).
-
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, b: u8) {
-        self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// A hasher for keys that are already well-distributed `u64`s (packed names).
 #[derive(Default)]
 struct U64Hasher(u64);
@@ -421,7 +392,7 @@ impl Hasher for U64Hasher {
 struct Names<'a> {
     dense: Vec<u32>,
     short: HashMap<u64, VarId, BuildHasherDefault<U64Hasher>>,
-    long: HashMap<&'a str, VarId, BuildHasherDefault<FxHasher>>,
+    long: HashMap<&'a str, VarId, FxBuild>,
 }
 
 /// No variable in [`Names::dense`].
