@@ -5,6 +5,7 @@ the module by ``python -m mypy.stubtest ferrax._ir``.
 """
 
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any, Self, SupportsIndex, TypeAlias, TypeVar, final
 
 import numpy as np
@@ -609,10 +610,10 @@ class Dispatcher:
     def _hit_path_size(self) -> int:
         """How many signatures the hit path holds."""
 
-def set_dispatch_runtime(*, device_array: type[Any], config: Any, core: Any) -> None:
-    """Tells the hit path which class is the device array and which modules hold the
-    x64 flag (``_x64``) and the trace state (``_state.dynamic``). Called once, by
-    ``ferrax._jit``."""
+def set_dispatch_runtime(*, device_array: type[Any], config: ModuleType, trace_state: Any) -> None:
+    """Tells the hit path which class is the device array, which module holds the x64
+    flag (``_x64``) and what the (thread-local) trace state is (its ``dynamic`` stack).
+    Called once, by ``ferrax._jit``."""
 
 def rewrite(jaxpr: Jaxpr, rules: RuleSet, max_iterations: int = 100) -> tuple[Jaxpr, dict[str, int], int]:
     """Applies the rules everywhere until none applies; returns the rewritten jaxpr (dead

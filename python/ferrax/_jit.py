@@ -356,7 +356,7 @@ class Compiled:
 
 # The hit path (``_ir.Dispatcher``, Jitted's base class) builds DeviceArrays and reads
 # the trace state and x64 flag itself.
-_ir.set_dispatch_runtime(device_array=DeviceArray, config=_config, core=_core)
+_ir.set_dispatch_runtime(device_array=DeviceArray, config=_config, trace_state=_core.trace_state())
 
 
 class Jitted(_ir.Dispatcher, Generic[P, R]):

@@ -20,7 +20,7 @@ use crate::avals::ShapedArray;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyInt, PyList, PyModule, PyString, PyTuple, PyType};
 use pyo3::{ffi, intern};
 use std::os::raw::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,27 +42,30 @@ extern "C" {
     ) -> *mut ffi::PyObject;
 }
 
-/// `callable(*args)` by the vectorcall protocol.
+/// `callable(*args)` by the vectorcall protocol, with a free slot before the arguments
+/// (`PY_VECTORCALL_ARGUMENTS_OFFSET`: a bound method puts its `self` there instead of
+/// copying the arguments).
 fn vectorcall<'py>(
     callable: &Bound<'py, PyAny>,
     args: &[&Bound<'py, PyAny>],
 ) -> PyResult<Bound<'py, PyAny>> {
-    let ptrs: [*mut ffi::PyObject; 2] = match args {
-        [a] => [a.as_ptr(), std::ptr::null_mut()],
-        [a, b] => [a.as_ptr(), b.as_ptr()],
+    let mut ptrs: [*mut ffi::PyObject; 3] = match args {
+        [a] => [std::ptr::null_mut(), a.as_ptr(), std::ptr::null_mut()],
+        [a, b] => [std::ptr::null_mut(), a.as_ptr(), b.as_ptr()],
         _ => {
             return Err(PyRuntimeError::new_err(
                 "vectorcall takes one or two arguments here",
             ))
         }
     };
-    // SAFETY: `args.len()` valid object pointers, borrowed for the call; returns a new
-    // reference or null with an exception set.
+    const ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
+    // SAFETY: `args.len()` valid object pointers after a writable slot, borrowed for the
+    // call; returns a new reference or null with an exception set.
     unsafe {
         let out = PyObject_Vectorcall(
             callable.as_ptr(),
-            ptrs.as_ptr(),
-            args.len(),
+            ptrs.as_mut_ptr().add(1),
+            args.len() | ARGUMENTS_OFFSET,
             std::ptr::null_mut(),
         );
         Bound::from_owned_ptr_or_err(callable.py(), out)
@@ -136,8 +139,8 @@ impl Slot {
     }
 }
 
-/// What the hit path needs of ferrax: the array type and its slots, and the modules
-/// holding the x64 flag and the trace state. Set once, when `ferrax._jit` is imported.
+/// What the hit path needs of ferrax: the array type and its slots, the x64 flag's
+/// module and the trace state. Set once, when `ferrax._jit` is imported.
 struct Runtime {
     device_array: Py<PyType>,
     new: ffi::newfunc,
@@ -146,8 +149,10 @@ struct Runtime {
     aval: Slot,
     host: Slot,
     sharding: Slot,
-    config: Py<PyAny>,
-    core: Py<PyAny>,
+    /// The namespace of `ferrax._config` (its `_x64`).
+    config: Py<PyDict>,
+    /// `ferrax._core`'s thread-local trace state (its `dynamic` stack).
+    trace_state: Py<PyAny>,
 }
 
 static RUNTIME: PyOnceLock<Runtime> = PyOnceLock::new();
@@ -187,26 +192,26 @@ impl Runtime {
 
     /// Whether a staging trace (`make_jaxpr`, an outer `jit`) is active in this thread.
     fn staging(&self, py: Python<'_>) -> PyResult<bool> {
-        let state = self.core.bind(py).getattr(intern!(py, "_state"))?;
+        let state = self.trace_state.bind(py);
         state.getattr(intern!(py, "dynamic"))?.is_truthy()
     }
 
     fn x64(&self, py: Python<'_>) -> PyResult<bool> {
-        self.config
-            .bind(py)
-            .getattr(intern!(py, "_x64"))?
-            .is_truthy()
+        match self.config.bind(py).get_item(intern!(py, "_x64"))? {
+            Some(flag) => flag.is_truthy(),
+            None => Err(PyRuntimeError::new_err("ferrax._config has no _x64")),
+        }
     }
 }
 
 /// Tells the hit path what ferrax's arrays and modules are (`ferrax._jit` calls it once).
 #[pyfunction]
-#[pyo3(signature = (*, device_array, config, core))]
+#[pyo3(signature = (*, device_array, config, trace_state))]
 pub fn set_dispatch_runtime(
     py: Python<'_>,
     device_array: &Bound<'_, PyType>,
-    config: &Bound<'_, PyAny>,
-    core: &Bound<'_, PyAny>,
+    config: &Bound<'_, PyModule>,
+    trace_state: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
     // SAFETY: reading a heap type's tp_new slot.
     let new = unsafe { ffi::PyType_GetSlot(device_array.as_type_ptr(), ffi::Py_tp_new) };
@@ -224,8 +229,8 @@ pub fn set_dispatch_runtime(
         aval: Slot::of(device_array, "_aval")?,
         host: Slot::of(device_array, "_host")?,
         sharding: Slot::of(device_array, "_sharding")?,
-        config: config.clone().unbind(),
-        core: core.clone().unbind(),
+        config: config.dict().unbind(),
+        trace_state: trace_state.clone().unbind(),
     };
     // Set once: a second call (a reloaded module) keeps the first runtime, whose arrays
     // are then the only ones that hit.
