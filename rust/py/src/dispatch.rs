@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Signatures kept per jitted function; the oldest is dropped past this.
 const MAX_ENTRIES: usize = 64;
+/// Nodes, dict keys and leaves a flattening has room for before it grows.
+const FLAT_CAPACITY: usize = 16;
 /// Deeper argument or output nests go to the Python path.
 const MAX_DEPTH: usize = 32;
 
@@ -270,9 +272,10 @@ impl<'py> Flat<'py> {
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> Option<Flat<'py>> {
         let mut flat = Flat {
-            nodes: Vec::with_capacity(args.len() + 2),
-            keys: Vec::new(),
-            leaves: Vec::with_capacity(args.len()),
+            // Room for common calls from the start: growing a vector is an allocation.
+            nodes: Vec::with_capacity(FLAT_CAPACITY.max(args.len() + 2)),
+            keys: Vec::with_capacity(FLAT_CAPACITY),
+            leaves: Vec::with_capacity(FLAT_CAPACITY.max(args.len())),
         };
         flat.nodes.push(Node::Tuple(args.len()));
         for a in args.iter() {
