@@ -217,7 +217,7 @@ class _Entry:
 
     __slots__ = (
         "jaxpr", "executable", "const_buffers", "out_tree", "in_avals", "text", "x64", "float0",
-        "staged", "placed", "laid_out", "meshes", "host_callbacks",
+        "out_template", "staged", "placed", "laid_out", "meshes", "host_callbacks",
     )
 
     def __init__(
@@ -249,6 +249,8 @@ class _Entry:
         self.meshes: frozenset[Mesh] = frozenset()
         # The mode it was traced in: defaults and constants' dtypes depend on it.
         self.x64 = _config._x64
+        # What the hit path rebuilds the outputs from (`_out_template`), made once.
+        self.out_template: Any = _UNSET
 
 
 def _out_template(entry: _Entry) -> Any:
@@ -256,18 +258,24 @@ def _out_template(entry: _Entry) -> Any:
     ``_NO_TEMPLATE`` when the tree does not give its ints back as they went in (a
     registered class that checks or converts its leaves): the hit path then calls
     ``_unflatten``."""
+    if entry.out_template is not _UNSET:
+        return entry.out_template
     n = entry.out_tree.num_leaves
+    template: Any = _NO_TEMPLATE
     try:
-        template = tree_unflatten(entry.out_tree, range(n))
-        leaves, tree = tree_flatten(template)
+        candidate = tree_unflatten(entry.out_tree, range(n))
+        leaves, tree = tree_flatten(candidate)
     except Exception:  # a registered class's unflatten refusing ints
-        return _NO_TEMPLATE
-    if tree != entry.out_tree or len(leaves) != n or not all(type(x) is int and x == i for i, x in enumerate(leaves)):
-        return _NO_TEMPLATE
+        pass
+    else:
+        if tree == entry.out_tree and len(leaves) == n and all(type(x) is int and x == i for i, x in enumerate(leaves)):
+            template = candidate
+    entry.out_template = template
     return template
 
 
 _NO_TEMPLATE = object()
+_UNSET = object()
 
 
 def _unflatten(entry: _Entry, outs: Sequence[Any]) -> Any:
