@@ -1,12 +1,23 @@
-//! A small fast hasher for the crate's internal tables (names, types): keys are short
-//! and chosen by the program, not by an adversary, so SipHash's protection is not
-//! needed and its cost is.
+//! A small fast hasher for tables keyed by names and types (the parser's names, the
+//! builder's interned types, the Python bindings' caches): keys are short and chosen by
+//! the program, not by an adversary, so SipHash's protection is not needed and its cost
+//! is.
+//!
+//! ```
+//! use ferrax_ir::fxhash::FxBuild;
+//! use ferrax_ir::{AbstractValue, DType};
+//! use std::collections::HashMap;
+//! let mut ids: HashMap<AbstractValue, usize, FxBuild> = HashMap::default();
+//! ids.insert(AbstractValue::array(DType::F32, &[3])?, 0);
+//! assert_eq!(ids[&AbstractValue::array(DType::F32, &[3])?], 0);
+//! # Ok::<(), ferrax_ir::ShapeError>(())
+//! ```
 
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// The multiply-rotate hash of rustc's `FxHasher`, one word at a time.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
+pub struct FxHasher(u64);
 
 const K: u64 = 0x517c_c1b7_2722_0a95;
 
@@ -35,6 +46,10 @@ impl Hasher for FxHasher {
         self.add(u64::from(b));
     }
     #[inline]
+    fn write_u32(&mut self, w: u32) {
+        self.add(u64::from(w));
+    }
+    #[inline]
     fn write_u64(&mut self, w: u64) {
         self.add(w);
     }
@@ -53,7 +68,7 @@ impl Hasher for FxHasher {
 }
 
 /// Builds [`FxHasher`]s, for `HashMap<K, V, FxBuild>`.
-pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
+pub type FxBuild = BuildHasherDefault<FxHasher>;
 
 #[cfg(test)]
 mod tests {

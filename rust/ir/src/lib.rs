@@ -185,7 +185,7 @@ pub mod error;
 pub mod eval;
 #[cfg(feature = "arbitrary")]
 pub mod fuzzing;
-mod fxhash;
+pub mod fxhash;
 pub mod generate;
 pub mod jaxpr;
 pub mod lower;

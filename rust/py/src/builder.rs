@@ -11,6 +11,7 @@ use crate::errors::{self, Error, Result};
 use crate::jaxpr::{Jaxpr, Literal, Origin, Var};
 use crate::params::params_from_py;
 use crate::primitives::ExtensionPrimitive;
+use ferrax_ir::fxhash::FxBuild;
 use ferrax_ir::jaxpr::{Atom, VarId};
 use ferrax_ir::params::Params;
 use ferrax_ir::primitive::{Builtin, Primitive};
@@ -20,7 +21,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
@@ -46,60 +47,8 @@ pub struct JaxprBuilder {
     avals: Mutex<AvalCache>,
 }
 
-type AvalCache = HashMap<AbstractValue, Py<ShapedArray>, BuildHasherDefault<FxHasher>>;
-
-/// A fast non-cryptographic hasher (rustc's "Fx" hash) for the small keys of the aval
-/// cache: std's SipHash costs more than the rest of a cache hit.
-#[derive(Default)]
-struct FxHasher {
-    hash: u64,
-}
-
-impl FxHasher {
-    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
-    }
-}
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        for &b in chunks.remainder() {
-            self.add(u64::from(b));
-        }
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-
-    fn write_i64(&mut self, i: i64) {
-        self.add(i as u64);
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
+// The cache hashes small keys often: SipHash would cost more than the rest of a hit.
+type AvalCache = HashMap<AbstractValue, Py<ShapedArray>, FxBuild>;
 
 impl JaxprBuilder {
     fn lock(&self) -> Result<MutexGuard<'_, Option<IrBuilder>>> {
