@@ -716,12 +716,25 @@ def test_extension_primitive_rule_is_called() -> None:
     }
     assert seen == expected
     j = b.build([y, z])
-    assert len(calls) == 2  # build typechecks, which runs the rule again
+    assert len(calls) == 1  # checked when added: build does not run the rule again
     (eqn,) = j.eqns
     assert eqn.primitive == "tile_last"
     assert eqn.params == expected
     assert typecheck(j) == ([f32(2)], [f32(2, 3), f32(2)])
+    assert len(calls) == 2
+    # Variables made apart from their equation: build checks the equation with the rule.
+    b = JaxprBuilder()
+    x = b.add_invar(f32(2))
+    outs = [b.new_var(f32(2, 3)), b.new_var(f32(2))]
+    b.add_eqn_with_outvars(prim, [x], params, outs)
+    b.build(outs)
     assert len(calls) == 3
+    b = JaxprBuilder()
+    x = b.add_invar(f32(2))
+    outs = [b.new_var(f32(2, 3)), b.new_var(f32(3))]
+    b.add_eqn_with_outvars(prim, [x], params, outs)
+    with pytest.raises(TypeCheckError):
+        b.build(outs)
 
 
 def test_extension_primitive_rule_raising() -> None:

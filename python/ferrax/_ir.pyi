@@ -376,7 +376,9 @@ class JaxprBuilder:
     ) -> None:
         """Adds an equation binding variables made by :meth:`new_var`; checked at build."""
     def build(self, outvars: Sequence[Var | Literal]) -> Jaxpr:
-        """Finishes and typechecks the jaxpr."""
+        """Finishes the jaxpr, typechecked: equations added with :meth:`add_eqn` (or
+        :meth:`add_eqn_traced`) were checked as they were added, leaving the outputs and
+        literals; a builder that used :meth:`new_var` is checked whole."""
     def build_toposorted(self, outvars: Sequence[Var | Literal]) -> Jaxpr:
         """Orders the equations by dependency, then builds (a cycle is a TypeCheckError)."""
 

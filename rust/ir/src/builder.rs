@@ -309,8 +309,14 @@ impl JaxprBuilder {
         }
     }
 
-    /// Finishes the jaxpr with these outputs and typechecks it (sub-jaxprs were checked
-    /// when they were built).
+    /// Finishes the jaxpr with these outputs, typechecked (sub-jaxprs were checked when
+    /// they were built). Equations added with [`JaxprBuilder::add_eqn`] were checked as
+    /// they were added, which leaves the outputs and literals; a builder that made or
+    /// bound variables apart from their equations ([`JaxprBuilder::new_var`],
+    /// [`JaxprBuilder::add_eqn_with_outvars`]) is checked whole.
+    ///
+    /// # Errors
+    /// A [`TypeError`] for the first ill-typed part (as [`crate::typecheck()`] reports it).
     pub fn build(self, outvars: Vec<Atom>) -> Result<Jaxpr, TypeError> {
         // Built equation by equation with `add_eqn` (tracing): each equation was checked
         // as it was added and every variable bound where it was made, so only the

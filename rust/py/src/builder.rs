@@ -612,8 +612,9 @@ impl JaxprBuilder {
         })
     }
 
-    /// Finishes the jaxpr with these outputs and typechecks it. The builder is spent
-    /// afterwards, whether or not the jaxpr is well typed.
+    /// Finishes the jaxpr with these outputs, typechecked (what `add_eqn` checked as it
+    /// went is not checked again; a builder that used `new_var` is checked whole). The
+    /// builder is spent afterwards, whether or not the jaxpr is well typed.
     #[pyo3(signature = (outvars))]
     fn build(&self, outvars: &Bound<'_, PyAny>) -> Result<Jaxpr> {
         self.finish(outvars, IrBuilder::build)
