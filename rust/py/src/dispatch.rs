@@ -517,15 +517,14 @@ impl Entry {
                 .all(|(a, leaf)| same_aval(a.bind(py), &leaf.aval))
     }
 
-    fn run<'py>(
-        &self,
+    /// The executable's arguments: the constants, then the leaves in the Python path's
+    /// order.
+    fn buffers<'a, 'py>(
+        &'a self,
         py: Python<'py>,
-        rt: &Runtime,
-        flat: &Flat<'py>,
-        until: Step,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let mut buffers: Vec<&Bound<'py, PyAny>> =
-            Vec::with_capacity(self.consts.len() + flat.leaves.len());
+        flat: &'a Flat<'py>,
+    ) -> PyResult<Vec<&'a Bound<'py, PyAny>>> {
+        let mut buffers = Vec::with_capacity(self.consts.len() + flat.leaves.len());
         buffers.extend(self.consts.iter().map(|c| c.bind(py)));
         match &self.order {
             None => buffers.extend(flat.leaves.iter().map(|l| &l.buffer)),
@@ -538,7 +537,24 @@ impl Entry {
                 }
             }
         }
-        let buffers = PyList::new(py, buffers)?.into_any();
+        Ok(buffers)
+    }
+
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        rt: &Runtime,
+        flat: &Flat<'py>,
+        until: Step,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let buffers = match &self.order {
+            // The common case, straight into the list.
+            None if self.consts.is_empty() => {
+                PyList::new(py, flat.leaves.iter().map(|l| &l.buffer))?
+            }
+            _ => PyList::new(py, self.buffers(py, flat)?)?,
+        }
+        .into_any();
         let results = vectorcall(self.execute.bind(py), &[&buffers])?;
         if until == Step::Execute {
             return Ok(py.None().into_bound(py));
@@ -548,6 +564,9 @@ impl Entry {
             return Ok(py.None().into_bound(py));
         }
         let outs = outs.cast_into::<PyList>()?;
+        if let (Out::Leaf(0), [aval], 1) = (&self.out, self.out_avals.as_slice(), outs.len()) {
+            return rt.device_array(&outs.get_item(0)?, aval.bind(py));
+        }
         if outs.len() != self.out_avals.len() {
             return Err(PyRuntimeError::new_err(format!(
                 "jit: the executable returned {} results, expected {}",
