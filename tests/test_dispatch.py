@@ -308,3 +308,32 @@ def test_methods_and_threads() -> None:
     for t in threads:
         t.join()
     assert not errors
+
+
+class Scaled:
+    """A registered pytree class whose unflatten checks its leaves (as user classes may)."""
+
+    def __init__(self, value: Any, scale: float) -> None:
+        assert not isinstance(value, int), "an array leaf was expected"
+        self.value = value
+        self.scale = scale
+
+
+def _unflatten_scaled(scale: Any, children: Any) -> Scaled:
+    (value,) = children
+    return Scaled(value, scale)
+
+
+tree_util.register_pytree_node(Scaled, lambda s: ((s.value,), s.scale), _unflatten_scaled)
+
+
+def test_registered_classes_out_and_in() -> None:
+    jf = ferrax.jit(lambda x: (Scaled(x * 2, 0.5), x))
+    x = put(np.arange(3, dtype=np.float32))
+    slow, hit = hit_and_slow(jf, x)
+    assert type(hit[0]) is Scaled and hit[0].scale == 0.5
+    np.testing.assert_array_equal(np.asarray(hit[0].value), np.arange(3) * 2)
+    g = ferrax.jit(lambda s: s.value * s.scale)
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(g(Scaled(x, 3.0))), np.arange(3) * 3)
+    assert g._hit_path_size() == 0
