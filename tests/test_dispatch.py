@@ -5,7 +5,10 @@ leaves) goes to the Python path unchanged."""
 
 from __future__ import annotations
 
+import functools
+import gc
 import threading
+import weakref
 from collections import namedtuple
 from typing import Any
 
@@ -337,3 +340,21 @@ def test_registered_classes_out_and_in() -> None:
     for _ in range(2):
         np.testing.assert_array_equal(np.asarray(g(Scaled(x, 3.0))), np.arange(3) * 3)
     assert g._hit_path_size() == 0
+
+
+def test_the_collector_sees_what_signatures_hold() -> None:
+    # Cycles through a signature (its Python unflattening holds the traced entry) are
+    # collectable only if the garbage collector is shown what the hit path holds.
+    jf = ferrax.jit(lambda x: Pair(x, x * 2))
+    x = put(np.ones(2, np.float32))
+    hit_and_slow(jf, x)
+    (entry,) = jf._cache.values()
+    assert entry.executable is not None
+    held = gc.get_referents(jf)
+    assert any(h is entry.executable._handlers for h in held)
+    assert any(h is x.aval for h in held)
+    assert any(isinstance(h, functools.partial) and h.args == (entry,) for h in held)
+    ref = weakref.ref(jf)
+    del jf
+    gc.collect()
+    assert ref() is None

@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyModule, PyString, PyTuple, PyType};
 use pyo3::{ffi, intern};
+use pyo3::{PyTraverseError, PyVisit};
 use std::os::raw::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -370,6 +371,20 @@ enum Out {
 }
 
 impl Out {
+    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            Out::Leaf(_) | Out::None => Ok(()),
+            Out::Tuple(items) | Out::List(items) => {
+                items.iter().try_for_each(|o| o.traverse(visit))
+            }
+            Out::Dict(items) => items.iter().try_for_each(|(k, o)| {
+                visit.call(k)?;
+                o.traverse(visit)
+            }),
+            Out::Python(unflatten) => visit.call(unflatten),
+        }
+    }
+
     /// Reads the output template (the output tree with the leaves' indices as its
     /// leaves); None when it has other nodes, or does not use each index once.
     fn parse(template: &Bound<'_, PyAny>, n: usize) -> Option<Out> {
@@ -500,6 +515,22 @@ struct Entry {
 }
 
 impl Entry {
+    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        for k in &self.keys {
+            visit.call(k)?;
+        }
+        for a in &self.avals {
+            visit.call(a)?;
+        }
+        for c in self.consts.iter().chain(&self.out_avals) {
+            visit.call(c)?;
+        }
+        visit.call(&self.execute)?;
+        visit.call(&self.consume)?;
+        visit.call(&self.handlers)?;
+        self.out.traverse(visit)
+    }
+
     fn matches(&self, py: Python<'_>, x64: bool, flat: &Flat<'_>) -> bool {
         self.x64 == x64
             && self.nodes == flat.nodes
@@ -789,13 +820,42 @@ impl Dispatcher {
             out_avals,
             out,
         };
-        let mut entries = self.entries();
-        entries.retain(|e| !e.matches(py, x64, &natural));
-        if entries.len() >= MAX_ENTRIES {
-            entries.remove(0);
-        }
-        entries.push(Arc::new(entry));
+        // Entries replaced or dropped are freed after the lock is released: freeing
+        // Python objects can run Python code (a finalizer calling this function).
+        let dropped: Vec<Arc<Entry>> = {
+            let mut entries = self.entries();
+            let (same, mut kept): (Vec<_>, Vec<_>) = entries
+                .drain(..)
+                .partition(|e| e.matches(py, x64, &natural));
+            let mut dropped = same;
+            if kept.len() >= MAX_ENTRIES {
+                dropped.push(kept.remove(0));
+            }
+            kept.push(Arc::new(entry));
+            *entries = kept;
+            dropped
+        };
+        drop(dropped);
         Ok(true)
+    }
+
+    /// The entries' Python objects, for the garbage collector (a cycle through a
+    /// signature, e.g. a host callback holding the jitted function, is collectable).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // Never held while Python code runs (so while the collector runs) in this
+        // thread or, holding the GIL, in another; skipping is only conservative.
+        let Ok(entries) = self.entries.try_lock() else {
+            return Ok(());
+        };
+        for e in entries.iter() {
+            e.traverse(&visit)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let entries = std::mem::take(&mut *self.entries());
+        drop(entries);
     }
 
     /// The hit path of a call up to its step `step` (0: entering and leaving, 1: the
