@@ -94,16 +94,37 @@ class Primitive:
     def bind(self, *args: Any, **params: Any) -> Any:
         """Applies the primitive under the innermost active transformation."""
         if args and isinstance(args[0], Tracer):
-            # bind's fast path, inline (staging: every argument a tracer of the innermost
-            # dynamic trace, which then is the innermost one, with nothing to raise).
+            # bind's fast path, inline: the first argument's trace is the innermost one
+            # (the innermost dynamic trace, or a trace above it) and no other argument is
+            # of a trace as high, so find_top_trace would pick it. Its tracers are taken
+            # as they are; other arguments are raised into it as full_raise raises them
+            # (constants by pure, tracers of lower traces by lift).
             trace = args[0]._trace
-            if trace.main.innermost_dynamic:
-                for a in args:
-                    if not isinstance(a, Tracer) or a._trace is not trace:
-                        break
+            main = trace.main
+            if not main.innermost_dynamic:
+                dynamic = _state.dynamic
+                if dynamic and main.level <= dynamic[-1].level:
+                    return bind(self, args, params)
+            level = main.level
+            mixed = False
+            for a in args:
+                if isinstance(a, Tracer):
+                    other = a._trace.main
+                    if other is not main:
+                        if other.level >= level:
+                            return bind(self, args, params)
+                        mixed = True
                 else:
-                    outs = trace.process_primitive(self, list(args), params)
-                    return outs if self.multiple_results else outs[0]
+                    mixed = True
+            if mixed:
+                tracers = [
+                    (a if a._trace.main is main else trace.lift(a)) if isinstance(a, Tracer) else trace.pure(a)
+                    for a in args
+                ]
+            else:
+                tracers = list(args)
+            outs = trace.process_primitive(self, tracers, params)
+            return outs if self.multiple_results else outs[0]
         return bind(self, args, params)
 
     def def_impl(self, rule: F) -> F:
@@ -389,8 +410,16 @@ def bind(primitive: Primitive, args: Sequence[Any], params: dict[str, Any]) -> A
         else:
             outs = trace.process_primitive(primitive, list(args), params)
             return outs if primitive.multiple_results else outs[0]
-    trace = find_top_trace(args)
-    tracers = [trace.full_raise(a) for a in args]
+    # find_top_trace and full_raise, inline: a tracer of the top trace is taken as it is.
+    top = dynamic[-1] if dynamic else _eval_main
+    level = top.level
+    for a in args:
+        if isinstance(a, Tracer):
+            main = a._trace.main
+            if main.level > level:
+                top, level = main, main.level
+    trace = top.trace
+    tracers = [a if isinstance(a, Tracer) and a._trace.main is top else trace.full_raise(a) for a in args]
     outs = trace.process_primitive(primitive, tracers, params)
     return outs if primitive.multiple_results else outs[0]
 

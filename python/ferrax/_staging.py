@@ -236,7 +236,7 @@ class StagingTrace(Trace):
             weak = value._weak
             item = value._value.item()
             lit = state.builder.literal(_weak_f32(item) if weak and dtype == _F32 else item, dtype, weak)
-            return JaxprTracer(self, lit, _scalar_aval(dtype, weak))
+            return JaxprTracer(self, lit, _scalar_avals.get((dtype, weak)) or _scalar_aval(dtype, weak))
         aval = aval_of(value)
         if aval.shape == () and not dtypes.is_key(aval.dtype):
             # (A key is never a literal: jaxprs have no key literals, as JAX's.)
@@ -350,7 +350,8 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
     """A fast path for a ferrax.numpy function of one operand that applies ``primitive``
     (no params) to a floating operand as it is (``sin``, ``tanh``, ...): a float tracer
     of the innermost staging trace is recorded at once, as ``primitive.bind`` records
-    it; any other operand calls the function."""
+    it; another float tracer (of a JVP or batching trace, ...) is bound at once; any
+    other operand calls the function."""
 
     def wrap(fun: F) -> F:
         @functools.wraps(fun)
@@ -362,6 +363,9 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
                     kind = trace._kinds.get(id(aval)) or trace._kind(aval)
                     if kind.float:
                         return trace.process_primitive(primitive, [x], _NO_PARAMS)[0]
+            elif isinstance(x, Tracer) and dtypes.is_float(x.aval.dtype):
+                # What the function does with it: no promotion, then the primitive.
+                return primitive.bind(x)
             return fun(x)
 
         return cast(F, call)

@@ -45,7 +45,14 @@ float0: np.dtype[Any] = np.dtype([("float0", np.void, 0)])
 
 def is_differentiable(dtype: np.dtype[Any]) -> bool:
     """Whether values of this dtype have tangents (floating and complex types)."""
-    return dtypes.is_float(dtype) or dtype.kind == "c"
+    known = _differentiable.get(dtype)
+    if known is None:
+        known = _differentiable[dtype] = dtypes.is_float(dtype) or dtype.kind == "c"
+    return known
+
+
+# dtype -> whether it has tangents (asked once per primitive application).
+_differentiable: dict[np.dtype[Any], bool] = {}
 
 
 class Zero:
@@ -100,12 +107,15 @@ class JVPTracer(Tracer):
     __slots__ = ("primal", "tangent", "aval")
     aval: _ir.ShapedArray
 
-    def __init__(self, trace: JVPTrace, primal: Any, tangent: Any) -> None:
+    def __init__(self, trace: JVPTrace, primal: Any, tangent: Any, aval: _ir.ShapedArray | None = None) -> None:
         self._trace = trace
         self.primal = primal
         self.tangent = tangent
-        # The primal's type, read once (tracers are immutable).
-        self.aval = primal.aval if isinstance(primal, (Tracer, ConcreteArray)) else aval_of(primal)
+        # The primal's type (given when the caller has read it), read once (tracers are
+        # immutable).
+        if aval is None:
+            aval = primal.aval if isinstance(primal, (Tracer, ConcreteArray)) else aval_of(primal)
+        self.aval = aval
 
     # Python control flow on concrete primal values works (as in JAX): the concrete
     # conversions read the primal, and fail as it fails when it is itself traced.
@@ -145,15 +155,36 @@ class JVPTrace(Trace):
 
     def pure(self, value: Any) -> JVPTracer:
         value = _as_value(value)
-        return JVPTracer(self, value, Zero(aval_of(value)))
+        aval = value.aval
+        return JVPTracer(self, value, Zero(aval), aval)
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
-        primals = [t.primal for t in tracers]
-        tangents = [t.tangent for t in tracers]
-        if all(type(t) is Zero for t in tangents):
+        primals = []
+        tangents = []
+        nonzero = False
+        for tracer in tracers:
+            primals.append(tracer.primal)
+            t = tracer.tangent
+            tangents.append(t)
+            if type(t) is not Zero:
+                nonzero = True
+        return self.apply(primitive, primals, tangents, nonzero, params)
+
+    def apply(
+        self, primitive: Primitive, primals: list[Any], tangents: list[Any], nonzero: bool, params: dict[str, Any]
+    ) -> list[Any]:
+        """``primitive`` applied to (primal, tangent) pairs, as tracers of this trace;
+        ``nonzero`` says whether some tangent is not a :class:`Zero`."""
+        if not nonzero:
             outs = primitive.bind(*primals, **params)
-            outs = list(outs) if primitive.multiple_results else [outs]
-            return [JVPTracer(self, o, Zero(aval_of(o))) for o in outs]
+            if not primitive.multiple_results:
+                aval = aval_of(outs)
+                return [JVPTracer(self, outs, Zero(aval), aval)]
+            results = []
+            for o in outs:
+                aval = aval_of(o)
+                results.append(JVPTracer(self, o, Zero(aval), aval))
+            return results
         rule = primitive.jvp_rule
         if rule is None:
             raise DifferentiationError(
@@ -161,16 +192,22 @@ class JVPTrace(Trace):
             )
         primal_out, tangent_out = rule(primals, tangents, **params)
         if not primitive.multiple_results:
-            primal_out, tangent_out = [primal_out], [tangent_out]
-        results = []
-        for p, t in zip(primal_out, tangent_out, strict=True):
-            aval = aval_of(p)
-            if type(t) is not Zero and not is_differentiable(aval.dtype):
-                t = Zero(aval)
-            elif t is None:
-                t = Zero(aval)
-            results.append(JVPTracer(self, p, t))
-        return results
+            # _output, inline (the common case).
+            aval = primal_out.aval if isinstance(primal_out, (Tracer, ConcreteArray)) else aval_of(primal_out)
+            if type(tangent_out) is not Zero and (
+                tangent_out is None or not (_differentiable.get(aval.dtype) or is_differentiable(aval.dtype))
+            ):
+                tangent_out = Zero(aval)
+            return [JVPTracer(self, primal_out, tangent_out, aval)]
+        return [self._output(p, t) for p, t in zip(primal_out, tangent_out, strict=True)]
+
+    def _output(self, primal: Any, tangent: Any) -> JVPTracer:
+        """A rule's output pair as a tracer: no tangent (None), or one of a type that has
+        none (integers), is a symbolic zero."""
+        aval = primal.aval if isinstance(primal, (Tracer, ConcreteArray)) else aval_of(primal)
+        if type(tangent) is not Zero and (tangent is None or not is_differentiable(aval.dtype)):
+            tangent = Zero(aval)
+        return JVPTracer(self, primal, tangent, aval)
 
 
 # ---------------------------------------------------------------------- rule helpers
@@ -187,7 +224,12 @@ def defjvp(primitive: Primitive, *fns: JvpFn | None) -> None:
     def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
         ans = primitive.bind(*primals, **params)
         # Every part first, then their sum (JAX's standard_jvp: the adds come last).
-        parts = [fn(t, ans, *primals, **params) for fn, t in zip(fns, tangents) if fn is not None and type(t) is not Zero]
+        parts = []
+        for fn, t in zip(fns, tangents):
+            if fn is not None and type(t) is not Zero:
+                parts.append(fn(t, ans, *primals, **params))
+        if len(parts) == 1:
+            return ans, parts[0]
         out: Any = Zero(aval_of(ans))
         for part in parts:
             out = add_tangents(out, part)

@@ -30,7 +30,9 @@ class KnownTracer(JaxprTracer):
     __slots__ = ("known",)
 
     def __init__(self, trace: StagingTrace, atom: _ir.Var | _ir.Literal, aval: _ir.ShapedArray, known: Any) -> None:
-        super().__init__(trace, atom, aval)
+        self._trace = trace
+        self.atom = atom
+        self.aval = aval
         self.known = known
 
 
@@ -46,14 +48,19 @@ class PartialEvalTrace(StagingTrace):
     """Records the operations on unknown values; known operands become residuals."""
 
     def pure(self, value: Any) -> JaxprTracer:
-        t = super().pure(value)
+        t = StagingTrace.pure(self, value)
         return KnownTracer(self, t.atom, t.aval, value)
+
+    def lift(self, tracer: Tracer) -> JaxprTracer:
+        # A value of an outer transformation (a primal): a residual, as pure makes it.
+        t = self._constvar(self.state, tracer, tracer.aval)
+        return KnownTracer(self, t.atom, t.aval, tracer)
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
         rule = partial_eval_rules.get(primitive.name)
         if rule is not None:
             return rule(self, primitive, tracers, params)
-        return super().process_primitive(primitive, tracers, params)
+        return StagingTrace.process_primitive(self, primitive, tracers, params)
 
     def is_known(self, t: Any) -> bool:
         """Whether a tracer of this trace holds a known value."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,7 +33,7 @@ def scalar_as(x: Any, like: Any) -> Any:
     float scalar with an int array: that one keeps its own dtype, float32, and the
     primitive's rule reports the mismatch). A Python ``bool`` is a plain ``bool``.
     """
-    if not is_python_scalar(x):
+    if isinstance(x, Array) or not is_python_scalar(x):
         return x
     if isinstance(x, bool):
         return ConcreteArray(np.asarray(x), False)
@@ -55,6 +55,8 @@ def scalar_as(x: Any, like: Any) -> Any:
 
 def pair(x: Any, y: Any) -> tuple[Any, Any]:
     """Two binary operands with Python scalars typed after the other operand."""
+    if isinstance(x, Array) and isinstance(y, Array):
+        return x, y
     return scalar_as(x, y), scalar_as(y, x)
 
 
@@ -76,7 +78,8 @@ def canonical_dtype(d: Any, name: str = "") -> np.dtype[Any]:
 
 def bind1(primitive: Primitive, *args: Any, **params: Any) -> Array:
     """Binds a primitive with one result."""
-    return cast(Array, primitive.bind(*args, **params))
+    out: Array = primitive.bind(*args, **params)
+    return out
 
 
 def quiet(impl: Callable[..., R]) -> Callable[..., R]:

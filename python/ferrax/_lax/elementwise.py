@@ -19,7 +19,7 @@ import numpy as np
 
 from ferrax import dtypes
 from ferrax._array import Array
-from ferrax._core import Primitive
+from ferrax._core import Primitive, Tracer
 from ferrax._interpreters import ad
 from ferrax._lax._operands import bind1, canonical_dtype, is_array, pair, quiet, scalar, scalar_as
 
@@ -555,11 +555,12 @@ def convert_element_type(operand: Any, new_dtype: Any, weak_type: bool = False) 
 
 def _out_shaped(t: Any, ans: Any) -> Any:
     """A tangent broadcast to the output's shape (operands broadcast implicitly)."""
+    # (Shapes read from the avals of tracers: their properties cost calls.)
+    shape = ans.aval.shape if isinstance(ans, Tracer) else ans.shape
+    if (t.aval.shape if isinstance(t, Tracer) else t.shape) == shape:
+        return t
     from ferrax._lax.structural import broadcast_in_dim
 
-    shape = ans.shape
-    if t.shape == shape:
-        return t
     dims: Sequence[int] = ()
     if t.ndim == len(shape):
         # Size-1 axes stretched: drop them, then broadcast.
@@ -598,20 +599,35 @@ def _one(x: Any) -> Any:
     return scalar_as(1, x)
 
 
+# The rules' products and sums of a tangent ``t`` and a primal (always an array): bound
+# at once when the tangent is an array too, as lax.mul/add bind them; a Python scalar
+# tangent (from jvp's arguments) first takes the other operand's dtype, as lax does.
+
+
+def _mul_t(t: Any, y: Any) -> Any:
+    """``lax.mul(t, y)``."""
+    return mul_p.bind(t, y) if isinstance(t, Array) else mul(t, y)
+
+
+def _t_mul(x: Any, t: Any) -> Any:
+    """``lax.mul(x, t)``."""
+    return mul_p.bind(x, t) if isinstance(t, Array) else mul(x, t)
+
+
 ad.register_tangent_ops(lambda a, b: bind1(add_any_p, a, b), _zeros)
 ad.deflinear(add_any_p)
 
 ad.deflinear(neg_p)
 _zero_rule(sign_p)
 ad.defjvp(abs_p, lambda g, ans, x: select_n(ge(x, scalar_as(0, x)), neg(g), g))
-ad.defjvp(exp_p, lambda g, ans, x, **_: mul(g, ans))
+ad.defjvp(exp_p, lambda g, ans, x, **_: _mul_t(g, ans))
 ad.defjvp(log_p, lambda g, ans, x, **_: div(g, x))
 ad.defjvp(log1p_p, lambda g, ans, x, **_: div(g, add(x, _one(x))))
 ad.defjvp(expm1_p, lambda g, ans, x, **_: mul(g, add(ans, _one(x))))
-ad.defjvp(sin_p, lambda g, ans, x, **_: mul(g, cos(x)))
-ad.defjvp(cos_p, lambda g, ans, x, **_: neg(mul(g, sin(x))))
+ad.defjvp(sin_p, lambda g, ans, x, **_: _mul_t(g, cos_p.bind(x)))
+ad.defjvp(cos_p, lambda g, ans, x, **_: neg_p.bind(_mul_t(g, sin_p.bind(x))))
 ad.defjvp(tan_p, lambda g, ans, x, **_: mul(g, add(_one(x), square(ans))))
-ad.defjvp(tanh_p, lambda g, ans, x, **_: mul(add(g, mul(g, ans)), sub(_one(x), ans)))
+ad.defjvp(tanh_p, lambda g, ans, x, **_: mul_p.bind(add(g, _mul_t(g, ans)), sub(_one(x), ans)))
 ad.defjvp(logistic_p, lambda g, ans, x, **_: mul(g, mul(ans, sub(_one(x), ans))))
 ad.defjvp(sqrt_p, lambda g, ans, x, **_: div(g, mul(scalar_as(2, x), ans)))
 ad.defjvp(rsqrt_p, lambda g, ans, x, **_: mul(g, mul(scalar_as(-0.5, x), div(ans, x))))
@@ -636,17 +652,18 @@ ad.defjvp(integer_pow_p, _integer_pow_jvp)
 def _add_jvp(primals: Any, tangents: Any, *, negate: bool = False) -> tuple[Any, Any]:
     x, y = primals
     tx, ty = tangents
-    ans = bind1(sub_p if negate else add_p, x, y)
+    prim = sub_p if negate else add_p
+    ans = prim.bind(x, y)
     if type(ty) is ad.Zero:
         return ans, _out_shaped(tx, ans)
     if type(tx) is ad.Zero:
         return ans, _out_shaped(neg(ty) if negate else ty, ans)
-    return ans, bind1(sub_p if negate else add_p, tx, ty)
+    return ans, prim.bind(tx, ty)
 
 
 add_p.def_jvp(_add_jvp)
 sub_p.def_jvp(lambda primals, tangents: _add_jvp(primals, tangents, negate=True))
-ad.defjvp(mul_p, lambda g, ans, x, y: _out_shaped(mul(g, y), ans), lambda g, ans, x, y: _out_shaped(mul(x, g), ans))
+ad.defjvp(mul_p, lambda g, ans, x, y: _out_shaped(_mul_t(g, y), ans), lambda g, ans, x, y: _out_shaped(_t_mul(x, g), ans))
 ad.defjvp(
     div_p,
     lambda g, ans, x, y: _out_shaped(div(g, y), ans),
@@ -761,10 +778,32 @@ ad.defjvp(convert_element_type_p, _convert_jvp)
 _F32 = np.dtype(np.float32)
 
 
+# (Python scalar, weak type) -> the float32 constant it becomes next to a float32 value
+# of that weak type, and its symbolic zero tangent. Zero is not cached: 0.0 and -0.0 are
+# equal keys.
+_f32_constants: dict[tuple[float, bool], tuple[Any, ad.Zero]] = {}
+
+
+def _f32_constant(value: float, weak: bool) -> tuple[Any, ad.Zero]:
+    from ferrax._core import ConcreteArray
+
+    # Weakly typed only next to a weakly typed value, as ferrax.numpy's promotion makes
+    # it (a strong literal is then written as JAX writes it).
+    const = ConcreteArray(np.asarray(value, _F32), weak)
+    entry = (const, ad.Zero(const.aval))
+    if value:
+        if len(_f32_constants) >= 4096:
+            _f32_constants.clear()
+        _f32_constants[value, weak] = entry
+    return entry
+
+
 def _fast_operator(
     tracer_type: type[Any], primitive: Primitive, reflected: bool, general: Callable[[Any, Any], Array]
 ) -> Callable[[Any, Any], Array]:
-    from ferrax._core import ConcreteArray, _state
+    from ferrax._core import _state
+
+    jvp = tracer_type is ad.JVPTracer
 
     def operator(self: Any, other: Any) -> Array:
         trace = self._trace
@@ -774,9 +813,19 @@ def _fast_operator(
             t = type(other)
             operand: Any = None
             if t is float or (t is int and -(2**24) <= other <= 2**24):
-                # Weakly typed only next to a weakly typed value, as ferrax.numpy's
-                # promotion makes it (a strong literal is then written as JAX writes it).
-                operand = trace.pure(ConcreteArray(np.asarray(other, _F32), aval.weak_type))
+                weak = aval.weak_type
+                const, zero = _f32_constants.get((other, weak)) or _f32_constant(other, weak)
+                if jvp:
+                    # The constant's pair (const, zero) straight to the rule, as the
+                    # trace would apply the primitive to it as a JVP tracer.
+                    tangent = self.tangent
+                    if reflected:
+                        primals, tangents = [const, self.primal], [zero, tangent]
+                    else:
+                        primals, tangents = [self.primal, const], [tangent, zero]
+                    result: Array = trace.apply(primitive, primals, tangents, type(tangent) is not ad.Zero, {})[0]
+                    return result
+                operand = trace.pure(const)
             elif t is tracer_type and other._trace is trace:
                 o = other.aval
                 if o.dtype == _F32 and o.shape == aval.shape and o.weak_type == aval.weak_type:
