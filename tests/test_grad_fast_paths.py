@@ -163,6 +163,20 @@ def test_errors_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "Error" in text
     # A non-scalar output.
     assert "TypeError" in _same(monkeypatch, ferrax.grad(lambda x: fnp.sin(x) * 2.0), np.ones(3, np.float32))
+    # Tracers leaked from a finished gradient: its JVP tracer, and its tangent (a tracer
+    # of its finished partial evaluation, refused by the recipe's builder).
+    leaked: list[Any] = []
+
+    def leak(x: Any) -> Any:
+        y = fnp.sin(x) * 2.0
+        leaked.append(y)
+        return fnp.sum(y)
+
+    x = np.ones(3, np.float32)
+    ferrax.grad(leak)(x)
+    assert "Error" in _same(monkeypatch, ferrax.grad(lambda y: fnp.sum(y * leaked[0])), x)
+    assert "Error" in _same(monkeypatch, ferrax.grad(lambda y: fnp.sum(y * leaked[0].tangent)), x)
+    assert "Error" in _same(monkeypatch, ferrax.grad(lambda y: fnp.sum(fnp.sin(leaked[0].tangent) * y)), x)
 
 
 def test_chain_values() -> None:

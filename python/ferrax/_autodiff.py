@@ -128,9 +128,14 @@ def _run_linear(jaxpr: _ir.Jaxpr, args: list[Any]) -> list[Any]:
     if dynamic:
         main = dynamic[-1]
         trace = main.trace
-        if all(not isinstance(x, Tracer) or x._trace.main.level <= main.level for x in args):
+        level = main.level
+        for x in args:
+            if isinstance(x, Tracer) and x._trace.main.level > level:
+                break
+        else:
             assert isinstance(trace, StagingTrace)
-            raised = [trace.full_raise(x) for x in args]
+            # (The residuals are mostly the staging trace's own tracers: kept as they are.)
+            raised = [x if isinstance(x, Tracer) and x._trace.main is main else trace.full_raise(x) for x in args]
             return list(trace.builder.inline_traced(jaxpr, raised, JaxprTracer, trace))
     return eval_jaxpr(jaxpr, [], *args)
 

@@ -117,10 +117,12 @@ class Primitive:
                 else:
                     mixed = True
             if mixed:
-                tracers = [
-                    (a if a._trace.main is main else trace.lift(a)) if isinstance(a, Tracer) else trace.pure(a)
-                    for a in args
-                ]
+                tracers = []
+                for a in args:
+                    if isinstance(a, Tracer):
+                        tracers.append(a if a._trace.main is main else trace.lift(a))
+                    else:
+                        tracers.append(trace.pure(a))
             else:
                 tracers = list(args)
             outs = trace.process_primitive(self, tracers, params)

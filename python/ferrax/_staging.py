@@ -363,7 +363,7 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
                     kind = trace._kinds.get(id(aval)) or trace._kind(aval)
                     if kind.float:
                         return trace.process_primitive(primitive, [x], _NO_PARAMS)[0]
-            elif isinstance(x, Tracer) and dtypes.is_float(x.aval.dtype):
+            elif isinstance(x, Tracer) and ((dtype := x.aval.dtype) is _F32 or dtypes.is_float(dtype)):
                 # What the function does with it: no promotion, then the primitive.
                 return primitive.bind(x)
             return fun(x)

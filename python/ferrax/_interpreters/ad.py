@@ -220,6 +220,21 @@ def defjvp(primitive: Primitive, *fns: JvpFn | None) -> None:
     **params)`` is the output tangent's part due to operand ``i``'s tangent ``t`` (``ans``
     the primal output); ``None`` for an operand with no derivative. The parts of nonzero
     tangents are added."""
+    only = fns[0] if len(fns) == 1 else None
+    if only is not None:
+        # One operand (sin, exp, ...): its part is the tangent (the rule runs only when
+        # some tangent is not a symbolic zero).
+        fn: JvpFn = only
+
+        def unary_rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+            ans = primitive.bind(*primals, **params)
+            t = tangents[0]
+            if type(t) is Zero:
+                return ans, Zero(aval_of(ans))
+            return ans, fn(t, ans, *primals, **params)
+
+        primitive.def_jvp(unary_rule)
+        return
 
     def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
         ans = primitive.bind(*primals, **params)

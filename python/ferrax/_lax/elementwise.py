@@ -809,7 +809,8 @@ def _fast_operator(
         trace = self._trace
         aval = self.aval
         dynamic = _state.dynamic
-        if aval.dtype == _F32 and not (dynamic and dynamic[-1].level > trace.main.level):
+        dtype = aval.dtype
+        if (dtype is _F32 or dtype == _F32) and not (dynamic and dynamic[-1].level > trace.main.level):
             t = type(other)
             operand: Any = None
             if t is float or (t is int and -(2**24) <= other <= 2**24):
@@ -829,6 +830,13 @@ def _fast_operator(
             elif t is tracer_type and other._trace is trace:
                 o = other.aval
                 if o.dtype == _F32 and o.shape == aval.shape and o.weak_type == aval.weak_type:
+                    if jvp:
+                        # The two pairs straight to the rule (as process_primitive would).
+                        t1, t2 = (other.tangent, self.tangent) if reflected else (self.tangent, other.tangent)
+                        primals = [other.primal, self.primal] if reflected else [self.primal, other.primal]
+                        nonzero = type(t1) is not ad.Zero or type(t2) is not ad.Zero
+                        pair_result: Array = trace.apply(primitive, primals, [t1, t2], nonzero, {})[0]
+                        return pair_result
                     operand = other
             if operand is not None:
                 args = [operand, self] if reflected else [self, operand]
