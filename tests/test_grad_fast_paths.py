@@ -99,6 +99,26 @@ def test_grad_with_python_scalars(name: str, monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", _OPERATORS)
+def test_zero_and_python_scalar_tangents(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = getattr(operator, name.removeprefix("r"))
+
+    def op(x: Any, s: Any) -> Any:
+        return base(s, x) if name.startswith("r") else base(x, s)
+
+    x = np.linspace(0.5, 1.5, 4, dtype=np.float32)
+    for s in (1.5, 2, 0.0):
+        # A symbolic zero tangent (stop_gradient), with a scalar and with a tracer.
+        _same(monkeypatch, ferrax.grad(lambda x: fnp.sum(op(lax.stop_gradient(x), s) + x)), x)
+        _same(monkeypatch, ferrax.grad(lambda x: fnp.sum(op(lax.stop_gradient(x), x) * s)), x)
+        _same(monkeypatch, ferrax.grad(lambda x: fnp.sum(op(x, lax.stop_gradient(x)) * s)), x)
+        # Python scalar primals and tangents given to jvp.
+        _same(monkeypatch, lambda y: ferrax.jvp(lambda x: op(x, s) * y, (1.25,), (1.0,)), x)
+        _same(monkeypatch, lambda y: ferrax.jvp(lambda x: op(x, x) * y, (1.25,), (1.0,)), x)
+        _same(monkeypatch, lambda y: ferrax.jvp(lambda x: op(op(x, s), x), (y,), (0.5,)), np.float32(1.25))
+
+
+@pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize("fn", _FLOAT_FUNCTIONS)
 def test_float_functions(fn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     f = _chain(operator.mul, 1.5, fn)

@@ -798,12 +798,31 @@ def _f32_constant(value: float, weak: bool) -> tuple[Any, ad.Zero]:
     return entry
 
 
+def _constant_tangent(primitive: Primitive, reflected: bool) -> Callable[[Any, Any], Any] | None:
+    """The output tangent the JVP rule of ``x <op> c`` (``c <op> x`` if ``reflected``)
+    gives for an array tangent ``t`` of ``x``, ``c`` a scalar constant of ``x``'s dtype (so
+    the tangent has the output's shape): ``fn(t, c)``; None where the rule does more
+    (``c / x``). tests/test_grad_fast_paths.py compares it with the rules."""
+    if primitive is add_p or (primitive is sub_p and not reflected):
+        return lambda t, c: t
+    if primitive is sub_p:
+        return lambda t, c: neg_p.bind(t)
+    if primitive is mul_p:
+        return (lambda t, c: mul_p.bind(c, t)) if reflected else (lambda t, c: mul_p.bind(t, c))
+    if primitive is div_p and not reflected:
+        return lambda t, c: div_p.bind(t, c)
+    return None
+
+
 def _fast_operator(
     tracer_type: type[Any], primitive: Primitive, reflected: bool, general: Callable[[Any, Any], Array]
 ) -> Callable[[Any, Any], Array]:
     from ferrax._core import _state
 
     jvp = tracer_type is ad.JVPTracer
+    constant_tangent = _constant_tangent(primitive, reflected)
+    # Two JVP tracers added or subtracted, both tangents nonzero: _add_jvp's result.
+    tangents_combine = primitive is add_p or primitive is sub_p
 
     def operator(self: Any, other: Any) -> Array:
         trace = self._trace
@@ -817,14 +836,23 @@ def _fast_operator(
                 weak = aval.weak_type
                 const, zero = _f32_constants.get((other, weak)) or _f32_constant(other, weak)
                 if jvp:
+                    tangent = self.tangent
+                    zero_tangent = type(tangent) is ad.Zero
+                    # (A Python scalar tangent is typed by lax, in the rule.)
+                    if constant_tangent is not None and (zero_tangent or isinstance(tangent, Array)):
+                        # What the trace and the rule give, at once.
+                        ans: Any = primitive.bind(const, self.primal) if reflected else primitive.bind(self.primal, const)
+                        ans_aval = ans.aval
+                        if zero_tangent:
+                            return ad.JVPTracer(trace, ans, ad.Zero(ans_aval), ans_aval)
+                        return ad.JVPTracer(trace, ans, constant_tangent(tangent, const), ans_aval)
                     # The constant's pair (const, zero) straight to the rule, as the
                     # trace would apply the primitive to it as a JVP tracer.
-                    tangent = self.tangent
                     if reflected:
                         primals, tangents = [const, self.primal], [zero, tangent]
                     else:
                         primals, tangents = [self.primal, const], [tangent, zero]
-                    result: Array = trace.apply(primitive, primals, tangents, type(tangent) is not ad.Zero, {})[0]
+                    result: Array = trace.apply(primitive, primals, tangents, not zero_tangent, {})[0]
                     return result
                 operand = trace.pure(const)
             elif t is tracer_type and other._trace is trace:
@@ -834,6 +862,10 @@ def _fast_operator(
                         # The two pairs straight to the rule (as process_primitive would).
                         t1, t2 = (other.tangent, self.tangent) if reflected else (self.tangent, other.tangent)
                         primals = [other.primal, self.primal] if reflected else [self.primal, other.primal]
+                        if tangents_combine and type(t1) is not ad.Zero and type(t2) is not ad.Zero:
+                            # What the trace and _add_jvp give, at once.
+                            ans = primitive.bind(*primals)
+                            return ad.JVPTracer(trace, ans, primitive.bind(t1, t2), ans.aval)
                         nonzero = type(t1) is not ad.Zero or type(t2) is not ad.Zero
                         pair_result: Array = trace.apply(primitive, primals, [t1, t2], nonzero, {})[0]
                         return pair_result
