@@ -157,6 +157,9 @@ def test_closures_over_outer_tracers(monkeypatch: pytest.MonkeyPatch) -> None:
     x = np.linspace(0.1, 0.9, 4, dtype=np.float32)
     _same(monkeypatch, ferrax.grad(outer), x)
     _same(monkeypatch, lambda x: ferrax.jvp(outer, (x,), (x,)), x)
+    # A JVP tracer closed over by a jit inside the gradient: below the jit's staging.
+    _same(monkeypatch, ferrax.grad(lambda x: fnp.sum(ferrax.jit(lambda y: fnp.sin(x) * 1.5 + y * x)(x))), x)
+    _same(monkeypatch, ferrax.grad(lambda x: fnp.sum(ferrax.jit(lambda y: fnp.exp(x + 1.0) - y)(x))), x)
     # A closed-over traced value of make_jaxpr's own trace, and a NumPy constant.
     c = np.arange(4, dtype=np.float32)
     _same(monkeypatch, lambda x: ferrax.grad(lambda y: fnp.sum(fnp.sin(y) * x + c * 1.5))(x), x)

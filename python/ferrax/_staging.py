@@ -23,6 +23,7 @@ from ferrax._core import (
     PythonScalar,
     Trace,
     Tracer,
+    _state,
     aval_of,
     new_main,
     to_numpy,
@@ -228,7 +229,8 @@ class StagingTrace(Trace):
         state = self.state
         if isinstance(value, Tracer):
             # A value of an outer transformation: closed over as a constvar.
-            return self._constvar(state, value, value.aval)
+            aval = value.aval
+            return JaxprTracer(self, self._constvar(state, value, aval), aval)
         if type(value) is ConcreteArray and value._value.ndim == 0:
             # The common constant: a scalar (a Python scalar after promotion). Not for
             # subclasses (a DeviceArray's _value copies it to the host).
@@ -248,9 +250,10 @@ class StagingTrace(Trace):
                 scalar = value
             lit = state.builder.literal(scalar, aval.dtype, aval.weak_type)
             return JaxprTracer(self, lit, aval)
-        return self._constvar(state, value, aval)
+        return JaxprTracer(self, self._constvar(state, value, aval), aval)
 
-    def _constvar(self, state: _Staging, value: Any, aval: _ir.ShapedArray) -> JaxprTracer:
+    def _constvar(self, state: _Staging, value: Any, aval: _ir.ShapedArray) -> _ir.Var:
+        """The constvar of a constant (one per constant and type)."""
         # A NumPy array wrapped anew at each use (ferrax.numpy wraps its operands) is
         # still one constant: key plain eager arrays by the array they wrap.
         storage = value._value if type(value) is ConcreteArray else value
@@ -264,7 +267,7 @@ class StagingTrace(Trace):
             var = state.builder.add_constvar(aval)
             state.const_vars[key] = var
             state.consts.append(value)
-        return JaxprTracer(self, var, aval)
+        return var
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
         try:
@@ -364,7 +367,13 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
                     if kind.float:
                         return trace.process_primitive(primitive, [x], _NO_PARAMS)[0]
             elif isinstance(x, Tracer) and ((dtype := x.aval.dtype) is _F32 or dtypes.is_float(dtype)):
-                # What the function does with it: no promotion, then the primitive.
+                # What the function does with it: no promotion, then the primitive,
+                # processed at once by the tracer's trace when it is the innermost one
+                # (as Primitive.bind would).
+                top = x._trace
+                dynamic = _state.dynamic
+                if top.main.innermost_dynamic or not dynamic or top.main.level > dynamic[-1].level:
+                    return top.process_primitive(primitive, [x], _NO_PARAMS)[0]
                 return primitive.bind(x)
             return fun(x)
 

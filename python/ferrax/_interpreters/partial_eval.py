@@ -54,8 +54,8 @@ class PartialEvalTrace(StagingTrace):
 
     def lift(self, tracer: Tracer) -> JaxprTracer:
         # A value of an outer transformation (a primal): a residual, as pure makes it.
-        t = self._constvar(self.state, tracer, tracer.aval)
-        return KnownTracer(self, t.atom, t.aval, tracer)
+        aval = tracer.aval
+        return KnownTracer(self, self._constvar(self.state, tracer, aval), aval, tracer)
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
         rule = partial_eval_rules.get(primitive.name)
