@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ferrax import _ir
-from ferrax._core import MainTrace, Primitive, Tracer, new_main
+from ferrax._core import ConcreteArray, MainTrace, Primitive, Tracer, new_main
 from ferrax._staging import JaxprTracer, StagingTrace, _Staging
 from ferrax.errors import BuilderError, TypeCheckError
 
@@ -48,7 +48,22 @@ partial_eval_rules: dict[str, PartialEvalRule] = {}
 class PartialEvalTrace(StagingTrace):
     """Records the operations on unknown values; known operands become residuals."""
 
+    def __init__(self, main: MainTrace) -> None:
+        super().__init__(main)
+        # id of an eager array (immutable) -> it and the known tracer pure made of it: an
+        # array met again (a Python scalar's cached float32 value in x * 1.5) is the same
+        # literal or constvar, as pure would make it.
+        self._known_consts: dict[int, tuple[Any, KnownTracer]] = {}
+
     def pure(self, value: Any) -> JaxprTracer:
+        if type(value) is ConcreteArray:
+            hit = self._known_consts.get(id(value))
+            if hit is not None:
+                return hit[1]
+            t = StagingTrace.pure(self, value)
+            known = KnownTracer(self, t.atom, t.aval, value)
+            self._known_consts[id(value)] = (value, known)
+            return known
         t = StagingTrace.pure(self, value)
         return KnownTracer(self, t.atom, t.aval, value)
 
@@ -119,7 +134,6 @@ def _split_key(primitive: Primitive, tracers: Sequence[Any], unknowns: list[bool
 def _record(trace: PartialEvalTrace, jaxpr: _ir.Jaxpr, args: Sequence[Any]) -> list[Any]:
     """Records the equations of ``jaxpr`` applied to ``args`` in the trace's recipe (as
     they are: no partial-evaluation rule runs again on them)."""
-    from ferrax._core import ConcreteArray
     from ferrax._lax.registry import primitive_named
 
     import numpy as np
