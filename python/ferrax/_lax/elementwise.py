@@ -776,6 +776,7 @@ ad.defjvp(convert_element_type_p, _convert_jvp)
 # Anything else goes the general way (the Array operator, through ferrax.numpy).
 
 _F32 = np.dtype(np.float32)
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
 # (Python scalar, weak type) -> the float32 constant it becomes next to a float32 value
@@ -819,8 +820,11 @@ def _fast_operator(
 ) -> Callable[[Any, Any], Array]:
     from ferrax._core import _state
 
+    from ferrax._staging import JaxprTracer
+
     jvp = tracer_type is ad.JVPTracer
     constant_tangent = _constant_tangent(primitive, reflected)
+    staged_operator = getattr(JaxprTracer, general.__name__)
     # Two JVP tracers added or subtracted, both tangents nonzero: _add_jvp's result.
     tangents_combine = primitive is add_p or primitive is sub_p
 
@@ -840,8 +844,20 @@ def _fast_operator(
                     zero_tangent = type(tangent) is ad.Zero
                     # (A Python scalar tangent is typed by lax, in the rule.)
                     if constant_tangent is not None and (zero_tangent or isinstance(tangent, Array)):
-                        # What the trace and the rule give, at once.
-                        ans: Any = primitive.bind(const, self.primal) if reflected else primitive.bind(self.primal, const)
+                        # What the trace and the rule give, at once. A primal of the
+                        # innermost staging trace: its own operator stages the same
+                        # equation with the literal it caches (float32, in range; a weak
+                        # one not with x64, where it leaves the scalar to promotion).
+                        primal = self.primal
+                        if (
+                            type(primal) is JaxprTracer
+                            and primal._trace.main.innermost_dynamic
+                            and -_F32_MAX <= other <= _F32_MAX
+                            and not (weak and dtypes.x64_enabled())
+                        ):
+                            ans: Any = staged_operator(primal, other)
+                        else:
+                            ans = primitive.bind(const, primal) if reflected else primitive.bind(primal, const)
                         ans_aval = ans.aval
                         if zero_tangent:
                             return ad.JVPTracer(trace, ans, ad.Zero(ans_aval), ans_aval)
