@@ -14,7 +14,6 @@ tracers.
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +27,7 @@ from ferrax import _core, lax
 from ferrax._array import Array
 from ferrax._interpreters import ad
 from ferrax._interpreters.batching import BatchTracer
+from test_trace_fast_paths import _stage
 
 _OPERATORS = ["add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv"]
 _FLOAT_FUNCTIONS = ["sin", "cos", "exp", "log", "tanh", "sqrt"]
@@ -52,16 +52,6 @@ def _general_paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         for name in _FLOAT_FUNCTIONS:
             m.setattr(fnp, name, getattr(fnp, name).__wrapped__)
         yield
-
-
-def _stage(f: Callable[..., Any], *args: Any) -> str:
-    """The jaxpr text of ``f`` staged on ``args``, or the exception it raised (without
-    the user's line it names)."""
-    try:
-        return str(ferrax.make_jaxpr(f)(*args))
-    except Exception as e:  # noqa: BLE001 - compared between the two paths
-        message = re.sub(r",? at \S+:\d+.*", "", str(e).splitlines()[0])
-        return f"{type(e).__name__}: {message}"
 
 
 def _same(monkeypatch: pytest.MonkeyPatch, f: Callable[..., Any], *args: Any) -> str:
