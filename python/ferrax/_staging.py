@@ -23,7 +23,6 @@ from ferrax._core import (
     PythonScalar,
     Trace,
     Tracer,
-    _state,
     aval_of,
     new_main,
     to_numpy,
@@ -367,13 +366,8 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
                     if kind.float:
                         return trace.process_primitive(primitive, [x], _NO_PARAMS)[0]
             elif isinstance(x, Tracer) and ((dtype := x.aval.dtype) is _F32 or dtypes.is_float(dtype)):
-                # What the function does with it: no promotion, then the primitive,
-                # processed at once by the tracer's trace when it is the innermost one
-                # (as Primitive.bind would).
-                top = x._trace
-                dynamic = _state.dynamic
-                if top.main.innermost_dynamic or not dynamic or top.main.level > dynamic[-1].level:
-                    return top.process_primitive(primitive, [x], _NO_PARAMS)[0]
+                # What the function does with it: no promotion, then the primitive
+                # (bind's own fast path finds the tracer's trace as the top one).
                 return primitive.bind(x)
             return fun(x)
 
