@@ -13,8 +13,7 @@ Rust for the result types, and staging gets them from the jaxpr builder.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -305,34 +304,46 @@ def trace_state() -> _TraceState:
     return _state
 
 
-@contextmanager
-def new_main(trace_type: type[Trace], global_data: Any = None, *, dynamic: bool = False) -> Iterator[MainTrace]:
-    """Pushes a new transformation on the stack for the duration of the block.
+class new_main:  # noqa: N801 - a context manager used as a function
+    """Pushes a new transformation on the stack for the duration of the block
+    (``with new_main(...) as main``).
 
     A *dynamic* main (``make_jaxpr``'s staging) also receives primitives applied to plain
-    constants, so closed-over values are captured instead of computed.
+    constants, so closed-over values are captured instead of computed. (A class, not a
+    ``contextlib`` generator: every trace enters one, and this runs fewer functions.)
     """
-    state = _state
-    stack = state.stack
-    main = MainTrace(len(stack), trace_type, global_data)
-    stack.append(main)
-    outer = state.dynamic[-1] if state.dynamic else None
-    if dynamic:
-        if outer is not None:
-            outer.innermost_dynamic = False
-        main.innermost_dynamic = True
-        state.dynamic.append(main)
-    try:
-        yield main
-    finally:
-        if dynamic:
+
+    __slots__ = ("_trace_type", "_global_data", "_dynamic", "_main", "_outer")
+
+    def __init__(self, trace_type: type[Trace], global_data: Any = None, *, dynamic: bool = False) -> None:
+        self._trace_type = trace_type
+        self._global_data = global_data
+        self._dynamic = dynamic
+
+    def __enter__(self) -> MainTrace:
+        state = _state
+        stack = state.stack
+        main = self._main = MainTrace(len(stack), self._trace_type, self._global_data)
+        stack.append(main)
+        outer = self._outer = state.dynamic[-1] if state.dynamic else None
+        if self._dynamic:
+            if outer is not None:
+                outer.innermost_dynamic = False
+            main.innermost_dynamic = True
+            state.dynamic.append(main)
+        return main
+
+    def __exit__(self, *exc: object) -> None:
+        state = _state
+        if self._dynamic:
             state.dynamic.pop()
-            main.innermost_dynamic = False
+            self._main.innermost_dynamic = False
+            outer = self._outer
             if outer is not None:
                 outer.innermost_dynamic = True
             else:
                 state.canonical_copies.clear()
-        stack.pop()
+        state.stack.pop()
 
 
 class EvalTrace(Trace):

@@ -363,6 +363,13 @@ class JaxprBuilder:
         new instance of ``make``, made without calling its ``__init__``, with its
         attributes ``_trace``, ``atom`` and ``aval`` set to ``trace``, the output variable
         and its shared :class:`ShapedArray`."""
+    def stage_args(self, args: object, make: type[object], trace: object, x64: bool) -> Any | None:
+        """Declares an input variable per leaf of the pytree ``args`` and returns the
+        same tree with a tracer (made as :meth:`add_eqn_traced` makes them) in place of
+        each leaf: leaves in ``tree_flatten``'s order, dicts rebuilt in sorted key
+        order. Leaves are typed as ``aval_of`` types them in the mode ``x64``. None, with
+        nothing declared, when ``args`` holds anything but tuples, lists, dicts with str
+        keys, None, ``numpy.ndarray``\ s of IR dtypes and Python scalars."""
     def inline_traced(self, jaxpr: Jaxpr, inputs: Sequence[Any], make: type[_T], trace: object) -> list[_T]:
         """Records the equations of ``jaxpr`` (no constvars) applied to ``inputs`` (one
         per invar: tracers, :class:`Var` or :class:`Literal`) in one call; returns one

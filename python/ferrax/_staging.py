@@ -14,7 +14,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from ferrax import _ir, dtypes
+from ferrax import _config, _ir, dtypes
 from ferrax._array import Array, type_name
 from ferrax._core import (
     ConcreteArray,
@@ -56,6 +56,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _F32 = np.dtype(np.float32)
 _I32 = np.dtype(np.int32)
 _NO_PARAMS: dict[str, Any] = {}
+_LEAF_TREE = tree_flatten(0)[1]
 _pack_f32 = struct.Struct("f")
 # The abstract values of scalar literals, one object per (dtype, weak type).
 _scalar_avals: dict[tuple[np.dtype[Any], bool], _ir.ShapedArray] = {}
@@ -92,12 +93,15 @@ class _AvalKind:
     __slots__ = ("aval", "same", "scalar", "weak", "float", "literals")
 
     def __init__(self, aval: _ir.ShapedArray, trace: StagingTrace) -> None:
+        """The kind of ``aval``, recorded in ``trace._kinds``."""
+        trace._kinds[id(aval)] = self
         dtype, weak = aval.dtype, aval.weak_type
         self.aval = aval  # keeps id(aval) valid while this entry lives
         self.weak = weak
-        self.float = dtypes.is_float(dtype)
+        # (dtypes.is_float and x64_enabled, read inline: this runs once per type.)
+        self.float = dtype.kind == "f" or dtype == dtypes.bfloat16
         self.scalar = "f" if dtype == _F32 else "i" if dtype == _I32 else None
-        if weak and dtypes.x64_enabled():
+        if weak and _config._x64:
             # With x64 a Python scalar is a weak 64-bit value: with a weak 32-bit one it
             # promotes to 64 bits, so no literal of this dtype.
             self.scalar = None
@@ -105,25 +109,13 @@ class _AvalKind:
         self.literals = trace._literals.setdefault((self.scalar, weak), {})
 
 
-class _BroadcastPlan:
-    """Two tracers' operator, staged: ``self_low`` says which operand (``x``, the one the
-    operator is a method of, or the other) is rank-promoted by ``broadcast_in_dim`` with
-    ``params`` first; None when neither is (and ``params`` unused)."""
-
-    __slots__ = ("self_low", "params")
-
-    def __init__(self, self_low: bool | None, params: dict[str, Any]) -> None:
-        self.self_low = self_low
-        self.params = params
-
-
-# The plan of types the operator fast paths leave to the general way.
-_NO_PLAN = _BroadcastPlan(None, _NO_PARAMS)
-
-
-def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    """Whether shapes ``a`` and ``b`` broadcast together (NumPy's rule)."""
-    return all(m == n or m == 1 or n == 1 for m, n in zip(reversed(a), reversed(b)))
+# How the operator fast paths stage two tracers of different types, ``x <op> other``
+# (see StagingTrace._broadcast_plan): ``(self_low, params)``, where the lower-rank operand
+# (``x``, the one the operator is a method of, if ``self_low``; else ``other``) is first
+# rank-promoted by ``broadcast_in_dim`` with ``params`` (None: neither is). Falsy
+# (``_NO_PLAN``) when the general way must decide.
+_BroadcastPlan = tuple[bool, dict[str, Any] | None] | tuple[()]
+_NO_PLAN: _BroadcastPlan = ()
 
 
 def _staged_operator(
@@ -146,9 +138,12 @@ def _staged_operator(
         trace = self._trace
         if trace.main.innermost_dynamic:
             aval = self.aval
-            kind = trace._kinds.get(id(aval)) or trace._kind(aval)
+            kind = trace._kinds.get(id(aval)) or _AvalKind(aval, trace)
             t = type(other)
             operand: Any = None
+            # The broadcast_in_dim params of a rank promotion first (of x if self_low).
+            promote: dict[str, Any] | None = None
+            self_low = False
             if t is JaxprTracer:
                 if other._trace is trace and kind.same and (not divide or kind.scalar == "f"):
                     if other.aval is aval:
@@ -157,9 +152,9 @@ def _staged_operator(
                         plan = trace._broadcasts.get((id(aval), id(other.aval), reflected))
                         if plan is None:
                             plan = trace._broadcast_plan(aval, other.aval, reflected)
-                        if plan is not _NO_PLAN:
-                            out: Array = trace._broadcast_binary(name, plan, self, other, reflected)
-                            return out
+                        if plan:
+                            operand = other
+                            self_low, promote = plan
             elif t is float or t is int:
                 scalar = kind.scalar
                 if scalar == "f" or (scalar == "i" and t is int and not divide):
@@ -167,13 +162,16 @@ def _staged_operator(
                     if operand is None or not other:
                         operand = trace._literal(kind, other)
             if operand is not None:
+                x = self
+                builder = trace.builder
                 try:
-                    return trace.builder.add_eqn_traced(
-                        name,
-                        [operand, self] if reflected else [self, operand],
-                        _NO_PARAMS,
-                        JaxprTracer,
-                        trace,
+                    if promote is not None:
+                        if self_low:
+                            x = builder.add_eqn_traced("broadcast_in_dim", [x], promote, JaxprTracer, trace)[0]
+                        else:
+                            operand = builder.add_eqn_traced("broadcast_in_dim", [operand], promote, JaxprTracer, trace)[0]
+                    return builder.add_eqn_traced(
+                        name, [operand, x] if reflected else [x, operand], _NO_PARAMS, JaxprTracer, trace
                     )[0]
                 except TypeCheckError as e:
                     raise TypeCheckError(f"{e}\n  while tracing, at {user_location()}") from None
@@ -213,7 +211,7 @@ class StagingTrace(Trace):
     """Records primitives as equations of a jaxpr."""
 
     def __init__(self, main: MainTrace) -> None:
-        super().__init__(main)
+        self.main = main  # (Trace.__init__, inline: one trace per staging)
         self.state: _Staging = main.global_data
         self.builder: _ir.JaxprBuilder = self.state.builder
         # id(aval) -> what the operator fast paths may do with values of that type.
@@ -287,10 +285,6 @@ class StagingTrace(Trace):
 
     # ----------------------------------------------------------- operator fast paths
 
-    def _kind(self, aval: _ir.ShapedArray) -> _AvalKind:
-        kind = self._kinds[id(aval)] = _AvalKind(aval, self)
-        return kind
-
     def _broadcast_plan(self, aval: _ir.ShapedArray, other: _ir.ShapedArray, reflected: bool) -> _BroadcastPlan:
         """How ``x <op> y`` (``y <op> x`` if ``reflected``) of two types of one dtype and
         weak type is staged, as ferrax.numpy's ``broadcast_operands`` stages it:
@@ -298,32 +292,27 @@ class StagingTrace(Trace):
         equal shapes in distinct aval objects, shapes that do not broadcast)."""
         plan = _NO_PLAN
         a, b = aval.shape, other.shape
-        if other.dtype == aval.dtype and other.weak_type == aval.weak_type and a != b and _broadcasts(a, b):
-            lead = abs(len(a) - len(b))
-            if not a or not b or lead == 0:
-                # Scalars and operands of equal rank go to the primitive as they are.
-                plan = _BroadcastPlan(None, _NO_PARAMS)
+        if other.dtype == aval.dtype and other.weak_type == aval.weak_type and a != b:
+            # Whether the shapes broadcast together (NumPy's rule), trailing axes first.
+            for m, n in zip(reversed(a), reversed(b)):
+                if m != n and m != 1 and n != 1:
+                    break
             else:
-                # The lower-rank operand gets leading size-1 axes (_rank_promote).
-                low = b if len(a) > len(b) else a
-                rank = len(low) + lead
-                params = {"shape": (1,) * lead + low, "broadcast_dimensions": tuple(range(lead, rank))}
-                plan = _BroadcastPlan(len(a) < len(b), params)
+                lead = abs(len(a) - len(b))
+                if not a or not b or lead == 0:
+                    # Scalars and operands of equal rank go to the primitive as they are.
+                    plan = (False, None)
+                else:
+                    # The lower-rank operand gets leading size-1 axes (_rank_promote).
+                    low = b if len(a) > len(b) else a
+                    rank = len(low) + lead
+                    params = {"shape": (1,) * lead + low, "broadcast_dimensions": tuple(range(lead, rank))}
+                    plan = (len(a) < len(b), params)
         self._broadcasts[id(aval), id(other), reflected] = plan
         # The ids stay valid while the avals live: the kinds keep them.
-        self._kind(other)
+        if id(other) not in self._kinds:
+            _AvalKind(other, self)
         return plan
-
-    def _broadcast_binary(self, name: str, plan: _BroadcastPlan, x: JaxprTracer, y: JaxprTracer, reflected: bool) -> Array:
-        if plan.self_low is not None:
-            low = x if plan.self_low else y
-            up = self.builder.add_eqn_traced("broadcast_in_dim", [low], plan.params, JaxprTracer, self)[0]
-            if plan.self_low:
-                x = up
-            else:
-                y = up
-        out: Array = self.builder.add_eqn_traced(name, [y, x] if reflected else [x, y], _NO_PARAMS, JaxprTracer, self)[0]
-        return out
 
     def _literal(self, kind: _AvalKind, value: float) -> _ir.Literal | None:
         """The literal ``value`` becomes next to a value of this type, as NumPy converts
@@ -362,7 +351,7 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
                 trace = x._trace
                 if trace.main.innermost_dynamic:
                     aval = x.aval
-                    kind = trace._kinds.get(id(aval)) or trace._kind(aval)
+                    kind = trace._kinds.get(id(aval)) or _AvalKind(aval, trace)
                     if kind.float:
                         return trace.process_primitive(primitive, [x], _NO_PARAMS)[0]
             elif isinstance(x, Tracer) and ((dtype := x.aval.dtype) is _F32 or dtypes.is_float(dtype)):
@@ -396,16 +385,29 @@ def trace_to_jaxpr(
     with new_main(StagingTrace, state, dynamic=True) as main:
         trace = main.trace
         assert isinstance(trace, StagingTrace)
-        # Equal input types share one aval object (as the builder's outputs do).
-        shared: dict[_ir.ShapedArray, _ir.ShapedArray] = {}
-        tracers = [
-            JaxprTracer(trace, state.builder.add_invar(a), shared.setdefault(a, a)) for a in in_avals
-        ]
-        args = tree_unflatten(in_tree, tracers)
-        out = f(*args)
+        args = tree_unflatten(in_tree, _input_tracers(state, trace, in_avals))
+        return _stage_call(f, args, state, trace)
+
+
+def _input_tracers(state: _Staging, trace: StagingTrace, in_avals: Sequence[_ir.ShapedArray]) -> list[JaxprTracer]:
+    """A tracer of a new input variable per type."""
+    # Equal input types share one aval object (as the builder's outputs do).
+    shared: dict[_ir.ShapedArray, _ir.ShapedArray] = {}
+    return [JaxprTracer(trace, state.builder.add_invar(a), shared.setdefault(a, a)) for a in in_avals]
+
+
+def _stage_call(
+    f: Callable[..., Any], args: Sequence[Any], state: _Staging, trace: StagingTrace
+) -> tuple[_ir.ClosedJaxpr, PyTreeDef]:
+    """Stages ``f(*args)`` (``args`` holding the input tracers) and builds the jaxpr."""
+    out = f(*args)
+    if type(out) is JaxprTracer and out._trace is trace:
+        # The common result, one tracer of this trace: nothing to flatten or raise.
+        out_atoms, out_tree = [out.atom], _LEAF_TREE
+    else:
         flat_out, out_tree = tree_flatten(out)
         out_atoms = [trace.full_raise(x).atom for x in flat_out]
-        jaxpr = state.builder.build(out_atoms)
+    jaxpr = state.builder.build(out_atoms)
     return _ir.ClosedJaxpr(jaxpr, state.consts), out_tree
 
 
@@ -453,11 +455,21 @@ def make_jaxpr(
     """
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
-    @functools.wraps(f)
     def make(*args: Any) -> _ir.ClosedJaxpr:
         if not static:
-            flat, in_tree = tree_flatten(args)
-            return trace_to_jaxpr(f, [_arg_aval(x, i) for i, x in enumerate(flat)], in_tree)[0]
+            # trace_to_jaxpr of the arguments' flattened types. The builder makes the
+            # input tracers of trees of built-in containers and NumPy or Python scalar
+            # leaves in one call; other trees are flattened here.
+            state = _Staging()
+            with new_main(StagingTrace, state, dynamic=True) as main:
+                trace = main.trace
+                assert isinstance(trace, StagingTrace)
+                staged = state.builder.stage_args(args, JaxprTracer, trace, _config._x64)
+                if staged is None:
+                    flat, in_tree = tree_flatten(args)
+                    avals = [_arg_aval(x, i) for i, x in enumerate(flat)]
+                    staged = tree_unflatten(in_tree, _input_tracers(state, trace, avals))
+                return _stage_call(f, staged, state, trace)[0]
         n = len(args)
         fixed = {(i % n if n else i): _static_key(f, args[i], i, n) for i in static if -n <= i < n}
         dynamic = [a for i, a in enumerate(args) if i not in fixed]
@@ -472,6 +484,13 @@ def make_jaxpr(
         closed, _ = trace_to_jaxpr(call, avals, in_tree)
         return closed
 
+    # Named as JAX names it, ``make_jaxpr(f)``, and wrapping ``f``: set here rather than by
+    # functools.wraps, which runs several functions on each call of make_jaxpr.
+    name = getattr(f, "__name__", "<unnamed function>")
+    make.__name__ = f"make_jaxpr({name})"
+    make.__qualname__ = f"make_jaxpr({getattr(f, '__qualname__', name)})"
+    make.__doc__ = getattr(f, "__doc__", None)
+    make.__wrapped__ = f  # type: ignore[attr-defined]
     return make
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, aval_of, user_location
-from ferrax._staging import innermost_staging
+from ferrax._staging import JaxprTracer
 from ferrax.numpy._promotion import ArrayLike, Axis, DTypeLike, as_array, convert
 from ferrax.numpy import _promotion, _ufuncs
 from ferrax.numpy._shape import insert_axes, normalize_axes, normalize_axis, ravel, reshape
@@ -25,6 +25,7 @@ from ferrax.numpy._shape import insert_axes, normalize_axes, normalize_axis, rav
 __all__ = ["all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "sum"]
 
 _HALF = (np.dtype(np.float16), dtypes.bfloat16)
+_F32 = np.dtype(np.float32)
 
 
 def _accumulator(d: np.dtype[Any]) -> np.dtype[Any]:
@@ -96,17 +97,24 @@ def sum(
 ) -> Array:
     """The sum over ``axis`` (all axes by default): ``reduce_sum``, plus ``initial``,
     of the elements where ``where`` is true."""
-    if axis is None and dtype is None and not keepdims and initial is None and where is None:
-        trace = innermost_staging(a, a)
-        if trace is not None:
-            # A tracer of the innermost staging trace summed whole in its own strong
-            # dtype: the one reduce_sum the general way records, recorded at once.
-            aval = aval_of(a)
-            d = aval.dtype
-            if not aval.weak_type and d != np.bool_ and _accumulator(d) == d and _compute(d) == d:
-                params = {"axes": tuple(range(len(aval.shape))), "out_sharding": None}
-                out: Array = trace.process_primitive(lax.reduce_sum_p, [a], params)[0]
-                return out
+    if (
+        type(a) is JaxprTracer
+        and a._trace.main.innermost_dynamic
+        and axis is None
+        and dtype is None
+        and not keepdims
+        and initial is None
+        and where is None
+    ):
+        # A tracer of the innermost staging trace summed whole in its own strong dtype:
+        # the one reduce_sum the general way records, recorded at once.
+        trace = a._trace
+        aval = a.aval
+        d = aval.dtype
+        if not aval.weak_type and (d == _F32 or (d != np.bool_ and _accumulator(d) == d and _compute(d) == d)):
+            params = {"axes": tuple(range(len(aval.shape))), "out_sharding": None}
+            out: Array = trace.process_primitive(lax.reduce_sum_p, [a], params)[0]
+            return out
     return _accumulate("sum", lax.reduce_sum, _ufuncs.add, 0, a, axis, dtype, keepdims, initial, where)
 
 

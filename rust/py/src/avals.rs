@@ -9,11 +9,12 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyInt, PyString, PyTuple};
 
 /// The NumPy dtype objects of the IR's dtypes and their scalar types (`numpy.float32`), in
-/// `DType::ALL` order, and `numpy.dtype`.
+/// `DType::ALL` order, `numpy.dtype` and `numpy.ndarray`.
 struct NumpyDTypes {
     dtypes: Vec<Py<PyAny>>,
     scalar_types: Vec<Py<PyAny>>,
     dtype_fn: Py<PyAny>,
+    ndarray: Py<PyAny>,
 }
 
 static NUMPY_DTYPES: PyOnceLock<NumpyDTypes> = PyOnceLock::new();
@@ -39,6 +40,7 @@ fn numpy_dtypes(py: Python<'_>) -> PyResult<&NumpyDTypes> {
             dtypes,
             scalar_types,
             dtype_fn: dtype_fn.unbind(),
+            ndarray: numpy.getattr("ndarray")?.unbind(),
         })
     })
 }
@@ -61,6 +63,39 @@ pub fn dtype_to_py(py: Python<'_>, d: DType) -> PyResult<Bound<'_, PyAny>> {
         Some(obj) => Ok(obj.bind(py).clone()),
         None => Err(PyTypeError::new_err(format!("no NumPy dtype for {d}"))),
     }
+}
+
+/// The abstract value of a `numpy.ndarray` (exactly that class, not a subclass) whose dtype
+/// is one of NumPy's own objects for an IR dtype, as ferrax types it: 64-bit dtypes become
+/// their 32-bit types unless `x64`. None for anything else (other objects, byte-swapped
+/// or unsupported dtypes), which the caller reads the general way.
+pub fn numpy_array_aval(obj: &Bound<'_, PyAny>, x64: bool) -> PyResult<Option<AbstractValue>> {
+    let py = obj.py();
+    let cache = numpy_dtypes(py)?;
+    if !obj.get_type().is(cache.ndarray.bind(py)) {
+        return Ok(None);
+    }
+    let dtype = obj.getattr(pyo3::intern!(py, "dtype"))?;
+    let Some(i) = cache.dtypes.iter().position(|d| d.bind(py).is(&dtype)) else {
+        return Ok(None);
+    };
+    let dtype = match DType::ALL[i] {
+        DType::F64 if !x64 => DType::F32,
+        DType::I64 if !x64 => DType::I32,
+        DType::U64 if !x64 => DType::U32,
+        d => d,
+    };
+    let shape = obj.getattr(pyo3::intern!(py, "shape"))?;
+    let Ok(shape) = shape.cast::<PyTuple>() else {
+        return Ok(None);
+    };
+    let mut dims = Vec::with_capacity(shape.len());
+    for d in shape.iter() {
+        dims.push(d.extract::<i64>()?);
+    }
+    Ok(Shape::new(&dims)
+        .ok()
+        .map(|shape| AbstractValue::new(shape, dtype)))
 }
 
 /// Whether `obj` is a `numpy.dtype` instance.

@@ -6,7 +6,7 @@
 //! primitive's `abstract_eval`) or a call from another thread while one is running raises
 //! `BuilderError` instead of deadlocking.
 
-use crate::avals::{describe, dtype_from_py, ShapedArray};
+use crate::avals::{describe, dtype_from_py, numpy_array_aval, ShapedArray};
 use crate::errors::{self, Error, Result};
 use crate::jaxpr::{Jaxpr, Literal, Origin, Var};
 use crate::params::params_from_py;
@@ -236,6 +236,94 @@ fn alloc_instance<'py>(cls: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> 
         };
         Bound::from_owned_ptr_or_err(py, alloc(tp, 0))
     }
+}
+
+/// The last `n` values, in the order they were made last to first (the children of the
+/// container `stage_args` is rebuilding, first child first).
+fn take_children<'py>(values: &mut Vec<Bound<'py, PyAny>>, n: usize) -> Vec<Bound<'py, PyAny>> {
+    let at = values.len().saturating_sub(n);
+    let mut children = values.split_off(at);
+    children.reverse();
+    children
+}
+
+/// A node of an argument tree `stage_args` takes, in pre-order.
+enum ArgNode<'py> {
+    Leaf(AbstractValue),
+    Tuple(usize),
+    List(usize),
+    /// A dict with str keys: its keys in sorted order, which its children follow.
+    Dict(Vec<Bound<'py, PyString>>),
+    None,
+}
+
+/// How many nodes `stage_args` reads before leaving a tree to Python (a tree that holds
+/// itself never ends).
+const STAGE_ARGS_MAX_NODES: usize = 1 << 16;
+
+/// The nodes of `args` in pre-order (dict children in sorted key order, as `tree_flatten`
+/// orders them), or None when it holds anything but tuples, lists and dicts (of exactly
+/// those classes; dicts with str keys), None, `numpy.ndarray`s of IR dtypes and Python
+/// scalars. Calls no Python code.
+fn arg_nodes<'py>(args: &Bound<'py, PyAny>, x64: bool) -> PyResult<Option<Vec<ArgNode<'py>>>> {
+    let mut nodes = Vec::new();
+    let mut stack = vec![args.clone()];
+    while let Some(x) = stack.pop() {
+        if nodes.len() >= STAGE_ARGS_MAX_NODES {
+            return Ok(None);
+        }
+        if let Ok(t) = x.cast_exact::<PyTuple>() {
+            nodes.push(ArgNode::Tuple(t.len()));
+            let at = stack.len();
+            stack.extend(t.iter());
+            stack[at..].reverse();
+        } else if let Ok(l) = x.cast_exact::<PyList>() {
+            nodes.push(ArgNode::List(l.len()));
+            let at = stack.len();
+            stack.extend(l.iter());
+            stack[at..].reverse();
+        } else if let Ok(d) = x.cast_exact::<PyDict>() {
+            let mut items = Vec::with_capacity(d.len());
+            for (k, v) in d.iter() {
+                let Ok(key) = k.cast_exact::<PyString>() else {
+                    return Ok(None);
+                };
+                let Ok(text) = key.to_str() else {
+                    return Ok(None);
+                };
+                // Python orders strs by code point, as Rust orders their UTF-8 bytes.
+                items.push((text.to_owned(), key.clone(), v));
+            }
+            items.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut keys = Vec::with_capacity(items.len());
+            let at = stack.len();
+            for (_, key, value) in items {
+                keys.push(key);
+                stack.push(value);
+            }
+            stack[at..].reverse();
+            nodes.push(ArgNode::Dict(keys));
+        } else if x.is_none() {
+            nodes.push(ArgNode::None);
+        } else {
+            let aval = if x.is_exact_instance_of::<PyFloat>() {
+                let d = if x64 { DType::F64 } else { DType::F32 };
+                AbstractValue::scalar(d).with_weak_type(true)
+            } else if x.is_exact_instance_of::<PyBool>() {
+                AbstractValue::scalar(DType::Bool)
+            } else if x.is_exact_instance_of::<PyInt>() {
+                let d = if x64 { DType::I64 } else { DType::I32 };
+                AbstractValue::scalar(d).with_weak_type(true)
+            } else {
+                match numpy_array_aval(&x, x64)? {
+                    Some(aval) => aval,
+                    None => return Ok(None),
+                }
+            };
+            nodes.push(ArgNode::Leaf(aval));
+        }
+    }
+    Ok(Some(nodes))
 }
 
 /// Reads an equation's params; an empty dict (the common case while tracing) needs no
@@ -508,6 +596,69 @@ impl JaxprBuilder {
             list.append(obj)?;
         }
         Ok(list)
+    }
+
+    /// Declares an input variable per leaf of the pytree `args` and returns the same tree
+    /// with a tracer (made as `add_eqn_traced` makes them) in place of each leaf, in one
+    /// call: the leaves in `tree_flatten`'s order, containers rebuilt as
+    /// `tree_unflatten` rebuilds them (dicts in sorted key order). Leaves are typed as
+    /// `aval_of` types them (`x64`: the mode). None, with nothing declared, when `args`
+    /// holds anything but tuples, lists, dicts with str keys, None, `numpy.ndarray`s of
+    /// IR dtypes and Python scalars: the caller then stages it the general way.
+    #[pyo3(signature = (args, make, trace, x64))]
+    fn stage_args<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyAny>,
+        make: &Bound<'py, PyType>,
+        trace: &Bound<'py, PyAny>,
+        x64: bool,
+    ) -> Result<Option<Bound<'py, PyAny>>> {
+        let Some(nodes) = arg_nodes(args, x64)? else {
+            return Ok(None);
+        };
+        let ids = self.with(|b| {
+            Ok(nodes
+                .iter()
+                .filter_map(|n| match n {
+                    ArgNode::Leaf(aval) => Some((b.add_invar(aval.clone()), aval)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>())
+        })?;
+        let mut tracers = Vec::with_capacity(ids.len());
+        for (id, aval) in ids {
+            let shared = self.shared_aval(py, aval)?;
+            let var = Py::new(py, self.var(id, aval.clone()))?;
+            let obj = alloc_instance(make)?;
+            obj.setattr(intern!(py, "_trace"), trace)?;
+            obj.setattr(intern!(py, "atom"), var)?;
+            obj.setattr(intern!(py, "aval"), shared)?;
+            tracers.push(obj);
+        }
+        // The nodes in reverse pre-order: each container's children are then the last
+        // values made, last child first.
+        let mut values: Vec<Bound<'py, PyAny>> = Vec::with_capacity(nodes.len());
+        for node in nodes.iter().rev() {
+            let value = match node {
+                ArgNode::Leaf(_) => match tracers.pop() {
+                    Some(t) => t,
+                    None => return Err(errors::builder("stage_args: a leaf without its tracer")),
+                },
+                ArgNode::None => py.None().into_bound(py),
+                ArgNode::Tuple(n) => PyTuple::new(py, take_children(&mut values, *n))?.into_any(),
+                ArgNode::List(n) => PyList::new(py, take_children(&mut values, *n))?.into_any(),
+                ArgNode::Dict(keys) => {
+                    let dict = PyDict::new(py);
+                    for (key, value) in keys.iter().zip(take_children(&mut values, keys.len())) {
+                        dict.set_item(key, value)?;
+                    }
+                    dict.into_any()
+                }
+            };
+            values.push(value);
+        }
+        Ok(values.pop())
     }
 
     /// Records the equations of `jaxpr` (no constvars) applied to `inputs` (tracers,
