@@ -239,9 +239,12 @@ PRODUCT_SHAPES = [((4, 3), (3, 2)), ((3,), (3, 2)), ((4, 3), (3,)), ((3,), (3,))
 
 
 def _no_product_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ferrax import _staging
     from ferrax.numpy import _products
 
+    # Both names: ferrax.numpy's dot and matmul, and the tracer's `@`.
     monkeypatch.setattr(_products, "_staged_product", lambda a, b: None)
+    monkeypatch.setattr(_staging, "_staged_product", lambda a, b: None)
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -25,6 +25,7 @@ __all__ = [
     "Literal",
     "LoweringError",
     "ParseError",
+    "Params",
     "PassError",
     "RewriteError",
     "RuleSet",
@@ -305,6 +306,19 @@ class ExtensionPrimitive:
         calling them as a ``jit`` named ``transpose(<name>)``."""
 
 @final
+class Params:
+    """A primitive's params converted from Python once, for equations that reuse them
+    (given to :class:`JaxprBuilder` in place of a dict). Given to an equation of another
+    primitive, a :class:`TypeCheckError`."""
+
+    def __new__(cls, primitive: str | ExtensionPrimitive, params: Mapping[str, object]) -> Params: ...
+    @property
+    def primitive(self) -> str:
+        """The primitive's name."""
+    def to_dict(self) -> dict[str, Any]:
+        """The params as a dict, as :attr:`JaxprEqn.params` gives them."""
+
+@final
 class JaxprBuilder:
     """Builds one jaxpr, equation by equation.
 
@@ -332,7 +346,7 @@ class JaxprBuilder:
         self,
         primitive: str | ExtensionPrimitive,
         inputs: Sequence[Var | Literal],
-        params: Mapping[str, object],
+        params: Mapping[str, object] | Params,
     ) -> list[Var]:
         """Applies a primitive; returns its fresh output variables, typed by its rule.
 
@@ -344,7 +358,7 @@ class JaxprBuilder:
         self,
         primitive: str | ExtensionPrimitive,
         inputs: Sequence[Var | Literal],
-        params: Mapping[str, object],
+        params: Mapping[str, object] | Params,
     ) -> list[tuple[Var, ShapedArray]]:
         """:meth:`add_eqn` for tracing: a ``(var, aval)`` pair per output, where ``aval``
         is one shared object per type for this builder (the one given to
@@ -354,7 +368,7 @@ class JaxprBuilder:
         self,
         primitive: str | ExtensionPrimitive,
         inputs: Sequence[Any],
-        params: Mapping[str, object],
+        params: Mapping[str, object] | Params,
         make: type[_T],
         trace: object,
     ) -> list[_T]:
@@ -378,7 +392,7 @@ class JaxprBuilder:
         self,
         primitive: str | ExtensionPrimitive,
         inputs: Sequence[Var | Literal],
-        params: Mapping[str, object],
+        params: Mapping[str, object] | Params,
         outvars: Sequence[Var],
     ) -> None:
         """Adds an equation binding variables made by :meth:`new_var`; checked at build."""

@@ -32,7 +32,7 @@ from ferrax._interpreters.axis_env import axis_env
 from ferrax.errors import BuilderError, TypeCheckError, UnexpectedTracerError, escaped_tracer_message
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
-__all__ = ["JaxprTracer", "StagingTrace", "innermost_staging", "make_jaxpr", "staged_float_unary", "trace_to_jaxpr"]
+__all__ = ["JaxprTracer", "StagingTrace", "make_jaxpr", "staged_float_unary", "trace_to_jaxpr"]
 
 
 class _Staging:
@@ -114,8 +114,23 @@ class _AvalKind:
 # (``x``, the one the operator is a method of, if ``self_low``; else ``other``) is first
 # rank-promoted by ``broadcast_in_dim`` with ``params`` (None: neither is). Falsy
 # (``_NO_PLAN``) when the general way must decide.
-_BroadcastPlan = tuple[bool, dict[str, Any] | None] | tuple[()]
+_BroadcastPlan = tuple[bool, _ir.Params | None] | tuple[()]
 _NO_PLAN: _BroadcastPlan = ()
+# (leading axes added, the lower-rank shape) -> the broadcast_in_dim params of that rank
+# promotion, converted once.
+_promotions: dict[tuple[int, tuple[int, ...]], _ir.Params] = {}
+
+
+def _promotion(lead: int, low: tuple[int, ...]) -> _ir.Params:
+    params = _promotions.get((lead, low))
+    if params is None:
+        if len(_promotions) >= 4096:
+            _promotions.clear()
+        rank = len(low) + lead
+        params = _promotions[lead, low] = _ir.Params(
+            "broadcast_in_dim", {"shape": (1,) * lead + low, "broadcast_dimensions": tuple(range(lead, rank))}
+        )
+    return params
 
 
 def _staged_operator(
@@ -142,7 +157,7 @@ def _staged_operator(
             t = type(other)
             operand: Any = None
             # The broadcast_in_dim params of a rank promotion first (of x if self_low).
-            promote: dict[str, Any] | None = None
+            promote: _ir.Params | None = None
             self_low = False
             if t is JaxprTracer:
                 if other._trace is trace and kind.same and (not divide or kind.scalar == "f"):
@@ -195,6 +210,12 @@ class JaxprTracer(Tracer):
         self._trace = trace
         self.atom = atom
         self.aval = aval
+
+    def __matmul__(self, other: Any) -> Array:
+        # The staged product at once (as ferrax.numpy.matmul would record it), else the
+        # general way.
+        out = _staged_product(self, other)
+        return Array.__matmul__(self, other) if out is None else out
 
     # Fast paths of the arithmetic operators (see _staged_operator).
     __add__ = _staged_operator("add", False, False, Array.__add__)
@@ -304,10 +325,7 @@ class StagingTrace(Trace):
                     plan = (False, None)
                 else:
                     # The lower-rank operand gets leading size-1 axes (_rank_promote).
-                    low = b if len(a) > len(b) else a
-                    rank = len(low) + lead
-                    params = {"shape": (1,) * lead + low, "broadcast_dimensions": tuple(range(lead, rank))}
-                    plan = (len(a) < len(b), params)
+                    plan = (len(a) < len(b), _promotion(lead, b if len(a) > len(b) else a))
         self._broadcasts[id(aval), id(other), reflected] = plan
         # The ids stay valid while the avals live: the kinds keep them.
         if id(other) not in self._kinds:
@@ -365,15 +383,44 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
     return wrap
 
 
-def innermost_staging(x: Any, y: Any) -> StagingTrace | None:
-    """The staging trace ``x`` and ``y`` are both tracers of, when it is the innermost
-    trace (a primitive applied to them alone is then recorded there, as ``bind``
-    would); else None."""
-    if type(x) is JaxprTracer and type(y) is JaxprTracer:
-        trace = x._trace
-        if trace is y._trace and trace.main.innermost_dynamic:
-            return trace
-    return None
+# (contracted axis of x, of y, dtype) -> dot_general's params (see _staged_product),
+# converted once by the builder's module.
+_product_params: dict[tuple[int, int, Any], _ir.Params] = {}
+
+
+def _staged_product(a: Any, b: Any) -> Array | None:
+    """``dot``/``matmul`` (and ``@``) of two tracers of the innermost staging trace of one
+    strong dtype, ``b`` of rank 1 or 2 and contraction sizes equal: their one
+    ``dot_general`` equation, recorded as the general way records it (None for anything
+    else, which the general way stages or reports)."""
+    if type(a) is not JaxprTracer or type(b) is not JaxprTracer:
+        return None
+    trace = a._trace
+    if trace is not b._trace or not trace.main.innermost_dynamic:
+        return None
+    x, y = a.aval, b.aval
+    dtype = x.dtype
+    if y.dtype != dtype or x.weak_type or y.weak_type:
+        return None
+    xs, ys = x.shape, y.shape
+    if not xs or len(ys) not in (1, 2):
+        return None
+    xc, yc = len(xs) - 1, 0
+    if xs[xc] != ys[yc]:
+        return None
+    params = _product_params.get((xc, yc, dtype))
+    if params is None:
+        params = _product_params[xc, yc, dtype] = _ir.Params(
+            "dot_general",
+            {
+                "dimension_numbers": (((xc,), (yc,)), ((), ())),
+                "preferred_element_type": dtypes.canonicalize(dtype, "dot_general"),
+            },
+        )
+    # Recorded as process_primitive records it; the checks above leave dot_general's
+    # shape rule nothing to refuse, and the builder is live while its trace is innermost.
+    out: Array = trace.builder.add_eqn_traced("dot_general", [a, b], params, JaxprTracer, trace)[0]
+    return out
 
 
 def trace_to_jaxpr(

@@ -14,7 +14,7 @@ from typing import Any
 from ferrax import dtypes, lax
 from ferrax._array import Array
 from ferrax._core import aval_of
-from ferrax._staging import innermost_staging
+from ferrax._staging import _staged_product
 from ferrax.numpy._promotion import (
     ArrayLike,
     as_array,
@@ -28,38 +28,6 @@ from ferrax.numpy._shape import transpose
 from ferrax.numpy._ufuncs import multiply
 
 __all__ = ["dot", "matmul"]
-
-
-# (contracted axis of x, of y, dtype) -> dot_general's params (see _staged_product).
-_product_params: dict[tuple[int, int, Any], dict[str, Any]] = {}
-
-
-def _staged_product(a: Any, b: Any) -> Array | None:
-    """``dot``/``matmul`` of two tracers of the innermost staging trace of one strong
-    dtype, ``b`` of rank 1 or 2 and contraction sizes equal: their one ``dot_general``
-    equation, recorded as the general way records it (None for anything else, which the
-    general way stages or reports)."""
-    trace = innermost_staging(a, b)
-    if trace is None:
-        return None
-    x, y = a.aval, b.aval
-    dtype = x.dtype
-    if y.dtype != dtype or x.weak_type or y.weak_type:
-        return None
-    xs, ys = x.shape, y.shape
-    if not xs or len(ys) not in (1, 2):
-        return None
-    xc, yc = len(xs) - 1, 0
-    if xs[xc] != ys[yc]:
-        return None
-    params = _product_params.get((xc, yc, dtype))
-    if params is None:
-        params = _product_params[xc, yc, dtype] = {
-            "dimension_numbers": (((xc,), (yc,)), ((), ())),
-            "preferred_element_type": dtypes.canonicalize(dtype, "dot_general"),
-        }
-    out: Array = trace.process_primitive(lax.dot_general_p, [a, b], params)[0]
-    return out
 
 
 def _operands(name: str, a: ArrayLike, b: ArrayLike) -> tuple[Array, Array]:

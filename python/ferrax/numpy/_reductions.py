@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ferrax import dtypes, lax
+from ferrax import _ir, dtypes, lax
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, aval_of, user_location
 from ferrax._staging import JaxprTracer
@@ -26,6 +26,8 @@ __all__ = ["all", "any", "argmax", "argmin", "max", "mean", "min", "prod", "sum"
 
 _HALF = (np.dtype(np.float16), dtypes.bfloat16)
 _F32 = np.dtype(np.float32)
+# rank -> the params of reduce_sum over every axis (sum's staging fast path), converted once.
+_sum_all_params: dict[int, _ir.Params] = {}
 
 
 def _accumulator(d: np.dtype[Any]) -> np.dtype[Any]:
@@ -112,8 +114,12 @@ def sum(
         aval = a.aval
         d = aval.dtype
         if not aval.weak_type and (d == _F32 or (d != np.bool_ and _accumulator(d) == d and _compute(d) == d)):
-            params = {"axes": tuple(range(len(aval.shape))), "out_sharding": None}
-            out: Array = trace.process_primitive(lax.reduce_sum_p, [a], params)[0]
+            rank = len(aval.shape)
+            params = _sum_all_params.get(rank)
+            if params is None:
+                params = _sum_all_params[rank] = _ir.Params("reduce_sum", {"axes": tuple(range(rank)), "out_sharding": None})
+            # Recorded as process_primitive records it (a whole sum has nothing to refuse).
+            out: Array = trace.builder.add_eqn_traced("reduce_sum", [a], params, JaxprTracer, trace)[0]
             return out
     return _accumulate("sum", lax.reduce_sum, _ufuncs.add, 0, a, axis, dtype, keepdims, initial, where)
 

@@ -9,7 +9,7 @@
 use crate::avals::{describe, dtype_from_py, numpy_array_aval, ShapedArray};
 use crate::errors::{self, Error, Result};
 use crate::jaxpr::{Jaxpr, Literal, Origin, Var};
-use crate::params::params_from_py;
+use crate::params::{params_from_py, PyParams};
 use crate::primitives::ExtensionPrimitive;
 use ferrax_ir::fxhash::FxBuild;
 use ferrax_ir::jaxpr::{Atom, VarId};
@@ -326,12 +326,16 @@ fn arg_nodes<'py>(args: &Bound<'py, PyAny>, x64: bool) -> PyResult<Option<Vec<Ar
     Ok(Some(nodes))
 }
 
-/// Reads an equation's params; an empty dict (the common case while tracing) needs no
-/// schema lookup.
+/// Reads an equation's params: a mapping, or a `Params` made for the primitive. An empty
+/// dict (the common case while tracing) needs no schema lookup.
 fn read_params(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Result<Params> {
     match params.cast::<PyDict>() {
         Ok(d) if d.is_empty() => Ok(Params::empty()),
-        _ => params_from_py(primitive, params),
+        Ok(_) => params_from_py(primitive, params),
+        Err(_) => match params.cast::<PyParams>() {
+            Ok(p) => p.get().for_primitive(primitive),
+            Err(_) => params_from_py(primitive, params),
+        },
     }
 }
 

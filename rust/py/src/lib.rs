@@ -29,6 +29,7 @@ fn _ir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<jaxpr::Jaxpr>()?;
     m.add_class::<jaxpr::ClosedJaxpr>()?;
     m.add_class::<builder::JaxprBuilder>()?;
+    m.add_class::<params::PyParams>()?;
     m.add_class::<primitives::ExtensionPrimitive>()?;
     m.add_class::<rewrite::RuleSet>()?;
     m.add_class::<dispatch::Dispatcher>()?;

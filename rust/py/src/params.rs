@@ -857,3 +857,58 @@ fn dot_dims_of(v: &Bound<'_, PyAny>) -> Result<Option<DotDimensionNumbers>> {
         _ => None,
     })
 }
+
+/// A primitive's params converted from Python once, for equations that reuse them: the
+/// staging fast paths give the builder one of these instead of a dict, so an equation
+/// costs no conversion. Given to an equation of another primitive, a `TypeCheckError`.
+#[pyclass(frozen, module = "ferrax._ir", name = "Params")]
+pub struct PyParams {
+    primitive: Primitive,
+    params: Params,
+}
+
+impl PyParams {
+    /// These params, for an equation of `primitive`.
+    pub fn for_primitive(&self, primitive: &Primitive) -> Result<Params> {
+        if self.primitive != *primitive {
+            return Err(errors::type_check(format!(
+                "params made for {} given to an equation of {}",
+                self.primitive.name(),
+                primitive.name()
+            )));
+        }
+        Ok(self.params.clone())
+    }
+}
+
+#[pymethods]
+impl PyParams {
+    /// Converts `params` (a mapping of param names to values, as `add_eqn` takes them)
+    /// for equations of `primitive` (a built-in's name or an `ExtensionPrimitive`).
+    #[new]
+    #[pyo3(signature = (primitive, params))]
+    fn py_new(primitive: &Bound<'_, PyAny>, params: &Bound<'_, PyAny>) -> Result<PyParams> {
+        let primitive = crate::builder::primitive_from_py(primitive)?;
+        let params = params_from_py(&primitive, params)?;
+        Ok(PyParams { primitive, params })
+    }
+
+    /// The primitive's name.
+    #[getter]
+    fn primitive(&self) -> &str {
+        self.primitive.name()
+    }
+
+    /// The params as a dict, as `JaxprEqn.params` gives them.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        params_to_py(py, &self.params)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Params({:?}, {})",
+            self.primitive.name(),
+            params_to_py(py, &self.params)?.repr()?
+        ))
+    }
+}
