@@ -85,6 +85,8 @@ def test_every_way_of_adding_an_equation_takes_a_handle() -> None:
 
 class _Tracer:
     __slots__ = ("_trace", "atom", "aval")
+    atom: _ir.Var
+    aval: ShapedArray
 
 
 def test_a_handle_of_another_primitive_is_refused() -> None:
@@ -111,7 +113,7 @@ def test_bad_params_are_refused_where_a_dict_is() -> None:
     with pytest.raises(TypeCheckError, match="unknown primitive"):
         _ir.Params("no_such_primitive", {})
     with pytest.raises(TypeError):
-        _ir.Params("add", {1: 2})
+        _ir.Params("add", {1: 2})  # type: ignore[dict-item]
     # A param the rule does not know: refused when the equation is added, as a dict is.
     stray = _ir.Params("neg", {"stray": 1})
     b = JaxprBuilder()
