@@ -125,8 +125,8 @@ def test_bad_params_are_refused_where_a_dict_is() -> None:
     assert str(from_handle.value) == str(from_dict.value)
 
 
-def test_the_fast_paths_record_what_the_general_way_records() -> None:
-    # The handles the fast paths keep across traces are the params the general way makes.
+def test_handles_kept_across_traces_record_what_jax_records() -> None:
+    # The handles the fast paths keep from one trace to the next give JAX's equations.
     import jax
 
     w, b, x = np.ones((8, 4), np.float32), np.ones(4, np.float32), np.ones((2, 8), np.float32)

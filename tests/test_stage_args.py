@@ -22,7 +22,7 @@ import pytest
 
 import ferrax
 import ferrax.numpy as fnp
-from ferrax import _ir
+from ferrax import _ir, tree_util
 from ferrax._staging import JaxprTracer, _arg_aval, trace_to_jaxpr
 from ferrax.tree_util import tree_flatten, tree_leaves
 
@@ -164,12 +164,86 @@ def test_a_tree_holding_itself_is_left_to_python() -> None:
     loop: list[Any] = [1.0]
     loop.append(loop)
     assert not _takes_fast_path((loop,))
+    # Wide: each node read puts 10^5 more in wait.
+    wide: list[Any] = []
+    wide.extend([wide] * 100_000)
+    assert not _takes_fast_path((wide,))
 
 
 def test_many_leaves() -> None:
-    args = ([np.float32(i) if i % 7 == 0 else float(i) for i in range(300)], {str(i): i for i in range(300)})
+    # Keys sorted as strs ("10" before "2"), as tree_flatten sorts them.
+    args = ([float(i) for i in range(300)], {str(i): i for i in range(300)})
+    assert _takes_fast_path(args)
     fast, slow = _both(*args)
     assert fast == slow
+
+
+def test_a_tree_too_large_to_read_takes_the_general_way() -> None:
+    args = ([[0.5] * 1000 for _ in range(70)],)
+    assert not _takes_fast_path(args)
+    fast, slow = _both(*args)
+    assert fast == slow
+
+
+class Pair:
+    """A registered pytree node whose flatten computes with ferrax.numpy."""
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+
+tree_util.register_pytree_node(Pair, lambda p: ((fnp.asarray(p.a) * 2, p.b), None), lambda _, c: Pair(*c))
+
+
+def test_a_registered_node_is_flattened_outside_the_trace() -> None:
+    # Its flatten runs before tracing (no equation of it is recorded), as JAX runs it.
+    def f(p: Pair) -> Any:
+        return p.a + p.b
+
+    x = np.ones(3, np.float32)
+    ours = ferrax.make_jaxpr(f)(Pair(x, x))
+    assert [e.primitive for e in ours.jaxpr.eqns] == ["add"]
+    assert not _takes_fast_path((Pair(x, x),))
+
+
+def test_registering_a_leaf_type_as_a_node_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    # If Python floats are nodes (an odd registration, but an allowed one), tree_flatten
+    # decides what they are: make_jaxpr no longer reads them itself.
+    monkeypatch.setattr(tree_util, "_registry", dict(tree_util._registry))
+    monkeypatch.setattr(tree_util, "_leaf_types", set())
+    monkeypatch.setattr(tree_util, "_leaf_types_registered", False)
+    tree_util.register_pytree_node(float, lambda x: ((), x), lambda aux, _: aux)
+    assert tree_util._leaf_types_registered
+    closed = ferrax.make_jaxpr(lambda a, b: a)(np.ones(2, np.float32), 2.5)
+    assert len(closed.jaxpr.invars) == 1  # the float is a node without leaves
+
+
+def test_the_trace_state_is_restored_after_an_error() -> None:
+    def inner(x: Any) -> Any:
+        raise ValueError("inside")
+
+    def outer(x: Any, w: Any) -> Any:
+        with pytest.raises(ValueError, match="inside"):
+            ferrax.make_jaxpr(inner)(np.ones(3, np.float32))
+        # The outer trace is the innermost again: its fast paths record.
+        return fnp.sum(x @ w + x[0])
+
+    x, w = np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)
+    closed = ferrax.make_jaxpr(outer)(x, w)
+    prims = [e.primitive for e in closed.jaxpr.eqns]
+    assert prims[0] == "dot_general" and prims[-1] == "reduce_sum", prims
+    from ferrax._core import trace_state
+
+    state = trace_state()
+    assert len(state.stack) == 1 and not state.dynamic
+
+
+def test_a_whole_sum_of_keys_is_refused_at_the_user_line() -> None:
+    # Not a number: sum's fast path leaves it to the general way, which refuses it.
+    key = ferrax.random.key(0)
+    with pytest.raises(TypeError, match="key<fry>") as info:
+        ferrax.make_jaxpr(lambda k: fnp.sum(k))(key)
+    assert "test_stage_args.py" in str(info.value)
 
 
 def test_dict_arguments_match_jax_invar_order() -> None:

@@ -313,15 +313,18 @@ class new_main:  # noqa: N801 - a context manager used as a function
     ``contextlib`` generator: every trace enters one, and this runs fewer functions.)
     """
 
-    __slots__ = ("_trace_type", "_global_data", "_dynamic", "_main", "_outer")
+    __slots__ = ("_trace_type", "_global_data", "_dynamic", "_main", "_outer", "_state")
 
     def __init__(self, trace_type: type[Trace], global_data: Any = None, *, dynamic: bool = False) -> None:
         self._trace_type = trace_type
         self._global_data = global_data
         self._dynamic = dynamic
+        self._state: _TraceState | None = None
 
     def __enter__(self) -> MainTrace:
-        state = _state
+        if self._state is not None:
+            raise RuntimeError("new_main: this transformation is already on the stack")
+        state = self._state = _state
         stack = state.stack
         main = self._main = MainTrace(len(stack), self._trace_type, self._global_data)
         stack.append(main)
@@ -334,7 +337,8 @@ class new_main:  # noqa: N801 - a context manager used as a function
         return main
 
     def __exit__(self, *exc: object) -> None:
-        state = _state
+        state = self._state
+        assert state is not None
         if self._dynamic:
             state.dynamic.pop()
             self._main.innermost_dynamic = False
@@ -697,7 +701,8 @@ def aval_of(x: Any) -> _ir.ShapedArray:
 
     NumPy values and Python scalars are typed as JAX types them in the current mode:
     64-bit NumPy dtypes are their 32-bit types unless x64 is on; a Python ``int`` is a
-    weak int32 (int64 with x64), a ``float`` a weak float32 (float64).
+    weak int32 (int64 with x64), a ``float`` a weak float32 (float64). (``make_jaxpr``'s
+    arguments are typed the same way in Rust, by ``JaxprBuilder.stage_args``.)
     """
     if isinstance(x, (Tracer, ConcreteArray)):
         return x.aval

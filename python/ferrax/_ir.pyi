@@ -383,7 +383,7 @@ class JaxprBuilder:
         each leaf: leaves in ``tree_flatten``'s order, dicts rebuilt in sorted key
         order. Leaves are typed as ``aval_of`` types them in the mode ``x64``. None, with
         nothing declared, when ``args`` holds anything but tuples, lists, dicts with str
-        keys, None, ``numpy.ndarray``\ s of IR dtypes and Python scalars."""
+        keys, None, NumPy arrays of IR dtypes and Python scalars."""
     def inline_traced(self, jaxpr: Jaxpr, inputs: Sequence[Any], make: type[_T], trace: object) -> list[_T]:
         """Records the equations of ``jaxpr`` (no constvars) applied to ``inputs`` (one
         per invar: tracers, :class:`Var` or :class:`Literal`) in one call; returns one

@@ -30,6 +30,7 @@ from ferrax._core import (
 )
 from ferrax._interpreters.axis_env import axis_env
 from ferrax.errors import BuilderError, TypeCheckError, UnexpectedTracerError, escaped_tracer_message
+from ferrax import tree_util
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["JaxprTracer", "StagingTrace", "make_jaxpr", "staged_float_unary", "trace_to_jaxpr"]
@@ -98,7 +99,7 @@ class _AvalKind:
         dtype, weak = aval.dtype, aval.weak_type
         self.aval = aval  # keeps id(aval) valid while this entry lives
         self.weak = weak
-        # (dtypes.is_float and x64_enabled, read inline: this runs once per type.)
+        # (dtypes.is_float and dtypes.x64_enabled, inline: one call fewer each per type.)
         self.float = dtype.kind == "f" or dtype == dtypes.bfloat16
         self.scalar = "f" if dtype == _F32 else "i" if dtype == _I32 else None
         if weak and _config._x64:
@@ -178,18 +179,13 @@ def _staged_operator(
                         operand = trace._literal(kind, other)
             if operand is not None:
                 x = self
-                builder = trace.builder
-                try:
-                    if promote is not None:
-                        if self_low:
-                            x = builder.add_eqn_traced("broadcast_in_dim", [x], promote, JaxprTracer, trace)[0]
-                        else:
-                            operand = builder.add_eqn_traced("broadcast_in_dim", [operand], promote, JaxprTracer, trace)[0]
-                    return builder.add_eqn_traced(
-                        name, [operand, x] if reflected else [x, operand], _NO_PARAMS, JaxprTracer, trace
-                    )[0]
-                except TypeCheckError as e:
-                    raise TypeCheckError(f"{e}\n  while tracing, at {user_location()}") from None
+                if promote is not None:
+                    if self_low:
+                        x = trace.record("broadcast_in_dim", [x], promote)[0]
+                    else:
+                        operand = trace.record("broadcast_in_dim", [operand], promote)[0]
+                out: Array = trace.record(name, [operand, x] if reflected else [x, operand], _NO_PARAMS)[0]
+                return out
         return general(self, other)
 
     operator.__name__ = operator.__qualname__ = general.__name__
@@ -205,8 +201,9 @@ class JaxprTracer(Tracer):
     aval: _ir.ShapedArray
 
     def __init__(self, trace: StagingTrace, atom: _ir.Var | _ir.Literal, aval: _ir.ShapedArray) -> None:
-        # JaxprBuilder.add_eqn_traced makes equation outputs without calling __init__,
-        # setting these three attributes: keep it in step.
+        # JaxprBuilder.add_eqn_traced (equation outputs) and stage_args (inputs) make
+        # tracers without calling __init__, setting these three attributes: keep them in
+        # step.
         self._trace = trace
         self.atom = atom
         self.aval = aval
@@ -232,7 +229,7 @@ class StagingTrace(Trace):
     """Records primitives as equations of a jaxpr."""
 
     def __init__(self, main: MainTrace) -> None:
-        self.main = main  # (Trace.__init__, inline: one trace per staging)
+        self.main = main  # (Trace.__init__'s one line, inline: one call fewer per trace)
         self.state: _Staging = main.global_data
         self.builder: _ir.JaxprBuilder = self.state.builder
         # id(aval) -> what the operator fast paths may do with values of that type.
@@ -288,15 +285,18 @@ class StagingTrace(Trace):
         return var
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
+        return self.record(primitive.name if primitive._builtin else primitive.ir_primitive(), tracers, params)
+
+    def record(
+        self, primitive: str | _ir.ExtensionPrimitive, tracers: list[Any], params: dict[str, Any] | _ir.Params
+    ) -> list[Any]:
+        """Records one equation (a built-in's name or an extension primitive) of these
+        tracers and params (a dict or a converted ``Params``) and returns its outputs'
+        tracers: ``process_primitive``, for callers that have the primitive's name (the
+        staging fast paths)."""
         try:
             # The builder reads each tracer's atom and makes the output tracers itself.
-            return self.builder.add_eqn_traced(
-                primitive.name if primitive._builtin else primitive.ir_primitive(),
-                tracers,
-                params,
-                JaxprTracer,
-                self,
-            )
+            return self.builder.add_eqn_traced(primitive, tracers, params, JaxprTracer, self)
         except TypeCheckError as e:
             raise TypeCheckError(f"{e}\n  while tracing, at {user_location()}") from None
         except BuilderError:
@@ -383,9 +383,9 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
     return wrap
 
 
-# (contracted axis of x, of y, dtype) -> dot_general's params (see _staged_product),
-# converted once by the builder's module.
-_product_params: dict[tuple[int, int, Any], _ir.Params] = {}
+# (contracted axis of x, of y, dtype, x64) -> dot_general's params (see
+# _staged_product), converted once.
+_product_params: dict[tuple[int, int, Any, bool], _ir.Params] = {}
 
 
 def _staged_product(a: Any, b: Any) -> Array | None:
@@ -408,18 +408,17 @@ def _staged_product(a: Any, b: Any) -> Array | None:
     xc, yc = len(xs) - 1, 0
     if xs[xc] != ys[yc]:
         return None
-    params = _product_params.get((xc, yc, dtype))
+    key = (xc, yc, dtype, _config._x64)
+    params = _product_params.get(key)
     if params is None:
-        params = _product_params[xc, yc, dtype] = _ir.Params(
+        params = _product_params[key] = _ir.Params(
             "dot_general",
             {
                 "dimension_numbers": (((xc,), (yc,)), ((), ())),
                 "preferred_element_type": dtypes.canonicalize(dtype, "dot_general"),
             },
         )
-    # Recorded as process_primitive records it; the checks above leave dot_general's
-    # shape rule nothing to refuse, and the builder is live while its trace is innermost.
-    out: Array = trace.builder.add_eqn_traced("dot_general", [a, b], params, JaxprTracer, trace)[0]
+    out: Array = trace.record("dot_general", [a, b], params)[0]
     return out
 
 
@@ -506,17 +505,19 @@ def make_jaxpr(
         if not static:
             # trace_to_jaxpr of the arguments' flattened types. The builder makes the
             # input tracers of trees of built-in containers and NumPy or Python scalar
-            # leaves in one call; other trees are flattened here.
-            state = _Staging()
-            with new_main(StagingTrace, state, dynamic=True) as main:
-                trace = main.trace
-                assert isinstance(trace, StagingTrace)
-                staged = state.builder.stage_args(args, JaxprTracer, trace, _config._x64)
-                if staged is None:
-                    flat, in_tree = tree_flatten(args)
-                    avals = [_arg_aval(x, i) for i, x in enumerate(flat)]
-                    staged = tree_unflatten(in_tree, _input_tracers(state, trace, avals))
-                return _stage_call(f, staged, state, trace)[0]
+            # leaves in one call (unless such leaves were registered as pytree nodes);
+            # other trees are flattened outside the trace, as trace_to_jaxpr's callers
+            # do (a registered node's flatten may compute).
+            if not tree_util._leaf_types_registered:
+                state = _Staging()
+                with new_main(StagingTrace, state, dynamic=True) as main:
+                    trace = main.trace
+                    assert isinstance(trace, StagingTrace)
+                    staged = state.builder.stage_args(args, JaxprTracer, trace, _config._x64)
+                    if staged is not None:
+                        return _stage_call(f, staged, state, trace)[0]
+            flat, in_tree = tree_flatten(args)
+            return trace_to_jaxpr(f, [_arg_aval(x, i) for i, x in enumerate(flat)], in_tree)[0]
         n = len(args)
         fixed = {(i % n if n else i): _static_key(f, args[i], i, n) for i in static if -n <= i < n}
         dynamic = [a for i, a in enumerate(args) if i not in fixed]

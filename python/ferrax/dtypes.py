@@ -75,6 +75,7 @@ _SUPPORTED = frozenset(
 ) | {bfloat16}
 
 # What a 64-bit dtype becomes without x64.
+# (rust/py/src/avals.rs, numpy_array_aval, narrows NumPy arguments the same way.)
 _TO_32: dict[np.dtype[Any], np.dtype[Any]] = {_F64: _F32, _I64: _I32, _U64: _U32}
 
 x64_enabled = _config.x64_enabled

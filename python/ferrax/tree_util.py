@@ -77,6 +77,10 @@ _registry: dict[type, _NodeKind] = {}
 _BUILT_IN = (tuple, list, dict, OrderedDict, defaultdict, type(None))
 # Types seen to be leaves (a cache for flattening; registering a type clears it).
 _leaf_types: set[type] = set()
+# Whether one of the leaf types make_jaxpr's builder reads itself (Python scalars, NumPy
+# arrays: see JaxprBuilder.stage_args) has been registered as a node; it then leaves
+# every argument tree to tree_flatten.
+_leaf_types_registered = False
 
 
 def register_pytree_node(
@@ -98,8 +102,11 @@ def register_pytree_node(
             f"Duplicate custom PyTreeDef type registration for {nodetype}: "
             f"{nodetype.__name__} is already a pytree node type"
         )
+    global _leaf_types_registered
     _registry[nodetype] = _NodeKind(flatten_func, unflatten_func, flatten_with_keys_func)
     _leaf_types.clear()
+    if nodetype in (bool, int, float) or (nodetype.__module__, nodetype.__qualname__) == ("numpy", "ndarray"):
+        _leaf_types_registered = True
 
 
 def register_pytree_node_class(cls: C) -> C:

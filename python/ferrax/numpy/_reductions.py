@@ -113,13 +113,12 @@ def sum(
         trace = a._trace
         aval = a.aval
         d = aval.dtype
-        if not aval.weak_type and (d == _F32 or (d != np.bool_ and _accumulator(d) == d and _compute(d) == d)):
+        if not aval.weak_type and (d == _F32 or (d.kind in "iuf" and _accumulator(d) == d and _compute(d) == d)):
             rank = len(aval.shape)
             params = _sum_all_params.get(rank)
             if params is None:
                 params = _sum_all_params[rank] = _ir.Params("reduce_sum", {"axes": tuple(range(rank)), "out_sharding": None})
-            # Recorded as process_primitive records it (a whole sum has nothing to refuse).
-            out: Array = trace.builder.add_eqn_traced("reduce_sum", [a], params, JaxprTracer, trace)[0]
+            out: Array = trace.record("reduce_sum", [a], params)[0]
             return out
     return _accumulate("sum", lax.reduce_sum, _ufuncs.add, 0, a, axis, dtype, keepdims, initial, where)
 

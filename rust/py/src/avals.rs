@@ -79,6 +79,7 @@ pub fn numpy_array_aval(obj: &Bound<'_, PyAny>, x64: bool) -> PyResult<Option<Ab
     let Some(i) = cache.dtypes.iter().position(|d| d.bind(py).is(&dtype)) else {
         return Ok(None);
     };
+    // `ferrax.dtypes.canonical`'s narrowing (keep in step).
     let dtype = match DType::ALL[i] {
         DType::F64 if !x64 => DType::F32,
         DType::I64 if !x64 => DType::I32,

@@ -269,7 +269,8 @@ fn arg_nodes<'py>(args: &Bound<'py, PyAny>, x64: bool) -> PyResult<Option<Vec<Ar
     let mut nodes = Vec::new();
     let mut stack = vec![args.clone()];
     while let Some(x) = stack.pop() {
-        if nodes.len() >= STAGE_ARGS_MAX_NODES {
+        // Nodes read and nodes waiting: a wide tree that holds itself stops here too.
+        if nodes.len() + stack.len() >= STAGE_ARGS_MAX_NODES {
             return Ok(None);
         }
         if let Ok(t) = x.cast_exact::<PyTuple>() {
@@ -306,6 +307,7 @@ fn arg_nodes<'py>(args: &Bound<'py, PyAny>, x64: bool) -> PyResult<Option<Vec<Ar
         } else if x.is_none() {
             nodes.push(ArgNode::None);
         } else {
+            // Typed as `aval_of` types them (keep in step).
             let aval = if x.is_exact_instance_of::<PyFloat>() {
                 let d = if x64 { DType::F64 } else { DType::F32 };
                 AbstractValue::scalar(d).with_weak_type(true)
@@ -324,6 +326,22 @@ fn arg_nodes<'py>(args: &Bound<'py, PyAny>, x64: bool) -> PyResult<Option<Vec<Ar
         }
     }
     Ok(Some(nodes))
+}
+
+/// A tracer: a new instance of `make`, made without calling its `__init__`, with its
+/// attributes `_trace`, `atom` and `aval` set (what `JaxprTracer.__init__` sets).
+fn new_tracer<'py>(
+    make: &Bound<'py, PyType>,
+    trace: &Bound<'py, PyAny>,
+    atom: Py<PyAny>,
+    aval: Py<ShapedArray>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = make.py();
+    let obj = alloc_instance(make)?;
+    obj.setattr(intern!(py, "_trace"), trace)?;
+    obj.setattr(intern!(py, "atom"), atom)?;
+    obj.setattr(intern!(py, "aval"), aval)?;
+    Ok(obj)
 }
 
 /// Reads an equation's params: a mapping, or a `Params` made for the primitive. An empty
@@ -593,11 +611,7 @@ impl JaxprBuilder {
         for (id, aval) in made {
             let shared = self.shared_aval(py, &aval)?;
             let var = Py::new(py, self.var(id, aval))?;
-            let obj = alloc_instance(make)?;
-            obj.setattr(intern!(py, "_trace"), trace)?;
-            obj.setattr(atom_name, var)?;
-            obj.setattr(intern!(py, "aval"), shared)?;
-            list.append(obj)?;
+            list.append(new_tracer(make, trace, var.into_any(), shared)?)?;
         }
         Ok(list)
     }
@@ -608,7 +622,9 @@ impl JaxprBuilder {
     /// `tree_unflatten` rebuilds them (dicts in sorted key order). Leaves are typed as
     /// `aval_of` types them (`x64`: the mode). None, with nothing declared, when `args`
     /// holds anything but tuples, lists, dicts with str keys, None, `numpy.ndarray`s of
-    /// IR dtypes and Python scalars: the caller then stages it the general way.
+    /// IR dtypes and Python scalars: the caller then stages it the general way. (An
+    /// error raised while making the tracers, out of memory, leaves inputs declared: the
+    /// builder is then for discarding.)
     #[pyo3(signature = (args, make, trace, x64))]
     fn stage_args<'py>(
         &self,
@@ -634,11 +650,7 @@ impl JaxprBuilder {
         for (id, aval) in ids {
             let shared = self.shared_aval(py, aval)?;
             let var = Py::new(py, self.var(id, aval.clone()))?;
-            let obj = alloc_instance(make)?;
-            obj.setattr(intern!(py, "_trace"), trace)?;
-            obj.setattr(intern!(py, "atom"), var)?;
-            obj.setattr(intern!(py, "aval"), shared)?;
-            tracers.push(obj);
+            tracers.push(new_tracer(make, trace, var.into_any(), shared)?);
         }
         // The nodes in reverse pre-order: each container's children are then the last
         // values made, last child first.
@@ -733,15 +745,11 @@ impl JaxprBuilder {
         let list = PyList::empty(py);
         for (atom, aval) in outs {
             let shared = self.shared_aval(py, &aval)?;
-            let atom_obj: Bound<'py, PyAny> = match atom {
-                Input::Var(id) => Py::new(py, self.var(id, aval))?.into_bound(py).into_any(),
-                Input::Lit(lit) => Py::new(py, Literal { lit })?.into_bound(py).into_any(),
+            let atom_obj: Py<PyAny> = match atom {
+                Input::Var(id) => Py::new(py, self.var(id, aval))?.into_any(),
+                Input::Lit(lit) => Py::new(py, Literal { lit })?.into_any(),
             };
-            let obj = alloc_instance(make)?;
-            obj.setattr(intern!(py, "_trace"), trace)?;
-            obj.setattr(atom_name, atom_obj)?;
-            obj.setattr(intern!(py, "aval"), shared)?;
-            list.append(obj)?;
+            list.append(new_tracer(make, trace, atom_obj, shared)?)?;
         }
         Ok(list)
     }
