@@ -29,7 +29,7 @@ from ferrax._core import (
     user_location,
 )
 from ferrax._interpreters.axis_env import axis_env
-from ferrax.errors import BuilderError, TypeCheckError, UnexpectedTracerError, escaped_tracer_message
+from ferrax.errors import BuilderError, FerraxError, TypeCheckError, UnexpectedTracerError, escaped_tracer_message
 from ferrax import tree_util
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
@@ -178,14 +178,20 @@ def _staged_operator(
                     if operand is None or not other:
                         operand = trace._literal(kind, other)
             if operand is not None:
+                # Recorded as StagingTrace.record records them (inline: operators are hot).
                 x = self
-                if promote is not None:
-                    if self_low:
-                        x = trace.record("broadcast_in_dim", [x], promote)[0]
-                    else:
-                        operand = trace.record("broadcast_in_dim", [operand], promote)[0]
-                out: Array = trace.record(name, [operand, x] if reflected else [x, operand], _NO_PARAMS)[0]
-                return out
+                builder = trace.builder
+                try:
+                    if promote is not None:
+                        if self_low:
+                            x = builder.add_eqn_traced("broadcast_in_dim", [x], promote, JaxprTracer, trace)[0]
+                        else:
+                            operand = builder.add_eqn_traced("broadcast_in_dim", [operand], promote, JaxprTracer, trace)[0]
+                    return builder.add_eqn_traced(
+                        name, [operand, x] if reflected else [x, operand], _NO_PARAMS, JaxprTracer, trace
+                    )[0]
+                except (TypeCheckError, BuilderError) as e:
+                    raise _tracing_error(e, [self, other]) from None
         return general(self, other)
 
     operator.__name__ = operator.__qualname__ = general.__name__
@@ -285,24 +291,21 @@ class StagingTrace(Trace):
         return var
 
     def process_primitive(self, primitive: Primitive, tracers: list[Any], params: dict[str, Any]) -> list[Any]:
-        return self.record(primitive.name if primitive._builtin else primitive.ir_primitive(), tracers, params)
-
-    def record(
-        self, primitive: str | _ir.ExtensionPrimitive, tracers: list[Any], params: dict[str, Any] | _ir.Params
-    ) -> list[Any]:
-        """Records one equation (a built-in's name or an extension primitive) of these
-        tracers and params (a dict or a converted ``Params``) and returns its outputs'
-        tracers: ``process_primitive``, for callers that have the primitive's name (the
-        staging fast paths)."""
         try:
             # The builder reads each tracer's atom and makes the output tracers itself.
-            return self.builder.add_eqn_traced(primitive, tracers, params, JaxprTracer, self)
-        except TypeCheckError as e:
-            raise TypeCheckError(f"{e}\n  while tracing, at {user_location()}") from None
-        except BuilderError:
-            # The jaxpr was built: these tracers escaped their tracing.
-            avals = ", ".join(t.aval.str_short() for t in tracers if isinstance(t, JaxprTracer))
-            raise UnexpectedTracerError(escaped_tracer_message(avals, user_location())) from None
+            return self.builder.add_eqn_traced(
+                primitive.name if primitive._builtin else primitive.ir_primitive(), tracers, params, JaxprTracer, self
+            )
+        except (TypeCheckError, BuilderError) as e:
+            raise _tracing_error(e, tracers) from None
+
+    def record(self, name: str, tracers: list[Any], params: dict[str, Any] | _ir.Params) -> list[Any]:
+        """``process_primitive`` of the built-in primitive ``name``, with its params as a
+        dict or converted once (the staging fast paths' equations)."""
+        try:
+            return self.builder.add_eqn_traced(name, tracers, params, JaxprTracer, self)
+        except (TypeCheckError, BuilderError) as e:
+            raise _tracing_error(e, tracers) from None
 
     # ----------------------------------------------------------- operator fast paths
 
@@ -353,6 +356,16 @@ class StagingTrace(Trace):
                 kind.literals.clear()
             kind.literals[value] = lit
         return lit
+
+
+def _tracing_error(e: TypeCheckError | BuilderError, tracers: Sequence[Any]) -> FerraxError:
+    """The error to raise for the builder's refusal of an equation of these tracers: a
+    shape rule's ``TypeCheckError`` naming the user's line, or, when the jaxpr was built,
+    ``UnexpectedTracerError`` (the tracers escaped their tracing)."""
+    if isinstance(e, TypeCheckError):
+        return TypeCheckError(f"{e}\n  while tracing, at {user_location()}")
+    avals = ", ".join(t.aval.str_short() for t in tracers if isinstance(t, JaxprTracer))
+    return UnexpectedTracerError(escaped_tracer_message(avals, user_location()))
 
 
 def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
