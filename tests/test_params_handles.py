@@ -76,15 +76,32 @@ def test_every_way_of_adding_an_equation_takes_a_handle() -> None:
     ((z, aval),) = b.add_eqn_typed("dot_general", [x, w], dims)
     assert y.aval == z.aval == aval == _f32(2, 4)
     (t,) = b.add_eqn_traced("dot_general", [x, w], dims, _Tracer, None)
-    assert t.aval == _f32(2, 4)
+    one = b.add_eqn_traced_one("dot_general", [x, w], dims, _Tracer, "the trace")
+    assert t.aval == one.aval == _f32(2, 4) and one._trace == "the trace"
+    # The same type: the same shared aval object.
+    assert one.aval is t.aval is aval
     out = b.new_var(_f32(2, 4))
     b.add_eqn_with_outvars("dot_general", [x, w], dims, [out])
-    jaxpr = b.build([y, z, t.atom, out])
-    assert [str(e.params["dimension_numbers"]) for e in jaxpr.eqns] == ["(((1,), (0,)), ((), ()))"] * 4
+    jaxpr = b.build([y, z, t.atom, one.atom, out])
+    assert [str(e.params["dimension_numbers"]) for e in jaxpr.eqns] == ["(((1,), (0,)), ((), ()))"] * 5
+
+
+def test_add_eqn_traced_one_takes_one_output_primitives() -> None:
+    b = JaxprBuilder()
+    x = b.add_invar(ShapedArray((3,), np.int32))
+    # A tracer input: its `atom` is read.
+    t = b.add_eqn_traced_one("neg", [x], {}, _Tracer, None)
+    assert b.add_eqn_traced_one("add", [t, x], {}, _Tracer, None).aval == x.aval
+    # sort of two operands has two outputs: refused, as add_eqn_traced would give two.
+    sort = {"dimension": 0, "is_stable": True, "num_keys": 1}
+    assert len(b.add_eqn_traced("sort", [x, x], sort, _Tracer, None)) == 2
+    with pytest.raises(TypeError, match="sort does not have one output"):
+        b.add_eqn_traced_one("sort", [x, x], sort, _Tracer, None)
 
 
 class _Tracer:
     __slots__ = ("_trace", "atom", "aval")
+    _trace: object
     atom: _ir.Var
     aval: ShapedArray
 

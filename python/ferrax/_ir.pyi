@@ -377,6 +377,17 @@ class JaxprBuilder:
         new instance of ``make``, made without calling its ``__init__``, with its
         attributes ``_trace``, ``atom`` and ``aval`` set to ``trace``, the output variable
         and its shared :class:`ShapedArray`."""
+    def add_eqn_traced_one(
+        self,
+        primitive: str | ExtensionPrimitive,
+        inputs: Sequence[Any],
+        params: Mapping[str, object] | Params,
+        make: type[_T],
+        trace: object,
+    ) -> _T:
+        """:meth:`add_eqn_traced` of a primitive with one output: returns that output's
+        tracer itself. A primitive with another number of outputs is a ``TypeError``
+        (after its equation is recorded)."""
     def stage_args(self, args: object, make: type[object], trace: object, x64: bool) -> Any | None:
         """Declares an input variable per leaf of the pytree ``args`` and returns the
         same tree with a tracer (made as :meth:`add_eqn_traced` makes them) in place of

@@ -184,12 +184,12 @@ def _staged_operator(
                 try:
                     if promote is not None:
                         if self_low:
-                            x = builder.add_eqn_traced("broadcast_in_dim", [x], promote, JaxprTracer, trace)[0]
+                            x = builder.add_eqn_traced_one("broadcast_in_dim", [x], promote, JaxprTracer, trace)
                         else:
-                            operand = builder.add_eqn_traced("broadcast_in_dim", [operand], promote, JaxprTracer, trace)[0]
-                    return builder.add_eqn_traced(
+                            operand = builder.add_eqn_traced_one("broadcast_in_dim", [operand], promote, JaxprTracer, trace)
+                    return builder.add_eqn_traced_one(
                         name, [operand, x] if reflected else [x, operand], _NO_PARAMS, JaxprTracer, trace
-                    )[0]
+                    )
                 except (TypeCheckError, BuilderError) as e:
                     raise _tracing_error(e, [self, other]) from None
         return general(self, other)
@@ -375,6 +375,8 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
     it; another float tracer (of a JVP or batching trace, ...) is bound at once; any
     other operand calls the function."""
 
+    assert primitive._builtin, "the fast path records built-in primitives by name"
+
     def wrap(fun: F) -> F:
         @functools.wraps(fun)
         def call(x: Any, /) -> Any:
@@ -384,7 +386,11 @@ def staged_float_unary(primitive: Primitive) -> Callable[[F], F]:
                     aval = x.aval
                     kind = trace._kinds.get(id(aval)) or _AvalKind(aval, trace)
                     if kind.float:
-                        return trace.process_primitive(primitive, [x], _NO_PARAMS)[0]
+                        # Recorded as StagingTrace.record records it (inline: hot).
+                        try:
+                            return trace.builder.add_eqn_traced_one(primitive.name, [x], _NO_PARAMS, JaxprTracer, trace)
+                        except (TypeCheckError, BuilderError) as e:
+                            raise _tracing_error(e, [x]) from None
             elif isinstance(x, Tracer) and ((dtype := x.aval.dtype) is _F32 or dtypes.is_float(dtype)):
                 # What the function does with it: no promotion, then the primitive
                 # (bind's own fast path finds the tracer's trace as the top one).

@@ -186,6 +186,53 @@ impl JaxprBuilder {
         }
     }
 
+    /// Adds an equation of tracer inputs (see `add_eqn_traced`); its outputs' variables
+    /// and types.
+    fn add_traced(
+        &self,
+        primitive: Primitive,
+        inputs: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+    ) -> Result<Vec<(VarId, AbstractValue)>> {
+        let params = read_params(&primitive, params)?;
+        let atom_name = intern!(inputs.py(), "atom");
+        let read_one = |x: Bound<'_, PyAny>| -> Result<Input> {
+            if x.cast::<Var>().is_ok() || x.cast::<Literal>().is_ok() {
+                self.input(&x)
+            } else {
+                self.input(&x.getattr(atom_name)?)
+            }
+        };
+        let read = match inputs.cast::<PyList>() {
+            Ok(list) => list.iter().map(read_one).collect::<Result<Vec<_>>>()?,
+            Err(_) => {
+                let mut read = Vec::new();
+                for x in inputs.try_iter()? {
+                    read.push(read_one(x?)?);
+                }
+                read
+            }
+        };
+        self.with(|b| {
+            let atoms = to_atoms(b, read);
+            typed_outputs(b, primitive, atoms, params)
+        })
+    }
+
+    /// The tracer of one of this builder's variables (see `new_tracer`).
+    fn tracer<'py>(
+        &self,
+        py: Python<'py>,
+        id: VarId,
+        aval: AbstractValue,
+        make: &Bound<'py, PyType>,
+        trace: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let shared = self.shared_aval(py, &aval)?;
+        let var = Py::new(py, self.var(id, aval))?;
+        new_tracer(make, trace, var.into_any(), shared)
+    }
+
     /// Declares a variable with `declare` and returns it as a `Var`.
     fn declare(
         &self,
@@ -583,37 +630,36 @@ impl JaxprBuilder {
         make: &Bound<'py, PyType>,
         trace: &Bound<'py, PyAny>,
     ) -> Result<Bound<'py, PyList>> {
-        let primitive = primitive_from_py(primitive)?;
-        let params = read_params(&primitive, params)?;
-        let atom_name = intern!(py, "atom");
-        let read_one = |x: Bound<'py, PyAny>| -> Result<Input> {
-            if x.cast::<Var>().is_ok() || x.cast::<Literal>().is_ok() {
-                self.input(&x)
-            } else {
-                self.input(&x.getattr(atom_name)?)
-            }
-        };
-        let read = match inputs.cast::<PyList>() {
-            Ok(list) => list.iter().map(read_one).collect::<Result<Vec<_>>>()?,
-            Err(_) => {
-                let mut read = Vec::new();
-                for x in inputs.try_iter()? {
-                    read.push(read_one(x?)?);
-                }
-                read
-            }
-        };
-        let made = self.with(|b| {
-            let atoms = to_atoms(b, read);
-            typed_outputs(b, primitive, atoms, params)
-        })?;
+        let made = self.add_traced(primitive_from_py(primitive)?, inputs, params)?;
         let list = PyList::empty(py);
         for (id, aval) in made {
-            let shared = self.shared_aval(py, &aval)?;
-            let var = Py::new(py, self.var(id, aval))?;
-            list.append(new_tracer(make, trace, var.into_any(), shared)?)?;
+            list.append(self.tracer(py, id, aval, make, trace)?)?;
         }
         Ok(list)
+    }
+
+    /// `add_eqn_traced` of a primitive with one output: returns that output's tracer
+    /// itself. A primitive with another number of outputs is a `TypeError` (after its
+    /// equation is recorded).
+    #[pyo3(signature = (primitive, inputs, params, make, trace))]
+    fn add_eqn_traced_one<'py>(
+        &self,
+        py: Python<'py>,
+        primitive: &Bound<'py, PyAny>,
+        inputs: &Bound<'py, PyAny>,
+        params: &Bound<'py, PyAny>,
+        make: &Bound<'py, PyType>,
+        trace: &Bound<'py, PyAny>,
+    ) -> Result<Bound<'py, PyAny>> {
+        let primitive = primitive_from_py(primitive)?;
+        let name = primitive.name().to_owned();
+        let mut made = self.add_traced(primitive, inputs, params)?;
+        match (made.pop(), made.is_empty()) {
+            (Some((id, aval)), true) => Ok(self.tracer(py, id, aval, make, trace)?),
+            _ => Err(Error::Py(PyTypeError::new_err(format!(
+                "add_eqn_traced_one: {name} does not have one output"
+            )))),
+        }
     }
 
     /// Declares an input variable per leaf of the pytree `args` and returns the same tree
@@ -648,9 +694,7 @@ impl JaxprBuilder {
         })?;
         let mut tracers = Vec::with_capacity(ids.len());
         for (id, aval) in ids {
-            let shared = self.shared_aval(py, aval)?;
-            let var = Py::new(py, self.var(id, aval.clone()))?;
-            tracers.push(new_tracer(make, trace, var.into_any(), shared)?);
+            tracers.push(self.tracer(py, id, aval.clone(), make, trace)?);
         }
         // The nodes in reverse pre-order: each container's children are then the last
         // values made, last child first.
