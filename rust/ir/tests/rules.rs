@@ -7498,3 +7498,27 @@ fn igamma_cases(t: &mut Table) {
 fn igamma_rules() {
     run(&table(igamma_cases));
 }
+
+#[test]
+fn every_family_is_unary_binary_a_comparison_or_special() {
+    use ferrax_ir::primitive::Family;
+    for &b in Builtin::ALL {
+        let f = b.family();
+        let kinds = [
+            f.is_unary(),
+            f.is_binary(),
+            f == Family::Comparison,
+            f == Family::Special,
+        ];
+        assert_eq!(
+            kinds.iter().filter(|&&k| k).count(),
+            1,
+            "{}: {f:?}",
+            b.name()
+        );
+        // The element-wise families are what their names say.
+        let name = format!("{f:?}");
+        assert_eq!(f.is_unary(), name.starts_with("Unary"), "{name}");
+        assert_eq!(f.is_binary(), name.starts_with("Binary"), "{name}");
+    }
+}

@@ -409,6 +409,35 @@ pub enum Family {
     Special,
 }
 
+impl Family {
+    /// The element-wise families of one operand, same type out (`Unary*`).
+    pub fn is_unary(self) -> bool {
+        matches!(
+            self,
+            Family::UnaryFloat
+                | Family::UnarySigned
+                | Family::UnaryNumeric
+                | Family::UnaryBitwise
+                | Family::UnaryInt
+                | Family::UnaryAny
+        )
+    }
+
+    /// The element-wise families of two operands, the first's type out (`Binary*`;
+    /// not `Comparison`).
+    pub fn is_binary(self) -> bool {
+        matches!(
+            self,
+            Family::BinaryNumeric
+                | Family::BinaryFloat
+                | Family::BinaryFloatOnly
+                | Family::BinaryAny
+                | Family::BinaryBitwise
+                | Family::BinaryShift
+        )
+    }
+}
+
 impl Builtin {
     /// The family whose rule this built-in follows.
     pub fn family(self) -> Family {

@@ -9,7 +9,7 @@ use super::text::{element_type, tensor_of};
 use super::{FuncState, Module, Value};
 use crate::dtype::DType;
 use crate::jaxpr::{Atom, Eqn, VarId};
-use crate::primitive::{Builtin, Family};
+use crate::primitive::Builtin;
 
 #[cfg(test)]
 thread_local! {
@@ -27,30 +27,6 @@ pub(super) fn disabled() -> bool {
     {
         false
     }
-}
-
-fn is_unary_family(f: Family) -> bool {
-    matches!(
-        f,
-        Family::UnaryFloat
-            | Family::UnarySigned
-            | Family::UnaryNumeric
-            | Family::UnaryBitwise
-            | Family::UnaryInt
-            | Family::UnaryAny
-    )
-}
-
-fn is_binary_family(f: Family) -> bool {
-    matches!(
-        f,
-        Family::BinaryNumeric
-            | Family::BinaryFloat
-            | Family::BinaryFloatOnly
-            | Family::BinaryAny
-            | Family::BinaryBitwise
-            | Family::BinaryShift
-    )
 }
 
 /// `%n`.
@@ -114,8 +90,8 @@ impl Module {
             return false;
         }
         let (name, binary) = match (unary_op_name(b), binary_op_name(b)) {
-            (Some(n), _) if is_unary_family(b.family()) => (n, false),
-            (_, Some(n)) if is_binary_family(b.family()) => (n, true),
+            (Some(n), _) if b.family().is_unary() => (n, false),
+            (_, Some(n)) if b.family().is_binary() => (n, true),
             _ => return false,
         };
         let [out] = e.outvars() else {

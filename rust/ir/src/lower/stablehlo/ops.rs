@@ -179,12 +179,7 @@ impl Module {
         let out_ty = out_avals.first().map(tensor_type).unwrap_or_default();
         let unary = |name: &str| -> String { name.to_owned() };
         let name = match b.family() {
-            Family::UnaryFloat
-            | Family::UnarySigned
-            | Family::UnaryNumeric
-            | Family::UnaryBitwise
-            | Family::UnaryInt
-            | Family::UnaryAny => {
+            family if family.is_unary() => {
                 let op = match b {
                     Builtin::Sign if in_avals[0].dtype.kind() == DTypeKind::UnsignedInt => {
                         // StableHLO's sign takes signless integers: sign = (x != 0).
@@ -253,12 +248,7 @@ impl Module {
                 };
                 unary(op)
             }
-            Family::BinaryNumeric
-            | Family::BinaryFloat
-            | Family::BinaryFloatOnly
-            | Family::BinaryAny
-            | Family::BinaryBitwise
-            | Family::BinaryShift => {
+            family if family.is_binary() => {
                 let op = match b {
                     Builtin::Pow => "stablehlo.power",
                     Builtin::Atan2 => "stablehlo.atan2",
@@ -339,6 +329,12 @@ impl Module {
                 )]);
             }
             Family::Special => return self.lower_special(f, b, e, &inputs, &in_avals, &out_avals),
+            // Every family is unary, binary, a comparison or special (a test checks it).
+            _ => {
+                return Err(LowerError::Unsupported {
+                    primitive: b.name().to_owned(),
+                })
+            }
         };
         Ok(vec![self.op1(f, &name, &[&inputs[0]], "", out_ty)])
     }
