@@ -19,7 +19,7 @@ from typing import Any
 
 from ferrax import _ir
 from ferrax._core import ConcreteArray, MainTrace, Primitive, Tracer, new_main
-from ferrax._staging import JaxprTracer, StagingTrace, _Staging
+from ferrax._staging import JaxprTracer, StagingTrace, _Staging, _tracing_error
 from ferrax.errors import BuilderError, TypeCheckError
 
 __all__ = ["KnownTracer", "PartialEvalTrace", "Recipe", "partial_eval_rules", "split_by_pass", "trace_linear"]
@@ -77,13 +77,12 @@ class PartialEvalTrace(StagingTrace):
         if rule is not None:
             return rule(self, primitive, tracers, params)
         if primitive._builtin:
-            # Recorded at once, as StagingTrace.process_primitive records it; when the
-            # builder refuses it, that method records it again to raise its error.
+            # Recorded at once, as StagingTrace.process_primitive records it.
             try:
                 outs: list[Any] = self.builder.add_eqn_traced(primitive.name, tracers, params, JaxprTracer, self)
                 return outs
-            except (TypeCheckError, BuilderError):
-                pass
+            except (TypeCheckError, BuilderError) as e:
+                raise _tracing_error(e, tracers) from None
         return StagingTrace.process_primitive(self, primitive, tracers, params)
 
     def is_known(self, t: Any) -> bool:
