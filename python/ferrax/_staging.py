@@ -14,7 +14,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from ferrax import _config, _ir, dtypes
+from ferrax import _config, _ir, dtypes, tree_util
 from ferrax._array import Array, type_name
 from ferrax._core import (
     ConcreteArray,
@@ -30,7 +30,6 @@ from ferrax._core import (
 )
 from ferrax._interpreters.axis_env import axis_env
 from ferrax.errors import BuilderError, FerraxError, TypeCheckError, UnexpectedTracerError, escaped_tracer_message
-from ferrax import tree_util
 from ferrax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["JaxprTracer", "StagingTrace", "make_jaxpr", "staged_float_unary", "trace_to_jaxpr"]
@@ -121,17 +120,26 @@ _NO_PLAN: _BroadcastPlan = ()
 # promotion, converted once.
 _promotions: dict[tuple[int, tuple[int, ...]], _ir.Params] = {}
 
+K = TypeVar("K")
+
+
+def params_once(cache: dict[K, _ir.Params], key: K, primitive: str, params: dict[str, Any]) -> _ir.Params:
+    """``params`` of ``primitive`` converted for the builder, kept in ``cache`` under
+    ``key`` (a miss of ``cache.get(key)``; at most 4096 kept): the staging fast paths
+    convert the params they record once per process."""
+    if len(cache) >= 4096:
+        cache.clear()
+    converted = cache[key] = _ir.Params(primitive, params)
+    return converted
+
 
 def _promotion(lead: int, low: tuple[int, ...]) -> _ir.Params:
-    params = _promotions.get((lead, low))
-    if params is None:
-        if len(_promotions) >= 4096:
-            _promotions.clear()
-        rank = len(low) + lead
-        params = _promotions[lead, low] = _ir.Params(
-            "broadcast_in_dim", {"shape": (1,) * lead + low, "broadcast_dimensions": tuple(range(lead, rank))}
-        )
-    return params
+    return _promotions.get((lead, low)) or params_once(
+        _promotions,
+        (lead, low),
+        "broadcast_in_dim",
+        {"shape": (1,) * lead + low, "broadcast_dimensions": tuple(range(lead, len(low) + lead))},
+    )
 
 
 def _staged_operator(
@@ -299,11 +307,12 @@ class StagingTrace(Trace):
         except (TypeCheckError, BuilderError) as e:
             raise _tracing_error(e, tracers) from None
 
-    def record(self, name: str, tracers: list[Any], params: dict[str, Any] | _ir.Params) -> list[Any]:
-        """``process_primitive`` of the built-in primitive ``name``, with its params as a
-        dict or converted once (the staging fast paths' equations)."""
+    def record(self, name: str, tracers: list[Any], params: dict[str, Any] | _ir.Params) -> JaxprTracer:
+        """``process_primitive`` of the built-in primitive ``name`` of one output, with its
+        params as a dict or converted once (the staging fast paths' equations); its
+        output's tracer."""
         try:
-            return self.builder.add_eqn_traced(name, tracers, params, JaxprTracer, self)
+            return self.builder.add_eqn_traced_one(name, tracers, params, JaxprTracer, self)
         except (TypeCheckError, BuilderError) as e:
             raise _tracing_error(e, tracers) from None
 
@@ -428,17 +437,16 @@ def _staged_product(a: Any, b: Any) -> Array | None:
     if xs[xc] != ys[yc]:
         return None
     key = (xc, yc, dtype, _config._x64)
-    params = _product_params.get(key)
-    if params is None:
-        params = _product_params[key] = _ir.Params(
-            "dot_general",
-            {
-                "dimension_numbers": (((xc,), (yc,)), ((), ())),
-                "preferred_element_type": dtypes.canonicalize(dtype, "dot_general"),
-            },
-        )
-    out: Array = trace.record("dot_general", [a, b], params)[0]
-    return out
+    params = _product_params.get(key) or params_once(
+        _product_params,
+        key,
+        "dot_general",
+        {
+            "dimension_numbers": (((xc,), (yc,)), ((), ())),
+            "preferred_element_type": dtypes.canonicalize(dtype, "dot_general"),
+        },
+    )
+    return trace.record("dot_general", [a, b], params)
 
 
 def trace_to_jaxpr(

@@ -19,8 +19,7 @@ from typing import Any
 
 from ferrax import _ir
 from ferrax._core import ConcreteArray, MainTrace, Primitive, Tracer, new_main
-from ferrax._staging import JaxprTracer, StagingTrace, _Staging, _tracing_error
-from ferrax.errors import BuilderError, TypeCheckError
+from ferrax._staging import JaxprTracer, StagingTrace, _Staging
 
 __all__ = ["KnownTracer", "PartialEvalTrace", "Recipe", "partial_eval_rules", "split_by_pass", "trace_linear"]
 
@@ -76,13 +75,6 @@ class PartialEvalTrace(StagingTrace):
         rule = partial_eval_rules.get(primitive.name)
         if rule is not None:
             return rule(self, primitive, tracers, params)
-        if primitive._builtin:
-            # Recorded at once, as StagingTrace.process_primitive records it.
-            try:
-                outs: list[Any] = self.builder.add_eqn_traced(primitive.name, tracers, params, JaxprTracer, self)
-                return outs
-            except (TypeCheckError, BuilderError) as e:
-                raise _tracing_error(e, tracers) from None
         return StagingTrace.process_primitive(self, primitive, tracers, params)
 
     def is_known(self, t: Any) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 from ferrax import _ir, dtypes, lax
 from ferrax._array import Array
 from ferrax._core import ConcreteArray, aval_of, user_location
-from ferrax._staging import JaxprTracer
+from ferrax._staging import JaxprTracer, params_once
 from ferrax.numpy._promotion import ArrayLike, Axis, DTypeLike, as_array, convert
 from ferrax.numpy import _promotion, _ufuncs
 from ferrax.numpy._shape import insert_axes, normalize_axes, normalize_axis, ravel, reshape
@@ -115,11 +115,10 @@ def sum(
         d = aval.dtype
         if not aval.weak_type and (d == _F32 or (d.kind in "iuf" and _accumulator(d) == d and _compute(d) == d)):
             rank = len(aval.shape)
-            params = _sum_all_params.get(rank)
-            if params is None:
-                params = _sum_all_params[rank] = _ir.Params("reduce_sum", {"axes": tuple(range(rank)), "out_sharding": None})
-            out: Array = trace.record("reduce_sum", [a], params)[0]
-            return out
+            params = _sum_all_params.get(rank) or params_once(
+                _sum_all_params, rank, "reduce_sum", {"axes": tuple(range(rank)), "out_sharding": None}
+            )
+            return trace.record("reduce_sum", [a], params)
     return _accumulate("sum", lax.reduce_sum, _ufuncs.add, 0, a, axis, dtype, keepdims, initial, where)
 
 

@@ -19,6 +19,14 @@ struct NumpyDTypes {
 
 static NUMPY_DTYPES: PyOnceLock<NumpyDTypes> = PyOnceLock::new();
 
+impl NumpyDTypes {
+    /// The IR dtype whose NumPy dtype object `obj` is (that very object), if any.
+    fn own_dtype(&self, obj: &Bound<'_, PyAny>) -> Option<DType> {
+        let i = self.dtypes.iter().position(|d| d.bind(obj.py()).is(obj))?;
+        Some(DType::ALL[i])
+    }
+}
+
 fn numpy_dtypes(py: Python<'_>) -> PyResult<&NumpyDTypes> {
     NUMPY_DTYPES.get_or_try_init(py, || {
         let numpy = py.import("numpy")?;
@@ -75,12 +83,11 @@ pub fn numpy_array_aval(obj: &Bound<'_, PyAny>, x64: bool) -> PyResult<Option<Ab
     if !obj.get_type().is(cache.ndarray.bind(py)) {
         return Ok(None);
     }
-    let dtype = obj.getattr(pyo3::intern!(py, "dtype"))?;
-    let Some(i) = cache.dtypes.iter().position(|d| d.bind(py).is(&dtype)) else {
+    let Some(dtype) = cache.own_dtype(&obj.getattr(pyo3::intern!(py, "dtype"))?) else {
         return Ok(None);
     };
     // `ferrax.dtypes.canonical`'s narrowing (keep in step).
-    let dtype = match DType::ALL[i] {
+    let dtype = match dtype {
         DType::F64 if !x64 => DType::F32,
         DType::I64 if !x64 => DType::I32,
         DType::U64 if !x64 => DType::U32,
@@ -129,8 +136,8 @@ fn numpy_dtype_from_py(obj: &Bound<'_, PyAny>) -> Result<DType> {
     let cache = numpy_dtypes(py)?;
     // Fast path: the canonical dtype objects NumPy hands out are singletons, and so are
     // the scalar types.
-    if let Some(i) = cache.dtypes.iter().position(|d| d.bind(py).is(obj)) {
-        return Ok(DType::ALL[i]);
+    if let Some(d) = cache.own_dtype(obj) {
+        return Ok(d);
     }
     if let Some(i) = cache.scalar_types.iter().position(|t| t.bind(py).is(obj)) {
         return Ok(DType::ALL[i]);

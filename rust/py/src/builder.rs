@@ -652,12 +652,12 @@ impl JaxprBuilder {
         trace: &Bound<'py, PyAny>,
     ) -> Result<Bound<'py, PyAny>> {
         let primitive = primitive_from_py(primitive)?;
-        let name = primitive.name().to_owned();
-        let mut made = self.add_traced(primitive, inputs, params)?;
+        let mut made = self.add_traced(primitive.clone(), inputs, params)?;
         match (made.pop(), made.is_empty()) {
             (Some((id, aval)), true) => Ok(self.tracer(py, id, aval, make, trace)?),
             _ => Err(Error::Py(PyTypeError::new_err(format!(
-                "add_eqn_traced_one: {name} does not have one output"
+                "add_eqn_traced_one: {} does not have one output",
+                primitive.name()
             )))),
         }
     }
