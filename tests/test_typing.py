@@ -16,6 +16,7 @@ from ferrax.core import (
     JaxprBuilder,
     JaxprEqn,
     Literal,
+    Params,
     ShapedArray,
     Var,
     dce,
@@ -99,6 +100,22 @@ def test_extension_primitive_types() -> None:
     b = JaxprBuilder()
     x = b.add_invar(ShapedArray((), "f32"))
     assert_type(b.add_eqn(prim, [x], {"k": 1}), list[Var])
+
+
+class _Tracer:
+    __slots__ = ("_trace", "atom", "aval")
+
+
+def test_tracing_builder_types() -> None:
+    b = JaxprBuilder()
+    params = Params("reduce_sum", {"axes": (0,), "out_sharding": None})
+    assert_type(params.primitive, str)
+    assert_type(params.to_dict(), dict[str, Any])
+    staged = b.stage_args((np.ones(3, np.float32),), _Tracer, None, False)
+    assert_type(staged, Any | None)
+    x = b.add_invar(ShapedArray((3,), np.float32))
+    assert_type(b.add_eqn_traced_one("reduce_sum", [x], params, _Tracer, None), _Tracer)
+    assert_type(b.add_eqn_traced("neg", [x], {}, _Tracer, None), list[_Tracer])
 
 
 def error_types(parse_error: ferrax.ParseError, type_error: ferrax.TypeCheckError) -> None:
