@@ -23,12 +23,13 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyModule, PyString, PyTuple, PyType};
 use pyo3::{ffi, intern};
 use pyo3::{PyTraverseError, PyVisit};
+use smallvec::SmallVec;
 use std::os::raw::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Signatures kept per jitted function; the oldest is dropped past this.
 const MAX_ENTRIES: usize = 64;
-/// Nodes, dict keys and leaves a flattening has room for before it grows.
+/// Nodes, dict keys and leaves a flattening holds inline before it allocates.
 const FLAT_CAPACITY: usize = 16;
 /// Deeper argument or output nests go to the Python path.
 const MAX_DEPTH: usize = 32;
@@ -259,10 +260,11 @@ struct Leaf<'py> {
 
 /// A call's arguments flattened as `(args, kwargs)`, dicts in their own order (a
 /// signature keeps the permutation to the sorted order the Python path uses).
+/// Inline up to `FLAT_CAPACITY` of each: a common call flattens without allocating.
 struct Flat<'py> {
-    nodes: Vec<Node>,
-    keys: Vec<Bound<'py, PyAny>>,
-    leaves: Vec<Leaf<'py>>,
+    nodes: SmallVec<[Node; FLAT_CAPACITY]>,
+    keys: SmallVec<[Bound<'py, PyAny>; FLAT_CAPACITY]>,
+    leaves: SmallVec<[Leaf<'py>; FLAT_CAPACITY]>,
 }
 
 impl<'py> Flat<'py> {
@@ -273,10 +275,9 @@ impl<'py> Flat<'py> {
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> Option<Flat<'py>> {
         let mut flat = Flat {
-            // Room for common calls from the start: growing a vector is an allocation.
-            nodes: Vec::with_capacity(FLAT_CAPACITY.max(args.len() + 2)),
-            keys: Vec::with_capacity(FLAT_CAPACITY),
-            leaves: Vec::with_capacity(FLAT_CAPACITY.max(args.len())),
+            nodes: SmallVec::new(),
+            keys: SmallVec::new(),
+            leaves: SmallVec::new(),
         };
         flat.nodes.push(Node::Tuple(args.len()));
         for a in args.iter() {
@@ -533,7 +534,7 @@ impl Entry {
 
     fn matches(&self, py: Python<'_>, x64: bool, flat: &Flat<'_>) -> bool {
         self.x64 == x64
-            && self.nodes == flat.nodes
+            && self.nodes[..] == flat.nodes[..]
             && self.keys.len() == flat.keys.len()
             && self.avals.len() == flat.leaves.len()
             && self
@@ -809,7 +810,7 @@ impl Dispatcher {
         let out = Out::parse(out_template, out_avals.len()).unwrap_or(Out::Python(unflatten));
         let entry = Entry {
             x64,
-            nodes: natural.nodes.clone(),
+            nodes: natural.nodes.to_vec(),
             keys: natural.keys.iter().map(|k| k.clone().unbind()).collect(),
             avals,
             order: (!identity).then_some(order),
