@@ -264,6 +264,47 @@ def test_staging_traces_take_the_python_path() -> None:
     np.testing.assert_array_equal(np.asarray(ferrax.vmap(jf)(put(np.ones((2, 3), np.float32)))), np.full((2, 3), 2.0))
 
 
+def test_staging_is_seen_per_thread() -> None:
+    # Each thread's trace state is its own: a thread tracing does not turn the hit path
+    # off in another, and a thread that hit before it traces stages once it does.
+    jf = ferrax.jit(lambda x: x + 1.0)
+    x = put(np.ones(3, np.float32))
+    before = str(ferrax.make_jaxpr(lambda: jf(x))())
+    hit_and_slow(jf, x)
+    results: dict[str, Any] = {}
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def tracer_thread() -> None:
+        try:
+            jf._hit_until(6, x)  # a hit (a miss raises): nothing staged in this thread yet
+
+            def f() -> Any:
+                inside.set()
+                leave.wait(30)
+                return jf(x)
+
+            results["jaxpr"] = str(ferrax.make_jaxpr(f)())
+        except BaseException as e:  # reported by the main thread
+            results["error"] = e
+            inside.set()
+
+    t = threading.Thread(target=tracer_thread)
+    t.start()
+    assert inside.wait(30)
+    try:
+        # The other thread is inside make_jaxpr: this one still runs on the hit path.
+        size = jf._hit_path_size()
+        np.testing.assert_array_equal(np.asarray(jf(x)), np.full(3, 2.0, np.float32))
+        assert jf._hit_path_size() == size
+        np.testing.assert_array_equal(np.asarray(jf._hit_until(6, x)), np.full(3, 2.0, np.float32))
+    finally:
+        leave.set()
+        t.join()
+    assert "error" not in results, results.get("error")
+    assert results["jaxpr"] == before
+
+
 def test_errors_are_the_python_paths() -> None:
     jf = ferrax.jit(lambda x, y: x + y)
     x = put(np.ones(3, np.float32))
