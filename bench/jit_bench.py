@@ -201,11 +201,13 @@ def _row(metric: str, case: str, per: dict[str, list[float]]) -> dict[str, Any]:
 
 def dispatch_rows(systems: list[_Sys], quick: bool = False) -> list[dict[str, Any]]:
     """The per-call time of a jitted call whose signature is compiled (dispatch),
-    ferrax and JAX alternating, five loops of 10,000 calls each."""
+    ferrax and JAX alternating, eleven loops of 10,000 calls each (a fresh jitted
+    function each loop). A loop takes about 50 ms, so the machine's noise moves single
+    loops by 10% and more: eleven make the median steadier than five did."""
     rows = []
     for case, label in [("one", "x + 1.0, f32[3]"), ("pytree", "10 args in a dict")]:
         per: dict[str, list[float]] = {s.name: [] for s in systems}
-        for _ in range(5):
+        for _ in range(11):
             for s in systems:
                 per[s.name].extend(_dispatch(s, case, 10_000 if not quick else 2_000, 1))
         rows.append(_row("dispatch", label, per))
