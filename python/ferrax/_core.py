@@ -750,6 +750,14 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
         raise x._concrete_error("evaluating eagerly")
     else:
         d = aval_of(x).dtype
+        t = type(x)
+        # The common scalars convert without a check: an int within int32 fits either
+        # default int, and a float within float32's range (or not finite) does not
+        # overflow (NumPy's `iinfo` and `errstate` cost microseconds a call).
+        if t is int and -_INT32_LIMIT <= x < _INT32_LIMIT:
+            return np.asarray(x, dtype=d)
+        if t is float and not _F32_MAX < abs(x) < _INF:
+            return np.asarray(x, dtype=d)
         if isinstance(x, int) and not isinstance(x, bool) and d.kind == "i":
             # As JAX: a Python int must fit the default int type (int32 without x64).
             info = np.iinfo(d)
@@ -758,3 +766,8 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
     # As XLA converts: float64 beyond float32's range is an infinity, int64 wraps.
     with np.errstate(over="ignore"):
         return np.asarray(x, dtype=d)
+
+
+_INT32_LIMIT = 2**31
+_F32_MAX = float(np.finfo(np.float32).max)
+_INF = float("inf")

@@ -226,7 +226,11 @@ class JaxprTracer(Tracer):
         # The staged product at once (as ferrax.numpy.matmul would record it), else the
         # general way.
         out = _staged_product(self, other)
-        return Array.__matmul__(self, other) if out is None else out
+        if out is None:
+            from ferrax.numpy._products import matmul_general  # (imports this module)
+
+            return matmul_general(self, other)
+        return out
 
     # Fast paths of the arithmetic operators (see _staged_operator).
     __add__ = _staged_operator("add", False, False, Array.__add__)

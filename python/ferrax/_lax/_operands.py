@@ -49,6 +49,11 @@ def scalar_as(x: Any, like: Any) -> Any:
     if isinstance(x, int) and dtypes.is_int(dtype):
         # An int out of the other operand's range is an OverflowError (NumPy's check).
         return ConcreteArray(np.asarray(x, dtype=dtype), True)
+    widening = value.dtype.kind != "f" or dtype.itemsize >= value.dtype.itemsize
+    if dtype.kind == "f" and dtype.itemsize >= 4 and widening:
+        # To float32 or float64 from an int (of at most 64 bits: within float32's range)
+        # or a narrower float: nothing can overflow, and `errstate` costs microseconds.
+        return ConcreteArray(value.astype(dtype), True)
     with np.errstate(over="ignore"):  # as XLA converts: out of range is an infinity
         return ConcreteArray(value.astype(dtype), True)
 

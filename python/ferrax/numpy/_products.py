@@ -71,8 +71,11 @@ def matmul(a: ArrayLike, b: ArrayLike) -> Array:
     (batch) axes; a vector operand is a row (``a``) or column (``b``) whose axis is then
     dropped. Scalars are refused, as in NumPy."""
     staged = _staged_product(a, b)
-    if staged is not None:
-        return staged
+    return matmul_general(a, b) if staged is None else staged
+
+
+def matmul_general(a: ArrayLike, b: ArrayLike) -> Array:
+    """:func:`matmul` without its staged fast path (which the caller tried)."""
     x, y = _operands("matmul", a, b)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError("matmul: operands must not be scalars (use multiply or *)")

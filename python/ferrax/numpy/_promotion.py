@@ -216,14 +216,24 @@ def _rank_promote(x: Any, shape: tuple[int, ...], rank: int) -> Array:
 
 
 def _broadcast_shape(name: str, avals: Sequence[_ir.ShapedArray]) -> tuple[int, ...]:
-    try:
-        return tuple(np.broadcast_shapes(*(a.shape for a in avals)))
-    except ValueError:
-        types = " and ".join(a.str_short() for a in avals)
-        raise broadcast_error(
-            f"{name}: shapes of {types} do not broadcast together (NumPy broadcasting: "
-            "aligned from the right, each dimension equal or 1)"
-        ) from None
+    # NumPy's rule, in Python: `np.broadcast_shapes` builds arrays and costs microseconds.
+    shapes = [a.shape for a in avals]
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        lead = rank - len(s)
+        for i, d in enumerate(s, lead):
+            o = out[i]
+            if d != o:
+                if o == 1:
+                    out[i] = d
+                elif d != 1:
+                    types = " and ".join(a.str_short() for a in avals)
+                    raise broadcast_error(
+                        f"{name}: shapes of {types} do not broadcast together (NumPy "
+                        "broadcasting: aligned from the right, each dimension equal or 1)"
+                    )
+    return tuple(out)
 
 
 def broadcast_shapes(*shapes: Shape) -> tuple[int, ...]:
