@@ -4,7 +4,9 @@ use crate::dtype::DType;
 use crate::jaxpr::ClosedJaxpr;
 use crate::sharding::{Mesh, PartitionSpec};
 use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, OnceLock};
 
 /// A parameter name: one of the catalogue's (a shared `&'static str` from a fixed table,
@@ -130,10 +132,41 @@ pub fn known_name_count() -> usize {
 /// A parameter name: shared from the catalogue's table when it is one of its names
 /// (no allocation), else owned.
 pub fn intern_name(name: &str) -> ParamName {
-    let known = known_names();
-    match known.binary_search(&name) {
-        Ok(i) => ParamName(NameRepr::Known(known[i])),
-        Err(_) => ParamName(NameRepr::Owned(Arc::from(name))),
+    match known_name_index().get(name) {
+        Some(&known) => ParamName(NameRepr::Known(known)),
+        None => ParamName(NameRepr::Owned(Arc::from(name))),
+    }
+}
+
+/// The table's names by hash: a lookup hashes the name once and compares it with one
+/// entry, where a binary search compared it with eight (this runs for every parameter
+/// of every equation read from Python or text).
+fn known_name_index() -> &'static HashMap<&'static str, &'static str, BuildHasherDefault<Fnv>> {
+    static INDEX: OnceLock<HashMap<&'static str, &'static str, BuildHasherDefault<Fnv>>> =
+        OnceLock::new();
+    INDEX.get_or_init(|| known_names().iter().map(|&n| (n, n)).collect())
+}
+
+/// FNV-1a: fast for the short names hashed here (std's default hasher is built to resist
+/// chosen keys, which the table's fixed names do not need).
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
     }
 }
 
@@ -822,16 +855,18 @@ impl Params {
             .into_iter()
             .map(|(n, v)| (intern_name(n.as_ref()), v))
             .collect();
-        // Stable sort keeps insertion order among equal names; keep the last of each.
+        // Stable sort keeps insertion order among equal names; keep the last of each (in
+        // place: `dedup_by` drops the later of two equal neighbours, after taking its
+        // value into the one kept).
         items.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut deduped: Vec<(ParamName, Param)> = Vec::with_capacity(items.len());
-        for item in items {
-            match deduped.last_mut() {
-                Some(last) if last.0 == item.0 => *last = item,
-                _ => deduped.push(item),
+        items.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(&mut later.1, &mut kept.1);
             }
-        }
-        Params::from_items(deduped.into_boxed_slice())
+            same
+        });
+        Params::from_items(items.into_boxed_slice())
     }
 
     /// The value of a parameter.

@@ -430,19 +430,21 @@ fn marked_to_py<'py>(
 }
 
 /// Reads the params of an equation of `primitive` from a mapping of names to values.
-pub fn params_from_py(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Result<Params> {
+pub fn params_from_py<'py>(primitive: &Primitive, params: &Bound<'py, PyAny>) -> Result<Params> {
     let builtin = primitive.as_builtin();
-    let mut pairs: Vec<(String, Param)> = Vec::new();
+    // The names stay Python strings until the end (no copy of each).
+    let mut names: Vec<Bound<'py, PyString>> = Vec::new();
+    let mut values: Vec<Param> = Vec::new();
     // NumPy integers among the ints, remembered so the printer writes them as JAX does.
     let mut marks: Vec<(String, usize, ferrax_ir::DType)> = Vec::new();
-    let mut add = |name: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>| -> Result<()> {
-        let name = name.cast::<PyString>().map_err(|_| {
+    let mut add = |name: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>| -> Result<()> {
+        let name_str = name.cast::<PyString>().map_err(|_| {
             pyo3::exceptions::PyTypeError::new_err(format!(
                 "param names must be str, got {}",
                 describe(name)
             ))
         })?;
-        let name = name.to_str()?;
+        let name = name_str.to_str()?;
         let kind = builtin.and_then(|b| b.param_kind(name));
         let param = match kind {
             Some(kind) => match param_of_kind(kind, value)? {
@@ -478,7 +480,8 @@ pub fn params_from_py(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Resul
             numpy_int_marks(value, &mut next, &mut found)?;
             marks.extend(found.into_iter().map(|(i, d)| (name.to_owned(), i, d)));
         }
-        pairs.push((name.to_owned(), param));
+        names.push(name_str.clone());
+        values.push(param);
         Ok(())
     };
     if let Ok(dict) = params.cast::<PyDict>() {
@@ -491,7 +494,11 @@ pub fn params_from_py(primitive: &Primitive, params: &Bound<'_, PyAny>) -> Resul
             add(&name, &value)?;
         }
     }
-    let params = Params::new(pairs);
+    let names = names
+        .iter()
+        .map(|n| n.to_str())
+        .collect::<PyResult<Vec<&str>>>()?;
+    let params = Params::new(names.into_iter().zip(values));
     Ok(if marks.is_empty() {
         params
     } else {
@@ -511,9 +518,15 @@ fn numpy_int_marks(
         *next += 1;
         return Ok(());
     }
-    if let Some(items) = sequence_items(v)? {
-        for item in &items {
-            numpy_int_marks(item, next, out)?;
+    if let Ok(t) = v.cast::<PyTuple>() {
+        for item in t.iter() {
+            numpy_int_marks(&item, next, out)?;
+        }
+        return Ok(());
+    }
+    if let Ok(l) = v.cast::<PyList>() {
+        for item in l.iter() {
+            numpy_int_marks(&item, next, out)?;
         }
         return Ok(());
     }
@@ -773,13 +786,15 @@ fn sequence_items<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Vec<Bound<'py, Py
 }
 
 fn ints_of(v: &Bound<'_, PyAny>) -> Result<Option<Arc<[i64]>>> {
-    Ok(sequence_items(v)?.and_then(|items| {
-        items
-            .iter()
-            .map(int_of)
-            .collect::<Option<Vec<i64>>>()
-            .map(Arc::from)
-    }))
+    // Read straight from the tuple or list (no vector of its items first).
+    let ints: Option<Vec<i64>> = if let Ok(t) = v.cast::<PyTuple>() {
+        t.iter().map(|x| int_of(&x)).collect()
+    } else if let Ok(l) = v.cast::<PyList>() {
+        l.iter().map(|x| int_of(&x)).collect()
+    } else {
+        return Ok(None);
+    };
+    Ok(ints.map(Arc::from))
 }
 
 /// `pad`'s config: a sequence of `(low, high, interior)` int triples.
