@@ -53,6 +53,7 @@ use ferrax_ir::params::{
 use ferrax_ir::primitive::{ParamKind, Primitive};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// A tuple of ints.
@@ -194,7 +195,7 @@ fn spec_to_py<'py>(
 }
 
 /// The items of any iterable but a string; `None` for a string or a non-iterable.
-fn iter_items<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Vec<Bound<'py, PyAny>>>> {
+fn iter_items<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Items<'py>>> {
     if v.is_instance_of::<PyString>() {
         return Ok(None);
     }
@@ -202,7 +203,7 @@ fn iter_items<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Vec<Bound<'py, PyAny>
         return Ok(Some(items));
     }
     match v.try_iter() {
-        Ok(it) => Ok(Some(it.collect::<PyResult<Vec<_>>>()?)),
+        Ok(it) => Ok(Some(it.collect::<PyResult<Items<'py>>>()?)),
         Err(_) => Ok(None),
     }
 }
@@ -518,15 +519,9 @@ fn numpy_int_marks(
         *next += 1;
         return Ok(());
     }
-    if let Ok(t) = v.cast::<PyTuple>() {
-        for item in t.iter() {
-            numpy_int_marks(&item, next, out)?;
-        }
-        return Ok(());
-    }
-    if let Ok(l) = v.cast::<PyList>() {
-        for item in l.iter() {
-            numpy_int_marks(&item, next, out)?;
+    if let Some(items) = sequence_items(v)? {
+        for item in &items {
+            numpy_int_marks(item, next, out)?;
         }
         return Ok(());
     }
@@ -774,8 +769,12 @@ fn str_of(v: &Bound<'_, PyAny>) -> Result<Option<Arc<str>>> {
     }
 }
 
+/// A sequence's items, up to eight inline: params' sequences are short, and reading
+/// one allocates nothing.
+type Items<'py> = SmallVec<[Bound<'py, PyAny>; 8]>;
+
 /// The items of a tuple or list; `None` for anything else.
-fn sequence_items<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Vec<Bound<'py, PyAny>>>> {
+fn sequence_items<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Items<'py>>> {
     if let Ok(t) = v.cast::<PyTuple>() {
         return Ok(Some(t.iter().collect()));
     }
@@ -786,15 +785,13 @@ fn sequence_items<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Vec<Bound<'py, Py
 }
 
 fn ints_of(v: &Bound<'_, PyAny>) -> Result<Option<Arc<[i64]>>> {
-    // Read straight from the tuple or list (no vector of its items first).
-    let ints: Option<Vec<i64>> = if let Ok(t) = v.cast::<PyTuple>() {
-        t.iter().map(|x| int_of(&x)).collect()
-    } else if let Ok(l) = v.cast::<PyList>() {
-        l.iter().map(|x| int_of(&x)).collect()
-    } else {
-        return Ok(None);
-    };
-    Ok(ints.map(Arc::from))
+    Ok(sequence_items(v)?.and_then(|items| {
+        items
+            .iter()
+            .map(int_of)
+            .collect::<Option<Vec<i64>>>()
+            .map(Arc::from)
+    }))
 }
 
 /// `pad`'s config: a sequence of `(low, high, interior)` int triples.
